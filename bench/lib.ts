@@ -1,0 +1,45 @@
+/**
+ * Shared helpers for bench/ scripts: timing repeated process start-ups, and locating the reference
+ * programs from the npm dev dependencies. Benchmarks print figures; they never assert.
+ */
+import { existsSync } from "node:fs";
+import { join, resolve } from "node:path";
+
+/** Repository root. */
+export const ROOT = resolve(import.meta.dir, "..");
+
+/** Directory of the reference shell-tool MCP (0.97.0) binaries for this host, or undefined. */
+export function referenceShellToolDir(): string | undefined {
+  const triple = process.arch === "arm64" ? "aarch64-unknown-linux-musl" : "x86_64-unknown-linux-musl";
+  const dir = join(ROOT, "node_modules", "@openai", "codex-shell-tool-mcp", "vendor", triple);
+  return existsSync(dir) ? dir : undefined;
+}
+
+/** Median of `xs`. */
+export function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
+}
+
+/**
+ * Time `runs` sequential spawns of `argv` (stdio ignored); returns the median wall time of one start in ms.
+ * Repeats in `rounds` rounds and takes the median round to damp noise from the other core.
+ */
+export function timeSpawns(argv: string[], runs = 200, rounds = 5, argv0?: string): number {
+  const perRound: number[] = [];
+  for (let r = 0; r < rounds; r++) {
+    const t0 = Bun.nanoseconds();
+    for (let i = 0; i < runs; i++) {
+      Bun.spawnSync(argv, { stdin: "ignore", stdout: "ignore", stderr: "ignore", argv0 } as Parameters<typeof Bun.spawnSync>[1]);
+    }
+    perRound.push((Bun.nanoseconds() - t0) / 1e6 / runs);
+  }
+  return median(perRound);
+}
+
+/** Print one row of a results table. */
+export function row(name: string, ms: number, base?: number): void {
+  const ratio = base === undefined ? "" : `  ${(ms / base).toFixed(2)}×`;
+  console.log(`${name.padEnd(44)} ${ms.toFixed(3).padStart(9)} ms${ratio}`);
+}

@@ -1,0 +1,81 @@
+/**
+ * Build the single `shellmcp` executable with `bun build --compile`.
+ *
+ *   bun build.ts                       host target → dist/shellmcp
+ *   bun build.ts --target linux-arm64  cross-compile → dist/shellmcp-linux-arm64 (also darwin-x64, darwin-arm64, linux-x64)
+ *   bun build.ts --all                 every target above
+ *
+ * The binary runs inside untrusted repositories, so autoload of `.env`, `bunfig.toml`, `tsconfig.json` and
+ * `package.json` from the working directory is turned off. The version comes from package.json through
+ * `define`. Cross targets take Bun's runtime for that platform from the npm registry (`@oven/bun-<target>`,
+ * the same version as our `bun` dev dependency) instead of letting Bun download it.
+ */
+import { existsSync, mkdirSync, readFileSync, rmSync } from "node:fs";
+import { join } from "node:path";
+
+const ROOT = import.meta.dir;
+const pkg = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as { version: string; devDependencies: Record<string, string> };
+
+/** Cross-compilation targets: our name → [Bun's --target, npm package with that runtime]. */
+const TARGETS: Record<string, [string, string]> = {
+  "linux-x64": ["bun-linux-x64", "@oven/bun-linux-x64"],
+  "linux-arm64": ["bun-linux-arm64", "@oven/bun-linux-aarch64"],
+  "darwin-x64": ["bun-darwin-x64", "@oven/bun-darwin-x64"],
+  "darwin-arm64": ["bun-darwin-arm64", "@oven/bun-darwin-aarch64"],
+};
+
+function run(cmd: string[], cwd = ROOT): void {
+  const r = Bun.spawnSync(cmd, { cwd, stdout: "inherit", stderr: "inherit" });
+  if (r.exitCode !== 0) throw new Error(`build: \`${cmd.join(" ")}\` failed with status ${r.exitCode}`);
+}
+
+/** Path of Bun's runtime binary for `target`, fetched once from the npm registry into `.cache/`. */
+function runtimeFor(target: string): string {
+  const [, npmName] = TARGETS[target]!;
+  const bunVersion = pkg.devDependencies.bun!.replace(/^[^\d]*/, "");
+  const dir = join(ROOT, ".cache", "bun-runtimes", `${target}-${bunVersion}`);
+  const exe = join(dir, "package", "bin", "bun");
+  if (!existsSync(exe)) {
+    rmSync(dir, { recursive: true, force: true });
+    mkdirSync(dir, { recursive: true });
+    run(["npm", "pack", "--silent", `${npmName}@${bunVersion}`], dir);
+    run(["sh", "-c", "tar xzf *.tgz && rm -f *.tgz"], dir);
+  }
+  return exe;
+}
+
+/** Compile `src/main.ts` to `outfile`, for `target` (undefined = host). */
+export function compile(outfile: string, target?: string): void {
+  const cmd = [
+    process.execPath,
+    "build",
+    "--compile",
+    "--bytecode",
+    "--minify-syntax",
+    "--no-compile-autoload-dotenv",
+    "--no-compile-autoload-bunfig",
+    "--no-compile-autoload-tsconfig",
+    "--no-compile-autoload-package-json",
+    `--define=__SHELLMCP_VERSION__=${JSON.stringify(pkg.version)}`,
+    `--outfile=${outfile}`,
+  ];
+  if (target !== undefined) {
+    const [bunTarget] = TARGETS[target] ?? [];
+    if (bunTarget === undefined) throw new Error(`build: unknown target ${target} (known: ${Object.keys(TARGETS).join(", ")})`);
+    cmd.push(`--target=${bunTarget}`, `--compile-executable-path=${runtimeFor(target)}`);
+  }
+  cmd.push(join(ROOT, "src", "main.ts"));
+  run(cmd);
+}
+
+if (import.meta.main) {
+  const argv = process.argv.slice(2);
+  mkdirSync(join(ROOT, "dist"), { recursive: true });
+  if (argv.includes("--all")) {
+    for (const t of Object.keys(TARGETS)) compile(join(ROOT, "dist", `shellmcp-${t}`), t);
+  } else if (argv[0] === "--target" && argv[1] !== undefined) {
+    compile(join(ROOT, "dist", `shellmcp-${argv[1]}`), argv[1]);
+  } else {
+    compile(join(ROOT, "dist", "shellmcp"));
+  }
+}

@@ -1,0 +1,454 @@
+/**
+ * libc bindings through `bun:ffi`: the only module that calls into C.
+ *
+ * Every binding is synchronous and may block the calling thread (use a Worker for blocking socket I/O on
+ * the server side). Failures throw {@link ShellmcpError} with code `SYSCALL` and data
+ * `{ call, errno, errname }`; `EINTR` is retried where noted. The library is opened lazily on first use and
+ * symbols are bound per group, so the exec wrapper (the hottest path) pays only for what it calls.
+ *
+ * Linux (glibc, x86_64 and aarch64) is the supported target. On darwin the same names bind to libSystem;
+ * Landlock/seccomp/prctl are Linux-only and throw there.
+ */
+import { dlopen, FFIType, ptr, read, CString, type ConvertFns, type Pointer } from "bun:ffi";
+import { ShellmcpError } from "../src/errors.ts";
+import { archLayout, cmsgLen, cmsgSpace, hostArch, maxSignal, type ArchLayout } from "./layout.ts";
+
+/** Layout table of the running architecture. */
+export const L: ArchLayout = archLayout(hostArch());
+
+/** Constants re-exported for callers. */
+export const SOCK = L.sock;
+
+const { i32, i64, ptr: P, u64 } = FFIType;
+
+/** Symbol groups. Binding is lazy per group: `dlopen` compiles a trampoline per symbol, which costs start-up. */
+const GROUPS = {
+  core: {
+    __errno_location: { args: [], returns: P },
+    close: { args: [i32], returns: i32 },
+    getpid: { args: [], returns: i32 },
+    getppid: { args: [], returns: i32 },
+    strerror: { args: [i32], returns: P },
+  },
+  socket: {
+    socketpair: { args: [i32, i32, i32, P], returns: i32 },
+    sendmsg: { args: [i32, P, i32], returns: i64 },
+    recvmsg: { args: [i32, P, i32], returns: i64 },
+    fcntl: { args: [i32, i32, i64], returns: i32 },
+    poll: { args: [P, u64, i32], returns: i32 },
+    getsockopt: { args: [i32, i32, i32, P, P], returns: i32 },
+  },
+  exec: {
+    execve: { args: [P, P, P], returns: i32 },
+    sigaction: { args: [i32, P, P], returns: i32 },
+    sigprocmask: { args: [i32, P, P], returns: i32 },
+    dup2: { args: [i32, i32], returns: i32 },
+    chdir: { args: [P], returns: i32 },
+    setsid: { args: [], returns: i32 },
+  },
+  kernel: {
+    prctl: { args: [i64, u64, u64, u64, u64], returns: i32 },
+    // Variadic in C: declare all six argument slots so none is left holding garbage.
+    syscall: { args: [i64, i64, i64, i64, i64, i64, i64], returns: i64 },
+  },
+} as const;
+
+type Groups = typeof GROUPS;
+type Bound<G extends keyof Groups> = ConvertFns<Groups[G]>;
+
+const LIBC_PATH = process.platform === "darwin" ? "/usr/lib/libSystem.B.dylib" : "libc.so.6";
+const bound: { [G in keyof Groups]?: Bound<G> } = {};
+
+function sym<G extends keyof Groups>(g: G): Bound<G> {
+  let s = bound[g] as Bound<G> | undefined;
+  if (s === undefined) {
+    s = dlopen(LIBC_PATH, GROUPS[g]).symbols as unknown as Bound<G>;
+    (bound as Record<string, unknown>)[g] = s;
+  }
+  return s;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// errno
+
+/** Common errno values (Linux numbering). */
+export const ERRNO = {
+  EPERM: 1,
+  ENOENT: 2,
+  EINTR: 4,
+  EBADF: 9,
+  EAGAIN: 11,
+  EACCES: 13,
+  EINVAL: 22,
+  ENOEXEC: 8,
+  EPIPE: 32,
+  ENOSYS: 38,
+  EOPNOTSUPP: 95,
+  ECONNREFUSED: 111,
+  ENOTCONN: 107,
+  ENOTSOCK: 88,
+} as const;
+
+const ERRNAMES: Record<number, string> = Object.fromEntries(Object.entries(ERRNO).map(([k, v]) => [v, k]));
+
+/** Current thread's `errno`. Read it immediately after the failing call. */
+export function errno(): number {
+  const p = sym("core").__errno_location();
+  return p === null ? 0 : read.i32(p, 0);
+}
+
+/** `strerror(e)` from libc, e.g. `No such file or directory`. */
+export function strerror(e: number): string {
+  const p = sym("core").strerror(e);
+  return p === null ? `errno ${e}` : new CString(p).toString();
+}
+
+/** Symbolic name (`ENOENT`) of an errno, or `E<number>` for ones not in {@link ERRNO}. */
+export function errname(e: number): string {
+  return ERRNAMES[e] ?? `E${e}`;
+}
+
+/** Build the `SYSCALL` error for a failed `call` with the current errno. */
+export function sysError(call: string, e: number = errno()): ShellmcpError {
+  return new ShellmcpError("SYSCALL", `${call}: ${strerror(e)} (os error ${e})`, { call, errno: e, errname: errname(e) });
+}
+
+function check(call: string, rc: number | bigint): number {
+  const n = Number(rc);
+  if (n < 0) throw sysError(call);
+  return n;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// process
+
+/** `getpid()`. */
+export function getpid(): number {
+  return sym("core").getpid();
+}
+
+/** `getppid()`. */
+export function getppid(): number {
+  return sym("core").getppid();
+}
+
+/** `close(fd)`. EBADF throws; EINTR is treated as closed (Linux always releases the fd). */
+export function close(fd: number): void {
+  if (sym("core").close(fd) < 0) {
+    const e = errno();
+    if (e !== ERRNO.EINTR) throw sysError(`close(${fd})`, e);
+  }
+}
+
+/** Close `fd`, ignoring every error (for cleanup paths). */
+export function closeQuiet(fd: number): void {
+  sym("core").close(fd);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// fds and sockets
+
+/** `socketpair(domain, type, 0)` → `[fd0, fd1]`. `type` may include `SOCK_CLOEXEC`/`SOCK_NONBLOCK`. */
+export function socketpair(domain: number, type: number): [number, number] {
+  const out = new Int32Array(2);
+  check("socketpair", sym("socket").socketpair(domain, type, 0, out));
+  return [out[0]!, out[1]!];
+}
+
+/** `fcntl(fd, cmd, arg)` → result. */
+export function fcntl(fd: number, cmd: number, arg = 0): number {
+  return check(`fcntl(${fd}, ${cmd})`, sym("socket").fcntl(fd, cmd, arg));
+}
+
+/** Set or clear `FD_CLOEXEC` on `fd`. */
+export function setCloexec(fd: number, on: boolean): void {
+  const flags = fcntl(fd, SOCK.F_GETFD);
+  fcntl(fd, SOCK.F_SETFD, on ? flags | SOCK.FD_CLOEXEC : flags & ~SOCK.FD_CLOEXEC);
+}
+
+/** Whether `FD_CLOEXEC` is set on `fd`. */
+export function getCloexec(fd: number): boolean {
+  return (fcntl(fd, SOCK.F_GETFD) & SOCK.FD_CLOEXEC) !== 0;
+}
+
+/** Set or clear `O_NONBLOCK` on `fd`. */
+export function setNonblock(fd: number, on: boolean): void {
+  const flags = fcntl(fd, SOCK.F_GETFL);
+  fcntl(fd, SOCK.F_SETFL, on ? flags | SOCK.O_NONBLOCK : flags & ~SOCK.O_NONBLOCK);
+}
+
+/** `dup2(oldfd, newfd)` → newfd (retries EINTR/EBUSY races are not retried: they throw). */
+export function dup2(oldfd: number, newfd: number): number {
+  return check(`dup2(${oldfd}, ${newfd})`, sym("exec").dup2(oldfd, newfd));
+}
+
+/** `getsockopt(fd, SOL_SOCKET, opt)` for an int option (e.g. `SO_SNDBUF`). */
+export function getsockoptInt(fd: number, opt: number): number {
+  const v = new Int32Array(1);
+  const len = new Uint32Array([4]);
+  check("getsockopt", sym("socket").getsockopt(fd, SOCK.SOL_SOCKET, opt, v, len));
+  return v[0]!;
+}
+
+/** Maximum fds in one `SCM_RIGHTS` message, as Codex (`too many fds`). */
+export const MAX_FDS_PER_MESSAGE = 16;
+
+/**
+ * `sendmsg(fd, [data], SCM_RIGHTS fds, flags)` → bytes sent (may be fewer than `data.length` on a stream
+ * socket). `fds` must hold at most {@link MAX_FDS_PER_MESSAGE}. EINTR is retried; EAGAIN throws (callers using
+ * non-blocking sockets catch `errname === "EAGAIN"`).
+ */
+export function sendmsg(fd: number, data: Uint8Array, fds: readonly number[] = [], flags: number = SOCK.MSG_NOSIGNAL): number {
+  if (fds.length > MAX_FDS_PER_MESSAGE) {
+    throw new ShellmcpError("PROTOCOL", `too many fds: ${fds.length}`, { fds: fds.length });
+  }
+  const iov = new Uint8Array(L.iovec.size);
+  const iovView = new DataView(iov.buffer);
+  // A zero-length buffer has no stable address; keep one byte behind it.
+  const payload = data.byteLength === 0 ? new Uint8Array(1) : data;
+  iovView.setBigUint64(L.iovec.offsets.iov_base!, BigInt(ptr(payload)), true);
+  iovView.setBigUint64(L.iovec.offsets.iov_len!, BigInt(data.byteLength), true);
+
+  const msg = new Uint8Array(L.msghdr.size);
+  const mv = new DataView(msg.buffer);
+  mv.setBigUint64(L.msghdr.offsets.msg_iov!, BigInt(ptr(iov)), true);
+  writeSizeT(mv, L.msghdr.offsets.msg_iovlen!, 1, L.arch);
+
+  let control: Uint8Array | undefined;
+  if (fds.length > 0) {
+    const dataBytes = fds.length * 4;
+    control = new Uint8Array(cmsgSpace(L, dataBytes));
+    const cv = new DataView(control.buffer);
+    writeSizeT(cv, L.cmsghdr.offsets.cmsg_len!, cmsgLen(L, dataBytes), L.arch);
+    cv.setInt32(L.cmsghdr.offsets.cmsg_level!, SOCK.SOL_SOCKET, true);
+    cv.setInt32(L.cmsghdr.offsets.cmsg_type!, SOCK.SCM_RIGHTS, true);
+    fds.forEach((f, i) => cv.setInt32(L.cmsgDataOffset + i * 4, f, true));
+    mv.setBigUint64(L.msghdr.offsets.msg_control!, BigInt(ptr(control)), true);
+    writeSizeT(mv, L.msghdr.offsets.msg_controllen!, control.byteLength, L.arch);
+  }
+  for (;;) {
+    const rc = Number(sym("socket").sendmsg(fd, msg, flags));
+    if (rc >= 0) {
+      keepAlive(payload, iov, control);
+      return rc;
+    }
+    const e = errno();
+    if (e !== ERRNO.EINTR) throw sysError("sendmsg", e);
+  }
+}
+
+/** Result of {@link recvmsg}: the bytes read (empty at EOF on a stream socket), received fds, `msg_flags`. */
+export interface Received {
+  bytes: Uint8Array;
+  fds: number[];
+  flags: number;
+}
+
+/**
+ * `recvmsg(fd)` reading up to `maxBytes` and up to `maxFds` `SCM_RIGHTS` fds. Received fds get
+ * `FD_CLOEXEC` atomically (`MSG_CMSG_CLOEXEC`) so they never leak into children by accident. If the control
+ * data was truncated (`MSG_CTRUNC`) the fds that did arrive are closed and this throws `PROTOCOL`.
+ * EINTR is retried; EAGAIN throws.
+ */
+export function recvmsg(fd: number, maxBytes: number, maxFds = 0, flags = 0): Received {
+  const buf = new Uint8Array(Math.max(1, maxBytes));
+  const iov = new Uint8Array(L.iovec.size);
+  const iovView = new DataView(iov.buffer);
+  iovView.setBigUint64(L.iovec.offsets.iov_base!, BigInt(ptr(buf)), true);
+  iovView.setBigUint64(L.iovec.offsets.iov_len!, BigInt(maxBytes), true);
+
+  const msg = new Uint8Array(L.msghdr.size);
+  const mv = new DataView(msg.buffer);
+  mv.setBigUint64(L.msghdr.offsets.msg_iov!, BigInt(ptr(iov)), true);
+  writeSizeT(mv, L.msghdr.offsets.msg_iovlen!, 1, L.arch);
+  // Always leave room for fds: a peer may send some we did not ask for; we must close them, not leak them.
+  const control = new Uint8Array(cmsgSpace(L, Math.max(maxFds, MAX_FDS_PER_MESSAGE) * 4));
+  mv.setBigUint64(L.msghdr.offsets.msg_control!, BigInt(ptr(control)), true);
+  writeSizeT(mv, L.msghdr.offsets.msg_controllen!, control.byteLength, L.arch);
+
+  let rc: number;
+  for (;;) {
+    rc = Number(sym("socket").recvmsg(fd, msg, flags | SOCK.MSG_CMSG_CLOEXEC));
+    if (rc >= 0) break;
+    const e = errno();
+    if (e !== ERRNO.EINTR) throw sysError("recvmsg", e);
+  }
+  const msgFlags = mv.getInt32(L.msghdr.offsets.msg_flags!, true);
+  const fds = parseRights(control, readSizeT(mv, L.msghdr.offsets.msg_controllen!, L.arch));
+  keepAlive(buf, iov, control);
+  if ((msgFlags & SOCK.MSG_CTRUNC) !== 0) {
+    fds.forEach(closeQuiet);
+    throw new ShellmcpError("PROTOCOL", "control data truncated: too many fds in one message", { fds: fds.length });
+  }
+  if (fds.length > maxFds) {
+    fds.forEach(closeQuiet);
+    throw new ShellmcpError("PROTOCOL", `unexpected fds in receive: ${fds.length}`, { fds: fds.length });
+  }
+  return { bytes: buf.subarray(0, rc), fds, flags: msgFlags };
+}
+
+function parseRights(control: Uint8Array, controlLen: number): number[] {
+  const cv = new DataView(control.buffer, control.byteOffset, control.byteLength);
+  const fds: number[] = [];
+  let at = 0;
+  while (at + L.cmsgDataOffset <= controlLen) {
+    const len = readSizeT(cv, at + L.cmsghdr.offsets.cmsg_len!, L.arch);
+    if (len < L.cmsgDataOffset) break;
+    const level = cv.getInt32(at + L.cmsghdr.offsets.cmsg_level!, true);
+    const type = cv.getInt32(at + L.cmsghdr.offsets.cmsg_type!, true);
+    if (level === SOCK.SOL_SOCKET && type === SOCK.SCM_RIGHTS) {
+      const n = Math.floor((len - L.cmsgDataOffset) / 4);
+      for (let i = 0; i < n; i++) fds.push(cv.getInt32(at + L.cmsgDataOffset + i * 4, true));
+    }
+    at += Math.ceil(len / L.cmsgAlign) * L.cmsgAlign;
+  }
+  return fds;
+}
+
+/** poll(2) event bits. */
+export const POLL = { IN: 0x1, PRI: 0x2, OUT: 0x4, ERR: 0x8, HUP: 0x10, NVAL: 0x20 } as const;
+
+/**
+ * `poll(fds, timeoutMs)` → `revents` per entry (0 when not ready). `timeoutMs` -1 blocks. EINTR returns all
+ * zeros (the caller loops).
+ */
+export function poll(entries: readonly { fd: number; events: number }[], timeoutMs: number): number[] {
+  const size = L.pollfd.size;
+  const buf = new Uint8Array(Math.max(1, entries.length * size));
+  const v = new DataView(buf.buffer);
+  entries.forEach((e, i) => {
+    v.setInt32(i * size + L.pollfd.offsets.fd!, e.fd, true);
+    v.setInt16(i * size + L.pollfd.offsets.events!, e.events, true);
+  });
+  const rc = sym("socket").poll(buf, entries.length, timeoutMs);
+  if (rc < 0) {
+    const e = errno();
+    if (e === ERRNO.EINTR) return entries.map(() => 0);
+    throw sysError("poll", e);
+  }
+  return entries.map((_, i) => v.getUint16(i * size + L.pollfd.offsets.revents!, true));
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// signals and exec
+
+const SIG_SETMASK = process.platform === "darwin" ? 3 : 2;
+const SIGKILL = 9;
+const SIGSTOP = process.platform === "darwin" ? 17 : 19;
+
+/**
+ * Reset every signal disposition to `SIG_DFL` and unblock every signal, for the calling thread. Run right
+ * before `execve` of a user program: Bun ignores `SIGPIPE` (and may block others), and ignored dispositions
+ * and the mask survive `execve` (so `yes | head -1` would never die of SIGPIPE).
+ * Signals libc refuses (SIGKILL, SIGSTOP, glibc's internal 32/33) are skipped.
+ */
+export function resetSignals(): void {
+  const s = sym("exec");
+  const act = new Uint8Array(L.sigaction.size); // handler = SIG_DFL (0), empty mask, no flags
+  for (let sig = 1; sig <= maxSignal(L.arch); sig++) {
+    if (sig === SIGKILL || sig === SIGSTOP) continue;
+    s.sigaction(sig, act, null); // EINVAL for reserved signals: nothing to reset
+  }
+  const empty = new Uint8Array(L.sigsetBytes);
+  if (s.sigprocmask(SIG_SETMASK, empty, null) < 0) throw sysError("sigprocmask");
+}
+
+/** A C string argument: a JS string (UTF-8 encoded) or raw bytes (no NUL). */
+export type CStr = string | Uint8Array;
+
+function cstr(s: CStr, what: string): Buffer {
+  const b = typeof s === "string" ? Buffer.from(s, "utf8") : Buffer.from(s);
+  if (b.includes(0)) throw new ShellmcpError("USAGE", `${what} contains a NUL byte`, { what });
+  return Buffer.concat([b, Buffer.from([0])]);
+}
+
+function cstrArray(items: readonly CStr[], what: string): { array: BigUint64Array; keep: Buffer[] } {
+  const keep = items.map((s) => cstr(s, what));
+  const array = new BigUint64Array(keep.length + 1);
+  keep.forEach((b, i) => (array[i] = BigInt(ptr(b))));
+  return { array, keep };
+}
+
+/**
+ * `execve(path, argv, env)`: replaces the process image; returns only by throwing the `SYSCALL` error
+ * (data.errno, e.g. ENOENT, EACCES, ENOEXEC). `env` is a list of `KEY=VALUE` entries or a record.
+ * Does not reset signals: call {@link resetSignals} first.
+ */
+export function execve(path: CStr, argv: readonly CStr[], env: readonly CStr[] | Record<string, string>): never {
+  const envList: CStr[] = Array.isArray(env) ? (env as CStr[]) : Object.entries(env).map(([k, v]) => `${k}=${v}`);
+  const p = cstr(path, "path");
+  const a = cstrArray(argv, "argv");
+  const e = cstrArray(envList, "env");
+  sym("exec").execve(p, a.array, e.array);
+  const err = errno();
+  keepAlive(p, a.keep, e.keep);
+  throw sysError(`execve(${typeof path === "string" ? path : Buffer.from(path).toString()})`, err);
+}
+
+/** `chdir(path)`. */
+export function chdir(path: string): void {
+  check(`chdir(${path})`, sym("exec").chdir(cstr(path, "path")));
+}
+
+/** `setsid()` → new session id. */
+export function setsid(): number {
+  return check("setsid", sym("exec").setsid());
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Linux kernel interfaces
+
+/** `prctl` options used by shellmcp. */
+export const PR = { SET_PDEATHSIG: 1, GET_NO_NEW_PRIVS: 39, SET_NO_NEW_PRIVS: 38, SET_SECCOMP: 22 } as const;
+
+/** `prctl(option, a2, a3, a4, a5)` → result. Linux only. */
+export function prctl(option: number, a2 = 0, a3 = 0, a4 = 0, a5 = 0): number {
+  if (process.platform !== "linux") throw new ShellmcpError("SYSCALL", "prctl is Linux-only", { call: "prctl" });
+  return check(`prctl(${option})`, sym("kernel").prctl(option, a2, a3, a4, a5));
+}
+
+/** Argument of a raw syscall: a number, bigint, or a buffer whose address is passed. */
+export type SyscallArg = number | bigint | NodeJS.TypedArray | DataView | null;
+
+/**
+ * Raw `syscall(nr, a1..a6)` → result (≥ 0). Missing arguments are passed as 0 (libc's `syscall` is variadic,
+ * and a short declaration leaves garbage in later registers: EINVAL). Throws `SYSCALL` with errno on -1.
+ */
+export function syscall(name: string, nr: number, ...args: SyscallArg[]): number {
+  const a: (number | bigint)[] = [];
+  const keep: (NodeJS.TypedArray | DataView)[] = [];
+  for (let i = 0; i < 6; i++) {
+    const x = args[i];
+    if (x === undefined || x === null) a.push(0);
+    else if (typeof x === "number" || typeof x === "bigint") a.push(x);
+    else {
+      keep.push(x);
+      a.push(ptr(x));
+    }
+  }
+  const rc = sym("kernel").syscall(nr, a[0]!, a[1]!, a[2]!, a[3]!, a[4]!, a[5]!);
+  const n = Number(rc);
+  if (n < 0) throw sysError(name);
+  keepAlive(keep);
+  return n;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// helpers
+
+function writeSizeT(v: DataView, off: number, n: number, arch: string): void {
+  if (arch.startsWith("linux")) v.setBigUint64(off, BigInt(n), true);
+  else v.setUint32(off, n, true);
+}
+
+function readSizeT(v: DataView, off: number, arch: string): number {
+  return arch.startsWith("linux") ? Number(v.getBigUint64(off, true)) : v.getUint32(off, true);
+}
+
+/** Keep buffers reachable until after a foreign call has used their addresses. */
+function keepAlive(..._xs: unknown[]): void {}
+
+/** Address of a buffer, for code that lays out its own structs (e.g. Landlock attrs). */
+export function addressOf(b: NodeJS.TypedArray | DataView): Pointer {
+  return ptr(b);
+}

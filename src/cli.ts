@@ -1,0 +1,76 @@
+/**
+ * The `shellmcp` command-line interface (commander): `serve`, `sandbox linux|macos`, `debug seatbelt|landlock`,
+ * `execpolicy check`, `exec-server`. Each command's implementation is a lazy `import()`.
+ */
+import { Command, CommanderError } from "commander";
+import { VERSION } from "./version.ts";
+import { notImplemented } from "./not-implemented.ts";
+import { log } from "./log.ts";
+
+/** Build the commander program. `setExit` receives each action's exit status. */
+export function buildProgram(setExit: (code: number) => void): Command {
+  const program = new Command("shellmcp")
+    .description("A sandboxed shell for AI agents: MCP server, exec wrapper, Linux sandbox, exec policy")
+    .version(VERSION, "-V, --version", "print the version")
+    .showHelpAfterError()
+    .exitOverride();
+
+  program
+    .command("serve")
+    .description("run the MCP server (stdio) with the `shell` tool")
+    .allowUnknownOption()
+    .action(() => setExit(notImplemented("`shellmcp serve`")));
+
+  const sandbox = program.command("sandbox").description("run a command under the sandbox, for a person");
+  sandbox
+    .command("linux")
+    .description("run CMD under the Linux sandbox (Landlock + seccomp, or bubblewrap)")
+    .allowUnknownOption()
+    .argument("[cmd...]")
+    .action(() => setExit(notImplemented("`shellmcp sandbox linux`")));
+  sandbox
+    .command("macos")
+    .description("run CMD under Seatbelt (macOS)")
+    .allowUnknownOption()
+    .argument("[cmd...]")
+    .action(() => setExit(notImplemented("`shellmcp sandbox macos`")));
+
+  const debug = program.command("debug").description("debugging aliases for the sandbox commands");
+  for (const name of ["seatbelt", "landlock"]) {
+    debug
+      .command(name)
+      .allowUnknownOption()
+      .argument("[cmd...]")
+      .action(() => setExit(notImplemented(`\`shellmcp debug ${name}\``)));
+  }
+
+  const execpolicy = program.command("execpolicy").description("exec policy tools");
+  execpolicy
+    .command("check")
+    .description("check a command against .rules files; prints JSON like `codex execpolicy check`")
+    .allowUnknownOption()
+    .argument("[cmd...]")
+    .action(() => setExit(notImplemented("`shellmcp execpolicy check`")));
+
+  program
+    .command("exec-server")
+    .description("run Codex's websocket JSON-RPC exec server")
+    .allowUnknownOption()
+    .action(() => setExit(notImplemented("`shellmcp exec-server`")));
+
+  return program;
+}
+
+/** Run the CLI with `args` (argv after the program); returns the exit status. */
+export async function cliMain(args: string[]): Promise<number> {
+  log.debug("cli start", { args, version: VERSION });
+  let code = 0;
+  const program = buildProgram((c) => (code = c));
+  try {
+    await program.parseAsync(args, { from: "user" });
+  } catch (e) {
+    if (e instanceof CommanderError) return e.exitCode;
+    throw e;
+  }
+  return code;
+}

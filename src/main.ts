@@ -1,0 +1,50 @@
+/**
+ * Entry point of the single `shellmcp` executable. Dispatches on the basename of argv[0] before anything
+ * heavy is loaded (every role is a lazy `import()`), because the same binary is exec'd by the patched shell
+ * for every program as `codex-execve-wrapper`, and that start-up is the project's hottest path.
+ *
+ * | argv[0] basename       | role                                   |
+ * |------------------------|----------------------------------------|
+ * | `codex-execve-wrapper` | exec wrapper (escalation client)       |
+ * | `codex-linux-sandbox`  | Linux sandbox helper (Landlock+seccomp or bubblewrap) |
+ * | `codex-fs`             | filesystem helper                      |
+ * | anything else          | the `shellmcp` command-line interface  |
+ */
+
+import { writeStderr } from "./stderr.ts";
+
+/** Role names, as the arg0 basenames that select them. */
+export const ROLES = {
+  WRAPPER: "codex-execve-wrapper",
+  LINUX_SANDBOX: "codex-linux-sandbox",
+  FS_HELPER: "codex-fs",
+} as const;
+
+/** Basename of a path (no `node:path` import: keeps the wrapper's import graph empty). */
+function basename(p: string): string {
+  const i = p.lastIndexOf("/");
+  return i < 0 ? p : p.slice(i + 1);
+}
+
+async function main(): Promise<number> {
+  const args = process.argv.slice(2);
+  switch (basename(process.argv0)) {
+    case ROLES.WRAPPER:
+      return (await import("./escalate/wrapper.ts")).wrapperMain(args);
+    case ROLES.LINUX_SANDBOX:
+      return (await import("./sandbox/linux/helper.ts")).linuxSandboxMain(args);
+    case ROLES.FS_HELPER:
+      return (await import("./fs-helper/main.ts")).fsHelperMain(args);
+    default:
+      return (await import("./cli.ts")).cliMain(args);
+  }
+}
+
+main().then(
+  (code) => process.exit(code),
+  (e: unknown) => {
+    const msg = e instanceof Error ? e.message : String(e);
+    writeStderr(`shellmcp: ${msg}\n`);
+    process.exit(1);
+  },
+);

@@ -1,0 +1,12 @@
+/**
+ * Shared answer of a role or command that is dispatched but not built yet: a clear message on stderr
+ * and exit status 2 (usage-class failure), never a silent success.
+ */
+import { writeStderr } from "./stderr.ts";
+export const NOT_IMPLEMENTED_EXIT = 2;
+
+/** Print `shellmcp: <what> is not implemented yet` and return {@link NOT_IMPLEMENTED_EXIT}. */
+export function notImplemented(what: string): number {
+  writeStderr(`shellmcp: ${what} is not implemented yet\n`);
+  return NOT_IMPLEMENTED_EXIT;
+}

@@ -1,0 +1,54 @@
+/**
+ * Test helpers for the compiled binary: its path (built once if missing), and running it under another
+ * arg0 through a symlink.
+ */
+import { existsSync, mkdtempSync, symlinkSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+
+/** Repository root. */
+export const ROOT = resolve(import.meta.dir, "..", "..");
+/** Path of the compiled binary. */
+export const BINARY = join(ROOT, "dist", "shellmcp");
+/** Path of Bun itself (the test runner). */
+export const BUN = process.execPath;
+
+/** Ensure `dist/shellmcp` exists, building it if needed (`.ci/run` builds it first, so this is for local runs). */
+export function ensureBinary(): string {
+  if (!existsSync(BINARY)) {
+    const r = Bun.spawnSync([BUN, join(ROOT, "build.ts")], { cwd: ROOT, stdout: "inherit", stderr: "inherit" });
+    if (r.exitCode !== 0) throw new Error("building dist/shellmcp failed");
+  }
+  return BINARY;
+}
+
+/** A fresh temporary directory. */
+export function tempDir(prefix = "shellmcp-test-"): string {
+  return mkdtempSync(join(tmpdir(), prefix));
+}
+
+/** Symlink the binary as `name` in a temp dir; returns the link path. */
+export function binaryAs(name: string, dir: string = tempDir()): string {
+  const link = join(dir, name);
+  if (!existsSync(link)) symlinkSync(ensureBinary(), link);
+  return link;
+}
+
+/** Result of a finished process. */
+export interface RunResult {
+  exitCode: number;
+  stdout: string;
+  stderr: string;
+}
+
+/** Run `argv` to completion. */
+export function run(argv: string[], opts: { cwd?: string; env?: Record<string, string | undefined>; stdin?: string } = {}): RunResult {
+  const r = Bun.spawnSync(argv, {
+    cwd: opts.cwd,
+    env: opts.env as Record<string, string> | undefined,
+    stdin: opts.stdin === undefined ? "ignore" : Buffer.from(opts.stdin),
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  return { exitCode: r.exitCode ?? -1, stdout: r.stdout.toString(), stderr: r.stderr.toString() };
+}
