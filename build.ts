@@ -16,6 +16,9 @@ import { join } from "node:path";
 const ROOT = import.meta.dir;
 const pkg = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as { version: string; devDependencies: Record<string, string> };
 
+/** Worker entrypoints, each embedded in the executable. */
+const WORKER_ENTRYPOINTS = ["src/escalate/worker.ts"];
+
 /** Cross-compilation targets: our name → [Bun's --target, npm package with that runtime]. */
 const TARGETS: Record<string, [string, string]> = {
   "linux-x64": ["bun-linux-x64", "@oven/bun-linux-x64"],
@@ -64,7 +67,9 @@ export function compile(outfile: string, target?: string): void {
     if (bunTarget === undefined) throw new Error(`build: unknown target ${target} (known: ${Object.keys(TARGETS).join(", ")})`);
     cmd.push(`--target=${bunTarget}`, `--compile-executable-path=${runtimeFor(target)}`);
   }
-  cmd.push(join(ROOT, "src", "main.ts"));
+  // Workers must be entrypoints of their own: a Worker path not embedded in the executable would be loaded
+  // from disk relative to the cwd, i.e. from the untrusted repository.
+  cmd.push(join(ROOT, "src", "main.ts"), ...WORKER_ENTRYPOINTS.map((w) => join(ROOT, w)));
   run(cmd);
 }
 

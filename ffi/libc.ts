@@ -19,7 +19,7 @@ export const L: ArchLayout = archLayout(hostArch());
 /** Constants re-exported for callers. */
 export const SOCK = L.sock;
 
-const { i32, i64, ptr: P, u64 } = FFIType;
+const { i16, i32, i64, ptr: P, u32, u64 } = FFIType;
 
 /** Symbol groups. Binding is lazy per group: `dlopen` compiles a trampoline per symbol, which costs start-up. */
 const GROUPS = {
@@ -45,6 +45,25 @@ const GROUPS = {
     dup2: { args: [i32, i32], returns: i32 },
     chdir: { args: [P], returns: i32 },
     setsid: { args: [], returns: i32 },
+  },
+  spawn: {
+    posix_spawn: { args: [P, P, P, P, P, P], returns: i32 },
+    posix_spawn_file_actions_init: { args: [P], returns: i32 },
+    posix_spawn_file_actions_destroy: { args: [P], returns: i32 },
+    posix_spawn_file_actions_adddup2: { args: [P, i32, i32], returns: i32 },
+    posix_spawn_file_actions_addopen: { args: [P, i32, P, i32, u32], returns: i32 },
+    posix_spawn_file_actions_addchdir_np: { args: [P, P], returns: i32 },
+    posix_spawn_file_actions_addclosefrom_np: { args: [P, i32], returns: i32 },
+    posix_spawnattr_init: { args: [P], returns: i32 },
+    posix_spawnattr_destroy: { args: [P], returns: i32 },
+    posix_spawnattr_setflags: { args: [P, i16], returns: i32 },
+    posix_spawnattr_setpgroup: { args: [P, i32], returns: i32 },
+    posix_spawnattr_setsigdefault: { args: [P, P], returns: i32 },
+    posix_spawnattr_setsigmask: { args: [P, P], returns: i32 },
+    sigfillset: { args: [P], returns: i32 },
+    sigemptyset: { args: [P], returns: i32 },
+    waitpid: { args: [i32, P, i32], returns: i32 },
+    kill: { args: [i32, i32], returns: i32 },
   },
   kernel: {
     prctl: { args: [i64, u64, u64, u64, u64], returns: i32 },
@@ -85,6 +104,8 @@ export const ERRNO = {
   ENOSYS: 38,
   EOPNOTSUPP: 95,
   ECONNREFUSED: 111,
+  ECHILD: 10,
+  ESRCH: 3,
   ENOTCONN: 107,
   ENOTSOCK: 88,
 } as const;
@@ -451,4 +472,135 @@ function keepAlive(..._xs: unknown[]): void {}
 /** Address of a buffer, for code that lays out its own structs (e.g. Landlock attrs). */
 export function addressOf(b: NodeJS.TypedArray | DataView): Pointer {
   return ptr(b);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// process creation and reaping
+
+/** What {@link spawn} runs and how. */
+export interface SpawnSpec {
+  /** Program path (no PATH search). */
+  path: CStr;
+  /** Full argv including argv[0]. */
+  argv: readonly CStr[];
+  /** Environment entries `KEY=VALUE`. */
+  env: readonly CStr[];
+  /** Working directory of the child (chdir before exec). */
+  cwd?: string;
+  /** `[source fd in this process, destination fd in the child]`; sources must not be destinations of others. */
+  fdMap?: readonly (readonly [number, number])[];
+  /** Destination fds among 0, 1, 2 that get /dev/null when `fdMap` does not provide them. */
+  devNullStdio?: boolean;
+  /** Close every fd at or above this number in the child (after the dups). Default 3. */
+  closeFrom?: number;
+  /** Process group: 0 = a new group led by the child; a pid = join that group; undefined = inherit. */
+  pgroup?: number;
+  /** `setsid()` in the child (new session and group). */
+  setsid?: boolean;
+}
+
+const POSIX_SPAWN_SETPGROUP = 0x02;
+const POSIX_SPAWN_SETSIGDEF = 0x04;
+const POSIX_SPAWN_SETSIGMASK = 0x08;
+const POSIX_SPAWN_SETSID = 0x80;
+const O_RDWR = 2;
+/** Generous upper bounds of glibc's opaque types (336 and 80 bytes on x86_64/aarch64). */
+const SPAWNATTR_BYTES = 1024;
+const FILE_ACTIONS_BYTES = 512;
+
+function spawnCheck(call: string, rc: number): void {
+  // posix_spawn* return the error number instead of setting errno.
+  if (rc !== 0) throw sysError(call, rc);
+}
+
+/**
+ * Start a program with exact control over its fds, signals, process group and cwd, via glibc's
+ * `posix_spawn` (clone+exec; no fork of this multi-threaded process). In the child: every signal disposition is
+ * reset to default and the mask cleared (Bun ignores SIGPIPE), `fdMap` dups are applied, 0/1/2 not mapped get
+ * /dev/null when `devNullStdio`, every other fd ≥ `closeFrom` is closed (nothing of ours leaks), then chdir and
+ * exec. Returns the child's pid; throws `SYSCALL` (e.g. ENOENT for a missing program or cwd).
+ */
+export function spawn(spec: SpawnSpec): number {
+  const s = sym("spawn");
+  const fa = new Uint8Array(FILE_ACTIONS_BYTES);
+  const attr = new Uint8Array(SPAWNATTR_BYTES);
+  spawnCheck("posix_spawn_file_actions_init", s.posix_spawn_file_actions_init(fa));
+  spawnCheck("posix_spawnattr_init", s.posix_spawnattr_init(attr));
+  const keep: unknown[] = [];
+  try {
+    const mapped = new Set<number>();
+    for (const [src, dst] of spec.fdMap ?? []) {
+      spawnCheck("posix_spawn_file_actions_adddup2", s.posix_spawn_file_actions_adddup2(fa, src, dst));
+      mapped.add(dst);
+    }
+    if (spec.devNullStdio) {
+      const devNull = cstr("/dev/null", "path");
+      keep.push(devNull);
+      for (const fd of [0, 1, 2]) {
+        if (!mapped.has(fd)) spawnCheck("posix_spawn_file_actions_addopen", s.posix_spawn_file_actions_addopen(fa, fd, devNull, O_RDWR, 0));
+      }
+    }
+    spawnCheck("posix_spawn_file_actions_addclosefrom_np", s.posix_spawn_file_actions_addclosefrom_np(fa, spec.closeFrom ?? 3));
+    if (spec.cwd !== undefined) {
+      const cwd = cstr(spec.cwd, "cwd");
+      keep.push(cwd);
+      spawnCheck("posix_spawn_file_actions_addchdir_np", s.posix_spawn_file_actions_addchdir_np(fa, cwd));
+    }
+    let flags = POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK;
+    const all = new Uint8Array(L.sigsetBytes);
+    const none = new Uint8Array(L.sigsetBytes);
+    s.sigfillset(all);
+    s.sigemptyset(none);
+    spawnCheck("posix_spawnattr_setsigdefault", s.posix_spawnattr_setsigdefault(attr, all));
+    spawnCheck("posix_spawnattr_setsigmask", s.posix_spawnattr_setsigmask(attr, none));
+    if (spec.setsid) flags |= POSIX_SPAWN_SETSID;
+    else if (spec.pgroup !== undefined) {
+      flags |= POSIX_SPAWN_SETPGROUP;
+      spawnCheck("posix_spawnattr_setpgroup", s.posix_spawnattr_setpgroup(attr, spec.pgroup));
+    }
+    spawnCheck("posix_spawnattr_setflags", s.posix_spawnattr_setflags(attr, flags));
+
+    const path = cstr(spec.path, "path");
+    const argv = cstrArray(spec.argv, "argv");
+    const env = cstrArray(spec.env, "env");
+    const pid = new Int32Array(1);
+    spawnCheck(`posix_spawn(${typeof spec.path === "string" ? spec.path : Buffer.from(spec.path).toString()})`, s.posix_spawn(pid, path, fa, attr, argv.array, env.array));
+    keepAlive(path, argv.keep, env.keep, all, none, keep);
+    return pid[0]!;
+  } finally {
+    s.posix_spawn_file_actions_destroy(fa);
+    s.posix_spawnattr_destroy(attr);
+  }
+}
+
+/** How a child ended: `code` for a normal exit, `signal` for death by a signal. */
+export type WaitStatus = { code: number; signal?: undefined } | { code?: undefined; signal: number };
+
+/** `waitpid(pid, WNOHANG)`: the status if the child has ended, undefined if it still runs. Throws ECHILD etc. */
+export function waitpidNoHang(pid: number): WaitStatus | undefined {
+  const status = new Int32Array(1);
+  for (;;) {
+    const rc = sym("spawn").waitpid(pid, status, 1 /* WNOHANG */);
+    if (rc === 0) return undefined;
+    if (rc > 0) {
+      const st = status[0]!;
+      const sig = st & 0x7f;
+      return sig === 0 ? { code: (st >> 8) & 0xff } : { signal: sig };
+    }
+    const e = errno();
+    if (e !== ERRNO.EINTR) throw sysError(`waitpid(${pid})`, e);
+  }
+}
+
+/** `kill(pid, sig)`; a negative pid signals a process group. ESRCH (already gone) is not an error. */
+export function kill(pid: number, sig: number): void {
+  if (sym("spawn").kill(pid, sig) < 0) {
+    const e = errno();
+    if (e !== ERRNO.ESRCH) throw sysError(`kill(${pid}, ${sig})`, e);
+  }
+}
+
+/** `pidfd_open(pid)`: an fd that polls readable when the process ends (Linux 5.3+). CLOEXEC. */
+export function pidfdOpen(pid: number): number {
+  return syscall("pidfd_open", 434, pid, 0);
 }

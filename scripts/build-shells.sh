@@ -22,7 +22,7 @@ fi
 
 export DEBIAN_FRONTEND=noninteractive
 apt_updated=
-apt_update() { [ -n "$apt_updated" ] || { apt-get update -qq; apt_updated=1; }; }
+apt_update() { [ -n "$apt_updated" ] || { apt-get -o DPkg::Lock::Timeout=300 update -qq; apt_updated=1; }; }
 
 # Build tools and libraries.
 missing=()
@@ -31,7 +31,7 @@ for p in build-essential dpkg-dev libncurses-dev; do
 done
 if [ "${#missing[@]}" -gt 0 ]; then
   apt_update
-  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  apt-get -o DPkg::Lock::Timeout=300 install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
 # A deb-src entry for bookworm.

@@ -1,0 +1,257 @@
+/**
+ * Escalation server (main-thread side): one per `shellmcp serve` process, any number of concurrent listeners
+ * (one per shell run), any number of concurrent sessions (one per intercepted exec) — escalation-mcp.md §2.6.
+ *
+ * The socket work happens in a Worker (./worker.ts) blocked in poll(2); this side only decides. Each listener
+ * owns a datagram socketpair: the client end goes to the shell (put it at some fd in the child and export
+ * `CODEX_ESCALATE_SOCKET=<that fd>`), the server end is watched by the worker. Each request is passed to the
+ * listener's `decide` function; `Escalate` spawns the program outside the sandbox on the wrapper's fds 0,1,2 with
+ * the request's argv (argv[0] included), workdir and environment.
+ *
+ * Nothing here knows about MCP or exec policy: `decide` is injected.
+ */
+import { isAbsolute, normalize, resolve } from "node:path";
+import * as libc from "../../ffi/libc.ts";
+import { ShellmcpError } from "../errors.ts";
+import { log } from "../log.ts";
+import { encodeFrame, PROTOCOL_ENV_VARS, BASH_EXEC_WRAPPER_ENV_VAR, ESCALATE_SOCKET_ENV_VAR, EXEC_WRAPPER_ENV_VAR, type EscalateAction, type EscalateRequest } from "./protocol.ts";
+import type { Command, EscalateSpawn, WorkerEvent } from "./worker.ts";
+
+/** A decision. `Escalate` may override parts of the spawn (e.g. a different env); the rest comes from the request. */
+export type Decision =
+  | { kind: "Run" }
+  | { kind: "Deny"; reason: string | null }
+  | { kind: "Escalate"; spawn?: Partial<EscalateSpawn> };
+
+/** Request as seen by `decide`: `file` and `workdir` resolved and normalised (relative `file` against `workdir`). */
+export interface ResolvedRequest extends EscalateRequest {
+  /** Absolute, lexically normalised program path. */
+  file: string;
+  /** Absolute, lexically normalised working directory. */
+  workdir: string;
+  /** `file` exactly as the wrapper sent it. */
+  rawFile: string;
+}
+
+/** Decides what to do with one intercepted exec. A throw or rejection denies it (fail closed). */
+export type Decide = (request: ResolvedRequest) => Promise<Decision> | Decision;
+
+/** Outcome of one escalated program, reported to listener observers. */
+export interface EscalatedExit {
+  pid: number;
+  exitCode: number;
+}
+
+/** Options of {@link EscalationServer.listen}. */
+export interface ListenOptions {
+  decide: Decide;
+  /**
+   * Environment for escalated programs. Default (as Codex): this server's environment overlaid with the
+   * request's; protocol variables removed either way.
+   */
+  escalatedEnv?: (request: ResolvedRequest) => Record<string, string>;
+}
+
+/** Resolve a request's `file`/`workdir` like later Codex: relative `file` against the request's `workdir`. */
+export function resolveRequest(r: EscalateRequest): ResolvedRequest {
+  const workdir = normalize(isAbsolute(r.workdir) ? r.workdir : resolve(r.workdir));
+  const file = normalize(isAbsolute(r.file) ? r.file : resolve(workdir, r.file));
+  return { ...r, file, workdir, rawFile: r.file };
+}
+
+/** Codex's env for escalated programs: `base` overlaid with `request`, protocol variables removed. */
+export function overlayEnv(base: Record<string, string | undefined>, request: Record<string, string>): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(base)) if (v !== undefined) out[k] = v;
+  Object.assign(out, request);
+  for (const k of PROTOCOL_ENV_VARS) delete out[k];
+  return out;
+}
+
+/** One shell run's listener. */
+export class EscalationListener {
+  private closed = false;
+  private clientFdOpen = true;
+  /** Escalated programs started for this listener, live ones by pid. */
+  readonly children = new Set<number>();
+  /** Called after every escalated program exits. */
+  onExit?: (e: EscalatedExit) => void;
+
+  /** @internal */
+  constructor(
+    private readonly server: EscalationServer,
+    readonly id: number,
+    /** Client end of the datagram socketpair (CLOEXEC here; dup it into the shell). */
+    readonly clientFd: number,
+    /** @internal */ readonly options: ListenOptions,
+  ) {}
+
+  /**
+   * Variables to add to the shell's environment: `CODEX_ESCALATE_SOCKET=<childFd>`, and `EXEC_WRAPPER` and
+   * `BASH_EXEC_WRAPPER` both set to `wrapperPath` (newer and 0.97-era patched shells).
+   */
+  shellEnv(wrapperPath: string, childFd: number): Record<string, string> {
+    return { [ESCALATE_SOCKET_ENV_VAR]: String(childFd), [EXEC_WRAPPER_ENV_VAR]: wrapperPath, [BASH_EXEC_WRAPPER_ENV_VAR]: wrapperPath };
+  }
+
+  /** Close this process's copy of the client fd (call once the shell has its own copy). */
+  releaseClientFd(): void {
+    if (this.clientFdOpen) {
+      this.clientFdOpen = false;
+      libc.closeQuiet(this.clientFd);
+    }
+  }
+
+  /** Send `signal` to the process group of every live escalated program of this listener. */
+  signalChildren(signal: number): void {
+    this.server.command({ t: "kill", lid: this.id, signal });
+  }
+
+  /**
+   * Stop listening: later execs of this run's background jobs fail closed in their wrapper. With
+   * `killChildren` (default), escalated programs still running are killed (SIGKILL to their process groups).
+   * Resolves when the worker has closed the socket.
+   */
+  async close(killChildren = true): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.releaseClientFd();
+    await this.server.unlisten(this.id, killChildren);
+  }
+}
+
+/** The escalation server. Create with {@link EscalationServer.start}; one is enough per process. */
+export class EscalationServer {
+  private readonly controlFd: number;
+  private readonly listeners = new Map<number, EscalationListener>();
+  private readonly unlistenWaiters = new Map<number, () => void>();
+  private nextLid = 1;
+  private stopped = false;
+  private stoppedPromise: Promise<void>;
+  private resolveStopped!: () => void;
+
+  private constructor(worker: Worker, controlFd: number) {
+    this.controlFd = controlFd;
+    this.stoppedPromise = new Promise((r) => (this.resolveStopped = r));
+    worker.onmessage = (ev: MessageEvent<WorkerEvent>) => this.onEvent(ev.data);
+    worker.onerror = (ev) => log.error("escalation worker failed", { message: ev.message });
+  }
+
+  /** Start the worker; resolves once it is polling. */
+  static async start(): Promise<EscalationServer> {
+    const [mine, theirs] = libc.socketpair(libc.SOCK.AF_UNIX, libc.SOCK.SOCK_STREAM | libc.SOCK.SOCK_CLOEXEC);
+    const worker = new Worker(new URL("./worker.ts", import.meta.url).href);
+    const server = new EscalationServer(worker, mine);
+    const ready = new Promise<void>((res) => (server.onReady = res));
+    worker.postMessage({ controlFd: theirs });
+    await ready;
+    worker.unref();
+    return server;
+  }
+
+  private onReady?: () => void;
+
+  /** Number of open listeners. */
+  get listenerCount(): number {
+    return this.listeners.size;
+  }
+
+  /** Open a listener for one shell run. */
+  listen(options: ListenOptions): EscalationListener {
+    if (this.stopped) throw new ShellmcpError("PROTOCOL", "escalation server is stopped");
+    const [serverEnd, clientEnd] = libc.socketpair(libc.SOCK.AF_UNIX, libc.SOCK.SOCK_DGRAM | libc.SOCK.SOCK_CLOEXEC);
+    const l = new EscalationListener(this, this.nextLid++, clientEnd, options);
+    this.listeners.set(l.id, l);
+    this.command({ t: "listen", lid: l.id, fd: serverEnd });
+    return l;
+  }
+
+  /** @internal */
+  unlisten(lid: number, killChildren: boolean): Promise<void> {
+    return new Promise((res) => {
+      this.unlistenWaiters.set(lid, res);
+      this.command({ t: "unlisten", lid, killChildren });
+    });
+  }
+
+  /** Stop the worker: every listener closes and every escalated program still running is killed. */
+  async stop(): Promise<void> {
+    if (this.stopped) return this.stoppedPromise;
+    this.stopped = true;
+    for (const l of this.listeners.values()) l.releaseClientFd();
+    this.command({ t: "stop" });
+    await this.stoppedPromise;
+    libc.closeQuiet(this.controlFd);
+  }
+
+  /** @internal Send a command to the worker (blocking write of a small frame). */
+  command(c: Command): void {
+    const frame = encodeFrame(new TextEncoder().encode(JSON.stringify(c)));
+    let sent = 0;
+    while (sent < frame.byteLength) sent += libc.sendmsg(this.controlFd, frame.subarray(sent));
+  }
+
+  private onEvent(e: WorkerEvent): void {
+    switch (e.t) {
+      case "ready":
+        this.onReady?.();
+        return;
+      case "request":
+        void this.decide(e.lid, e.sid, e.request);
+        return;
+      case "spawned":
+        this.listeners.get(e.lid)?.children.add(e.pid);
+        return;
+      case "exited": {
+        const l = this.listeners.get(e.lid);
+        l?.children.delete(e.pid);
+        l?.onExit?.({ pid: e.pid, exitCode: e.exitCode });
+        return;
+      }
+      case "session-error":
+        log.warn("escalate session failed", { listener: e.lid, session: e.sid, error: e.message });
+        return;
+      case "unlistened":
+        this.listeners.delete(e.lid);
+        this.unlistenWaiters.get(e.lid)?.();
+        this.unlistenWaiters.delete(e.lid);
+        return;
+      case "stopped":
+        this.listeners.clear();
+        for (const w of this.unlistenWaiters.values()) w();
+        this.unlistenWaiters.clear();
+        this.resolveStopped();
+        return;
+    }
+  }
+
+  private async decide(lid: number, sid: number, raw: EscalateRequest): Promise<void> {
+    const l = this.listeners.get(lid);
+    let action: EscalateAction;
+    let spawn: EscalateSpawn | undefined;
+    try {
+      if (l === undefined) throw new ShellmcpError("PROTOCOL", "request for a closed listener");
+      const request = resolveRequest(raw);
+      const d = await l.options.decide(request);
+      if (d.kind === "Escalate") {
+        const env = l.options.escalatedEnv?.(request) ?? overlayEnv(process.env, request.env);
+        spawn = {
+          path: d.spawn?.path ?? request.file,
+          argv: d.spawn?.argv ?? request.argv,
+          env: d.spawn?.env ?? Object.entries(env).map(([k, v]) => `${k}=${v}`),
+          cwd: d.spawn?.cwd ?? request.workdir,
+        };
+        action = { kind: "Escalate" };
+      } else {
+        action = d;
+      }
+    } catch (err) {
+      // Fail closed: a policy or client error denies the exec, and says why.
+      const msg = err instanceof Error ? err.message : String(err);
+      log.warn("escalation decision failed", { error: msg });
+      action = { kind: "Deny", reason: `escalation policy error: ${msg}` };
+      spawn = undefined;
+    }
+    if (!this.stopped) this.command({ t: "decision", sid, action, spawn });
+  }
+}

@@ -1,0 +1,55 @@
+/**
+ * Runs a patched shell wired to an escalation server, as `serve` will: the listener's client socket at fd 3 in
+ * the child, `CODEX_ESCALATE_SOCKET=3`, `EXEC_WRAPPER`/`BASH_EXEC_WRAPPER` = the wrapper path.
+ */
+import type { EscalationListener, EscalationServer, ListenOptions } from "../../src/escalate/server.ts";
+import { binaryAs } from "./binary.ts";
+import { patchedShell, type ShellName } from "./shells.ts";
+
+/** The compiled binary linked as `codex-execve-wrapper`. */
+export function ourWrapper(): string {
+  return binaryAs("codex-execve-wrapper");
+}
+
+/** Result of one shell run. */
+export interface ShellResult {
+  exitCode: number;
+  stdout: string;
+  stderr: string;
+  listener: EscalationListener;
+}
+
+/** Options of {@link runInShell}. */
+export interface RunInShellOptions extends ListenOptions {
+  script: string;
+  wrapper?: string;
+  shell?: ShellName;
+  cwd?: string;
+  env?: Record<string, string>;
+  stdin?: string;
+  /** Keep the listener open after the shell exits (the caller closes it). */
+  keepOpen?: boolean;
+  /** Called with the shell's pid once it has started. */
+  onSpawn?: (pid: number, listener: EscalationListener) => void;
+}
+
+/** Run `script` in a patched shell whose execs go to `server`. */
+export async function runInShell(server: EscalationServer, o: RunInShellOptions): Promise<ShellResult> {
+  const listener = server.listen(o);
+  const env = { PATH: "/usr/local/bin:/usr/bin:/bin", HOME: "/root", LC_ALL: "C", ...o.env, ...listener.shellEnv(o.wrapper ?? ourWrapper(), 3) };
+  const p = Bun.spawn([patchedShell(o.shell ?? "bash"), "-c", o.script], {
+    env,
+    cwd: o.cwd,
+    stdio: [o.stdin === undefined ? "ignore" : "pipe", "pipe", "pipe", listener.clientFd],
+  });
+  listener.releaseClientFd();
+  o.onSpawn?.(p.pid, listener);
+  if (o.stdin !== undefined) {
+    const sink = p.stdin as import("bun").FileSink;
+    sink.write(o.stdin);
+    await sink.end();
+  }
+  const [stdout, stderr, exitCode] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
+  if (!o.keepOpen) await listener.close();
+  return { exitCode, stdout, stderr, listener };
+}
