@@ -46,6 +46,9 @@ const GROUPS = {
     chdir: { args: [P], returns: i32 },
     setsid: { args: [], returns: i32 },
   },
+  file: {
+    flock: { args: [i32, i32], returns: i32 },
+  },
   spawn: {
     posix_spawn: { args: [P, P, P, P, P, P], returns: i32 },
     posix_spawn_file_actions_init: { args: [P], returns: i32 },
@@ -603,4 +606,19 @@ export function kill(pid: number, sig: number): void {
 /** `pidfd_open(pid)`: an fd that polls readable when the process ends (Linux 5.3+). CLOEXEC. */
 export function pidfdOpen(pid: number): number {
   return syscall("pidfd_open", 434, pid, 0);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// advisory locks
+
+/** `flock(2)` operations. */
+export const LOCK = { SH: 1, EX: 2, NB: 4, UN: 8 } as const;
+
+/** `flock(fd, op)`; retries EINTR. Throws `SYSCALL` (EWOULDBLOCK with `LOCK.NB` when held). */
+export function flock(fd: number, op: number): void {
+  for (;;) {
+    if (sym("file").flock(fd, op) === 0) return;
+    const e = errno();
+    if (e !== ERRNO.EINTR) throw sysError(`flock(${fd}, ${op})`, e);
+  }
 }

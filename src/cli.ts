@@ -7,12 +7,17 @@ import { VERSION } from "./version.ts";
 import { notImplemented } from "./not-implemented.ts";
 import { log } from "./log.ts";
 
+function collect(value: string, previous: string[]): string[] {
+  return [...previous, value];
+}
+
 /** Build the commander program. `setExit` receives each action's exit status. */
 export function buildProgram(setExit: (code: number) => void): Command {
   const program = new Command("shellmcp")
     .description("A sandboxed shell for AI agents: MCP server, exec wrapper, Linux sandbox, exec policy")
     .version(VERSION, "-V, --version", "print the version")
     .showHelpAfterError()
+    .enablePositionalOptions()
     .exitOverride();
 
   program
@@ -47,10 +52,17 @@ export function buildProgram(setExit: (code: number) => void): Command {
   const execpolicy = program.command("execpolicy").description("exec policy tools");
   execpolicy
     .command("check")
-    .description("check a command against .rules files; prints JSON like `codex execpolicy check`")
-    .allowUnknownOption()
-    .argument("[cmd...]")
-    .action(() => setExit(notImplemented("`shellmcp execpolicy check`")));
+    .description("check a command against .rules files; prints the same JSON as `codex execpolicy check`")
+    .option("-r, --rules <PATH>", "a .rules file (repeatable; loaded in order)", collect, [])
+    .option("-p, --policy <PATH>", "alias of --rules (Codex's old flag)", collect, [])
+    .option("--pretty", "pretty-print the JSON")
+    .option("--resolve-host-executables", "let absolute program paths match rules for their basename (host_executable allowlists apply)")
+    .argument("[command...]", "the command to check (everything after it is part of it)")
+    .passThroughOptions()
+    .action(async (command: string[], o: { rules: string[]; policy: string[]; pretty?: boolean; resolveHostExecutables?: boolean }) => {
+      const { execpolicyCheck } = await import("./execpolicy/check.ts");
+      setExit(await execpolicyCheck(command, { rules: [...o.rules, ...o.policy], pretty: o.pretty, resolveHostExecutables: o.resolveHostExecutables }));
+    });
 
   program
     .command("exec-server")

@@ -76,3 +76,10 @@ export async function startLineRpc(argv: string[], env: Record<string, string>):
   rpc.notify("notifications/initialized");
   return rpc;
 }
+
+/** The `codex` CLI from `@openai/codex` (linux-x64 or linux-arm64 build), or undefined. */
+export function referenceCodex(): string | undefined {
+  const pkg = process.arch === "arm64" ? "codex-linux-arm64" : "codex-linux-x64";
+  const p = join(ROOT, "node_modules", "@openai", pkg, "vendor", TRIPLE, "bin", "codex");
+  return existsSync(p) ? p : undefined;
+}

@@ -95,6 +95,10 @@ const OPERATORS = [
   "+", "-", "*", "/", "%", "<", ">", "=", "(", ")", "[", "]", "{", "}", ",", ":", ".", ";", "|", "&", "^", "~",
 ];
 
+const OP3 = new Set(OPERATORS.filter((o) => o.length === 3));
+const OP2 = new Set(OPERATORS.filter((o) => o.length === 2));
+const OP1 = new Set(OPERATORS.filter((o) => o.length === 1));
+
 function describe(t: Token): string {
   switch (t.kind) {
     case "newline":
@@ -117,6 +121,13 @@ function describe(t: Token): string {
       return `'${t.value}'`;
   }
 }
+
+// Sticky regexes: matched in place at an offset (slicing the rest of the file per token is quadratic).
+const STRING_PREFIX = /(?:[rR][bBfF]?|[bBfF][rR]?)?['"]/y;
+const NUMBER = /0[xX][0-9a-fA-F]+|0[oO][0-7]+|0[bB][01]+|(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?/y;
+const IDENT = /[A-Za-z_][A-Za-z0-9_]*/y;
+const isDigit = (c: string) => c >= "0" && c <= "9";
+const isIdentStart = (c: string) => (c >= "a" && c <= "z") || (c >= "A" && c <= "Z") || c === "_";
 
 /** Tokenise `file`, producing NEWLINE/INDENT/DEDENT like Python (no NEWLINE inside brackets). */
 export function tokenize(file: SourceFile): Token[] {
@@ -189,9 +200,13 @@ export function tokenize(file: SourceFile): Token[] {
       continue;
     }
     // Strings, with optional prefixes r, b, f (and combinations rb/br, rf/fr).
-    const pm = /^(?:[rR][bBfF]?|[bBfF][rR]?)?(?='|")/.exec(s.slice(i, i + 3));
-    if (pm !== null && (c === "'" || c === '"' || pm[0].length > 0) && (s[i + pm[0].length] === "'" || s[i + pm[0].length] === '"')) {
-      const prefix = pm[0].toLowerCase();
+    let pm: RegExpExecArray | null = null;
+    if (c === "'" || c === '"' || "rRbBfF".includes(c)) {
+      STRING_PREFIX.lastIndex = i;
+      pm = STRING_PREFIX.exec(s);
+    }
+    if (pm !== null) {
+      const prefix = pm[0].slice(0, -1).toLowerCase();
       const start = i;
       i += prefix.length;
       const q = s[i]!;
@@ -216,8 +231,9 @@ export function tokenize(file: SourceFile): Token[] {
       else toks.push({ kind: "string", value: raw ? body : decodeEscapes(body, file, bodyStart), start, end: i });
       continue;
     }
-    if (/[0-9]/.test(c) || (c === "." && /[0-9]/.test(s[i + 1] ?? ""))) {
-      const m = /^(?:0[xX][0-9a-fA-F]+|0[oO][0-7]+|0[bB][01]+|(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)/.exec(s.slice(i))!;
+    if (isDigit(c) || (c === "." && isDigit(s[i + 1] ?? ""))) {
+      NUMBER.lastIndex = i;
+      const m = NUMBER.exec(s)!;
       const text = m[0];
       const isFloat = /^[0-9.]/.test(text) && !/^0[xXoObB]/.test(text) && /[.eE]/.test(text);
       if (!isFloat && /^0[0-9]+$/.test(text)) err("invalid octal literal (use 0o prefix)", i, i + text.length);
@@ -225,14 +241,15 @@ export function tokenize(file: SourceFile): Token[] {
       i += text.length;
       continue;
     }
-    if (/[A-Za-z_]/.test(c)) {
-      const m = /^[A-Za-z_][A-Za-z0-9_]*/.exec(s.slice(i))!;
+    if (isIdentStart(c)) {
+      IDENT.lastIndex = i;
+      const m = IDENT.exec(s)!;
       if (RESERVED.has(m[0])) err(`keyword '${m[0]}' is reserved`, i, i + m[0].length);
       toks.push({ kind: "name", value: m[0], start: i, end: i + m[0].length });
       i += m[0].length;
       continue;
     }
-    const op = OPERATORS.find((o) => s.startsWith(o, i));
+    const op = OP3.has(s.slice(i, i + 3)) ? s.slice(i, i + 3) : OP2.has(s.slice(i, i + 2)) ? s.slice(i, i + 2) : OP1.has(c) ? c : undefined;
     if (op === undefined) err(`unexpected character ${JSON.stringify(c)}`, i);
     if (op === "(" || op === "[" || op === "{") depth++;
     if (op === ")" || op === "]" || op === "}") depth = Math.max(0, depth - 1);

@@ -1,0 +1,57 @@
+/**
+ * "Always allow" amendments (execpolicy.md §3.3): append
+ *   prefix_rule(pattern=["tok1", "tok2"], decision="allow")
+ * to `$CODEX_HOME/rules/default.rules`, exactly as Codex writes it, so the files stay compatible with Codex's
+ * loader and de-duplication. Tokens are JSON-escaped (serde_json rules). The append happens under an exclusive
+ * `flock` on the file, skips a line that is already present, adds a missing final newline first, and writes
+ * the new bytes with one `write(2)` on an `O_APPEND` fd (no torn line even against writers without the lock).
+ */
+import { closeSync, fsyncSync, mkdirSync, openSync, readFileSync, writeSync } from "node:fs";
+import { join } from "node:path";
+import { flock, LOCK } from "../../ffi/libc.ts";
+import { ShellmcpError } from "../errors.ts";
+import type { Policy } from "./policy.ts";
+
+/** The amendment line for `tokens`. Throws `USAGE` for an empty prefix. */
+export function amendmentLine(tokens: readonly string[]): string {
+  if (tokens.length === 0) throw new ShellmcpError("USAGE", "prefix rule requires at least one token");
+  return `prefix_rule(pattern=[${tokens.map((t) => JSON.stringify(t)).join(", ")}], decision="allow")`;
+}
+
+/** Append an allow rule for `tokens` to `<codexHome>/rules/default.rules`. `added` is false for a duplicate. */
+export function appendAllowRule(codexHome: string, tokens: readonly string[]): { path: string; added: boolean } {
+  const line = amendmentLine(tokens);
+  const dir = join(codexHome, "rules");
+  try {
+    mkdirSync(dir, { mode: 0o755 }); // one level only, as Codex: a missing CODEX_HOME is an error
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== "EEXIST") throw e;
+  }
+  return appendLine(join(dir, "default.rules"), line);
+}
+
+function appendLine(path: string, line: string): { path: string; added: boolean } {
+  const fd = openSync(path, "a+", 0o644);
+  try {
+    flock(fd, LOCK.EX);
+    const current = readFileSync(path, "utf8");
+    if (current.split("\n").includes(line)) return { path, added: false };
+    const prefix = current.length > 0 && !current.endsWith("\n") ? "\n" : "";
+    writeSync(fd, Buffer.from(`${prefix}${line}\n`));
+    fsyncSync(fd);
+    return { path, added: true };
+  } finally {
+    closeSync(fd); // releases the lock
+  }
+}
+
+/**
+ * Mirror an amendment in a loaded policy: unless `tokens` are already allowed by a real rule, add the literal
+ * allow rule (appended, so it never outranks a stricter rule: the strictest decision still wins).
+ */
+export function amendPolicyInMemory(policy: Policy, tokens: readonly string[]): boolean {
+  const e = policy.check(tokens, { resolveHostExecutables: true }, () => "forbidden");
+  if (e.decision === "allow" && e.matchedRules.some((m) => "prefixRuleMatch" in m)) return false;
+  policy.addRule({ first: tokens[0]!, rest: tokens.slice(1).map((t) => ({ single: t })), decision: "allow" });
+  return true;
+}
