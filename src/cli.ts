@@ -26,28 +26,41 @@ export function buildProgram(setExit: (code: number) => void): Command {
     .allowUnknownOption()
     .action(() => setExit(notImplemented("`shellmcp serve`")));
 
+  const sandboxOptions = (c: Command) =>
+    c
+      .option("--sandbox <MODE>", "read-only (default), workspace-write or danger-full-access")
+      .option("--full-auto", "workspace-write with the network off: the cwd, /tmp and $TMPDIR are writable")
+      .option("--add-dir <DIR>", "an extra writable root (repeatable; workspace-write)", collect, [])
+      .option("--network", "allow network access")
+      .option("--backend <NAME>", "auto (bwrap if it works, else Landlock), bwrap or landlock")
+      .option("--policy <JSON>", "a full Codex SandboxPolicy JSON instead of the flags above")
+      .option("--no-proc", "do not mount /proc in bwrap")
+      .option("-C, --cd <DIR>", "working directory (and workspace root) for the command")
+      .argument("[cmd...]", "the command and its arguments")
+      .passThroughOptions();
+  type SandboxOpts = { sandbox?: string; fullAuto?: boolean; addDir: string[]; network?: boolean; backend?: string; policy?: string; proc?: boolean; cd?: string };
+  const runLinux = (defaultBackend: "auto" | "landlock") => async (cmd: string[], o: SandboxOpts) => {
+    const { sandboxLinuxCli } = await import("./sandbox/cli.ts");
+    setExit(await sandboxLinuxCli(cmd, { ...o, noProc: o.proc === false }, defaultBackend));
+  };
+  const macOnly = (name: string) => () => {
+    process.stderr.write(`shellmcp: ${name} runs Seatbelt, which exists only on macOS\n`);
+    setExit(2);
+  };
+
   const sandbox = program.command("sandbox").description("run a command under the sandbox, for a person");
-  sandbox
-    .command("linux")
-    .description("run CMD under the Linux sandbox (Landlock + seccomp, or bubblewrap)")
-    .allowUnknownOption()
-    .argument("[cmd...]")
-    .action(() => setExit(notImplemented("`shellmcp sandbox linux`")));
+  sandboxOptions(sandbox.command("linux").alias("landlock").description("run CMD under the Linux sandbox (bubblewrap or Landlock + seccomp)")).action(runLinux("auto"));
   sandbox
     .command("macos")
+    .alias("seatbelt")
     .description("run CMD under Seatbelt (macOS)")
     .allowUnknownOption()
     .argument("[cmd...]")
-    .action(() => setExit(notImplemented("`shellmcp sandbox macos`")));
+    .action(macOnly("`shellmcp sandbox macos`"));
 
-  const debug = program.command("debug").description("debugging aliases for the sandbox commands");
-  for (const name of ["seatbelt", "landlock"]) {
-    debug
-      .command(name)
-      .allowUnknownOption()
-      .argument("[cmd...]")
-      .action(() => setExit(notImplemented(`\`shellmcp debug ${name}\``)));
-  }
+  const debug = program.command("debug").description("Codex's older names for the sandbox commands");
+  sandboxOptions(debug.command("landlock").description("alias of `sandbox linux --backend landlock`")).action(runLinux("landlock"));
+  debug.command("seatbelt").description("alias of `sandbox macos`").allowUnknownOption().argument("[cmd...]").action(macOnly("`shellmcp debug seatbelt`"));
 
   const execpolicy = program.command("execpolicy").description("exec policy tools");
   execpolicy

@@ -1,6 +1,96 @@
-import { notImplemented } from "../../not-implemented.ts";
+/**
+ * arg0 role `codex-linux-sandbox` (also `shellmcp --codex-run-as-linux-sandbox …`): Codex's Linux sandbox
+ * helper CLI (sandbox.md §5.2):
+ *
+ *   codex-linux-sandbox --sandbox-policy-cwd DIR --sandbox-policy JSON [--use-bwrap-sandbox]
+ *                       [--backend auto|bwrap|landlock] [--no-proc] -- CMD [ARG…]
+ *
+ * `--use-bwrap-sandbox` (Codex's flag) forces bwrap; without a backend flag the helper uses Landlock, as Codex's
+ * legacy helper does, so an unchanged Codex client gets what it asked for. `--apply-seccomp-then-exec` is the
+ * inner stage inside bwrap. Exit status: the command's; 2 for usage errors; 101 when the sandbox cannot be
+ * applied (the command is then never run).
+ */
+import { ShellmcpError } from "../../errors.ts";
+import { writeStderr } from "../../stderr.ts";
+import { parseSandboxPolicy } from "../policy.ts";
+import { innerStage, runSandboxed, SANDBOX_FAILURE_EXIT, type Backend } from "./run.ts";
 
-/** arg0 role `codex-linux-sandbox`: Codex's Linux sandbox helper CLI. Returns the exit status. */
-export function linuxSandboxMain(_args: string[]): number {
-  return notImplemented("the codex-linux-sandbox role");
+/** Usage-error exit status. */
+export const HELPER_USAGE_EXIT = 2;
+
+const USAGE = "usage: codex-linux-sandbox --sandbox-policy-cwd DIR --sandbox-policy JSON [--use-bwrap-sandbox] [--backend auto|bwrap|landlock] [--no-proc] -- CMD [ARG...]";
+
+interface HelperArgs {
+  policyCwd?: string;
+  policyJson?: string;
+  backend: Backend;
+  noProc: boolean;
+  inner: boolean;
+  command: string[];
+}
+
+function parse(args: string[]): HelperArgs {
+  const o: HelperArgs = { backend: "landlock", noProc: false, inner: false, command: [] };
+  for (let i = 0; i < args.length; i++) {
+    const a = args[i]!;
+    const value = () => {
+      const v = args[++i];
+      if (v === undefined) throw new ShellmcpError("USAGE", `${a} needs a value`);
+      return v;
+    };
+    const eq = a.indexOf("=");
+    const [name, inline] = a.startsWith("--") && eq > 0 ? [a.slice(0, eq), a.slice(eq + 1)] : [a, undefined];
+    const v = () => inline ?? value();
+    switch (name) {
+      case "--":
+        o.command = args.slice(i + 1);
+        return o;
+      case "--sandbox-policy-cwd":
+        o.policyCwd = v();
+        break;
+      case "--sandbox-policy":
+        o.policyJson = v();
+        break;
+      case "--use-bwrap-sandbox":
+        o.backend = "bwrap";
+        break;
+      case "--backend": {
+        const b = v();
+        if (b !== "auto" && b !== "bwrap" && b !== "landlock") throw new ShellmcpError("USAGE", `--backend must be auto, bwrap or landlock (got ${b})`);
+        o.backend = b;
+        break;
+      }
+      case "--no-proc":
+        o.noProc = true;
+        break;
+      case "--apply-seccomp-then-exec":
+        o.inner = true;
+        break;
+      default:
+        throw new ShellmcpError("USAGE", `unexpected argument '${a}'`);
+    }
+  }
+  return o;
+}
+
+/** Run the helper role; returns an exit status unless it execs. */
+export async function linuxSandboxMain(args: string[]): Promise<number> {
+  let o: HelperArgs;
+  let policy;
+  try {
+    o = parse(args);
+    if (o.policyCwd === undefined || o.policyJson === undefined) throw new ShellmcpError("USAGE", "--sandbox-policy-cwd and --sandbox-policy are required");
+    if (o.command.length === 0) throw new ShellmcpError("USAGE", "No command specified to execute.");
+    policy = parseSandboxPolicy(o.policyJson);
+  } catch (e) {
+    writeStderr(`codex-linux-sandbox: ${(e as Error).message}\n${USAGE}\n`);
+    return HELPER_USAGE_EXIT;
+  }
+  try {
+    if (o.inner) return innerStage(policy, o.policyCwd, o.command);
+    return await runSandboxed({ policy, policyCwd: o.policyCwd, command: o.command, backend: o.backend, noProc: o.noProc });
+  } catch (e) {
+    writeStderr(`codex-linux-sandbox: ${(e as Error).message}\n`);
+    return e instanceof ShellmcpError && e.code === "USAGE" ? HELPER_USAGE_EXIT : SANDBOX_FAILURE_EXIT;
+  }
 }

@@ -1,0 +1,139 @@
+/**
+ * Landlock (sandbox.md §2): a ruleset for the highest ABI the kernel offers (best effort down to ABI 1),
+ * applied with `landlock_restrict_self` on the calling thread right before execve.
+ *
+ * Rules (Codex's, plus what Codex lacked):
+ * - full read: `/` → EXECUTE|READ_FILE|READ_DIR; restricted read: only the readable roots get them (Codex 0.99
+ *   ignored restricted reads: fail-open);
+ * - `/dev/null` → file rights; `/dev/shm` → all rights (so Python multiprocessing works; a documented deviation);
+ * - every writable root → all rights;
+ * - ABI ≥ 4 with network off: TCP bind/connect handled with no port rules (a second layer under seccomp);
+ * - ABI ≥ 6: scoped abstract UNIX sockets (network off) and signals.
+ * Landlock cannot subtract, so `.git`/`.codex` inside a writable root stay writable in this backend.
+ */
+import { closeSync, openSync, statSync } from "node:fs";
+import { close as closeFd, L, PR, prctl, syscall } from "../../../ffi/libc.ts";
+import { ShellmcpError } from "../../errors.ts";
+
+/** Landlock FS access rights. */
+export const FS = {
+  EXECUTE: 1, WRITE_FILE: 2, READ_FILE: 4, READ_DIR: 8, REMOVE_DIR: 0x10, REMOVE_FILE: 0x20, MAKE_CHAR: 0x40, MAKE_DIR: 0x80,
+  MAKE_REG: 0x100, MAKE_SOCK: 0x200, MAKE_FIFO: 0x400, MAKE_BLOCK: 0x800, MAKE_SYM: 0x1000, REFER: 0x2000, TRUNCATE: 0x4000, IOCTL_DEV: 0x8000,
+} as const;
+
+/** Rights valid on a non-directory (the kernel rejects directory-only rights on files with EINVAL). */
+export const FILE_RIGHTS = FS.EXECUTE | FS.WRITE_FILE | FS.READ_FILE | FS.TRUNCATE | FS.IOCTL_DEV;
+/** Read rights. */
+export const READ_RIGHTS = FS.EXECUTE | FS.READ_FILE | FS.READ_DIR;
+
+/** All FS rights known to `abi`. */
+export function fsRightsForAbi(abi: number): number {
+  if (abi >= 5) return 0xffff;
+  if (abi >= 3) return 0x7fff;
+  if (abi === 2) return 0x3fff;
+  return 0x1fff;
+}
+
+const CREATE_RULESET_VERSION = 1;
+const RULE_PATH_BENEATH = 1;
+const NET_BIND_TCP = 1;
+const NET_CONNECT_TCP = 2;
+const SCOPE_ABSTRACT_UNIX_SOCKET = 1;
+const SCOPE_SIGNAL = 2;
+const O_PATH = 0o10000000;
+const O_CLOEXEC = 0o2000000;
+
+/** Environment variable that makes the ABI probe report a lower ABI (or 0 = absent); it can only lower it. */
+export const SIMULATE_ABI_ENV = "SHELLMCP_SIMULATE_LANDLOCK_ABI";
+
+/** Landlock ABI of this kernel: 0 when not available (ENOSYS: not built; EOPNOTSUPP: disabled at boot). */
+export function landlockAbi(env: Record<string, string | undefined> = process.env): number {
+  let abi: number;
+  try {
+    abi = syscall("landlock_create_ruleset", L.sys.landlock_create_ruleset!, null, 0, CREATE_RULESET_VERSION);
+  } catch {
+    abi = 0;
+  }
+  const sim = env[SIMULATE_ABI_ENV];
+  if (sim !== undefined && /^\d+$/.test(sim)) abi = Math.min(abi, Number(sim));
+  return abi;
+}
+
+/** What to enforce. */
+export interface LandlockSpec {
+  /** Roots readable (and executable); undefined = everything. */
+  readableRoots?: string[];
+  /** Roots writable (all rights). */
+  writableRoots: string[];
+  /** Block TCP bind/connect (ABI ≥ 4) and scope abstract UNIX sockets (ABI ≥ 6). */
+  networkRestricted: boolean;
+}
+
+/** What was enforced, for reports and tests. */
+export interface LandlockReport {
+  abi: number;
+  handledFs: number;
+  rules: { path: string; access: number }[];
+}
+
+/**
+ * Build and apply the ruleset to the calling thread (sets PR_SET_NO_NEW_PRIVS). Throws `SANDBOX_UNAVAILABLE`
+ * (fail closed) when Landlock is missing or refuses; the caller must then not exec.
+ */
+export function applyLandlock(spec: LandlockSpec, env: Record<string, string | undefined> = process.env): LandlockReport {
+  const abi = landlockAbi(env);
+  if (abi < 1) {
+    throw new ShellmcpError(
+      "SANDBOX_UNAVAILABLE",
+      "Landlock is not available on this kernel (it needs Linux 5.13+ with landlock in the `lsm=` boot list); install bubblewrap (`apt-get install bubblewrap`) for the bwrap backend, or run with --sandbox danger-full-access",
+      { abi },
+    );
+  }
+  const handledFs = fsRightsForAbi(abi);
+  const attr = new Uint8Array(24); // { u64 handled_access_fs; u64 handled_access_net; u64 scoped }
+  const av = new DataView(attr.buffer);
+  av.setBigUint64(0, BigInt(handledFs), true);
+  if (spec.networkRestricted && abi >= 4) av.setBigUint64(8, BigInt(NET_BIND_TCP | NET_CONNECT_TCP), true);
+  if (abi >= 6) av.setBigUint64(16, BigInt(SCOPE_SIGNAL | (spec.networkRestricted ? SCOPE_ABSTRACT_UNIX_SOCKET : 0)), true);
+
+  const rules: { path: string; access: number }[] = [];
+  const add = (path: string, access: number) => {
+    let isDir: boolean;
+    try {
+      isDir = statSync(path).isDirectory();
+    } catch {
+      return; // missing paths are skipped, as Codex does
+    }
+    rules.push({ path, access: (isDir ? access : access & FILE_RIGHTS) & handledFs });
+  };
+  if (spec.readableRoots === undefined) add("/", READ_RIGHTS);
+  else for (const r of spec.readableRoots) add(r, READ_RIGHTS);
+  add("/dev/null", 0xffff);
+  add("/dev/shm", 0xffff);
+  for (const r of spec.writableRoots) add(r, 0xffff);
+
+  let rulesetFd = -1;
+  try {
+    rulesetFd = syscall("landlock_create_ruleset", L.sys.landlock_create_ruleset!, attr, 24, 0);
+    for (const r of rules) {
+      if (r.access === 0) continue;
+      const fd = openSync(r.path, O_PATH | O_CLOEXEC);
+      try {
+        const pb = new Uint8Array(12); // packed { u64 allowed_access; s32 parent_fd }
+        const pv = new DataView(pb.buffer);
+        pv.setBigUint64(0, BigInt(r.access), true);
+        pv.setInt32(8, fd, true);
+        syscall("landlock_add_rule", L.sys.landlock_add_rule!, rulesetFd, RULE_PATH_BENEATH, pb, 0);
+      } finally {
+        closeSync(fd);
+      }
+    }
+    prctl(PR.SET_NO_NEW_PRIVS, 1);
+    syscall("landlock_restrict_self", L.sys.landlock_restrict_self!, rulesetFd, 0);
+  } catch (e) {
+    throw new ShellmcpError("SANDBOX_UNAVAILABLE", `cannot apply the Landlock ruleset: ${(e as Error).message}`, { abi }, { cause: e });
+  } finally {
+    if (rulesetFd >= 0) closeFd(rulesetFd);
+  }
+  return { abi, handledFs, rules };
+}

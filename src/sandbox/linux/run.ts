@@ -1,0 +1,259 @@
+/**
+ * Run a command under a {@link SandboxPolicy} on Linux: the one place that chooses a backend and applies it.
+ *
+ * - `landlock`: in this process, on the main thread, right before execve: PR_SET_NO_NEW_PRIVS, the seccomp
+ *   filter, the Landlock ruleset, signal dispositions and mask reset, then execve in place.
+ * - `bwrap`: bubblewrap builds the mount view (read-only `/`, writable roots bound read-write, `.git`/`.codex`/
+ *   `.agents` re-bound read-only, private `/dev`, `--unshare-net` when the network is off, new user/pid/ipc
+ *   namespaces, `/proc` with Codex's retry-without-/proc); inside it this binary runs again as the inner stage
+ *   (`--apply-seccomp-then-exec`) to install the seccomp filter (and Landlock read rules for restricted reads)
+ *   and exec the command.
+ * - `auto`: bwrap when its preflight passes (it protects `.git`/`.codex` inside writable roots, which Landlock
+ *   cannot), else Landlock with a one-line warning, else fail closed.
+ * Nothing ever runs with less protection than asked for: every failure to apply a layer is an error.
+ */
+import { existsSync, mkdirSync, readdirSync, readlinkSync, rmdirSync, statSync } from "node:fs";
+import { constants as osConstants } from "node:os";
+import { delimiter, dirname, join } from "node:path";
+import * as libc from "../../../ffi/libc.ts";
+import { ShellmcpError } from "../../errors.ts";
+import { writeStderr } from "../../stderr.ts";
+import { hasFullDiskWrite, hasFullNetwork, hasFullRead, readableRoots, serializeSandboxPolicy, writableRoots, type SandboxPolicy } from "../policy.ts";
+import { applyLandlock } from "./landlock.ts";
+import { installFilter, type SeccompMode } from "./seccomp.ts";
+
+/** Backend names. */
+export type Backend = "auto" | "bwrap" | "landlock";
+
+/** Exit status when the sandbox cannot be applied (Codex's helper panics with 101). */
+export const SANDBOX_FAILURE_EXIT = 101;
+
+/** What to run. */
+export interface SandboxRun {
+  policy: SandboxPolicy;
+  /** Folder the policy's roots are computed from (`--sandbox-policy-cwd`). */
+  policyCwd: string;
+  command: string[];
+  backend: Backend;
+  /** Skip `--proc /proc` in bwrap. */
+  noProc?: boolean;
+}
+
+/** The seccomp mode a policy needs (sandbox.md §3.1), or undefined for none. */
+export function seccompModeFor(p: SandboxPolicy): SeccompMode | undefined {
+  if (!hasFullNetwork(p)) return "restricted";
+  if (!hasFullDiskWrite(p)) return "vsock";
+  return undefined;
+}
+
+/** Resolve `name` like execvp: names with `/` as given, else the first executable regular file on PATH. */
+export function resolveCommand(name: string, path = process.env.PATH ?? "/usr/local/bin:/usr/bin:/bin"): string | undefined {
+  if (name.includes("/")) return name;
+  for (const dir of path.split(delimiter)) {
+    const p = join(dir === "" ? "." : dir, name);
+    try {
+      const st = statSync(p);
+      if (st.isFile() && (st.mode & 0o111) !== 0) return p;
+    } catch {
+      // not here
+    }
+  }
+  return undefined;
+}
+
+/** Exec `command` in place after resetting signals; on failure print a shell-style error and exit 127/126. */
+export function execCommand(command: string[]): never {
+  const file = resolveCommand(command[0]!);
+  if (file === undefined) {
+    writeStderr(`${command[0]}: command not found\n`);
+    process.exit(127);
+  }
+  libc.resetSignals();
+  const env = Object.entries(process.env).map(([k, v]) => `${k}=${v ?? ""}`);
+  try {
+    libc.execve(file, command, env);
+  } catch (e) {
+    const errno = e instanceof ShellmcpError ? (e.data.errno as number) : 0;
+    writeStderr(`${command[0]}: ${errno ? libc.strerror(errno) : (e as Error).message}\n`);
+    process.exit(errno === libc.ERRNO.ENOENT ? 127 : 126);
+  }
+}
+
+/** The folder holding this binary, readable even under restricted reads (the inner stage must start). */
+function selfDirs(): string[] {
+  return [dirname(process.execPath)];
+}
+
+/** Apply Landlock + seccomp to this thread per `policy` (no exec). Throws `SANDBOX_UNAVAILABLE`. */
+export function applyInProcess(policy: SandboxPolicy, policyCwd: string, opts: { landlockWrites: boolean }): void {
+  const roots = writableRoots(policy, policyCwd);
+  const readable = readableRoots(policy, policyCwd, roots, selfDirs());
+  const mode = seccompModeFor(policy);
+  // Landlock first (its rule paths are opened with open(2), which the filter does not touch), then seccomp.
+  // Inside bwrap (landlockWrites false) the mounts already confine writes; Landlock is added only to enforce
+  // restricted reads, with the same writable roots so that it never widens anything.
+  if ((opts.landlockWrites && !hasFullDiskWrite(policy)) || readable !== undefined) {
+    applyLandlock({
+      writableRoots: hasFullDiskWrite(policy) ? ["/"] : roots.map((r) => r.root),
+      readableRoots: readable,
+      networkRestricted: !hasFullNetwork(policy),
+    });
+  }
+  if (mode !== undefined) installFilter(mode);
+  else libc.prctl(libc.PR.SET_NO_NEW_PRIVS, 1);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// bubblewrap
+
+/** Result of probing bubblewrap. */
+export interface BwrapProbe {
+  ok: boolean;
+  path?: string;
+  /** `/proc` cannot be mounted (e.g. nested in a container): run with --no-proc. */
+  noProc?: boolean;
+  /** Why bwrap cannot be used, with the fix. */
+  reason?: string;
+}
+
+/** Locate and preflight bubblewrap: `--ro-bind / /`, new namespaces and `/proc`, running `true`. */
+export function probeBwrap(networkRestricted = true): BwrapProbe {
+  const path = resolveCommand("bwrap");
+  if (path === undefined) return { ok: false, reason: "bubblewrap is not installed (apt-get install bubblewrap)" };
+  const base = [path, "--ro-bind", "/", "/", "--dev", "/dev", "--unshare-user", "--unshare-pid", "--unshare-ipc", ...(networkRestricted ? ["--unshare-net"] : []), "--die-with-parent"];
+  const tru = existsSync("/usr/bin/true") ? "/usr/bin/true" : "/bin/true";
+  const run = (extra: string[]) => Bun.spawnSync([...base, ...extra, "--", tru], { stdin: "ignore", stdout: "ignore", stderr: "pipe" });
+  const r = run(["--proc", "/proc"]);
+  if (r.exitCode === 0) return { ok: true, path };
+  const err = r.stderr.toString();
+  if (/Can't mount proc/i.test(err)) {
+    const r2 = run([]);
+    if (r2.exitCode === 0) return { ok: true, path, noProc: true };
+  }
+  let why = err.trim().split("\n").pop() ?? `exit ${r.exitCode}`;
+  if (/namespace|uid map|setting up uid|Operation not permitted|Permission denied/i.test(err)) {
+    why +=
+      " — user namespaces are disabled or restricted here: enable them (`sysctl -w kernel.unprivileged_userns_clone=1`; on Ubuntu 24.04+ also `sysctl -w kernel.apparmor_restrict_unprivileged_userns=0` or an AppArmor profile for bwrap), or use the Landlock backend";
+  }
+  return { ok: false, path, reason: `bubblewrap cannot create its sandbox: ${why}` };
+}
+
+/** The command that starts this binary as the Linux sandbox helper, whatever it is called. */
+function selfHelperCommand(): string[] {
+  const compiled = (process.argv[1] ?? "").startsWith("/$bunfs/");
+  return compiled ? [process.execPath, "--codex-run-as-linux-sandbox"] : [process.execPath, process.argv[1]!, "--codex-run-as-linux-sandbox"];
+}
+
+/** Mount points that must be created on the host for missing protected paths (removed afterwards). */
+interface BwrapPlan {
+  argv: string[];
+  created: string[];
+}
+
+/**
+ * Build the bwrap argv (sandbox.md §4.5/§4.7). Refuses (throws) when a protected path is a symlink: writing
+ * through it would escape the read-only re-bind (Codex 0.169: "crosses writable symlink").
+ */
+export function planBwrap(bwrap: string, run: SandboxRun): BwrapPlan {
+  const { policy } = run;
+  const argv = [bwrap, "--new-session", "--die-with-parent"];
+  argv.push(...(hasFullDiskWrite(policy) ? ["--bind", "/", "/"] : ["--ro-bind", "/", "/"]));
+  argv.push("--dev", "/dev");
+  const created: string[] = [];
+  for (const w of writableRoots(policy, run.policyCwd)) {
+    argv.push("--bind", w.root, w.root);
+    for (const sub of w.readOnlySubpaths) {
+      let isLink = false;
+      try {
+        isLink = readlinkSync(sub) !== undefined;
+      } catch {
+        isLink = false;
+      }
+      if (isLink) {
+        throw new ShellmcpError("SANDBOX_UNAVAILABLE", `cannot enforce sandbox read-only path ${sub} because it crosses writable symlink ${sub}`, { path: sub });
+      }
+      if (!existsSync(sub)) {
+        // Block creation (e.g. a missing .codex in the cwd): an empty read-only directory in its place.
+        mkdirSync(sub);
+        created.push(sub);
+      }
+      argv.push("--ro-bind", sub, sub);
+    }
+  }
+  argv.push("--unshare-user", "--unshare-pid", "--unshare-ipc");
+  if (!hasFullNetwork(policy)) argv.push("--unshare-net");
+  if (!run.noProc) argv.push("--proc", "/proc");
+  argv.push("--cap-drop", "ALL");
+  argv.push("--", ...selfHelperCommand(), "--apply-seccomp-then-exec", "--sandbox-policy-cwd", run.policyCwd, "--sandbox-policy", serializeSandboxPolicy(policy), "--", ...run.command);
+  return { argv, created };
+}
+
+/** fds this process inherited from its parent (not CLOEXEC): the command must get them too (e.g. the escalation socket). */
+function inheritedFds(): number[] {
+  const out: number[] = [];
+  for (const name of readdirSync("/proc/self/fd")) {
+    const fd = Number(name);
+    if (fd < 3) continue;
+    try {
+      if (!libc.getCloexec(fd)) out.push(fd);
+    } catch {
+      // the fd of the directory listing itself, gone by now
+    }
+  }
+  return out.sort((a, b) => a - b);
+}
+
+async function runBwrap(bwrap: string, run: SandboxRun): Promise<number> {
+  const plan = planBwrap(bwrap, run);
+  const fds = inheritedFds();
+  const stdio: (number | "inherit" | "ignore")[] = ["inherit", "inherit", "inherit"];
+  for (let fd = 3; fd <= (fds[fds.length - 1] ?? 2); fd++) stdio.push(fds.includes(fd) ? fd : "ignore");
+  const child = Bun.spawn(plan.argv, { stdio: stdio as ["inherit", "inherit", "inherit"], env: process.env });
+  const forward = (sig: NodeJS.Signals) => () => child.kill(sig);
+  for (const s of ["SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT"] as const) process.on(s, forward(s));
+  const code = await child.exited;
+  for (const p of plan.created.reverse()) {
+    try {
+      rmdirSync(p); // only if still empty
+    } catch {
+      // something was put there from outside the sandbox: leave it
+    }
+  }
+  const sig = child.signalCode;
+  if (sig !== null && sig !== undefined) {
+    return 128 + (osConstants.signals[sig as NodeJS.Signals] ?? 0);
+  }
+  return code;
+}
+
+/**
+ * Run `run.command` under the policy. Landlock path: never returns (execs). bwrap path: resolves with the
+ * command's exit status (128+N for a signal). Throws `SANDBOX_UNAVAILABLE` when protection cannot be applied.
+ */
+export async function runSandboxed(run: SandboxRun): Promise<number> {
+  const { policy } = run;
+  if (run.command.length === 0) throw new ShellmcpError("USAGE", "No command specified to execute.");
+  if (policy.type === "danger-full-access") return execCommand(run.command);
+  const needsFs = !hasFullDiskWrite(policy) || !hasFullRead(policy);
+  let backend = run.backend;
+  let probe: BwrapProbe | undefined;
+  if (backend !== "landlock" && needsFs) {
+    probe = probeBwrap(!hasFullNetwork(policy));
+    if (!probe.ok) {
+      if (backend === "bwrap") throw new ShellmcpError("SANDBOX_UNAVAILABLE", probe.reason!);
+      writeStderr(`shellmcp: ${probe.reason}; using Landlock instead, which does not protect .git/.codex inside writable roots\n`);
+      backend = "landlock";
+    } else backend = "bwrap";
+  } else if (backend === "auto") backend = "landlock";
+
+  if (backend === "bwrap" && needsFs) return runBwrap(probe!.path!, { ...run, noProc: run.noProc || probe!.noProc });
+  // Landlock (or seccomp only, for external-sandbox).
+  applyInProcess(policy, run.policyCwd, { landlockWrites: true });
+  return execCommand(run.command);
+}
+
+/** Inner stage inside bwrap: seccomp (+ Landlock read rules for restricted reads), then exec. */
+export function innerStage(policy: SandboxPolicy, policyCwd: string, command: string[]): never {
+  applyInProcess(policy, policyCwd, { landlockWrites: false });
+  return execCommand(command);
+}

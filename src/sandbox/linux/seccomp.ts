@@ -1,0 +1,128 @@
+/**
+ * The seccomp filter (sandbox.md §3): Codex's "Restricted" network filter, plus hardening Codex lacks.
+ *
+ * Program shape:
+ *   arch ≠ this arch            → KILL_PROCESS (also stops i386 `int 0x80` socketcall tricks)
+ *   x86_64: nr ≥ 0x40000000     → ERRNO(EPERM) (x32 ABI aliases)
+ *   nr ∈ deny list              → ERRNO(EPERM)
+ *   socket/socketpair           → ALLOW only if args[0] == AF_UNIX in both 32-bit halves, else ERRNO(EPERM)
+ *   otherwise                   → ALLOW
+ * Modes: `restricted` (network off): the full list above; `vsock` (network on, filesystem restricted): deny
+ * AF_VSOCK sockets and io_uring only, as Codex 0.169; none when both are unrestricted.
+ *
+ * Installed after PR_SET_NO_NEW_PRIVS with `seccomp(SECCOMP_SET_MODE_FILTER, 0, &prog)` on the thread that then
+ * calls execve (flags 0: no TSYNC, no LOG — as Codex).
+ */
+import { addressOf, L, PR, prctl, syscall } from "../../../ffi/libc.ts";
+import { ShellmcpError } from "../../errors.ts";
+
+/** Syscall numbers the filter names, per architecture. */
+const NR: Record<"linux-x64" | "linux-arm64", Record<string, number>> = {
+  "linux-x64": {
+    socket: 41, connect: 42, accept: 43, sendto: 44, shutdown: 48, bind: 49, listen: 50, getsockname: 51, getpeername: 52,
+    socketpair: 53, setsockopt: 54, getsockopt: 55, ptrace: 101, accept4: 288, recvmmsg: 299, sendmmsg: 307,
+    process_vm_readv: 310, process_vm_writev: 311, io_uring_setup: 425, io_uring_enter: 426, io_uring_register: 427,
+  },
+  "linux-arm64": {
+    socket: 198, connect: 203, accept: 202, sendto: 206, shutdown: 210, bind: 200, listen: 201, getsockname: 204, getpeername: 205,
+    socketpair: 199, setsockopt: 208, getsockopt: 209, ptrace: 117, accept4: 242, recvmmsg: 243, sendmmsg: 269,
+    process_vm_readv: 270, process_vm_writev: 271, io_uring_setup: 425, io_uring_enter: 426, io_uring_register: 427,
+  },
+};
+
+/** Syscalls denied outright in `restricted` mode (Codex 0.169's list). */
+export const RESTRICTED_DENY = [
+  "connect", "accept", "accept4", "bind", "listen", "getpeername", "getsockname", "shutdown", "sendto", "sendmmsg", "recvmmsg",
+  "getsockopt", "setsockopt", "ptrace", "process_vm_readv", "process_vm_writev", "io_uring_setup", "io_uring_enter", "io_uring_register",
+] as const;
+
+/** Filter modes. */
+export type SeccompMode = "restricted" | "vsock";
+
+const AF_UNIX = 1;
+const AF_VSOCK = 40;
+const EPERM = 1;
+const RET_KILL_PROCESS = 0x80000000;
+const RET_ERRNO = 0x00050000;
+const RET_ALLOW = 0x7fff0000;
+const LD_W_ABS = 0x20;
+const JEQ_K = 0x15;
+const JGE_K = 0x35;
+const RET_K = 0x06;
+const X32_SYSCALL_BIT = 0x40000000;
+const SECCOMP_SET_MODE_FILTER = 1;
+
+type Insn = { code: number; jt: number | string; jf: number | string; k: number; label?: string };
+
+/** Assemble instructions whose jump targets may be labels into `struct sock_filter[]` bytes. */
+function assemble(prog: Insn[]): Uint8Array {
+  const at = new Map<string, number>();
+  prog.forEach((ins, i) => ins.label !== undefined && at.set(ins.label, i));
+  const out = new Uint8Array(prog.length * 8);
+  const v = new DataView(out.buffer);
+  prog.forEach((ins, i) => {
+    const rel = (t: number | string) => {
+      if (typeof t === "number") return t;
+      const target = at.get(t);
+      if (target === undefined || target <= i || target - i - 1 > 255) throw new Error(`seccomp: bad jump to ${t}`);
+      return target - i - 1;
+    };
+    v.setUint16(i * 8, ins.code, true);
+    v.setUint8(i * 8 + 2, rel(ins.jt));
+    v.setUint8(i * 8 + 3, rel(ins.jf));
+    v.setUint32(i * 8 + 4, ins.k >>> 0, true);
+  });
+  return out;
+}
+
+/** Build the BPF program for `mode` on `arch` (default: this machine). */
+export function buildFilter(mode: SeccompMode, arch: "linux-x64" | "linux-arm64" = L.arch as "linux-x64" | "linux-arm64"): Uint8Array {
+  const nr = NR[arch];
+  const auditArch = arch === "linux-x64" ? 0xc000003e : 0xc00000b7;
+  const p: Insn[] = [
+    { code: LD_W_ABS, jt: 0, jf: 0, k: 4 }, // seccomp_data.arch
+    { code: JEQ_K, jt: 1, jf: 0, k: auditArch },
+    { code: RET_K, jt: 0, jf: 0, k: RET_KILL_PROCESS },
+    { code: LD_W_ABS, jt: 0, jf: 0, k: 0 }, // seccomp_data.nr
+  ];
+  if (arch === "linux-x64") p.push({ code: JGE_K, jt: "deny", jf: 0, k: X32_SYSCALL_BIT });
+  const deny = mode === "restricted" ? RESTRICTED_DENY : (["io_uring_setup", "io_uring_enter", "io_uring_register"] as const);
+  for (const name of deny) p.push({ code: JEQ_K, jt: "deny", jf: 0, k: nr[name]! });
+  // socket / socketpair: look at args[0] (low word at offset 16, high word at 20).
+  const family = (name: "socket" | "socketpair", next: string) => {
+    p.push({ code: JEQ_K, jt: 0, jf: next, k: nr[name]! });
+    p.push({ code: LD_W_ABS, jt: 0, jf: 0, k: 20 });
+    p.push({ code: JEQ_K, jt: 0, jf: "deny", k: 0 }); // high word must be 0 (no truncation games)
+    p.push({ code: LD_W_ABS, jt: 0, jf: 0, k: 16 });
+    if (mode === "restricted") p.push({ code: JEQ_K, jt: "allow", jf: "deny", k: AF_UNIX });
+    else p.push({ code: JEQ_K, jt: "deny", jf: "allow", k: AF_VSOCK });
+  };
+  family("socket", "socketpair");
+  p.push({ code: LD_W_ABS, jt: 0, jf: 0, k: 0, label: "socketpair" }); // reload nr (harmless when reached by fallthrough)
+  family("socketpair", "allow");
+  p.push({ code: RET_K, jt: 0, jf: 0, k: RET_ALLOW, label: "allow" });
+  p.push({ code: RET_K, jt: 0, jf: 0, k: RET_ERRNO | EPERM, label: "deny" });
+  return assemble(p);
+}
+
+/**
+ * Set PR_SET_NO_NEW_PRIVS and install the filter on the calling thread. Throws `SANDBOX_UNAVAILABLE` when the
+ * kernel refuses (no seccomp, or an unsupported architecture).
+ */
+export function installFilter(mode: SeccompMode): void {
+  if (L.arch !== "linux-x64" && L.arch !== "linux-arm64") {
+    throw new ShellmcpError("SANDBOX_UNAVAILABLE", `seccomp filters are not implemented for ${L.arch}`);
+  }
+  const bpf = buildFilter(mode);
+  const fprog = new Uint8Array(16); // struct sock_fprog { u16 len; u8 pad[6]; struct sock_filter *filter; }
+  const v = new DataView(fprog.buffer);
+  v.setUint16(0, bpf.byteLength / 8, true);
+  v.setBigUint64(8, BigInt(addressOf(bpf)), true);
+  try {
+    prctl(PR.SET_NO_NEW_PRIVS, 1);
+    syscall("seccomp", L.sys.seccomp!, SECCOMP_SET_MODE_FILTER, 0, fprog);
+  } catch (e) {
+    throw new ShellmcpError("SANDBOX_UNAVAILABLE", `cannot install the seccomp filter: ${(e as Error).message} (the kernel needs CONFIG_SECCOMP_FILTER)`, {}, { cause: e });
+  }
+  void bpf; // keep the program alive until the syscall has copied it
+}
