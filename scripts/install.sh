@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 
 export DEBIAN_FRONTEND=noninteractive
 need_pkgs=()
-for p in build-essential bubblewrap git dpkg-dev libncurses-dev zsh curl python3; do
+for p in build-essential bubblewrap git dpkg-dev libncurses-dev zsh curl python3 strace; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need_pkgs+=("$p")
 done
 if [ "${#need_pkgs[@]}" -gt 0 ]; then

@@ -29,6 +29,7 @@ import {
   PROTOCOL_ENV_VARS,
   type EscalateRequest,
 } from "./protocol.ts";
+import { keepEscalationSocketAcrossExec } from "./keep-socket.ts";
 import { recvFrame, sendFrame } from "./socket.ts";
 
 /** Exit status for a call without a target path (Codex's clap usage error is 2 as well). */
@@ -210,6 +211,7 @@ function wrapper(args: string[]): number {
   switch (action.kind) {
     case "Run":
       libc.closeQuiet(ours);
+      keepEscalationSocketAcrossExec();
       return runInPlace(file, argv);
     case "Escalate":
       return escalate(ours);

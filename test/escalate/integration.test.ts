@@ -119,6 +119,23 @@ describe.skipIf(missing !== undefined)("escalation end to end (patched bash, com
     expect(n).toBe(101); // seq + 100 × true
   });
 
+  test("the escalation socket at fd 10 (where Codex's server puts it) survives Run into a nested shell", async () => {
+    let n = 0;
+    const l = server.listen({ decide: () => (n++, { kind: "Run" }) });
+    const bash = (await import("../helpers/shells.ts")).patchedShell("bash");
+    const stdio: (number | "ignore" | "pipe")[] = ["ignore", "pipe", "pipe", "ignore", "ignore", "ignore", "ignore", "ignore", "ignore", "ignore", l.clientFd];
+    const p = Bun.spawn([bash, "-c", `${bash} -c '/bin/echo inner'`], {
+      env: { PATH: "/usr/bin:/bin", ...l.shellEnv(ourWrapper(), 10) },
+      stdio: stdio as ["ignore", "pipe", "pipe"],
+    });
+    l.releaseClientFd();
+    const [out, err] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
+    await l.close();
+    expect(err).toBe("");
+    expect(out).toBe("inner\n");
+    expect(n).toBe(2); // the nested bash and the echo inside it
+  });
+
   test("an escalated program killed by a signal reports 128+signal", async () => {
     const r = await runInShell(server, { script: "sh -c 'kill -KILL $$'; echo \"rc=$?\"", decide: escalating("sh") });
     expect(r.stdout).toBe("rc=137\n");

@@ -10,6 +10,7 @@
  * inner stage inside bwrap. Exit status: the command's; 2 for usage errors; 101 when the sandbox cannot be
  * applied (the command is then never run).
  */
+import { keepEscalationSocketAcrossExec } from "../../escalate/keep-socket.ts";
 import { ShellmcpError } from "../../errors.ts";
 import { writeStderr } from "../../stderr.ts";
 import { parseSandboxPolicy } from "../policy.ts";
@@ -86,6 +87,7 @@ export async function linuxSandboxMain(args: string[]): Promise<number> {
     writeStderr(`codex-linux-sandbox: ${(e as Error).message}\n${USAGE}\n`);
     return HELPER_USAGE_EXIT;
   }
+  keepEscalationSocketAcrossExec();
   try {
     if (o.inner) return innerStage(policy, o.policyCwd, o.command);
     return await runSandboxed({ policy, policyCwd: o.policyCwd, command: o.command, backend: o.backend, noProc: o.noProc });

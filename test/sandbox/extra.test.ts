@@ -1,0 +1,192 @@
+/**
+ * Sandbox behaviour beyond the shared vectors, through the compiled binary as `codex-linux-sandbox`, on both
+ * backends: escape attempts (symlinks, hard links, /proc/self/root, renaming .git), abstract sockets, ptrace of a
+ * sibling, restricted reads, git, multiprocessing, fd hygiene, simulated missing kernel features.
+ */
+import { describe, expect, test } from "bun:test";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { homedir } from "node:os";
+import { join } from "node:path";
+import { binaryAs, ensureBinary } from "../helpers/binary.ts";
+
+const bwrapUsable = Bun.spawnSync(["bwrap", "--ro-bind", "/", "/", "--unshare-user", "--unshare-pid", "--", "/bin/true"]).exitCode === 0;
+const hasPython = Bun.which("python3") !== null;
+const hasGit = Bun.which("git") !== null;
+
+function box() {
+  const base = join(homedir(), ".cache", "shellmcp-conf");
+  mkdirSync(base, { recursive: true });
+  const b = mkdtempSync(join(base, "x-"));
+  const cwd = join(b, "cwd");
+  const outside = join(b, "outside");
+  mkdirSync(cwd);
+  mkdirSync(outside);
+  return { cwd, outside };
+}
+
+function run(backend: string, policy: unknown, cwd: string, cmd: string[], env: Record<string, string> = {}) {
+  const argv = [binaryAs("codex-linux-sandbox"), "--backend", backend, "--sandbox-policy-cwd", cwd, "--sandbox-policy", JSON.stringify(policy), "--", ...cmd];
+  const r = Bun.spawnSync(argv, { cwd, env: { PATH: "/usr/bin:/bin", HOME: homedir(), LC_ALL: "C", ...env }, stdout: "pipe", stderr: "pipe" });
+  return { code: r.exitCode ?? -1, out: r.stdout.toString(), err: r.stderr.toString() };
+}
+
+const WW = { type: "workspace-write" };
+const RO = { type: "read-only" };
+
+for (const backend of ["landlock", "bwrap"] as const) {
+  describe.skipIf(process.platform !== "linux" || (backend === "bwrap" && !bwrapUsable))(`${backend} backend`, () => {
+    test("a symlink inside the workspace pointing outside does not grant writes", () => {
+      const b = box();
+      writeFileSync(join(b.outside, "t.txt"), "secret");
+      const r = run(backend, WW, b.cwd, ["bash", "-c", `ln -s ${b.outside}/t.txt lnk && echo pwned > lnk`]);
+      expect(r.code).not.toBe(0);
+      expect(readFileSync(join(b.outside, "t.txt"), "utf8")).toBe("secret");
+    });
+
+    test("a hard link to an outside file cannot be created (so not written through)", () => {
+      const b = box();
+      writeFileSync(join(b.outside, "t.txt"), "secret");
+      const r = run(backend, WW, b.cwd, ["bash", "-c", `ln ${b.outside}/t.txt hl && echo pwned >> hl`]);
+      expect(r.code).not.toBe(0);
+      expect(existsSync(join(b.cwd, "hl"))).toBe(false);
+      expect(readFileSync(join(b.outside, "t.txt"), "utf8")).toBe("secret");
+    });
+
+    test("/proc/self/root does not bypass the rules", () => {
+      const b = box();
+      const r = run(backend, WW, b.cwd, ["bash", "-c", `echo pwned > /proc/self/root${b.outside}/p.txt`]);
+      expect(r.code).not.toBe(0);
+      expect(existsSync(join(b.outside, "p.txt"))).toBe(false);
+    });
+
+    test.skipIf(!hasPython)("abstract AF_UNIX sockets: bind and connect are denied", () => {
+      const b = box();
+      const r = run(backend, RO, b.cwd, ["python3", "-c", "import socket\ns=socket.socket(socket.AF_UNIX)\ntry:\n  s.bind('\\0shellmcp-test'); print('bound')\nexcept OSError as e: print('bind-err', e.errno)\ntry:\n  socket.socket(socket.AF_UNIX).connect('\\0shellmcp-test'); print('connected')\nexcept OSError as e: print('connect-err', e.errno)\n"]);
+      expect(r.out).toBe("bind-err 1\nconnect-err 1\n");
+    });
+
+    test.skipIf(!hasPython)("ptrace of a sibling process is denied", () => {
+      const b = box();
+      const r = run(backend, RO, b.cwd, ["bash", "-c", `sleep 5 & python3 -c "import ctypes,sys; l=ctypes.CDLL(None, use_errno=True); r=l.ptrace(16, $!, 0, 0); print('attach', r, ctypes.get_errno())"; kill %1`]);
+      expect(r.out).toContain("attach -1 1");
+    });
+
+    test("restricted reads: readable roots and system folders only", () => {
+      const b = box();
+      writeFileSync(join(b.outside, "secret.txt"), "topsecret");
+      writeFileSync(join(b.cwd, "mine.txt"), "mine");
+      const policy = { type: "read-only", access: { type: "restricted", include_platform_defaults: true, readable_roots: [] } };
+      const r = run(backend, policy, b.cwd, ["bash", "-c", `cat mine.txt; echo; cat ${b.outside}/secret.txt; echo "rc=$?"`]);
+      expect(r.out).toContain("mine\n");
+      expect(r.out).toContain("rc=1");
+      expect(r.out).not.toContain("topsecret");
+    });
+
+    test.skipIf(!hasGit)("git: status works read-only, commit fails read-only", () => {
+      const b = box();
+      Bun.spawnSync(["bash", "-c", "git init -q . && git -c user.email=a@b -c user.name=a commit -q --allow-empty -m init && echo x > a.txt"], { cwd: b.cwd });
+      const st = run(backend, RO, b.cwd, ["git", "status", "--short"]);
+      expect(st.code).toBe(0);
+      expect(st.out).toContain("a.txt");
+      const c = run(backend, RO, b.cwd, ["bash", "-c", "git add a.txt && git -c user.email=a@b -c user.name=a commit -qm x"]);
+      expect(c.code).not.toBe(0);
+    });
+
+    test.skipIf(!hasGit)(`git commit under workspace-write: ${backend === "bwrap" ? "refused (.git is read-only)" : "works (Landlock cannot protect .git)"}`, () => {
+      const b = box();
+      Bun.spawnSync(["bash", "-c", "git init -q . && echo x > a.txt"], { cwd: b.cwd });
+      const c = run(backend, WW, b.cwd, ["bash", "-c", "git add a.txt && git -c user.email=a@b -c user.name=a commit -qm x"]);
+      if (backend === "bwrap") {
+        expect(c.code).not.toBe(0);
+        expect(c.err).toMatch(/index.lock|Read-only file system/);
+      } else expect(c.code).toBe(0);
+    });
+
+    test.skipIf(!hasPython)("Python multiprocessing works", () => {
+      const b = box();
+      const r = run(backend, WW, b.cwd, ["python3", "-c", "import multiprocessing as m\nif __name__ == '__main__':\n  with m.Pool(2) as p: print(sum(p.map(abs, [-1, -2, 3])))\n"]);
+      expect(r.out).toBe("6\n");
+      expect(r.code).toBe(0);
+    });
+
+    test("only stdio and inherited fds reach the command", () => {
+      const b = box();
+      const r = run(backend, RO, b.cwd, ["bash", "-c", "ls /proc/$$/fd | sort -n | tr '\\n' ' '"]);
+      expect(r.out.trim()).toBe("0 1 2");
+    });
+
+    test("fd 3 and the escalation socket (at any number) are passed through; other fds are not", () => {
+      const b = box();
+      const argv = [binaryAs("codex-linux-sandbox"), "--backend", backend, "--sandbox-policy-cwd", b.cwd, "--sandbox-policy", JSON.stringify(RO), "--", "bash", "-c", "echo via-3 >&3; echo via-socket >&9; echo via-5 >&5 2>/dev/null || echo no-5"];
+      const r = Bun.spawnSync(["bash", "-c", `"$@" 3>&1 9>&1 5>&1`, "x", ...argv], { cwd: b.cwd, env: { PATH: "/usr/bin:/bin", CODEX_ESCALATE_SOCKET: "9" }, stdout: "pipe", stderr: "pipe" });
+      expect(r.stdout.toString()).toBe("via-3\nvia-socket\nno-5\n");
+    });
+
+    test("exit status passes through", () => {
+      const b = box();
+      expect(run(backend, RO, b.cwd, ["sh", "-c", "exit 7"]).code).toBe(7);
+      expect(run(backend, RO, b.cwd, ["bash", "-c", "yes | head -1 >/dev/null; exit ${PIPESTATUS[0]}"]).code).toBe(141);
+      const missing = run(backend, RO, b.cwd, ["no-such-command-shellmcp"]);
+      expect(missing.code).toBe(127);
+      expect(missing.err).toContain("command not found");
+    });
+  });
+}
+
+describe.skipIf(process.platform !== "linux" || !bwrapUsable)("bwrap only", () => {
+  test("renaming a protected .git is refused", () => {
+    const b = box();
+    Bun.spawnSync(["git", "init", "-q", "."], { cwd: b.cwd });
+    const r = run("bwrap", WW, b.cwd, ["bash", "-c", "mv .git .git-moved"]);
+    expect(r.code).not.toBe(0);
+    expect(existsSync(join(b.cwd, ".git", "HEAD"))).toBe(true);
+    expect(existsSync(join(b.cwd, ".git-moved"))).toBe(false);
+  });
+
+  test("a missing .codex is blocked inside the sandbox and leaves nothing behind", () => {
+    const b = box();
+    const r = run("bwrap", WW, b.cwd, ["bash", "-c", "mkdir -p .codex && echo x > .codex/config.toml"]);
+    expect(r.code).not.toBe(0);
+    expect(existsSync(join(b.cwd, ".codex"))).toBe(false);
+  });
+});
+
+describe.skipIf(process.platform !== "linux")("missing kernel features fail closed", () => {
+  test("Landlock reported absent: the command does not run, and the message says how to fix it", () => {
+    const b = box();
+    const r = run("landlock", WW, b.cwd, ["bash", "-c", "touch ran"], { SHELLMCP_SIMULATE_LANDLOCK_ABI: "0" });
+    expect(r.code).toBe(101);
+    expect(r.err).toContain("Landlock is not available on this kernel");
+    expect(r.err).toContain("bubblewrap");
+    expect(existsSync(join(b.cwd, "ran"))).toBe(false);
+  });
+
+  test("Landlock ABI 1 still confines writes", () => {
+    const b = box();
+    const r = run("landlock", WW, b.cwd, ["bash", "-c", `echo x > ${b.outside}/abi1.txt`], { SHELLMCP_SIMULATE_LANDLOCK_ABI: "1" });
+    expect(r.code).not.toBe(0);
+    expect(existsSync(join(b.outside, "abi1.txt"))).toBe(false);
+  });
+
+  test("bwrap forced but not installed: fail closed; auto falls back to Landlock with a warning", () => {
+    const b = box();
+    const emptyPath = mkdtempSync(join(homedir(), ".cache", "shellmcp-conf", "nopath-"));
+    for (const t of ["bash", "touch"]) Bun.spawnSync(["ln", "-s", Bun.which(t)!, join(emptyPath, t)]);
+    const forced = run("bwrap", WW, b.cwd, ["bash", "-c", "touch ran"], { PATH: emptyPath });
+    expect(forced.code).toBe(101);
+    expect(forced.err).toContain("bubblewrap is not installed");
+    expect(existsSync(join(b.cwd, "ran"))).toBe(false);
+    const auto = run("auto", WW, b.cwd, ["bash", "-c", `touch ran; echo x > ${b.outside}/o.txt`], { PATH: emptyPath });
+    expect(auto.err).toContain("using Landlock instead");
+    expect(existsSync(join(b.cwd, "ran"))).toBe(true);
+    expect(existsSync(join(b.outside, "o.txt"))).toBe(false);
+  });
+
+  test("the shellmcp sandbox linux CLI sets CODEX_SANDBOX_NETWORK_DISABLED only when the network is off", () => {
+    const b = box();
+    const off = Bun.spawnSync([ensureBinary(), "sandbox", "linux", "--", "sh", "-c", "echo ${CODEX_SANDBOX_NETWORK_DISABLED:-unset}"], { cwd: b.cwd });
+    expect(off.stdout.toString()).toBe("1\n");
+    const on = Bun.spawnSync([ensureBinary(), "sandbox", "linux", "--network", "--", "sh", "-c", "echo ${CODEX_SANDBOX_NETWORK_DISABLED:-unset}"], { cwd: b.cwd, env: { PATH: "/usr/bin:/bin" } });
+    expect(on.stdout.toString()).toBe("unset\n");
+  });
+});
