@@ -22,7 +22,16 @@ fi
 
 export DEBIAN_FRONTEND=noninteractive
 apt_updated=
-apt_update() { [ -n "$apt_updated" ] || { apt-get -o DPkg::Lock::Timeout=300 update -qq; apt_updated=1; }; }
+# Wait for the dpkg lock, and retry when another apt holds the lists lock (which the timeout does not cover).
+apt_retry() {
+  local i
+  for i in $(seq 1 60); do
+    apt-get -o DPkg::Lock::Timeout=300 "$@" && return 0
+    sleep 5
+  done
+  return 1
+}
+apt_update() { [ -n "$apt_updated" ] || { apt_retry update -qq; apt_updated=1; }; }
 
 # Build tools and libraries.
 missing=()
@@ -31,7 +40,7 @@ for p in build-essential dpkg-dev libncurses-dev; do
 done
 if [ "${#missing[@]}" -gt 0 ]; then
   apt_update
-  apt-get -o DPkg::Lock::Timeout=300 install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  apt_retry install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
 # A deb-src entry for bookworm.

@@ -6,13 +6,22 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 export DEBIAN_FRONTEND=noninteractive
+# apt: wait for the dpkg lock, and retry when another apt holds the lists lock (which the timeout does not cover).
+apt_retry() {
+  local i
+  for i in $(seq 1 60); do
+    apt-get -o DPkg::Lock::Timeout=300 "$@" && return 0
+    sleep 5
+  done
+  return 1
+}
 need_pkgs=()
 for p in build-essential bubblewrap git dpkg-dev libncurses-dev zsh curl python3 strace; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need_pkgs+=("$p")
 done
 if [ "${#need_pkgs[@]}" -gt 0 ]; then
-  apt-get -o DPkg::Lock::Timeout=300 update -qq
-  apt-get -o DPkg::Lock::Timeout=300 install -y -qq --no-install-recommends "${need_pkgs[@]}" >/dev/null
+  apt_retry update -qq
+  apt_retry install -y -qq --no-install-recommends "${need_pkgs[@]}" >/dev/null
 fi
 
 if [ ! -x node_modules/.bin/bun ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
