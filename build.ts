@@ -10,7 +10,7 @@
  * `define`. Cross targets take Bun's runtime for that platform from the npm registry (`@oven/bun-<target>`,
  * the same version as our `bun` dev dependency) instead of letting Bun download it.
  */
-import { existsSync, mkdirSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, rmSync, symlinkSync } from "node:fs";
 import { join } from "node:path";
 
 const ROOT = import.meta.dir;
@@ -82,5 +82,10 @@ if (import.meta.main) {
     compile(join(ROOT, "dist", `shellmcp-${argv[1]}`), argv[1]);
   } else {
     compile(join(ROOT, "dist", "shellmcp"));
+    // The roles by name, next to the binary (serve uses them; they stay readable under restricted reads).
+    for (const role of ["codex-execve-wrapper", "codex-linux-sandbox", "codex-fs"]) {
+      rmSync(join(ROOT, "dist", role), { force: true });
+      symlinkSync("shellmcp", join(ROOT, "dist", role));
+    }
   }
 }

@@ -48,6 +48,7 @@ const GROUPS = {
   },
   file: {
     flock: { args: [i32, i32], returns: i32 },
+    pipe2: { args: [P, i32], returns: i32 },
   },
   spawn: {
     posix_spawn: { args: [P, P, P, P, P, P], returns: i32 },
@@ -621,4 +622,11 @@ export function flock(fd: number, op: number): void {
     const e = errno();
     if (e !== ERRNO.EINTR) throw sysError(`flock(${fd}, ${op})`, e);
   }
+}
+
+/** `pipe2(flags)` → `[readEnd, writeEnd]` (e.g. `O_CLOEXEC` = `SOCK.SOCK_CLOEXEC` on Linux). */
+export function pipe2(flags: number): [number, number] {
+  const out = new Int32Array(2);
+  if (sym("file").pipe2(out, flags) < 0) throw sysError("pipe2");
+  return [out[0]!, out[1]!];
 }

@@ -23,8 +23,21 @@ export function buildProgram(setExit: (code: number) => void): Command {
   program
     .command("serve")
     .description("run the MCP server (stdio) with the `shell` tool")
-    .allowUnknownOption()
-    .action(() => setExit(notImplemented("`shellmcp serve`")));
+    .option("--shell <SHELL>", "bash (default), zsh, or a path to a patched shell")
+    .option("--bash <PATH>", "path of the patched shell (Codex's flag; overrides --shell)")
+    .option("--execve <PATH>", "exec wrapper path (default: this binary as codex-execve-wrapper)")
+    .option("--sandbox <MODE>", "policy until the client sends codex/sandbox-state/update: read-only (default), workspace-write, danger-full-access")
+    .option("--sandbox-backend <NAME>", "auto (default: bwrap if it works, else Landlock), bwrap or landlock")
+    .option("--preserve-program-paths", "match rules against the absolute program path only, not its name (Codex's flag)")
+    .option("--on-prompt <WHAT>", "when a rule says prompt and the client cannot ask a human: deny (default) or run-in-sandbox")
+    .option("--rules <FILE>", "an extra .rules file, loaded after the discovered ones (repeatable)", collect, [])
+    .option("-c, --config <key=value>", "override a config.toml value (TOML), e.g. shell_environment_policy.inherit=\"core\" (repeatable)", collect, [])
+    .option("--max-output-bytes <N>", "output cap per call (default 1048576)")
+    .option("--use-codex-linux-sandbox-exe", "run commands through the client's codexLinuxSandboxExe instead of this binary's own helper")
+    .action(async (o: import("./serve.ts").ServeOptions) => {
+      const { serveMain } = await import("./serve.ts");
+      setExit(await serveMain(o));
+    });
 
   const sandboxOptions = (c: Command) =>
     c

@@ -1,0 +1,118 @@
+/**
+ * Codex's `config.toml` (from `$CODEX_HOME`) with `-c key.path=value` overrides, where `value` is TOML (a bare
+ * word that is not valid TOML is taken as a string, as Codex does), and the `shell_environment_policy` table.
+ */
+import { existsSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import picomatch from "picomatch";
+import toml from "toml";
+import { ShellmcpError } from "../errors.ts";
+
+/** A parsed config tree. */
+export type Config = Record<string, unknown>;
+
+/** Parse `key.path=value` into a path and a TOML value. Throws `CONFIG` for a missing `=` or key. */
+export function parseOverride(spec: string): { path: string[]; value: unknown } {
+  const eq = spec.indexOf("=");
+  if (eq <= 0) throw new ShellmcpError("CONFIG", `invalid -c override ${JSON.stringify(spec)}: expected key=value`);
+  const key = spec.slice(0, eq).trim();
+  const raw = spec.slice(eq + 1).trim();
+  const path = key.split(".").map((p) => p.trim().replace(/^"(.*)"$/, "$1"));
+  if (path.some((p) => p === "")) throw new ShellmcpError("CONFIG", `invalid -c override ${JSON.stringify(spec)}: empty key segment`);
+  let value: unknown;
+  try {
+    value = (toml.parse(`v = ${raw}`) as { v: unknown }).v;
+  } catch {
+    value = raw; // not TOML: a plain string, as Codex
+  }
+  return { path, value };
+}
+
+/** Set `value` at `path` in `cfg`, creating tables. */
+export function setPath(cfg: Config, path: string[], value: unknown): void {
+  let t = cfg;
+  for (const k of path.slice(0, -1)) {
+    const next = t[k];
+    if (typeof next !== "object" || next === null || Array.isArray(next)) t[k] = {};
+    t = t[k] as Config;
+  }
+  t[path[path.length - 1]!] = value;
+}
+
+/** Load `<codexHome>/config.toml` (empty if missing) and apply `overrides`. Throws `CONFIG` for bad TOML. */
+export function loadConfig(codexHome: string, overrides: readonly string[] = []): Config {
+  const file = join(codexHome, "config.toml");
+  let cfg: Config = {};
+  if (existsSync(file)) {
+    try {
+      cfg = toml.parse(readFileSync(file, "utf8")) as Config;
+    } catch (e) {
+      const err = e as { message: string; line?: number; column?: number };
+      throw new ShellmcpError("CONFIG", `cannot parse ${file}${err.line ? `:${err.line}:${err.column}` : ""}: ${err.message}`, { path: file });
+    }
+  }
+  for (const o of overrides) {
+    const { path, value } = parseOverride(o);
+    setPath(cfg, path, value);
+  }
+  return cfg;
+}
+
+/** Codex's `shell_environment_policy`. */
+export interface ShellEnvironmentPolicy {
+  inherit: "all" | "core" | "none";
+  ignoreDefaultExcludes: boolean;
+  exclude: string[];
+  set: Record<string, string>;
+  includeOnly: string[];
+}
+
+/** Variables `inherit = "core"` keeps. */
+export const CORE_VARS = ["HOME", "LOGNAME", "PATH", "SHELL", "USER", "USERNAME", "TMPDIR", "TEMP", "TMP", "LANG", "LC_ALL", "LC_CTYPE", "TERM"];
+/** Names dropped unless `ignore_default_excludes = true`. */
+export const DEFAULT_EXCLUDES = ["*KEY*", "*SECRET*", "*TOKEN*"];
+
+/**
+ * Read `shell_environment_policy` from a config. Defaults: `inherit = "all"`, and — safer than current Codex,
+ * whose default is to ignore them — the default excludes apply (`ignore_default_excludes = false`).
+ */
+export function shellEnvironmentPolicy(cfg: Config): ShellEnvironmentPolicy {
+  const t = (cfg.shell_environment_policy ?? {}) as Record<string, unknown>;
+  const strings = (v: unknown, name: string): string[] => {
+    if (v === undefined) return [];
+    if (!Array.isArray(v) || !v.every((x) => typeof x === "string")) throw new ShellmcpError("CONFIG", `shell_environment_policy.${name} must be a list of strings`);
+    return v;
+  };
+  const inherit = t.inherit ?? "all";
+  if (inherit !== "all" && inherit !== "core" && inherit !== "none") throw new ShellmcpError("CONFIG", `shell_environment_policy.inherit must be "all", "core" or "none" (got ${JSON.stringify(inherit)})`);
+  const set = (t.set ?? {}) as Record<string, unknown>;
+  if (typeof set !== "object" || Array.isArray(set)) throw new ShellmcpError("CONFIG", "shell_environment_policy.set must be a table");
+  for (const [k, v] of Object.entries(set)) if (typeof v !== "string") throw new ShellmcpError("CONFIG", `shell_environment_policy.set.${k} must be a string`);
+  const ign = t.ignore_default_excludes ?? false;
+  if (typeof ign !== "boolean") throw new ShellmcpError("CONFIG", "shell_environment_policy.ignore_default_excludes must be a boolean");
+  return { inherit, ignoreDefaultExcludes: ign, exclude: strings(t.exclude, "exclude"), set: set as Record<string, string>, includeOnly: strings(t.include_only, "include_only") };
+}
+
+/**
+ * Apply the policy to `env` (sandbox.md §7.2): start set (all / core / none), drop default excludes, drop
+ * `exclude` patterns, add `set`, keep only `include_only` patterns if any. Patterns are case-insensitive globs.
+ */
+export function applyEnvironmentPolicy(p: ShellEnvironmentPolicy, env: Record<string, string | undefined>): Record<string, string> {
+  const matcher = (patterns: string[]) => (patterns.length === 0 ? () => false : picomatch(patterns, { nocase: true, dot: true }));
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(env)) {
+    if (v === undefined) continue;
+    if (p.inherit === "none") continue;
+    if (p.inherit === "core" && !CORE_VARS.includes(k)) continue;
+    out[k] = v;
+  }
+  const defaults = matcher(p.ignoreDefaultExcludes ? [] : DEFAULT_EXCLUDES);
+  const excluded = matcher(p.exclude);
+  for (const k of Object.keys(out)) if (defaults(k) || excluded(k)) delete out[k];
+  Object.assign(out, p.set);
+  if (p.includeOnly.length > 0) {
+    const keep = matcher(p.includeOnly);
+    for (const k of Object.keys(out)) if (!keep(k)) delete out[k];
+  }
+  return out;
+}

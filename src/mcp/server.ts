@@ -1,0 +1,221 @@
+/**
+ * The MCP adapter: the only module that imports `@modelcontextprotocol/sdk` (v1). Everything else speaks in
+ * the plain types below, so the SDK can be replaced in one place.
+ *
+ * - Low-level `Server` with capabilities `tools` and `experimental["codex/sandbox-state"] = {version: "1.0.0"}`.
+ * - `tools/list` / `tools/call` for the one tool; `codex/sandbox-state/update` as a request (answered `{}`) and,
+ *   for older clients, as a notification.
+ * - A stdio transport that, unlike the SDK's (and the Rust original, which exits), answers a line that is not
+ *   JSON with a JSON-RPC parse error (-32700) and one that is not JSON-RPC with -32600, and keeps serving.
+ */
+import { Server } from "@modelcontextprotocol/sdk/server/index.js";
+import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
+import { CallToolRequestSchema, ErrorCode, JSONRPCMessageSchema, ListToolsRequestSchema, McpError, type JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
+import { ShellmcpError } from "../errors.ts";
+import { log } from "../log.ts";
+import type { ElicitAnswer } from "./escalation-policy.ts";
+
+/** A tool as listed. */
+export interface ToolDefinition {
+  name: string;
+  description: string;
+  inputSchema: Record<string, unknown>;
+  outputSchema?: Record<string, unknown>;
+}
+
+/** A tool call's result. */
+export interface ToolResult {
+  content: { type: "text"; text: string }[];
+  structuredContent?: Record<string, unknown>;
+  isError: boolean;
+}
+
+/** What a tool call can do besides returning. */
+export interface ToolContext {
+  /** Fires on `notifications/cancelled` (and when the client goes away). */
+  signal: AbortSignal;
+  /** Present when the client sent a progress token. */
+  progress?: (progress: number, message: string) => void;
+  /** Present when the client declared the `elicitation` capability. */
+  elicit?: (message: string, requestedSchema: Record<string, unknown>) => Promise<ElicitAnswer>;
+}
+
+/** Server behaviour supplied by the caller. */
+export interface McpServerOptions {
+  name: string;
+  version: string;
+  instructions: string;
+  tool: ToolDefinition;
+  /** Run the tool. Throw `ShellmcpError` code `USAGE` for bad arguments (→ -32602), anything else → -32603. */
+  callTool: (args: Record<string, unknown> | undefined, ctx: ToolContext) => Promise<ToolResult>;
+  /** Apply `codex/sandbox-state/update` params. Throw `ShellmcpError` `USAGE` to reject them (→ -32602). */
+  onSandboxState: (params: unknown) => void;
+}
+
+/** Name of Codex's custom method (and capability). */
+export const SANDBOX_STATE_METHOD = "codex/sandbox-state/update";
+const SANDBOX_STATE_CAPABILITY = "codex/sandbox-state";
+
+/**
+ * A JSON-RPC error with Codex's plain message: the SDK's `McpError` would prefix "MCP error <code>: ". The SDK's
+ * protocol layer sends any thrown error's `code`, `message` and `data`.
+ */
+class RpcError extends Error {
+  constructor(
+    readonly code: number,
+    message: string,
+    readonly data?: unknown,
+  ) {
+    super(message);
+  }
+}
+
+function toRpcError(e: unknown): RpcError {
+  if (e instanceof RpcError) return e;
+  if (e instanceof McpError) return new RpcError(e.code, e.message.replace(/^MCP error -?\d+: /, ""), e.data);
+  if (e instanceof ShellmcpError) return new RpcError(e.code === "USAGE" ? ErrorCode.InvalidParams : ErrorCode.InternalError, e.message);
+  return new RpcError(ErrorCode.InternalError, e instanceof Error ? e.message : String(e));
+}
+
+/** Line-delimited JSON-RPC over stdin/stdout, tolerant of bad input. */
+class RobustStdioTransport implements Transport {
+  onclose?: () => void;
+  onerror?: (error: Error) => void;
+  onmessage?: (message: JSONRPCMessage) => void;
+  private closed = false;
+  /** Longest line accepted (a guard against unbounded buffering). */
+  static readonly MAX_LINE_BYTES = 64 * 1024 * 1024;
+
+  async start(): Promise<void> {
+    void this.readLoop();
+  }
+
+  private async readLoop(): Promise<void> {
+    const decoder = new TextDecoder();
+    let buf = "";
+    try {
+      for await (const chunk of Bun.stdin.stream()) {
+        buf += decoder.decode(chunk, { stream: true });
+        let nl: number;
+        while ((nl = buf.indexOf("\n")) >= 0) {
+          const line = buf.slice(0, nl).replace(/\r$/, "");
+          buf = buf.slice(nl + 1);
+          if (line.trim() !== "") this.handleLine(line);
+        }
+        if (buf.length > RobustStdioTransport.MAX_LINE_BYTES) {
+          buf = "";
+          this.sendError(null, ErrorCode.ParseError, `Parse error: line longer than ${RobustStdioTransport.MAX_LINE_BYTES} bytes dropped`);
+        }
+      }
+      if (buf.trim() !== "") this.handleLine(buf);
+    } catch (e) {
+      this.onerror?.(e as Error);
+    }
+    await this.close();
+  }
+
+  private handleLine(line: string): void {
+    let value: unknown;
+    try {
+      value = JSON.parse(line);
+    } catch (e) {
+      this.sendError(null, ErrorCode.ParseError, `Parse error: ${(e as Error).message}`);
+      return;
+    }
+    const parsed = JSONRPCMessageSchema.safeParse(value);
+    if (!parsed.success) {
+      const id = typeof value === "object" && value !== null && "id" in value && (typeof (value as { id: unknown }).id === "string" || typeof (value as { id: unknown }).id === "number") ? (value as { id: string | number }).id : null;
+      // A response to one of our requests that we cannot read is dropped; anything else gets -32600.
+      if (typeof value === "object" && value !== null && !("method" in value) && id !== null) return;
+      this.sendError(id, ErrorCode.InvalidRequest, "Invalid Request: not a JSON-RPC 2.0 message");
+      return;
+    }
+    this.onmessage?.(parsed.data);
+  }
+
+  private sendError(id: string | number | null, code: number, message: string): void {
+    this.write({ jsonrpc: "2.0", id, error: { code, message } });
+  }
+
+  private write(msg: unknown): void {
+    if (this.closed) return;
+    try {
+      process.stdout.write(JSON.stringify(msg) + "\n");
+    } catch (e) {
+      this.onerror?.(e as Error);
+    }
+  }
+
+  async send(message: JSONRPCMessage): Promise<void> {
+    this.write(message);
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.onclose?.();
+  }
+}
+
+/** Serve MCP on stdio until the client closes stdin. */
+export async function serveStdio(o: McpServerOptions): Promise<void> {
+  const server = new Server(
+    { name: o.name, version: o.version },
+    { capabilities: { tools: {}, experimental: { [SANDBOX_STATE_CAPABILITY]: { version: "1.0.0" } } }, instructions: o.instructions },
+  );
+
+  server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: [o.tool] }));
+
+  server.setRequestHandler(CallToolRequestSchema, async (req, extra) => {
+    if (req.params.name !== o.tool.name) throw new RpcError(ErrorCode.InvalidParams, "tool not found");
+    const token = extra._meta?.progressToken;
+    const canElicit = server.getClientCapabilities()?.elicitation !== undefined;
+    const ctx: ToolContext = {
+      signal: extra.signal,
+      progress:
+        token === undefined
+          ? undefined
+          : (progress, message) => {
+              extra.sendNotification({ method: "notifications/progress", params: { progressToken: token, progress, message } }).catch(() => undefined);
+            },
+      elicit: canElicit
+        ? async (message, requestedSchema) => {
+            const r = await server.elicitInput({ message, requestedSchema: requestedSchema as never }, { signal: extra.signal, timeout: 24 * 3600 * 1000 });
+            return { action: r.action, content: r.content as Record<string, unknown> | undefined };
+          }
+        : undefined,
+    };
+    try {
+      return (await o.callTool(req.params.arguments, ctx)) as never;
+    } catch (e) {
+      throw toRpcError(e);
+    }
+  });
+
+  server.fallbackRequestHandler = async (req) => {
+    if (req.method !== SANDBOX_STATE_METHOD) throw new RpcError(ErrorCode.MethodNotFound, `Method not found: ${req.method}`);
+    if (req.params === undefined) throw new RpcError(ErrorCode.InvalidParams, "missing params for sandbox state request");
+    try {
+      o.onSandboxState(req.params);
+    } catch (e) {
+      throw new RpcError(ErrorCode.InvalidParams, `failed to deserialize sandbox state: ${toRpcError(e).message}`, req.params);
+    }
+    return {} as never;
+  };
+  server.fallbackNotificationHandler = async (n) => {
+    if (n.method !== SANDBOX_STATE_METHOD) return;
+    try {
+      o.onSandboxState(n.params);
+    } catch (e) {
+      log.warn("ignored a malformed codex/sandbox-state/update notification", { error: (e as Error).message });
+    }
+  };
+
+  const transport = new RobustStdioTransport();
+  const closed = new Promise<void>((res) => {
+    server.onclose = () => res();
+  });
+  server.onerror = (e) => log.debug("mcp transport error", { error: e.message });
+  await server.connect(transport);
+  await closed;
+}

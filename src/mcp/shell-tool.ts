@@ -1,0 +1,109 @@
+/**
+ * The `shell` tool: the same name, description and input schema as Codex's shell-tool MCP (escalation-mcp.md
+ * §4.3, key order included), a result with the same text JSON (`exit_code`, `output`, `duration {secs, nanos}`,
+ * `timed_out`), plus `structuredContent` with the same fields and a matching `outputSchema`.
+ */
+import { isAbsolute, resolve } from "node:path";
+import { ShellmcpError } from "../errors.ts";
+import type { RunCommandResult } from "../shell/run-command.ts";
+import type { ToolDefinition, ToolResult } from "./server.ts";
+
+/** Default timeout of a call, ms (Codex's). */
+export const DEFAULT_TIMEOUT_MS = 10_000;
+
+/** The tool as Codex lists it, plus our `outputSchema`. */
+export const SHELL_TOOL: ToolDefinition = {
+  name: "shell",
+  description: "Runs a shell command and returns its output. You MUST provide the workdir as an absolute path.",
+  inputSchema: {
+    $schema: "https://json-schema.org/draft/2020-12/schema",
+    title: "ExecParams",
+    type: "object",
+    properties: {
+      command: { description: "The bash string to execute.", type: "string" },
+      workdir: { description: "The working directory to execute the command in. Must be an absolute path.", type: "string" },
+      timeout_ms: { description: "The timeout for the command in milliseconds.", type: "integer", format: "uint64", minimum: 0, nullable: true },
+      login: { description: "Launch Bash with -lc instead of -c: defaults to true.", type: "boolean", nullable: true },
+    },
+    required: ["command", "workdir"],
+  },
+  outputSchema: {
+    type: "object",
+    properties: {
+      exit_code: { type: "integer", description: "Exit status of the shell; 128+N when signal N killed it." },
+      output: { type: "string", description: "stdout and stderr interleaved in arrival order, capped (head and tail kept)." },
+      duration: {
+        type: "object",
+        properties: { secs: { type: "integer", minimum: 0 }, nanos: { type: "integer", minimum: 0 } },
+        required: ["secs", "nanos"],
+      },
+      timed_out: { type: "boolean" },
+    },
+    required: ["exit_code", "output", "duration", "timed_out"],
+  },
+};
+
+/** Validated call arguments. */
+export interface ShellArgs {
+  command: string;
+  workdir: string;
+  timeoutMs: number;
+  login: boolean;
+}
+
+function bad(detail: string): ShellmcpError {
+  return new ShellmcpError("USAGE", `failed to deserialize parameters: ${detail}`);
+}
+
+function typeDesc(v: unknown): string {
+  if (typeof v === "string") return `string ${JSON.stringify(v)}`;
+  if (typeof v === "number") return Number.isInteger(v) ? `integer \`${v}\`` : `floating point \`${v}\``;
+  if (typeof v === "boolean") return `boolean \`${v}\``;
+  if (v === null) return "null";
+  return Array.isArray(v) ? "sequence" : "map";
+}
+
+/** Validate arguments with serde-like messages; relative `workdir` resolves against the server's cwd (as Codex). */
+export function parseShellArgs(args: Record<string, unknown> | undefined): ShellArgs {
+  const a = args ?? {};
+  for (const f of ["command", "workdir"]) if (a[f] === undefined) throw bad(`missing field \`${f}\``);
+  if (typeof a.command !== "string") throw bad(`invalid type: ${typeDesc(a.command)}, expected a string`);
+  if (typeof a.workdir !== "string") throw bad(`invalid type: ${typeDesc(a.workdir)}, expected a string`);
+  let timeoutMs = DEFAULT_TIMEOUT_MS;
+  if (a.timeout_ms !== undefined && a.timeout_ms !== null) {
+    const t = a.timeout_ms;
+    if (typeof t !== "number" || !Number.isInteger(t)) throw bad(`invalid type: ${typeDesc(t)}, expected u64`);
+    if (t < 0) throw bad(`invalid value: integer \`${t}\`, expected u64`);
+    timeoutMs = t;
+  }
+  let login = true;
+  if (a.login !== undefined && a.login !== null) {
+    if (typeof a.login !== "boolean") throw bad(`invalid type: ${typeDesc(a.login)}, expected a boolean`);
+    login = a.login;
+  }
+  return { command: a.command, workdir: isAbsolute(a.workdir) ? a.workdir : resolve(a.workdir), timeoutMs, login };
+}
+
+const DENIAL_WORDS = ["operation not permitted", "permission denied", "read-only file system", "seccomp", "sandbox", "landlock", "failed to write file"];
+
+/** Codex's sandbox-denial heuristic (sandboxed runs only). */
+export function likelySandboxDenied(r: RunCommandResult): boolean {
+  if (!r.sandboxed || r.exitCode === 0 || r.timedOut) return false;
+  const lower = r.output.toLowerCase();
+  if (DENIAL_WORDS.some((w) => lower.includes(w))) return true;
+  if ([2, 126, 127].includes(r.exitCode)) return false;
+  return r.exitCode === 128 + 31; // SIGSYS from seccomp
+}
+
+/**
+ * The result: Codex's text JSON (key order `exit_code, output, duration, timed_out`), the same as
+ * `structuredContent`. `isError` where Codex returned an error instead: a timeout, a death by signal, a likely
+ * sandbox denial — but here with the output kept.
+ */
+export function formatResult(r: RunCommandResult): ToolResult {
+  const secs = Math.floor(r.durationMs / 1000);
+  const nanos = Math.round((r.durationMs - secs * 1000) * 1e6);
+  const body = { exit_code: r.exitCode, output: r.output, duration: { secs, nanos: Math.min(nanos, 999_999_999) }, timed_out: r.timedOut };
+  const isError = r.timedOut || (r.signal !== undefined && !r.cancelled) || likelySandboxDenied(r);
+  return { content: [{ type: "text", text: JSON.stringify(body) }], structuredContent: body, isError };
+}

@@ -1,0 +1,55 @@
+/**
+ * Output of a command, capped: keeps the first half and the last half of `capBytes` and counts what was dropped
+ * in between, so that both how a command started and how it ended reach the model. Decoding is lossy UTF-8
+ * (invalid bytes → U+FFFD), as Codex.
+ */
+
+/** Default cap: 1 MiB. */
+export const DEFAULT_MAX_OUTPUT_BYTES = 1024 * 1024;
+
+/** Collects bytes up to a cap, keeping head and tail. */
+export class CappedOutput {
+  private head: Uint8Array[] = [];
+  private headBytes = 0;
+  private tail: Uint8Array[] = [];
+  private tailBytes = 0;
+  /** Bytes seen in all. */
+  total = 0;
+
+  constructor(private readonly capBytes: number = DEFAULT_MAX_OUTPUT_BYTES) {}
+
+  /** Bytes dropped from the middle. */
+  get dropped(): number {
+    return Math.max(0, this.total - this.headBytes - this.tailBytes);
+  }
+
+  /** Add a chunk. */
+  push(chunk: Uint8Array): void {
+    this.total += chunk.byteLength;
+    const headCap = Math.ceil(this.capBytes / 2);
+    let c = chunk;
+    if (this.headBytes < headCap) {
+      const take = Math.min(headCap - this.headBytes, c.byteLength);
+      this.head.push(c.slice(0, take));
+      this.headBytes += take;
+      c = c.subarray(take);
+    }
+    if (c.byteLength === 0) return;
+    const tailCap = this.capBytes - headCap;
+    this.tail.push(c.slice());
+    this.tailBytes += c.byteLength;
+    while (this.tailBytes - this.tail[0]!.byteLength >= tailCap) this.tailBytes -= this.tail.shift()!.byteLength;
+    if (this.tailBytes > tailCap) {
+      const extra = this.tailBytes - tailCap;
+      this.tail[0] = this.tail[0]!.subarray(extra);
+      this.tailBytes -= extra;
+    }
+  }
+
+  /** The text: head, a notice of dropped bytes if any, tail. */
+  text(): string {
+    const dec = (parts: Uint8Array[]) => new TextDecoder("utf-8", { fatal: false }).decode(Buffer.concat(parts));
+    if (this.dropped === 0) return dec([...this.head, ...this.tail]);
+    return `${dec(this.head)}\n[... shellmcp: ${this.dropped} bytes of output omitted (${this.total} in all; the first and last ${this.headBytes + this.tailBytes} are shown) ...]\n${dec(this.tail)}`;
+  }
+}

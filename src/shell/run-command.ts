@@ -1,0 +1,181 @@
+/**
+ * Run one shell command for the `shell` tool: the patched shell (`-lc`/`-c`) in `workdir`, under the sandbox
+ * policy (through this binary's `codex-linux-sandbox` role unless `danger-full-access`/`external-sandbox`), with
+ * every exec going to the escalation server.
+ *
+ * - stdout and stderr share one pipe, so the output is interleaved in arrival order; capped (head + tail).
+ * - The shell leads its own session/process group; timeout and cancellation SIGKILL that group and the
+ *   escalated programs of this call (which run in groups of their own).
+ * - The timeout is a pausable stopwatch: time waiting for a human does not count.
+ * - After the shell exits, the pipe gets {@link DRAIN_MS} to reach EOF (background jobs may hold it); what was
+ *   read is kept either way (Codex discarded it).
+ */
+import { statSync } from "node:fs";
+import { constants as osConstants } from "node:os";
+import * as libc from "../../ffi/libc.ts";
+import type { EscalationServer, ListenOptions } from "../escalate/server.ts";
+import { hasFullDiskWrite, hasFullNetwork, serializeSandboxPolicy, type SandboxPolicy } from "../sandbox/policy.ts";
+import { CappedOutput } from "./output.ts";
+import { Stopwatch } from "./stopwatch.ts";
+
+/** Time the output pipe may stay open after the shell exited, ms. */
+export const DRAIN_MS = 2000;
+/** Interval of progress notifications, ms. */
+export const PROGRESS_INTERVAL_MS = 5000;
+/** fd number of the escalation socket in the shell. */
+const ESCALATE_FD = 3;
+
+/** How the sandbox helper is invoked. */
+export interface SandboxLauncher {
+  /** Program to run as the helper (this binary, or Codex's `codexLinuxSandboxExe`). */
+  exe: string;
+  /** Extra helper flags (e.g. `--backend bwrap`, `--use-bwrap-sandbox`). */
+  flags: string[];
+}
+
+/** One command run. */
+export interface RunCommandOptions {
+  command: string;
+  workdir: string;
+  login: boolean;
+  timeoutMs: number;
+  shellPath: string;
+  wrapperPath: string;
+  env: Record<string, string>;
+  policy: SandboxPolicy;
+  sandboxCwd: string;
+  launcher: SandboxLauncher;
+  server: EscalationServer;
+  /** Decides each exec; receives the call's stopwatch so prompts can pause it. */
+  decide: (stopwatch: Stopwatch) => ListenOptions["decide"];
+  maxOutputBytes: number;
+  signal?: AbortSignal;
+  onProgress?: (elapsedMs: number, outputBytes: number) => void;
+  /** Called with the shell's process group id while it runs (for shutdown). */
+  track?: (pgid: number, running: boolean) => void;
+}
+
+/** Outcome. `exitCode` is 128+N for a signal death; `spawnError` when nothing could be started. */
+export interface RunCommandResult {
+  exitCode: number;
+  output: string;
+  durationMs: number;
+  timedOut: boolean;
+  cancelled: boolean;
+  signal?: string;
+  outputBytes: number;
+  droppedBytes: number;
+  sandboxed: boolean;
+  spawnError?: string;
+}
+
+/** The argv that starts the shell, through the sandbox helper when the policy needs one. */
+export function shellArgv(o: Pick<RunCommandOptions, "shellPath" | "login" | "command" | "policy" | "sandboxCwd" | "launcher">): { argv: string[]; argv0?: string; sandboxed: boolean } {
+  const shell = [o.shellPath, o.login ? "-lc" : "-c", o.command];
+  if (o.policy.type === "danger-full-access" || (hasFullDiskWrite(o.policy) && hasFullNetwork(o.policy))) return { argv: shell, sandboxed: false };
+  return {
+    argv: [o.launcher.exe, ...o.launcher.flags, "--sandbox-policy-cwd", o.sandboxCwd, "--sandbox-policy", serializeSandboxPolicy(o.policy), "--", ...shell],
+    argv0: "codex-linux-sandbox",
+    sandboxed: true,
+  };
+}
+
+/** Run the command to completion (or timeout/cancel). Never throws for command failures. */
+export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult> {
+  const t0 = performance.now();
+  const out = new CappedOutput(o.maxOutputBytes);
+  const { argv, argv0, sandboxed } = shellArgv(o);
+  const fail = (msg: string): RunCommandResult => ({ exitCode: 127, output: msg, durationMs: performance.now() - t0, timedOut: false, cancelled: false, outputBytes: 0, droppedBytes: 0, sandboxed, spawnError: msg });
+  try {
+    if (!statSync(o.workdir).isDirectory()) return fail(`workdir is not a directory: ${o.workdir}`);
+  } catch (e) {
+    return fail(`workdir ${o.workdir}: ${(e as NodeJS.ErrnoException).code === "ENOENT" ? "No such file or directory (os error 2)" : (e as Error).message}`);
+  }
+
+  let pid = 0;
+  let killed: "timeout" | "cancel" | undefined;
+  let stopwatch: Stopwatch | undefined;
+  const listener = o.server.listen({ decide: (r) => o.decide(stopwatch!)(r) });
+  const killTree = () => {
+    if (pid > 0) libc.kill(-pid, 9);
+    listener.signalChildren(9);
+  };
+  stopwatch = new Stopwatch(o.timeoutMs, () => {
+    killed ??= "timeout";
+    killTree();
+  });
+  if (stopwatch.expired) {
+    await listener.close();
+    return { exitCode: 124, output: "", durationMs: performance.now() - t0, timedOut: true, cancelled: false, outputBytes: 0, droppedBytes: 0, sandboxed };
+  }
+  const [readEnd, writeEnd] = libc.pipe2(libc.SOCK.SOCK_CLOEXEC);
+  let proc: ReturnType<typeof Bun.spawn>;
+  try {
+    proc = Bun.spawn(argv, {
+      cwd: o.workdir,
+      env: { ...o.env, ...listener.shellEnv(o.wrapperPath, ESCALATE_FD), ...(hasFullNetwork(o.policy) ? {} : { CODEX_SANDBOX_NETWORK_DISABLED: "1" }) },
+      stdio: ["ignore", writeEnd, writeEnd, listener.clientFd] as unknown as ["ignore", "pipe", "pipe"],
+      detached: true, // setsid: the shell leads its own process group
+      argv0,
+    });
+  } catch (e) {
+    libc.closeQuiet(readEnd);
+    libc.closeQuiet(writeEnd);
+    stopwatch.dispose();
+    await listener.close();
+    return fail(`cannot start ${argv[0]}: ${(e as Error).message}`);
+  }
+  pid = proc.pid;
+  o.track?.(pid, true);
+  libc.closeQuiet(writeEnd);
+  listener.releaseClientFd();
+
+  const onAbort = () => {
+    killed ??= "cancel";
+    killTree();
+  };
+  o.signal?.addEventListener("abort", onAbort);
+  if (o.signal?.aborted) onAbort();
+  const progress = o.onProgress === undefined ? undefined : setInterval(() => o.onProgress!(performance.now() - t0, out.total), PROGRESS_INTERVAL_MS);
+
+  // Read the shared pipe until EOF; after the shell exits, give it DRAIN_MS more.
+  const reader = Bun.file(readEnd).stream().getReader();
+  let eof = false;
+  const pump = (async () => {
+    try {
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        out.push(value);
+      }
+    } catch {
+      // the fd was closed under us after the drain deadline
+    }
+    eof = true;
+  })();
+  const exitCode = await proc.exited;
+  await Promise.race([pump, Bun.sleep(DRAIN_MS)]);
+  if (!eof) {
+    await reader.cancel().catch(() => undefined);
+  }
+  libc.closeQuiet(readEnd);
+  if (progress !== undefined) clearInterval(progress);
+  o.signal?.removeEventListener("abort", onAbort);
+  stopwatch.dispose();
+  o.track?.(pid, false);
+  await listener.close(); // stops interception for leftovers and kills this call's escalated programs
+
+  const sig = proc.signalCode === null || proc.signalCode === undefined ? undefined : String(proc.signalCode);
+  const code = sig !== undefined ? 128 + (osConstants.signals[sig as NodeJS.Signals] ?? 0) : exitCode;
+  return {
+    exitCode: code,
+    output: out.text(),
+    durationMs: performance.now() - t0,
+    timedOut: killed === "timeout",
+    cancelled: killed === "cancel",
+    signal: sig,
+    outputBytes: out.total,
+    droppedBytes: out.dropped,
+    sandboxed,
+  };
+}
