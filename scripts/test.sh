@@ -3,4 +3,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 node_modules/.bin/tsc --noEmit -p .
-exec node_modules/.bin/bun test
+exec node_modules/.bin/bun test --timeout 60000

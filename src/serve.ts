@@ -5,7 +5,6 @@
 import { existsSync, mkdtempSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
-import * as libc from "../ffi/libc.ts";
 import { applyEnvironmentPolicy, loadConfig, shellEnvironmentPolicy } from "./config/config.ts";
 import { EscalationServer } from "./escalate/server.ts";
 import { ShellmcpError } from "./errors.ts";
@@ -18,6 +17,7 @@ import { parseSandboxPolicy, type SandboxPolicy } from "./sandbox/policy.ts";
 import { probeBwrap } from "./sandbox/linux/run.ts";
 import { DEFAULT_MAX_OUTPUT_BYTES } from "./shell/output.ts";
 import { runCommand, type SandboxLauncher } from "./shell/run-command.ts";
+import { killSessions } from "./shell/sessions.ts";
 import { writeStderr } from "./stderr.ts";
 import { VERSION } from "./version.ts";
 
@@ -134,10 +134,11 @@ export async function serveMain(o: ServeOptions): Promise<number> {
   const wrapperPath = o.execve ?? selfAs("codex-execve-wrapper");
   const helperExe = selfAs("codex-linux-sandbox");
   const server = await EscalationServer.start();
-  const running = new Set<number>();
+  /** Session ids of every shell this server started: their leftovers are killed when the client goes away. */
+  const sessions = new Set<number>();
 
   const shutdown = async () => {
-    for (const pgid of running) libc.kill(-pgid, 9);
+    killSessions(sessions);
     await server.stop();
   };
   for (const sig of ["SIGTERM", "SIGINT", "SIGHUP"] as const) {
@@ -178,7 +179,7 @@ export async function serveMain(o: ServeOptions): Promise<number> {
         signal: ctx.signal,
         decide: (stopwatch) => (req) => decideExec(settings, { elicit: ctx.elicit, paused: (f) => stopwatch.paused(f) }, req),
         onProgress: ctx.progress === undefined ? undefined : (ms, bytes) => ctx.progress!(Math.floor(ms / 1000), `running for ${Math.floor(ms / 1000)} s, ${bytes} bytes of output`),
-        track: (pgid, on) => (on ? running.add(pgid) : running.delete(pgid)),
+        track: (sid) => sessions.add(sid),
       });
       if (r.spawnError !== undefined) throw new ShellmcpError("PROTOCOL", r.spawnError);
       return formatResult(r);

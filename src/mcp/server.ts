@@ -108,7 +108,9 @@ class RobustStdioTransport implements Transport {
         }
       }
       if (buf.trim() !== "") this.handleLine(buf);
+      log.debug("stdin reached EOF");
     } catch (e) {
+      log.debug("stdin read failed", { error: (e as Error).message });
       this.onerror?.(e as Error);
     }
     await this.close();
@@ -142,6 +144,7 @@ class RobustStdioTransport implements Transport {
     try {
       process.stdout.write(JSON.stringify(msg) + "\n");
     } catch (e) {
+      log.debug("stdout write failed", { error: (e as Error).message });
       this.onerror?.(e as Error);
     }
   }

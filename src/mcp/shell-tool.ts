@@ -96,6 +96,33 @@ export function likelySandboxDenied(r: RunCommandResult): boolean {
 }
 
 /**
+ * Largest JSON-encoded size of `output`, in characters. The byte cap alone does not bound the response: a control
+ * character encodes as `\u0000` (6 characters, 7 once the text JSON is itself a JSON string), and the output
+ * appears twice (text and structuredContent). Clients limit a line (the MCP SDK: 10 MiB), so output whose encoding
+ * exceeds this is cut further, head and tail kept. 2 MiB keeps the whole response under ~6 MiB.
+ */
+export const MAX_ENCODED_OUTPUT_CHARS = 2 * 1024 * 1024;
+
+/** Cut `output` (keeping head and tail) until its JSON encoding fits `max` characters. */
+export function fitEncoded(output: string, max = MAX_ENCODED_OUTPUT_CHARS): string {
+  if (JSON.stringify(output).length <= max) return output;
+  let lo = 0;
+  let hi = output.length;
+  let best = "";
+  while (lo <= hi) {
+    const keep = Math.floor((lo + hi) / 2);
+    const half = Math.floor(keep / 2);
+    const cut = output.length - 2 * half;
+    const candidate = `${output.slice(0, half)}\n[... shellmcp: ${cut} more characters omitted: the output is too large to send ...]\n${output.slice(output.length - half)}`;
+    if (JSON.stringify(candidate).length <= max) {
+      best = candidate;
+      lo = keep + 1;
+    } else hi = keep - 1;
+  }
+  return best;
+}
+
+/**
  * The result: Codex's text JSON (key order `exit_code, output, duration, timed_out`), the same as
  * `structuredContent`. `isError` where Codex returned an error instead: a timeout, a death by signal, a likely
  * sandbox denial — but here with the output kept.
@@ -103,7 +130,7 @@ export function likelySandboxDenied(r: RunCommandResult): boolean {
 export function formatResult(r: RunCommandResult): ToolResult {
   const secs = Math.floor(r.durationMs / 1000);
   const nanos = Math.round((r.durationMs - secs * 1000) * 1e6);
-  const body = { exit_code: r.exitCode, output: r.output, duration: { secs, nanos: Math.min(nanos, 999_999_999) }, timed_out: r.timedOut };
+  const body = { exit_code: r.exitCode, output: fitEncoded(r.output), duration: { secs, nanos: Math.min(nanos, 999_999_999) }, timed_out: r.timedOut };
   const isError = r.timedOut || (r.signal !== undefined && !r.cancelled) || likelySandboxDenied(r);
   return { content: [{ type: "text", text: JSON.stringify(body) }], structuredContent: body, isError };
 }

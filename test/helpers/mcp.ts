@@ -1,0 +1,83 @@
+/**
+ * Drive the compiled `shellmcp serve` with the MCP SDK's real `Client` over stdio, as Codex would.
+ */
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import { ElicitRequestSchema, EmptyResultSchema, type ElicitResult } from "@modelcontextprotocol/sdk/types.js";
+import { mkdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { ensureBinary, tempDir } from "./binary.ts";
+
+/** Parsed text result of the shell tool. */
+export interface ShellOutput {
+  exit_code: number;
+  output: string;
+  duration: { secs: number; nanos: number };
+  timed_out: boolean;
+}
+
+/** A connected client plus helpers. */
+export interface Session {
+  client: Client;
+  codexHome: string;
+  elicitations: string[];
+  /** Call `shell`; returns the parsed text, the raw result and isError. */
+  shell(args: Record<string, unknown>, opts?: { onprogress?: (p: unknown) => void; signal?: AbortSignal }): Promise<{ out: ShellOutput; isError: boolean; raw: Record<string, unknown> }>;
+  sandboxState(policy: unknown, sandboxCwd: string, extra?: Record<string, unknown>): Promise<unknown>;
+  close(): Promise<void>;
+  stderr: () => string;
+}
+
+/** Options for {@link startServe}. */
+export interface StartOptions {
+  rules?: string;
+  args?: string[];
+  /** Answer elicitations (declares the capability); omit for a client without elicitation. */
+  onElicit?: (message: string, schema: unknown) => Promise<ElicitResult> | ElicitResult;
+  env?: Record<string, string>;
+  codexHome?: string;
+}
+
+/** Start `shellmcp serve` and connect the SDK client to it. */
+export async function startServe(o: StartOptions = {}): Promise<Session> {
+  const codexHome = o.codexHome ?? tempDir("shellmcp-home-");
+  if (o.rules !== undefined) {
+    mkdirSync(join(codexHome, "rules"), { recursive: true });
+    writeFileSync(join(codexHome, "rules", "default.rules"), o.rules);
+  }
+  const transport = new StdioClientTransport({
+    command: ensureBinary(),
+    args: ["serve", ...(o.args ?? [])],
+    env: { PATH: "/usr/local/bin:/usr/bin:/bin", HOME: codexHome, CODEX_HOME: codexHome, LC_ALL: "C", ...o.env },
+    stderr: "pipe",
+  });
+  let err = "";
+  transport.stderr?.on("data", (d: Buffer) => (err += d.toString()));
+  const client = new Client({ name: "shellmcp-test", version: "0" }, { capabilities: o.onElicit ? { elicitation: {} } : {} });
+  const elicitations: string[] = [];
+  if (o.onElicit) {
+    client.setRequestHandler(ElicitRequestSchema, async (req) => {
+      const p = req.params as { message: string; requestedSchema: unknown };
+      elicitations.push(p.message);
+      return o.onElicit!(p.message, p.requestedSchema);
+    });
+  }
+  await client.connect(transport);
+  return {
+    client,
+    codexHome,
+    elicitations,
+    stderr: () => err,
+    async shell(args, opts = {}) {
+      const raw = (await client.callTool({ name: "shell", arguments: args }, undefined, { onprogress: opts.onprogress as never, signal: opts.signal, timeout: 120_000 })) as Record<string, unknown>;
+      const content = raw.content as { type: string; text: string }[];
+      return { out: JSON.parse(content[0]!.text) as ShellOutput, isError: raw.isError === true, raw };
+    },
+    sandboxState(policy, sandboxCwd, extra = {}) {
+      return client.request({ method: "codex/sandbox-state/update", params: { sandboxPolicy: policy, sandboxCwd, ...extra } } as never, EmptyResultSchema);
+    },
+    async close() {
+      await client.close();
+    },
+  };
+}

@@ -1,0 +1,288 @@
+/**
+ * `shellmcp serve` end to end: the compiled binary, driven by the MCP SDK's Client over stdio.
+ */
+import { afterAll, describe, expect, test } from "bun:test";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { homedir } from "node:os";
+import { join } from "node:path";
+import { tempDir } from "../helpers/binary.ts";
+import { startServe, type Session } from "../helpers/mcp.ts";
+import { shellsMissing } from "../helpers/shells.ts";
+
+const missing = shellsMissing();
+/** The input schema Codex 0.97 lists, byte for byte (escalation-mcp.md §4.3). */
+const ORIGINAL_INPUT_SCHEMA =
+  '{"$schema":"https://json-schema.org/draft/2020-12/schema","title":"ExecParams","type":"object","properties":{"command":{"description":"The bash string to execute.","type":"string"},"workdir":{"description":"The working directory to execute the command in. Must be an absolute path.","type":"string"},"timeout_ms":{"description":"The timeout for the command in milliseconds.","type":"integer","format":"uint64","minimum":0,"nullable":true},"login":{"description":"Launch Bash with -lc instead of -c: defaults to true.","type":"boolean","nullable":true}},"required":["command","workdir"]}';
+const sessions: Session[] = [];
+afterAll(async () => {
+  for (const s of sessions) await s.close().catch(() => undefined);
+});
+async function serve(o: Parameters<typeof startServe>[0] = {}) {
+  const s = await startServe(o);
+  sessions.push(s);
+  return s;
+}
+/** A workspace outside /tmp (so read-only really means read-only for it). */
+function workspace(): string {
+  const d = join(homedir(), ".cache", "shellmcp-conf", `ws-${Math.random().toString(36).slice(2)}`);
+  require("node:fs").mkdirSync(d, { recursive: true });
+  return d;
+}
+
+describe.skipIf(missing !== undefined)("shellmcp serve (SDK client, compiled binary)", () => {
+  test("initialize and tools/list: Codex's tool schema, our name and version, the sandbox-state capability", async () => {
+    const s = await serve();
+    expect(s.client.getServerCapabilities()?.experimental).toEqual({ "codex/sandbox-state": { version: "1.0.0" } });
+    expect(s.client.getServerVersion()?.name).toBe("shellmcp");
+    const { tools } = await s.client.listTools();
+    expect(tools.length).toBe(1);
+    const t = tools[0]!;
+    expect(t.name).toBe("shell");
+    expect(t.description).toBe("Runs a shell command and returns its output. You MUST provide the workdir as an absolute path.");
+    // Exactly the original's input schema (key order is checked on the raw wire below: the SDK client reorders).
+    expect(t.inputSchema).toEqual(JSON.parse(ORIGINAL_INPUT_SCHEMA));
+    expect(t.outputSchema?.required).toEqual(["exit_code", "output", "duration", "timed_out"]);
+  });
+
+  test("echo, exit codes, stderr interleaved, workdir, structuredContent", async () => {
+    const s = await serve();
+    const ws = workspace();
+    const r = await s.shell({ command: "echo a; echo b >&2; echo c; pwd; exit 3", workdir: ws, login: false });
+    expect(r.out.exit_code).toBe(3);
+    expect(r.out.output).toBe(`a\nb\nc\n${ws}\n`);
+    expect(r.out.timed_out).toBe(false);
+    expect(r.isError).toBe(false);
+    expect(r.raw.structuredContent).toEqual(r.out as never);
+    expect(r.out.duration.secs * 1e9 + r.out.duration.nanos).toBeGreaterThan(0);
+  });
+
+  test("login on (default) and off", async () => {
+    const s = await serve();
+    const ws = workspace();
+    expect((await s.shell({ command: "shopt -q login_shell && echo login || echo plain", workdir: ws })).out.output).toBe("login\n");
+    expect((await s.shell({ command: "shopt -q login_shell && echo login || echo plain", workdir: ws, login: false })).out.output).toBe("plain\n");
+  });
+
+  test("read-only by default: writes fail in the sandbox (isError from the denial heuristic, output kept)", async () => {
+    const s = await serve();
+    const ws = workspace();
+    const r = await s.shell({ command: "touch f", workdir: ws, login: false });
+    expect(r.out.exit_code).not.toBe(0);
+    expect(r.out.output).toMatch(/Read-only file system|Permission denied/);
+    expect(r.isError).toBe(true);
+    expect(existsSync(join(ws, "f"))).toBe(false);
+  });
+
+  test("an allow rule escalates: the program runs outside the read-only sandbox", async () => {
+    const s = await serve({ rules: 'prefix_rule(pattern = ["touch"], decision = "allow")\n' });
+    const ws = workspace();
+    const r = await s.shell({ command: "touch escalated && echo ok; echo x > not-escalated", workdir: ws, login: false });
+    expect(existsSync(join(ws, "escalated"))).toBe(true);
+    expect(existsSync(join(ws, "not-escalated"))).toBe(false);
+    expect(r.out.output).toContain("ok\n");
+  });
+
+  test("forbidden: denied with Codex's message, nothing runs", async () => {
+    const s = await serve({ rules: 'prefix_rule(pattern = ["rm"], decision = "forbidden")\n', args: ["--sandbox", "danger-full-access"] });
+    const ws = workspace();
+    writeFileSync(join(ws, "keep"), "x");
+    const r = await s.shell({ command: "rm keep; echo rc=$?", workdir: ws, login: false });
+    expect(r.out.output).toBe("Execution denied: Execution forbidden by policy\nrc=1\n");
+    expect(existsSync(join(ws, "keep"))).toBe(true);
+  });
+
+  test("prompt: accept escalates, decline and cancel deny with Codex's reasons; the message is Codex's", async () => {
+    const answers: Record<string, "accept" | "decline" | "cancel"> = { "first.txt": "accept", "second.txt": "decline", "third.txt": "cancel" };
+    const s = await serve({
+      rules: 'prefix_rule(pattern = ["touch"], decision = "prompt")\n',
+      onElicit: (message) => ({ action: answers[Object.keys(answers).find((k) => message.includes(k))!]! }),
+    });
+    const ws = workspace();
+    const r = await s.shell({ command: "touch first.txt; touch second.txt; touch third.txt; ls", workdir: ws, login: false });
+    expect(r.out.output).toBe("Execution denied: User declined execution\nExecution denied: User cancelled execution\nfirst.txt\n");
+    expect(s.elicitations[0]).toBe(`Allow agent to run \`/usr/bin/touch first.txt\` in \`${ws}\`?`);
+  });
+
+  test("answers are remembered for the session", async () => {
+    let asked = 0;
+    const s = await serve({ rules: 'prefix_rule(pattern = ["touch"], decision = "prompt")\n', onElicit: () => (asked++, { action: "accept" }) });
+    const ws = workspace();
+    await s.shell({ command: "touch a; touch a; touch b", workdir: ws, login: false });
+    expect(asked).toBe(2);
+  });
+
+  test("always allow: appends Codex's rule line to default.rules and stops asking", async () => {
+    let asked = 0;
+    const s = await serve({ rules: 'prefix_rule(pattern = ["touch"], decision = "prompt")\n', onElicit: () => (asked++, { action: "accept", content: { always_allow: true } }) });
+    const ws = workspace();
+    await s.shell({ command: "touch one", workdir: ws, login: false });
+    expect(readFileSync(join(s.codexHome, "rules", "default.rules"), "utf8")).toContain('prefix_rule(pattern=["touch", "one"], decision="allow")');
+    expect(existsSync(join(ws, "one"))).toBe(true);
+    await s.shell({ command: "touch one", workdir: ws, login: false });
+    expect(asked).toBe(1);
+  });
+
+  test("a client without elicitation: prompt denies with a reason a model can act on; --on-prompt run-in-sandbox runs it sandboxed", async () => {
+    const s = await serve({ rules: 'prefix_rule(pattern = ["touch"], decision = "prompt")\n' });
+    const ws = workspace();
+    const r = await s.shell({ command: "touch x", workdir: ws, login: false });
+    expect(r.out.output).toContain("needs a human's approval");
+    expect(r.out.output).toContain("rules/default.rules");
+    expect(existsSync(join(ws, "x"))).toBe(false);
+    const t = await serve({ rules: 'prefix_rule(pattern = ["touch"], decision = "prompt")\n', args: ["--on-prompt", "run-in-sandbox"] });
+    const r2 = await t.shell({ command: "touch y", workdir: ws, login: false });
+    expect(r2.out.output).toMatch(/Read-only file system|Permission denied/); // ran, inside the sandbox
+  });
+
+  test("a timeout kills the whole tree, escalated children included, and returns the output so far", async () => {
+    const s = await serve({ rules: 'prefix_rule(pattern = ["sleep"], decision = "allow")\n' });
+    const ws = workspace();
+    const t0 = Date.now();
+    const r = await s.shell({ command: "echo started; sleep 100 & /bin/sh -c 'sleep 100' & wait", workdir: ws, login: false, timeout_ms: 1500 });
+    expect(Date.now() - t0).toBeLessThan(8000);
+    expect(r.out.timed_out).toBe(true);
+    expect(r.isError).toBe(true);
+    expect(r.out.output).toContain("started");
+    await Bun.sleep(300);
+    const left = Bun.spawnSync(["pgrep", "-f", "sleep 100"]).stdout.toString().trim();
+    expect(left).toBe("");
+  });
+
+  test("time waiting for a human does not count against timeout_ms", async () => {
+    const s = await serve({ rules: 'prefix_rule(pattern = ["touch"], decision = "prompt")\n', onElicit: async () => (await Bun.sleep(2000), { action: "accept" }) });
+    const ws = workspace();
+    const r = await s.shell({ command: "touch late && echo done", workdir: ws, login: false, timeout_ms: 1000 });
+    expect(r.out.timed_out).toBe(false);
+    expect(r.out.output).toBe("done\n");
+    expect(r.out.duration.secs).toBeGreaterThanOrEqual(2);
+  });
+
+  test("codex/sandbox-state/update changes what is writable (next call)", async () => {
+    const s = await serve();
+    const ws = workspace();
+    expect((await s.shell({ command: "touch before", workdir: ws, login: false })).out.exit_code).not.toBe(0);
+    expect(await s.sandboxState({ type: "workspace-write" }, ws)).toEqual({});
+    const r = await s.shell({ command: "touch after && echo ok", workdir: ws, login: false });
+    expect(r.out.output).toBe("ok\n");
+    expect(existsSync(join(ws, "after"))).toBe(true);
+    await expect(s.sandboxState({ type: "bogus" }, ws)).rejects.toThrow("failed to deserialize sandbox state");
+    await expect(s.client.request({ method: "codex/sandbox-state/update" } as never, (await import("@modelcontextprotocol/sdk/types.js")).EmptyResultSchema)).rejects.toThrow("missing params for sandbox state request");
+  });
+
+  test("8 parallel calls run concurrently", async () => {
+    const s = await serve();
+    const ws = workspace();
+    const t0 = Date.now();
+    const rs = await Promise.all(Array.from({ length: 8 }, (_, i) => s.shell({ command: `sleep 1; echo ${i}`, workdir: ws, login: false })));
+    rs.forEach((r, i) => expect(r.out.output).toBe(`${i}\n`));
+    expect(Date.now() - t0).toBeLessThan(6000);
+  });
+
+  test("2 MiB of output is capped, keeping head and tail, with counts", async () => {
+    const s = await serve();
+    const ws = workspace();
+    const r = await s.shell({ command: "echo FIRST; head -c 2097152 /dev/zero | tr '\\000' x; echo; echo LAST", workdir: ws, login: false });
+    expect(r.out.output.startsWith("FIRST\n")).toBe(true);
+    expect(r.out.output.endsWith("LAST\n")).toBe(true);
+    expect(r.out.output).toMatch(/\[\.\.\. shellmcp: \d+ bytes of output omitted \(2097164 in all; the first and last 1048576 are shown\) \.\.\.\]/);
+    expect(r.out.output.length).toBeLessThan(1048576 + 200);
+  });
+
+  test("2 MiB of NUL bytes: the response still fits what a client accepts", async () => {
+    const s = await serve();
+    const ws = workspace();
+    const r = await s.shell({ command: "echo FIRST; head -c 2097152 /dev/zero; echo LAST", workdir: ws, login: false });
+    expect(r.out.output.startsWith("FIRST\n")).toBe(true);
+    expect(r.out.output.endsWith("LAST\n")).toBe(true);
+    expect(r.out.output).toContain("omitted");
+    expect(JSON.stringify(r.raw).length).toBeLessThan(10 * 1024 * 1024);
+  });
+
+  test("bad arguments are JSON-RPC errors with serde's wording", async () => {
+    const s = await serve();
+    await expect(s.client.callTool({ name: "shell", arguments: { command: "true" } })).rejects.toThrow("failed to deserialize parameters: missing field `workdir`");
+    await expect(s.client.callTool({ name: "shell", arguments: { command: "true", workdir: "/", timeout_ms: -5 } })).rejects.toThrow("invalid value: integer `-5`, expected u64");
+    await expect(s.client.callTool({ name: "nope", arguments: {} })).rejects.toThrow("tool not found");
+  });
+
+  test("progress notifications for long commands when the client sends a token", async () => {
+    const s = await serve();
+    const ws = workspace();
+    const seen: unknown[] = [];
+    const r = await s.shell({ command: "sleep 6; echo done", workdir: ws, login: false, timeout_ms: 20000 }, { onprogress: (p) => seen.push(p) });
+    expect(r.out.output).toBe("done\n");
+    expect(seen.length).toBeGreaterThanOrEqual(1);
+  });
+
+  test("cancellation kills the command's process group", async () => {
+    const s = await serve();
+    const ws = workspace();
+    const ac = new AbortController();
+    const p = s.shell({ command: "sleep 101 & sleep 101; echo never", workdir: ws, login: false, timeout_ms: 60000 }, { signal: ac.signal });
+    await Bun.sleep(800);
+    ac.abort();
+    await expect(p).rejects.toThrow();
+    await Bun.sleep(500);
+    expect(Bun.spawnSync(["pgrep", "-f", "sleep 101"]).stdout.toString().trim()).toBe("");
+  });
+
+  test("the shell's environment follows shell_environment_policy: *TOKEN* excluded by default, -c overrides", async () => {
+    const s = await serve({ env: { GITHUB_TOKEN: "secret", PLAIN_VAR: "plain" }, args: ["-c", 'shell_environment_policy.set={ADDED="yes"}'] });
+    const ws = workspace();
+    const r = await s.shell({ command: "echo ${GITHUB_TOKEN:-none} ${PLAIN_VAR:-none} ${ADDED:-none} ${CODEX_SANDBOX_NETWORK_DISABLED:-none}", workdir: ws, login: false });
+    expect(r.out.output).toBe("none plain yes 1\n");
+  });
+
+  test("zsh as the shell", async () => {
+    const s = await serve({ rules: 'prefix_rule(pattern = ["touch"], decision = "allow")\n', args: ["--shell", "zsh"] });
+    const ws = workspace();
+    const r = await s.shell({ command: "echo $ZSH_VERSION; touch z", workdir: ws, login: false });
+    expect(r.out.output).toBe("5.9\n");
+    expect(existsSync(join(ws, "z"))).toBe(true); // escalated through zsh's interception
+  });
+
+  test("a broken rules file: serve refuses to start and names it", async () => {
+    const home = tempDir();
+    require("node:fs").mkdirSync(join(home, "rules"));
+    writeFileSync(join(home, "rules", "default.rules"), 'prefix_rule(pattern = ["rm"], decision = "forbiden")\n');
+    const { ensureBinary } = await import("../helpers/binary.ts");
+    const r = Bun.spawnSync([ensureBinary(), "serve"], { env: { PATH: "/usr/bin:/bin", CODEX_HOME: home }, stdin: "ignore" });
+    expect(r.exitCode).toBe(1);
+    expect(r.stderr.toString()).toContain(`failed to parse policy at ${join(home, "rules", "default.rules")}`);
+    expect(r.stderr.toString()).toContain("invalid decision: forbiden");
+  });
+});
+
+describe.skipIf(missing !== undefined)("robustness (raw stdio)", () => {
+  test("malformed lines get JSON-RPC errors and the server keeps serving; EOF ends it with no process left", async () => {
+    const { ensureBinary } = await import("../helpers/binary.ts");
+    const home = tempDir();
+    const ws = workspace();
+    const p = Bun.spawn([ensureBinary(), "serve", "--sandbox", "danger-full-access"], { env: { PATH: "/usr/bin:/bin", CODEX_HOME: home }, stdin: "pipe", stdout: "pipe", stderr: "pipe" });
+    const send = (s: string) => (p.stdin as import("bun").FileSink).write(s + "\n");
+    send('{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}');
+    send('{"jsonrpc":"2.0","method":"notifications/initialized"}');
+    send("{not json");
+    send("[1,2,3]");
+    send('{"jsonrpc":"2.0","id":6,"method":"tools/list"}');
+    send('{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"shell","arguments":{"command":"sleep 102 & echo bg","workdir":"' + ws + '","login":false}}}');
+    await (p.stdin as import("bun").FileSink).flush();
+    const reader = p.stdout.getReader();
+    let text = "";
+    while (!text.includes('"id":7')) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      text += new TextDecoder().decode(value);
+    }
+    const lines = text.trim().split("\n").map((l) => JSON.parse(l));
+    expect(lines.some((l) => l.error?.code === -32700)).toBe(true);
+    expect(lines.some((l) => l.error?.code === -32600)).toBe(true);
+    expect(JSON.parse(lines.find((l) => l.id === 7).result.content[0].text).output).toBe("bg\n");
+    // On the wire, the input schema is the original's byte for byte, key order included.
+    expect(text).toContain(`"inputSchema":${ORIGINAL_INPUT_SCHEMA}`);
+    await (p.stdin as import("bun").FileSink).end();
+    expect(await p.exited).toBe(0);
+    await Bun.sleep(300);
+    expect(Bun.spawnSync(["pgrep", "-f", "sleep 102"]).stdout.toString().trim()).toBe("");
+  });
+});
