@@ -11,7 +11,8 @@
  *
  * The program is matched as `[absolute path, argv[1..]]` with host-executable resolution, so bare-name rules
  * (`git`) and path rules (`/usr/bin/git`, which win) both work; `--preserve-program-paths` matches the absolute
- * path only, as Codex's flag. Better than Codex: answers are remembered for the session (same program and argv);
+ * path only, as Codex's flag. Better than Codex: approvals are remembered for the session (same program, argv and
+ * workdir; a decline means "not now", so the next attempt asks again);
  * an "always allow" answer appends a rule to `$CODEX_HOME/rules/default.rules`; a client without elicitation
  * gets a clear Deny (or Run in the sandbox, by choice) instead of a hung request.
  */
@@ -47,7 +48,7 @@ export interface EscalationSettings {
   codexHome: string;
   preserveProgramPaths: boolean;
   onPrompt: OnPrompt;
-  /** Remembered answers for this session: key → accepted? */
+  /** Approvals remembered for this session (key → true). Declines are not remembered. */
   memory: Map<string, boolean>;
 }
 
@@ -89,7 +90,7 @@ export async function decideExec(s: EscalationSettings, hooks: CallHooks, r: Res
   }
   const key = JSON.stringify([r.file, ...r.argv.slice(1), r.workdir]);
   const remembered = s.memory.get(key);
-  if (remembered !== undefined) return remembered ? approved : { kind: "Deny", reason: "User declined execution" };
+  if (remembered === true) return approved;
   if (hooks.elicit === undefined) {
     if (s.onPrompt === "run-in-sandbox") return { kind: "Run" };
     return {
@@ -112,7 +113,6 @@ export async function decideExec(s: EscalationSettings, hooks: CallHooks, r: Res
       }
       return approved;
     case "decline":
-      s.memory.set(key, false);
       return { kind: "Deny", reason: "User declined execution" };
     default:
       return { kind: "Deny", reason: "User cancelled execution" };

@@ -180,6 +180,10 @@ export function planBwrap(bwrap: string, run: SandboxRun): BwrapPlan {
       argv.push("--ro-bind", sub, sub);
     }
   }
+  // Hide Codex's app-server socket folder, as Codex 0.169 does: a sandboxed command must not reach a daemon
+  // that runs outside the sandbox. (After the writable binds, which may re-expose /tmp.)
+  const daemonDir = `/tmp/codex-daemon-${process.getuid?.() ?? 0}`;
+  if (existsSync(daemonDir)) argv.push("--perms", "000", "--tmpfs", daemonDir, "--remount-ro", daemonDir);
   argv.push("--unshare-user", "--unshare-pid", "--unshare-ipc");
   if (!hasFullNetwork(policy)) argv.push("--unshare-net");
   if (!run.noProc) argv.push("--proc", "/proc");
