@@ -22,15 +22,7 @@ fi
 
 export DEBIAN_FRONTEND=noninteractive
 apt_updated=
-# Wait for the dpkg lock, and retry when another apt holds the lists lock (which the timeout does not cover).
-apt_retry() {
-  local i
-  for i in $(seq 1 60); do
-    apt-get -o DPkg::Lock::Timeout=300 "$@" && return 0
-    sleep 5
-  done
-  return 1
-}
+. scripts/apt.sh
 apt_update() { [ -n "$apt_updated" ] || { apt_retry update -qq; apt_updated=1; }; }
 
 # Build tools and libraries.

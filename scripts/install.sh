@@ -6,15 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 export DEBIAN_FRONTEND=noninteractive
-# apt: wait for the dpkg lock, and retry when another apt holds the lists lock (which the timeout does not cover).
-apt_retry() {
-  local i
-  for i in $(seq 1 60); do
-    apt-get -o DPkg::Lock::Timeout=300 "$@" && return 0
-    sleep 5
-  done
-  return 1
-}
+. scripts/apt.sh
 need_pkgs=()
 for p in build-essential bubblewrap git dpkg-dev libncurses-dev zsh curl python3 strace; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need_pkgs+=("$p")
