@@ -76,6 +76,32 @@ describe("no autoload from an untrusted cwd", () => {
     expect(r.stderr).toContain("shellmcp debug: cli start");
   });
 
+  test("the escalation worker is the embedded one, never a worker.ts from the cwd", async () => {
+    const { dir, marker } = hostileDir();
+    const evil = `require("node:fs").writeFileSync(${JSON.stringify(marker)}, "worker");\n`;
+    for (const rel of ["worker.ts", "worker.js", "src/escalate/worker.ts", "escalate/worker.ts"]) {
+      require("node:fs").mkdirSync(join(dir, rel, ".."), { recursive: true });
+      writeFileSync(join(dir, rel), evil);
+    }
+    const p = Bun.spawn([ensureBinary(), "serve", "--sandbox", "danger-full-access"], { cwd: dir, env: { PATH: "/usr/bin:/bin", CODEX_HOME: dir }, stdin: "pipe", stdout: "pipe", stderr: "pipe" });
+    const sink = p.stdin as import("bun").FileSink;
+    sink.write('{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}\n');
+    sink.write('{"jsonrpc":"2.0","method":"notifications/initialized"}\n');
+    sink.write(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"shell","arguments":{"command":"/bin/echo intercepted","workdir":${JSON.stringify(dir)},"login":false}}}\n`);
+    await sink.flush();
+    const reader = p.stdout.getReader();
+    let out = "";
+    while (!out.includes('"id":2')) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      out += new TextDecoder().decode(value);
+    }
+    await sink.end();
+    await p.exited;
+    expect(out).toContain("intercepted");
+    expect(existsSync(marker)).toBe(false);
+  });
+
   test("the compiled binary ignores .env, bunfig.toml, package.json and tsconfig.json", () => {
     const { dir, marker } = hostileDir();
     const r = run([ensureBinary(), "--version"], { cwd: dir, env: { ...process.env, SHELLMCP_LOG: undefined } });
