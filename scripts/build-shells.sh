@@ -56,7 +56,6 @@ fetch() { # $1 = source package, $2 = unpacked dir name
 }
 
 build_bash() {
-  fetch bash bash-5.2.15
   local b=$WORK/build-bash
   rm -rf "$b" && cp -a "$WORK/bash-5.2.15" "$b"
   (cd "$b" && patch -p1 --quiet < "$ROOT/patches/bash-5.2.15-exec-wrapper.patch")
@@ -65,7 +64,6 @@ build_bash() {
 }
 
 build_zsh() {
-  fetch zsh zsh-5.9
   local b=$WORK/build-zsh
   rm -rf "$b" && cp -a "$WORK/zsh-5.9" "$b"
   (cd "$b" && patch -p1 --quiet < "$ROOT/patches/zsh-5.9-exec-wrapper.patch")
@@ -76,6 +74,9 @@ build_zsh() {
   install -m 0755 "$b/Src/zsh" "$OUT/zsh"
 }
 
+# Fetch sequentially (two apt-get runs at once contend for apt's lock), then build in parallel.
+fetch bash bash-5.2.15
+fetch zsh zsh-5.9
 build_bash &
 bash_pid=$!
 build_zsh
