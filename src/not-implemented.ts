@@ -3,6 +3,8 @@
  * and exit status 2 (usage-class failure), never a silent success.
  */
 import { writeStderr } from "./stderr.ts";
+
+/** Exit status of a role or command that is not built yet. */
 export const NOT_IMPLEMENTED_EXIT = 2;
 
 /** Print `shellmcp: <what> is not implemented yet` and return {@link NOT_IMPLEMENTED_EXIT}. */
