@@ -163,7 +163,9 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
   o.signal?.removeEventListener("abort", onAbort);
   stopwatch.dispose();
   o.track?.(pid, false);
-  await listener.close(); // stops interception for leftovers and kills this call's escalated programs
+  // Stops interception for leftovers and kills this call's escalated programs. The commands reach the worker
+  // synchronously inside close(); only its acknowledgement is not awaited, so the answer is not delayed by it.
+  void listener.close();
 
   const sig = proc.signalCode === null || proc.signalCode === undefined ? undefined : String(proc.signalCode);
   const code = sig !== undefined ? 128 + (osConstants.signals[sig as NodeJS.Signals] ?? 0) : exitCode;
