@@ -30,6 +30,16 @@ function builtinError(message: string, site: CallSite): StarlarkError {
   return new StarlarkError(message, site.span, site.file);
 }
 
+/** Run `f`; a plain `Error` it throws (argument binding, type checks) becomes an error at the call site. */
+function atCall<T>(site: CallSite, f: () => T): T {
+  try {
+    return f();
+  } catch (e) {
+    if (e instanceof StarlarkError) throw e;
+    throw builtinError((e as Error).message, site);
+  }
+}
+
 /** A pending `match`/`not_match` self-test of one `prefix_rule` call. */
 interface PendingExamples {
   rules: PrefixRule[];
@@ -177,34 +187,18 @@ export class PolicyBuilder {
   }
 
   private prefixRule(args: Value[], kwargs: [string, Value][], site: CallSite): void {
-    let p: Map<string, Value>;
-    try {
-      p = bindArgs(
-        "prefix_rule",
-        [
-          { name: "pattern", required: true },
-          { name: "decision", required: false },
-          { name: "match", required: false },
-          { name: "not_match", required: false },
-          { name: "justification", required: false },
-        ],
-        args,
-        kwargs,
-      );
-    } catch (e) {
-      throw builtinError((e as Error).message, site);
-    }
+    const spec = ["pattern", "decision", "match", "not_match", "justification"].map((name, i) => ({ name, required: i === 0 }));
+    const { pattern, decisionRaw, matchItems, notMatchItems, justification } = atCall(site, () => {
+      const p = bindArgs("prefix_rule", spec, args, kwargs);
+      return {
+        pattern: listParam("pattern", p.get("pattern"))!,
+        decisionRaw: strParam("decision", p.get("decision")),
+        matchItems: listParam("match", p.get("match")),
+        notMatchItems: listParam("not_match", p.get("not_match")),
+        justification: strParam("justification", p.get("justification")),
+      };
+    });
     const fail = (m: string) => builtinError(m, site);
-    let pattern: Value[], matchItems: Value[] | undefined, notMatchItems: Value[] | undefined, decisionRaw: string | undefined, justification: string | undefined;
-    try {
-      pattern = listParam("pattern", p.get("pattern"))!;
-      decisionRaw = strParam("decision", p.get("decision"));
-      matchItems = listParam("match", p.get("match"));
-      notMatchItems = listParam("not_match", p.get("not_match"));
-      justification = strParam("justification", p.get("justification"));
-    } catch (e) {
-      throw fail((e as Error).message);
-    }
     // Validation order as Codex: decision, justification, pattern, match, not_match.
     const decision = (decisionRaw ?? "allow") as Decision;
     if (!DECISIONS.has(decision)) throw fail(`invalid decision: ${decisionRaw}`);
@@ -238,19 +232,10 @@ export class PolicyBuilder {
 
   private hostExecutable(args: Value[], kwargs: [string, Value][], site: CallSite): void {
     const fail = (m: string) => builtinError(m, site);
-    let p: Map<string, Value>;
-    try {
-      p = bindArgs("host_executable", [{ name: "name", required: true }, { name: "paths", required: true }], args, kwargs);
-    } catch (e) {
-      throw fail((e as Error).message);
-    }
-    let name: string, paths: Value[];
-    try {
-      name = strParam("name", p.get("name"))!;
-      paths = listParam("paths", p.get("paths"))!;
-    } catch (e) {
-      throw fail((e as Error).message);
-    }
+    const { name, paths } = atCall(site, () => {
+      const p = bindArgs("host_executable", [{ name: "name", required: true }, { name: "paths", required: true }], args, kwargs);
+      return { name: strParam("name", p.get("name"))!, paths: listParam("paths", p.get("paths"))! };
+    });
     if (name === "") throw fail("invalid rule: host_executable name cannot be empty");
     if (name.includes("/") || name === "." || name === "..") throw fail(`invalid rule: host_executable name must be a bare executable name (got ${name})`);
     const out: string[] = [];
@@ -266,31 +251,16 @@ export class PolicyBuilder {
 
   private networkRule(args: Value[], kwargs: [string, Value][], site: CallSite): void {
     const fail = (m: string) => builtinError(m, site);
-    let p: Map<string, Value>;
-    try {
-      p = bindArgs(
-        "network_rule",
-        [
-          { name: "host", required: true },
-          { name: "protocol", required: true },
-          { name: "decision", required: true },
-          { name: "justification", required: false },
-        ],
-        args,
-        kwargs,
-      );
-    } catch (e) {
-      throw fail((e as Error).message);
-    }
-    let host: string, protocol: string, decision: string, justification: string | undefined;
-    try {
-      host = strParam("host", p.get("host"))!;
-      protocol = strParam("protocol", p.get("protocol"))!;
-      decision = strParam("decision", p.get("decision"))!;
-      justification = strParam("justification", p.get("justification"));
-    } catch (e) {
-      throw fail((e as Error).message);
-    }
+    const spec = ["host", "protocol", "decision", "justification"].map((name, i) => ({ name, required: i < 3 }));
+    const { host, protocol, decision, justification } = atCall(site, () => {
+      const p = bindArgs("network_rule", spec, args, kwargs);
+      return {
+        host: strParam("host", p.get("host"))!,
+        protocol: strParam("protocol", p.get("protocol"))!,
+        decision: strParam("decision", p.get("decision"))!,
+        justification: strParam("justification", p.get("justification")),
+      };
+    });
     const proto = protocol === "https_connect" || protocol === "http-connect" ? "https" : protocol;
     if (!["http", "https", "socks5_tcp", "socks5_udp"].includes(proto)) {
       throw fail(`invalid rule: network_rule protocol must be one of http, https, socks5_tcp, socks5_udp (got ${protocol})`);
