@@ -11,7 +11,8 @@ export type ErrorCode =
   | "PROTOCOL" // malformed or unexpected escalation frame / JSON
   | "RULES_PARSE" // a .rules file failed to parse or validate
   | "SANDBOX_UNAVAILABLE" // the requested sandbox cannot be applied here
-  | "CONFIG"; // config.toml / -c override problem
+  | "CONFIG" // config.toml / -c override problem
+  | "ESCALATION_UNAVAILABLE"; // the escalation worker could not start or died
 
 /** Error with a stable `code` and optional structured `data`. */
 export class ShellmcpError extends Error {

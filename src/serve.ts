@@ -133,7 +133,13 @@ export async function serveMain(o: ServeOptions): Promise<number> {
 
   const wrapperPath = o.execve ?? selfAs("codex-execve-wrapper");
   const helperExe = selfAs("codex-linux-sandbox");
-  const server = await EscalationServer.start();
+  let server: EscalationServer;
+  try {
+    server = await EscalationServer.start();
+  } catch (e) {
+    writeStderr(`shellmcp serve: ${(e as Error).message}\n`);
+    return 1;
+  }
   /** Session ids of every shell this server started: their leftovers are killed when the client goes away. */
   const sessions = new Set<number>();
 

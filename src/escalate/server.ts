@@ -123,6 +123,7 @@ export class EscalationListener {
 /** The escalation server. Create with {@link EscalationServer.start}; one is enough per process. */
 export class EscalationServer {
   private readonly controlFd: number;
+  private readonly worker: Worker;
   private readonly listeners = new Map<number, EscalationListener>();
   private readonly unlistenWaiters = new Map<number, () => void>();
   private nextLid = 1;
@@ -131,24 +132,59 @@ export class EscalationServer {
   private resolveStopped!: () => void;
 
   private constructor(worker: Worker, controlFd: number) {
+    this.worker = worker;
     this.controlFd = controlFd;
     this.stoppedPromise = new Promise((r) => (this.resolveStopped = r));
     worker.onmessage = (ev: MessageEvent<WorkerEvent>) => this.onEvent(ev.data);
-    worker.onerror = (ev) => log.error("escalation worker failed", { message: ev.message });
+    worker.onerror = (ev) => {
+      if (this.onStartFailure !== undefined) return this.onStartFailure(new Error(ev.message));
+      // Fail closed: no new listener can be opened, so no shell can run unsupervised; calls in flight hang in
+      // their wrappers until their timeout kills them.
+      this.dead = true;
+      log.error("escalation worker failed; no further commands can run", { message: ev.message });
+      this.resolveStopped();
+    };
   }
 
-  /** Start the worker; resolves once it is polling. */
-  static async start(): Promise<EscalationServer> {
+  /** How long the worker may take to start polling, ms. */
+  static readonly START_TIMEOUT_MS = 10_000;
+  /** How long `stop()` waits for the worker before terminating it, ms. */
+  static readonly STOP_TIMEOUT_MS = 2_000;
+
+  /**
+   * Start the worker; resolves once it is polling. Fails closed with `ESCALATION_UNAVAILABLE` when the worker
+   * errors or is not ready within {@link START_TIMEOUT_MS}. `workerUrl` is for tests.
+   */
+  static async start(workerUrl: string = new URL("./worker.ts", import.meta.url).href): Promise<EscalationServer> {
     const [mine, theirs] = libc.socketpair(libc.SOCK.AF_UNIX, libc.SOCK.SOCK_STREAM | libc.SOCK.SOCK_CLOEXEC);
     // Not `smol`: it saves ~9 MiB of RSS but costs ~1 ms per intercepted exec in GC (bench/escalation.ts).
-    const worker = new Worker(new URL("./worker.ts", import.meta.url).href);
+    const worker = new Worker(workerUrl);
     const server = new EscalationServer(worker, mine);
-    const ready = new Promise<void>((res) => (server.onReady = res));
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const ready = new Promise<void>((res, rej) => {
+      server.onReady = res;
+      server.onStartFailure = rej;
+      timer = setTimeout(() => rej(new Error(`not ready after ${EscalationServer.START_TIMEOUT_MS} ms`)), EscalationServer.START_TIMEOUT_MS);
+    });
     worker.postMessage({ controlFd: theirs });
-    await ready;
+    try {
+      await ready;
+    } catch (e) {
+      worker.terminate();
+      libc.closeQuiet(mine);
+      libc.closeQuiet(theirs);
+      throw new ShellmcpError("ESCALATION_UNAVAILABLE", `the escalation worker could not start: ${(e as Error).message}`, {}, { cause: e });
+    } finally {
+      clearTimeout(timer);
+      server.onStartFailure = undefined;
+    }
     worker.unref();
     return server;
   }
+
+  private onStartFailure?: (e: Error) => void;
+  /** Set when the worker died: nothing can be decided any more, and `listen` refuses. */
+  private dead = false;
 
   private onReady?: () => void;
 
@@ -159,7 +195,8 @@ export class EscalationServer {
 
   /** Open a listener for one shell run. */
   listen(options: ListenOptions): EscalationListener {
-    if (this.stopped) throw new ShellmcpError("PROTOCOL", "escalation server is stopped");
+    if (this.stopped) throw new ShellmcpError("ESCALATION_UNAVAILABLE", "escalation server is stopped");
+    if (this.dead) throw new ShellmcpError("ESCALATION_UNAVAILABLE", "the escalation worker died; restart the server");
     const [serverEnd, clientEnd] = libc.socketpair(libc.SOCK.AF_UNIX, libc.SOCK.SOCK_DGRAM | libc.SOCK.SOCK_CLOEXEC);
     const l = new EscalationListener(this, this.nextLid++, clientEnd, options);
     this.listeners.set(l.id, l);
@@ -181,12 +218,17 @@ export class EscalationServer {
     this.stopped = true;
     for (const l of this.listeners.values()) l.releaseClientFd();
     this.command({ t: "stop" });
-    await this.stoppedPromise;
+    const timeout = new Promise<"timeout">((res) => setTimeout(() => res("timeout"), EscalationServer.STOP_TIMEOUT_MS).unref());
+    if ((await Promise.race([this.stoppedPromise, timeout])) === "timeout") {
+      log.warn("escalation worker did not stop in time; terminating it");
+      this.worker.terminate();
+    }
     libc.closeQuiet(this.controlFd);
   }
 
   /** @internal Send a command to the worker (blocking write of a small frame). */
   command(c: Command): void {
+    if (this.dead) return; // nobody reads the control socket any more: a blocking write could hang forever
     const frame = encodeFrame(new TextEncoder().encode(JSON.stringify(c)));
     let sent = 0;
     while (sent < frame.byteLength) sent += libc.sendmsg(this.controlFd, frame.subarray(sent));

@@ -226,6 +226,30 @@ describe.skipIf(missing !== undefined)("escalation end to end (patched bash, com
     expect(() => process.kill(pid, 0)).toThrow();
   });
 
+  test("an escalated program gets SIGTERM when its wrapper dies", async () => {
+    const dir = tempDir();
+    const pidFile = join(dir, "pid");
+    const r = await runInShell(server, {
+      // $! is the wrapper (it waits for the escalated sh); kill it and the escalated sh must go too.
+      script: `sh -c 'echo $$ > ${pidFile}; exec sleep 30' & w=$!; for i in $(seq 100); do [ -s ${pidFile} ] && break; sleep 0.05; done; kill -9 $w; echo killed`,
+      decide: escalating("sh"),
+      keepOpen: true,
+    });
+    expect(r.stdout).toContain("killed");
+    const pid = Number(readFileSync(pidFile, "utf8"));
+    let alive = true;
+    for (let i = 0; i < 100 && alive; i++) {
+      try {
+        process.kill(pid, 0);
+        await Bun.sleep(20);
+      } catch {
+        alive = false;
+      }
+    }
+    expect(alive).toBe(false);
+    await r.listener.close();
+  });
+
   test("after the listener is closed, a background job's exec fails closed", async () => {
     const dir = tempDir();
     const r = await runInShell(server, {
@@ -237,6 +261,17 @@ describe.skipIf(missing !== undefined)("escalation end to end (patched bash, com
     expect(readFileSync(join(dir, "late.rc"), "utf8")).toBe("rc=1\n");
     expect(readFileSync(join(dir, "late.err"), "utf8")).toContain("failed to send handshake datagram");
     expect(existsSync(join(dir, "late"))).toBe(false);
+  });
+});
+
+describe("escalation server fails closed when its worker cannot start", () => {
+  test("a worker that throws while loading", async () => {
+    const url = new URL("./fixtures/broken-worker.ts", import.meta.url).href;
+    await expect(EscalationServer.start(url)).rejects.toThrow("the escalation worker could not start");
+  });
+
+  test("a worker file that does not exist", async () => {
+    await expect(EscalationServer.start("file:///nonexistent/shellmcp-worker.ts")).rejects.toThrow("the escalation worker could not start");
   });
 });
 
