@@ -27,7 +27,7 @@ apt_update() { [ -n "$apt_updated" ] || { apt_retry update -qq; apt_updated=1; }
 
 # Build tools and libraries.
 missing=()
-for p in build-essential dpkg-dev libncurses-dev; do
+for p in build-essential autoconf dpkg-dev libncurses-dev; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if [ "${#missing[@]}" -gt 0 ]; then

@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 export DEBIAN_FRONTEND=noninteractive
 . scripts/apt.sh
 need_pkgs=()
-for p in build-essential bubblewrap git dpkg-dev libncurses-dev zsh curl python3 strace; do
+for p in build-essential autoconf bubblewrap git dpkg-dev libncurses-dev zsh curl python3 strace; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need_pkgs+=("$p")
 done
 if [ "${#need_pkgs[@]}" -gt 0 ]; then
