@@ -5,9 +5,9 @@
  * session does what an agent would, and every step asserts real effects on disk and in git — on the patched
  * bash and on the patched zsh.
  */
+import { CONF_BASE } from "../helpers/cleanup.ts";
 import { afterAll, describe, expect, test } from "bun:test";
 import { copyFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
-import { homedir } from "node:os";
 import { join } from "node:path";
 import { ensureBinary, ROOT } from "../helpers/binary.ts";
 import { startServe, type Session } from "../helpers/mcp.ts";
@@ -26,7 +26,7 @@ function git(dir: string, ...args: string[]): string {
 
 /** A Node project with a failing test, committed, with a bare remote; all outside /tmp. */
 function project() {
-  const base = join(homedir(), ".cache", "shellmcp-conf", `agent-${Math.random().toString(36).slice(2)}`);
+  const base = join(CONF_BASE, `agent-${Math.random().toString(36).slice(2)}`);
   const repo = join(base, "repo");
   const remote = join(base, "remote.git");
   const outside = join(base, "outside");

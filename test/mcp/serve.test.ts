@@ -1,9 +1,9 @@
 /**
  * `shellmcp serve` end to end: the compiled binary, driven by the MCP SDK's Client over stdio.
  */
+import { CONF_BASE } from "../helpers/cleanup.ts";
 import { afterAll, describe, expect, test } from "bun:test";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
-import { homedir } from "node:os";
 import { join } from "node:path";
 import { tempDir } from "../helpers/binary.ts";
 import { startServe, type Session } from "../helpers/mcp.ts";
@@ -24,7 +24,7 @@ async function serve(o: Parameters<typeof startServe>[0] = {}) {
 }
 /** A workspace outside /tmp (so read-only really means read-only for it). */
 function workspace(): string {
-  const d = join(homedir(), ".cache", "shellmcp-conf", `ws-${Math.random().toString(36).slice(2)}`);
+  const d = join(CONF_BASE, `ws-${Math.random().toString(36).slice(2)}`);
   require("node:fs").mkdirSync(d, { recursive: true });
   return d;
 }

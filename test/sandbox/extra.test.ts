@@ -3,6 +3,7 @@
  * backends: escape attempts (symlinks, hard links, /proc/self/root, renaming .git), abstract sockets, ptrace of a
  * sibling, restricted reads, git, multiprocessing, fd hygiene, simulated missing kernel features.
  */
+import { CONF_BASE } from "../helpers/cleanup.ts";
 import { describe, expect, test } from "bun:test";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { homedir } from "node:os";
@@ -14,7 +15,7 @@ const hasPython = Bun.which("python3") !== null;
 const hasGit = Bun.which("git") !== null;
 
 function box() {
-  const base = join(homedir(), ".cache", "shellmcp-conf");
+  const base = CONF_BASE;
   mkdirSync(base, { recursive: true });
   const b = mkdtempSync(join(base, "x-"));
   const cwd = join(b, "cwd");
@@ -170,7 +171,7 @@ describe.skipIf(process.platform !== "linux")("missing kernel features fail clos
 
   test("bwrap forced but not installed: fail closed; auto falls back to Landlock with a warning", () => {
     const b = box();
-    const emptyPath = mkdtempSync(join(homedir(), ".cache", "shellmcp-conf", "nopath-"));
+    const emptyPath = mkdtempSync(join(CONF_BASE, "nopath-"));
     for (const t of ["bash", "touch"]) Bun.spawnSync(["ln", "-s", Bun.which(t)!, join(emptyPath, t)]);
     const forced = run("bwrap", WW, b.cwd, ["bash", "-c", "touch ran"], { PATH: emptyPath });
     expect(forced.code).toBe(101);

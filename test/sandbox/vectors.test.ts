@@ -5,6 +5,7 @@
  * `expect` merged with `by_backend`; host checks afterwards. Vectors where shellmcp deliberately differs are
  * listed in DEVIATIONS (and in the README) with the reason.
  */
+import { CONF_BASE } from "../helpers/cleanup.ts";
 import { describe, expect, test } from "bun:test";
 import { mkdirSync, mkdtempSync, readFileSync, existsSync, rmSync } from "node:fs";
 import { homedir } from "node:os";
@@ -58,7 +59,7 @@ function sh(script: string, env: Record<string, string>, cwd: string): { code: n
 }
 
 function runVector(v: Vector, backend: "landlock" | "bwrap") {
-  const base = join(homedir(), ".cache", "shellmcp-conf");
+  const base = CONF_BASE;
   mkdirSync(base, { recursive: true });
   const box = mkdtempSync(join(base, "v-"));
   const env = { CWD: join(box, "cwd"), OUTSIDE: join(box, "outside"), EXTRA: join(box, "extra"), HOST_TMP: `/tmp/shellmcp-conf-${box.slice(-6)}-${backend}` };
