@@ -1,4 +1,17 @@
-# Sourced by install.sh and build-shells.sh.
+# Sourced by install.sh and build-shells.sh: the Debian packages shellmcp needs, and apt helpers.
+#
+# SHELL_BUILD_PKGS: what scripts/build-shells.sh needs to fetch and build the patched shells from Debian's
+#   source packages: a C toolchain (build-essential), dpkg-dev (`apt-get source` unpacks with dpkg-source),
+#   patch, xz-utils (the .debian.tar.xz), autoconf (Debian's zsh patches touch aczsh.m4, so zsh's Makefile
+#   reruns autoconf), libncurses-dev (both shells link a terminal library). Not bison: bash ships its parser
+#   pre-generated and neither Debian patch set touches parse.y.
+# RUN_PKGS: what the binary and the tests use at run time: bubblewrap (the bwrap backend), zsh and git (the
+#   agent-session test), python3, strace, procps, curl, ca-certificates (npm and curl over https).
+# Node and npm (for `npm ci`, which brings Bun) come from Debian's nodejs/npm when `node`/`npm` are missing.
+# test/scripts/packages.test.ts checks these lists against the tools the scripts call.
+SHELL_BUILD_PKGS=(build-essential autoconf dpkg-dev patch xz-utils libncurses-dev)
+RUN_PKGS=(bubblewrap git zsh curl ca-certificates python3 strace procps)
+
 # apt_retry ARGS…: apt-get that waits for the dpkg lock, and retries when another apt holds the lists lock
 # (which DPkg::Lock::Timeout does not cover).
 apt_retry() {
@@ -8,4 +21,12 @@ apt_retry() {
     sleep 5
   done
   return 1
+}
+
+# missing_pkgs PKG…: prints the packages among PKG… that are not installed, one per line.
+missing_pkgs() {
+  local p
+  for p in "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || printf '%s\n' "$p"
+  done
 }

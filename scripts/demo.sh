@@ -1,17 +1,36 @@
 #!/usr/bin/env bash
 # The main job, once: start `dist/shellmcp serve`, speak MCP to it on stdio (initialize, tools/list, one
-# `shell` call under the default read-only sandbox), print the answers, stop.
+# `shell` call under the default read-only sandbox), print the answers, stop. Each request waits for the
+# answer it depends on (no fixed sleeps); the whole exchange gives up after DEMO_TIMEOUT_S seconds (60).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 home=$(mktemp -d)
-trap 'rm -rf "$home"' EXIT
-{
-  printf '%s\n' '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"demo","version":"0"}}}'
-  printf '%s\n' '{"jsonrpc":"2.0","method":"notifications/initialized"}'
-  printf '%s\n' '{"jsonrpc":"2.0","id":2,"method":"tools/list"}'
-  printf '%s\n' "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":{\"name\":\"shell\",\"arguments\":{\"command\":\"echo hello from shellmcp; uname -sr; touch /etc/demo || true\",\"workdir\":\"$PWD\",\"login\":false}}}"
-  sleep 3
-} | CODEX_HOME="$home" dist/shellmcp serve | while IFS= read -r line; do
-  printf '%s\n\n' "$line"
-  case "$line" in *'"id":3'*) break ;; esac
-done
+timeout_s=${DEMO_TIMEOUT_S:-60}
+coproc SERVER { CODEX_HOME="$home" exec dist/shellmcp serve; }
+server_pid=$SERVER_PID
+to_server=${SERVER[1]}
+from_server=${SERVER[0]}
+trap 'kill "$server_pid" 2>/dev/null || true; rm -rf "$home"' EXIT
+
+send() { printf '%s\n' "$1" >&"$to_server"; }
+# await ID: print the server's lines until the answer to request ID.
+await() {
+  local line
+  while IFS= read -r -t "$timeout_s" -u "$from_server" line; do
+    printf '%s\n\n' "$line"
+    case "$line" in *"\"id\":$1}"* | *"\"id\":$1,"*) return 0 ;; esac
+  done
+  echo "demo: no answer to request $1 within ${timeout_s}s" >&2
+  return 1
+}
+
+send '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"demo","version":"0"}}}'
+await 1
+send '{"jsonrpc":"2.0","method":"notifications/initialized"}'
+send '{"jsonrpc":"2.0","id":2,"method":"tools/list"}'
+await 2
+send "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":{\"name\":\"shell\",\"arguments\":{\"command\":\"echo hello from shellmcp; uname -sr; touch /etc/demo || true\",\"workdir\":\"$PWD\",\"login\":false}}}"
+await 3
+# Closing stdin ends the server.
+exec {to_server}>&-
+wait "$server_pid" 2>/dev/null || true

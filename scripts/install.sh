@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
 # Install everything shellmcp needs on a fresh Debian bookworm machine (as root), then build it:
-# system packages, npm dependencies (Bun comes from the npm registry), the patched bash and zsh, the binary.
-# Idempotent: a second run only rebuilds the binary.
+# system packages (scripts/apt.sh lists them), Node and npm when missing, npm dependencies (Bun comes from the
+# npm registry), the patched bash and zsh, the binary. Idempotent: a second run only rebuilds the binary.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 export DEBIAN_FRONTEND=noninteractive
 . scripts/apt.sh
-need_pkgs=()
-for p in build-essential autoconf bubblewrap git dpkg-dev libncurses-dev zsh curl python3 strace; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need_pkgs+=("$p")
-done
+mapfile -t need_pkgs < <(missing_pkgs "${SHELL_BUILD_PKGS[@]}" "${RUN_PKGS[@]}")
+command -v node >/dev/null || need_pkgs+=(nodejs)
+command -v npm >/dev/null || need_pkgs+=(npm)
 if [ "${#need_pkgs[@]}" -gt 0 ]; then
+  echo "install: apt-get install ${need_pkgs[*]}"
   apt_retry update -qq
   apt_retry install -y -qq --no-install-recommends "${need_pkgs[@]}" >/dev/null
 fi

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Check that the README's first command works on a fresh machine: build a minimal Debian bookworm root with
+# mmdebstrap (variant minbase: no compiler, no Node, no git), copy the committed tree into it (`git archive
+# HEAD`, so nothing uncommitted or ignored leaks in), and run `bash scripts/install.sh && bash scripts/demo.sh`
+# inside it. With --tests, then also run `bash scripts/test.sh` there. Prints the time each phase took.
+# Needs root and network access to deb.debian.org and the npm registry; the root is thrown away afterwards.
+#
+#   bash scripts/fresh-machine.sh [--tests]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+run_tests=
+[ "${1:-}" = "--tests" ] && run_tests=1
+
+export DEBIAN_FRONTEND=noninteractive
+if ! command -v mmdebstrap >/dev/null; then
+  . scripts/apt.sh
+  apt_retry update -qq
+  apt_retry install -y -qq --no-install-recommends mmdebstrap >/dev/null
+fi
+
+tmp=$(mktemp -d /tmp/shellmcp-fresh.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+git archive --format=tar --prefix=shellmcp/ HEAD >"$tmp/tree.tar"
+
+inside='set -e; cd /root/shellmcp; s=$(date +%s)
+bash scripts/install.sh
+m=$(date +%s); echo "fresh-machine: install.sh took $((m - s)) s"
+bash scripts/demo.sh | grep -q "hello from shellmcp" || { echo "fresh-machine: demo.sh gave no shell output" >&2; exit 1; }
+e=$(date +%s); echo "fresh-machine: demo.sh took $((e - m)) s"'
+if [ -n "$run_tests" ]; then
+  inside="$inside"'
+CI=true bash scripts/test.sh; echo "fresh-machine: test.sh took $(( $(date +%s) - e )) s"'
+fi
+
+start=$(date +%s)
+mmdebstrap --quiet --mode=root --variant=minbase \
+  --customize-hook='echo "fresh-machine: base root ready"' \
+  --customize-hook="tar-in $tmp/tree.tar /root" \
+  --customize-hook="chroot \"\$1\" env -i HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin TERM=dumb bash -c '$inside'" \
+  bookworm /dev/null http://deb.debian.org/debian
+echo "fresh-machine: passed in $(( $(date +%s) - start )) s"
