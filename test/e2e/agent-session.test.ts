@@ -12,9 +12,9 @@ import { join } from "node:path";
 import { ensureBinary, ROOT } from "../helpers/binary.ts";
 import { startServe, type Session } from "../helpers/mcp.ts";
 import { shellsMissing } from "../helpers/shells.ts";
+import { skipWithout, toolMissing } from "../helpers/prereq.ts";
 
-const missing = shellsMissing() ?? (Bun.which("node") === null ? "node not installed" : Bun.which("curl") === null ? "curl not installed" : Bun.which("git") === null ? "git not installed" : undefined);
-if (missing !== undefined) console.warn(`SKIP agent session: ${missing}`);
+const skip = skipWithout("agent session", shellsMissing() ?? toolMissing("node", "curl", "git"));
 
 const RULES = join(ROOT, "examples", "rules", "agent.rules");
 
@@ -51,7 +51,7 @@ afterAll(async () => {
 });
 
 for (const shell of ["bash", "zsh"] as const) {
-  describe.skipIf(missing !== undefined)(`agent session on the patched ${shell}`, () => {
+  describe.skipIf(skip)(`agent session on the patched ${shell}`, () => {
     test("status, read, test, fix, test, commit, sandbox denial, network on/off, push declined then accepted, forbidden rm, env", async () => {
       const p = project();
       const http = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Response("pong") });

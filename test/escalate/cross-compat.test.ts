@@ -12,14 +12,14 @@ import { tempDir } from "../helpers/binary.ts";
 import { ourWrapper, runInShell } from "../helpers/escalation.ts";
 import { referenceShellToolDir, startLineRpc, type LineRpc } from "../helpers/reference.ts";
 import { patchedShell, shellsMissing } from "../helpers/shells.ts";
+import { skipWithout } from "../helpers/prereq.ts";
 
 const ref = referenceShellToolDir();
-const missing = shellsMissing() ?? (ref === undefined ? "reference @openai/codex-shell-tool-mcp not installed" : undefined);
-if (missing !== undefined) console.warn(`SKIP cross-compatibility suite: ${missing}`);
+const skip = skipWithout("cross-compatibility suite", shellsMissing() ?? (ref === undefined ? "reference @openai/codex-shell-tool-mcp not installed (npm ci)" : undefined));
 
 const basename = (p: string) => p.slice(p.lastIndexOf("/") + 1);
 
-describe.skipIf(missing !== undefined)("reference wrapper → our server", () => {
+describe.skipIf(skip)("reference wrapper → our server", () => {
   let server: EscalationServer;
   beforeAll(async () => (server = await EscalationServer.start()));
   afterAll(async () => server?.stop());
@@ -45,7 +45,7 @@ describe.skipIf(missing !== undefined)("reference wrapper → our server", () =>
   });
 });
 
-describe.skipIf(missing !== undefined)("our wrapper → reference server", () => {
+describe.skipIf(skip)("our wrapper → reference server", () => {
   let rpc: LineRpc;
   let work: string;
   beforeAll(async () => {

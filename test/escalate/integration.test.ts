@@ -11,8 +11,9 @@ import { encodeFrame } from "../../src/escalate/protocol.ts";
 import { ensureBinary, tempDir } from "../helpers/binary.ts";
 import { ourWrapper, runInShell } from "../helpers/escalation.ts";
 import { shellsMissing } from "../helpers/shells.ts";
+import { skipWithout } from "../helpers/prereq.ts";
 
-const missing = shellsMissing();
+const skip = skipWithout("escalation integration suite", shellsMissing());
 let server: EscalationServer;
 
 beforeAll(async () => {
@@ -27,7 +28,7 @@ const basename = (p: string) => p.slice(p.lastIndexOf("/") + 1);
 /** Escalate programs named in `names`, Run everything else. */
 const escalating = (...names: string[]) => (r: ResolvedRequest): Decision => (names.includes(basename(r.file)) ? { kind: "Escalate" } : { kind: "Run" });
 
-describe.skipIf(missing !== undefined)("escalation end to end (patched bash, compiled wrapper, our server)", () => {
+describe.skipIf(skip)("escalation end to end (patched bash, compiled wrapper, our server)", () => {
   test("Run: the program runs in place with the shell's argv", async () => {
     const seen: ResolvedRequest[] = [];
     const r = await runInShell(server, {
@@ -275,7 +276,7 @@ describe("escalation server fails closed when its worker cannot start", () => {
   });
 });
 
-describe.skipIf(missing !== undefined)("wrapper fails closed on a broken peer", () => {
+describe.skipIf(skip)("wrapper fails closed on a broken peer", () => {
   const WRAP_ENV = (extra: Record<string, string>) => ({ PATH: "/usr/bin:/bin", ...extra });
 
   test("no CODEX_ESCALATE_SOCKET, a non-number, a closed fd, a non-socket", () => {
@@ -348,7 +349,7 @@ describe.skipIf(missing !== undefined)("wrapper fails closed on a broken peer", 
   });
 });
 
-describe.skipIf(missing !== undefined)("server survives malformed sessions", () => {
+describe.skipIf(skip)("server survives malformed sessions", () => {
   test("garbage, oversized and mistyped requests end that session only", async () => {
     const l = server.listen({ decide: () => ({ kind: "Run" }) });
     const send = (payload: Uint8Array) => {

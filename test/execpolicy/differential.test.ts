@@ -1,19 +1,21 @@
 /**
  * Differential test: the same rules and commands through `codex execpolicy check` (npm `@openai/codex`,
  * linux build) and `shellmcp execpolicy check` (the compiled binary). stdout must be byte-equal, and both must
- * agree on success vs failure. Inputs: every shared vector with a non-empty argv, plus generated rule/argv
+ * agree on success vs failure. Inputs: every vendored conformance vector with a non-empty argv, plus generated rule/argv
  * combinations from a seeded generator (alternatives, decisions, justifications, host_executable, absolute
  * and relative program paths, odd tokens).
  */
 import { describe, expect, test } from "bun:test";
-import { existsSync, readFileSync, writeFileSync } from "node:fs";
-import { join, resolve } from "node:path";
+import { readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { ensureBinary, ROOT, tempDir } from "../helpers/binary.ts";
 import { referenceCodex } from "../helpers/reference.ts";
+import { skipWithout } from "../helpers/prereq.ts";
 
 const codex = referenceCodex();
-if (codex === undefined) console.warn("SKIP execpolicy differential test: @openai/codex linux build not installed (npm i)");
-const VECTORS = resolve(ROOT, "..", "shared", "spec", "execpolicy-vectors.json");
+const skip = skipWithout("execpolicy differential test", codex === undefined ? "@openai/codex linux build not installed (npm ci)" : undefined);
+/** The execpolicy conformance vectors, vendored from the project's shared spec (see test/fixtures/README.md). */
+const VECTORS = join(ROOT, "test", "fixtures", "execpolicy", "vectors.json");
 
 interface Case {
   name: string;
@@ -78,7 +80,6 @@ function generated(n: number): Case[] {
 }
 
 function fromVectors(): Case[] {
-  if (!existsSync(VECTORS)) return [];
   const vs = JSON.parse(readFileSync(VECTORS, "utf8")) as { name: string; rules: string | string[]; argv: string[]; options?: { resolveHostExecutables?: boolean } }[];
   return vs
     .filter((v) => v.argv.length > 0)
@@ -91,7 +92,7 @@ function runCheck(exe: string[], dir: string, c: Case): { status: number; stdout
   return { status: p.exitCode ?? -1, stdout: p.stdout.toString() };
 }
 
-describe.skipIf(codex === undefined)("execpolicy check: byte-equal to codex execpolicy check", () => {
+describe.skipIf(skip)("execpolicy check: byte-equal to codex execpolicy check", () => {
   const cases = [...fromVectors(), ...generated(60)];
 
   test("enough cases", () => {

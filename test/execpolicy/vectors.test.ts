@@ -1,17 +1,18 @@
 /**
- * The 74 shared conformance vectors (../shared/spec/execpolicy-vectors.json), read directly from the file and
+ * The 74 execpolicy conformance vectors (test/fixtures/execpolicy/vectors.json, vendored from the project's
+ * shared spec; see test/fixtures/README.md), read directly from the file and
  * checked against `oracle` (what `codex execpolicy check` 0.169 printed), which wins where it differs from
  * `expect`. Success cases must be byte-equal to the oracle's JSON; error cases must fail to load with the
  * oracle's key error line (and `expect.error`).
  */
 import { describe, expect, test } from "bun:test";
-import { existsSync, readFileSync } from "node:fs";
-import { join, resolve } from "node:path";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import { RulesError, policyFromSources } from "../../src/execpolicy/load.ts";
 import { renderCheckJson } from "../../src/execpolicy/check.ts";
 import { ROOT } from "../helpers/binary.ts";
 
-const VECTORS = resolve(ROOT, "..", "shared", "spec", "execpolicy-vectors.json");
+const VECTORS = join(ROOT, "test", "fixtures", "execpolicy", "vectors.json");
 
 interface Vector {
   name: string;
@@ -22,8 +23,7 @@ interface Vector {
   oracle: { error?: string; matchedRules?: unknown[]; decision?: string };
 }
 
-const vectors: Vector[] = existsSync(VECTORS) ? JSON.parse(readFileSync(VECTORS, "utf8")) : [];
-if (vectors.length === 0) console.warn(`SKIP execpolicy vectors: ${VECTORS} not found`);
+const vectors: Vector[] = JSON.parse(readFileSync(VECTORS, "utf8"));
 
 /** The line of the oracle's stderr that carries the error itself (the rest is the diagnostic frame). */
 function keyLine(err: string): string {
@@ -35,7 +35,7 @@ function keyLine(err: string): string {
   return lines.find((l) => l.startsWith("expected ")) ?? lines.filter((l) => l !== "").pop()!;
 }
 
-describe.skipIf(vectors.length === 0)("execpolicy conformance vectors (oracle = codex execpolicy check 0.169)", () => {
+describe("execpolicy conformance vectors (oracle = codex execpolicy check 0.169)", () => {
   test("there are 74", () => expect(vectors.length).toBe(74));
 
   for (const v of vectors) {

@@ -7,10 +7,10 @@ import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { ensureBinary, ROOT, tempDir } from "../helpers/binary.ts";
 import { shellsMissing } from "../helpers/shells.ts";
+import { skipWithout } from "../helpers/prereq.ts";
 
 const inspector = join(ROOT, "node_modules", ".bin", "mcp-inspector");
-const why = !existsSync(inspector) ? "MCP Inspector not installed (npm i)" : shellsMissing();
-if (why !== undefined) console.warn(`SKIP inspector test: ${why}`);
+const skip = skipWithout("inspector test", !existsSync(inspector) ? "MCP Inspector not installed (npm ci)" : shellsMissing());
 
 function inspect(args: string[]): { code: number; json: Record<string, unknown> } {
   const home = tempDir("shellmcp-insp-");
@@ -18,7 +18,7 @@ function inspect(args: string[]): { code: number; json: Record<string, unknown> 
   return { code: r.exitCode ?? -1, json: JSON.parse(r.stdout.toString()) };
 }
 
-describe.skipIf(why !== undefined)("MCP Inspector CLI against shellmcp serve", () => {
+describe.skipIf(skip)("MCP Inspector CLI against shellmcp serve", () => {
   test("tools/list", () => {
     const r = inspect(["--method", "tools/list"]);
     expect(r.code).toBe(0);

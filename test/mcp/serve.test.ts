@@ -8,8 +8,9 @@ import { join } from "node:path";
 import { tempDir } from "../helpers/binary.ts";
 import { startServe, type Session } from "../helpers/mcp.ts";
 import { shellsMissing } from "../helpers/shells.ts";
+import { skipWithout } from "../helpers/prereq.ts";
 
-const missing = shellsMissing();
+const skip = skipWithout("serve suite", shellsMissing());
 /** The input schema Codex 0.97 lists, byte for byte (escalation-mcp.md §4.3). */
 const ORIGINAL_INPUT_SCHEMA =
   '{"$schema":"https://json-schema.org/draft/2020-12/schema","title":"ExecParams","type":"object","properties":{"command":{"description":"The bash string to execute.","type":"string"},"workdir":{"description":"The working directory to execute the command in. Must be an absolute path.","type":"string"},"timeout_ms":{"description":"The timeout for the command in milliseconds.","type":"integer","format":"uint64","minimum":0,"nullable":true},"login":{"description":"Launch Bash with -lc instead of -c: defaults to true.","type":"boolean","nullable":true}},"required":["command","workdir"]}';
@@ -29,7 +30,7 @@ function workspace(): string {
   return d;
 }
 
-describe.skipIf(missing !== undefined)("shellmcp serve (SDK client, compiled binary)", () => {
+describe.skipIf(skip)("shellmcp serve (SDK client, compiled binary)", () => {
   test("initialize and tools/list: Codex's tool schema, our name and version, the sandbox-state capability", async () => {
     const s = await serve();
     expect(s.client.getServerCapabilities()?.experimental).toEqual({ "codex/sandbox-state": { version: "1.0.0" } });
@@ -253,7 +254,7 @@ describe.skipIf(missing !== undefined)("shellmcp serve (SDK client, compiled bin
   });
 });
 
-describe.skipIf(missing !== undefined)("robustness (raw stdio)", () => {
+describe.skipIf(skip)("robustness (raw stdio)", () => {
   test("malformed lines get JSON-RPC errors and the server keeps serving; EOF ends it with no process left", async () => {
     const { ensureBinary } = await import("../helpers/binary.ts");
     const home = tempDir();

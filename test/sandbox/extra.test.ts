@@ -1,5 +1,5 @@
 /**
- * Sandbox behaviour beyond the shared vectors, through the compiled binary as `codex-linux-sandbox`, on both
+ * Sandbox behaviour beyond the conformance vectors, through the compiled binary as `codex-linux-sandbox`, on both
  * backends: escape attempts (symlinks, hard links, /proc/self/root, renaming .git), abstract sockets, ptrace of a
  * sibling, restricted reads, git, multiprocessing, fd hygiene, simulated missing kernel features.
  */
@@ -9,10 +9,13 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 
 import { homedir } from "node:os";
 import { join } from "node:path";
 import { binaryAs, ensureBinary } from "../helpers/binary.ts";
+import { skipWithout, toolMissing } from "../helpers/prereq.ts";
 
 const bwrapUsable = Bun.spawnSync(["bwrap", "--ro-bind", "/", "/", "--unshare-user", "--unshare-pid", "--", "/bin/true"]).exitCode === 0;
-const hasPython = Bun.which("python3") !== null;
-const hasGit = Bun.which("git") !== null;
+const bwrapMissing = bwrapUsable ? undefined : "bubblewrap missing or unusable here";
+/** True when the python3 / git tests must skip (a failure under CI=true; see test/helpers/prereq.ts). */
+const noPython = () => skipWithout("sandbox tests that need python3", toolMissing("python3"));
+const noGit = () => skipWithout("sandbox tests that need git", toolMissing("git"));
 
 function box() {
   const base = CONF_BASE;
@@ -35,7 +38,7 @@ const WW = { type: "workspace-write" };
 const RO = { type: "read-only" };
 
 for (const backend of ["landlock", "bwrap"] as const) {
-  describe.skipIf(process.platform !== "linux" || (backend === "bwrap" && !bwrapUsable))(`${backend} backend`, () => {
+  describe.skipIf(process.platform !== "linux" || (backend === "bwrap" && skipWithout("bwrap backend tests", bwrapMissing)))(`${backend} backend`, () => {
     test("a symlink inside the workspace pointing outside does not grant writes", () => {
       const b = box();
       writeFileSync(join(b.outside, "t.txt"), "secret");
@@ -60,13 +63,13 @@ for (const backend of ["landlock", "bwrap"] as const) {
       expect(existsSync(join(b.outside, "p.txt"))).toBe(false);
     });
 
-    test.skipIf(!hasPython)("abstract AF_UNIX sockets: bind and connect are denied", () => {
+    test.skipIf(noPython())("abstract AF_UNIX sockets: bind and connect are denied", () => {
       const b = box();
       const r = run(backend, RO, b.cwd, ["python3", "-c", "import socket\ns=socket.socket(socket.AF_UNIX)\ntry:\n  s.bind('\\0shellmcp-test'); print('bound')\nexcept OSError as e: print('bind-err', e.errno)\ntry:\n  socket.socket(socket.AF_UNIX).connect('\\0shellmcp-test'); print('connected')\nexcept OSError as e: print('connect-err', e.errno)\n"]);
       expect(r.out).toBe("bind-err 1\nconnect-err 1\n");
     });
 
-    test.skipIf(!hasPython)("ptrace of a sibling process is denied", () => {
+    test.skipIf(noPython())("ptrace of a sibling process is denied", () => {
       const b = box();
       const r = run(backend, RO, b.cwd, ["bash", "-c", `sleep 5 & python3 -c "import ctypes,sys; l=ctypes.CDLL(None, use_errno=True); r=l.ptrace(16, $!, 0, 0); print('attach', r, ctypes.get_errno())"; kill %1`]);
       expect(r.out).toContain("attach -1 1");
@@ -83,7 +86,7 @@ for (const backend of ["landlock", "bwrap"] as const) {
       expect(r.out).not.toContain("topsecret");
     });
 
-    test.skipIf(!hasGit)("git: status works read-only, commit fails read-only", () => {
+    test.skipIf(noGit())("git: status works read-only, commit fails read-only", () => {
       const b = box();
       Bun.spawnSync(["bash", "-c", "git init -q . && git -c user.email=a@b -c user.name=a commit -q --allow-empty -m init && echo x > a.txt"], { cwd: b.cwd });
       const st = run(backend, RO, b.cwd, ["git", "status", "--short"]);
@@ -93,7 +96,7 @@ for (const backend of ["landlock", "bwrap"] as const) {
       expect(c.code).not.toBe(0);
     });
 
-    test.skipIf(!hasGit)(`git commit under workspace-write: ${backend === "bwrap" ? "refused (.git is read-only)" : "works (Landlock cannot protect .git)"}`, () => {
+    test.skipIf(noGit())(`git commit under workspace-write: ${backend === "bwrap" ? "refused (.git is read-only)" : "works (Landlock cannot protect .git)"}`, () => {
       const b = box();
       Bun.spawnSync(["bash", "-c", "git init -q . && echo x > a.txt"], { cwd: b.cwd });
       const c = run(backend, WW, b.cwd, ["bash", "-c", "git add a.txt && git -c user.email=a@b -c user.name=a commit -qm x"]);
@@ -103,7 +106,7 @@ for (const backend of ["landlock", "bwrap"] as const) {
       } else expect(c.code).toBe(0);
     });
 
-    test.skipIf(!hasPython)("Python multiprocessing works", () => {
+    test.skipIf(noPython())("Python multiprocessing works", () => {
       const b = box();
       const r = run(backend, WW, b.cwd, ["python3", "-c", "import multiprocessing as m\nif __name__ == '__main__':\n  with m.Pool(2) as p: print(sum(p.map(abs, [-1, -2, 3])))\n"]);
       expect(r.out).toBe("6\n");
@@ -134,7 +137,7 @@ for (const backend of ["landlock", "bwrap"] as const) {
   });
 }
 
-describe.skipIf(process.platform !== "linux" || !bwrapUsable)("bwrap only", () => {
+describe.skipIf(process.platform !== "linux" || skipWithout("bwrap-only tests", bwrapMissing))("bwrap only", () => {
   test("renaming a protected .git is refused", () => {
     const b = box();
     Bun.spawnSync(["git", "init", "-q", "."], { cwd: b.cwd });

@@ -1,18 +1,19 @@
 /**
- * Plays every vector of ../shared/spec/sandbox-vectors.json against both Linux backends through the compiled
- * binary (as `codex-linux-sandbox`, or `shellmcp sandbox linux` for spawner-level vectors), the way
- * sandbox.md §8.3 describes: fresh $CWD (not under /tmp), $OUTSIDE, $EXTRA, $HOST_TMP; `cwd_setup` on the host;
+ * Plays every sandbox conformance vector (test/fixtures/sandbox/vectors.json, vendored from the project's shared
+ * spec; see test/fixtures/README.md) against both Linux backends through the compiled binary (as
+ * `codex-linux-sandbox`, or `shellmcp sandbox linux` for spawner-level vectors), the way docs/sandbox.md describes: fresh $CWD (not under /tmp), $OUTSIDE, $EXTRA, $HOST_TMP; `cwd_setup` on the host;
  * `expect` merged with `by_backend`; host checks afterwards. Vectors where shellmcp deliberately differs are
  * listed in DEVIATIONS (and in the README) with the reason.
  */
 import { CONF_BASE } from "../helpers/cleanup.ts";
 import { describe, expect, test } from "bun:test";
-import { mkdirSync, mkdtempSync, readFileSync, existsSync, rmSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { homedir } from "node:os";
-import { join, resolve } from "node:path";
+import { join } from "node:path";
 import { binaryAs, ensureBinary, ROOT } from "../helpers/binary.ts";
+import { skipWithout, toolMissing } from "../helpers/prereq.ts";
 
-const VECTORS = resolve(ROOT, "..", "shared", "spec", "sandbox-vectors.json");
+const VECTORS = join(ROOT, "test", "fixtures", "sandbox", "vectors.json");
 
 interface Expect {
   exit?: number | "nonzero";
@@ -35,8 +36,7 @@ interface Vector {
   helper_env?: Record<string, string>;
 }
 
-const vectors: Vector[] = existsSync(VECTORS) ? JSON.parse(readFileSync(VECTORS, "utf8")) : [];
-if (vectors.length === 0) console.warn(`SKIP sandbox vectors: ${VECTORS} not found`);
+const vectors: Vector[] = JSON.parse(readFileSync(VECTORS, "utf8"));
 
 /** Where shellmcp deliberately differs from the vector's expectation, per backend: the expectation we hold instead. */
 const DEVIATIONS: Record<string, Partial<Record<"landlock" | "bwrap", { expect: Expect; why: string }>>> = {
@@ -46,11 +46,9 @@ const DEVIATIONS: Record<string, Partial<Record<"landlock" | "bwrap", { expect: 
 };
 
 const bwrapUsable = Bun.spawnSync(["bwrap", "--ro-bind", "/", "/", "--unshare-user", "--unshare-pid", "--", "/bin/true"]).exitCode === 0;
-const has = (tool: string) => Bun.which(tool) !== null;
 const needs = (v: Vector): string | undefined => {
   const text = JSON.stringify([v.command, v.cwd_setup, v.expect]);
-  for (const t of ["python3", "git", "strace"]) if (text.includes(t) && !has(t)) return `${t} not installed`;
-  return undefined;
+  return toolMissing(...["python3", "git", "strace"].filter((t) => text.includes(t)));
 };
 
 function sh(script: string, env: Record<string, string>, cwd: string): { code: number; out: string } {
@@ -102,10 +100,12 @@ function runVector(v: Vector, backend: "landlock" | "bwrap") {
 }
 
 for (const backend of ["landlock", "bwrap"] as const) {
-  describe.skipIf(vectors.length === 0 || process.platform !== "linux")(`sandbox vectors, ${backend} backend`, () => {
+  const skip = process.platform !== "linux" || (backend === "bwrap" && skipWithout("sandbox vectors, bwrap backend", bwrapUsable ? undefined : "bubblewrap missing or unusable here"));
+  describe.skipIf(skip)(`sandbox vectors, ${backend} backend`, () => {
     for (const v of vectors) {
       const applies = v.expect.backends?.includes(backend) ?? true;
-      const why = !applies ? `not a ${backend} vector` : backend === "bwrap" && !bwrapUsable ? "bubblewrap unusable here" : needs(v);
+      const missing = applies ? needs(v) : undefined;
+      const why = !applies ? `not a ${backend} vector` : skipWithout(`sandbox vector ${v.name} (${backend})`, missing) ? missing : undefined;
       test.skipIf(why !== undefined)(`${v.name}${why !== undefined ? ` (skipped: ${why})` : ""}`, () => runVector(v, backend));
     }
   });

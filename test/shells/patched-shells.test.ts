@@ -10,9 +10,9 @@ import { chmodSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { tempDir } from "../helpers/binary.ts";
 import { LOG_WRAPPER, patchedShell, readWrapLog, shellsMissing, stockShell, type ShellName } from "../helpers/shells.ts";
+import { skipWithout } from "../helpers/prereq.ts";
 
-const missing = shellsMissing();
-if (missing !== undefined) console.warn(`SKIP patched-shell suite: ${missing}`);
+const skip = skipWithout("patched-shell suite", shellsMissing());
 
 interface ShellRun {
   exitCode: number;
@@ -144,7 +144,7 @@ function setupDir(): string {
 }
 
 for (const shell of ["bash", "zsh"] as const) {
-  describe.skipIf(missing !== undefined)(`patched ${shell}`, () => {
+  describe.skipIf(skip)(`patched ${shell}`, () => {
     const patched = patchedShell(shell);
     const stock = stockShell(shell);
 
