@@ -21,6 +21,14 @@ fi
 tmp=$(mktemp -d /tmp/shellmcp-fresh.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 git archive --format=tar --prefix=shellmcp/ HEAD >"$tmp/tree.tar"
+# Behind a TLS-inspecting proxy the host trusts an extra CA (NODE_EXTRA_CA_CERTS): hand the same file to npm
+# inside the root (a property of this network, not of the machine under test).
+ca_env=
+if [ -n "${NODE_EXTRA_CA_CERTS:-}" ] && [ -r "$NODE_EXTRA_CA_CERTS" ]; then
+  mkdir -p "$tmp/ca/shellmcp-host-ca" && cp "$NODE_EXTRA_CA_CERTS" "$tmp/ca/shellmcp-host-ca/ca.crt"
+  tar -C "$tmp/ca" -cf "$tmp/ca.tar" shellmcp-host-ca
+  ca_env="NODE_EXTRA_CA_CERTS=/root/shellmcp-host-ca/ca.crt"
+fi
 
 inside='set -e; cd /root/shellmcp; s=$(date +%s)
 bash scripts/install.sh
@@ -36,6 +44,7 @@ start=$(date +%s)
 mmdebstrap --quiet --mode=root --variant=minbase \
   --customize-hook='echo "fresh-machine: base root ready"' \
   --customize-hook="tar-in $tmp/tree.tar /root" \
-  --customize-hook="chroot \"\$1\" env -i HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin TERM=dumb bash -c '$inside'" \
+  ${ca_env:+--customize-hook="tar-in $tmp/ca.tar /root"} \
+  --customize-hook="chroot \"\$1\" env -i $ca_env HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin TERM=dumb bash -c '$inside'" \
   bookworm /dev/null http://deb.debian.org/debian
 echo "fresh-machine: passed in $(( $(date +%s) - start )) s"
