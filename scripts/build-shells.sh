@@ -10,6 +10,8 @@
 # Each shell's build log is .cache/shells/build-{bash,zsh}.log; on failure the script names the failed step and
 # prints the log's tail. Needs root for apt-get (adds a deb-src entry for bookworm if none is configured).
 set -euo pipefail
+# Nothing fails silently: name the command and line that stopped the script.
+trap 'echo "build-shells: failed (exit status $?) at line $LINENO: $BASH_COMMAND" >&2' ERR
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 OUT=$ROOT/dist/shells
@@ -58,7 +60,7 @@ mkdir -p "$WORK" "$OUT"
 # refreshes the package lists and tries once more, printing that attempt's errors as they come.
 fetch() {
   local pkg=$1 version=$2 dir=$WORK/$3 log=$WORK/fetch-$1.log have
-  have=$(head -n1 "$dir/debian/changelog" 2>/dev/null | sed -n 's/^[^ ]* (\([^)]*\)).*/\1/p')
+  have=$(sed -n '1s/^[^ ]* (\([^)]*\)).*/\1/p' "$dir/debian/changelog" 2>/dev/null || true)
   [ "$have" = "$version" ] && return 0
   rm -rf "$dir"
   apt_update

@@ -3,6 +3,8 @@
 # system packages (scripts/apt.sh lists them), Node and npm when missing, npm dependencies (Bun comes from the
 # npm registry), the patched bash and zsh, the binary. Idempotent: a second run only rebuilds the binary.
 set -euo pipefail
+# Nothing fails silently: name the command and line that stopped the script.
+trap 'echo "install: failed (exit status $?) at line $LINENO: $BASH_COMMAND" >&2' ERR
 cd "$(dirname "$0")/.."
 
 export DEBIAN_FRONTEND=noninteractive
