@@ -12,6 +12,7 @@ import { ensureBinary, tempDir } from "../helpers/binary.ts";
 import { ourWrapper, runInShell } from "../helpers/escalation.ts";
 import { shellsMissing } from "../helpers/shells.ts";
 import { skipWithout } from "../helpers/prereq.ts";
+import { exitedWithin, fifoMessage, fifoSend, mkfifo, readableWithin } from "../helpers/events.ts";
 
 const skip = skipWithout("escalation integration suite", shellsMissing());
 let server: EscalationServer;
@@ -201,65 +202,58 @@ describe.skipIf(skip)("escalation end to end (patched bash, compiled wrapper, ou
 
   test("closing a listener kills its still-running escalated programs", async () => {
     const dir = tempDir();
-    const pidFile = join(dir, "pid");
+    const ready = join(dir, "ready");
+    mkfifo(ready);
     let listenerRef: import("../../src/escalate/server.ts").EscalationListener | undefined;
     const shell = runInShell(server, {
-      script: `sh -c 'echo $$ > ${pidFile}; exec sleep 30' & sleep 0.3; echo started`,
+      // The escalated sh reports its pid through the named pipe, then becomes a long sleep.
+      script: `sh -c 'echo $$ > ${ready}; exec sleep 30' & echo started`,
       decide: escalating("sh"),
       keepOpen: true,
       onSpawn: (_pid, l) => (listenerRef = l),
     });
     // The shell finishes, but the escalated `sleep` holds the output pipes: close the listener meanwhile.
-    for (let i = 0; i < 100 && !existsSync(pidFile); i++) await Bun.sleep(20);
-    const pid = Number(readFileSync(pidFile, "utf8"));
+    const pid = Number(await fifoMessage(ready));
     expect(() => process.kill(pid, 0)).not.toThrow();
     await listenerRef!.close();
     const r = await shell;
     expect(r.stdout).toBe("started\n");
-    for (let i = 0; i < 100; i++) {
-      try {
-        process.kill(pid, 0);
-      } catch {
-        break;
-      }
-      await Bun.sleep(20);
-    }
-    expect(() => process.kill(pid, 0)).toThrow();
+    expect(await exitedWithin([pid])).toEqual([]);
   });
 
   test("an escalated program gets SIGTERM when its wrapper dies", async () => {
     const dir = tempDir();
     const pidFile = join(dir, "pid");
+    const ready = join(dir, "ready");
+    mkfifo(ready);
     const r = await runInShell(server, {
-      // $! is the wrapper (it waits for the escalated sh); kill it and the escalated sh must go too.
-      script: `sh -c 'echo $$ > ${pidFile}; exec sleep 30' & w=$!; for i in $(seq 100); do [ -s ${pidFile} ] && break; sleep 0.05; done; kill -9 $w; echo killed`,
+      // $! is the wrapper (it waits for the escalated sh); once the escalated sh runs (it says so through the
+      // named pipe), kill the wrapper, and the escalated sh must go too.
+      // The sleep does not hold the shell's output open, so the run ends at once and the wait below is real.
+      script: `sh -c 'echo $$ > ${pidFile}; echo up > ${ready}; exec sleep 30 > /dev/null 2>&1' & w=$!; read _ < ${ready}; kill -9 $w; echo killed`,
       decide: escalating("sh"),
       keepOpen: true,
     });
     expect(r.stdout).toContain("killed");
     const pid = Number(readFileSync(pidFile, "utf8"));
-    let alive = true;
-    for (let i = 0; i < 100 && alive; i++) {
-      try {
-        process.kill(pid, 0);
-        await Bun.sleep(20);
-      } catch {
-        alive = false;
-      }
-    }
-    expect(alive).toBe(false);
+    expect(await exitedWithin([pid])).toEqual([]);
     await r.listener.close();
   });
 
   test("after the listener is closed, a background job's exec fails closed", async () => {
     const dir = tempDir();
+    mkfifo(join(dir, "go"));
+    mkfifo(join(dir, "done"));
     const r = await runInShell(server, {
-      script: `(sleep 0.5; /usr/bin/touch ${dir}/late 2> ${dir}/late.err; echo "rc=$?" > ${dir}/late.rc) > /dev/null 2>&1 & echo bg`,
+      // The background job waits for "go" (sent once the shell has exited and the listener is closed), then
+      // execs, then reports its status through "done".
+      script: `(read _ < ${dir}/go; /usr/bin/touch ${dir}/late 2> ${dir}/late.err; echo "rc=$?" > ${dir}/done) > /dev/null 2>&1 & echo bg`,
       decide: () => ({ kind: "Run" }),
     });
     expect(r.stdout).toBe("bg\n");
-    for (let i = 0; i < 100 && !existsSync(join(dir, "late.rc")); i++) await Bun.sleep(20);
-    expect(readFileSync(join(dir, "late.rc"), "utf8")).toBe("rc=1\n");
+    const done = fifoMessage(join(dir, "done"));
+    await fifoSend(join(dir, "go"));
+    expect(await done).toBe("rc=1\n");
     expect(readFileSync(join(dir, "late.err"), "utf8")).toContain("failed to send handshake datagram");
     expect(existsSync(join(dir, "late"))).toBe(false);
   });
@@ -365,10 +359,8 @@ describe.skipIf(skip)("server survives malformed sessions", () => {
       send(encodeFrame(new TextEncoder().encode(`{"file":1,"argv":[],"workdir":"/","env":{}}`))),
       send(encodeFrame(new TextEncoder().encode(`{"file":"/bin/true","argv":[],"workdir":"/","env":{}}`))),
     ];
-    // Wait without blocking the event loop: decisions are made on this thread.
-    const readable = async (fd: number) => {
-      for (let i = 0; i < 500 && libc.poll([{ fd, events: libc.POLL.IN }], 0)[0] === 0; i++) await Bun.sleep(10);
-    };
+    // Wait in a worker thread, not blocking the event loop: decisions are made on this thread.
+    const readable = async (fd: number) => expect(await readableWithin([fd])).toEqual([true]);
     // Each bad session is closed by the server: reading gives EOF.
     for (const fd of bad) {
       await readable(fd);

@@ -9,6 +9,7 @@ import { tempDir } from "../helpers/binary.ts";
 import { startServe, type Session } from "../helpers/mcp.ts";
 import { shellsMissing } from "../helpers/shells.ts";
 import { skipWithout } from "../helpers/prereq.ts";
+import { fifoMessage, mkfifo, noProcessLeft } from "../helpers/events.ts";
 
 const skip = skipWithout("serve suite", shellsMissing());
 /** The input schema Codex 0.97 lists, byte for byte (escalation-mcp.md §4.3). */
@@ -144,9 +145,7 @@ describe.skipIf(skip)("shellmcp serve (SDK client, compiled binary)", () => {
     expect(r.out.timed_out).toBe(true);
     expect(r.isError).toBe(true);
     expect(r.out.output).toContain("started");
-    await Bun.sleep(300);
-    const left = Bun.spawnSync(["pgrep", "-f", "sleep 100"]).stdout.toString().trim();
-    expect(left).toBe("");
+    expect(await noProcessLeft("sleep 100")).toEqual([]);
   });
 
   test("time waiting for a human does not count against timeout_ms", async () => {
@@ -218,13 +217,16 @@ describe.skipIf(skip)("shellmcp serve (SDK client, compiled binary)", () => {
   test("cancellation kills the command's process group", async () => {
     const s = await serve();
     const ws = workspace();
+    // The command says it is running through a named pipe in its (writable) workspace.
+    expect(await s.sandboxState({ type: "workspace-write" }, ws)).toEqual({});
+    mkfifo(join(ws, "up"));
+    const up = fifoMessage(join(ws, "up"));
     const ac = new AbortController();
-    const p = s.shell({ command: "sleep 101 & sleep 101; echo never", workdir: ws, login: false, timeout_ms: 60000 }, { signal: ac.signal });
-    await Bun.sleep(800);
+    const p = s.shell({ command: "sleep 101 & echo up > up; sleep 101; echo never", workdir: ws, login: false, timeout_ms: 60000 }, { signal: ac.signal });
+    expect(await up).toBe("up\n");
     ac.abort();
     await expect(p).rejects.toThrow();
-    await Bun.sleep(500);
-    expect(Bun.spawnSync(["pgrep", "-f", "sleep 101"]).stdout.toString().trim()).toBe("");
+    expect(await noProcessLeft("sleep 101")).toEqual([]);
   });
 
   test("the shell's environment follows shell_environment_policy: *TOKEN* excluded by default, -c overrides", async () => {
@@ -283,7 +285,6 @@ describe.skipIf(skip)("robustness (raw stdio)", () => {
     expect(text).toContain(`"inputSchema":${ORIGINAL_INPUT_SCHEMA}`);
     await (p.stdin as import("bun").FileSink).end();
     expect(await p.exited).toBe(0);
-    await Bun.sleep(300);
-    expect(Bun.spawnSync(["pgrep", "-f", "sleep 102"]).stdout.toString().trim()).toBe("");
+    expect(await noProcessLeft("sleep 102")).toEqual([]);
   });
 });
