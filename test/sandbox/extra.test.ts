@@ -210,3 +210,20 @@ describe.skipIf(process.platform !== "linux" || !bwrapUsable)("bwrap mount order
     });
   }
 });
+
+for (const backend of ["landlock", "bwrap"] as const) {
+  describe.skipIf(process.platform !== "linux" || !hasPython || (backend === "bwrap" && !bwrapUsable))(`network off (${backend})`, () => {
+    test("send() on an AF_UNIX socketpair works; sendto with an address and AF_INET sockets stay denied", () => {
+      const b = box();
+      const script = [
+        "import socket",
+        "a, b = socket.socketpair(); a.send(b'hi'); print('send', b.recv(2).decode())",
+        "u = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)",
+        "try:\n    u.sendto(b'x', '/tmp/none.sock'); print('sendto-addr allowed')\nexcept OSError as e:\n    print('sendto-addr', e.errno)",
+        "try:\n    socket.socket(socket.AF_INET, socket.SOCK_DGRAM); print('inet allowed')\nexcept OSError as e:\n    print('inet', e.errno)",
+      ].join("\n");
+      const r = run(backend, WW, b.cwd, ["python3", "-c", script]);
+      expect(r.out).toBe("send hi\nsendto-addr 1\ninet 1\n");
+    });
+  });
+}
