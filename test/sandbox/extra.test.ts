@@ -201,7 +201,7 @@ describe.skipIf(process.platform !== "linux" || !bwrapUsable)("bwrap mount order
       const proj = mkdtempSync(join(tmpRoot, "shellmcp-proj-"));
       expect(Bun.spawnSync(["git", "init", "-q", proj]).exitCode).toBe(0);
       const before = readFileSync(join(proj, ".git", "config"), "utf8");
-      const env = where === "TMPDIR" ? { TMPDIR: tmpRoot } : {};
+      const env: Record<string, string> = where === "TMPDIR" ? { TMPDIR: tmpRoot } : {};
       const r = run("bwrap", WW, proj, ["bash", "-c", "echo '[core]' >> .git/config; echo x > .git/hooks/pre-commit; touch inside && echo wrote-inside"], env);
       expect(r.out).toContain("wrote-inside");
       expect(r.err).toContain("Read-only file system");
