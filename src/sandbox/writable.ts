@@ -11,8 +11,8 @@
  * A path that does not exist yet is writable when the sandbox could create it: its nearest existing ancestor
  * decides. Paths are canonicalised (symlinks resolved) first, so a link cannot make a writable file look safe.
  */
-import { existsSync, realpathSync } from "node:fs";
-import { basename, dirname, isAbsolute, join, normalize } from "node:path";
+import { existsSync, lstatSync, readlinkSync, realpathSync } from "node:fs";
+import { basename, dirname, isAbsolute, join, normalize, resolve } from "node:path";
 import { hasFullDiskWrite, isUnder, writableRoots, type SandboxPolicy } from "./policy.ts";
 
 /** Which mechanism confines the shell's writes. `none`: the shell runs unsandboxed. */
@@ -50,14 +50,20 @@ export function writableView(policy: SandboxPolicy, cwd: string, enforcement: Wr
  * Canonical form of an absolute path that may not exist: the real path of its nearest existing ancestor, with
  * the missing components appended.
  */
-export function canonicalPath(path: string): string {
+export function canonicalPath(path: string, depth = 0): string {
   const p = normalize(path);
   try {
     return realpathSync(p);
   } catch {
+    // A dangling symlink is judged by where it points (the sandbox may create its target later).
+    try {
+      if (depth < 40 && lstatSync(p).isSymbolicLink()) return canonicalPath(resolve(dirname(p), readlinkSync(p)), depth + 1);
+    } catch {
+      // not there at all
+    }
     const parent = dirname(p);
     if (parent === p) return p;
-    return join(canonicalPath(parent), basename(p));
+    return join(canonicalPath(parent, depth), basename(p));
   }
 }
 
