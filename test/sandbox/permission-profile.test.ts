@@ -26,7 +26,7 @@ let proj: string;
 
 /** The captured meta with `<proj>` replaced by a real folder. */
 function captured(name: "workspace-write" | "danger-full-access"): Record<string, unknown> {
-  const text = JSON.stringify((fixture as Record<string, { _meta: Record<string, unknown> }>)[name]._meta["codex/sandbox-state"]).replaceAll("<proj>", proj);
+  const text = JSON.stringify((fixture as unknown as Record<string, { _meta: Record<string, unknown> }>)[name]!._meta["codex/sandbox-state"]).replaceAll("<proj>", proj);
   return JSON.parse(text);
 }
 
