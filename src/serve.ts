@@ -90,7 +90,7 @@ export async function serveMain(o: ServeOptions): Promise<number> {
     codexHome = resolveCodexHome();
     const cfg = loadConfig(codexHome, o.config);
     env = applyEnvironmentPolicy(shellEnvironmentPolicy(cfg), process.env);
-    const { policy, files } = loadPolicy({ codexHome, cwd: process.cwd(), extraRules: o.rules });
+    const { policy, files } = loadPolicy({ codexHome, cwd: process.cwd(), extraRules: o.rules, config: cfg });
     log.info("rules loaded", { files, rules: policy.ruleCount });
     const onPrompt = (o.onPrompt ?? "deny") as OnPrompt;
     if (onPrompt !== "deny" && onPrompt !== "run-in-sandbox") throw new ShellmcpError("USAGE", `--on-prompt must be deny or run-in-sandbox (got ${o.onPrompt})`);
