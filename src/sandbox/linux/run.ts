@@ -12,8 +12,8 @@
  *   cannot), else Landlock with a one-line warning, else fail closed.
  * Nothing ever runs with less protection than asked for: every failure to apply a layer is an error.
  */
-import { existsSync, mkdirSync, readdirSync, readlinkSync, rmdirSync, statSync } from "node:fs";
-import { constants as osConstants } from "node:os";
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readlinkSync, rmdirSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { constants as osConstants, tmpdir } from "node:os";
 import { delimiter, dirname, join, sep } from "node:path";
 import * as libc from "../../../ffi/libc.ts";
 import { ShellmcpError } from "../../errors.ts";
@@ -178,6 +178,8 @@ function byDepth<T>(path: (t: T) => string): (a: T, b: T) => number {
 interface BwrapPlan {
   argv: string[];
   created: string[];
+  /** Private folders made for the plan (removed afterwards with their content). */
+  tempDirs?: string[];
 }
 
 /**
@@ -216,8 +218,11 @@ export function planBwrap(bwrap: string, run: SandboxRun): BwrapPlan {
     argv.push("--ro-bind", sub, sub);
   }
   // Denied paths (permission profiles' `deny`), after every bind so that none re-exposes them: a folder becomes
-  // an empty, unreadable, read-only tmpfs (as Codex 0.169); a file reads as empty (/dev/null bound read-only over
-  // it). A missing one inside a writable root is blocked from being created the same way.
+  // an empty, unreadable, read-only tmpfs (as Codex 0.169); a file is covered by an empty file of mode 000 bound
+  // read-only (EACCES: no capability inside can override it). A missing one inside a writable root is blocked
+  // from being created the same way.
+  let unreadable: string | undefined;
+  const tempDirs: string[] = [];
   for (const d of [...plan.deniedPaths].sort(byDepth((p) => p))) {
     let st: ReturnType<typeof statSync> | undefined;
     try {
@@ -226,7 +231,14 @@ export function planBwrap(bwrap: string, run: SandboxRun): BwrapPlan {
       st = undefined;
     }
     if (st !== undefined && !st.isDirectory()) {
-      argv.push("--ro-bind", "/dev/null", d);
+      if (unreadable === undefined) {
+        const dir = mkdtempSync(join(tmpdir(), "shellmcp-deny-"));
+        tempDirs.push(dir);
+        unreadable = join(dir, "denied");
+        writeFileSync(unreadable, "", { mode: 0 });
+        chmodSync(unreadable, 0);
+      }
+      argv.push("--ro-bind", unreadable, d);
       continue;
     }
     if (st === undefined) {
@@ -245,7 +257,7 @@ export function planBwrap(bwrap: string, run: SandboxRun): BwrapPlan {
   if (!run.noProc) argv.push("--proc", "/proc");
   argv.push("--cap-drop", "ALL");
   argv.push("--", ...selfHelperCommand(), "--apply-seccomp-then-exec", "--sandbox-policy-cwd", run.policyCwd, "--sandbox-policy", serializeSandboxPolicy(policy), ...(run.profile !== undefined ? ["--permission-profile", serializePermissionProfile(run.profile)] : []), "--", ...run.command);
-  return { argv, created };
+  return { argv, created, tempDirs };
 }
 
 /** fds this process inherited from its parent (not CLOEXEC): the command must get them too (e.g. the escalation socket). */
@@ -272,6 +284,7 @@ async function runBwrap(bwrap: string, run: SandboxRun): Promise<number> {
   const forward = (sig: NodeJS.Signals) => () => child.kill(sig);
   for (const s of ["SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT"] as const) process.on(s, forward(s));
   const code = await child.exited;
+  for (const d of plan.tempDirs ?? []) rmSync(d, { recursive: true, force: true });
   for (const p of plan.created.reverse()) {
     try {
       rmdirSync(p); // only if still empty
