@@ -6,7 +6,7 @@
  */
 import { CONF_BASE } from "../helpers/cleanup.ts";
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, symlinkSync, unlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { ShellmcpError } from "../../src/errors.ts";
 import { parseSandboxState, sandboxStateFromMeta } from "../../src/mcp/sandbox-state.ts";
@@ -142,6 +142,21 @@ describe.skipIf(missing !== undefined)("serve applies the per-call sandbox state
     expect(r.out!.output).toContain("SECRET_HIDDEN");
     expect(r.out!.output).toContain("C_OK");
     expect(readFileSync(join(proj, "secret.txt"), "utf8")).toBe("s3cret\n");
+  });
+
+  test("a protected path that is a symlink (a command could re-point it) is refused, nothing runs", async () => {
+    const target = join(base, "aws-target");
+    mkdirSync(target, { recursive: true });
+    symlinkSync(target, join(proj, ".aws"));
+    try {
+      const r = await call(`touch sym-ran; touch ${target}/x`, meta("workspace-write"));
+      expect(r.isError).toBe(true);
+      expect(r.text).toContain("crosses writable symlink");
+      expect(existsSync(join(proj, "sym-ran"))).toBe(false);
+      expect(existsSync(join(target, "x"))).toBe(false);
+    } finally {
+      unlinkSync(join(proj, ".aws"));
+    }
   });
 
   test("what cannot be enforced is refused in the result, and nothing runs", async () => {

@@ -240,6 +240,19 @@ describe("planPermissionProfile", () => {
     expect(plan.writableRoots[0]!.root).toBe(proj);
   });
 
+  test("a protected path that is a symlink stays a symlink in the plan (the backend refuses it), grants follow links", () => {
+    const target = join(dir, "elsewhere");
+    mkdirSync(target, { recursive: true });
+    const p2 = join(dir, "proj2");
+    mkdirSync(p2, { recursive: true });
+    symlinkSync(target, join(p2, ".git"));
+    const plan = planPermissionProfile(
+      parsePermissionProfile(managed([ROOT_READ, { path: { type: "path", path: p2 }, access: "write" }, { path: { type: "path", path: join(p2, ".git") }, access: "read", missing_path_behavior: "skip" }])),
+      p2,
+    );
+    expect(plan.writableRoots).toEqual([{ root: p2, readOnlySubpaths: [join(p2, ".git")] }]);
+  });
+
   test("external and unrestricted: full write, network as given", () => {
     for (const p of [{ type: "external", network: "restricted" }, { type: "managed", file_system: { type: "unrestricted" }, network: "restricted" }]) {
       const plan = planPermissionProfile(parsePermissionProfile(p), proj);

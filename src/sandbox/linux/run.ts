@@ -12,7 +12,7 @@
  *   cannot), else Landlock with a one-line warning, else fail closed.
  * Nothing ever runs with less protection than asked for: every failure to apply a layer is an error.
  */
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readlinkSync, rmdirSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readlinkSync, rmdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { constants as osConstants, tmpdir } from "node:os";
 import { delimiter, dirname, join, sep } from "node:path";
 import * as libc from "../../../ffi/libc.ts";
@@ -226,9 +226,12 @@ export function planBwrap(bwrap: string, run: SandboxRun): BwrapPlan {
   for (const d of [...plan.deniedPaths].sort(byDepth((p) => p))) {
     let st: ReturnType<typeof statSync> | undefined;
     try {
-      st = statSync(d);
+      st = lstatSync(d);
     } catch {
       st = undefined;
+    }
+    if (st?.isSymbolicLink()) {
+      throw new ShellmcpError("SANDBOX_UNAVAILABLE", `cannot enforce sandbox denied path ${d} because it is a symlink`, { path: d });
     }
     if (st !== undefined && !st.isDirectory()) {
       if (unreadable === undefined) {
