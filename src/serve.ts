@@ -16,11 +16,11 @@ import { serveStdio, type ToolResult } from "./mcp/server.ts";
 import { formatResult, parseShellArgs, SHELL_TOOL } from "./mcp/shell-tool.ts";
 import { INSTRUCTIONS } from "./mcp/early-initialize.ts";
 import { parseSandboxState, sandboxStateFromMeta, type SandboxState } from "./mcp/sandbox-state.ts";
-import { landlockCanEnforce, planPermissionProfile, serializePermissionProfile } from "./sandbox/permission-profile.ts";
+import { landlockCanEnforce, planPermissionProfile, planWritableView, serializePermissionProfile, type FilesystemPlan } from "./sandbox/permission-profile.ts";
 import { parseSandboxPolicy, type SandboxPolicy } from "./sandbox/policy.ts";
 import { probeBwrap } from "./sandbox/linux/run.ts";
 import { DEFAULT_MAX_OUTPUT_BYTES } from "./shell/output.ts";
-import { runCommand, type SandboxLauncher } from "./shell/run-command.ts";
+import { runCommand, type RunCommandOptions, type SandboxLauncher } from "./shell/run-command.ts";
 import { killSessions } from "./shell/sessions.ts";
 import { writeStderr } from "./stderr.ts";
 import { VERSION } from "./version.ts";
@@ -173,14 +173,21 @@ export async function serveMain(o: ServeOptions): Promise<number> {
         return errorResult((e as Error).message);
       }
       let launcher: SandboxLauncher;
+      let writable: RunCommandOptions["writable"];
       if (snap.profile !== undefined) {
         // Codex's own helper takes profiles with a different argv (no --sandbox-policy): ours always runs them.
         const flags = snap.useLegacyLandlock ? ["--backend", "landlock"] : backendFlag();
-        if (flags[1] === "landlock") {
-          const why = landlockCanEnforce(planPermissionProfile(snap.profile, snap.sandboxCwd ?? a.workdir));
-          if (why !== undefined) return errorResult(`shellmcp refused to run the command: ${why}`);
+        let plan: FilesystemPlan;
+        try {
+          plan = planPermissionProfile(snap.profile, snap.sandboxCwd ?? a.workdir);
+        } catch (e) {
+          return errorResult(`shellmcp refused to run the command: ${(e as Error).message}`);
         }
+        const why = flags[1] === "landlock" ? landlockCanEnforce(plan) : undefined;
+        if (why !== undefined) return errorResult(`shellmcp refused to run the command: ${why}`);
         launcher = { exe: helperExe, flags: [...flags, "--permission-profile", serializePermissionProfile(snap.profile)] };
+        // The escalation boundary judges against what the profile really lets the shell write.
+        writable = (enforcement) => planWritableView(plan, enforcement);
       } else if (o.useCodexLinuxSandboxExe && snap.codexLinuxSandboxExe !== undefined) {
         launcher = { exe: snap.codexLinuxSandboxExe, flags: snap.useBwrap ? ["--use-bwrap-sandbox"] : [] };
       } else launcher = { exe: helperExe, flags: snap.useBwrap ? ["--backend", "bwrap"] : backendFlag() };
@@ -195,6 +202,7 @@ export async function serveMain(o: ServeOptions): Promise<number> {
         env,
         policy: snap.policy,
         sandboxCwd: snap.sandboxCwd ?? a.workdir,
+        writable,
         launcher,
         server: server!,
         maxOutputBytes,

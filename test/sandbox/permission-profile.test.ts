@@ -9,6 +9,7 @@ import { join } from "node:path";
 import {
   landlockCanEnforce,
   linuxReadableRoots,
+  planWritableView,
   parsePermissionProfile,
   pathFromUri,
   planPermissionProfile,
@@ -19,6 +20,7 @@ import {
 } from "../../src/sandbox/permission-profile.ts";
 import { parseSandboxPolicy } from "../../src/sandbox/policy.ts";
 import { ShellmcpError } from "../../src/errors.ts";
+import { canWrite } from "../../src/sandbox/writable.ts";
 import fixture from "../fixtures/codex-0.169-tools-call-meta.json";
 
 let dir: string;
@@ -291,5 +293,25 @@ describe("planSandboxPolicy (legacy)", () => {
     expect(planSandboxPolicy({ type: "danger-full-access" }, proj).sandboxed).toBe(false);
     const ext = planSandboxPolicy({ type: "external-sandbox", network_access: "enabled" }, proj);
     expect(ext.fullWrite && ext.network === "enabled").toBe(true);
+  });
+});
+
+describe("planWritableView (what the escalation boundary may trust)", () => {
+  test("carve-outs and denied paths are read-only only where bubblewrap enforces them; without a carve-out .git is writable", () => {
+    const withCarveOuts = planPermissionProfile(
+      parsePermissionProfile(managed([ROOT_READ, { path: { type: "path", path: proj }, access: "write" }, { path: { type: "path", path: join(proj, ".git") }, access: "read" }, { path: { type: "path", path: join(proj, "key.pem") }, access: "deny" }])),
+      proj,
+    );
+    const bwrap = planWritableView(withCarveOuts, "bwrap");
+    expect(canWrite(bwrap, join(proj, "src.c"))).toBe(true);
+    expect(canWrite(bwrap, join(proj, ".git", "hooks", "pre-commit"))).toBe(false);
+    expect(canWrite(bwrap, join(proj, "key.pem"))).toBe(false);
+    expect(canWrite(bwrap, "/etc/passwd")).toBe(false);
+    expect(canWrite(planWritableView(withCarveOuts, "landlock"), join(proj, ".git", "config"))).toBe(true);
+    // A profile without a .git carve-out leaves .git writable, and the view must say so (the legacy policy would not).
+    const bare = planPermissionProfile(parsePermissionProfile(managed([ROOT_READ, { path: { type: "path", path: proj }, access: "write" }])), proj);
+    expect(canWrite(planWritableView(bare, "bwrap"), join(proj, ".git", "config"))).toBe(true);
+    expect(planWritableView(planPermissionProfile({ type: "disabled" }, proj), "bwrap").full).toBe(true);
+    expect(planWritableView(planPermissionProfile({ type: "external", network: "restricted" }, proj), "landlock").full).toBe(true);
   });
 });
