@@ -15,8 +15,8 @@ import { decideExec, type EscalationSettings, type OnPrompt } from "./mcp/escala
 import { serveStdio, type ToolResult } from "./mcp/server.ts";
 import { formatResult, parseShellArgs, SHELL_TOOL } from "./mcp/shell-tool.ts";
 import { INSTRUCTIONS } from "./mcp/early-initialize.ts";
-import { parseSandboxState, sandboxStateFromMeta, type SandboxState } from "./mcp/sandbox-state.ts";
-import { landlockCanEnforce, planPermissionProfile, planWritableView, serializePermissionProfile, type FilesystemPlan } from "./sandbox/permission-profile.ts";
+import { parseSandboxState, planWritableView, sandboxStateFromMeta, type SandboxState } from "./mcp/sandbox-state.ts";
+import { landlockCanEnforce, planPermissionProfile, serializePermissionProfile, type FilesystemPlan } from "./sandbox/permission-profile.ts";
 import { parseSandboxPolicy, type SandboxPolicy } from "./sandbox/policy.ts";
 import { probeBwrap } from "./sandbox/linux/run.ts";
 import { DEFAULT_MAX_OUTPUT_BYTES } from "./shell/output.ts";

@@ -15,7 +15,6 @@
  *   summarySandboxPolicy(plan: FilesystemPlan): SandboxPolicy                 nearest legacy policy, never wider
  *   linuxReadableRoots(plan, extra?): string[] | undefined                    readable roots incl. platform defaults
  *   landlockCanEnforce(plan): string | undefined                              why Landlock alone cannot (or undefined)
- *   planWritableView(plan, enforcement): WritableView                         what the escalation boundary may trust
  *
  * Wire shape (Codex 0.169, serde: internally tagged on `type`, snake_case):
  *
@@ -48,7 +47,6 @@ import { basename, dirname, isAbsolute, join, normalize, sep } from "node:path";
 import { ShellmcpError } from "../errors.ts";
 import { log } from "../log.ts";
 import { isUnder, LINUX_PLATFORM_READ_DEFAULTS, readableRoots, writableRoots, type SandboxPolicy, type WritableRoot } from "./policy.ts";
-import { canonicalPath, LANDLOCK_EXTRA_WRITABLE, type WritableView, type WriteEnforcement } from "./writable.ts";
 
 /** Access of one entry. `deny` = neither read nor write (wire alias `none`). */
 export type FileSystemAccessMode = "read" | "write" | "deny";
@@ -532,20 +530,4 @@ export function landlockCanEnforce(plan: FilesystemPlan): string | undefined {
   const d = plan.deniedPaths.find(readArea);
   if (d !== undefined) return `the permission profile denies ${d} inside a readable folder, which Landlock cannot enforce: use the bubblewrap backend (install bubblewrap, or --sandbox-backend bwrap)`;
   return undefined;
-}
-
-/**
- * What a shell started under `plan` can write, for the escalation boundary (writable.ts): everything when
- * unsandboxed or `fullWrite`; else the writable roots (plus `/dev/shm` under Landlock), minus — only where the
- * backend enforces them (bubblewrap) — the read-only subpaths and denied paths. Never narrower than what the
- * sandbox really allows, so the boundary never trusts a path the command could have written.
- */
-export function planWritableView(plan: FilesystemPlan, enforcement: WriteEnforcement): WritableView {
-  if (enforcement === "none" || !plan.sandboxed || plan.fullWrite) return { full: true, roots: [], readOnly: [] };
-  const extra = enforcement === "landlock" ? LANDLOCK_EXTRA_WRITABLE.filter((p) => existsSync(p)).map((p) => canonicalPath(p)) : [];
-  return {
-    full: false,
-    roots: [...plan.writableRoots.map((w) => canonicalPath(w.root)), ...extra],
-    readOnly: enforcement === "bwrap" ? [...plan.writableRoots.flatMap((w) => w.readOnlySubpaths), ...plan.deniedPaths].map((p) => canonicalPath(p)) : [],
-  };
 }

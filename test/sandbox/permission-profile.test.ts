@@ -9,7 +9,6 @@ import { join } from "node:path";
 import {
   landlockCanEnforce,
   linuxReadableRoots,
-  planWritableView,
   parsePermissionProfile,
   pathFromUri,
   planPermissionProfile,
@@ -21,6 +20,7 @@ import {
 import { parseSandboxPolicy } from "../../src/sandbox/policy.ts";
 import { ShellmcpError } from "../../src/errors.ts";
 import { canWrite } from "../../src/sandbox/writable.ts";
+import { planWritableView } from "../../src/mcp/sandbox-state.ts";
 import fixture from "../fixtures/codex-0.169-tools-call-meta.json";
 
 let dir: string;
