@@ -79,7 +79,8 @@ function initialPolicy(mode: string | undefined): SandboxPolicy {
 
 /** Run the server until the client disconnects. Returns the exit status. */
 export async function serveMain(o: ServeOptions): Promise<number> {
-  // Everything that can be wrong is checked before the first message: fail at start-up, not mid-session.
+  // Everything that can be wrong is checked before the MCP session starts (only `initialize` may have been answered
+  // already, see mcp/early-initialize.ts): fail at start-up, not mid-session.
   let codexHome: string;
   let settings: EscalationSettings;
   let env: Record<string, string>;
