@@ -58,12 +58,16 @@ function git(dir: string, ...args: string[]): void {
   if (r.exitCode !== 0) throw new Error(`git ${args.join(" ")}: ${r.stderr}`);
 }
 
-/** The README's "From Codex" block (0.169+ form), pointed at this build and a private CODEX_HOME. */
+/**
+ * The README's "From Codex" block, pointed at this build and a private CODEX_HOME. shellmcp reads the same file
+ * (CODEX_HOME is passed on), so its dotted key `features.shell_tool` must load too.
+ */
 export function codexConfig(o: { home: string; modelUrl: string; sandbox: string; extra?: string }): string {
   return `model = "mock-model"
 model_provider = "mock"
 approval_policy = "never"
 sandbox_mode = "${o.sandbox}"
+features.shell_tool = false
 ${o.extra ?? ""}
 
 [model_providers.mock]
@@ -149,6 +153,9 @@ function scenarios(line: "0.169" | "0.97", codexPath: () => string): void {
     });
     expect(o.exitCode).toBe(0);
     expect(offersMcpServer(o.requests[0]!, "shell")).toBe(true);
+    // features.shell_tool = false: the model gets no built-in shell besides ours.
+    const names = (o.requests[0]!.tools ?? []).map((t) => t.name);
+    for (const builtin of ["shell", "exec_command", "shell_command"]) expect(names).not.toContain(builtin);
     expect(o.output).toContain("INSIDE_OK");
     expect(o.output).toContain("OUTSIDE_REFUSED");
     expect(o.output).toContain("GIT_RO");
