@@ -18,12 +18,6 @@ import { checkEscalation, escalatedEnv, type EscalationBoundary } from "./bounda
 import { encodeFrame, BASH_EXEC_WRAPPER_ENV_VAR, ESCALATE_SOCKET_ENV_VAR, EXEC_WRAPPER_ENV_VAR, type EscalateAction, type EscalateRequest } from "./protocol.ts";
 import type { Command, EscalateSpawn, WorkerEvent } from "./worker.ts";
 
-/**
- * A decision about one intercepted exec. `Escalate` runs the request's program outside the sandbox, subject to
- * the listener's {@link EscalationBoundary} (which may turn it into `Run`).
- */
-export type Decision = { kind: "Run" } | { kind: "Deny"; reason: string | null } | { kind: "Escalate" };
-
 /** Request as seen by `decide`: `file` and `workdir` resolved and normalised (relative `file` against `workdir`). */
 export interface ResolvedRequest extends EscalateRequest {
   /** Absolute, lexically normalised program path. */
@@ -34,8 +28,12 @@ export interface ResolvedRequest extends EscalateRequest {
   rawFile: string;
 }
 
-/** Decides what to do with one intercepted exec. A throw or rejection denies it (fail closed). */
-export type Decide = (request: ResolvedRequest) => Promise<Decision> | Decision;
+/**
+ * Decides what to do with one intercepted exec: the wire's {@link EscalateAction}. `Escalate` runs the program
+ * outside the sandbox, subject to the listener's {@link EscalationBoundary} (which may turn it into `Run`). A
+ * throw or rejection denies it (fail closed).
+ */
+export type Decide = (request: ResolvedRequest) => Promise<EscalateAction> | EscalateAction;
 
 /** Options of {@link EscalationServer.listen}. */
 export interface ListenOptions {

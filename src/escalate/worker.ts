@@ -25,7 +25,7 @@
  * wrapper did not send, every other fd closed, signals reset, their own process group), moved into their
  * call's cgroup when it has one, signalled through their pidfd, and reaped here.
  */
-import { writeFileSync } from "node:fs";
+import { existsSync, writeFileSync } from "node:fs";
 import * as libc from "../../ffi/libc.ts";
 import { ShellmcpError } from "../errors.ts";
 import {
@@ -76,6 +76,19 @@ export const MAX_SESSIONS = 4096;
 /** Time a peer has for each step it owes (send the request, read the answer, …), ms. */
 export const SESSION_IO_TIMEOUT_MS = 10_000;
 const RECV_CHUNK = 256 * 1024;
+
+/** The host's bash, used as a trampoline into a call's cgroup (it can exec with a chosen argv[0]). */
+const TRAMPOLINE_BASH = "/bin/bash";
+
+/**
+ * argv for `/bin/bash` that joins the cgroup (`procs`) first and then execs `spec.path` with `spec.argv` exactly
+ * (argv[0] included): the escalated program is in its call's cgroup before its first instruction, so nothing it
+ * forks can start outside. `--norc --noprofile` and a fixed script: nothing from the environment is run. A
+ * failed write stops it (exit 126) rather than running it unaccounted.
+ */
+function trampolineArgv(procs: string, spec: EscalateSpawn): string[] {
+  return [TRAMPOLINE_BASH, "--norc", "--noprofile", "-c", 'echo $$ > "$0" || exit 126; exec -a "$1" "$2" "${@:3}"', procs, spec.argv[0]!, spec.path, ...spec.argv.slice(1)];
+}
 
 /** The worker's global scope (bun-types does not declare `self` without the DOM lib). */
 const scope = globalThis as unknown as { postMessage(m: unknown): void; onmessage: ((ev: MessageEvent) => void) | null };
@@ -401,11 +414,12 @@ class EscalationWorker {
     const top = Math.max(2, ...dests) + 1;
     const sources = received.map((fd) => (dests.includes(fd) ? libc.fcntl(fd, 1030 /* F_DUPFD_CLOEXEC */, top) : fd));
     const spec = s.spawn!;
+    const procs = this.listeners.get(s.lid)?.cgroupProcs;
+    const viaTrampoline = procs !== undefined && existsSync(TRAMPOLINE_BASH);
     let pid: number;
     try {
       pid = libc.spawn({
-        path: spec.path,
-        argv: spec.argv,
+        ...(viaTrampoline ? { path: TRAMPOLINE_BASH, argv: trampolineArgv(procs, spec) } : { path: spec.path, argv: spec.argv }),
         env: spec.env,
         cwd: spec.cwd,
         fdMap: sources.map((src, i) => [src, dests[i]!] as const),
@@ -419,8 +433,7 @@ class EscalationWorker {
     s.pid = pid;
     s.pidfd = libc.pidfdOpen(pid);
     s.state = "running";
-    const procs = this.listeners.get(s.lid)?.cgroupProcs;
-    if (procs !== undefined) {
+    if (procs !== undefined && !viaTrampoline) {
       try {
         writeFileSync(procs, String(pid));
       } catch (e) {

@@ -62,6 +62,19 @@ export interface RunCommandOptions {
   writable?: (enforcement: WriteEnforcement) => WritableView;
 }
 
+/** The POSIX shell that moves itself into the call's cgroup before anything of the call runs. */
+const TRAMPOLINE_SH = "/bin/sh";
+
+/**
+ * `argv` started through `/bin/sh`, which first writes its own pid into `procs` (joining the call's cgroup) and
+ * then execs `argv`: every process of the call is in the cgroup from its first instruction (moving the shell
+ * after it started would race with its first fork). A failed write stops the call (exit 126), never runs it
+ * outside. Costs one dash start (~0.5 ms).
+ */
+export function joinCgroupFirst(procs: string, argv: string[]): string[] {
+  return [TRAMPOLINE_SH, "-c", 'echo $$ > "$0" || exit 126; exec "$@"', procs, ...argv];
+}
+
 /** Which mechanism confines the shell's writes, from how the sandbox helper is launched. */
 export function launcherEnforcement(sandboxed: boolean, launcher: SandboxLauncher): WriteEnforcement {
   if (!sandboxed) return "none";
@@ -135,12 +148,12 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
   const [readEnd, writeEnd] = libc.pipe2(libc.SOCK.SOCK_CLOEXEC);
   let proc: ReturnType<typeof Bun.spawn>;
   try {
-    proc = Bun.spawn(argv, {
+    proc = Bun.spawn(cgroup === undefined ? argv : joinCgroupFirst(cgroup.procs, argv), {
       cwd: o.workdir,
       env: { ...o.env, ...listener.shellEnv(o.wrapperPath, ESCALATE_FD), ...(hasFullNetwork(o.policy) ? {} : { CODEX_SANDBOX_NETWORK_DISABLED: "1" }) },
       stdio: ["ignore", writeEnd, writeEnd, listener.clientFd] as unknown as ["ignore", "pipe", "pipe"],
       detached: true, // setsid: the shell leads its own process group
-      argv0,
+      argv0: cgroup === undefined ? argv0 : undefined,
     });
   } catch (e) {
     libc.closeQuiet(readEnd);
@@ -151,20 +164,6 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
     return fail(`cannot start ${argv[0]}: ${(e as Error).message}`);
   }
   pid = proc.pid;
-  if (cgroup !== undefined) {
-    try {
-      cgroup.add(pid);
-    } catch (e) {
-      libc.kill(-pid, 9);
-      await proc.exited;
-      libc.closeQuiet(readEnd);
-      libc.closeQuiet(writeEnd);
-      stopwatch.dispose();
-      await listener.close();
-      void cgroup.dispose();
-      return fail(`cannot move the shell into this call's cgroup: ${(e as Error).message}`);
-    }
-  }
   o.track?.(pid, true);
   libc.closeQuiet(writeEnd);
   listener.releaseClientFd();
