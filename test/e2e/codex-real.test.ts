@@ -15,6 +15,7 @@ import { ensureBinary, ROOT } from "../helpers/binary.ts";
 import { referenceCodex } from "../helpers/reference.ts";
 import { finalMessage, functionCallOutput, mcpToolCall, offersMcpServer, ResponsesMock, type ResponsesRequest } from "../helpers/responses-mock.ts";
 import { shellsMissing } from "../helpers/shells.ts";
+import { skipWithout } from "../helpers/prereq.ts";
 
 const TRIPLE = process.arch === "arm64" ? "aarch64-unknown-linux-musl" : "x86_64-unknown-linux-musl";
 /** Codex 0.97's linux build: the npm package bundles every platform (`npm:@openai/codex@0.97.0` under this alias). */
@@ -22,10 +23,7 @@ const codex097 = join(ROOT, "node_modules", "@openai", "codex-0.97", "vendor", T
 
 const codex169 = referenceCodex();
 const missing = shellsMissing() ?? (codex169 === undefined ? "@openai/codex (0.169, linux build) is not installed: npm ci" : Bun.which("git") === null ? "git not installed" : undefined);
-if (missing !== undefined) {
-  if (process.env.CI === "true") throw new Error(`real-Codex suite cannot run: ${missing}`);
-  console.warn(`SKIP real Codex: ${missing}`);
-}
+const skip = skipWithout("real Codex", missing);
 
 const mocks: ResponsesMock[] = [];
 afterAll(() => {
@@ -216,16 +214,12 @@ function scenarios(line: "0.169" | "0.97", codexPath: () => string): void {
   }, 120_000);
 }
 
-describe.skipIf(missing !== undefined)("real Codex 0.169 (codex exec) against shellmcp serve", () => {
+describe.skipIf(skip)("real Codex 0.169 (codex exec) against shellmcp serve", () => {
   scenarios("0.169", () => codex169!);
 });
 
 // Codex 0.97's linux build comes in the main npm package (all platforms): installed as the dev dependency alias
 // `"@openai/codex-0.97": "npm:@openai/codex@0.97.0"`.
-if (missing === undefined && !existsSync(codex097)) {
-  if (process.env.CI === "true") throw new Error(`real-Codex 0.97 suite cannot run: ${codex097} missing (npm ci)`);
-  console.warn(`SKIP real Codex 0.97: ${codex097} missing`);
-}
-describe.skipIf(missing !== undefined || !existsSync(codex097))("real Codex 0.97 (codex exec) against shellmcp serve", () => {
+describe.skipIf(skip || skipWithout("real Codex 0.97", existsSync(codex097) ? undefined : "@openai/codex-0.97 (npm:@openai/codex@0.97.0) not installed: npm ci"))("real Codex 0.97 (codex exec) against shellmcp serve", () => {
   scenarios("0.97", () => codex097);
 });

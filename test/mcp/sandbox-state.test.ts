@@ -13,6 +13,7 @@ import { parseSandboxState, sandboxStateFromMeta } from "../../src/mcp/sandbox-s
 import fixture from "../fixtures/codex-0.169-tools-call-meta.json";
 import { startServe, type Session } from "../helpers/mcp.ts";
 import { shellsMissing } from "../helpers/shells.ts";
+import { skipWithout } from "../helpers/prereq.ts";
 
 const base = join(CONF_BASE, `sandbox-state-${Math.random().toString(36).slice(2)}`);
 const proj = join(base, "proj");
@@ -79,10 +80,9 @@ describe("parseSandboxState / sandboxStateFromMeta", () => {
   });
 });
 
-const missing = shellsMissing();
-if (missing !== undefined) console.warn(`SKIP serve with per-call sandbox state: ${missing}`);
+const skip = skipWithout("serve with per-call sandbox state", shellsMissing());
 
-describe.skipIf(missing !== undefined)("serve applies the per-call sandbox state", () => {
+describe.skipIf(skip)("serve applies the per-call sandbox state", () => {
   let s: Session;
   beforeAll(async () => {
     s = await startServe({});

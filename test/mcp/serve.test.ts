@@ -11,6 +11,11 @@ import { shellsMissing } from "../helpers/shells.ts";
 import { skipWithout } from "../helpers/prereq.ts";
 import { fifoMessage, mkfifo, noProcessLeft } from "../helpers/events.ts";
 
+/**
+ * Long sleeps whose command lines are unique to this test process (`sleep 100.<pid>`), so that looking for
+ * survivors never sees another checkout's tests running the same commands on this machine.
+ */
+const NAP = { 100: `sleep 100.${process.pid}`, 101: `sleep 101.${process.pid}`, 102: `sleep 102.${process.pid}` } as const;
 const skip = skipWithout("serve suite", shellsMissing());
 /** The input schema Codex 0.97 lists, byte for byte (escalation-mcp.md §4.3). */
 const ORIGINAL_INPUT_SCHEMA =
@@ -140,12 +145,12 @@ describe.skipIf(skip)("shellmcp serve (SDK client, compiled binary)", () => {
     const s = await serve({ rules: 'prefix_rule(pattern = ["sleep"], decision = "allow")\n' });
     const ws = workspace();
     const t0 = Date.now();
-    const r = await s.shell({ command: "echo started; sleep 100 & /bin/sh -c 'sleep 100' & wait", workdir: ws, login: false, timeout_ms: 1500 });
+    const r = await s.shell({ command: `echo started; ${NAP[100]} & /bin/sh -c '${NAP[100]}' & wait`, workdir: ws, login: false, timeout_ms: 1500 });
     expect(Date.now() - t0).toBeLessThan(8000);
     expect(r.out.timed_out).toBe(true);
     expect(r.isError).toBe(true);
     expect(r.out.output).toContain("started");
-    expect(await noProcessLeft("sleep 100")).toEqual([]);
+    expect(await noProcessLeft(NAP[100])).toEqual([]);
   });
 
   test("time waiting for a human does not count against timeout_ms", async () => {
@@ -222,11 +227,11 @@ describe.skipIf(skip)("shellmcp serve (SDK client, compiled binary)", () => {
     mkfifo(join(ws, "up"));
     const up = fifoMessage(join(ws, "up"));
     const ac = new AbortController();
-    const p = s.shell({ command: "sleep 101 & echo up > up; sleep 101; echo never", workdir: ws, login: false, timeout_ms: 60000 }, { signal: ac.signal });
+    const p = s.shell({ command: `${NAP[101]} & echo up > up; ${NAP[101]}; echo never`, workdir: ws, login: false, timeout_ms: 60000 }, { signal: ac.signal });
     expect(await up).toBe("up\n");
     ac.abort();
     await expect(p).rejects.toThrow();
-    expect(await noProcessLeft("sleep 101")).toEqual([]);
+    expect(await noProcessLeft(NAP[101])).toEqual([]);
   });
 
   test("the shell's environment follows shell_environment_policy: *TOKEN* excluded by default, -c overrides", async () => {
@@ -268,7 +273,7 @@ describe.skipIf(skip)("robustness (raw stdio)", () => {
     send("{not json");
     send("[1,2,3]");
     send('{"jsonrpc":"2.0","id":6,"method":"tools/list"}');
-    send('{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"shell","arguments":{"command":"sleep 102 & echo bg","workdir":"' + ws + '","login":false}}}');
+    send('{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"shell","arguments":{"command":"' + NAP[102] + ' & echo bg","workdir":"' + ws + '","login":false}}}');
     await (p.stdin as import("bun").FileSink).flush();
     const reader = p.stdout.getReader();
     let text = "";
@@ -285,6 +290,6 @@ describe.skipIf(skip)("robustness (raw stdio)", () => {
     expect(text).toContain(`"inputSchema":${ORIGINAL_INPUT_SCHEMA}`);
     await (p.stdin as import("bun").FileSink).end();
     expect(await p.exited).toBe(0);
-    expect(await noProcessLeft("sleep 102")).toEqual([]);
+    expect(await noProcessLeft(NAP[102])).toEqual([]);
   });
 });

@@ -197,7 +197,7 @@ describe.skipIf(process.platform !== "linux")("missing kernel features fail clos
   });
 });
 
-describe.skipIf(process.platform !== "linux" || !bwrapUsable)("bwrap mount order", () => {
+describe.skipIf(process.platform !== "linux" || skipWithout("bwrap mount-order tests", bwrapMissing))("bwrap mount order", () => {
   // A read-only re-bind must come after every writable bind that covers it: before the fix, the /tmp bind
   // (added after the cwd's) covered the cwd's read-only .git and made it writable again.
   for (const where of ["/tmp", "TMPDIR"] as const) {
@@ -217,7 +217,7 @@ describe.skipIf(process.platform !== "linux" || !bwrapUsable)("bwrap mount order
 });
 
 for (const backend of ["landlock", "bwrap"] as const) {
-  describe.skipIf(process.platform !== "linux" || !hasPython || (backend === "bwrap" && !bwrapUsable))(`network off (${backend})`, () => {
+  describe.skipIf(process.platform !== "linux" || noPython() || (backend === "bwrap" && skipWithout("network-off tests (bwrap)", bwrapMissing)))(`network off (${backend})`, () => {
     test("send() on an AF_UNIX socketpair works; sendto with an address and AF_INET sockets stay denied", () => {
       const b = box();
       const script = [
