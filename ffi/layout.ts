@@ -76,13 +76,33 @@ export interface ArchLayout {
   readonly auditArch: number | undefined;
 }
 
-/** Raw syscalls we issue by number. */
-export type SyscallName =
-  | "landlock_create_ruleset"
-  | "landlock_add_rule"
-  | "landlock_restrict_self"
-  | "seccomp"
-  | "gettid";
+/**
+ * Linux syscall numbers, per architecture: the raw syscalls we issue through `syscall(2)` (Landlock, seccomp,
+ * pidfds, gettid) and the ones the seccomp filter names (src/sandbox/linux/seccomp.ts). From the kernel's
+ * syscall tables (arch/x86/entry/syscalls/syscall_64.tbl; include/uapi/asm-generic/unistd.h for arm64);
+ * test/ffi/layout.test.ts checks every one against the host's <sys/syscall.h>.
+ */
+export const LINUX_SYSCALLS = {
+  "linux-x64": {
+    landlock_create_ruleset: 444, landlock_add_rule: 445, landlock_restrict_self: 446, seccomp: 317, gettid: 186,
+    pidfd_open: 434, pidfd_send_signal: 424,
+    socket: 41, connect: 42, accept: 43, sendto: 44, shutdown: 48, bind: 49, listen: 50, getsockname: 51, getpeername: 52,
+    socketpair: 53, setsockopt: 54, getsockopt: 55, ptrace: 101, accept4: 288, recvmmsg: 299, sendmmsg: 307,
+    process_vm_readv: 310, process_vm_writev: 311, io_uring_setup: 425, io_uring_enter: 426, io_uring_register: 427,
+  },
+  "linux-arm64": {
+    landlock_create_ruleset: 444, landlock_add_rule: 445, landlock_restrict_self: 446, seccomp: 277, gettid: 178,
+    pidfd_open: 434, pidfd_send_signal: 424,
+    socket: 198, connect: 203, accept: 202, sendto: 206, shutdown: 210, bind: 200, listen: 201, getsockname: 204, getpeername: 205,
+    socketpair: 199, setsockopt: 208, getsockopt: 209, ptrace: 117, accept4: 242, recvmmsg: 243, sendmmsg: 269,
+    process_vm_readv: 270, process_vm_writev: 271, io_uring_setup: 425, io_uring_enter: 426, io_uring_register: 427,
+  },
+} as const satisfies Record<"linux-x64" | "linux-arm64", Record<string, number>>;
+
+/** Syscalls known by number (the keys of {@link LINUX_SYSCALLS}). */
+export type SyscallName = keyof (typeof LINUX_SYSCALLS)["linux-x64"];
+
+const NO_SYSCALLS = Object.fromEntries(Object.keys(LINUX_SYSCALLS["linux-x64"]).map((k) => [k, undefined])) as Record<SyscallName, undefined>;
 
 /** Socket and fd constants. */
 export interface SocketConstants {
@@ -104,6 +124,8 @@ export interface SocketConstants {
   F_SETFD: number;
   F_GETFL: number;
   F_SETFL: number;
+  /** `fcntl` command: duplicate to the lowest free fd ≥ arg, with FD_CLOEXEC set. */
+  F_DUPFD_CLOEXEC: number;
   FD_CLOEXEC: number;
 }
 
@@ -126,6 +148,7 @@ const LINUX_SOCK: SocketConstants = {
   F_SETFD: 2,
   F_GETFL: 3,
   F_SETFL: 4,
+  F_DUPFD_CLOEXEC: 1030,
   FD_CLOEXEC: 1,
 };
 
@@ -148,6 +171,7 @@ const DARWIN_SOCK: SocketConstants = {
   F_SETFD: 2,
   F_GETFL: 3,
   F_SETFL: 4,
+  F_DUPFD_CLOEXEC: 67,
   FD_CLOEXEC: 1,
 };
 
@@ -188,10 +212,7 @@ function linuxLayout(arch: "linux-x64" | "linux-arm64"): ArchLayout {
       { name: "sa_restorer", ...PTR },
     ]),
     sigsetBytes: 128,
-    sys:
-      arch === "linux-x64"
-        ? { landlock_create_ruleset: 444, landlock_add_rule: 445, landlock_restrict_self: 446, seccomp: 317, gettid: 186 }
-        : { landlock_create_ruleset: 444, landlock_add_rule: 445, landlock_restrict_self: 446, seccomp: 277, gettid: 178 },
+    sys: LINUX_SYSCALLS[arch],
     sock: LINUX_SOCK,
     // AUDIT_ARCH_X86_64 = EM_X86_64(62)|__AUDIT_ARCH_64BIT|__AUDIT_ARCH_LE; AUDIT_ARCH_AARCH64 = EM_AARCH64(183)|…
     auditArch: arch === "linux-x64" ? 0xc000003e : 0xc00000b7,
@@ -234,7 +255,7 @@ function darwinLayout(arch: "darwin-x64" | "darwin-arm64"): ArchLayout {
       { name: "sa_flags", ...INT },
     ]),
     sigsetBytes: 4,
-    sys: { landlock_create_ruleset: undefined, landlock_add_rule: undefined, landlock_restrict_self: undefined, seccomp: undefined, gettid: undefined },
+    sys: NO_SYSCALLS,
     sock: DARWIN_SOCK,
     auditArch: undefined,
   };

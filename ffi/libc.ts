@@ -11,7 +11,7 @@
  */
 import { dlopen, FFIType, ptr, read, CString, type ConvertFns, type Pointer } from "bun:ffi";
 import { ShellmcpError } from "../src/errors.ts";
-import { archLayout, cmsgLen, cmsgSpace, hostArch, maxSignal, type ArchLayout } from "./layout.ts";
+import { archLayout, cmsgLen, cmsgSpace, hostArch, maxSignal, type ArchLayout, type SyscallName } from "./layout.ts";
 
 /** Layout table of the running architecture. */
 export const L: ArchLayout = archLayout(hostArch());
@@ -436,6 +436,16 @@ export function prctl(option: number, a2 = 0, a3 = 0, a4 = 0, a5 = 0): number {
 export type SyscallArg = number | bigint | NodeJS.TypedArray | DataView | null;
 
 /**
+ * The number of syscall `name` on this host, from the one table in ffi/layout.ts. Throws `SYSCALL` when this
+ * OS has no such syscall (e.g. pidfds on macOS).
+ */
+export function syscallNumber(name: SyscallName): number {
+  const nr = L.sys[name];
+  if (nr === undefined) throw new ShellmcpError("SYSCALL", `${name} is not available on ${process.platform}`, { call: name });
+  return nr;
+}
+
+/**
  * Raw `syscall(nr, a1..a6)` → result (≥ 0). Missing arguments are passed as 0 (libc's `syscall` is variadic,
  * and a short declaration leaves garbage in later registers: EINVAL). Throws `SYSCALL` with errno on -1.
  */
@@ -606,7 +616,7 @@ export function kill(pid: number, sig: number): void {
 
 /** `pidfd_open(pid)`: an fd that polls readable when the process ends (Linux 5.3+). CLOEXEC. */
 export function pidfdOpen(pid: number): number {
-  return syscall("pidfd_open", 434, pid, 0);
+  return syscall("pidfd_open", syscallNumber("pidfd_open"), pid, 0);
 }
 
 /**
@@ -615,7 +625,7 @@ export function pidfdOpen(pid: number): number {
  */
 export function pidfdSendSignal(pidfd: number, sig: number): void {
   try {
-    syscall("pidfd_send_signal", 424, pidfd, sig, 0, 0);
+    syscall("pidfd_send_signal", syscallNumber("pidfd_send_signal"), pidfd, sig, 0, 0);
   } catch (e) {
     if (!(e instanceof ShellmcpError && e.data.errno === ERRNO.ESRCH)) throw e;
   }

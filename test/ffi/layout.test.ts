@@ -107,4 +107,20 @@ int main(void) {
     expect(Number(facts["cmsg.space1"])).toBe(cmsgSpace(l, 4));
     expect(Number(facts["sigset.size"])).toBe(l.sigsetBytes);
   });
+
+  test("every syscall number and socket/fcntl constant equals the host's headers", () => {
+    const l = archLayout(hostArch as "linux-x64");
+    const dir = tempDir();
+    const src = join(dir, "sys.c");
+    const sys = Object.keys(l.sys).map((n) => `  printf("sys.${n}=%ld\\n", (long)SYS_${n});`).join("\n");
+    const sock = Object.keys(l.sock).map((n) => `  printf("sock.${n}=%ld\\n", (long)${n});`).join("\n");
+    writeFileSync(src, `#define _GNU_SOURCE\n#include <stdio.h>\n#include <fcntl.h>\n#include <sys/socket.h>\n#include <sys/syscall.h>\nint main(void) {\n${sys}\n${sock}\n  return 0;\n}\n`);
+    const exe = join(dir, "sys");
+    const cc = Bun.spawnSync([gcc!, "-o", exe, src], { stderr: "pipe" });
+    expect(cc.stderr.toString()).toBe("");
+    expect(cc.exitCode).toBe(0);
+    const facts = Object.fromEntries(Bun.spawnSync([exe]).stdout.toString().trim().split("\n").map((x) => x.split("=") as [string, string]));
+    for (const [n, nr] of Object.entries(l.sys)) expect(`${n}=${facts[`sys.${n}`]}`).toBe(`${n}=${nr}`);
+    for (const [n, v] of Object.entries(l.sock)) expect(`${n}=${facts[`sock.${n}`]}`).toBe(`${n}=${v}`);
+  });
 });
