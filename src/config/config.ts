@@ -130,7 +130,7 @@ export function shellEnvironmentPolicy(cfg: Config): ShellEnvironmentPolicy {
 }
 
 /**
- * Apply the policy to `env` (sandbox.md §7.2): start set (all / core / none), drop default excludes, drop
+ * Apply the policy to `env` (docs/sandbox.md, "Environment"): start set (all / core / none), drop default excludes, drop
  * `exclude` patterns, add `set`, keep only `include_only` patterns if any. Patterns are case-insensitive globs.
  */
 export function applyEnvironmentPolicy(p: ShellEnvironmentPolicy, env: Record<string, string | undefined>): Record<string, string> {

@@ -1,5 +1,5 @@
 /**
- * Escalation wire protocol, exactly as Codex serialises it (escalation-mcp.md §2).
+ * Escalation wire protocol, exactly as Codex serialises it (docs/escalation.md, "Wire protocol").
  *
  * Handshake: the wrapper sends a 1-byte datagram (`0x00`) carrying one fd (its end of a new stream
  * socketpair) with `SCM_RIGHTS` on the `CODEX_ESCALATE_SOCKET` datagram socket. Then, on the stream:

@@ -1,6 +1,6 @@
 /**
  * Escalation server (main-thread side): one per `shellmcp serve` process, any number of concurrent listeners
- * (one per shell run), any number of concurrent sessions (one per intercepted exec) — escalation-mcp.md §2.6.
+ * (one per shell run), any number of concurrent sessions (one per intercepted exec) — docs/escalation.md, "Server side".
  *
  * The socket work happens in a Worker (./worker.ts) blocked in poll(2); this side only decides. Each listener
  * owns a datagram socketpair: the client end goes to the shell (put it at some fd in the child and export

@@ -1,6 +1,6 @@
 /**
  * Frame I/O on blocking stream sockets (the wrapper side, and tests), following Codex's framing
- * (escalation-mcp.md §2.3): the whole frame is written with `sendmsg`, continuing after partial writes, with
+ * (docs/escalation.md, "Framing"): the whole frame is written with `sendmsg`, continuing after partial writes, with
  * the `SCM_RIGHTS` control message on the first chunk only; the receiver's first header read collects the fds.
  */
 import { recvmsg, sendmsg, MAX_FDS_PER_MESSAGE } from "../../ffi/libc.ts";

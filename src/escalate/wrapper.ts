@@ -1,6 +1,6 @@
 /**
  * arg0 role `codex-execve-wrapper`: the exec wrapper the patched shell runs instead of every program
- * (escalation-mcp.md §2.2–2.8, §5.3).
+ * (docs/escalation.md, "Wire protocol" and "Patched shells: the argv contract").
  *
  * Argv contract: `[WRAPPER, TARGET_PATH, ORIG_ARGV0, ORIG_ARGV1, …]`, so `args` here is
  * `[TARGET_PATH, ORIG_ARGV0, …]`. There is no option parsing: argv[0] may start with `-` (`exec -l`), which

@@ -1,5 +1,5 @@
 /**
- * "Always allow" amendments (execpolicy.md §3.3): append
+ * "Always allow" amendments (docs/execpolicy.md, "Amendments"): append
  *   prefix_rule(pattern=["tok1", "tok2"], decision="allow")
  * to `$CODEX_HOME/rules/default.rules`, exactly as Codex writes it, so the files stay compatible with Codex's
  * loader and de-duplication. Tokens are JSON-escaped (serde_json rules). The append happens under an exclusive

@@ -1,5 +1,5 @@
 /**
- * `shellmcp execpolicy check`: the same JSON as `codex execpolicy check` (execpolicy.md §4).
+ * `shellmcp execpolicy check`: the same JSON as `codex execpolicy check` (docs/execpolicy.md, "`execpolicy check`").
  */
 import type { Evaluation } from "./policy.ts";
 

@@ -1,5 +1,5 @@
 /**
- * Where rules come from (execpolicy.md §3.1), in load order:
+ * Where rules come from (docs/execpolicy.md, "Where rules come from"), in load order:
  *   1. system  `/etc/codex/rules/*.rules`
  *   2. user    `$CODEX_HOME/rules/*.rules` (default `~/.codex`)
  *   3. project `<dir>/.codex/rules/*.rules` for each dir from the repository root (nearest ancestor of the

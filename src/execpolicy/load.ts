@@ -1,7 +1,7 @@
 /**
  * Loading `.rules` files into a {@link Policy}: the builtins `prefix_rule`, `host_executable` and
- * `network_rule` with Codex's validation order and messages (execpolicy.md §1.3–1.4), deferred per-call
- * `match`/`not_match` self-tests (§2.4), and errors that name file, line and column.
+ * `network_rule` with Codex's validation order and messages (docs/execpolicy.md, "Builtins" and "Errors"), deferred per-call
+ * `match`/`not_match` self-tests (docs/execpolicy.md, "Self-tests"), and errors that name file, line and column.
  */
 import { readFileSync } from "node:fs";
 import { ShellmcpError } from "../errors.ts";

@@ -1,6 +1,6 @@
 /**
  * The exec policy: prefix rules, host executables and network rules, and how a command is matched against
- * them (execpolicy.md §2). Pure logic; no I/O.
+ * them (docs/execpolicy.md, "Matching a command" and "Combining matches"). Pure logic; no I/O.
  */
 import { homedir } from "node:os";
 import { isAbsolute, normalize, resolve } from "node:path";
@@ -111,7 +111,7 @@ export class Policy {
   }
 
   /**
-   * Every rule matching `cmd`, in insertion order (execpolicy.md §2.3): exact first-token matches; only when
+   * Every rule matching `cmd`, in insertion order (docs/execpolicy.md, "Matching a command"): exact first-token matches; only when
    * there are none and `resolveHostExecutables` is on, rules for the basename of the program path, restricted
    * by `host_executable` allowlists, reported with `resolvedProgram`.
    */
@@ -149,7 +149,7 @@ export class Policy {
     return decision === undefined ? { matchedRules: matches } : { matchedRules: matches, decision };
   }
 
-  /** Network allow/deny host lists compiled from the rules (§1.3.3): later writes move a host. */
+  /** Network allow/deny host lists compiled from the rules (docs/execpolicy.md, "Builtins"): later writes move a host. */
   networkLists(): { allowed: string[]; denied: string[] } {
     const allowed: string[] = [];
     const denied: string[] = [];

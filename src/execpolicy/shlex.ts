@@ -3,7 +3,7 @@
  *
  * - {@link shlexSplit}: how `match`/`not_match` example strings become argv (quotes, backslash escapes,
  *   `#` comments at the start of a word); `undefined` for invalid syntax (unbalanced quote, trailing `\`).
- * - {@link shlexQuote}/{@link shlexJoin}: how Codex renders argv in messages (escalation-mcp.md §3.5):
+ * - {@link shlexQuote}/{@link shlexJoin}: how Codex renders argv in messages (docs/escalation.md, "Elicitation"):
  *   greedy chunks, each unquoted if possible, else single-quoted, else double-quoted.
  */
 

@@ -1,5 +1,5 @@
 /**
- * What `serve` does with each intercepted exec (escalation-mcp.md §3.3), given the loaded `.rules`:
+ * What `serve` does with each intercepted exec (docs/escalation.md, "Decisions"), given the loaded `.rules`:
  *
  * | outcome          | a rule decided        | no rule matched (heuristic) |
  * |------------------|-----------------------|-----------------------------|

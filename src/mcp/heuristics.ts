@@ -1,5 +1,5 @@
 /**
- * `command_might_be_dangerous` as Codex 0.97 shipped it (escalation-mcp.md §3.4): the fallback that makes an
+ * `command_might_be_dangerous` as Codex 0.97 shipped it (docs/escalation.md, "The danger heuristic"): the fallback that makes an
  * exec no rule matched `prompt` instead of `allow`.
  */
 import { shlexSplit } from "../execpolicy/shlex.ts";

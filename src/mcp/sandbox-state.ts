@@ -2,7 +2,7 @@
  * Codex's sandbox state, both ways it reaches an MCP server that declares the `codex/sandbox-state` capability:
  *
  * - Codex 0.97: the `codex/sandbox-state/update` request, params `{sandboxPolicy, sandboxCwd,
- *   codexLinuxSandboxExe?, useLinuxSandboxBwrap?}` (escalation-mcp.md §4.5). It sets the session's state: it
+ *   codexLinuxSandboxExe?, useLinuxSandboxBwrap?}` (docs/escalation.md, "Sandbox state"). It sets the session's state: it
  *   applies to the calls that start after it.
  * - Codex 0.169: never sends the update; every `tools/call` carries the state in
  *   `params._meta["codex/sandbox-state"]` (a copy in `"codex/sandbox-state-meta"`, and

@@ -1,6 +1,6 @@
 /**
- * The `shell` tool: the same name, description and input schema as Codex's shell-tool MCP (escalation-mcp.md
- * §4.3, key order included), a result with the same text JSON (`exit_code`, `output`, `duration {secs, nanos}`,
+ * The `shell` tool: the same name, description and input schema as Codex's shell-tool MCP (docs/escalation.md,
+ * "The `shell` tool", key order included), a result with the same text JSON (`exit_code`, `output`, `duration {secs, nanos}`,
  * `timed_out`), plus `structuredContent` with the same fields and a matching `outputSchema`.
  */
 import { isAbsolute, resolve } from "node:path";

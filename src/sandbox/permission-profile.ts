@@ -461,7 +461,7 @@ export function planPermissionProfile(p: PermissionProfile, cwd: string, env: Re
 }
 
 /**
- * A legacy `SandboxPolicy` as a plan (sandbox.md §1.2–1.4): the writable roots and read-only subpaths of
+ * A legacy `SandboxPolicy` as a plan (docs/sandbox.md, "Writable roots", "Protected paths inside writable roots" and "Read access"): the writable roots and read-only subpaths of
  * {@link writableRoots}, the readable roots of {@link readableRoots} (without platform defaults, which are
  * `includePlatformDefaults`), `strict` false.
  */

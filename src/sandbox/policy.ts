@@ -1,6 +1,6 @@
 /**
- * Codex's `SandboxPolicy` (sandbox.md §1.1) — the JSON `codex/sandbox-state/update` carries and the Linux
- * helper takes with `--sandbox-policy` — plus the writable/readable roots every backend enforces (§1.2–1.4).
+ * Codex's `SandboxPolicy` (docs/sandbox.md, "Policy model") — the JSON `codex/sandbox-state/update` carries and the Linux
+ * helper takes with `--sandbox-policy` — plus the writable/readable roots every backend enforces (docs/sandbox.md, "Writable roots" and "Read access").
  *
  * Canonical JSON is Codex's: internally tagged on `type` (kebab-case), snake_case fields. The camelCase mirror
  * of Codex's app-server API is accepted too. Unlike Codex, unknown fields are an error, not ignored: a typo in
@@ -227,7 +227,7 @@ export function gitdirPointer(dotGit: string): string | undefined {
 export const PROTECTED_NAMES = [".git", ".agents", ".codex"] as const;
 
 /**
- * Read-only subpaths of `root` (sandbox.md §1.3): `.git` if it exists as a directory or file (and the gitdir a
+ * Read-only subpaths of `root` (docs/sandbox.md, "Protected paths inside writable roots"): `.git` if it exists as a directory or file (and the gitdir a
  * `.git` file points at, listed first); `.agents` if it is a directory; `.codex` if it is a directory, or always
  * when `root` is the policy cwd (so the agent cannot create `.codex/config.toml`).
  */
@@ -246,7 +246,7 @@ export function readOnlySubpaths(root: string, isCwd: boolean): string[] {
 }
 
 /**
- * Writable roots of a policy (sandbox.md §1.2): `writable_roots`, then `cwd`, then `/tmp` (unless
+ * Writable roots of a policy (docs/sandbox.md, "Writable roots"): `writable_roots`, then `cwd`, then `/tmp` (unless
  * `exclude_slash_tmp`, and only if it is a directory), then `$TMPDIR` (unless `exclude_tmpdir_env_var`; must be
  * absolute). Roots that do not exist are skipped; duplicates (by canonical path) keep the first. Empty for
  * policies without workspace writes.
@@ -275,7 +275,7 @@ export function writableRoots(p: SandboxPolicy, cwd: string, env: Record<string,
 export const LINUX_PLATFORM_READ_DEFAULTS = ["/bin", "/sbin", "/usr", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/dev", "/proc", "/sys/devices/system/cpu"];
 
 /**
- * Readable roots for a restricted-read policy (sandbox.md §1.4): `readable_roots`, the cwd, every writable root,
+ * Readable roots for a restricted-read policy (docs/sandbox.md, "Read access"): `readable_roots`, the cwd, every writable root,
  * the platform defaults when asked for, and `extra` (e.g. the shellmcp binary's folder). `undefined` means
  * everything is readable.
  */

@@ -1,5 +1,5 @@
 /**
- * A pausable stopwatch for a call's timeout (escalation-mcp.md §4.6): time spent waiting for a human (an
+ * A pausable stopwatch for a call's timeout (docs/escalation.md, "Timeouts, the stopwatch, cancellation"): time spent waiting for a human (an
  * elicitation) does not count. Pauses are reference-counted, so overlapping prompts (background jobs in one
  * command) keep it paused until the last one is answered.
  */

@@ -36,7 +36,7 @@ describe("per-arch tables", () => {
         const got = l[name as keyof typeof LP64_GLIBC];
         expect({ size: got.size, offsets: got.offsets }).toEqual(want);
       }
-      // One fd: cmsg_len 20, controllen 24 (observed on the wire by strace, escalation-mcp.md §2.2).
+      // One fd: cmsg_len 20, controllen 24 (observed on the wire by strace, docs/escalation.md, "Handshake").
       expect(cmsgLen(l, 4)).toBe(20);
       expect(cmsgSpace(l, 4)).toBe(24);
       expect(cmsgSpace(l, 12)).toBe(32);

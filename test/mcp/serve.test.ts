@@ -17,7 +17,7 @@ import { fifoMessage, mkfifo, noProcessLeft } from "../helpers/events.ts";
  */
 const NAP = { 100: `sleep 100.${process.pid}`, 101: `sleep 101.${process.pid}`, 102: `sleep 102.${process.pid}` } as const;
 const skip = skipWithout("serve suite", shellsMissing());
-/** The input schema Codex 0.97 lists, byte for byte (escalation-mcp.md §4.3). */
+/** The input schema Codex 0.97 lists, byte for byte (docs/escalation.md, "The `shell` tool"). */
 const ORIGINAL_INPUT_SCHEMA =
   '{"$schema":"https://json-schema.org/draft/2020-12/schema","title":"ExecParams","type":"object","properties":{"command":{"description":"The bash string to execute.","type":"string"},"workdir":{"description":"The working directory to execute the command in. Must be an absolute path.","type":"string"},"timeout_ms":{"description":"The timeout for the command in milliseconds.","type":"integer","format":"uint64","minimum":0,"nullable":true},"login":{"description":"Launch Bash with -lc instead of -c: defaults to true.","type":"boolean","nullable":true}},"required":["command","workdir"]}';
 const sessions: Session[] = [];

@@ -1,6 +1,6 @@
 /**
  * arg0 role `codex-linux-sandbox` (also `shellmcp --codex-run-as-linux-sandbox …`): Codex's Linux sandbox
- * helper CLI (sandbox.md §5.2):
+ * helper CLI (docs/sandbox.md, "The helper's command line"):
  *
  *   codex-linux-sandbox --sandbox-policy-cwd DIR (--sandbox-policy JSON | --permission-profile JSON)
  *                       [--command-cwd DIR] [--use-bwrap-sandbox] [--backend auto|bwrap|landlock] [--no-proc]

@@ -1,5 +1,5 @@
 /**
- * Landlock (sandbox.md §2): a ruleset for the highest ABI the kernel offers (best effort down to ABI 1),
+ * Landlock (docs/sandbox.md, "Landlock + seccomp backend"): a ruleset for the highest ABI the kernel offers (best effort down to ABI 1),
  * applied with `landlock_restrict_self` on the calling thread right before execve.
  *
  * Rules (Codex's, plus what Codex lacked):

@@ -42,7 +42,7 @@ export interface SandboxRun {
   noProc?: boolean;
 }
 
-/** The seccomp mode a policy needs (sandbox.md §3.1), or undefined for none. */
+/** The seccomp mode a policy needs (docs/sandbox.md, "seccomp filter"), or undefined for none. */
 export function seccompModeFor(p: SandboxPolicy): SeccompMode | undefined {
   if (!hasFullNetwork(p)) return "restricted";
   if (!hasFullDiskWrite(p)) return "vsock";
@@ -271,7 +271,7 @@ export function releaseBwrapPlan(plan: BwrapPlan): void {
 }
 
 /**
- * Build the bwrap argv (sandbox.md §4.5/§4.7). Refuses (throws) when a protected path is a symlink: writing
+ * Build the bwrap argv (docs/sandbox.md, "Bubblewrap backend"). Refuses (throws) when a protected path is a symlink: writing
  * through it would escape the read-only re-bind (Codex 0.169: "crosses writable symlink").
  */
 export function planBwrap(bwrap: string, run: SandboxRun, opts: { seccompFd?: number } = {}): BwrapPlan {

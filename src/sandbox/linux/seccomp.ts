@@ -1,5 +1,5 @@
 /**
- * The seccomp filter (sandbox.md §3): Codex's "Restricted" network filter, plus hardening Codex lacks.
+ * The seccomp filter (docs/sandbox.md, "seccomp filter"): Codex's "Restricted" network filter, plus hardening Codex lacks.
  *
  * Program shape:
  *   arch ≠ this arch            → KILL_PROCESS (also stops i386 `int 0x80` socketcall tricks)
