@@ -8,8 +8,12 @@
 # RUN_PKGS: what the binary and the tests use at run time: bubblewrap (the bwrap backend), zsh and git (the
 #   agent-session test), python3, strace, procps, curl, ca-certificates (npm and curl over https).
 # Node and npm (for `npm ci`, which brings Bun) come from Debian's nodejs/npm when `node`/`npm` are missing.
-# test/scripts/packages.test.ts checks these lists against the tools the scripts call.
+# scripts/check-build-deps.sh checks SHELL_BUILD_PKGS against the programs the shell build really runs.
 SHELL_BUILD_PKGS=(build-essential autoconf dpkg-dev patch xz-utils libncurses-dev)
+# SHELL_BUILD_OPTIONAL_PKGS: tools the build runs when they are there and does without otherwise (not installed;
+# a clean-root build without them passes, scripts/fresh-machine.sh): gettext (bash's po/ targets), man-db and
+# bsdextrautils (`man`, `col`: zsh's documentation). scripts/check-build-deps.sh accepts them.
+SHELL_BUILD_OPTIONAL_PKGS=(gettext man-db bsdextrautils)
 RUN_PKGS=(bubblewrap git zsh curl ca-certificates python3 strace procps)
 
 # apt_retry ARGS…: apt-get that waits for the dpkg lock, and retries when another apt holds the lists lock
