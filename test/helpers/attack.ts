@@ -140,6 +140,11 @@ def handshake(sock_to_give):
     d = socket.socket(fileno=os.dup(ESC))
     d.sendmsg([b"\\0"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [sock_to_give.fileno()]))])
     d.detach()
+def writeall(sock, data):
+    # os.write, not send(): send() is sendto(…, NULL, 0), which today's network-off filter denies.
+    view = memoryview(data)
+    while view:
+        view = view[os.write(sock.fileno(), view):]
 def request(argv):
     return frame({"file": argv[0], "argv": argv, "workdir": os.getcwd(), "env": {"PATH": "/usr/bin:/bin"}})
 `;
@@ -209,10 +214,10 @@ def one():
     give.close()
     socks.append(mine)
     try:
-        mine.sendall(struct.pack("<I", SIZE))
+        writeall(mine, struct.pack("<I", SIZE))
         chunk = b"a" * (1024 * 1024)
         for _ in range(${mib}):
-            mine.sendall(chunk)
+            writeall(mine, chunk)
         ok[0] += 1
     except OSError:
         pass
