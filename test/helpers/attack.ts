@@ -137,7 +137,7 @@ def frame(obj):
     b = json.dumps(obj).encode()
     return struct.pack("<I", len(b)) + b
 def handshake(sock_to_give):
-    d = socket.socket(fileno=os.dup(ESC))
+    d = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM, 0, os.dup(ESC))  # family given: no getsockopt (denied by seccomp)
     d.sendmsg([b"\\0"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [sock_to_give.fileno()]))])
     d.detach()
 def writeall(sock, data):
@@ -152,14 +152,13 @@ def request(argv):
 /**
  * The wedge (issue 11 item 1): fill the receive queue of `keep`, queue a request frame for `give`, hand `give` to
  * the server, then hold `keep` open without reading. Prints `HANDED`, then `CLOSED after Ns` once the server has
- * closed its end (the session failed closed), or `STILL-OPEN` after `holdSeconds`.
+ * closed its end (POLLHUP: the session failed closed), or `STILL-OPEN` after `holdSeconds`. It never reads.
  */
 export function wedgeProgram(holdSeconds: number): string {
   return (
     PY_PRELUDE +
     `
 keep, give = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-keep.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
 give.setblocking(False)
 n = 0
 while True:
@@ -172,24 +171,15 @@ handshake(give)
 give.close()
 print("HANDED", n, flush=True)
 t0 = time.time()
-keep.setblocking(False)
+# Never read (reading would let the server's answer through): poll for POLLHUP, which a stream socket reports
+# once the peer has closed, even with unread data queued.
+import select
+p = select.poll()
+p.register(keep.fileno(), select.POLLHUP)
 state = "STILL-OPEN"
 while time.time() - t0 < ${holdSeconds}:
-    time.sleep(0.5)
-    # Drain only after the server had time to try writing its answer; EOF means it closed the session.
-    if time.time() - t0 < 2:
-        continue
-    try:
-        while True:
-            b = keep.recv(65536)
-            if b == b"":
-                state = "CLOSED after %ds" % (time.time() - t0)
-                break
-    except BlockingIOError:
-        pass
-    except OSError:
-        state = "CLOSED after %ds (reset)" % (time.time() - t0)
-    if state != "STILL-OPEN":
+    if any(ev & select.POLLHUP for _, ev in p.poll(500)):
+        state = "CLOSED after %ds" % (time.time() - t0)
         break
 print(state, flush=True)
 `
