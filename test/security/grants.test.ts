@@ -6,7 +6,7 @@
  * verdict is a marker file in a host directory that is not a writable root of the sandbox.
  */
 import { afterAll, describe, expect, test } from "bun:test";
-import { chmodSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
+import { chmodSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { buildPreload, closeAll, confDir, exists, hostGit, requirePrograms, serveWithPid, token } from "../helpers/attack.ts";
 

@@ -5,7 +5,7 @@
  * socketpair through while still denying `sendto` with an address.
  */
 import { afterAll, describe, expect, test } from "bun:test";
-import { mkdirSync, mkdtempSync, readFileSync } from "node:fs";
+import { mkdtempSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { closeAll, confDir, hostGit, py, requirePrograms, serveWithPid, token } from "../helpers/attack.ts";
 
