@@ -2,6 +2,7 @@
  * `shellmcp serve`: the MCP server (stdio) with the `shell` tool — a drop-in for Codex's
  * `codex-exec-mcp-server`. Wires the pieces: exec policy (rules), escalation server, sandbox, patched shell, MCP.
  */
+import * as libc from "../ffi/libc.ts";
 import { CgroupManager } from "./shell/cgroup.ts";
 import { existsSync, mkdtempSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -137,6 +138,14 @@ export async function serveMain(o: ServeOptions): Promise<number> {
     return 1;
   }
 
+  // Non-dumpable: this process's /proc files (environ: the secrets the shells do not get) are readable only
+  // with CAP_SYS_PTRACE, which no sandboxed command has (bwrap drops every capability, the Landlock helper drops
+  // this one). Children are dumpable again after their exec.
+  try {
+    libc.prctl(libc.PR.SET_DUMPABLE, 0);
+  } catch (e) {
+    log.warn("cannot make the server non-dumpable", { error: (e as Error).message });
+  }
   const wrapperPath = o.execve ?? selfAs("codex-execve-wrapper");
   const helperExe = selfAs("codex-linux-sandbox");
   // The escalation server (a worker) starts beside the MCP session; a call waits for it, a failure ends the server.
