@@ -17,7 +17,8 @@
  * - each excluded subpath is refused both as `literal` and `subpath` (Codex 0.97 only had `subpath`, which let a
  *   command create a missing `.codex` and then write inside it);
  * - for legacy policies, `.git`, `.agents` and `.codex` are kept read-only under every writable root even when
- *   they do not exist yet (Codex 0.169 does this with regexes spliced into the text; we use parameters).
+ *   they do not exist yet (Codex 0.169 does this with regexes spliced into the text; we use parameters);
+ * - a writable root that contains another (a cwd under `/tmp`) also excludes the inner root's carve-outs.
  */
 import { lstatSync, readlinkSync, realpathSync } from "node:fs";
 import { basename, dirname, join, normalize, resolve } from "node:path";
@@ -115,15 +116,22 @@ function dedupe(paths: string[]): string[] {
   return [...new Set(paths)];
 }
 
-/** Read-only subpaths of one writable root, canonical, with the protected names added for legacy plans. */
-function excludedUnder(plan: FilesystemPlan, w: WritableRoot, root: string, host: SeatbeltHost): string[] {
+/** Read-only subpaths of one writable root as given (canonical), with the protected names added for legacy plans. */
+function ownCarveOuts(plan: FilesystemPlan, w: WritableRoot, host: SeatbeltHost): string[] {
   const out = w.readOnlySubpaths.map((p) => host.canonicalize(p));
   if (!plan.strict) for (const name of PROTECTED_NAMES) out.push(host.canonicalize(join(w.root, name)));
-  for (const d of plan.deniedPaths) {
-    const c = host.canonicalize(d);
-    if (isUnder(c, root) && c !== root) out.push(c);
-  }
-  return dedupe(out).filter((p) => p !== root);
+  return out;
+}
+
+/**
+ * What stays unwritable inside each writable root: its own carve-outs first, then every other root's carve-outs
+ * and every denied path that lies inside it. Seatbelt allows are a union, so without the second part a root that
+ * contains another (the cwd under `/tmp`) would re-open the inner root's `.git` (a gap Codex has).
+ */
+function writeRoots(plan: FilesystemPlan, denied: string[], host: SeatbeltHost): AccessRoot[] {
+  const roots = plan.writableRoots.map((w) => ({ root: host.canonicalize(w.root), own: ownCarveOuts(plan, w, host) }));
+  const all = [...roots.flatMap((r) => r.own), ...denied];
+  return roots.map(({ root, own }) => ({ root, excluded: dedupe([...own, ...all.filter((c) => isUnder(c, root))]).filter((c) => c !== root) }));
 }
 
 /**
@@ -159,10 +167,7 @@ export function seatbeltPolicy(plan: FilesystemPlan, o: SeatbeltOptions = {}): S
   } else {
     const roots: AccessRoot[] = plan.fullWrite
       ? [{ root: "/", excluded: denied }]
-      : plan.writableRoots.map((w) => {
-          const root = host.canonicalize(w.root);
-          return { root, excluded: excludedUnder(plan, w, root, host) };
-        });
+      : writeRoots(plan, denied, host);
     write = accessSection(DYNAMIC_RULE_IDS.rootsWrite, "files may be written under these roots, except the read-only paths inside them", "file-write*", "WRITABLE_ROOT", roots);
   }
 
