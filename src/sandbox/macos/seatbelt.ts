@@ -45,7 +45,9 @@ export interface SeatbeltHost {
  * `realpath` is injectable for tests; it throws for a missing path (like `fs.realpathSync`).
  */
 export function darwinPath(path: string, realpath: (p: string) => string = realpathSync): string {
-  const real = nearestReal(normalize(path), realpath, 0);
+  let n = normalize(path);
+  while (n.length > 1 && n.endsWith("/")) n = n.slice(0, -1);
+  const real = nearestReal(n, realpath, 0);
   for (const link of DARWIN_PRIVATE_LINKS) {
     if (real === link || real.startsWith(link + "/")) return "/private" + real;
   }
