@@ -24,6 +24,7 @@ import { lstatSync, readlinkSync, realpathSync } from "node:fs";
 import { basename, dirname, join, normalize, resolve } from "node:path";
 import { isUnder, PROTECTED_NAMES, type WritableRoot } from "../policy.ts";
 import type { FilesystemPlan } from "../permission-profile.ts";
+import type { WritableView } from "../writable.ts";
 import { BASE_RULES, DYNAMIC_RULE_IDS, NETWORK_RULES, PLATFORM_DEFAULT_RULES, renderRules } from "./rules.ts";
 
 /** Absolute path of sandbox-exec: never looked up on PATH (a planted `sandbox-exec` would run unsandboxed). */
@@ -217,4 +218,21 @@ export function seatbeltLaunch(plan: FilesystemPlan, command: string[], o: Seatb
 export function seatbeltShellLaunch(plan: FilesystemPlan, shell: { shellPath: string; login: boolean; command: string; exePath: string }, host?: SeatbeltHost): SeatbeltLaunch {
   const argv = [shell.shellPath, shell.login ? "-lc" : "-c", shell.command];
   return seatbeltLaunch(plan, argv, { extraReadableRoots: [dirname(shell.shellPath), dirname(shell.exePath)], host });
+}
+
+/** Folders the platform defaults (rule P08) make writable when reads are restricted. */
+export const PLATFORM_DEFAULT_WRITABLE = ["/private/tmp", "/private/var/tmp"];
+
+/**
+ * What a shell under {@link seatbeltLaunch}'s policy can write, for the escalation boundary (the `WritableView`
+ * of writable.ts, with macOS paths): the writable roots, the scratch folders of the platform defaults when they
+ * are in the policy, and every path the write section excludes. Conservative where Seatbelt is narrower (full
+ * write with denied paths counts as full).
+ */
+export function seatbeltWritableView(plan: FilesystemPlan, host: SeatbeltHost = DARWIN_HOST): WritableView {
+  if (!plan.sandboxed || plan.fullWrite) return { full: true, roots: [], readOnly: [] };
+  const denied = dedupe(plan.deniedPaths.map((d) => host.canonicalize(d)));
+  const roots = writeRoots(plan, denied, host);
+  const scratch = plan.includePlatformDefaults && !plan.fullRead ? PLATFORM_DEFAULT_WRITABLE : [];
+  return { full: false, roots: dedupe([...roots.map((r) => r.root), ...scratch]), readOnly: dedupe(roots.flatMap((r) => r.excluded)) };
 }

@@ -7,7 +7,7 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { sandboxMacosCli, type MacosCliHost } from "../../../src/sandbox/macos/cli.ts";
-import { darwinPath, SANDBOX_EXEC_PATH, seatbeltLaunch, seatbeltPolicy, seatbeltShellLaunch } from "../../../src/sandbox/macos/seatbelt.ts";
+import { darwinPath, SANDBOX_EXEC_PATH, seatbeltLaunch, seatbeltPolicy, seatbeltShellLaunch, seatbeltWritableView } from "../../../src/sandbox/macos/seatbelt.ts";
 import { planSandboxPolicy, type FilesystemPlan } from "../../../src/sandbox/permission-profile.ts";
 import { ensureBinary } from "../../helpers/binary.ts";
 
@@ -165,6 +165,41 @@ describe("launcher for serve", () => {
       ["WRITABLE_ROOT_0_EXCLUDED_0", "/Users/me/.ssh"],
     ]);
     expect(p.text).not.toContain("(allow file-read*)\n");
+  });
+});
+
+describe("writable view for the escalation boundary", () => {
+  const id = { canonicalize: (p: string) => p };
+  test("roots and every excluded path, including an inner root's carve-outs under an outer root", () => {
+    const plan: FilesystemPlan = {
+      sandboxed: true,
+      fullRead: true,
+      fullWrite: false,
+      readableRoots: [],
+      includePlatformDefaults: false,
+      writableRoots: [
+        { root: "/w/proj", readOnlySubpaths: ["/w/proj/.git"] },
+        { root: "/w", readOnlySubpaths: [] },
+      ],
+      deniedPaths: [],
+      network: "restricted",
+      strict: true,
+    };
+    expect(seatbeltWritableView(plan, id)).toEqual({ full: false, roots: ["/w/proj", "/w"], readOnly: ["/w/proj/.git"] });
+    const p = seatbeltPolicy(plan, { host: id });
+    expect(p.params).toContainEqual(["WRITABLE_ROOT_1_EXCLUDED_0", "/w/proj/.git"]);
+  });
+
+  test("restricted reads with platform defaults: the scratch folders are writable too", () => {
+    const plan: FilesystemPlan = { sandboxed: true, fullRead: false, fullWrite: false, readableRoots: [], includePlatformDefaults: true, writableRoots: [], deniedPaths: [], network: "restricted", strict: true };
+    expect(seatbeltWritableView(plan, id)).toEqual({ full: false, roots: ["/private/tmp", "/private/var/tmp"], readOnly: [] });
+  });
+
+  test("legacy plans: the protected names under every root are read-only", () => {
+    const plan = planSandboxPolicy({ type: "workspace-write", writable_roots: [], read_only_access: { type: "full-access" }, network_access: false, exclude_slash_tmp: true, exclude_tmpdir_env_var: true }, proj, {});
+    const v = seatbeltWritableView(plan);
+    expect(v.roots).toEqual([`/private${proj}`]);
+    expect(v.readOnly.sort()).toEqual([".agents", ".codex", ".git"].map((n) => `/private${proj}/${n}`));
   });
 });
 
