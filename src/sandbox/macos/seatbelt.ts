@@ -119,10 +119,21 @@ function dedupe(paths: string[]): string[] {
   return [...new Set(paths)];
 }
 
+/**
+ * The paths Seatbelt must refuse for one restricted path: the path itself with only its folder canonicalised (if
+ * it is a symlink, the link: otherwise a command could remove `.git -> elsewhere` and create a real `.git` in its
+ * place), and, when different, where it resolves to (what writes through the link reach).
+ */
+function restrictedForms(p: string, host: SeatbeltHost): string[] {
+  const own = join(host.canonicalize(dirname(p)), basename(p));
+  const full = host.canonicalize(p);
+  return own === full ? [own] : [own, full];
+}
+
 /** Read-only subpaths of one writable root as given (canonical), with the protected names added for legacy plans. */
 function ownCarveOuts(plan: FilesystemPlan, w: WritableRoot, host: SeatbeltHost): string[] {
-  const out = w.readOnlySubpaths.map((p) => host.canonicalize(p));
-  if (!plan.strict) for (const name of PROTECTED_NAMES) out.push(host.canonicalize(join(w.root, name)));
+  const out = w.readOnlySubpaths.flatMap((p) => restrictedForms(p, host));
+  if (!plan.strict) for (const name of PROTECTED_NAMES) out.push(...restrictedForms(join(w.root, name), host));
   return out;
 }
 
@@ -146,7 +157,7 @@ function writeRoots(plan: FilesystemPlan, denied: string[], host: SeatbeltHost):
  */
 export function seatbeltPolicy(plan: FilesystemPlan, o: SeatbeltOptions = {}): SeatbeltPolicy {
   const host = o.host ?? DARWIN_HOST;
-  const denied = dedupe(plan.deniedPaths.map((d) => host.canonicalize(d)));
+  const denied = dedupe(plan.deniedPaths.flatMap((d) => restrictedForms(d, host)));
 
   // Read section.
   let read: SeatbeltPolicy;
@@ -231,7 +242,7 @@ export const PLATFORM_DEFAULT_WRITABLE = ["/private/tmp", "/private/var/tmp"];
  */
 export function seatbeltWritableView(plan: FilesystemPlan, host: SeatbeltHost = DARWIN_HOST): WritableView {
   if (!plan.sandboxed || plan.fullWrite) return { full: true, roots: [], readOnly: [] };
-  const denied = dedupe(plan.deniedPaths.map((d) => host.canonicalize(d)));
+  const denied = dedupe(plan.deniedPaths.flatMap((d) => restrictedForms(d, host)));
   const roots = writeRoots(plan, denied, host);
   const scratch = plan.includePlatformDefaults && !plan.fullRead ? PLATFORM_DEFAULT_WRITABLE : [];
   return { full: false, roots: dedupe([...roots.map((r) => r.root), ...scratch]), readOnly: dedupe(roots.flatMap((r) => r.excluded)) };

@@ -45,6 +45,11 @@ mkdirSync(ro1);
 mkdirSync(ro2);
 const link = join(WS, "link");
 symlinkSync(proj, link);
+// A .git that is a symlink to a git folder elsewhere (both the link and its target stay read-only).
+const gitLinked = join(WS, "git-linked");
+mkdirSync(join(WS, "gitstore"));
+mkdirSync(gitLinked);
+symlinkSync("../gitstore", join(gitLinked, ".git"));
 
 afterAll(() => rmSync(WS, { recursive: true, force: true }));
 
@@ -82,6 +87,7 @@ const CASES: Case[] = [
   { name: "git-file-pointer", cwd: wt, opts: { policy: JSON.stringify({ type: "workspace-write", ...noTmp }) } },
   { name: "agents-dir", cwd: agentsProj, opts: { policy: JSON.stringify({ type: "workspace-write", ...noTmp }) } },
   { name: "tmp-and-var-canonical", cwd: proj, env: { TMPDIR: "/var/tmp" }, opts: { policy: JSON.stringify({ type: "workspace-write", writable_roots: [extra] }) } },
+  { name: "git-symlink", cwd: gitLinked, opts: { policy: JSON.stringify({ type: "workspace-write", ...noTmp }) } },
   { name: "symlinked-cwd", cwd: link, opts: { policy: JSON.stringify({ type: "workspace-write", ...noTmp }) } },
   { name: "spaces-and-quotes", cwd: odd, opts: { policy: JSON.stringify({ type: "workspace-write", ...noTmp }) }, cmd: ["sh", "-c", `echo "it's" > 'a b'`] },
   { name: "restricted-read", cwd: proj, opts: { policy: JSON.stringify({ type: "read-only", access: { type: "restricted", include_platform_defaults: false, readable_roots: [ro1, ro2] } }) } },
