@@ -148,6 +148,17 @@ function writeRoots(plan: FilesystemPlan, denied: string[], host: SeatbeltHost):
   return roots.map(({ root, own }) => ({ root, excluded: dedupe([...own, ...all.filter((c) => isUnder(c, root))]).filter((c) => c !== root) }));
 }
 
+const RENDERED = new Map<string, string>();
+/** The fixed sections' text, rendered once per process (they do not depend on the plan). */
+function rendered(which: "base" | "network" | "platform"): string {
+  let t = RENDERED.get(which);
+  if (t === undefined) {
+    t = renderRules(which === "base" ? BASE_RULES : which === "network" ? NETWORK_RULES : PLATFORM_DEFAULT_RULES);
+    RENDERED.set(which, t);
+  }
+  return t;
+}
+
 /**
  * The Seatbelt policy for `plan` (which must be sandboxed). Throws nothing: every plan has a policy; an empty
  * readable-root list simply reads nothing.
@@ -185,9 +196,9 @@ export function seatbeltPolicy(plan: FilesystemPlan, o: SeatbeltOptions = {}): S
     write = accessSection(DYNAMIC_RULE_IDS.rootsWrite, "files may be written under these roots, except the read-only paths inside them", "file-write*", "WRITABLE_ROOT", roots);
   }
 
-  const sections = ["(version 1)", renderRules(BASE_RULES), read.text, write.text];
-  if (plan.network === "enabled") sections.push(renderRules(NETWORK_RULES));
-  if (plan.includePlatformDefaults && !plan.fullRead) sections.push(renderRules(PLATFORM_DEFAULT_RULES));
+  const sections = ["(version 1)", rendered("base"), read.text, write.text];
+  if (plan.network === "enabled") sections.push(rendered("network"));
+  if (plan.includePlatformDefaults && !plan.fullRead) sections.push(rendered("platform"));
   return { text: sections.filter((s) => s !== "").join("\n") + "\n", params: [...read.params, ...write.params] };
 }
 
