@@ -12,13 +12,16 @@
 import { existsSync, lstatSync, readdirSync, rmdirSync } from "node:fs";
 import { join } from "node:path";
 import { ShellmcpError } from "../errors.ts";
-import { parsePermissionProfile, planPermissionProfile, summarySandboxPolicy } from "../sandbox/permission-profile.ts";
+import * as linuxRun from "../sandbox/linux/run.ts";
+import { parsePermissionProfile, planPermissionProfile, serializePermissionProfile, summarySandboxPolicy, type PermissionProfile } from "../sandbox/permission-profile.ts";
 import { hasFullDiskWrite, hasFullNetwork, parseSandboxPolicy, PROTECTED_NAMES, serializeSandboxPolicy, type SandboxPolicy } from "../sandbox/policy.ts";
 import { decodePath, invalidParams, paramsObject, rpcError, RPC } from "./rpc.ts";
 
 /** A decided sandbox: the legacy policy our helper enforces, and its cwd (absolute). */
 export interface ExecSandbox {
   policy: SandboxPolicy;
+  /** The Codex 0.169 profile it came from (enforced exactly when the helper takes `--permission-profile`). */
+  profile?: PermissionProfile;
   cwd: string;
   /** Kind reported as `sandboxType` in the `process/start` result (Codex 0.169: `linuxSeccomp`). */
   sandboxType: "linuxSeccomp";
@@ -39,9 +42,10 @@ export function decodeSandbox(v: unknown, fallbackCwd: string, opts: { fsOperati
   const cwdRaw = o.cwd ?? o.sandboxPolicyCwd;
   const cwd = cwdRaw === undefined || cwdRaw === null ? fallbackCwd : decodePath(cwdRaw, "cwd");
   let policy: SandboxPolicy;
+  let profile: PermissionProfile | undefined;
   try {
     if (o.permissions !== undefined && o.permissions !== null) {
-      const profile = parsePermissionProfile(o.permissions);
+      profile = parsePermissionProfile(o.permissions);
       if (profile.type === "disabled") return undefined;
       if (profile.type === "external" && opts.fsOperation) return undefined;
       policy = summarySandboxPolicy(planPermissionProfile(profile, cwd));
@@ -56,8 +60,15 @@ export function decodeSandbox(v: unknown, fallbackCwd: string, opts: { fsOperati
   if (policy.type === "danger-full-access") return undefined;
   if (opts.fsOperation && policy.type === "external-sandbox") return undefined;
   if (hasFullDiskWrite(policy) && hasFullNetwork(policy)) return undefined;
-  return { policy, cwd, sandboxType: "linuxSeccomp" };
+  return { policy, profile, cwd, sandboxType: "linuxSeccomp" };
 }
+
+/**
+ * Whether our Linux helper takes Codex 0.169's `--permission-profile` (then a profile is enforced exactly, e.g.
+ * the `.aws` read-only carve-out; otherwise the nearest legacy policy that is never wider). Detected from the
+ * sandbox module, so that this file works on both sides of the merge that adds the flag.
+ */
+export const HELPER_TAKES_PROFILE: boolean = typeof (linuxRun as Record<string, unknown>).planOf === "function";
 
 /** argv that starts this binary again (compiled: the executable; from source: bun + main.ts). */
 export function selfCommand(): string[] {
@@ -67,7 +78,8 @@ export function selfCommand(): string[] {
 
 /** argv that runs `command` under `sb` through our `codex-linux-sandbox` role (bwrap when available). */
 export function sandboxedArgv(sb: ExecSandbox, command: string[]): string[] {
-  return [...selfCommand(), "--codex-run-as-linux-sandbox", "--backend", "auto", "--sandbox-policy-cwd", sb.cwd, "--sandbox-policy", serializeSandboxPolicy(sb.policy), "--", ...command];
+  const policy = sb.profile !== undefined && HELPER_TAKES_PROFILE ? ["--permission-profile", serializePermissionProfile(sb.profile)] : ["--sandbox-policy", serializeSandboxPolicy(sb.policy)];
+  return [...selfCommand(), "--codex-run-as-linux-sandbox", "--backend", "auto", "--sandbox-policy-cwd", sb.cwd, ...policy, "--", ...command];
 }
 
 /** Paths where the sandbox may create an empty mount point, that do not exist now (to remove afterwards). */
