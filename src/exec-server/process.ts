@@ -127,23 +127,26 @@ export class ManagedProcess {
   private leftovers: string[] = [];
   private readonly emit: (e: ProcessEvent) => void;
   private readonly waitWritable: () => Promise<void>;
+  private readonly backpressured: () => boolean;
+  private stopped = false;
   /** Called once when closed (the session starts the eviction timer). */
   onClosed: () => void = () => undefined;
 
-  private constructor(id: string, tty: boolean, pipeStdin: boolean, emit: (e: ProcessEvent) => void, waitWritable: () => Promise<void>) {
+  private constructor(id: string, tty: boolean, pipeStdin: boolean, emit: (e: ProcessEvent) => void, waitWritable: () => Promise<void>, backpressured: () => boolean) {
     this.id = id;
     this.tty = tty;
     this.pipeStdin = pipeStdin && !tty;
     this.emit = emit;
     this.waitWritable = waitWritable;
+    this.backpressured = backpressured;
   }
 
   /**
    * Spawn. Throws −32603 with the OS text ("No such file or directory (os error 2)") when the program or cwd is
    * missing or the spawn fails. Events may be emitted before this returns.
    */
-  static start(spec: StartSpec, emit: (e: ProcessEvent) => void, waitWritable: () => Promise<void>): ManagedProcess {
-    const mp = new ManagedProcess(spec.processId, spec.tty, spec.pipeStdin, emit, waitWritable);
+  static start(spec: StartSpec, emit: (e: ProcessEvent) => void, waitWritable: () => Promise<void>, backpressured: () => boolean = () => false): ManagedProcess {
+    const mp = new ManagedProcess(spec.processId, spec.tty, spec.pipeStdin, emit, waitWritable, backpressured);
     mp.spawn(spec);
     return mp;
   }
@@ -235,6 +238,15 @@ export class ManagedProcess {
     while (this.retained > MAX_RETAINED_BYTES && this.chunks.length > 1) this.retained -= this.chunks.shift()!.data.byteLength;
     this.emit({ method: "process/output", params: { processId: this.id, seq, stream, chunk: encodeBase64(data) } });
     this.wake();
+    // A pty cannot be paused from here (Bun's terminal reads eagerly): stop the tree until the client catches up.
+    if (stream === "pty" && !this.stopped && !this.exited && this.backpressured()) {
+      this.stopped = true;
+      this.signal("SIGSTOP");
+      void this.waitWritable().then(() => {
+        this.stopped = false;
+        if (!this.terminated) this.signal("SIGCONT");
+      });
+    }
   }
 
   private recordExit(code: number | null, signal: string | null): void {

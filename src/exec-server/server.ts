@@ -24,6 +24,9 @@ import { decodeSandbox } from "./sandbox.ts";
 /** Pumps pause while a connection has more than this many bytes queued for sending. */
 export const OUTBOUND_HIGH_WATER_BYTES = 4 * 1024 * 1024;
 
+/** Inbound bytes a connection may have waiting to be handled before it is closed. */
+export const MAX_QUEUED_BYTES = 256 * 1024 * 1024;
+
 /** Server settings. */
 export interface ServerOptions {
   hostname: string;
@@ -55,6 +58,7 @@ interface Conn {
   initSent: boolean;
   initialized: boolean;
   queue: (string | Buffer)[];
+  queuedBytes: number;
   busy: boolean;
   closed: boolean;
   drainWaiters: (() => void)[];
@@ -74,6 +78,11 @@ class Session {
   notify(e: ProcessEvent): void {
     const c = this.attachment;
     if (c !== undefined && !c.closed) c.ws.send(JSON.stringify(e));
+  }
+
+  backpressured(): boolean {
+    const c = this.attachment;
+    return c !== undefined && !c.closed && c.ws.getBufferedAmount() >= OUTBOUND_HIGH_WATER_BYTES;
   }
 
   async waitWritable(): Promise<void> {
@@ -204,6 +213,7 @@ export function startExecServer(opts: ServerOptions): ExecServer {
               { processId, argv, cwd, env: childEnvironment, tty, pipeStdin, arg0, sandbox },
               (e) => s.notify(e),
               () => s.waitWritable(),
+              () => s.backpressured(),
             );
           } catch (e) {
             s.processes.delete(processId);
@@ -341,7 +351,18 @@ export function startExecServer(opts: ServerOptions): ExecServer {
     if (c.busy) return;
     c.busy = true;
     try {
-      while (c.queue.length > 0 && !c.closed) await handle(c, c.queue.shift()!);
+      while (c.queue.length > 0 && !c.closed) {
+        // A client that does not read its replies is not served further (its replies would pile up in memory).
+        while (!c.closed && c.ws.getBufferedAmount() >= OUTBOUND_HIGH_WATER_BYTES) {
+          await new Promise<void>((r) => {
+            c.drainWaiters.push(r);
+            setTimeout(r, 50);
+          });
+        }
+        const raw = c.queue.shift()!;
+        c.queuedBytes -= raw.length;
+        await handle(c, raw);
+      }
     } catch (e) {
       log.error("exec-server: handler failed", { error: String(e) });
     } finally {
@@ -367,12 +388,18 @@ export function startExecServer(opts: ServerOptions): ExecServer {
       sendPings: true,
       idleTimeout: 0,
       open(ws) {
-        ws.data.conn = { id: nextConnId++, ws, peer: ws.data.peer, initSent: false, initialized: false, queue: [], busy: false, closed: false, drainWaiters: [] };
+        ws.data.conn = { id: nextConnId++, ws, peer: ws.data.peer, initSent: false, initialized: false, queue: [], queuedBytes: 0, busy: false, closed: false, drainWaiters: [] };
       },
       message(ws, raw) {
         const c = ws.data.conn!;
         if (c.closed) return;
         c.queue.push(raw);
+        c.queuedBytes += raw.length;
+        if (c.queuedBytes > MAX_QUEUED_BYTES) {
+          log.warn("exec-server: a client queued too many unanswered requests; closing its connection", { peer: c.peer });
+          close(c);
+          return;
+        }
         void pump(c);
       },
       drain(ws) {

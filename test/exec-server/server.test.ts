@@ -162,34 +162,54 @@ describe("processes", () => {
     c.close();
   });
 
-  test("a session whose client stops reading its socket does not stall another session", async () => {
-    // Client A: a raw websocket that never reads after starting a flood of output.
-    const url = new URL(server.url);
-    const sock = connect(Number(url.port), url.hostname);
-    await new Promise<void>((r) => sock.once("connect", () => r()));
-    sock.write(`GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n`);
-    const frame = (obj: unknown) => {
-      const payload = Buffer.from(JSON.stringify(obj));
-      const mask = Buffer.from([1, 2, 3, 4]);
-      const head = payload.length < 126 ? Buffer.from([0x81, 0x80 | payload.length]) : Buffer.from([0x81, 0x80 | 126, payload.length >> 8, payload.length & 255]);
-      const body = Buffer.from(payload.map((b, i) => b ^ mask[i % 4]!));
-      return Buffer.concat([head, mask, body]);
-    };
-    sock.write(frame({ id: 1, method: "initialize", params: { clientName: "flood" } }));
-    sock.write(frame({ method: "initialized", params: {} }));
-    sock.write(frame({ id: 2, method: "process/start", params: { processId: "flood", argv: ["/bin/sh", "-c", "exec cat /dev/zero"], cwd: "/", env: { PATH: "/usr/bin:/bin" }, tty: false } }));
-    sock.pause(); // never read again
-    await Bun.sleep(500);
-    // Client B is served normally meanwhile.
-    const b = await ExecClient.connect(server.url);
-    await b.init();
-    await b.call("process/start", { processId: "quick", argv: ["/bin/echo", "served"], cwd: "/", env: {}, tty: false });
-    expect((await b.collect("quick")).output).toBe("served\n");
-    // The flooding process is throttled by backpressure, not buffered without bound in the server.
-    const rssMb = Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${server.proc.pid}/status`, "utf8"))?.[1]) / 1024;
-    expect(rssMb).toBeLessThan(400);
-    sock.destroy();
-    b.close();
+  for (const tty of [false, true]) {
+    test(`a session whose client stops reading its socket does not stall another session (tty: ${tty})`, async () => {
+      // Client A: a raw websocket that never reads after starting a flood of output.
+      const url = new URL(server.url);
+      const sock = connect(Number(url.port), url.hostname);
+      await new Promise<void>((r) => sock.once("connect", () => r()));
+      sock.write(`GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n`);
+      const frame = (obj: unknown) => {
+        const payload = Buffer.from(JSON.stringify(obj));
+        const mask = Buffer.from([1, 2, 3, 4]);
+        const head = payload.length < 126 ? Buffer.from([0x81, 0x80 | payload.length]) : Buffer.from([0x81, 0x80 | 126, payload.length >> 8, payload.length & 255]);
+        const body = Buffer.from(payload.map((b, i) => b ^ mask[i % 4]!));
+        return Buffer.concat([head, mask, body]);
+      };
+      sock.write(frame({ id: 1, method: "initialize", params: { clientName: "flood" } }));
+      sock.write(frame({ method: "initialized", params: {} }));
+      sock.write(frame({ id: 2, method: "process/start", params: { processId: "flood", argv: ["/usr/bin/yes", "y".repeat(1000)], cwd: "/", env: { PATH: "/usr/bin:/bin" }, tty } }));
+      sock.pause(); // never read again
+      await Bun.sleep(1500);
+      // Client B is served normally meanwhile.
+      const b = await ExecClient.connect(server.url);
+      await b.init();
+      await b.call("process/start", { processId: "quick", argv: ["/bin/echo", "served"], cwd: "/", env: {}, tty: false });
+      expect((await b.collect("quick")).output).toBe("served\n");
+      // The flood is throttled (pipes: the pumps stop reading; pty: the tree is stopped), not buffered without bound.
+      const rss = () => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${server.proc.pid}/status`, "utf8"))?.[1]) / 1024;
+      const r1 = rss();
+      await Bun.sleep(1000);
+      const r2 = rss();
+      expect(r2 - r1).toBeLessThan(50);
+      expect(r2).toBeLessThan(500);
+      sock.destroy();
+      b.close();
+    }, 30_000);
+  }
+
+  test("terminate kills a tty process tree", async () => {
+    const c = await ExecClient.connect(server.url);
+    await c.init();
+    await c.call("process/start", { processId: "ttytree", argv: ["/bin/sh", "-c", "sleep 300 & echo PID=$!; wait"], cwd: "/", env: { PATH: "/usr/bin:/bin" }, tty: true });
+    const m = await c.waitFor((n) => n.method === "process/output" && Buffer.from((n.params as { chunk: string }).chunk, "base64").toString().includes("PID="));
+    const pid = Number(/PID=(\d+)/.exec(Buffer.from((m.params as { chunk: string }).chunk, "base64").toString())![1]);
+    expect(alive(pid)).toBe(true);
+    expect(await c.call("process/terminate", { processId: "ttytree" })).toEqual({ running: true });
+    await c.collect("ttytree");
+    for (let i = 0; i < 50 && alive(pid); i++) await Bun.sleep(20);
+    expect(alive(pid)).toBe(false);
+    c.close();
   });
 });
 
