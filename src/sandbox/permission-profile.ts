@@ -35,11 +35,14 @@
  * that a `read` or `deny` entry inside a writable root is still enforced on a missing path (the backend blocks
  * its creation: otherwise a command could create `.codex/config.toml`), which is what Codex 0.169 does too.
  *
+ * Symlinks: the paths of `write` entries are resolved; `read`/`deny` entries keep their last component, so a
+ * backend sees (and refuses) a protected path that is a symlink a command could re-point.
+ *
  * Fail closed: anything we cannot enforce throws — unknown fields or values, relative paths, `glob_pattern`
  * entries (not supported yet), unknown special kinds other than on `write` entries (an unknown `write` grant is
  * dropped, which only narrows), `..` in a subpath. A plan is never wider than the profile.
  */
-import { existsSync, realpathSync, statSync } from "node:fs";
+import { existsSync, lstatSync, realpathSync, statSync } from "node:fs";
 import { basename, dirname, isAbsolute, join, normalize, sep } from "node:path";
 import { ShellmcpError } from "../errors.ts";
 import { log } from "../log.ts";
@@ -302,6 +305,16 @@ function canonical(p: string): string {
   }
 }
 
+/** `p` with its parent's symlinks resolved, its last component kept as is. */
+function canonicalParent(p: string): string {
+  if (p === "/") return p;
+  try {
+    return join(realpathSync(dirname(p)), basename(p));
+  } catch {
+    return normalize(p);
+  }
+}
+
 function isDir(p: string): boolean {
   try {
     return statSync(p).isDirectory();
@@ -380,8 +393,17 @@ export function planPermissionProfile(p: PermissionProfile, cwd: string, env: Re
           throw new ShellmcpError("SANDBOX_UNAVAILABLE", `cannot enforce permission profile entry ${where}: unknown special path kind \`${v.name}\``);
       }
     }
-    const path = canonical(raw);
-    const exists = existsSync(path);
+    // Grants follow symlinks (a project reached through a link is the project). Restrictions do not follow
+    // their last component: a `.git` that is a symlink must stay visible as one, so that a backend refuses it
+    // (a sandboxed command could re-point it) instead of protecting whatever it points at today.
+    const path = e.access === "write" ? canonical(raw) : canonicalParent(raw);
+    let exists: boolean;
+    try {
+      lstatSync(path);
+      exists = true;
+    } catch {
+      exists = false;
+    }
     const prev = byPath.get(path);
     if (prev === undefined || RANK[e.access] > RANK[prev.access]) byPath.set(path, { access: e.access, exists });
   }
