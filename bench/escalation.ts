@@ -25,7 +25,7 @@ const wrapper = join(dir, "codex-execve-wrapper");
 symlinkSync(join(ROOT, "dist", "shellmcp"), wrapper);
 
 async function oursOnce(server: EscalationServer, script: string): Promise<number> {
-  const l = server.listen({ decide: () => ({ kind: "Run" }) });
+  const l = server.listen({ decide: () => ({ kind: "Run" }), boundary: { baseEnv: {}, writable: { full: false, roots: [], readOnly: [] } } });
   const t0 = Bun.nanoseconds();
   const p = Bun.spawn([join(ROOT, "dist", "shells", "bash"), "-c", script], {
     env: { PATH: "/usr/bin:/bin", ...l.shellEnv(wrapper, 3) },

@@ -609,6 +609,18 @@ export function pidfdOpen(pid: number): number {
   return syscall("pidfd_open", 434, pid, 0);
 }
 
+/**
+ * `pidfd_send_signal(pidfd, sig, NULL, 0)` (Linux 5.1+): signal exactly the process behind `pidfd`, never a
+ * process that reused its pid. ESRCH (it has exited) is not an error.
+ */
+export function pidfdSendSignal(pidfd: number, sig: number): void {
+  try {
+    syscall("pidfd_send_signal", 424, pidfd, sig, 0, 0);
+  } catch (e) {
+    if (!(e instanceof ShellmcpError && e.data.errno === ERRNO.ESRCH)) throw e;
+  }
+}
+
 // ---------------------------------------------------------------------------------------------------------
 // advisory locks
 

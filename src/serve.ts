@@ -2,6 +2,7 @@
  * `shellmcp serve`: the MCP server (stdio) with the `shell` tool — a drop-in for Codex's
  * `codex-exec-mcp-server`. Wires the pieces: exec policy (rules), escalation server, sandbox, patched shell, MCP.
  */
+import { CgroupManager } from "./shell/cgroup.ts";
 import { existsSync, mkdtempSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
@@ -142,8 +143,15 @@ export async function serveMain(o: ServeOptions): Promise<number> {
   }
   /** Session ids of every shell this server started: their leftovers are killed when the client goes away. */
   const sessions = new Set<number>();
+  // One cgroup per call, so detached processes end with their call too (see src/shell/cgroup.ts).
+  const cg = CgroupManager.detect();
+  const cgroups = cg instanceof CgroupManager ? cg : undefined;
+  if (!(cg instanceof CgroupManager)) {
+    writeStderr(`shellmcp: no per-call cgroups (${cg.error}); a process that leaves its process group (setsid) can outlive its call\n`);
+  }
 
   const shutdown = async () => {
+    cgroups?.shutdown();
     killSessions(sessions);
     await server.stop();
   };
@@ -186,6 +194,7 @@ export async function serveMain(o: ServeOptions): Promise<number> {
         decide: (stopwatch) => (req) => decideExec(settings, { elicit: ctx.elicit, paused: (f) => stopwatch.paused(f) }, req),
         onProgress: ctx.progress === undefined ? undefined : (ms, bytes) => ctx.progress!(Math.floor(ms / 1000), `running for ${Math.floor(ms / 1000)} s, ${bytes} bytes of output`),
         track: (sid) => sessions.add(sid),
+        cgroups,
       });
       if (r.spawnError !== undefined) throw new ShellmcpError("PROTOCOL", r.spawnError);
       return formatResult(r);

@@ -83,37 +83,66 @@ class RobustStdioTransport implements Transport {
   onerror?: (error: Error) => void;
   onmessage?: (message: JSONRPCMessage) => void;
   private closed = false;
-  /** Longest line accepted (a guard against unbounded buffering). */
-  static readonly MAX_LINE_BYTES = 64 * 1024 * 1024;
+  /**
+   * Longest JSON-RPC message accepted, bytes. A `shell` command reaches bash as one argv string, which the
+   * kernel caps at 128 KiB (MAX_ARG_STRLEN); 8 MiB leaves room for any legitimate message.
+   */
+  static readonly MAX_LINE_BYTES = 8 * 1024 * 1024;
 
   async start(): Promise<void> {
     void this.readLoop();
   }
 
+  /**
+   * Split stdin into lines in linear time: complete lines are decoded once; an over-long line is answered with
+   * -32600 as soon as it passes the cap and the rest of it is skipped without being buffered.
+   */
   private async readLoop(): Promise<void> {
-    const decoder = new TextDecoder();
-    let buf = "";
+    const max = RobustStdioTransport.MAX_LINE_BYTES;
+    let parts: Uint8Array[] = [];
+    let size = 0;
+    let skipping = false;
+    const take = (piece: Uint8Array) => {
+      if (skipping || piece.byteLength === 0) return;
+      if (size + piece.byteLength > max) {
+        skipping = true;
+        parts = [];
+        size = 0;
+        this.sendError(null, ErrorCode.InvalidRequest, `Invalid Request: message longer than ${max} bytes`);
+        return;
+      }
+      parts.push(piece.slice());
+      size += piece.byteLength;
+    };
+    const endLine = () => {
+      if (!skipping && size > 0) this.handleBytes(parts.length === 1 ? parts[0]! : Buffer.concat(parts, size));
+      parts = [];
+      size = 0;
+      skipping = false;
+    };
     try {
       for await (const chunk of Bun.stdin.stream()) {
-        buf += decoder.decode(chunk, { stream: true });
-        let nl: number;
-        while ((nl = buf.indexOf("\n")) >= 0) {
-          const line = buf.slice(0, nl).replace(/\r$/, "");
-          buf = buf.slice(nl + 1);
-          if (line.trim() !== "") this.handleLine(line);
+        let start = 0;
+        for (let nl = chunk.indexOf(10, start); nl >= 0; nl = chunk.indexOf(10, start)) {
+          take(chunk.subarray(start, nl));
+          endLine();
+          start = nl + 1;
         }
-        if (buf.length > RobustStdioTransport.MAX_LINE_BYTES) {
-          buf = "";
-          this.sendError(null, ErrorCode.ParseError, `Parse error: line longer than ${RobustStdioTransport.MAX_LINE_BYTES} bytes dropped`);
-        }
+        take(chunk.subarray(start));
       }
-      if (buf.trim() !== "") this.handleLine(buf);
+      endLine();
       log.debug("stdin reached EOF");
     } catch (e) {
       log.debug("stdin read failed", { error: (e as Error).message });
       this.onerror?.(e as Error);
     }
     await this.close();
+  }
+
+  private handleBytes(bytes: Uint8Array): void {
+    let line = new TextDecoder().decode(bytes);
+    if (line.endsWith("\r")) line = line.slice(0, -1);
+    if (line.trim() !== "") this.handleLine(line);
   }
 
   private handleLine(line: string): void {

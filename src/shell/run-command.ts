@@ -13,8 +13,11 @@
 import { statSync } from "node:fs";
 import { constants as osConstants } from "node:os";
 import * as libc from "../../ffi/libc.ts";
+import type { EscalationBoundary } from "../escalate/boundary.ts";
 import type { EscalationServer, ListenOptions } from "../escalate/server.ts";
 import { hasFullDiskWrite, hasFullNetwork, serializeSandboxPolicy, type SandboxPolicy } from "../sandbox/policy.ts";
+import { writableView, type WriteEnforcement } from "../sandbox/writable.ts";
+import type { CallCgroup, CgroupManager } from "./cgroup.ts";
 import { CappedOutput } from "./output.ts";
 import { Stopwatch } from "./stopwatch.ts";
 
@@ -53,6 +56,29 @@ export interface RunCommandOptions {
   onProgress?: (elapsedMs: number, outputBytes: number) => void;
   /** Called with the shell's process group id while it runs (for shutdown). */
   track?: (pgid: number, running: boolean) => void;
+  /** Per-call cgroups (every process of the call ends with it); undefined where the host has none. */
+  cgroups?: CgroupManager;
+}
+
+/** The POSIX shell that moves itself into the call's cgroup before anything of the call runs. */
+const TRAMPOLINE_SH = "/bin/sh";
+
+/**
+ * `argv` started through `/bin/sh`, which first writes its own pid into `procs` (joining the call's cgroup) and
+ * then execs `argv`: every process of the call is in the cgroup from its first instruction (moving the shell
+ * after it started would race with its first fork). A failed write stops the call (exit 126), never runs it
+ * outside. Costs one dash start (~0.5 ms).
+ */
+export function joinCgroupFirst(procs: string, argv: string[]): string[] {
+  return [TRAMPOLINE_SH, "-c", 'echo $$ > "$0" || exit 126; exec "$@"', procs, ...argv];
+}
+
+/** Which mechanism confines the shell's writes, from how the sandbox helper is launched. */
+export function launcherEnforcement(sandboxed: boolean, launcher: SandboxLauncher): WriteEnforcement {
+  if (!sandboxed) return "none";
+  const f = launcher.flags;
+  const i = f.indexOf("--backend");
+  return f.includes("--use-bwrap-sandbox") || (i >= 0 && f[i + 1] === "bwrap") ? "bwrap" : "landlock";
 }
 
 /** Outcome. `exitCode` is 128+N for a signal death; `spawnError` when nothing could be started. */
@@ -95,8 +121,17 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
   let pid = 0;
   let killed: "timeout" | "cancel" | undefined;
   let stopwatch: Stopwatch | undefined;
-  const listener = o.server.listen({ decide: (r) => o.decide(stopwatch!)(r) });
+  // What an escalation may run is judged against the sandbox as it is now, when the shell starts.
+  const boundary: EscalationBoundary = { baseEnv: o.env, writable: writableView(o.policy, o.sandboxCwd, launcherEnforcement(sandboxed, o.launcher), o.env) };
+  let cgroup: CallCgroup | undefined;
+  try {
+    cgroup = o.cgroups?.create();
+  } catch (e) {
+    return fail(`cannot create this call's cgroup: ${(e as Error).message}`);
+  }
+  const listener = o.server.listen({ decide: (r) => o.decide(stopwatch!)(r), boundary, cgroupProcs: cgroup?.procs });
   const killTree = () => {
+    cgroup?.kill();
     if (pid > 0) libc.kill(-pid, 9);
     listener.signalChildren(9);
   };
@@ -111,18 +146,19 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
   const [readEnd, writeEnd] = libc.pipe2(libc.SOCK.SOCK_CLOEXEC);
   let proc: ReturnType<typeof Bun.spawn>;
   try {
-    proc = Bun.spawn(argv, {
+    proc = Bun.spawn(cgroup === undefined ? argv : joinCgroupFirst(cgroup.procs, argv), {
       cwd: o.workdir,
       env: { ...o.env, ...listener.shellEnv(o.wrapperPath, ESCALATE_FD), ...(hasFullNetwork(o.policy) ? {} : { CODEX_SANDBOX_NETWORK_DISABLED: "1" }) },
       stdio: ["ignore", writeEnd, writeEnd, listener.clientFd] as unknown as ["ignore", "pipe", "pipe"],
       detached: true, // setsid: the shell leads its own process group
-      argv0,
+      argv0: cgroup === undefined ? argv0 : undefined,
     });
   } catch (e) {
     libc.closeQuiet(readEnd);
     libc.closeQuiet(writeEnd);
     stopwatch.dispose();
     await listener.close();
+    void cgroup?.dispose();
     return fail(`cannot start ${argv[0]}: ${(e as Error).message}`);
   }
   pid = proc.pid;
@@ -154,6 +190,8 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
     eof = true;
   })();
   const exitCode = await proc.exited;
+  // Everything the call started ends with it (background jobs, detached or not); their end closes the pipe.
+  cgroup?.kill();
   await Promise.race([pump, Bun.sleep(DRAIN_MS)]);
   if (!eof) {
     await reader.cancel().catch(() => undefined);
@@ -166,6 +204,7 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
   // Stops interception for leftovers and kills this call's escalated programs. The commands reach the worker
   // synchronously inside close(); only its acknowledgement is not awaited, so the answer is not delayed by it.
   void listener.close();
+  void cgroup?.dispose();
 
   const sig = proc.signalCode === null || proc.signalCode === undefined ? undefined : String(proc.signalCode);
   const code = sig !== undefined ? 128 + (osConstants.signals[sig as NodeJS.Signals] ?? 0) : exitCode;

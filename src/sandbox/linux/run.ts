@@ -144,6 +144,12 @@ function selfHelperCommand(): string[] {
   return compiled ? [process.execPath, "--codex-run-as-linux-sandbox"] : [process.execPath, process.argv[1]!, "--codex-run-as-linux-sandbox"];
 }
 
+/** Sort key: fewer path components first, then by name (a stable, total order). */
+function byDepth<T>(path: (t: T) => string): (a: T, b: T) => number {
+  const depth = (p: string) => p.split("/").filter(Boolean).length;
+  return (a, b) => depth(path(a)) - depth(path(b)) || (path(a) < path(b) ? -1 : path(a) > path(b) ? 1 : 0);
+}
+
 /** Mount points that must be created on the host for missing protected paths (removed afterwards). */
 interface BwrapPlan {
   argv: string[];
@@ -160,25 +166,29 @@ export function planBwrap(bwrap: string, run: SandboxRun): BwrapPlan {
   argv.push(...(hasFullDiskWrite(policy) ? ["--bind", "/", "/"] : ["--ro-bind", "/", "/"]));
   argv.push("--dev", "/dev");
   const created: string[] = [];
-  for (const w of writableRoots(policy, run.policyCwd)) {
-    argv.push("--bind", w.root, w.root);
-    for (const sub of w.readOnlySubpaths) {
-      let isLink = false;
-      try {
-        isLink = readlinkSync(sub) !== undefined;
-      } catch {
-        isLink = false;
-      }
-      if (isLink) {
-        throw new ShellmcpError("SANDBOX_UNAVAILABLE", `cannot enforce sandbox read-only path ${sub} because it crosses writable symlink ${sub}`, { path: sub });
-      }
-      if (!existsSync(sub)) {
-        // Block creation (e.g. a missing .codex in the cwd): an empty read-only directory in its place.
-        mkdirSync(sub);
-        created.push(sub);
-      }
-      argv.push("--ro-bind", sub, sub);
+  // Mount order decides what wins: a later bind covers an earlier one. Every writable root is bound first,
+  // shallowest first (a nested writable root stays writable); then every read-only re-bind, shallowest first,
+  // so that no writable bind — `/tmp` and `$TMPDIR` included, whatever their order in the policy — can cover
+  // a protected path (a project under /tmp keeps its `.git` read-only).
+  const roots = writableRoots(policy, run.policyCwd);
+  for (const w of [...roots].sort(byDepth((r) => r.root))) argv.push("--bind", w.root, w.root);
+  const subpaths = [...new Set(roots.flatMap((w) => w.readOnlySubpaths))].sort(byDepth((p) => p));
+  for (const sub of subpaths) {
+    let isLink = false;
+    try {
+      isLink = readlinkSync(sub) !== undefined;
+    } catch {
+      isLink = false;
     }
+    if (isLink) {
+      throw new ShellmcpError("SANDBOX_UNAVAILABLE", `cannot enforce sandbox read-only path ${sub} because it crosses writable symlink ${sub}`, { path: sub });
+    }
+    if (!existsSync(sub)) {
+      // Block creation (e.g. a missing .codex in the cwd): an empty read-only directory in its place.
+      mkdirSync(sub);
+      created.push(sub);
+    }
+    argv.push("--ro-bind", sub, sub);
   }
   // Hide Codex's app-server socket folder, as Codex 0.169 does: a sandboxed command must not reach a daemon
   // that runs outside the sandbox. (After the writable binds, which may re-expose /tmp.)
