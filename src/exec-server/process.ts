@@ -11,6 +11,8 @@ import { readdirSync, readFileSync, statSync } from "node:fs";
 import { constants as osConstants } from "node:os";
 import { join } from "node:path";
 import { log } from "../log.ts";
+import type { CallCgroup, CgroupManager } from "../shell/cgroup.ts";
+import { joinCgroupFirst } from "../shell/run-command.ts";
 import { errnoOf, osErrorText } from "./fs-ops.ts";
 import { encodeBase64, rpcError, RPC } from "./rpc.ts";
 import { mountPointCandidates, removeLeftoverMountPoints, sandboxedArgv, type ExecSandbox } from "./sandbox.ts";
@@ -38,6 +40,8 @@ export interface StartSpec {
   pipeStdin: boolean;
   arg0?: string;
   sandbox?: ExecSandbox;
+  /** Per-process cgroups (the whole tree ends with terminate, however it detached); undefined where there are none. */
+  cgroups?: CgroupManager;
 }
 
 /** A server→client event of one process. */
@@ -125,6 +129,7 @@ export class ManagedProcess {
   private waiters = new Set<() => void>();
   private writeIds = new Set<string>();
   private leftovers: string[] = [];
+  private cgroup: CallCgroup | undefined;
   private readonly emit: (e: ProcessEvent) => void;
   private readonly waitWritable: () => Promise<void>;
   private readonly backpressured: () => boolean;
@@ -171,6 +176,19 @@ export class ManagedProcess {
       argv0 = undefined;
       this.leftovers = mountPointCandidates(spec.sandbox);
     }
+    if (spec.cgroups !== undefined) {
+      try {
+        this.cgroup = spec.cgroups.create();
+      } catch (e) {
+        throw rpcError(RPC.INTERNAL, `cannot create the process's cgroup: ${(e as Error).message}`);
+      }
+      // The trampoline joins the cgroup before the program's first instruction; it keeps `arg0` only when it is
+      // the program's own name (dash has no `exec -a`), else the process is moved in right after the spawn.
+      if (argv0 === undefined || argv0 === argv[0] || spec.sandbox !== undefined) {
+        argv = joinCgroupFirst(this.cgroup.procs, argv);
+        argv0 = undefined;
+      }
+    }
     const onExit = (code: number | null, signal: string | null) => this.recordExit(code, signal);
     try {
       if (spec.tty) {
@@ -199,10 +217,18 @@ export class ManagedProcess {
         });
       }
     } catch (e) {
+      void this.cgroup?.dispose();
       const n = errnoOf(e);
       throw rpcError(RPC.INTERNAL, n === undefined ? (e as Error).message : osErrorText(n));
     }
     this.pid = this.proc.pid;
+    if (this.cgroup !== undefined && argv0 !== undefined) {
+      try {
+        this.cgroup.add(this.pid);
+      } catch (e) {
+        log.warn("exec-server: cannot move a process into its cgroup", { processId: this.id, error: String(e) });
+      }
+    }
     void this.proc.exited.then(() => onExit(this.proc!.exitCode, (this.proc!.signalCode as string | null | undefined) ?? null));
     if (!spec.tty) {
       void this.pump(this.proc.stdout as ReadableStream<Uint8Array>, "stdout");
@@ -269,6 +295,7 @@ export class ManagedProcess {
     if (this.closed || !this.exited || this.openStreams > 0) return;
     this.closed = true;
     if (this.leftovers.length > 0) removeLeftoverMountPoints(this.leftovers);
+    this.releaseCgroup();
     const seq = this.nextSeq++;
     this.emit({ method: "process/closed", params: { processId: this.id, seq } });
     this.wake();
@@ -330,6 +357,14 @@ export class ManagedProcess {
     return "accepted";
   }
 
+  /** Remove the cgroup once it is empty (processes that outlive their streams keep it until terminate or shutdown). */
+  releaseCgroup(): void {
+    const cg = this.cgroup;
+    if (cg === undefined || cg.members().length > 0) return;
+    this.cgroup = undefined;
+    void cg.dispose();
+  }
+
   /** Send `sig` to the whole tree (process group, and descendants that left it). */
   signal(sig: NodeJS.Signals): void {
     if (this.pid <= 0) return;
@@ -343,6 +378,7 @@ export class ManagedProcess {
   terminate(): boolean {
     if (this.exited || this.proc === undefined) return false;
     this.terminated = true;
+    this.cgroup?.kill();
     this.signal("SIGKILL");
     return true;
   }
@@ -353,5 +389,8 @@ export class ManagedProcess {
       this.terminated = true;
       this.signal("SIGKILL");
     }
+    const cg = this.cgroup;
+    this.cgroup = undefined;
+    void cg?.dispose();
   }
 }

@@ -14,6 +14,7 @@
 import type { Server, ServerWebSocket } from "bun";
 import { resolve } from "node:path";
 import { log } from "../log.ts";
+import { CgroupManager } from "../shell/cgroup.ts";
 import { childEnv, decodeEnvPolicy } from "./env-policy.ts";
 import { decodeFsOperation, FS_METHODS, type FsMethod } from "./fs-ops.ts";
 import { runFsInSandbox } from "./fs-sandbox.ts";
@@ -113,6 +114,10 @@ export interface ExecServer {
 export function startExecServer(opts: ServerOptions): ExecServer {
   const sessions = new Map<string, Session>();
   let nextConnId = 1;
+  // One cgroup per process, so that terminate ends everything it started (see src/shell/cgroup.ts).
+  const cg = CgroupManager.detect();
+  const cgroups = cg instanceof CgroupManager ? cg : undefined;
+  if (!(cg instanceof CgroupManager)) log.info("exec-server: no per-process cgroups; terminate kills process groups and descendants only", { why: cg.error });
 
   const send = (c: Conn, msg: unknown) => {
     if (!c.closed) c.ws.send(JSON.stringify(msg));
@@ -210,7 +215,7 @@ export function startExecServer(opts: ServerOptions): ExecServer {
           let p: ManagedProcess;
           try {
             p = ManagedProcess.start(
-              { processId, argv, cwd, env: childEnvironment, tty, pipeStdin, arg0, sandbox },
+              { processId, argv, cwd, env: childEnvironment, tty, pipeStdin, arg0, sandbox, cgroups },
               (e) => s.notify(e),
               () => s.waitWritable(),
               () => s.backpressured(),
@@ -222,6 +227,7 @@ export function startExecServer(opts: ServerOptions): ExecServer {
           s.processes.set(processId, p);
           p.onClosed = () => {
             setTimeout(() => {
+              p.releaseCgroup();
               if (s.processes.get(processId) === p) s.processes.delete(processId);
             }, opts.processRetentionMs);
           };
@@ -418,6 +424,7 @@ export function startExecServer(opts: ServerOptions): ExecServer {
     server,
     shutdown() {
       for (const s of sessions.values()) s.killAll();
+      cgroups?.shutdown();
       server.stop(true);
     },
   };

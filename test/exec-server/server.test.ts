@@ -148,6 +148,25 @@ describe("processes", () => {
     c.close();
   });
 
+  test("terminate also kills a double-forked daemon that left the process group and its parent (per-process cgroups)", async () => {
+    const c = await ExecClient.connect(server.url);
+    await c.init();
+    const { proj } = workspace();
+    await c.call("process/start", { processId: "daemon", argv: ["/bin/sh", "-c", "(setsid sh -c 'echo $$ > daemon.pid; exec sleep 300' </dev/null >/dev/null 2>&1 &); sleep 300"], cwd: proj, env: { PATH: "/usr/bin:/bin" }, tty: false });
+    let pid = 0;
+    for (let i = 0; i < 250 && pid === 0; i++) {
+      await Bun.sleep(20);
+      if (existsSync(join(proj, "daemon.pid"))) pid = Number(readFileSync(join(proj, "daemon.pid"), "utf8").trim());
+    }
+    expect(pid).toBeGreaterThan(0);
+    expect(alive(pid)).toBe(true);
+    expect(await c.call("process/terminate", { processId: "daemon" })).toEqual({ running: true });
+    await c.collect("daemon");
+    for (let i = 0; i < 50 && alive(pid); i++) await Bun.sleep(20);
+    expect(alive(pid)).toBe(false);
+    c.close();
+  });
+
   test("retained output is bounded at 1 MiB while every chunk is still pushed", async () => {
     const c = await ExecClient.connect(server.url);
     await c.init();
