@@ -13,6 +13,7 @@ import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import { CallToolRequestSchema, ErrorCode, JSONRPCMessageSchema, ListToolsRequestSchema, McpError, type JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
 import { ShellmcpError } from "../errors.ts";
 import { log } from "../log.ts";
+import { takeEarlyInput, type EarlyInput } from "./early-initialize.ts";
 import type { ElicitAnswer } from "./escalation-policy.ts";
 
 /** A tool as listed. */
@@ -36,6 +37,11 @@ export interface ToolContext {
   signal: AbortSignal;
   /** Present when the client sent a progress token. */
   progress?: (progress: number, message: string) => void;
+  /**
+   * The call's `params._meta` as sent (Codex 0.169 puts the per-call sandbox state in it:
+   * `codex/sandbox-state`, `codex/sandbox-state-meta`, `codex/sandbox-launcher`).
+   */
+  meta?: Record<string, unknown>;
   /** Present when the client declared the `elicitation` capability. */
   elicit?: (message: string, requestedSchema: Record<string, unknown>) => Promise<ElicitAnswer>;
 }
@@ -121,7 +127,7 @@ class RobustStdioTransport implements Transport {
       skipping = false;
     };
     try {
-      for await (const chunk of Bun.stdin.stream()) {
+      for await (const chunk of this.early?.source ?? Bun.stdin.stream()) {
         let start = 0;
         for (let nl = chunk.indexOf(10, start); nl >= 0; nl = chunk.indexOf(10, start)) {
           take(chunk.subarray(start, nl));
@@ -178,7 +184,15 @@ class RobustStdioTransport implements Transport {
     }
   }
 
+  /** `early`: stdin already being read by {@link startEarlyInitialize}, whose answered `initialize` is not answered twice. */
+  constructor(private readonly early?: EarlyInput) {}
+  private earlyAnswerDropped = false;
+
   async send(message: JSONRPCMessage): Promise<void> {
+    if (!this.earlyAnswerDropped && this.early !== undefined && "id" in message && !("method" in message) && message.id === this.early.answeredId()) {
+      this.earlyAnswerDropped = true; // the SDK's answer to the initialize request already answered early
+      return;
+    }
     this.write(message);
   }
 
@@ -204,6 +218,7 @@ export async function serveStdio(o: McpServerOptions): Promise<void> {
     const canElicit = server.getClientCapabilities()?.elicitation !== undefined;
     const ctx: ToolContext = {
       signal: extra.signal,
+      meta: req.params._meta as Record<string, unknown> | undefined,
       progress:
         token === undefined
           ? undefined
@@ -243,7 +258,7 @@ export async function serveStdio(o: McpServerOptions): Promise<void> {
     }
   };
 
-  const transport = new RobustStdioTransport();
+  const transport = new RobustStdioTransport(takeEarlyInput());
   const closed = new Promise<void>((res) => {
     server.onclose = () => res();
   });

@@ -16,7 +16,7 @@ import * as libc from "../../ffi/libc.ts";
 import type { EscalationBoundary } from "../escalate/boundary.ts";
 import type { EscalationServer, ListenOptions } from "../escalate/server.ts";
 import { hasFullDiskWrite, hasFullNetwork, serializeSandboxPolicy, type SandboxPolicy } from "../sandbox/policy.ts";
-import { writableView, type WriteEnforcement } from "../sandbox/writable.ts";
+import { writableView, type WritableView, type WriteEnforcement } from "../sandbox/writable.ts";
 import type { CallCgroup, CgroupManager } from "./cgroup.ts";
 import { CappedOutput } from "./output.ts";
 import { Stopwatch } from "./stopwatch.ts";
@@ -58,6 +58,8 @@ export interface RunCommandOptions {
   track?: (pgid: number, running: boolean) => void;
   /** Per-call cgroups (every process of the call ends with it); undefined where the host has none. */
   cgroups?: CgroupManager;
+  /** What the sandbox lets the shell write, when `policy` does not say it exactly (a permission profile). */
+  writable?: (enforcement: WriteEnforcement) => WritableView;
 }
 
 /** The POSIX shell that moves itself into the call's cgroup before anything of the call runs. */
@@ -122,7 +124,7 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
   let killed: "timeout" | "cancel" | undefined;
   let stopwatch: Stopwatch | undefined;
   // What an escalation may run is judged against the sandbox as it is now, when the shell starts.
-  const boundary: EscalationBoundary = { baseEnv: o.env, writable: writableView(o.policy, o.sandboxCwd, launcherEnforcement(sandboxed, o.launcher), o.env) };
+  const boundary: EscalationBoundary = { baseEnv: o.env, writable: (o.writable ?? ((e) => writableView(o.policy, o.sandboxCwd, e, o.env)))(launcherEnforcement(sandboxed, o.launcher)) };
   let cgroup: CallCgroup | undefined;
   try {
     cgroup = o.cgroups?.create();

@@ -12,13 +12,14 @@
  *   cannot), else Landlock with a one-line warning, else fail closed.
  * Nothing ever runs with less protection than asked for: every failure to apply a layer is an error.
  */
-import { existsSync, mkdirSync, readdirSync, readlinkSync, rmdirSync, statSync } from "node:fs";
-import { constants as osConstants } from "node:os";
-import { delimiter, dirname, join } from "node:path";
+import { chmodSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readlinkSync, rmdirSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { constants as osConstants, tmpdir } from "node:os";
+import { delimiter, dirname, join, sep } from "node:path";
 import * as libc from "../../../ffi/libc.ts";
 import { ShellmcpError } from "../../errors.ts";
 import { writeStderr } from "../../stderr.ts";
-import { hasFullDiskWrite, hasFullNetwork, hasFullRead, readableRoots, serializeSandboxPolicy, writableRoots, type SandboxPolicy } from "../policy.ts";
+import { landlockCanEnforce, linuxReadableRoots, planPermissionProfile, planSandboxPolicy, serializePermissionProfile, type FilesystemPlan, type PermissionProfile } from "../permission-profile.ts";
+import { hasFullDiskWrite, hasFullNetwork, serializeSandboxPolicy, type SandboxPolicy } from "../policy.ts";
 import { applyLandlock } from "./landlock.ts";
 import { installFilter, type SeccompMode } from "./seccomp.ts";
 
@@ -31,6 +32,8 @@ export const SANDBOX_FAILURE_EXIT = 101;
 /** What to run. */
 export interface SandboxRun {
   policy: SandboxPolicy;
+  /** Codex 0.169's permission profile (`--permission-profile`): when present it is enforced instead of `policy`. */
+  profile?: PermissionProfile;
   /** Folder the policy's roots are computed from (`--sandbox-policy-cwd`). */
   policyCwd: string;
   command: string[];
@@ -84,19 +87,40 @@ function selfDirs(): string[] {
   return [dirname(process.execPath)];
 }
 
-/** Apply Landlock + seccomp to this thread per `policy` (no exec). Throws `SANDBOX_UNAVAILABLE`. */
-export function applyInProcess(policy: SandboxPolicy, policyCwd: string, opts: { landlockWrites: boolean }): void {
-  const roots = writableRoots(policy, policyCwd);
-  const readable = readableRoots(policy, policyCwd, roots, selfDirs());
-  const mode = seccompModeFor(policy);
+/** What `run` enforces: its permission profile's plan when it has one, else its policy's. */
+export function planOf(run: Pick<SandboxRun, "policy" | "profile" | "policyCwd">): FilesystemPlan {
+  return run.profile !== undefined ? planPermissionProfile(run.profile, run.policyCwd) : planSandboxPolicy(run.policy, run.policyCwd);
+}
+
+/** The seccomp mode a plan needs: like {@link seccompModeFor}. */
+function seccompModeForPlan(plan: FilesystemPlan): SeccompMode | undefined {
+  if (plan.network !== "enabled") return "restricted";
+  if (!plan.fullWrite) return "vsock";
+  return undefined;
+}
+
+/**
+ * Apply Landlock + seccomp to this thread per `policy` (or `profile` when given; no exec). Throws
+ * `SANDBOX_UNAVAILABLE`, also when `landlockWrites` and Landlock cannot enforce a profile's read-only subpaths
+ * or denied paths (never less protection than asked for).
+ */
+export function applyInProcess(policy: SandboxPolicy, policyCwd: string, opts: { landlockWrites: boolean }, profile?: PermissionProfile): void {
+  const plan = planOf({ policy, profile, policyCwd });
+  if (opts.landlockWrites) {
+    const why = landlockCanEnforce(plan);
+    if (why !== undefined) throw new ShellmcpError("SANDBOX_UNAVAILABLE", `cannot enforce the sandbox: ${why}`);
+  }
+  const roots = plan.writableRoots;
+  const readable = linuxReadableRoots(plan, selfDirs());
+  const mode = seccompModeForPlan(plan);
   // Landlock first (its rule paths are opened with open(2), which the filter does not touch), then seccomp.
   // Inside bwrap (landlockWrites false) the mounts already confine writes; Landlock is added only to enforce
   // restricted reads, with the same writable roots so that it never widens anything.
-  if ((opts.landlockWrites && !hasFullDiskWrite(policy)) || readable !== undefined) {
+  if ((opts.landlockWrites && !plan.fullWrite) || readable !== undefined) {
     applyLandlock({
-      writableRoots: hasFullDiskWrite(policy) ? ["/"] : roots.map((r) => r.root),
+      writableRoots: plan.fullWrite ? ["/"] : roots.map((r) => r.root),
       readableRoots: readable,
-      networkRestricted: !hasFullNetwork(policy),
+      networkRestricted: plan.network !== "enabled",
     });
   }
   if (mode !== undefined) installFilter(mode);
@@ -154,6 +178,8 @@ function byDepth<T>(path: (t: T) => string): (a: T, b: T) => number {
 interface BwrapPlan {
   argv: string[];
   created: string[];
+  /** Private folders made for the plan (removed afterwards with their content). */
+  tempDirs?: string[];
 }
 
 /**
@@ -162,15 +188,16 @@ interface BwrapPlan {
  */
 export function planBwrap(bwrap: string, run: SandboxRun): BwrapPlan {
   const { policy } = run;
+  const plan = planOf(run);
   const argv = [bwrap, "--new-session", "--die-with-parent"];
-  argv.push(...(hasFullDiskWrite(policy) ? ["--bind", "/", "/"] : ["--ro-bind", "/", "/"]));
+  argv.push(...(plan.fullWrite ? ["--bind", "/", "/"] : ["--ro-bind", "/", "/"]));
   argv.push("--dev", "/dev");
   const created: string[] = [];
   // Mount order decides what wins: a later bind covers an earlier one. Every writable root is bound first,
   // shallowest first (a nested writable root stays writable); then every read-only re-bind, shallowest first,
   // so that no writable bind — `/tmp` and `$TMPDIR` included, whatever their order in the policy — can cover
   // a protected path (a project under /tmp keeps its `.git` read-only).
-  const roots = writableRoots(policy, run.policyCwd);
+  const roots = plan.writableRoots;
   for (const w of [...roots].sort(byDepth((r) => r.root))) argv.push("--bind", w.root, w.root);
   const subpaths = [...new Set(roots.flatMap((w) => w.readOnlySubpaths))].sort(byDepth((p) => p));
   for (const sub of subpaths) {
@@ -190,16 +217,50 @@ export function planBwrap(bwrap: string, run: SandboxRun): BwrapPlan {
     }
     argv.push("--ro-bind", sub, sub);
   }
+  // Denied paths (permission profiles' `deny`), after every bind so that none re-exposes them: a folder becomes
+  // an empty, unreadable, read-only tmpfs (as Codex 0.169); a file is covered by an empty file of mode 000 bound
+  // read-only (EACCES: no capability inside can override it). A missing one inside a writable root is blocked
+  // from being created the same way.
+  let unreadable: string | undefined;
+  const tempDirs: string[] = [];
+  for (const d of [...plan.deniedPaths].sort(byDepth((p) => p))) {
+    let st: ReturnType<typeof statSync> | undefined;
+    try {
+      st = lstatSync(d);
+    } catch {
+      st = undefined;
+    }
+    if (st?.isSymbolicLink()) {
+      throw new ShellmcpError("SANDBOX_UNAVAILABLE", `cannot enforce sandbox denied path ${d} because it is a symlink`, { path: d });
+    }
+    if (st !== undefined && !st.isDirectory()) {
+      if (unreadable === undefined) {
+        const dir = mkdtempSync(join(tmpdir(), "shellmcp-deny-"));
+        tempDirs.push(dir);
+        unreadable = join(dir, "denied");
+        writeFileSync(unreadable, "", { mode: 0 });
+        chmodSync(unreadable, 0);
+      }
+      argv.push("--ro-bind", unreadable, d);
+      continue;
+    }
+    if (st === undefined) {
+      if (!roots.some((w) => isUnderPath(d, w.root))) continue;
+      mkdirSync(d);
+      created.push(d);
+    }
+    argv.push("--perms", "000", "--tmpfs", d, "--remount-ro", d);
+  }
   // Hide Codex's app-server socket folder, as Codex 0.169 does: a sandboxed command must not reach a daemon
   // that runs outside the sandbox. (After the writable binds, which may re-expose /tmp.)
   const daemonDir = `/tmp/codex-daemon-${process.getuid?.() ?? 0}`;
   if (existsSync(daemonDir)) argv.push("--perms", "000", "--tmpfs", daemonDir, "--remount-ro", daemonDir);
   argv.push("--unshare-user", "--unshare-pid", "--unshare-ipc");
-  if (!hasFullNetwork(policy)) argv.push("--unshare-net");
+  if (plan.network !== "enabled") argv.push("--unshare-net");
   if (!run.noProc) argv.push("--proc", "/proc");
   argv.push("--cap-drop", "ALL");
-  argv.push("--", ...selfHelperCommand(), "--apply-seccomp-then-exec", "--sandbox-policy-cwd", run.policyCwd, "--sandbox-policy", serializeSandboxPolicy(policy), "--", ...run.command);
-  return { argv, created };
+  argv.push("--", ...selfHelperCommand(), "--apply-seccomp-then-exec", "--sandbox-policy-cwd", run.policyCwd, "--sandbox-policy", serializeSandboxPolicy(policy), ...(run.profile !== undefined ? ["--permission-profile", serializePermissionProfile(run.profile)] : []), "--", ...run.command);
+  return { argv, created, tempDirs };
 }
 
 /** fds this process inherited from its parent (not CLOEXEC): the command must get them too (e.g. the escalation socket). */
@@ -226,6 +287,7 @@ async function runBwrap(bwrap: string, run: SandboxRun): Promise<number> {
   const forward = (sig: NodeJS.Signals) => () => child.kill(sig);
   for (const s of ["SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT"] as const) process.on(s, forward(s));
   const code = await child.exited;
+  for (const d of plan.tempDirs ?? []) rmSync(d, { recursive: true, force: true });
   for (const p of plan.created.reverse()) {
     try {
       rmdirSync(p); // only if still empty
@@ -245,14 +307,14 @@ async function runBwrap(bwrap: string, run: SandboxRun): Promise<number> {
  * command's exit status (128+N for a signal). Throws `SANDBOX_UNAVAILABLE` when protection cannot be applied.
  */
 export async function runSandboxed(run: SandboxRun): Promise<number> {
-  const { policy } = run;
   if (run.command.length === 0) throw new ShellmcpError("USAGE", "No command specified to execute.");
-  if (policy.type === "danger-full-access") return execCommand(run.command);
-  const needsFs = !hasFullDiskWrite(policy) || !hasFullRead(policy);
+  const plan = planOf(run);
+  if (!plan.sandboxed) return execCommand(run.command);
+  const needsFs = !plan.fullWrite || !plan.fullRead || plan.deniedPaths.length > 0;
   let backend = run.backend;
   let probe: BwrapProbe | undefined;
   if (backend !== "landlock" && needsFs) {
-    probe = probeBwrap(!hasFullNetwork(policy));
+    probe = probeBwrap(plan.network !== "enabled");
     if (!probe.ok) {
       if (backend === "bwrap") throw new ShellmcpError("SANDBOX_UNAVAILABLE", probe.reason!);
       writeStderr(`shellmcp: ${probe.reason}; using Landlock instead, which does not protect .git/.codex inside writable roots\n`);
@@ -262,12 +324,16 @@ export async function runSandboxed(run: SandboxRun): Promise<number> {
 
   if (backend === "bwrap" && needsFs) return runBwrap(probe!.path!, { ...run, noProc: run.noProc || probe!.noProc });
   // Landlock (or seccomp only, for external-sandbox).
-  applyInProcess(policy, run.policyCwd, { landlockWrites: true });
+  applyInProcess(run.policy, run.policyCwd, { landlockWrites: true }, run.profile);
   return execCommand(run.command);
 }
 
 /** Inner stage inside bwrap: seccomp (+ Landlock read rules for restricted reads), then exec. */
-export function innerStage(policy: SandboxPolicy, policyCwd: string, command: string[]): never {
-  applyInProcess(policy, policyCwd, { landlockWrites: false });
+export function innerStage(policy: SandboxPolicy, policyCwd: string, command: string[], profile?: PermissionProfile): never {
+  applyInProcess(policy, policyCwd, { landlockWrites: false }, profile);
   return execCommand(command);
+}
+
+function isUnderPath(path: string, root: string): boolean {
+  return path === root || path.startsWith(root.endsWith(sep) ? root : root + sep);
 }
