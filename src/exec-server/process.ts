@@ -12,7 +12,6 @@ import { constants as osConstants } from "node:os";
 import { join } from "node:path";
 import { log } from "../log.ts";
 import type { CallCgroup, CgroupManager } from "../shell/cgroup.ts";
-import { joinCgroupFirst } from "../shell/run-command.ts";
 import { errnoOf, osErrorText } from "./fs-ops.ts";
 import { encodeBase64, rpcError, RPC } from "./rpc.ts";
 import { mountPointCandidates, removeLeftoverMountPoints, sandboxedArgv, type ExecSandbox } from "./sandbox.ts";
@@ -74,6 +73,15 @@ export function resolveProgram(name: string, path: string | undefined): string |
     }
   }
   return undefined;
+}
+
+/**
+ * `argv` started through `/bin/sh`, which joins the cgroup (`procs`) before the program's first instruction and then
+ * execs it — serve's trampoline (src/shell/run-command.ts `joinCgroupFirst`), except that the `PWD` dash exports is
+ * removed again unless the child's env set it (the child env must be exactly what was asked for).
+ */
+export function cgroupTrampoline(procs: string, argv: string[], keepPwd: boolean): string[] {
+  return ["/bin/sh", "-c", `echo $$ > "$0" || exit 126; ${keepPwd ? "" : "unset PWD; "}exec "$@"`, procs, ...argv];
 }
 
 /** Every descendant pid of `root` (from /proc), deepest last. */
@@ -169,6 +177,14 @@ export class ManagedProcess {
     if (spec.sandbox === undefined) {
       const program = resolveProgram(spec.argv[0]!, spec.env.PATH);
       if (program === undefined) throw osError("ENOENT");
+      // What execve would say, before the trampoline could turn it into an exit status.
+      try {
+        const st = statSync(program.startsWith("/") ? program : join(spec.cwd, program));
+        if (st.isDirectory() || (st.mode & 0o111) === 0) throw osError("EACCES");
+      } catch (e) {
+        const n = errnoOf(e);
+        throw n === undefined ? e : rpcError(RPC.INTERNAL, osErrorText(n));
+      }
       argv = [program, ...spec.argv.slice(1)];
       argv0 = spec.arg0 ?? spec.argv[0];
     } else {
@@ -185,7 +201,7 @@ export class ManagedProcess {
       // The trampoline joins the cgroup before the program's first instruction; it keeps `arg0` only when it is
       // the program's own name (dash has no `exec -a`), else the process is moved in right after the spawn.
       if (argv0 === undefined || argv0 === argv[0] || spec.sandbox !== undefined) {
-        argv = joinCgroupFirst(this.cgroup.procs, argv);
+        argv = cgroupTrampoline(this.cgroup.procs, argv, spec.env.PWD !== undefined);
         argv0 = undefined;
       }
     }
