@@ -3,8 +3,8 @@
  *
  * Shapes accepted (exec-server spec §6.3, §13.1; 0.169 traces §5):
  * - Codex 0.169: `{permissions: PermissionProfile, cwd?, workspaceRoots?, windowsSandboxLevel, …}`; the profile is
- *   mapped by `src/sandbox/permission-profile.ts` (the same mapping `serve` uses) and run through the helper as the
- *   nearest legacy policy that is never wider (`summarySandboxPolicy`).
+ *   validated and planned by `src/sandbox/permission-profile.ts` (the same mapping `serve` uses; what cannot be
+ *   enforced is refused here) and handed to our helper as `--permission-profile`, which enforces that plan.
  * - April: `{sandboxPolicy: SandboxPolicy, sandboxPolicyCwd?, windowsSandboxLevel, …}`.
  * `windowsSandboxLevel` is required when `sandbox` is an object (−32602 otherwise), as upstream.
  * No sandbox: `sandbox` null/absent, profile `disabled`/`external` (fs: run directly), policy `danger-full-access`.
@@ -12,7 +12,6 @@
 import { existsSync, lstatSync, readdirSync, rmdirSync } from "node:fs";
 import { join } from "node:path";
 import { ShellmcpError } from "../errors.ts";
-import * as linuxRun from "../sandbox/linux/run.ts";
 import { parsePermissionProfile, planPermissionProfile, serializePermissionProfile, summarySandboxPolicy, type PermissionProfile } from "../sandbox/permission-profile.ts";
 import { hasFullDiskWrite, hasFullNetwork, parseSandboxPolicy, PROTECTED_NAMES, serializeSandboxPolicy, type SandboxPolicy } from "../sandbox/policy.ts";
 import { decodePath, invalidParams, paramsObject, rpcError, RPC } from "./rpc.ts";
@@ -20,7 +19,7 @@ import { decodePath, invalidParams, paramsObject, rpcError, RPC } from "./rpc.ts
 /** A decided sandbox: the legacy policy our helper enforces, and its cwd (absolute). */
 export interface ExecSandbox {
   policy: SandboxPolicy;
-  /** The Codex 0.169 profile it came from (enforced exactly when the helper takes `--permission-profile`). */
+  /** The Codex 0.169 profile it came from: the helper enforces it exactly (`--permission-profile`), e.g. `.aws`. */
   profile?: PermissionProfile;
   cwd: string;
   /** Kind reported as `sandboxType` in the `process/start` result (Codex 0.169: `linuxSeccomp`). */
@@ -63,12 +62,6 @@ export function decodeSandbox(v: unknown, fallbackCwd: string, opts: { fsOperati
   return { policy, profile, cwd, sandboxType: "linuxSeccomp" };
 }
 
-/**
- * Whether our Linux helper takes Codex 0.169's `--permission-profile` (then a profile is enforced exactly, e.g.
- * the `.aws` read-only carve-out; otherwise the nearest legacy policy that is never wider). Detected from the
- * sandbox module, so that this file works on both sides of the merge that adds the flag.
- */
-export const HELPER_TAKES_PROFILE: boolean = typeof (linuxRun as Record<string, unknown>).planOf === "function";
 
 /** argv that starts this binary again (compiled: the executable; from source: bun + main.ts). */
 export function selfCommand(): string[] {
@@ -78,7 +71,7 @@ export function selfCommand(): string[] {
 
 /** argv that runs `command` under `sb` through our `codex-linux-sandbox` role (bwrap when available). */
 export function sandboxedArgv(sb: ExecSandbox, command: string[]): string[] {
-  const policy = sb.profile !== undefined && HELPER_TAKES_PROFILE ? ["--permission-profile", serializePermissionProfile(sb.profile)] : ["--sandbox-policy", serializeSandboxPolicy(sb.policy)];
+  const policy = sb.profile !== undefined ? ["--permission-profile", serializePermissionProfile(sb.profile)] : ["--sandbox-policy", serializeSandboxPolicy(sb.policy)];
   return [...selfCommand(), "--codex-run-as-linux-sandbox", "--backend", "auto", "--sandbox-policy-cwd", sb.cwd, ...policy, "--", ...command];
 }
 

@@ -12,7 +12,6 @@ import { CONF_BASE } from "../helpers/cleanup.ts";
 import { binaryAs, ensureBinary, run } from "../helpers/binary.ts";
 import { ExecClient } from "./client.ts";
 import { startServer, type StartedServer } from "./codex-harness.ts";
-import { HELPER_TAKES_PROFILE } from "../../src/exec-server/sandbox.ts";
 
 let server: StartedServer;
 beforeAll(async () => {
@@ -251,8 +250,8 @@ describe("sandboxing (Codex 0.169 permission profiles)", () => {
     expect(done.output).not.toContain("out=0");
     expect(done.output).toContain("Read-only file system");
     expect(done.output).toContain("git=1");
-    // .aws is a read-only carve-out only Codex 0.169's profile names; enforced once the helper takes profiles.
-    if (HELPER_TAKES_PROFILE) expect(done.output).toContain("aws=1");
+    // .aws: a read-only carve-out only Codex 0.169's profile names (kept from being created).
+    expect(done.output).toContain("aws=1");
     expect(existsSync(join(proj, "inside.txt"))).toBe(true);
     expect(existsSync(join(outside, "o.txt"))).toBe(false);
 
