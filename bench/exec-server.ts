@@ -2,7 +2,7 @@
  * `shellmcp exec-server` side by side with `codex exec-server` (0.169) in the same run, over the same websocket
  * client: `process/start` → `process/closed` latency for `/bin/true` (median), output throughput for 100 MB
  * (`head -c 100000000 /dev/zero`, all pushed `process/output` bytes received), and server RSS idle and with 20
- * running processes (`sleep`). Codex needs file:// URIs and a writable CODEX_HOME outside /tmp; both get plain
+ * running processes (`sleep`; measured first, before the other runs leave garbage behind). Codex needs file:// URIs and a writable CODEX_HOME outside /tmp; both get plain
  * `sandbox: null` processes. Figures and ratios only, no assertions.
  *
  *   bun bench/exec-server.ts [runs]
@@ -88,6 +88,10 @@ async function measure(s: Server): Promise<{ latencyMs: number; mbPerS: number; 
       };
       void c.call("process/start", { processId: pid, argv, cwd, env: {}, tty: false });
     });
+  for (let i = 0; i < 20; i++) await c.call("process/start", { processId: `sleep${i}`, argv: ["/bin/sleep", "30"], cwd, env: {}, tty: false });
+  await Bun.sleep(300);
+  const busyMb = rssMb(s.proc.pid);
+  for (let i = 0; i < 20; i++) await c.call("process/terminate", { processId: `sleep${i}` });
   for (let i = 0; i < 10; i++) await runOne(["/bin/true"]);
   const lat: number[] = [];
   for (let i = 0; i < RUNS; i++) {
@@ -100,10 +104,6 @@ async function measure(s: Server): Promise<{ latencyMs: number; mbPerS: number; 
   await runOne(["/bin/sh", "-c", `head -c ${THROUGHPUT_BYTES} /dev/zero`], (n) => (got += n));
   const secs = (performance.now() - t0) / 1000;
   if (got !== THROUGHPUT_BYTES) console.warn(`${s.name}: received ${got} of ${THROUGHPUT_BYTES} bytes`);
-  for (let i = 0; i < 20; i++) await c.call("process/start", { processId: `sleep${i}`, argv: ["/bin/sleep", "30"], cwd, env: {}, tty: false });
-  await Bun.sleep(300);
-  const busyMb = rssMb(s.proc.pid);
-  for (let i = 0; i < 20; i++) await c.call("process/terminate", { processId: `sleep${i}` });
   c.ws.close();
   return { latencyMs: median(lat), mbPerS: THROUGHPUT_BYTES / 1e6 / secs, idleMb, busyMb };
 }
