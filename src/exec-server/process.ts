@@ -19,6 +19,12 @@ import { mountPointCandidates, removeLeftoverMountPoints, sandboxedArgv, type Ex
 /** Output retained per process for `process/read`, bytes (Codex: 1 MiB). Older chunks are dropped. */
 export const MAX_RETAINED_BYTES = 1024 * 1024;
 
+/** Largest chunk, bytes: Codex reads pipes 8 KiB at a time, so larger reads are split (same seq numbering). */
+export const MAX_CHUNK_BYTES = 8192;
+
+/** Output that makes a failed sandboxed process `sandboxDenied` (Codex's keywords). */
+export const SANDBOX_DENIAL = /operation not permitted|permission denied|read-only file system|seccomp|sandbox|landlock|failed to write file/i;
+
 /** `stream` of a chunk. */
 export type StreamName = "stdout" | "stderr" | "pty";
 
@@ -142,16 +148,20 @@ export class ManagedProcess {
   private readonly waitWritable: () => Promise<void>;
   private readonly backpressured: () => boolean;
   private stopped = false;
+  private readonly sandboxed: boolean;
+  /** Codex's heuristic: a sandboxed process that failed with a denial in its output. */
+  sandboxDenied = false;
   /** Called once when closed (the session starts the eviction timer). */
   onClosed: () => void = () => undefined;
 
-  private constructor(id: string, tty: boolean, pipeStdin: boolean, emit: (e: ProcessEvent) => void, waitWritable: () => Promise<void>, backpressured: () => boolean) {
+  private constructor(id: string, tty: boolean, pipeStdin: boolean, emit: (e: ProcessEvent) => void, waitWritable: () => Promise<void>, backpressured: () => boolean, sandboxed: boolean) {
     this.id = id;
     this.tty = tty;
     this.pipeStdin = pipeStdin && !tty;
     this.emit = emit;
     this.waitWritable = waitWritable;
     this.backpressured = backpressured;
+    this.sandboxed = sandboxed;
   }
 
   /**
@@ -159,7 +169,7 @@ export class ManagedProcess {
    * missing or the spawn fails. Events may be emitted before this returns.
    */
   static start(spec: StartSpec, emit: (e: ProcessEvent) => void, waitWritable: () => Promise<void>, backpressured: () => boolean = () => false): ManagedProcess {
-    const mp = new ManagedProcess(spec.processId, spec.tty, spec.pipeStdin, emit, waitWritable, backpressured);
+    const mp = new ManagedProcess(spec.processId, spec.tty, spec.pipeStdin, emit, waitWritable, backpressured, spec.sandbox !== undefined);
     mp.spawn(spec);
     return mp;
   }
@@ -274,6 +284,10 @@ export class ManagedProcess {
   }
 
   private push(stream: StreamName, data: Uint8Array): void {
+    for (let off = 0; off < data.byteLength; off += MAX_CHUNK_BYTES) this.pushChunk(stream, data.subarray(off, Math.min(off + MAX_CHUNK_BYTES, data.byteLength)));
+  }
+
+  private pushChunk(stream: StreamName, data: Uint8Array): void {
     const seq = this.nextSeq++;
     this.chunks.push({ seq, stream, data });
     this.retained += data.byteLength;
@@ -296,8 +310,9 @@ export class ManagedProcess {
     this.exited = true;
     const sig = signal === null ? undefined : (osConstants.signals as Record<string, number>)[signal];
     this.exitCode = sig !== undefined ? 128 + sig : (code ?? -1);
+    this.sandboxDenied = this.sandboxed && !this.terminated && this.exitCode !== 0 && SANDBOX_DENIAL.test(this.outputTail());
     const seq = this.nextSeq++;
-    this.emit({ method: "process/exited", params: { processId: this.id, seq, exitCode: this.exitCode, sandboxDenied: false } });
+    this.emit({ method: "process/exited", params: { processId: this.id, seq, exitCode: this.exitCode, sandboxDenied: this.sandboxDenied } });
     this.wake();
     this.maybeClose();
   }
@@ -318,6 +333,17 @@ export class ManagedProcess {
     this.onClosed();
   }
 
+  /** The last ≤ 16 KiB of retained output, as text. */
+  private outputTail(): string {
+    const parts: Uint8Array[] = [];
+    let n = 0;
+    for (let i = this.chunks.length - 1; i >= 0 && n < 16384; i--) {
+      parts.unshift(this.chunks[i]!.data);
+      n += this.chunks[i]!.data.byteLength;
+    }
+    return Buffer.concat(parts).toString("latin1");
+  }
+
   /** One page of retained output after `afterSeq` (spec §3.4 paging; nextSeq = last returned + 1). */
   private page(afterSeq: number, maxBytes: number | undefined): ReadResult {
     const out: ReadResult["chunks"] = [];
@@ -330,7 +356,7 @@ export class ManagedProcess {
       if (maxBytes !== undefined && total >= maxBytes) break;
     }
     const nextSeq = out.length > 0 ? out[out.length - 1]!.seq + 1 : this.nextSeq;
-    return { chunks: out, nextSeq, exited: this.exited, exitCode: this.exitCode, closed: this.closed, failure: null, sandboxDenied: false };
+    return { chunks: out, nextSeq, exited: this.exited, exitCode: this.exitCode, closed: this.closed, failure: null, sandboxDenied: this.sandboxDenied };
   }
 
   /** `process/read`: return at once when there is something to report, else wait up to `waitMs`. */

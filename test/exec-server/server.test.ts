@@ -253,6 +253,13 @@ describe("sandboxing (Codex 0.169 permission profiles)", () => {
     // .aws: a read-only carve-out only Codex 0.169's profile names (kept from being created).
     expect(done.output).toContain("aws=1");
     expect(existsSync(join(proj, "inside.txt"))).toBe(true);
+    const exited = c.notifications.find((m) => m.method === "process/exited" && (m.params as { processId: string }).processId === "sb");
+    expect(exited?.params).toMatchObject({ exitCode: 0, sandboxDenied: false });
+    await c.call("process/start", { processId: "sb-denied", argv: ["/bin/sh", "-c", `echo x > ${outside}/o.txt`], cwd: proj, env: { PATH: "/usr/bin:/bin" }, tty: false, sandbox: workspaceWrite(proj) });
+    await c.collect("sb-denied");
+    const denied = c.notifications.find((m) => m.method === "process/exited" && (m.params as { processId: string }).processId === "sb-denied");
+    expect(denied?.params).toMatchObject({ sandboxDenied: true });
+    expect((denied?.params as { exitCode: number }).exitCode).not.toBe(0);
     expect(existsSync(join(outside, "o.txt"))).toBe(false);
 
     await c.call("process/start", { processId: "sb-kill", argv: ["/bin/sh", "-c", "echo up; sleep 300"], cwd: proj, env: { PATH: "/usr/bin:/bin" }, tty: false, sandbox: workspaceWrite(proj) });
