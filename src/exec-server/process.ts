@@ -55,6 +55,18 @@ export type ProcessEvent =
   | { method: "process/exited"; params: { processId: string; seq: number; exitCode: number; sandboxDenied: boolean } }
   | { method: "process/closed"; params: { processId: string; seq: number } };
 
+/** Where a process's events go (its session): see the top of this file. */
+export interface ProcessSink {
+  /** Deliver an event; `json` is its serialisation when the caller already built it. */
+  emit(e: ProcessEvent, json?: string): void;
+  /** Run `fn`, sending what it emits in one batch. */
+  cork(fn: () => void): void;
+  /** Resolves when the client can take more output. */
+  waitWritable(): Promise<void>;
+  /** Whether the client is behind (more than the high-water mark unsent). */
+  backpressured(): boolean;
+}
+
 /** Result of `process/read`. */
 export interface ReadResult {
   chunks: { seq: number; stream: StreamName; chunk: string }[];
@@ -144,9 +156,8 @@ export class ManagedProcess {
   private writeIds = new Set<string>();
   private leftovers: string[] = [];
   private cgroup: CallCgroup | undefined;
-  private readonly emit: (e: ProcessEvent) => void;
-  private readonly waitWritable: () => Promise<void>;
-  private readonly backpressured: () => boolean;
+  private readonly sink: ProcessSink;
+  private readonly outputPrefix: string;
   private stopped = false;
   private readonly sandboxed: boolean;
   /** Codex's heuristic: a sandboxed process that failed with a denial in its output. */
@@ -154,22 +165,21 @@ export class ManagedProcess {
   /** Called once when closed (the session starts the eviction timer). */
   onClosed: () => void = () => undefined;
 
-  private constructor(id: string, tty: boolean, pipeStdin: boolean, emit: (e: ProcessEvent) => void, waitWritable: () => Promise<void>, backpressured: () => boolean, sandboxed: boolean) {
+  private constructor(id: string, tty: boolean, pipeStdin: boolean, sink: ProcessSink, sandboxed: boolean) {
     this.id = id;
     this.tty = tty;
     this.pipeStdin = pipeStdin && !tty;
-    this.emit = emit;
-    this.waitWritable = waitWritable;
-    this.backpressured = backpressured;
+    this.sink = sink;
     this.sandboxed = sandboxed;
+    this.outputPrefix = `{"method":"process/output","params":{"processId":${JSON.stringify(id)},"seq":`;
   }
 
   /**
    * Spawn. Throws −32603 with the OS text ("No such file or directory (os error 2)") when the program or cwd is
    * missing or the spawn fails. Events may be emitted before this returns.
    */
-  static start(spec: StartSpec, emit: (e: ProcessEvent) => void, waitWritable: () => Promise<void>, backpressured: () => boolean = () => false): ManagedProcess {
-    const mp = new ManagedProcess(spec.processId, spec.tty, spec.pipeStdin, emit, waitWritable, backpressured, spec.sandbox !== undefined);
+  static start(spec: StartSpec, sink: ProcessSink): ManagedProcess {
+    const mp = new ManagedProcess(spec.processId, spec.tty, spec.pipeStdin, sink, spec.sandbox !== undefined);
     mp.spawn(spec);
     return mp;
   }
@@ -266,7 +276,7 @@ export class ManagedProcess {
     const reader = stream.getReader();
     try {
       for (;;) {
-        await this.waitWritable();
+        await this.sink.waitWritable();
         const { value, done } = await reader.read();
         if (done) break;
         if (value.byteLength > 0) this.push(name, value);
@@ -284,7 +294,10 @@ export class ManagedProcess {
   }
 
   private push(stream: StreamName, data: Uint8Array): void {
-    for (let off = 0; off < data.byteLength; off += MAX_CHUNK_BYTES) this.pushChunk(stream, data.subarray(off, Math.min(off + MAX_CHUNK_BYTES, data.byteLength)));
+    if (data.byteLength <= MAX_CHUNK_BYTES) this.pushChunk(stream, data);
+    else this.sink.cork(() => {
+      for (let off = 0; off < data.byteLength; off += MAX_CHUNK_BYTES) this.pushChunk(stream, data.subarray(off, Math.min(off + MAX_CHUNK_BYTES, data.byteLength)));
+    });
   }
 
   private pushChunk(stream: StreamName, data: Uint8Array): void {
@@ -292,13 +305,14 @@ export class ManagedProcess {
     this.chunks.push({ seq, stream, data });
     this.retained += data.byteLength;
     while (this.retained > MAX_RETAINED_BYTES && this.chunks.length > 1) this.retained -= this.chunks.shift()!.data.byteLength;
-    this.emit({ method: "process/output", params: { processId: this.id, seq, stream, chunk: encodeBase64(data) } });
+    const chunk = encodeBase64(data);
+    this.sink.emit({ method: "process/output", params: { processId: this.id, seq, stream, chunk } }, `${this.outputPrefix}${seq},"stream":"${stream}","chunk":"${chunk}"}}`);
     this.wake();
     // A pty cannot be paused from here (Bun's terminal reads eagerly): stop the tree until the client catches up.
-    if (stream === "pty" && !this.stopped && !this.exited && this.backpressured()) {
+    if (stream === "pty" && !this.stopped && !this.exited && this.sink.backpressured()) {
       this.stopped = true;
       this.signal("SIGSTOP");
-      void this.waitWritable().then(() => {
+      void this.sink.waitWritable().then(() => {
         this.stopped = false;
         if (!this.terminated) this.signal("SIGCONT");
       });
@@ -312,7 +326,7 @@ export class ManagedProcess {
     this.exitCode = sig !== undefined ? 128 + sig : (code ?? -1);
     this.sandboxDenied = this.sandboxed && !this.terminated && this.exitCode !== 0 && SANDBOX_DENIAL.test(this.outputTail());
     const seq = this.nextSeq++;
-    this.emit({ method: "process/exited", params: { processId: this.id, seq, exitCode: this.exitCode, sandboxDenied: this.sandboxDenied } });
+    this.sink.emit({ method: "process/exited", params: { processId: this.id, seq, exitCode: this.exitCode, sandboxDenied: this.sandboxDenied } });
     this.wake();
     this.maybeClose();
   }
@@ -328,7 +342,7 @@ export class ManagedProcess {
     if (this.leftovers.length > 0) removeLeftoverMountPoints(this.leftovers);
     this.releaseCgroup();
     const seq = this.nextSeq++;
-    this.emit({ method: "process/closed", params: { processId: this.id, seq } });
+    this.sink.emit({ method: "process/closed", params: { processId: this.id, seq } });
     this.wake();
     this.onClosed();
   }

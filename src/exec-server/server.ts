@@ -76,9 +76,15 @@ class Session {
   attachment: Conn | undefined;
   expiry: ReturnType<typeof setTimeout> | undefined;
 
-  notify(e: ProcessEvent): void {
+  notify(e: ProcessEvent, json?: string): void {
     const c = this.attachment;
-    if (c !== undefined && !c.closed) c.ws.send(JSON.stringify(e));
+    if (c !== undefined && !c.closed) c.ws.send(json ?? JSON.stringify(e));
+  }
+
+  cork(fn: () => void): void {
+    const c = this.attachment;
+    if (c !== undefined && !c.closed) c.ws.cork(fn);
+    else fn();
   }
 
   backpressured(): boolean {
@@ -216,9 +222,7 @@ export function startExecServer(opts: ServerOptions): ExecServer {
           try {
             p = ManagedProcess.start(
               { processId, argv, cwd, env: childEnvironment, tty, pipeStdin, arg0, sandbox, cgroups },
-              (e) => s.notify(e),
-              () => s.waitWritable(),
-              () => s.backpressured(),
+              { emit: (e, json) => s.notify(e, json), cork: (fn) => s.cork(fn), waitWritable: () => s.waitWritable(), backpressured: () => s.backpressured() },
             );
           } catch (e) {
             s.processes.delete(processId);
