@@ -46,8 +46,8 @@ export async function startServer(argv: string[] = [ensureBinary(), "exec-server
 
 /** A websocket proxy; `cut()` drops every connection abruptly (both sides), new ones are accepted again. */
 export class WsProxy {
-  private readonly server: Server<{ upstream?: WebSocket; pending: (string | Buffer)[] }>;
-  private readonly clients = new Set<ServerWebSocket<{ upstream?: WebSocket; pending: (string | Buffer)[] }>>();
+  private readonly server: Server<{ upstream?: WebSocket; pending: (string | Buffer)[]; held?: boolean }>;
+  private readonly clients = new Set<ServerWebSocket<{ upstream?: WebSocket; pending: (string | Buffer)[]; held?: boolean }>>();
   connections = 0;
   /** Every frame, with its direction and arrival time (ms, performance.now()). */
   readonly frames: { dir: "c2s" | "s2c"; at: number; msg: Record<string, unknown> }[] = [];
@@ -60,7 +60,7 @@ export class WsProxy {
   }
 
   constructor(upstreamUrl: string) {
-    this.server = Bun.serve<{ upstream?: WebSocket; pending: (string | Buffer)[] }>({
+    this.server = Bun.serve<{ upstream?: WebSocket; pending: (string | Buffer)[]; held?: boolean }>({
       hostname: "127.0.0.1",
       port: 0,
       fetch: (req, srv) => (srv.upgrade(req, { data: { pending: [] } }) ? undefined : new Response("no", { status: 400 })),
@@ -89,7 +89,7 @@ export class WsProxy {
         },
         close: (ws) => {
           this.clients.delete(ws);
-          ws.data.upstream?.close();
+          if (!ws.data.held) ws.data.upstream?.close();
         },
       },
     });
@@ -99,10 +99,19 @@ export class WsProxy {
     return `ws://127.0.0.1:${this.server.port}`;
   }
 
-  /** Drop every live connection without a close handshake. */
-  cut(): void {
+  /**
+   * Drop every live client connection without a close handshake. The upstream side is closed at once, or after
+   * `holdUpstreamMs` (the server then still sees the old connection attached when the client resumes).
+   */
+  cut(holdUpstreamMs = 0): void {
     for (const c of this.clients) {
-      c.data.upstream?.close();
+      const up = c.data.upstream;
+      if (up !== undefined) {
+        up.onclose = null;
+        c.data.held = true;
+        if (holdUpstreamMs > 0) setTimeout(() => up.close(), holdUpstreamMs);
+        else up.close();
+      }
       c.terminate();
     }
   }

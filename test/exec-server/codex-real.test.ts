@@ -19,7 +19,7 @@ const maybe = CODEX === undefined ? describe.skip : describe;
 let server: StartedServer;
 let proxy: WsProxy;
 beforeAll(async () => {
-  server = await startServer();
+  server = await startServer(undefined, { ...process.env, XSRV_MARK: "xsrv-mark-4242" });
   proxy = new WsProxy(server.url);
 });
 afterAll(async () => {
@@ -55,12 +55,13 @@ maybe("real Codex 0.169 through shellmcp exec-server", () => {
       serverUrl: proxy.url,
       sandbox: "workspace-write",
       steps: ({ proj, outside }) => [
-        { tool: "exec_command", args: { cmd: `echo hi; echo err >&2; echo in > inside.txt; echo in_rc=$?; echo out > ${outside}/outside.txt; echo out_rc=$?; touch .git/x; echo git_rc=$?; exit 3`, workdir: proj } },
+        { tool: "exec_command", args: { cmd: `echo hi; echo mark=$XSRV_MARK; echo err >&2; echo in > inside.txt; echo in_rc=$?; echo out > ${outside}/outside.txt; echo out_rc=$?; touch .git/x; echo git_rc=$?; exit 3`, workdir: proj } },
       ],
     });
     const out = r.mock.output(0) ?? "";
     expect(out).toContain("Process exited with code 3");
     expect(out).toContain("hi\n");
+    expect(out).toContain("mark=xsrv-mark-4242"); // envPolicy inherit: all → the server's environment
     expect(out).toContain("err\n");
     expect(out).toContain("in_rc=0");
     expect(out).toContain("out_rc=1");
@@ -183,5 +184,43 @@ maybe("real Codex 0.169 through shellmcp exec-server", () => {
     expect(out).toContain("tick1\ntick2\ntick3\ntick4\n");
     expect(proxy.connections - before).toBeGreaterThanOrEqual(2);
     expect(proxy.frames.some((f) => f.dir === "c2s" && f.msg.method === "initialize" && typeof (f.msg.params as { resumeSessionId?: unknown }).resumeSessionId === "string")).toBe(true);
+  }, 120_000);
+
+  test("a resume refused with -32010 while the old connection lingers is retried until it succeeds", async () => {
+    const r = await runCodex({
+      serverUrl: proxy.url,
+      sandbox: "workspace-write",
+      steps: ({ proj }) => [{ tool: "exec_command", args: { cmd: "for i in 1 2 3 4; do echo beat$i; sleep 0.4; done", workdir: proj } }],
+      during: async () => {
+        for (let i = 0; i < 300; i++) {
+          if (proxy.frames.some((f) => f.msg.method === "process/output" && Buffer.from(String((f.msg.params as { chunk: string }).chunk), "base64").toString().includes("beat1"))) break;
+          await Bun.sleep(20);
+        }
+        proxy.cut(600);
+      },
+    });
+    const out = r.mock.output(0) ?? "";
+    expect(out).toContain("Process exited with code 0");
+    expect(out).toContain("beat1\nbeat2\nbeat3\nbeat4\n");
+    expect(proxy.frames.some((f) => f.dir === "s2c" && (f.msg.error as { code?: number } | undefined)?.code === -32010)).toBe(true);
+  }, 120_000);
+
+  test("read-only: the project is not writable; danger-full-access: no sandbox at all", async () => {
+    const ro = await runCodex({
+      serverUrl: proxy.url,
+      sandbox: "read-only",
+      steps: ({ proj }) => [{ tool: "exec_command", args: { cmd: "touch ro.txt; echo rc=$?", workdir: proj } }],
+    });
+    expect(ro.mock.output(0)).toContain("Read-only file system");
+    expect(existsSync(join(ro.proj, "ro.txt"))).toBe(false);
+    const full = await runCodex({
+      serverUrl: proxy.url,
+      sandbox: "danger-full-access",
+      steps: ({ proj, outside }) => [{ tool: "exec_command", args: { cmd: `echo x > ${outside}/free.txt; echo rc=$?`, workdir: proj } }],
+    });
+    expect(full.mock.output(0)).toContain("rc=0");
+    expect(readFileSync(join(full.outside, "free.txt"), "utf8")).toBe("x\n");
+    expectNoMountPointLeftovers(full.proj);
+    expectNoMountPointLeftovers(ro.proj);
   }, 120_000);
 });
