@@ -6,23 +6,8 @@
  * params. OS errors become Rust-style messages ("No such file or directory (os error 2)") with Codex's codes:
  * ENOENT → −32004, EACCES/EPERM/EINVAL and the fixed invalid-input texts → −32600, everything else → −32603.
  */
-import {
-  chmodSync,
-  copyFileSync,
-  lstatSync,
-  mkdirSync,
-  readdirSync,
-  readFileSync,
-  readlinkSync,
-  realpathSync,
-  rmdirSync,
-  rmSync,
-  statSync,
-  symlinkSync,
-  unlinkSync,
-  writeFileSync,
-  type Stats,
-} from "node:fs";
+import * as fsp from "node:fs/promises";
+import type { Stats } from "node:fs";
 import { constants as osConstants } from "node:os";
 import { basename, dirname, join } from "node:path";
 import { decodeBase64, decodePath, encodeBase64, field, paramsObject, rpcError, RPC } from "./rpc.ts";
@@ -90,12 +75,12 @@ function ms(v: number): number {
 }
 
 /** `p` resolved through symlinks as far as it exists, the rest appended (for the copy-into-itself check). */
-function canonicalPrefix(p: string): string {
+async function canonicalPrefix(p: string): Promise<string> {
   const rest: string[] = [];
   let cur = p;
   for (;;) {
     try {
-      return join(realpathSync(cur), ...rest.reverse());
+      return join(await fsp.realpath(cur), ...rest.reverse());
     } catch {
       const parent = dirname(cur);
       if (parent === cur) return p;
@@ -105,32 +90,33 @@ function canonicalPrefix(p: string): string {
   }
 }
 
-function copyDirectory(src: string, dst: string): void {
-  mkdirSync(dst, { recursive: true });
-  for (const name of readdirSync(src)) {
+async function copyDirectory(src: string, dst: string): Promise<void> {
+  await fsp.mkdir(dst, { recursive: true });
+  for (const name of await fsp.readdir(src)) {
     const s = join(src, name);
     const d = join(dst, name);
-    const st = lstatSync(s);
-    if (st.isDirectory()) copyDirectory(s, d);
+    const st = await fsp.lstat(s);
+    if (st.isDirectory()) await copyDirectory(s, d);
     else if (st.isFile()) {
-      copyFileSync(s, d);
-      chmodSync(d, st.mode & 0o7777);
-    } else if (st.isSymbolicLink()) symlinkSync(readlinkSync(s), d);
+      await fsp.copyFile(s, d);
+      await fsp.chmod(d, st.mode & 0o7777);
+    } else if (st.isSymbolicLink()) await fsp.symlink(await fsp.readlink(s), d);
     // fifos, sockets, devices: skipped, as Codex does
   }
 }
 
-function metadata(p: string): Record<string, unknown> {
-  const l = lstatSync(p);
-  const st: Stats = l.isSymbolicLink() ? statSync(p) : l;
+async function metadata(p: string): Promise<Record<string, unknown>> {
+  const l = await fsp.lstat(p);
+  const st: Stats = l.isSymbolicLink() ? await fsp.stat(p) : l;
   return { isDirectory: st.isDirectory(), isFile: st.isFile(), isSymlink: l.isSymbolicLink(), createdAtMs: ms(st.birthtimeMs), modifiedAtMs: ms(st.mtimeMs), size: st.size };
 }
 
 /**
- * Decode `params` for `method` and run it directly. Returns the result object; throws JSON-RPC errors (−32602 for
+ * Decode `params` for `method` and run it directly (asynchronously: a big file or tree never blocks other sessions).
+ * Resolves with the result object; throws JSON-RPC errors (−32602 for
  * bad params, the §6.2 mapping for OS errors). `params.sandbox` is ignored here (the caller decided where to run).
  */
-export function runFsOperation(method: FsMethod, params: unknown): Record<string, unknown> {
+export function runFsOperation(method: FsMethod, params: unknown): Promise<Record<string, unknown>> {
   return decodeFsOperation(method, params)();
 }
 
@@ -138,16 +124,16 @@ export function runFsOperation(method: FsMethod, params: unknown): Record<string
  * Decode `params` for `method` (throws −32602 now) and return the operation to run later (throws the §6.2 errors).
  * Codex decodes params before its initialize gate; this split lets the server do the same.
  */
-export function decodeFsOperation(method: FsMethod, params: unknown): () => Record<string, unknown> {
+export function decodeFsOperation(method: FsMethod, params: unknown): () => Promise<Record<string, unknown>> {
   const o = paramsObject(params, structName(method));
   switch (method) {
     case "fs/readFile": {
       const p = decodePath(o.path, "path");
-      return () => { try {
-        const st = statSync(p);
+      return async () => { try {
+        const st = await fsp.stat(p);
         if (!st.isFile() && st.isDirectory()) throw invalidInput(`path \`${p}\` is not a file`);
         if (st.size > MAX_READ_FILE_BYTES) throw invalidInput(`file is too large to read: limit is ${MAX_READ_FILE_BYTES} bytes`);
-        return { dataBase64: encodeBase64(readFileSync(p)) };
+        return { dataBase64: encodeBase64(await fsp.readFile(p)) };
       } catch (e) {
         throw fsError(e);
       } };
@@ -161,8 +147,8 @@ export function decodeFsOperation(method: FsMethod, params: unknown): () => Reco
       } catch (e) {
         throw rpcError(RPC.INVALID_REQUEST, `fs/writeFile requires valid base64 dataBase64: ${(e as Error).message}`);
       }
-      return () => { try {
-        writeFileSync(p, data);
+      return async () => { try {
+        await fsp.writeFile(p, data);
         return {};
       } catch (e) {
         throw fsError(e);
@@ -171,11 +157,11 @@ export function decodeFsOperation(method: FsMethod, params: unknown): () => Reco
     case "fs/createDirectory": {
       const p = decodePath(o.path, "path");
       const recursive = field.optBool(o, "recursive") ?? true;
-      return () => { try {
+      return async () => { try {
         if (recursive) {
-          mkdirSync(p, { recursive: true });
-          if (!statSync(p).isDirectory()) throw Object.assign(new Error("exists"), { code: "EEXIST" });
-        } else mkdirSync(p);
+          await fsp.mkdir(p, { recursive: true });
+          if (!(await fsp.stat(p)).isDirectory()) throw Object.assign(new Error("exists"), { code: "EEXIST" });
+        } else await fsp.mkdir(p);
         return {};
       } catch (e) {
         throw fsError(e);
@@ -183,17 +169,17 @@ export function decodeFsOperation(method: FsMethod, params: unknown): () => Reco
     }
     case "fs/getMetadata": {
       const p = decodePath(o.path, "path");
-      return () => { try {
-        return metadata(p);
+      return async () => { try {
+        return await metadata(p);
       } catch (e) {
         throw fsError(e);
       } };
     }
     case "fs/readDirectory": {
       const p = decodePath(o.path, "path");
-      return () => { let names: Buffer[];
+      return async () => { let names: Buffer[];
       try {
-        names = readdirSync(p, { encoding: "buffer" });
+        names = await fsp.readdir(p, { encoding: "buffer" });
       } catch (e) {
         throw fsError(e);
       }
@@ -202,7 +188,7 @@ export function decodeFsOperation(method: FsMethod, params: unknown): () => Reco
       const dirBuf = Buffer.from(p.endsWith("/") ? p : `${p}/`);
       for (const name of names) {
         try {
-          const st = statSync(Buffer.concat([dirBuf, name]));
+          const st = await fsp.stat(Buffer.concat([dirBuf, name]));
           entries.push({ fileName: dec.decode(name), isDirectory: st.isDirectory(), isFile: st.isFile() });
         } catch {
           // broken symlink, loop, permission, race: skipped (Codex #17907)
@@ -214,18 +200,18 @@ export function decodeFsOperation(method: FsMethod, params: unknown): () => Reco
       const p = decodePath(o.path, "path");
       const recursive = field.optBool(o, "recursive") ?? true;
       const force = field.optBool(o, "force") ?? true;
-      return () => { try {
+      return async () => { try {
         let st: Stats;
         try {
-          st = lstatSync(p);
+          st = await fsp.lstat(p);
         } catch (e) {
           if (force && errnoOf(e) === osConstants.errno.ENOENT) return {};
           throw e;
         }
         if (st.isDirectory()) {
-          if (recursive) rmSync(p, { recursive: true, force: false });
-          else rmdirSync(p);
-        } else unlinkSync(p);
+          if (recursive) await fsp.rm(p, { recursive: true, force: false });
+          else await fsp.rmdir(p);
+        } else await fsp.unlink(p);
         return {};
       } catch (e) {
         throw fsError(e);
@@ -235,18 +221,18 @@ export function decodeFsOperation(method: FsMethod, params: unknown): () => Reco
       const src = decodePath(o.sourcePath, "sourcePath");
       const dst = decodePath(o.destinationPath, "destinationPath");
       const recursive = field.bool(o, "recursive");
-      return () => { try {
-        const st = lstatSync(src);
+      return async () => { try {
+        const st = await fsp.lstat(src);
         if (st.isDirectory()) {
           if (!recursive) throw invalidInput("fs/copy requires recursive: true when sourcePath is a directory");
-          const s = realpathSync(src);
-          const d = canonicalPrefix(dst);
+          const s = await fsp.realpath(src);
+          const d = await canonicalPrefix(dst);
           if (d === s || d.startsWith(s.endsWith("/") ? s : `${s}/`)) throw invalidInput("fs/copy cannot copy a directory to itself or one of its descendants");
-          copyDirectory(src, dst);
-        } else if (st.isSymbolicLink()) symlinkSync(readlinkSync(src), dst);
+          await copyDirectory(src, dst);
+        } else if (st.isSymbolicLink()) await fsp.symlink(await fsp.readlink(src), dst);
         else if (st.isFile()) {
-          copyFileSync(src, dst);
-          chmodSync(dst, st.mode & 0o7777);
+          await fsp.copyFile(src, dst);
+          await fsp.chmod(dst, st.mode & 0o7777);
         } else throw invalidInput("fs/copy only supports regular files, directories, and symlinks");
         return {};
       } catch (e) {

@@ -302,7 +302,7 @@ export function startExecServer(opts: ServerOptions): ExecServer {
         const sandbox = decodeSandbox(o.sandbox ?? (o.sandboxPolicy === undefined ? undefined : { sandboxPolicy: o.sandboxPolicy, windowsSandboxLevel: "disabled" }), process.cwd(), { fsOperation: true });
         return async () => {
           gate(c, method);
-          return sandbox === undefined ? op() : await runFsInSandbox(sandbox, m, params);
+          return sandbox === undefined ? await op() : await runFsInSandbox(sandbox, m, params);
         };
       }
     }

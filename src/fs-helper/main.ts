@@ -27,7 +27,7 @@ export async function fsHelperMain(_args: string[]): Promise<number> {
   const operation = req.operation as FsMethod;
   let answer: unknown;
   try {
-    answer = { status: "ok", payload: { operation, response: runFsOperation(operation, req.params) } };
+    answer = { status: "ok", payload: { operation, response: await runFsOperation(operation, req.params) } };
   } catch (e) {
     answer = { status: "error", payload: toRpcError(e) };
   }

@@ -122,4 +122,23 @@ describe("fs", () => {
     expect(readFileSync(join(d, "a", "f"), "utf8")).toBe("via link");
     expect((await c.request("fs/readFile", { path: "file://remote-host/etc/passwd" })).error).toMatchObject({ code: -32602 });
   });
+
+  test("a long fs operation in one session does not block another session", async () => {
+    const d = dir();
+    Bun.spawnSync(["/bin/sh", "-c", `mkdir -p ${d}/big && cd ${d}/big && seq 1 20000 | xargs touch`]);
+    const other = await ExecClient.connect(server.url);
+    await other.init();
+    let copyDone = 0;
+    const copy = c.request("fs/copy", { sourcePath: `${d}/big`, destinationPath: `${d}/big-copy`, recursive: true }).then((r) => {
+      copyDone = performance.now();
+      return r;
+    });
+    await Bun.sleep(20);
+    await other.call("process/start", { processId: "quick", argv: ["/bin/echo", "ok"], cwd: "/", env: {}, tty: false });
+    await other.collect("quick");
+    const quickDone = performance.now();
+    expect((await copy).result).toEqual({});
+    expect(quickDone).toBeLessThan(copyDone);
+    other.close();
+  }, 60_000);
 });
