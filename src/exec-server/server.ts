@@ -7,12 +7,15 @@
  *   connection; output pumps pause while a connection has more than {@link OUTBOUND_HIGH_WATER_BYTES} unsent.
  * - Sessions: `initialize {clientName, resumeSessionId}` → `{sessionId}`; on disconnect the session detaches and its
  *   processes keep running for the detached TTL; resuming a live session gives −32010 (the code Codex 0.169 retries).
- * - Methods: `process/start|read|write|terminate|signal`, `fs/readFile|writeFile|createDirectory|getMetadata|
- *   readDirectory|remove|copy`; every other method −32601 (Codex 0.169 tolerates that for `fs/watchMissing`,
- *   `environmentConfig/read`, `environment/info`).
+ * - Methods: `environment/info`, `process/start|read|write|terminate|signal`, `fs/readFile|writeFile|
+ *   createDirectory|getMetadata|readDirectory|remove|copy`; every other method −32601 (Codex 0.169 tolerates that
+ *   for `fs/watchMissing` and `environmentConfig/read`).
  */
 import type { Server, ServerWebSocket } from "bun";
-import { resolve } from "node:path";
+import { existsSync } from "node:fs";
+import { homedir, hostname, tmpdir } from "node:os";
+import { basename, resolve } from "node:path";
+import { VERSION } from "../version.ts";
 import { log } from "../log.ts";
 import { CgroupManager } from "../shell/cgroup.ts";
 import { childEnv, decodeEnvPolicy } from "./env-policy.ts";
@@ -48,6 +51,31 @@ export const DEFAULT_SERVER_OPTIONS: ServerOptions = {
   processRetentionMs: 30_000,
   maxMessageBytes: 128 * 1024 * 1024,
 };
+
+/**
+ * `environmentInfo` of the `initialize` reply (also `environment/info`), in Codex 0.169's shape: the executor's
+ * shell, cwd, home, OS and temp dir (paths as `file://` URIs). Every capability flag is false: shellmcp offers none
+ * of those optional features (network proxy, credential masking, file streaming, `fs/watchMissing`, …).
+ */
+export function environmentInfo(): Record<string, unknown> {
+  const uri = (p: string) => `file://${p.split("/").map(encodeURIComponent).join("/")}`;
+  const shellPath = ["/bin/bash", "/usr/bin/bash"].find((p) => existsSync(p)) ?? "/bin/sh";
+  const capabilities = Object.fromEntries(
+    ["networkProxyLaunch", "networkProxyReviewDomains", "credentialMasking", "credentialMaskingCustomProviders", "capabilityDiscoverySandbox", "fsWatchMissing", "capabilityDiscoveryV2", "environmentConfigRead", "httpHeaderEnvVars", "sandboxedFileStreaming", "fileWriteStreaming", "shellSnapshotV2", "windowsMxc", "linuxRootWritePreservesDevices", "linuxApprovedRootWritePreservesRestrictions"].map((k) => [k, false]),
+  );
+  return {
+    shell: { name: basename(shellPath), path: shellPath },
+    executorVersion: `shellmcp-${VERSION}`,
+    providerId: `sha256:${new Bun.CryptoHasher("sha256").update(`shellmcp exec-server ${hostname()}`).digest("hex")}`,
+    cwd: uri(process.cwd()),
+    userHomeDir: uri(homedir()),
+    platformOs: process.platform === "darwin" ? "macos" : process.platform,
+    prependPathDirs: [],
+    temporaryDirectories: [],
+    tempDir: uri(tmpdir()),
+    capabilities,
+  };
+}
 
 const PROCESS_METHODS = ["process/start", "process/read", "process/write", "process/terminate", "process/signal"];
 
@@ -186,15 +214,20 @@ export function startExecServer(opts: ServerOptions): ExecServer {
             if (s.attachment !== undefined && !s.attachment.closed) throw rpcError(RPC.ALREADY_ATTACHED, `session ${resumeId} is already attached to another connection`);
             c.initSent = true;
             attach(c, s);
-            return { sessionId: s.id };
+            return { sessionId: s.id, environmentInfo: environmentInfo() };
           }
           c.initSent = true;
           const s = new Session();
           sessions.set(s.id, s);
           attach(c, s);
-          return { sessionId: s.id };
+          return { sessionId: s.id, environmentInfo: environmentInfo() };
         };
       }
+      case "environment/info":
+        return () => {
+          gate(c, method);
+          return environmentInfo();
+        };
       case "process/start": {
         const o = paramsObject(params, "ExecParams");
         const processId = field.string(o, "processId");
@@ -344,7 +377,7 @@ export function startExecServer(opts: ServerOptions): ExecServer {
   }
 
   async function handleRequest(c: Conn, id: string | number, method: string, params: unknown): Promise<void> {
-    const known = method === "initialize" || PROCESS_METHODS.includes(method) || (FS_METHODS as readonly string[]).includes(method);
+    const known = method === "initialize" || method === "environment/info" || PROCESS_METHODS.includes(method) || (FS_METHODS as readonly string[]).includes(method);
     if (!known) return replyError(c, id, rpcError(RPC.METHOD_NOT_FOUND, `exec-server stub does not implement \`${method}\` yet`));
     const stale = c.session !== undefined && c.session.attachment !== c;
     try {
