@@ -16,7 +16,7 @@ import { serveStdio, type ToolResult } from "./mcp/server.ts";
 import { formatResult, parseShellArgs, SHELL_TOOL } from "./mcp/shell-tool.ts";
 import { INSTRUCTIONS } from "./mcp/early-initialize.ts";
 import { parseSandboxState, planWritableView, sandboxStateFromMeta, type SandboxState } from "./mcp/sandbox-state.ts";
-import { landlockCanEnforce, planPermissionProfile, serializePermissionProfile, type FilesystemPlan } from "./sandbox/permission-profile.ts";
+import { landlockCanEnforce, planPermissionProfile, serializePermissionProfile, type FilesystemPlan, type PermissionProfile } from "./sandbox/permission-profile.ts";
 import { parseSandboxPolicy, type SandboxPolicy } from "./sandbox/policy.ts";
 import { probeBwrap } from "./sandbox/linux/run.ts";
 import { DEFAULT_MAX_OUTPUT_BYTES } from "./shell/output.ts";
@@ -87,6 +87,10 @@ export async function serveMain(o: ServeOptions): Promise<number> {
   let shellPath: string;
   let state: SandboxState;
   let backendFlag: () => string[];
+  /** Set once the preflight has passed: where bwrap is, so calls can start it directly (no helper stage). */
+  let bwrapDirect: { bwrap: string; noProc: boolean } | undefined;
+  const direct = (flags: string[], profile?: PermissionProfile): SandboxLauncher["direct"] =>
+    flags[0] === "--backend" && flags[1] === "bwrap" && bwrapDirect !== undefined ? { ...bwrapDirect, profile } : undefined;
   let maxOutputBytes = DEFAULT_MAX_OUTPUT_BYTES;
   try {
     codexHome = resolveCodexHome();
@@ -106,7 +110,15 @@ export async function serveMain(o: ServeOptions): Promise<number> {
       if (!Number.isInteger(maxOutputBytes) || maxOutputBytes < 1024) throw new ShellmcpError("USAGE", "--max-output-bytes must be an integer ≥ 1024");
     }
     const backend = o.sandboxBackend ?? "auto";
-    if (backend === "bwrap" || backend === "landlock") backendFlag = () => ["--backend", backend];
+    if (backend === "bwrap") {
+      backendFlag = () => {
+        const probe = probeBwrap(true);
+        // Direct launches need bwrap's path and whether /proc can be mounted; when the preflight fails, the
+        // helper runs it and fails closed with the reason.
+        if (probe.ok) bwrapDirect = { bwrap: probe.path!, noProc: probe.noProc === true };
+        return ["--backend", "bwrap", ...(probe.noProc ? ["--no-proc"] : [])];
+      };
+    } else if (backend === "landlock") backendFlag = () => ["--backend", backend];
     else if (backend !== "auto") throw new ShellmcpError("USAGE", `--sandbox-backend must be auto, bwrap or landlock (got ${backend})`);
     else {
       // The bubblewrap preflight (two short bwrap runs) waits for the first call that needs a backend.
@@ -116,6 +128,7 @@ export async function serveMain(o: ServeOptions): Promise<number> {
         const probe = probeBwrap(true);
         if (!probe.ok) writeStderr(`shellmcp: ${probe.reason}; commands run under Landlock + seccomp, which does not protect .git/.codex inside writable roots\n`);
         probed = ["--backend", probe.ok ? "bwrap" : "landlock", ...(probe.noProc ? ["--no-proc"] : [])];
+        if (probe.ok) bwrapDirect = { bwrap: probe.path!, noProc: probe.noProc === true };
         return probed;
       };
     }
@@ -186,12 +199,15 @@ export async function serveMain(o: ServeOptions): Promise<number> {
         }
         const why = flags[1] === "landlock" ? landlockCanEnforce(plan) : undefined;
         if (why !== undefined) return errorResult(`shellmcp refused to run the command: ${why}`);
-        launcher = { exe: helperExe, flags: [...flags, "--permission-profile", serializePermissionProfile(snap.profile)] };
+        launcher = { exe: helperExe, flags: [...flags, "--permission-profile", serializePermissionProfile(snap.profile)], direct: direct(flags, snap.profile) };
         // The escalation boundary judges against what the profile really lets the shell write.
         writable = (enforcement) => planWritableView(plan, enforcement);
       } else if (o.useCodexLinuxSandboxExe && snap.codexLinuxSandboxExe !== undefined) {
         launcher = { exe: snap.codexLinuxSandboxExe, flags: snap.useBwrap ? ["--use-bwrap-sandbox"] : [] };
-      } else launcher = { exe: helperExe, flags: snap.useBwrap ? ["--backend", "bwrap"] : backendFlag() };
+      } else {
+        const flags = backendFlag();
+        launcher = snap.useBwrap ? { exe: helperExe, flags: ["--backend", "bwrap"], direct: direct(["--backend", "bwrap"]) } : { exe: helperExe, flags, direct: direct(flags) };
+      }
       await serverReady;
       const r = await runCommand({
         command: a.command,

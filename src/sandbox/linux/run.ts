@@ -12,8 +12,8 @@
  *   cannot), else Landlock with a one-line warning, else fail closed.
  * Nothing ever runs with less protection than asked for: every failure to apply a layer is an error.
  */
-import { chmodSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readlinkSync, rmdirSync, rmSync, statSync, writeFileSync } from "node:fs";
-import { constants as osConstants, tmpdir } from "node:os";
+import { chmodSync, readFileSync, renameSync, writeSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readlinkSync, rmdirSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { homedir, constants as osConstants, tmpdir } from "node:os";
 import { delimiter, dirname, join, sep } from "node:path";
 import * as libc from "../../../ffi/libc.ts";
 import { ShellmcpError } from "../../errors.ts";
@@ -21,7 +21,7 @@ import { writeStderr } from "../../stderr.ts";
 import { landlockCanEnforce, linuxReadableRoots, planPermissionProfile, planSandboxPolicy, serializePermissionProfile, type FilesystemPlan, type PermissionProfile } from "../permission-profile.ts";
 import { hasFullDiskWrite, hasFullNetwork, serializeSandboxPolicy, type SandboxPolicy } from "../policy.ts";
 import { applyLandlock } from "./landlock.ts";
-import { installFilter, type SeccompMode } from "./seccomp.ts";
+import { buildFilter, installFilter, type SeccompMode } from "./seccomp.ts";
 
 /** Backend names. */
 export type Backend = "auto" | "bwrap" | "landlock";
@@ -140,10 +140,60 @@ export interface BwrapProbe {
   reason?: string;
 }
 
-/** Locate and preflight bubblewrap: `--ro-bind / /`, new namespaces and `/proc`, running `true`. */
+/**
+ * Where successful preflights are remembered (per user, outside /tmp): a preflight costs a whole bwrap run, and
+ * its answer only changes with the kernel (boot) or the bwrap binary. Only successes are cached, so a forged
+ * entry cannot downgrade a sandbox to Landlock: at worst bwrap then fails and the command does not run.
+ */
+export const BWRAP_PROBE_CACHE = join(homedir(), ".cache", "shellmcp", "bwrap-probe.json");
+
+function probeCacheKey(path: string, networkRestricted: boolean): string | undefined {
+  try {
+    const boot = readFileSync("/proc/sys/kernel/random/boot_id", "utf8").trim();
+    const st = statSync(path);
+    return `${boot}:${path}:${st.ino}:${st.mtimeMs}:${networkRestricted ? "net-off" : "net-on"}`;
+  } catch {
+    return undefined;
+  }
+}
+
+function readProbeCache(key: string): { noProc: boolean } | undefined {
+  try {
+    const v = JSON.parse(readFileSync(BWRAP_PROBE_CACHE, "utf8")) as Record<string, { noProc?: unknown }>;
+    const e = v[key];
+    return e === undefined ? undefined : { noProc: e.noProc === true };
+  } catch {
+    return undefined;
+  }
+}
+
+function writeProbeCache(key: string, noProc: boolean): void {
+  try {
+    mkdirSync(dirname(BWRAP_PROBE_CACHE), { recursive: true });
+    const tmp = `${BWRAP_PROBE_CACHE}.${process.pid}`;
+    writeFileSync(tmp, JSON.stringify({ [key]: { noProc } }));
+    renameSync(tmp, BWRAP_PROBE_CACHE);
+  } catch {
+    // best effort
+  }
+}
+
+/**
+ * Locate and preflight bubblewrap: `--ro-bind / /`, new namespaces and `/proc`, running `true`. A success is
+ * remembered in {@link BWRAP_PROBE_CACHE} for this boot and this bwrap binary (`SHELLMCP_NO_PROBE_CACHE=1`: always probe).
+ */
 export function probeBwrap(networkRestricted = true): BwrapProbe {
   const path = resolveCommand("bwrap");
   if (path === undefined) return { ok: false, reason: "bubblewrap is not installed (apt-get install bubblewrap)" };
+  const key = process.env.SHELLMCP_NO_PROBE_CACHE === "1" ? undefined : probeCacheKey(path, networkRestricted);
+  const cached = key === undefined ? undefined : readProbeCache(key);
+  if (cached !== undefined) return { ok: true, path, ...(cached.noProc ? { noProc: true } : {}) };
+  const r = probeBwrapUncached(path, networkRestricted);
+  if (r.ok && key !== undefined) writeProbeCache(key, r.noProc === true);
+  return r;
+}
+
+function probeBwrapUncached(path: string, networkRestricted: boolean): BwrapProbe {
   const base = [path, "--ro-bind", "/", "/", "--dev", "/dev", "--unshare-user", "--unshare-pid", "--unshare-ipc", ...(networkRestricted ? ["--unshare-net"] : []), "--die-with-parent"];
   const tru = existsSync("/usr/bin/true") ? "/usr/bin/true" : "/bin/true";
   const run = (extra: string[]) => Bun.spawnSync([...base, ...extra, "--", tru], { stdin: "ignore", stdout: "ignore", stderr: "pipe" });
@@ -175,20 +225,63 @@ function byDepth<T>(path: (t: T) => string): (a: T, b: T) => number {
 }
 
 /** Mount points that must be created on the host for missing protected paths (removed afterwards). */
-interface BwrapPlan {
+export interface BwrapPlan {
   argv: string[];
+  /** Empty mount points made on the host for missing protected paths (give them back with {@link releaseBwrapPlan}). */
   created: string[];
   /** Private folders made for the plan (removed afterwards with their content). */
   tempDirs?: string[];
+  /** The command runs as bwrap's child with no inner stage of ours (see {@link planBwrap}). */
+  direct: boolean;
+  /** Direct plans: the seccomp program (BPF bytes) bwrap must read from the `seccompFd` given to {@link planBwrap}. */
+  seccomp?: Uint8Array;
+}
+
+/**
+ * Mount points this process made for missing protected paths, and how many running sandboxes use each:
+ * concurrent calls of one server share them, and the last one out removes it (one call's cleanup must not pull
+ * the mount point from under another's plan).
+ */
+const syntheticMountPoints = new Map<string, number>();
+
+function holdMountPoint(p: string, created: string[]): void {
+  const n = syntheticMountPoints.get(p);
+  if (n === undefined && existsSync(p)) return; // a real folder: not ours
+  if (n === undefined) mkdirSync(p);
+  syntheticMountPoints.set(p, (n ?? 0) + 1);
+  created.push(p);
+}
+
+/** Give back what {@link planBwrap} made on the host, once the sandbox has ended. */
+export function releaseBwrapPlan(plan: BwrapPlan): void {
+  for (const d of plan.tempDirs ?? []) rmSync(d, { recursive: true, force: true });
+  for (const p of [...plan.created].reverse()) {
+    const n = (syntheticMountPoints.get(p) ?? 1) - 1;
+    if (n > 0) {
+      syntheticMountPoints.set(p, n);
+      continue;
+    }
+    syntheticMountPoints.delete(p);
+    try {
+      rmdirSync(p); // only if still empty
+    } catch {
+      // something was put there from outside the sandbox: leave it
+    }
+  }
 }
 
 /**
  * Build the bwrap argv (sandbox.md §4.5/§4.7). Refuses (throws) when a protected path is a symlink: writing
  * through it would escape the read-only re-bind (Codex 0.169: "crosses writable symlink").
  */
-export function planBwrap(bwrap: string, run: SandboxRun): BwrapPlan {
+export function planBwrap(bwrap: string, run: SandboxRun, opts: { seccompFd?: number } = {}): BwrapPlan {
   const { policy } = run;
   const plan = planOf(run);
+  // Direct: bwrap loads our seccomp program itself (`--seccomp FD`) and execs the command, with no stage of ours
+  // inside. Only when nothing else must be applied inside (restricted reads need Landlock read rules) and the
+  // program is named by an existing absolute path (bwrap 0.8 cannot set argv[0], and `command not found` keeps
+  // its shell-style message and status 127 only from the inner stage).
+  const direct = opts.seccompFd !== undefined && linuxReadableRoots(plan) === undefined && run.command[0]!.startsWith("/") && existsSync(run.command[0]!);
   const argv = [bwrap, "--new-session", "--die-with-parent"];
   argv.push(...(plan.fullWrite ? ["--bind", "/", "/"] : ["--ro-bind", "/", "/"]));
   argv.push("--dev", "/dev");
@@ -210,11 +303,8 @@ export function planBwrap(bwrap: string, run: SandboxRun): BwrapPlan {
     if (isLink) {
       throw new ShellmcpError("SANDBOX_UNAVAILABLE", `cannot enforce sandbox read-only path ${sub} because it crosses writable symlink ${sub}`, { path: sub });
     }
-    if (!existsSync(sub)) {
-      // Block creation (e.g. a missing .codex in the cwd): an empty read-only directory in its place.
-      mkdirSync(sub);
-      created.push(sub);
-    }
+    // Block creation (e.g. a missing .codex in the cwd): an empty read-only directory in its place.
+    holdMountPoint(sub, created);
     argv.push("--ro-bind", sub, sub);
   }
   // Denied paths (permission profiles' `deny`), after every bind so that none re-exposes them: a folder becomes
@@ -246,8 +336,7 @@ export function planBwrap(bwrap: string, run: SandboxRun): BwrapPlan {
     }
     if (st === undefined) {
       if (!roots.some((w) => isUnderPath(d, w.root))) continue;
-      mkdirSync(d);
-      created.push(d);
+      holdMountPoint(d, created);
     }
     argv.push("--perms", "000", "--tmpfs", d, "--remount-ro", d);
   }
@@ -259,8 +348,14 @@ export function planBwrap(bwrap: string, run: SandboxRun): BwrapPlan {
   if (plan.network !== "enabled") argv.push("--unshare-net");
   if (!run.noProc) argv.push("--proc", "/proc");
   argv.push("--cap-drop", "ALL");
+  const mode = seccompModeForPlan(plan);
+  if (direct) {
+    if (mode !== undefined) argv.push("--seccomp", String(opts.seccompFd));
+    argv.push("--", ...run.command);
+    return { argv, created, tempDirs, direct: true, seccomp: mode === undefined ? undefined : buildFilter(mode) };
+  }
   argv.push("--", ...selfHelperCommand(), "--apply-seccomp-then-exec", "--sandbox-policy-cwd", run.policyCwd, "--sandbox-policy", serializeSandboxPolicy(policy), ...(run.profile !== undefined ? ["--permission-profile", serializePermissionProfile(run.profile)] : []), "--", ...run.command);
-  return { argv, created, tempDirs };
+  return { argv, created, tempDirs, direct: false };
 }
 
 /** fds this process inherited from its parent (not CLOEXEC): the command must get them too (e.g. the escalation socket). */
@@ -278,23 +373,32 @@ function inheritedFds(): number[] {
   return out.sort((a, b) => a - b);
 }
 
+/** A pipe whose read end holds `bytes` and then EOF (e.g. a seccomp program for bwrap). CLOEXEC; close it after use. */
+export function bytesPipe(bytes: Uint8Array): number {
+  const [r, w] = libc.pipe2(libc.SOCK.SOCK_CLOEXEC);
+  try {
+    let off = 0;
+    while (off < bytes.byteLength) off += writeSync(w, bytes, off);
+  } finally {
+    libc.closeQuiet(w);
+  }
+  return r;
+}
+
 async function runBwrap(bwrap: string, run: SandboxRun): Promise<number> {
-  const plan = planBwrap(bwrap, run);
   const fds = inheritedFds();
+  const seccompFd = Math.max(2, ...fds) + 1;
+  const plan = planBwrap(bwrap, run, { seccompFd });
   const stdio: (number | "inherit" | "ignore")[] = ["inherit", "inherit", "inherit"];
   for (let fd = 3; fd <= (fds[fds.length - 1] ?? 2); fd++) stdio.push(fds.includes(fd) ? fd : "ignore");
+  const bpf = plan.seccomp === undefined ? undefined : bytesPipe(plan.seccomp);
+  if (bpf !== undefined) stdio.push(bpf);
   const child = Bun.spawn(plan.argv, { stdio: stdio as ["inherit", "inherit", "inherit"], env: process.env });
+  if (bpf !== undefined) libc.closeQuiet(bpf);
   const forward = (sig: NodeJS.Signals) => () => child.kill(sig);
   for (const s of ["SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT"] as const) process.on(s, forward(s));
   const code = await child.exited;
-  for (const d of plan.tempDirs ?? []) rmSync(d, { recursive: true, force: true });
-  for (const p of plan.created.reverse()) {
-    try {
-      rmdirSync(p); // only if still empty
-    } catch {
-      // something was put there from outside the sandbox: leave it
-    }
-  }
+  releaseBwrapPlan(plan);
   const sig = child.signalCode;
   if (sig !== null && sig !== undefined) {
     return 128 + (osConstants.signals[sig as NodeJS.Signals] ?? 0);
