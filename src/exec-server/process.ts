@@ -276,7 +276,7 @@ export class ManagedProcess {
     const reader = stream.getReader();
     try {
       for (;;) {
-        await this.sink.waitWritable();
+        if (this.sink.backpressured()) await this.sink.waitWritable();
         const { value, done } = await reader.read();
         if (done) break;
         if (value.byteLength > 0) this.push(name, value);
@@ -288,6 +288,7 @@ export class ManagedProcess {
   }
 
   private wake(): void {
+    if (this.waiters.size === 0) return;
     const ws = [...this.waiters];
     this.waiters.clear();
     for (const w of ws) w();
