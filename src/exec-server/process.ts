@@ -3,9 +3,10 @@
  * counter shared by output chunks, the exit and the close event (contiguous from 1), at most
  * {@link MAX_RETAINED_BYTES} of retained output, long-poll reads, writes, and terminate killing the whole tree.
  *
- * Events go to `emit` (the session routes them to its attached connection, or drops them while detached; they
- * stay readable through {@link ManagedProcess.read}). `waitWritable` is awaited by the output pumps before each
- * read, so a client that stops reading its socket stalls only its own processes (backpressure, never drops).
+ * Events go to a {@link ProcessSink} (the session routes them to its attached connection, or drops them while
+ * detached; they stay readable through {@link ManagedProcess.read}). While the client is behind, the pipe pumps stop
+ * reading and a pty tree is stopped (SIGSTOP) until it catches up: a client that stops reading its socket stalls
+ * only its own processes (backpressure, never drops). Output is split into chunks of at most 8 KiB, as Codex reads.
  */
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import { constants as osConstants } from "node:os";
