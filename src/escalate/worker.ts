@@ -130,6 +130,8 @@ interface Listener {
   sessions: number;
   /** Bytes held in its sessions' frame decoders. */
   buffered: number;
+  /** Handshakes refused over a bound (reported once when it starts, and in total when the listener closes). */
+  refused: number;
   cgroupProcs?: string;
 }
 
@@ -219,11 +221,12 @@ class EscalationWorker {
     switch (c.t) {
       case "listen":
         libc.setNonblock(c.fd, true);
-        this.listeners.set(c.lid, { fd: c.fd, sessions: 0, buffered: 0, cgroupProcs: c.cgroupProcs });
+        this.listeners.set(c.lid, { fd: c.fd, sessions: 0, buffered: 0, refused: 0, cgroupProcs: c.cgroupProcs });
         return;
       case "unlisten": {
         const l = this.listeners.get(c.lid);
         if (l !== undefined) libc.closeQuiet(l.fd);
+        if (l !== undefined && l.refused > 1) post({ t: "session-error", lid: c.lid, sid: 0, message: `refused ${l.refused} execs of this shell run in all (too many waiting)` });
         this.listeners.delete(c.lid);
         for (const s of [...this.sessions.values()]) {
           if (s.lid !== c.lid) continue;
@@ -268,8 +271,10 @@ class EscalationWorker {
       const sfd = r.fds[0]!;
       if (l.sessions >= MAX_SESSIONS_PER_LISTENER || this.sessions.size >= MAX_SESSIONS) {
         libc.closeQuiet(sfd); // the wrapper reads EOF and fails closed
-        const which = l.sessions >= MAX_SESSIONS_PER_LISTENER ? `${MAX_SESSIONS_PER_LISTENER} for one shell run` : `${MAX_SESSIONS} for the server`;
-        post({ t: "session-error", lid, sid: 0, message: `refused an exec: too many execs waiting (${which})` });
+        if (l.refused++ === 0) {
+          const which = l.sessions >= MAX_SESSIONS_PER_LISTENER ? `${MAX_SESSIONS_PER_LISTENER} for one shell run` : `${MAX_SESSIONS} for the server`;
+          post({ t: "session-error", lid, sid: 0, message: `refused an exec: too many execs waiting (${which}); further refusals of this shell run are counted` });
+        }
         continue;
       }
       libc.setNonblock(sfd, true);

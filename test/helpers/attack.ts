@@ -248,6 +248,10 @@ for i in range(${count}):
         handed += 1
     except OSError as e:
         print("stopped at", i, e, flush=True)
+        # Our own fd limit (we hold one end per session): free a few so that the ready file can be written.
+        for m in held[-16:]:
+            m.close()
+        del held[-16:]
         break
 open(${JSON.stringify(readyFile)}, "w").close()
 t0 = time.time()

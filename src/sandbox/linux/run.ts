@@ -123,6 +123,15 @@ export function applyInProcess(policy: SandboxPolicy, policyCwd: string, opts: {
       networkRestricted: plan.network !== "enabled",
     });
   }
+  // Without CAP_SYS_PTRACE nothing inside can read a non-dumpable process's /proc files (serve makes itself
+  // non-dumpable, so its environment, with the secrets the shell does not get, stays unreadable). Landlock only
+  // scopes ptrace attaches, not /proc/<pid>/environ reads; bwrap drops every capability anyway. Dropping from the
+  // bounding set needs CAP_SETPCAP: a non-root user has neither, and nothing to drop.
+  try {
+    libc.prctl(libc.PR.CAPBSET_DROP, libc.CAP_SYS_PTRACE);
+  } catch {
+    // not permitted (non-root): no such capability to lose
+  }
   if (mode !== undefined) installFilter(mode);
   else libc.prctl(libc.PR.SET_NO_NEW_PRIVS, 1);
 }
