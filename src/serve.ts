@@ -141,6 +141,7 @@ export async function serveMain(o: ServeOptions): Promise<number> {
     return 1;
   }
 
+  const platform = o.platform ?? process.platform;
   // Non-dumpable: this process's /proc files (environ: the secrets the shells do not get) are readable only
   // with CAP_SYS_PTRACE, which no sandboxed command has (bwrap drops every capability, the Landlock helper drops
   // this one). Children are dumpable again after their exec.
@@ -149,7 +150,18 @@ export async function serveMain(o: ServeOptions): Promise<number> {
   } catch (e) {
     log.warn("cannot make the server non-dumpable", { error: (e as Error).message });
   }
-  const platform = o.platform ?? process.platform;
+  // Root can read any process's environ whatever its dumpability, and the Landlock backend shares the host's
+  // /proc: so the secrets themselves leave the initial environment block. Every variable the shells do not get
+  // (shell_environment_policy: *KEY*, *SECRET*, *TOKEN* by default) is blanked there; this process keeps its
+  // copy in process.env, which never reaches a sandboxed command.
+  if (platform === "linux") {
+    try {
+      const scrubbed = libc.scrubInitialEnviron((name) => !(name in env));
+      if (scrubbed.length > 0) log.info("blanked in this process's /proc environ", { names: scrubbed });
+    } catch (e) {
+      log.warn("cannot blank secrets in this process's environment block", { error: (e as Error).message });
+    }
+  }
   const wrapperPath = o.execve ?? selfAs("codex-execve-wrapper");
   const helperExe = selfAs("codex-linux-sandbox");
   // The escalation server (a worker) starts beside the MCP session; a call waits for it, a failure ends the server.
