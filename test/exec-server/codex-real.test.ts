@@ -9,12 +9,9 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { CODEX, runCodex, startServer, WsProxy, type StartedServer } from "./codex-harness.ts";
+import { skipWithout } from "../helpers/prereq.ts";
 
-if (CODEX === undefined) {
-  if (process.env.CI === "true") throw new Error("real-Codex exec-server suite cannot run: @openai/codex (0.169, linux build) is not installed: npm ci");
-  console.warn("SKIP real Codex exec-server suite: @openai/codex 0.169 is not installed");
-}
-const maybe = CODEX === undefined ? describe.skip : describe;
+const maybe = skipWithout("real Codex exec-server suite", CODEX === undefined ? "@openai/codex (0.169, linux build) is not installed: npm ci" : undefined) ? describe.skip : describe;
 
 let server: StartedServer;
 let proxy: WsProxy;

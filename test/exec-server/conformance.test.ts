@@ -10,6 +10,7 @@ import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { CONF_BASE } from "../helpers/cleanup.ts";
 import { ensureBinary, ROOT } from "../helpers/binary.ts";
+import { skipWithout } from "../helpers/prereq.ts";
 
 const FIXTURES = join(ROOT, "test", "fixtures", "exec-server");
 const node = Bun.which("node");
@@ -20,11 +21,7 @@ try {
   ws = false;
 }
 const missing = node === null ? "node is not installed" : !ws ? "the `ws` package is not installed (npm ci)" : undefined;
-if (missing !== undefined) {
-  if (process.env.CI === "true") throw new Error(`exec-server conformance cannot run: ${missing}`);
-  console.warn(`SKIP exec-server conformance: ${missing}`);
-}
-const maybe = missing === undefined ? describe : describe.skip;
+const maybe = skipWithout("exec-server conformance", missing) ? describe.skip : describe;
 
 async function runVectors(pathStyle: "plain" | "uri"): Promise<{ code: number; out: string }> {
   const tmp = join(CONF_BASE, `exec-conf-${pathStyle}`);

@@ -1,7 +1,7 @@
 /**
  * macOS Seatbelt: from a {@link FilesystemPlan} (a legacy `SandboxPolicy` or a Codex 0.169 permission profile,
  * resolved against the sandbox cwd by permission-profile.ts) to the policy text and the
- * `/usr/bin/sandbox-exec -p POLICY -DKEY=VALUE… -- CMD…` argv Codex builds (sandbox.md §6).
+ * `/usr/bin/sandbox-exec -p POLICY -DKEY=VALUE… -- CMD…` argv Codex builds (docs/seatbelt.md).
  *
  * Pure string generation: nothing here asks which OS it runs on. Path canonicalisation is injected
  * ({@link SeatbeltHost}); {@link darwinPath} applies macOS's view (`/tmp` → `/private/tmp`, `/var` →
