@@ -4,7 +4,10 @@
  * `execpolicy check` prints as Codex does (docs/execpolicy.md, "Errors").
  */
 
-/** Half-open byte range `[start, end)` in a file's source. */
+/**
+ * Half-open range `[start, end)` in a file's source, in UTF-16 code units (JavaScript string indices, not bytes:
+ * the two agree on ASCII text).
+ */
 export interface Span {
   start: number;
   end: number;
@@ -30,7 +33,7 @@ export interface SourceFile {
   text: string;
 }
 
-/** 1-based line and column of a byte offset. */
+/** 1-based line and column of a string offset (UTF-16 code units; the column counts code units too). */
 export function lineCol(text: string, offset: number): { line: number; col: number } {
   let line = 1;
   let lineStart = 0;

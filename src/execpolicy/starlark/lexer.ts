@@ -8,7 +8,7 @@ import { StarlarkError, type SourceFile } from "./diagnostics.ts";
 /** Token kinds; NEWLINE/INDENT/DEDENT as in Python. */
 export type TokKind = "name" | "int" | "float" | "string" | "fstring" | "op" | "newline" | "indent" | "dedent" | "eof";
 
-/** One token: its kind, its text (decoded for strings) and its byte span. */
+/** One token: its kind, its text (decoded for strings) and its span (string offsets). */
 export interface Token {
   kind: TokKind;
   value: string; // identifier, operator, decoded string text, number text
