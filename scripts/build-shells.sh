@@ -13,7 +13,7 @@ ROOT=$PWD
 OUT=$ROOT/dist/shells
 WORK=$ROOT/.cache/shells
 STAMP=$OUT/.stamp
-want=$(cat patches/bash-5.2.15-exec-wrapper.patch patches/zsh-5.9-exec-wrapper.patch scripts/build-shells.sh | sha256sum | cut -d' ' -f1)
+want=$(cat patches/bash-5.2.15-exec-wrapper.patch patches/zsh-5.9-exec-wrapper.patch patches/escalate-client.c scripts/build-shells.sh | sha256sum | cut -d' ' -f1)
 
 if [ "${1:-}" != "--force" ] && [ -x "$OUT/bash" ] && [ -x "$OUT/zsh" ] && [ "$(cat "$STAMP" 2>/dev/null)" = "$want" ]; then
   echo "patched shells up to date in $OUT"
@@ -59,6 +59,7 @@ build_bash() {
   local b=$WORK/build-bash
   rm -rf "$b" && cp -a "$WORK/bash-5.2.15" "$b"
   (cd "$b" && patch -p1 --quiet < "$ROOT/patches/bash-5.2.15-exec-wrapper.patch")
+  cp "$ROOT/patches/escalate-client.c" "$b/"
   (cd "$b" && ./configure --quiet --without-bash-malloc --disable-nls >/dev/null && make -s -j"$(nproc)" bash >/dev/null 2>&1)
   install -m 0755 "$b/bash" "$OUT/bash"
 }
@@ -67,6 +68,7 @@ build_zsh() {
   local b=$WORK/build-zsh
   rm -rf "$b" && cp -a "$WORK/zsh-5.9" "$b"
   (cd "$b" && patch -p1 --quiet < "$ROOT/patches/zsh-5.9-exec-wrapper.patch")
+  cp "$ROOT/patches/escalate-client.c" "$b/Src/"
   # --disable-dynamic links every module into the one binary, so dist/shells/zsh needs no module directory.
   # --enable-etcdir=/etc/zsh reads the same startup files as Debian's zsh.
   (cd "$b" && ./configure --quiet --disable-dynamic --with-tcsetpgrp --enable-etcdir=/etc/zsh --disable-gdbm --disable-pcre >/dev/null \
