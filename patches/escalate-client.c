@@ -1109,15 +1109,22 @@ smcp_escalate (const char *file, char *const *argv, char *const *env)
   /* Escalate: hand over the open ones of fds 0, 1, 2, wait for the exit code */
   {
     smcp_buf m = { 0 };
+    /* A closed one (`cmd >&-`) goes as /dev/null, as with the wrapper (whose runtime reopens closed standard
+       fds on /dev/null at start-up), so the server sees the same message. */
     for (i = 0; i < 3; i++)
-      if (fcntl (i, F_GETFD) >= 0)
-	stdfds[nstd++] = i;
+      {
+	if (fcntl (i, F_GETFD) >= 0)
+	  stdfds[i] = i;
+	else if ((stdfds[i] = open ("/dev/null", O_RDWR | O_CLOEXEC)) < 0)
+	  smcp_fail ("failed to send SuperExecMessage", strerror (errno));
+	nstd++;
+      }
     smcp_puts (&m, "{\"fds\":[");
     for (i = 0; i < nstd; i++)
       {
 	if (i)
 	  smcp_putc (&m, ',');
-	smcp_putc (&m, (char) ('0' + stdfds[i]));
+	smcp_putc (&m, (char) ('0' + i));
       }
     smcp_puts (&m, "]}");
     if (m.oom)
