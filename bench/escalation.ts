@@ -7,6 +7,8 @@
  * - in-shell client: the set names `true` (a rule `true never-matches` exists), so each exec is decided by the
  *   real decision code (`decideExec`) over the in-shell client (patches/escalate-client.c) and our
  *   EscalationServer; the answer is Run (issue 13 item 2; target ≤ 0.8× the reference);
+ * - client, minimal server: the same in-shell client answered Run by a trivial synchronous responder in this
+ *   process (no worker, no decision code): what the client itself costs, so the rest is the server's share;
  * - wrapper: the same decision through the `codex-execve-wrapper` role (a Bun start per exec), for comparison;
  * - reference: Codex 0.97.0's codex-exec-mcp-server + its Rust wrapper + its bundled bash, driven over MCP stdio
  *   (`tools/call shell` under danger-full-access).
@@ -18,7 +20,10 @@
 import { mkdirSync, mkdtempSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import * as libc from "../ffi/libc.ts";
+import { encodeResponse } from "../src/escalate/protocol.ts";
 import { EscalationServer } from "../src/escalate/server.ts";
+import { recvFrame, sendFrame } from "../src/escalate/socket.ts";
 import { policyFromSources } from "../src/execpolicy/load.ts";
 import { decideExec, type EscalationSettings } from "../src/mcp/escalation-policy.ts";
 import { INTERCEPT_ENV_VAR, interceptSetFor } from "../src/mcp/intercept-set.ts";
@@ -40,9 +45,34 @@ const skipPolicy = policyFromSources([{ path: "bench.rules", text: RULES.join("\
 const namedPolicy = policyFromSources([{ path: "bench.rules", text: [...RULES, 'prefix_rule(pattern=["true", "never-matches"], decision="forbidden")'].join("\n") + "\n" }]);
 const settings = (policy: typeof skipPolicy): EscalationSettings => ({ policy, codexHome: dir, preserveProgramPaths: false, onPrompt: "deny", memory: new Map() });
 
-type Variant = "bare" | "skip" | "client" | "wrapper";
+type Variant = "bare" | "skip" | "client" | "minimal" | "wrapper";
+
+/** The in-shell client against a blocking responder that answers Run at once (the shell's exit seen via pidfd). */
+function minimalOnce(script: string): number {
+  const { AF_UNIX, SOCK_DGRAM, SOCK_CLOEXEC } = libc.SOCK;
+  const [srv, cli] = libc.socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC);
+  const env = { PATH: "/usr/bin:/bin", CODEX_ESCALATE_SOCKET: "3", EXEC_WRAPPER: wrapper, [INTERCEPT_ENV_VAR]: interceptSetFor(namedPolicy) };
+  const t0 = Bun.nanoseconds();
+  const p = Bun.spawn([bash, "-c", script], { env, stdio: ["ignore", "ignore", "ignore", cli] });
+  libc.closeQuiet(cli);
+  const pidfd = libc.pidfdOpen(p.pid);
+  for (;;) {
+    const ready = libc.poll([{ fd: srv, events: libc.POLL.IN }, { fd: pidfd, events: libc.POLL.IN }], -1);
+    if (ready[0]! & libc.POLL.IN) {
+      const stream = libc.recvmsg(srv, 16, 1).fds[0]!;
+      recvFrame(stream);
+      sendFrame(stream, encodeResponse({ kind: "Run" }));
+      libc.closeQuiet(stream);
+    } else if (ready[1]! & libc.POLL.IN) break;
+  }
+  const t = (Bun.nanoseconds() - t0) / 1e6;
+  libc.closeQuiet(srv);
+  libc.closeQuiet(pidfd);
+  return t;
+}
 
 async function oursOnce(server: EscalationServer, variant: Variant, script: string): Promise<number> {
+  if (variant === "minimal") return minimalOnce(script);
   const s = settings(variant === "skip" ? skipPolicy : namedPolicy);
   const l = server.listen({ decide: (r) => decideExec(s, { paused: (f) => f() }, r) });
   let env: Record<string, string> = { PATH: "/usr/bin:/bin", ...l.shellEnv(wrapper, 3) };
@@ -65,8 +95,8 @@ async function perExec(run: (script: string) => Promise<number>, into: number[])
 }
 
 const server = await EscalationServer.start();
-const variants: Variant[] = ["bare", "skip", "client", "wrapper"];
-const results: Record<Variant, number[]> = { bare: [], skip: [], client: [], wrapper: [] };
+const variants: Variant[] = ["bare", "skip", "client", "minimal", "wrapper"];
+const results: Record<Variant, number[]> = { bare: [], skip: [], client: [], minimal: [], wrapper: [] };
 for (const v of variants) await oursOnce(server, v, loop(10)); // warm-up
 for (let r = 0; r < ROUNDS; r++) for (const v of variants) await perExec((s) => oursOnce(server, v, s), results[v]);
 await server.stop();
@@ -76,6 +106,7 @@ console.log(`per exec (${N} × /bin/true in one bash run, decision Run), median 
 console.log(`bare patched bash, no interception          ${ours.bare.toFixed(3)} ms`);
 console.log(`skip (program outside the intercept set)    ${ours.skip.toFixed(3)} ms   ${(ours.skip / ours.bare).toFixed(2)}× bare (target ≤ 1.05×)`);
 console.log(`in-shell client + our server (named, Run)   ${ours.client.toFixed(3)} ms`);
+console.log(`in-shell client + minimal responder         ${ours.minimal.toFixed(3)} ms   (the client's own cost; the rest is the server's)`);
 console.log(`codex-execve-wrapper role + our server      ${ours.wrapper.toFixed(3)} ms`);
 
 const ref = referenceShellToolDir();
