@@ -74,7 +74,7 @@ function minimalOnce(script: string): number {
 async function oursOnce(server: EscalationServer, variant: Variant, script: string): Promise<number> {
   if (variant === "minimal") return minimalOnce(script);
   const s = settings(variant === "skip" ? skipPolicy : namedPolicy);
-  const l = server.listen({ decide: (r) => decideExec(s, { paused: (f) => f() }, r) });
+  const l = server.listen({ decide: (r) => decideExec(s, { paused: (f) => f() }, r), boundary: { baseEnv: {}, writable: { full: false, roots: [], readOnly: [] } } });
   let env: Record<string, string> = { PATH: "/usr/bin:/bin", ...l.shellEnv(wrapper, 3) };
   if (variant === "bare") env = { PATH: "/usr/bin:/bin" };
   if (variant === "skip" || variant === "client") env[INTERCEPT_ENV_VAR] = interceptSetFor(s.policy);

@@ -1,5 +1,7 @@
 /**
  * `shellmcp serve` vs Codex 0.97.0's `codex-exec-mcp-server`, over the same newline JSON-RPC driver:
+ * - `initialize` latency: from spawn to the answer's first byte, median of N starts (what decides whether
+ *   Codex 0.169 offers the tool at all when the server is not `required`; target ≤ 20 ms);
  * - trivial call latency (`true`), median of N;
  * - a call with 200 intercepted execs (`for i in $(seq 200); do /bin/true; done`);
  * - server RSS idle and during 8 parallel calls.
@@ -48,6 +50,26 @@ async function measure(name: string, rpc: LineRpc): Promise<{ trivial: number; e
 const home = join(dir, "home");
 mkdirSync(home);
 const env = { PATH: "/usr/bin:/bin", HOME: home, CODEX_HOME: home };
+
+/** Median ms from spawn to the first byte of the `initialize` answer, over `runs` starts. */
+async function initializeLatency(argv: string[], runs = RUNS): Promise<number> {
+  const line = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: "2025-06-18", capabilities: { elicitation: {} }, clientInfo: { name: "bench", version: "0" } } }) + "\n";
+  const ms: number[] = [];
+  for (let i = 0; i < runs; i++) {
+    const t0 = Bun.nanoseconds();
+    const p = Bun.spawn(argv, { env, stdin: "pipe", stdout: "pipe", stderr: "ignore" });
+    p.stdin.write(line);
+    p.stdin.flush();
+    const reader = p.stdout.getReader();
+    await reader.read();
+    ms.push((Bun.nanoseconds() - t0) / 1e6);
+    p.stdin.end();
+    p.kill();
+    await p.exited;
+  }
+  return median(ms);
+}
+const oursInit = await initializeLatency([join(ROOT, "dist", "shellmcp"), "serve"]);
 const ours = await startLineRpc([join(ROOT, "dist", "shellmcp"), "serve", "--sandbox", "danger-full-access"], env);
 const o = await measure("shellmcp", ours);
 await ours.close();
@@ -61,8 +83,11 @@ console.log(`${"".padEnd(38)} trivial ms  200-exec ms  RSS idle MiB  RSS 8 calls
 console.log(`${"shellmcp, danger-full-access".padEnd(38)}${fmt(o.trivial)}   ${fmt(o.execs)}     ${fmt(o.idle)}       ${fmt(o.busy)}`);
 console.log(`${"shellmcp, read-only (bwrap)".padEnd(38)}${fmt(oRo.trivial)}   ${fmt(oRo.execs)}     ${fmt(oRo.idle)}       ${fmt(oRo.busy)}`);
 const ref = referenceShellToolDir();
-if (ref === undefined) console.log("reference not installed (npm i): no ratios");
+if (ref === undefined) console.log(`initialize: shellmcp ${oursInit.toFixed(1)} ms (reference not installed (npm i): no ratios)`);
 else {
+  const refArgv = [join(ref, "codex-exec-mcp-server"), "--bash", join(ref, "bash", "debian-12", "bash"), "--execve", join(ref, "codex-execve-wrapper")];
+  const theirsInit = await initializeLatency(refArgv);
+  console.log(`initialize (spawn → answer), median of ${RUNS}: shellmcp ${oursInit.toFixed(1)} ms, Codex 0.97.0 ${theirsInit.toFixed(1)} ms, ratio ${(oursInit / theirsInit).toFixed(1)}× (target ≤ 20 ms)`);
   const theirs = await startLineRpc([join(ref, "codex-exec-mcp-server"), "--bash", join(ref, "bash", "debian-12", "bash"), "--execve", join(ref, "codex-execve-wrapper")], env);
   await theirs.request("codex/sandbox-state/update", { sandboxPolicy: { type: "danger-full-access" }, sandboxCwd: work });
   const t = await measure("reference", theirs);

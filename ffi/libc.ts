@@ -424,7 +424,10 @@ export function setsid(): number {
 // Linux kernel interfaces
 
 /** `prctl` options used by shellmcp. */
-export const PR = { SET_PDEATHSIG: 1, GET_NO_NEW_PRIVS: 39, SET_NO_NEW_PRIVS: 38, SET_SECCOMP: 22 } as const;
+export const PR = { SET_PDEATHSIG: 1, SET_DUMPABLE: 4, GET_NO_NEW_PRIVS: 39, SET_NO_NEW_PRIVS: 38, SET_SECCOMP: 22, CAPBSET_DROP: 24, SET_CHILD_SUBREAPER: 36 } as const;
+
+/** `CAP_SYS_PTRACE`: lets a process read any same-user (or, for root, any) process's memory and environment. */
+export const CAP_SYS_PTRACE = 19;
 
 /** `prctl(option, a2, a3, a4, a5)` → result. Linux only. */
 export function prctl(option: number, a2 = 0, a3 = 0, a4 = 0, a5 = 0): number {
@@ -607,6 +610,18 @@ export function kill(pid: number, sig: number): void {
 /** `pidfd_open(pid)`: an fd that polls readable when the process ends (Linux 5.3+). CLOEXEC. */
 export function pidfdOpen(pid: number): number {
   return syscall("pidfd_open", 434, pid, 0);
+}
+
+/**
+ * `pidfd_send_signal(pidfd, sig, NULL, 0)` (Linux 5.1+): signal exactly the process behind `pidfd`, never a
+ * process that reused its pid. ESRCH (it has exited) is not an error.
+ */
+export function pidfdSendSignal(pidfd: number, sig: number): void {
+  try {
+    syscall("pidfd_send_signal", 424, pidfd, sig, 0, 0);
+  } catch (e) {
+    if (!(e instanceof ShellmcpError && e.data.errno === ERRNO.ESRCH)) throw e;
+  }
 }
 
 // ---------------------------------------------------------------------------------------------------------

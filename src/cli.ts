@@ -56,24 +56,22 @@ export function buildProgram(setExit: (code: number) => void): Command {
     const { sandboxLinuxCli } = await import("./sandbox/cli.ts");
     setExit(await sandboxLinuxCli(cmd, { ...o, noProc: o.proc === false }, defaultBackend));
   };
-  const macOnly = (name: string) => () => {
-    process.stderr.write(`shellmcp: ${name} runs Seatbelt, which exists only on macOS\n`);
-    setExit(2);
+  const runMacos = async (cmd: string[], o: SandboxOpts & { permissionProfile?: string; printPolicy?: boolean }) => {
+    const { sandboxMacosCli, processHost } = await import("./sandbox/macos/cli.ts");
+    setExit(await sandboxMacosCli(cmd, o, processHost(o.cd)));
   };
+  const macosOptions = (c: Command) =>
+    sandboxOptions(c)
+      .option("--permission-profile <JSON>", "a Codex 0.169 permission profile JSON instead of the flags above")
+      .option("--print-policy", "print the Seatbelt policy and the sandbox-exec argv instead of running (any OS)");
 
   const sandbox = program.command("sandbox").description("run a command under the sandbox, for a person");
   sandboxOptions(sandbox.command("linux").alias("landlock").description("run CMD under the Linux sandbox (bubblewrap or Landlock + seccomp)")).action(runLinux("auto"));
-  sandbox
-    .command("macos")
-    .alias("seatbelt")
-    .description("run CMD under Seatbelt (macOS)")
-    .allowUnknownOption()
-    .argument("[cmd...]")
-    .action(macOnly("`shellmcp sandbox macos`"));
+  macosOptions(sandbox.command("macos").alias("seatbelt").description("run CMD under Seatbelt (macOS; --print-policy anywhere)")).action(runMacos);
 
   const debug = program.command("debug").description("Codex's older names for the sandbox commands");
   sandboxOptions(debug.command("landlock").description("alias of `sandbox linux --backend landlock`")).action(runLinux("landlock"));
-  debug.command("seatbelt").description("alias of `sandbox macos`").allowUnknownOption().argument("[cmd...]").action(macOnly("`shellmcp debug seatbelt`"));
+  macosOptions(debug.command("seatbelt").description("alias of `sandbox macos`")).action(runMacos);
 
   const execpolicy = program.command("execpolicy").description("exec policy tools");
   execpolicy

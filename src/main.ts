@@ -20,6 +20,9 @@ export const ROLES = {
   FS_HELPER: "codex-fs",
 } as const;
 
+/** How long `serve` waits for the client's first line before loading everything else, ms. */
+const EARLY_INITIALIZE_WAIT_MS = 100;
+
 /** Basename of a path (no `node:path` import: keeps the wrapper's import graph empty). */
 function basename(p: string): string {
   const i = p.lastIndexOf("/");
@@ -38,6 +41,12 @@ async function main(): Promise<number> {
     default:
       // Codex's convention for reaching a role without arg0 (our bwrap inner stage uses it).
       if (args[0] === "--codex-run-as-linux-sandbox") return (await import("./sandbox/linux/helper.ts")).linuxSandboxMain(args.slice(1));
+      // `serve`: answer MCP initialize before the CLI parser and the MCP SDK load (see mcp/early-initialize.ts).
+      // Clients send it at once; a client that does not gets its answer from the SDK once loaded, ≤ 100 ms later.
+      if (args[0] === "serve") {
+        const first = (await import("./mcp/early-initialize.ts")).startEarlyInitialize();
+        await Promise.race([first, new Promise((r) => setTimeout(r, EARLY_INITIALIZE_WAIT_MS))]);
+      }
       return (await import("./cli.ts")).cliMain(args);
   }
 }

@@ -2,6 +2,8 @@
  * `shellmcp serve`: the MCP server (stdio) with the `shell` tool — a drop-in for Codex's
  * `codex-exec-mcp-server`. Wires the pieces: exec policy (rules), escalation server, sandbox, patched shell, MCP.
  */
+import * as libc from "../ffi/libc.ts";
+import { CgroupManager } from "./shell/cgroup.ts";
 import { existsSync, mkdtempSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
@@ -11,12 +13,15 @@ import { ShellmcpError } from "./errors.ts";
 import { loadPolicy, resolveCodexHome } from "./execpolicy/discovery.ts";
 import { log } from "./log.ts";
 import { decideExec, type EscalationSettings, type OnPrompt } from "./mcp/escalation-policy.ts";
-import { serveStdio } from "./mcp/server.ts";
+import { serveStdio, type ToolResult } from "./mcp/server.ts";
 import { formatResult, parseShellArgs, SHELL_TOOL } from "./mcp/shell-tool.ts";
+import { INSTRUCTIONS } from "./mcp/early-initialize.ts";
+import { parseSandboxState, planWritableView, sandboxStateFromMeta, type SandboxState } from "./mcp/sandbox-state.ts";
+import { landlockCanEnforce, planPermissionProfile, serializePermissionProfile, type FilesystemPlan, type PermissionProfile } from "./sandbox/permission-profile.ts";
 import { parseSandboxPolicy, type SandboxPolicy } from "./sandbox/policy.ts";
 import { probeBwrap } from "./sandbox/linux/run.ts";
 import { DEFAULT_MAX_OUTPUT_BYTES } from "./shell/output.ts";
-import { runCommand, type SandboxLauncher } from "./shell/run-command.ts";
+import { runCommand, type RunCommandOptions, type SandboxLauncher } from "./shell/run-command.ts";
 import { killSessions } from "./shell/sessions.ts";
 import { writeStderr } from "./stderr.ts";
 import { VERSION } from "./version.ts";
@@ -36,31 +41,12 @@ export interface ServeOptions {
   useCodexLinuxSandboxExe?: boolean;
 }
 
-/** Codex's `SandboxState` (params of `codex/sandbox-state/update`). */
-export interface SandboxState {
-  policy: SandboxPolicy;
-  sandboxCwd?: string;
-  codexLinuxSandboxExe?: string;
-  useBwrap: boolean;
-}
+export { parseSandboxState, type SandboxState } from "./mcp/sandbox-state.ts";
+export { INSTRUCTIONS } from "./mcp/early-initialize.ts";
 
-/** The purpose of the original's `instructions`, in our words. */
-export const INSTRUCTIONS = "This server provides a tool to execute shell commands and return their output.";
-
-/** Parse `codex/sandbox-state/update` params. Throws `USAGE` (→ -32602) for anything malformed. */
-export function parseSandboxState(params: unknown): SandboxState {
-  if (typeof params !== "object" || params === null || Array.isArray(params)) throw new ShellmcpError("USAGE", "params must be an object");
-  const p = params as Record<string, unknown>;
-  if (p.sandboxPolicy === undefined) throw new ShellmcpError("USAGE", "missing field `sandboxPolicy`");
-  if (typeof p.sandboxCwd !== "string") throw new ShellmcpError("USAGE", "missing field `sandboxCwd`");
-  if (p.codexLinuxSandboxExe !== undefined && p.codexLinuxSandboxExe !== null && typeof p.codexLinuxSandboxExe !== "string") throw new ShellmcpError("USAGE", "`codexLinuxSandboxExe` must be a string");
-  if (p.useLinuxSandboxBwrap !== undefined && typeof p.useLinuxSandboxBwrap !== "boolean") throw new ShellmcpError("USAGE", "`useLinuxSandboxBwrap` must be a boolean");
-  return {
-    policy: parseSandboxPolicy(p.sandboxPolicy),
-    sandboxCwd: p.sandboxCwd,
-    codexLinuxSandboxExe: (p.codexLinuxSandboxExe as string | null | undefined) ?? undefined,
-    useBwrap: (p.useLinuxSandboxBwrap as boolean | undefined) ?? false,
-  };
+/** A tool result that reports a refusal (the command was not run). */
+function errorResult(message: string): ToolResult {
+  return { content: [{ type: "text", text: message }], isError: true };
 }
 
 /** Path of a file named `name` that runs this binary: `<dir of binary>/name` if present, else a private symlink. */
@@ -94,19 +80,24 @@ function initialPolicy(mode: string | undefined): SandboxPolicy {
 
 /** Run the server until the client disconnects. Returns the exit status. */
 export async function serveMain(o: ServeOptions): Promise<number> {
-  // Everything that can be wrong is checked before the first message: fail at start-up, not mid-session.
+  // Everything that can be wrong is checked before the MCP session starts (only `initialize` may have been answered
+  // already, see mcp/early-initialize.ts): fail at start-up, not mid-session.
   let codexHome: string;
   let settings: EscalationSettings;
   let env: Record<string, string>;
   let shellPath: string;
   let state: SandboxState;
-  let backendFlag: string[];
+  let backendFlag: () => string[];
+  /** Set once the preflight has passed: where bwrap is, so calls can start it directly (no helper stage). */
+  let bwrapDirect: { bwrap: string; noProc: boolean } | undefined;
+  const direct = (flags: string[], profile?: PermissionProfile): SandboxLauncher["direct"] =>
+    flags[0] === "--backend" && flags[1] === "bwrap" && bwrapDirect !== undefined ? { ...bwrapDirect, profile } : undefined;
   let maxOutputBytes = DEFAULT_MAX_OUTPUT_BYTES;
   try {
     codexHome = resolveCodexHome();
     const cfg = loadConfig(codexHome, o.config);
     env = applyEnvironmentPolicy(shellEnvironmentPolicy(cfg), process.env);
-    const { policy, files } = loadPolicy({ codexHome, cwd: process.cwd(), extraRules: o.rules });
+    const { policy, files } = loadPolicy({ codexHome, cwd: process.cwd(), extraRules: o.rules, config: cfg });
     log.info("rules loaded", { files, rules: policy.ruleCount });
     const onPrompt = (o.onPrompt ?? "deny") as OnPrompt;
     if (onPrompt !== "deny" && onPrompt !== "run-in-sandbox") throw new ShellmcpError("USAGE", `--on-prompt must be deny or run-in-sandbox (got ${o.onPrompt})`);
@@ -114,38 +105,71 @@ export async function serveMain(o: ServeOptions): Promise<number> {
     const shell = o.bash ?? o.shell ?? process.env.CODEX_BASH_PATH ?? "bash";
     shellPath = shell === "bash" || shell === "zsh" ? defaultShell(shell) : resolve(shell);
     if (!existsSync(shellPath)) throw new ShellmcpError("CONFIG", `shell not found: ${shellPath}`);
-    state = { policy: initialPolicy(o.sandbox), useBwrap: false };
+    state = { policy: initialPolicy(o.sandbox), useBwrap: false, useLegacyLandlock: false };
     if (o.maxOutputBytes !== undefined) {
       maxOutputBytes = Number(o.maxOutputBytes);
       if (!Number.isInteger(maxOutputBytes) || maxOutputBytes < 1024) throw new ShellmcpError("USAGE", "--max-output-bytes must be an integer ≥ 1024");
     }
     const backend = o.sandboxBackend ?? "auto";
-    if (backend === "auto") {
-      const probe = probeBwrap(true);
-      backendFlag = ["--backend", probe.ok ? "bwrap" : "landlock", ...(probe.noProc ? ["--no-proc"] : [])];
-      if (!probe.ok) writeStderr(`shellmcp: ${probe.reason}; commands run under Landlock + seccomp, which does not protect .git/.codex inside writable roots\n`);
-    } else if (backend === "bwrap" || backend === "landlock") backendFlag = ["--backend", backend];
-    else throw new ShellmcpError("USAGE", `--sandbox-backend must be auto, bwrap or landlock (got ${backend})`);
+    if (backend === "bwrap") {
+      backendFlag = () => {
+        const probe = probeBwrap(true);
+        // Direct launches need bwrap's path and whether /proc can be mounted; when the preflight fails, the
+        // helper runs it and fails closed with the reason.
+        if (probe.ok) bwrapDirect = { bwrap: probe.path!, noProc: probe.noProc === true };
+        return ["--backend", "bwrap", ...(probe.noProc ? ["--no-proc"] : [])];
+      };
+    } else if (backend === "landlock") backendFlag = () => ["--backend", backend];
+    else if (backend !== "auto") throw new ShellmcpError("USAGE", `--sandbox-backend must be auto, bwrap or landlock (got ${backend})`);
+    else {
+      // The bubblewrap preflight (two short bwrap runs) waits for the first call that needs a backend.
+      let probed: string[] | undefined;
+      backendFlag = () => {
+        if (probed !== undefined) return probed;
+        const probe = probeBwrap(true);
+        if (!probe.ok) writeStderr(`shellmcp: ${probe.reason}; commands run under Landlock + seccomp, which does not protect .git/.codex inside writable roots\n`);
+        probed = ["--backend", probe.ok ? "bwrap" : "landlock", ...(probe.noProc ? ["--no-proc"] : [])];
+        if (probe.ok) bwrapDirect = { bwrap: probe.path!, noProc: probe.noProc === true };
+        return probed;
+      };
+    }
   } catch (e) {
     writeStderr(`shellmcp serve: ${(e as Error).message}\n`);
     return 1;
   }
 
+  // Non-dumpable: this process's /proc files (environ: the secrets the shells do not get) are readable only
+  // with CAP_SYS_PTRACE, which no sandboxed command has (bwrap drops every capability, the Landlock helper drops
+  // this one). Children are dumpable again after their exec.
+  try {
+    libc.prctl(libc.PR.SET_DUMPABLE, 0);
+  } catch (e) {
+    log.warn("cannot make the server non-dumpable", { error: (e as Error).message });
+  }
   const wrapperPath = o.execve ?? selfAs("codex-execve-wrapper");
   const helperExe = selfAs("codex-linux-sandbox");
-  let server: EscalationServer;
-  try {
-    server = await EscalationServer.start();
-  } catch (e) {
-    writeStderr(`shellmcp serve: ${(e as Error).message}\n`);
-    return 1;
-  }
+  // The escalation server (a worker) starts beside the MCP session; a call waits for it, a failure ends the server.
+  let server: EscalationServer | undefined;
+  const serverReady = EscalationServer.start().then(
+    (s) => (server = s),
+    (e: unknown) => {
+      writeStderr(`shellmcp serve: ${(e as Error).message}\n`);
+      process.exit(1);
+    },
+  );
   /** Session ids of every shell this server started: their leftovers are killed when the client goes away. */
   const sessions = new Set<number>();
+  // One cgroup per call, so detached processes end with their call too (see src/shell/cgroup.ts).
+  const cg = CgroupManager.detect();
+  const cgroups = cg instanceof CgroupManager ? cg : undefined;
+  if (!(cg instanceof CgroupManager)) {
+    writeStderr(`shellmcp: no per-call cgroups (${cg.error}); a process that leaves its process group (setsid) can outlive its call\n`);
+  }
 
   const shutdown = async () => {
+    cgroups?.shutdown();
     killSessions(sessions);
-    await server.stop();
+    await server?.stop();
   };
   for (const sig of ["SIGTERM", "SIGINT", "SIGHUP"] as const) {
     process.on(sig, () => {
@@ -160,15 +184,40 @@ export async function serveMain(o: ServeOptions): Promise<number> {
     tool: SHELL_TOOL,
     onSandboxState: (params) => {
       state = parseSandboxState(params); // applies to the next call; running calls keep their snapshot
-      log.info("sandbox state", { policy: state.policy.type, cwd: state.sandboxCwd });
+      log.info("sandbox state", { policy: state.policy.type, profile: state.profile?.type, cwd: state.sandboxCwd });
     },
     callTool: async (args, ctx) => {
       const a = parseShellArgs(args);
-      const snap = state;
-      const launcher: SandboxLauncher =
-        o.useCodexLinuxSandboxExe && snap.codexLinuxSandboxExe !== undefined
-          ? { exe: snap.codexLinuxSandboxExe, flags: snap.useBwrap ? ["--use-bwrap-sandbox"] : [] }
-          : { exe: helperExe, flags: snap.useBwrap ? ["--backend", "bwrap"] : backendFlag };
+      // Codex 0.169: the state travels with the call and applies to it alone; else the session's (0.97).
+      let snap = state;
+      try {
+        snap = sandboxStateFromMeta(ctx.meta) ?? state;
+      } catch (e) {
+        return errorResult((e as Error).message);
+      }
+      let launcher: SandboxLauncher;
+      let writable: RunCommandOptions["writable"];
+      if (snap.profile !== undefined) {
+        // Codex's own helper takes profiles with a different argv (no --sandbox-policy): ours always runs them.
+        const flags = snap.useLegacyLandlock ? ["--backend", "landlock"] : backendFlag();
+        let plan: FilesystemPlan;
+        try {
+          plan = planPermissionProfile(snap.profile, snap.sandboxCwd ?? a.workdir);
+        } catch (e) {
+          return errorResult(`shellmcp refused to run the command: ${(e as Error).message}`);
+        }
+        const why = flags[1] === "landlock" ? landlockCanEnforce(plan) : undefined;
+        if (why !== undefined) return errorResult(`shellmcp refused to run the command: ${why}`);
+        launcher = { exe: helperExe, flags: [...flags, "--permission-profile", serializePermissionProfile(snap.profile)], direct: direct(flags, snap.profile) };
+        // The escalation boundary judges against what the profile really lets the shell write.
+        writable = (enforcement) => planWritableView(plan, enforcement);
+      } else if (o.useCodexLinuxSandboxExe && snap.codexLinuxSandboxExe !== undefined) {
+        launcher = { exe: snap.codexLinuxSandboxExe, flags: snap.useBwrap ? ["--use-bwrap-sandbox"] : [] };
+      } else {
+        const flags = backendFlag();
+        launcher = snap.useBwrap ? { exe: helperExe, flags: ["--backend", "bwrap"], direct: direct(["--backend", "bwrap"]) } : { exe: helperExe, flags, direct: direct(flags) };
+      }
+      await serverReady;
       const r = await runCommand({
         command: a.command,
         workdir: a.workdir,
@@ -179,13 +228,15 @@ export async function serveMain(o: ServeOptions): Promise<number> {
         env,
         policy: snap.policy,
         sandboxCwd: snap.sandboxCwd ?? a.workdir,
+        writable,
         launcher,
-        server,
+        server: server!,
         maxOutputBytes,
         signal: ctx.signal,
         decide: (stopwatch) => (req) => decideExec(settings, { elicit: ctx.elicit, paused: (f) => stopwatch.paused(f) }, req),
         onProgress: ctx.progress === undefined ? undefined : (ms, bytes) => ctx.progress!(Math.floor(ms / 1000), `running for ${Math.floor(ms / 1000)} s, ${bytes} bytes of output`),
         track: (sid) => sessions.add(sid),
+        cgroups,
       });
       if (r.spawnError !== undefined) throw new ShellmcpError("PROTOCOL", r.spawnError);
       return formatResult(r);

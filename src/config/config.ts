@@ -1,27 +1,58 @@
 /**
  * Codex's `config.toml` (from `$CODEX_HOME`) with `-c key.path=value` overrides, where `value` is TOML (a bare
  * word that is not valid TOML is taken as a string, as Codex does), and the `shell_environment_policy` table.
+ *
+ * TOML 1.0 through `smol-toml` (the design named the `toml` package, which only reads TOML 0.4: dotted keys such
+ * as `features.shell_tool = false` and mixed arrays, common in Codex configs, were refused). Keys shellmcp does
+ * not use are ignored, as Codex ignores keys it does not know. The file is parsed once per server; rules
+ * discovery (trusted projects) reads the same parsed tree, `-c` overrides included.
  */
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import picomatch from "picomatch";
-import toml from "toml";
+import { parse as parseToml, TomlError } from "smol-toml";
 import { ShellmcpError } from "../errors.ts";
 
 /** A parsed config tree. */
 export type Config = Record<string, unknown>;
 
-/** Parse `key.path=value` into a path and a TOML value. Throws `CONFIG` for a missing `=` or key. */
+/** The first line of a TOML parser message (smol-toml appends a code excerpt). */
+function tomlMessage(e: unknown): string {
+  return ((e as Error).message ?? String(e)).split("\n")[0]!.replace(/^Invalid TOML document: /, "");
+}
+
+/**
+ * The key path of `key` read as a TOML key (bare, quoted or dotted: `a.b`, `projects."/p/a.b".trust_level`).
+ * Throws `CONFIG` when it is not one.
+ */
+export function parseKeyPath(key: string): string[] {
+  let doc: unknown;
+  try {
+    doc = parseToml(`${key} = 0`);
+  } catch (e) {
+    throw new ShellmcpError("CONFIG", `invalid -c override key ${JSON.stringify(key)}: ${tomlMessage(e)}`);
+  }
+  const path: string[] = [];
+  for (let t = doc; t !== 0; ) {
+    const keys = Object.keys(t as Config);
+    if (keys.length !== 1) throw new ShellmcpError("CONFIG", `invalid -c override key ${JSON.stringify(key)}`);
+    path.push(keys[0]!);
+    t = (t as Config)[keys[0]!];
+  }
+  return path;
+}
+
+/** Parse `key.path=value` into a path and a TOML value. Throws `CONFIG` for a missing `=` or a bad key. */
 export function parseOverride(spec: string): { path: string[]; value: unknown } {
   const eq = spec.indexOf("=");
   if (eq <= 0) throw new ShellmcpError("CONFIG", `invalid -c override ${JSON.stringify(spec)}: expected key=value`);
   const key = spec.slice(0, eq).trim();
   const raw = spec.slice(eq + 1).trim();
-  const path = key.split(".").map((p) => p.trim().replace(/^"(.*)"$/, "$1"));
-  if (path.some((p) => p === "")) throw new ShellmcpError("CONFIG", `invalid -c override ${JSON.stringify(spec)}: empty key segment`);
+  if (key === "") throw new ShellmcpError("CONFIG", `invalid -c override ${JSON.stringify(spec)}: empty key`);
+  const path = parseKeyPath(key);
   let value: unknown;
   try {
-    value = (toml.parse(`v = ${raw}`) as { v: unknown }).v;
+    value = (parseToml(`v = ${raw}`) as { v: unknown }).v;
   } catch {
     value = raw; // not TOML: a plain string, as Codex
   }
@@ -39,18 +70,23 @@ export function setPath(cfg: Config, path: string[], value: unknown): void {
   t[path[path.length - 1]!] = value;
 }
 
+/**
+ * Parse TOML `text` read from `file`. Throws `CONFIG` naming the file, line and column (1-based) for invalid TOML:
+ * `cannot parse /home/u/.codex/config.toml:3:7: <what is wrong>`.
+ */
+export function parseConfigText(text: string, file: string): Config {
+  try {
+    return parseToml(text) as Config;
+  } catch (e) {
+    const where = e instanceof TomlError ? `:${e.line}:${e.column}` : "";
+    throw new ShellmcpError("CONFIG", `cannot parse ${file}${where}: ${tomlMessage(e)}`, { path: file, ...(e instanceof TomlError ? { line: e.line, column: e.column } : {}) });
+  }
+}
+
 /** Load `<codexHome>/config.toml` (empty if missing) and apply `overrides`. Throws `CONFIG` for bad TOML. */
 export function loadConfig(codexHome: string, overrides: readonly string[] = []): Config {
   const file = join(codexHome, "config.toml");
-  let cfg: Config = {};
-  if (existsSync(file)) {
-    try {
-      cfg = toml.parse(readFileSync(file, "utf8")) as Config;
-    } catch (e) {
-      const err = e as { message: string; line?: number; column?: number };
-      throw new ShellmcpError("CONFIG", `cannot parse ${file}${err.line ? `:${err.line}:${err.column}` : ""}: ${err.message}`, { path: file });
-    }
-  }
+  const cfg: Config = existsSync(file) ? parseConfigText(readFileSync(file, "utf8"), file) : {};
   for (const o of overrides) {
     const { path, value } = parseOverride(o);
     setPath(cfg, path, value);

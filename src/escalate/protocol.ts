@@ -182,6 +182,8 @@ export function frameLength(header: Uint8Array, maxBytes = MAX_FRAME_BYTES): num
 export class FrameDecoder {
   private chunks: Uint8Array[] = [];
   private buffered = 0;
+  /** Payload length of the frame being received, once its header is in. */
+  private want: number | undefined;
 
   constructor(private readonly maxBytes = MAX_FRAME_BYTES) {}
 
@@ -197,17 +199,37 @@ export class FrameDecoder {
     this.buffered += bytes.byteLength;
   }
 
-  /** Next whole payload, or undefined if more bytes are needed. */
+  /**
+   * Next whole payload, or undefined if more bytes are needed. Linear in the bytes received: the chunks are
+   * joined once, when the whole frame is in (the header is checked against the cap as soon as it arrives).
+   */
   next(): Uint8Array | undefined {
     if (this.buffered < FRAME_HEADER_BYTES) return undefined;
+    if (this.want === undefined) this.want = frameLength(this.head(), this.maxBytes);
+    if (this.buffered < FRAME_HEADER_BYTES + this.want) return undefined;
     const all = this.flatten();
-    const n = frameLength(all, this.maxBytes);
-    if (all.byteLength < FRAME_HEADER_BYTES + n) return undefined;
+    const n = this.want;
+    this.want = undefined;
     const payload = all.slice(FRAME_HEADER_BYTES, FRAME_HEADER_BYTES + n);
     const rest = all.subarray(FRAME_HEADER_BYTES + n);
     this.chunks = rest.byteLength > 0 ? [rest.slice()] : [];
     this.buffered = rest.byteLength;
     return payload;
+  }
+
+  /** The first {@link FRAME_HEADER_BYTES} bytes (they may span chunks). */
+  private head(): Uint8Array {
+    const first = this.chunks[0]!;
+    if (first.byteLength >= FRAME_HEADER_BYTES) return first;
+    const h = new Uint8Array(FRAME_HEADER_BYTES);
+    let at = 0;
+    for (const c of this.chunks) {
+      const take = Math.min(c.byteLength, FRAME_HEADER_BYTES - at);
+      h.set(c.subarray(0, take), at);
+      at += take;
+      if (at === FRAME_HEADER_BYTES) break;
+    }
+    return h;
   }
 
   private flatten(): Uint8Array {

@@ -14,14 +14,9 @@ import { isAbsolute, normalize, resolve } from "node:path";
 import * as libc from "../../ffi/libc.ts";
 import { ShellmcpError } from "../errors.ts";
 import { log } from "../log.ts";
-import { encodeFrame, PROTOCOL_ENV_VARS, BASH_EXEC_WRAPPER_ENV_VAR, ESCALATE_SOCKET_ENV_VAR, EXEC_WRAPPER_ENV_VAR, type EscalateAction, type EscalateRequest } from "./protocol.ts";
+import { checkEscalation, escalatedEnv, type EscalationBoundary } from "./boundary.ts";
+import { encodeFrame, BASH_EXEC_WRAPPER_ENV_VAR, ESCALATE_SOCKET_ENV_VAR, EXEC_WRAPPER_ENV_VAR, type EscalateAction, type EscalateRequest } from "./protocol.ts";
 import type { Command, EscalateSpawn, WorkerEvent } from "./worker.ts";
-
-/** A decision. `Escalate` may override parts of the spawn (e.g. a different env); the rest comes from the request. */
-export type Decision =
-  | { kind: "Run" }
-  | { kind: "Deny"; reason: string | null }
-  | { kind: "Escalate"; spawn?: Partial<EscalateSpawn> };
 
 /** Request as seen by `decide`: `file` and `workdir` resolved and normalised (relative `file` against `workdir`). */
 export interface ResolvedRequest extends EscalateRequest {
@@ -33,23 +28,20 @@ export interface ResolvedRequest extends EscalateRequest {
   rawFile: string;
 }
 
-/** Decides what to do with one intercepted exec. A throw or rejection denies it (fail closed). */
-export type Decide = (request: ResolvedRequest) => Promise<Decision> | Decision;
-
-/** Outcome of one escalated program, reported to listener observers. */
-export interface EscalatedExit {
-  pid: number;
-  exitCode: number;
-}
+/**
+ * Decides what to do with one intercepted exec: the wire's {@link EscalateAction}. `Escalate` runs the program
+ * outside the sandbox, subject to the listener's {@link EscalationBoundary} (which may turn it into `Run`). A
+ * throw or rejection denies it (fail closed).
+ */
+export type Decide = (request: ResolvedRequest) => Promise<EscalateAction> | EscalateAction;
 
 /** Options of {@link EscalationServer.listen}. */
 export interface ListenOptions {
   decide: Decide;
-  /**
-   * Environment for escalated programs. Default (as Codex): this server's environment overlaid with the
-   * request's; protocol variables removed either way.
-   */
-  escalatedEnv?: (request: ResolvedRequest) => Record<string, string>;
+  /** The sandbox the shell runs in: decides what an `Escalate` may run, and with which environment. */
+  boundary: EscalationBoundary;
+  /** `cgroup.procs` of the call's cgroup: escalated programs are moved there as they start. */
+  cgroupProcs?: string;
 }
 
 /** Resolve a request's `file`/`workdir` like later Codex: relative `file` against the request's `workdir`. */
@@ -59,23 +51,10 @@ export function resolveRequest(r: EscalateRequest): ResolvedRequest {
   return { ...r, file, workdir, rawFile: r.file };
 }
 
-/** Codex's env for escalated programs: `base` overlaid with `request`, protocol variables removed. */
-export function overlayEnv(base: Record<string, string | undefined>, request: Record<string, string>): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const [k, v] of Object.entries(base)) if (v !== undefined) out[k] = v;
-  Object.assign(out, request);
-  for (const k of PROTOCOL_ENV_VARS) delete out[k];
-  return out;
-}
-
 /** One shell run's listener. */
 export class EscalationListener {
   private closed = false;
   private clientFdOpen = true;
-  /** Escalated programs started for this listener, live ones by pid. */
-  readonly children = new Set<number>();
-  /** Called after every escalated program exits. */
-  onExit?: (e: EscalatedExit) => void;
 
   /** @internal */
   constructor(
@@ -108,15 +87,15 @@ export class EscalationListener {
   }
 
   /**
-   * Stop listening: later execs of this run's background jobs fail closed in their wrapper. With
-   * `killChildren` (default), escalated programs still running are killed (SIGKILL to their process groups).
-   * Resolves when the worker has closed the socket.
+   * Stop listening: later execs of this run's background jobs fail closed in their wrapper, and escalated
+   * programs still running are killed (SIGKILL to their process groups). Resolves when the worker has closed
+   * the socket.
    */
-  async close(killChildren = true): Promise<void> {
+  async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
     this.releaseClientFd();
-    await this.server.unlisten(this.id, killChildren);
+    await this.server.unlisten(this.id, true);
   }
 }
 
@@ -188,11 +167,6 @@ export class EscalationServer {
 
   private onReady?: () => void;
 
-  /** Number of open listeners. */
-  get listenerCount(): number {
-    return this.listeners.size;
-  }
-
   /** Open a listener for one shell run. */
   listen(options: ListenOptions): EscalationListener {
     if (this.stopped) throw new ShellmcpError("ESCALATION_UNAVAILABLE", "escalation server is stopped");
@@ -200,7 +174,7 @@ export class EscalationServer {
     const [serverEnd, clientEnd] = libc.socketpair(libc.SOCK.AF_UNIX, libc.SOCK.SOCK_DGRAM | libc.SOCK.SOCK_CLOEXEC);
     const l = new EscalationListener(this, this.nextLid++, clientEnd, options);
     this.listeners.set(l.id, l);
-    this.command({ t: "listen", lid: l.id, fd: serverEnd });
+    this.command({ t: "listen", lid: l.id, fd: serverEnd, cgroupProcs: options.cgroupProcs });
     return l;
   }
 
@@ -243,14 +217,9 @@ export class EscalationServer {
         void this.decide(e.lid, e.sid, e.request);
         return;
       case "spawned":
-        this.listeners.get(e.lid)?.children.add(e.pid);
+      case "exited":
+        log.debug(`escalated program ${e.t}`, { listener: e.lid, session: e.sid, pid: e.pid });
         return;
-      case "exited": {
-        const l = this.listeners.get(e.lid);
-        l?.children.delete(e.pid);
-        l?.onExit?.({ pid: e.pid, exitCode: e.exitCode });
-        return;
-      }
       case "session-error":
         log.warn("escalate session failed", { listener: e.lid, session: e.sid, error: e.message });
         return;
@@ -276,17 +245,18 @@ export class EscalationServer {
       if (l === undefined) throw new ShellmcpError("PROTOCOL", "request for a closed listener");
       const request = resolveRequest(raw);
       const d = await l.options.decide(request);
+      action = d;
       if (d.kind === "Escalate") {
-        const env = l.options.escalatedEnv?.(request) ?? overlayEnv(process.env, request.env);
-        spawn = {
-          path: d.spawn?.path ?? request.file,
-          argv: d.spawn?.argv ?? request.argv,
-          env: d.spawn?.env ?? Object.entries(env).map(([k, v]) => `${k}=${v}`),
-          cwd: d.spawn?.cwd ?? request.workdir,
-        };
-        action = { kind: "Escalate" };
-      } else {
-        action = d;
+        const boundary = l.options.boundary;
+        const { env, dropped } = escalatedEnv(boundary, request.env);
+        if (dropped.length > 0) log.info("escalated program: environment changes not passed on", { file: request.file, dropped });
+        const check = checkEscalation(boundary, request, env);
+        if (check.ok) {
+          spawn = { path: check.path, argv: request.argv, env: Object.entries(env).map(([k, v]) => `${k}=${v}`), cwd: check.cwd };
+        } else {
+          log.info("not escalated: runs inside the sandbox instead", { file: request.file, reason: check.reason });
+          action = { kind: "Run" };
+        }
       }
     } catch (err) {
       // Fail closed: a policy or client error denies the exec, and says why.

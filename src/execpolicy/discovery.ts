@@ -11,10 +11,11 @@
  * sorted by byte order. Unlike Codex, nothing is dropped silently: an unreadable folder or a broken file is an
  * error that names it.
  */
-import { existsSync, lstatSync, readdirSync, readFileSync, statSync } from "node:fs";
+import { existsSync, lstatSync, readdirSync, statSync } from "node:fs";
 import { homedir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { ShellmcpError } from "../errors.ts";
+import { loadConfig } from "../config/config.ts";
 import { PolicyBuilder, RulesError } from "./load.ts";
 import type { Policy } from "./policy.ts";
 
@@ -63,20 +64,15 @@ export function projectDirs(cwd: string): string[] {
   }
 }
 
-/** Project paths marked `trust_level = "trusted"` in `$CODEX_HOME/config.toml`. */
-export function trustedProjects(codexHome: string): Set<string> {
-  const path = join(codexHome, "config.toml");
-  if (!existsSync(path)) return new Set();
-  // Lazy: toml is only needed here.
-  const toml = require("toml") as { parse(s: string): Record<string, unknown> };
-  let cfg: Record<string, unknown>;
-  try {
-    cfg = toml.parse(readFileSync(path, "utf8"));
-  } catch (e) {
-    throw new ShellmcpError("CONFIG", `cannot parse ${path}: ${(e as Error).message}`, { path });
-  }
-  const projects = (cfg.projects ?? {}) as Record<string, { trust_level?: unknown }>;
-  return new Set(Object.entries(projects).filter(([, v]) => v?.trust_level === "trusted").map(([k]) => resolve(k)));
+/**
+ * Project paths marked `trust_level = "trusted"` in the config: `config` when given (the server's parsed
+ * `config.toml` with its `-c` overrides), else `$CODEX_HOME/config.toml` read now.
+ */
+export function trustedProjects(codexHome: string, config?: Record<string, unknown>): Set<string> {
+  const cfg = config ?? loadConfig(codexHome);
+  const projects = cfg.projects;
+  if (typeof projects !== "object" || projects === null || Array.isArray(projects)) return new Set();
+  return new Set(Object.entries(projects as Record<string, { trust_level?: unknown }>).filter(([, v]) => v?.trust_level === "trusted").map(([k]) => resolve(k)));
 }
 
 /** Options of {@link discoverRulesFiles}. */
@@ -88,6 +84,8 @@ export interface DiscoveryOptions {
   systemDir?: string;
   /** Extra files (`--rules`), loaded last. */
   extraRules?: readonly string[];
+  /** The already parsed config (with `-c` overrides); omit to read `$CODEX_HOME/config.toml`. */
+  config?: Record<string, unknown>;
 }
 
 /** Every rules file to load, in order, with the layer each came from. */
@@ -96,7 +94,7 @@ export function discoverRulesFiles(o: DiscoveryOptions): { path: string; layer: 
   for (const p of rulesFilesIn(o.systemDir ?? SYSTEM_CODEX_DIR)) out.push({ path: p, layer: "system" });
   for (const p of rulesFilesIn(o.codexHome)) out.push({ path: p, layer: "user" });
   if (o.cwd !== undefined) {
-    const trusted = trustedProjects(o.codexHome);
+    const trusted = trustedProjects(o.codexHome, o.config);
     const isTrusted = (d: string) => {
       for (let x = d; ; x = dirname(x)) {
         if (trusted.has(x)) return true;

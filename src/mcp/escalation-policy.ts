@@ -19,7 +19,8 @@
 import { amendPolicyInMemory, appendAllowRule } from "../execpolicy/amend.ts";
 import { isPolicyDriven, type Policy } from "../execpolicy/policy.ts";
 import { shlexJoin } from "../execpolicy/shlex.ts";
-import type { Decision, ResolvedRequest } from "../escalate/server.ts";
+import type { EscalateAction } from "../escalate/protocol.ts";
+import type { ResolvedRequest } from "../escalate/server.ts";
 import { log } from "../log.ts";
 import { commandMightBeDangerous } from "./heuristics.ts";
 
@@ -71,13 +72,13 @@ export function elicitationMessage(r: ResolvedRequest): string {
 }
 
 /** Decide one intercepted exec. */
-export async function decideExec(s: EscalationSettings, hooks: CallHooks, r: ResolvedRequest): Promise<Decision> {
+export async function decideExec(s: EscalationSettings, hooks: CallHooks, r: ResolvedRequest): Promise<EscalateAction> {
   const name = s.preserveProgramPaths ? r.file : basename(r.file);
   const heuristicCmd = [name, ...r.argv.slice(1)];
   const policyCmd = [r.file, ...r.argv.slice(1)];
   const e = s.policy.check(policyCmd, { resolveHostExecutables: !s.preserveProgramPaths, cwd: r.workdir }, () => (commandMightBeDangerous(heuristicCmd) ? "prompt" : "allow"));
   const driven = isPolicyDriven(e);
-  const approved: Decision = driven ? { kind: "Escalate" } : { kind: "Run" };
+  const approved: EscalateAction = driven ? { kind: "Escalate" } : { kind: "Run" };
   log.debug("exec decision", { file: r.file, argv: r.argv, decision: e.decision, driven });
   switch (e.decision) {
     case "forbidden":

@@ -13,6 +13,7 @@ import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import { CallToolRequestSchema, ErrorCode, JSONRPCMessageSchema, ListToolsRequestSchema, McpError, type JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
 import { ShellmcpError } from "../errors.ts";
 import { log } from "../log.ts";
+import { takeEarlyInput, type EarlyInput } from "./early-initialize.ts";
 import type { ElicitAnswer } from "./escalation-policy.ts";
 
 /** A tool as listed. */
@@ -36,6 +37,11 @@ export interface ToolContext {
   signal: AbortSignal;
   /** Present when the client sent a progress token. */
   progress?: (progress: number, message: string) => void;
+  /**
+   * The call's `params._meta` as sent (Codex 0.169 puts the per-call sandbox state in it:
+   * `codex/sandbox-state`, `codex/sandbox-state-meta`, `codex/sandbox-launcher`).
+   */
+  meta?: Record<string, unknown>;
   /** Present when the client declared the `elicitation` capability. */
   elicit?: (message: string, requestedSchema: Record<string, unknown>) => Promise<ElicitAnswer>;
 }
@@ -83,37 +89,66 @@ class RobustStdioTransport implements Transport {
   onerror?: (error: Error) => void;
   onmessage?: (message: JSONRPCMessage) => void;
   private closed = false;
-  /** Longest line accepted (a guard against unbounded buffering). */
-  static readonly MAX_LINE_BYTES = 64 * 1024 * 1024;
+  /**
+   * Longest JSON-RPC message accepted, bytes. A `shell` command reaches bash as one argv string, which the
+   * kernel caps at 128 KiB (MAX_ARG_STRLEN); 8 MiB leaves room for any legitimate message.
+   */
+  static readonly MAX_LINE_BYTES = 8 * 1024 * 1024;
 
   async start(): Promise<void> {
     void this.readLoop();
   }
 
+  /**
+   * Split stdin into lines in linear time: complete lines are decoded once; an over-long line is answered with
+   * -32600 as soon as it passes the cap and the rest of it is skipped without being buffered.
+   */
   private async readLoop(): Promise<void> {
-    const decoder = new TextDecoder();
-    let buf = "";
-    try {
-      for await (const chunk of Bun.stdin.stream()) {
-        buf += decoder.decode(chunk, { stream: true });
-        let nl: number;
-        while ((nl = buf.indexOf("\n")) >= 0) {
-          const line = buf.slice(0, nl).replace(/\r$/, "");
-          buf = buf.slice(nl + 1);
-          if (line.trim() !== "") this.handleLine(line);
-        }
-        if (buf.length > RobustStdioTransport.MAX_LINE_BYTES) {
-          buf = "";
-          this.sendError(null, ErrorCode.ParseError, `Parse error: line longer than ${RobustStdioTransport.MAX_LINE_BYTES} bytes dropped`);
-        }
+    const max = RobustStdioTransport.MAX_LINE_BYTES;
+    let parts: Uint8Array[] = [];
+    let size = 0;
+    let skipping = false;
+    const take = (piece: Uint8Array) => {
+      if (skipping || piece.byteLength === 0) return;
+      if (size + piece.byteLength > max) {
+        skipping = true;
+        parts = [];
+        size = 0;
+        this.sendError(null, ErrorCode.InvalidRequest, `Invalid Request: message longer than ${max} bytes`);
+        return;
       }
-      if (buf.trim() !== "") this.handleLine(buf);
+      parts.push(piece.slice());
+      size += piece.byteLength;
+    };
+    const endLine = () => {
+      if (!skipping && size > 0) this.handleBytes(parts.length === 1 ? parts[0]! : Buffer.concat(parts, size));
+      parts = [];
+      size = 0;
+      skipping = false;
+    };
+    try {
+      for await (const chunk of this.early?.source ?? Bun.stdin.stream()) {
+        let start = 0;
+        for (let nl = chunk.indexOf(10, start); nl >= 0; nl = chunk.indexOf(10, start)) {
+          take(chunk.subarray(start, nl));
+          endLine();
+          start = nl + 1;
+        }
+        take(chunk.subarray(start));
+      }
+      endLine();
       log.debug("stdin reached EOF");
     } catch (e) {
       log.debug("stdin read failed", { error: (e as Error).message });
       this.onerror?.(e as Error);
     }
     await this.close();
+  }
+
+  private handleBytes(bytes: Uint8Array): void {
+    let line = new TextDecoder().decode(bytes);
+    if (line.endsWith("\r")) line = line.slice(0, -1);
+    if (line.trim() !== "") this.handleLine(line);
   }
 
   private handleLine(line: string): void {
@@ -149,7 +184,15 @@ class RobustStdioTransport implements Transport {
     }
   }
 
+  /** `early`: stdin already being read by {@link startEarlyInitialize}, whose answered `initialize` is not answered twice. */
+  constructor(private readonly early?: EarlyInput) {}
+  private earlyAnswerDropped = false;
+
   async send(message: JSONRPCMessage): Promise<void> {
+    if (!this.earlyAnswerDropped && this.early !== undefined && "id" in message && !("method" in message) && message.id === this.early.answeredId()) {
+      this.earlyAnswerDropped = true; // the SDK's answer to the initialize request already answered early
+      return;
+    }
     this.write(message);
   }
 
@@ -175,6 +218,7 @@ export async function serveStdio(o: McpServerOptions): Promise<void> {
     const canElicit = server.getClientCapabilities()?.elicitation !== undefined;
     const ctx: ToolContext = {
       signal: extra.signal,
+      meta: req.params._meta as Record<string, unknown> | undefined,
       progress:
         token === undefined
           ? undefined
@@ -214,7 +258,7 @@ export async function serveStdio(o: McpServerOptions): Promise<void> {
     }
   };
 
-  const transport = new RobustStdioTransport();
+  const transport = new RobustStdioTransport(takeEarlyInput());
   const closed = new Promise<void>((res) => {
     server.onclose = () => res();
   });

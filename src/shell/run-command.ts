@@ -13,8 +13,13 @@
 import { statSync } from "node:fs";
 import { constants as osConstants } from "node:os";
 import * as libc from "../../ffi/libc.ts";
+import type { EscalationBoundary } from "../escalate/boundary.ts";
 import type { EscalationServer, ListenOptions } from "../escalate/server.ts";
 import { hasFullDiskWrite, hasFullNetwork, serializeSandboxPolicy, type SandboxPolicy } from "../sandbox/policy.ts";
+import { writableView, type WritableView, type WriteEnforcement } from "../sandbox/writable.ts";
+import type { PermissionProfile } from "../sandbox/permission-profile.ts";
+import { bytesPipe, planBwrap, releaseBwrapPlan, SANDBOX_FAILURE_EXIT, type BwrapPlan } from "../sandbox/linux/run.ts";
+import type { CallCgroup, CgroupManager } from "./cgroup.ts";
 import { CappedOutput } from "./output.ts";
 import { Stopwatch } from "./stopwatch.ts";
 
@@ -31,6 +36,36 @@ export interface SandboxLauncher {
   exe: string;
   /** Extra helper flags (e.g. `--backend bwrap`, `--use-bwrap-sandbox`). */
   flags: string[];
+  /**
+   * Start bubblewrap directly, with no helper process of ours in between (one fewer Bun start per call): set when
+   * our own helper would use bwrap anyway. The helper is still used when the plan needs an inner stage
+   * (restricted reads) — see {@link planBwrap}.
+   */
+  direct?: { bwrap: string; noProc: boolean; profile?: PermissionProfile };
+}
+
+/** fd number of the seccomp program bwrap reads in a direct launch. */
+const SECCOMP_FD = 4;
+
+/** How one shell is started: its argv, and what to give back when it has ended. */
+interface Launch {
+  argv: string[];
+  argv0?: string;
+  sandboxed: boolean;
+  /** Direct bwrap: the plan (host mount points to release) and the seccomp program to pass at {@link SECCOMP_FD}. */
+  bwrap?: BwrapPlan;
+}
+
+/** Plan the launch: direct bwrap where possible, else {@link shellArgv}. Throws `SANDBOX_UNAVAILABLE` (refusals). */
+function planLaunch(o: RunCommandOptions): Launch {
+  const viaHelper = shellArgv(o);
+  const d = o.launcher.direct;
+  if (!viaHelper.sandboxed || d === undefined) return viaHelper;
+  const shell = [o.shellPath, o.login ? "-lc" : "-c", o.command];
+  const plan = planBwrap(d.bwrap, { policy: o.policy, profile: d.profile, policyCwd: o.sandboxCwd, command: shell, backend: "bwrap", noProc: d.noProc }, { seccompFd: SECCOMP_FD });
+  if (plan.direct) return { argv: plan.argv, sandboxed: true, bwrap: plan };
+  releaseBwrapPlan(plan); // the plan needs our inner stage: let the helper build it
+  return viaHelper;
 }
 
 /** One command run. */
@@ -53,6 +88,31 @@ export interface RunCommandOptions {
   onProgress?: (elapsedMs: number, outputBytes: number) => void;
   /** Called with the shell's process group id while it runs (for shutdown). */
   track?: (pgid: number, running: boolean) => void;
+  /** Per-call cgroups (every process of the call ends with it); undefined where the host has none. */
+  cgroups?: CgroupManager;
+  /** What the sandbox lets the shell write, when `policy` does not say it exactly (a permission profile). */
+  writable?: (enforcement: WriteEnforcement) => WritableView;
+}
+
+/** The POSIX shell that moves itself into the call's cgroup before anything of the call runs. */
+const TRAMPOLINE_SH = "/bin/sh";
+
+/**
+ * `argv` started through `/bin/sh`, which first writes its own pid into `procs` (joining the call's cgroup) and
+ * then execs `argv`: every process of the call is in the cgroup from its first instruction (moving the shell
+ * after it started would race with its first fork). A failed write stops the call (exit 126), never runs it
+ * outside. Costs one dash start (~0.5 ms).
+ */
+export function joinCgroupFirst(procs: string, argv: string[]): string[] {
+  return [TRAMPOLINE_SH, "-c", 'echo $$ > "$0" || exit 126; exec "$@"', procs, ...argv];
+}
+
+/** Which mechanism confines the shell's writes, from how the sandbox helper is launched. */
+export function launcherEnforcement(sandboxed: boolean, launcher: SandboxLauncher): WriteEnforcement {
+  if (!sandboxed) return "none";
+  const f = launcher.flags;
+  const i = f.indexOf("--backend");
+  return f.includes("--use-bwrap-sandbox") || (i >= 0 && f[i + 1] === "bwrap") ? "bwrap" : "landlock";
 }
 
 /** Outcome. `exitCode` is 128+N for a signal death; `spawnError` when nothing could be started. */
@@ -84,19 +144,43 @@ export function shellArgv(o: Pick<RunCommandOptions, "shellPath" | "login" | "co
 export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult> {
   const t0 = performance.now();
   const out = new CappedOutput(o.maxOutputBytes);
-  const { argv, argv0, sandboxed } = shellArgv(o);
-  const fail = (msg: string): RunCommandResult => ({ exitCode: 127, output: msg, durationMs: performance.now() - t0, timedOut: false, cancelled: false, outputBytes: 0, droppedBytes: 0, sandboxed, spawnError: msg });
+  const sandboxedGuess = shellArgv(o).sandboxed;
+  const fail = (msg: string): RunCommandResult => ({ exitCode: 127, output: msg, durationMs: performance.now() - t0, timedOut: false, cancelled: false, outputBytes: 0, droppedBytes: 0, sandboxed: sandboxedGuess, spawnError: msg });
   try {
     if (!statSync(o.workdir).isDirectory()) return fail(`workdir is not a directory: ${o.workdir}`);
   } catch (e) {
     return fail(`workdir ${o.workdir}: ${(e as NodeJS.ErrnoException).code === "ENOENT" ? "No such file or directory (os error 2)" : (e as Error).message}`);
   }
+  let launch: Launch;
+  try {
+    launch = planLaunch(o);
+  } catch (e) {
+    // A sandbox that cannot be built as asked (e.g. a protected path that is a symlink): fail closed, as the
+    // helper does (status 101, the reason in the output).
+    const msg = `shellmcp: ${(e as Error).message}\n`;
+    return { exitCode: SANDBOX_FAILURE_EXIT, output: msg, durationMs: performance.now() - t0, timedOut: false, cancelled: false, outputBytes: msg.length, droppedBytes: 0, sandboxed: true };
+  }
+  const { argv, argv0, sandboxed } = launch;
+  /** Give back the direct plan's host mount points, once the sandbox has ended. */
+  const release = () => {
+    if (launch.bwrap !== undefined) releaseBwrapPlan(launch.bwrap);
+  };
 
   let pid = 0;
   let killed: "timeout" | "cancel" | undefined;
   let stopwatch: Stopwatch | undefined;
-  const listener = o.server.listen({ decide: (r) => o.decide(stopwatch!)(r) });
+  // What an escalation may run is judged against the sandbox as it is now, when the shell starts.
+  const boundary: EscalationBoundary = { baseEnv: o.env, writable: (o.writable ?? ((e) => writableView(o.policy, o.sandboxCwd, e, o.env)))(launcherEnforcement(sandboxed, o.launcher)) };
+  let cgroup: CallCgroup | undefined;
+  try {
+    cgroup = o.cgroups?.create();
+  } catch (e) {
+    release();
+    return fail(`cannot create this call's cgroup: ${(e as Error).message}`);
+  }
+  const listener = o.server.listen({ decide: (r) => o.decide(stopwatch!)(r), boundary, cgroupProcs: cgroup?.procs });
   const killTree = () => {
+    cgroup?.kill();
     if (pid > 0) libc.kill(-pid, 9);
     listener.signalChildren(9);
   };
@@ -105,29 +189,37 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
     killTree();
   });
   if (stopwatch.expired) {
+    release();
     await listener.close();
     return { exitCode: 124, output: "", durationMs: performance.now() - t0, timedOut: true, cancelled: false, outputBytes: 0, droppedBytes: 0, sandboxed };
   }
   const [readEnd, writeEnd] = libc.pipe2(libc.SOCK.SOCK_CLOEXEC);
+  const seccomp = launch.bwrap?.seccomp === undefined ? undefined : bytesPipe(launch.bwrap.seccomp);
+  const stdio: (number | "ignore")[] = ["ignore", writeEnd, writeEnd, listener.clientFd];
+  if (seccomp !== undefined) stdio[SECCOMP_FD] = seccomp;
   let proc: ReturnType<typeof Bun.spawn>;
   try {
-    proc = Bun.spawn(argv, {
+    proc = Bun.spawn(cgroup === undefined ? argv : joinCgroupFirst(cgroup.procs, argv), {
       cwd: o.workdir,
       env: { ...o.env, ...listener.shellEnv(o.wrapperPath, ESCALATE_FD), ...(hasFullNetwork(o.policy) ? {} : { CODEX_SANDBOX_NETWORK_DISABLED: "1" }) },
-      stdio: ["ignore", writeEnd, writeEnd, listener.clientFd] as unknown as ["ignore", "pipe", "pipe"],
+      stdio: stdio as unknown as ["ignore", "pipe", "pipe"],
       detached: true, // setsid: the shell leads its own process group
-      argv0,
+      argv0: cgroup === undefined ? argv0 : undefined,
     });
   } catch (e) {
     libc.closeQuiet(readEnd);
     libc.closeQuiet(writeEnd);
+    if (seccomp !== undefined) libc.closeQuiet(seccomp);
+    release();
     stopwatch.dispose();
     await listener.close();
+    void cgroup?.dispose();
     return fail(`cannot start ${argv[0]}: ${(e as Error).message}`);
   }
   pid = proc.pid;
   o.track?.(pid, true);
   libc.closeQuiet(writeEnd);
+  if (seccomp !== undefined) libc.closeQuiet(seccomp);
   listener.releaseClientFd();
 
   const onAbort = () => {
@@ -154,6 +246,8 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
     eof = true;
   })();
   const exitCode = await proc.exited;
+  // Everything the call started ends with it (background jobs, detached or not); their end closes the pipe.
+  cgroup?.kill();
   await Promise.race([pump, Bun.sleep(DRAIN_MS)]);
   if (!eof) {
     await reader.cancel().catch(() => undefined);
@@ -166,6 +260,8 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
   // Stops interception for leftovers and kills this call's escalated programs. The commands reach the worker
   // synchronously inside close(); only its acknowledgement is not awaited, so the answer is not delayed by it.
   void listener.close();
+  void cgroup?.dispose();
+  release();
 
   const sig = proc.signalCode === null || proc.signalCode === undefined ? undefined : String(proc.signalCode);
   const code = sig !== undefined ? 128 + (osConstants.signals[sig as NodeJS.Signals] ?? 0) : exitCode;

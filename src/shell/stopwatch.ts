@@ -5,6 +5,9 @@
  */
 
 /** Stopwatch with a limit; `onExpire` fires once when running time reaches `limitMs`. */
+/** Longest delay `setTimeout` can hold, ms (a signed 32-bit count). */
+export const MAX_TIMER_DELAY_MS = 2 ** 31 - 1;
+
 export class Stopwatch {
   private elapsedMs = 0;
   private runningSince: number | undefined;
@@ -73,7 +76,9 @@ export class Stopwatch {
       this.fire();
       return;
     }
-    this.timer = setTimeout(() => (this.runningMs >= this.limitMs ? this.fire() : this.arm()), left);
+    // A timer holds at most 2^31-1 ms (longer delays fire after 1 ms, with a warning): wait in slices, so a
+    // `timeout_ms` of any u64 size works (issue 11: 2^31 made the timer fire every millisecond).
+    this.timer = setTimeout(() => (this.runningMs >= this.limitMs ? this.fire() : this.arm()), Math.min(left, MAX_TIMER_DELAY_MS));
   }
 
   private disarm(): void {

@@ -6,10 +6,11 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, readFileSync, writeFileSync, chmodSync } from "node:fs";
 import { join } from "node:path";
 import * as libc from "../../ffi/libc.ts";
-import { EscalationServer, type Decision, type ResolvedRequest } from "../../src/escalate/server.ts";
+import type { EscalateAction as Decision } from "../../src/escalate/protocol.ts";
+import { EscalationServer, type ResolvedRequest } from "../../src/escalate/server.ts";
 import { encodeFrame } from "../../src/escalate/protocol.ts";
 import { ensureBinary, tempDir } from "../helpers/binary.ts";
-import { ourWrapper, runInShell } from "../helpers/escalation.ts";
+import { openBoundary, ourWrapper, runInShell } from "../helpers/escalation.ts";
 import { shellsMissing } from "../helpers/shells.ts";
 
 const missing = shellsMissing();
@@ -56,13 +57,16 @@ describe.skipIf(missing !== undefined)("escalation end to end (patched bash, com
     expect(r.stderr).toBe("err\n");
   });
 
-  test("Escalate runs outside the shell: request env reaches the program, protocol vars do not", async () => {
+  test("Escalate runs outside the shell: the shell's starting env plus harmless changes only, no protocol vars", async () => {
     const r = await runInShell(server, {
-      script: "MARK=set-in-shell /usr/bin/env",
+      script: "MARK=set-in-shell LD_PRELOAD=/x.so GIT_AUTHOR_NAME=Ann LC_ALL=C.UTF-8 PATH=/tmp/evil:$PATH /usr/bin/env",
       decide: escalating("env"),
     });
     const lines = r.stdout.split("\n");
-    expect(lines).toContain("MARK=set-in-shell");
+    expect(lines).toContain("GIT_AUTHOR_NAME=Ann");
+    expect(lines).toContain("LC_ALL=C.UTF-8");
+    expect(lines).toContain("PATH=/usr/local/bin:/usr/bin:/bin");
+    expect(lines.some((l) => l.startsWith("MARK=") || l.startsWith("LD_PRELOAD="))).toBe(false);
     expect(lines.some((l) => l.startsWith("CODEX_ESCALATE_SOCKET=") || l.startsWith("EXEC_WRAPPER=") || l.startsWith("BASH_EXEC_WRAPPER="))).toBe(false);
   });
 
@@ -121,7 +125,7 @@ describe.skipIf(missing !== undefined)("escalation end to end (patched bash, com
 
   test("the escalation socket at fd 10 (where Codex's server puts it) survives Run into a nested shell", async () => {
     let n = 0;
-    const l = server.listen({ decide: () => (n++, { kind: "Run" }) });
+    const l = server.listen({ decide: () => (n++, { kind: "Run" }), boundary: openBoundary() });
     const bash = (await import("../helpers/shells.ts")).patchedShell("bash");
     const stdio: (number | "ignore" | "pipe")[] = ["ignore", "pipe", "pipe", "ignore", "ignore", "ignore", "ignore", "ignore", "ignore", "ignore", l.clientFd];
     const p = Bun.spawn([bash, "-c", `${bash} -c '/bin/echo inner'`], {
@@ -350,7 +354,7 @@ describe.skipIf(missing !== undefined)("wrapper fails closed on a broken peer", 
 
 describe.skipIf(missing !== undefined)("server survives malformed sessions", () => {
   test("garbage, oversized and mistyped requests end that session only", async () => {
-    const l = server.listen({ decide: () => ({ kind: "Run" }) });
+    const l = server.listen({ decide: () => ({ kind: "Run" }), boundary: openBoundary() });
     const send = (payload: Uint8Array) => {
       const [a, b] = libc.socketpair(libc.SOCK.AF_UNIX, libc.SOCK.SOCK_STREAM | libc.SOCK.SOCK_CLOEXEC);
       libc.sendmsg(l.clientFd, new Uint8Array([0]), [b]);

@@ -19,8 +19,14 @@ export interface ShellResult {
   listener: EscalationListener;
 }
 
-/** Options of {@link runInShell}. */
-export interface RunInShellOptions extends ListenOptions {
+/** A boundary that lets every escalation through with `baseEnv`: nothing on the host is writable by "the sandbox". */
+export function openBoundary(baseEnv: Record<string, string> = {}): ListenOptions["boundary"] {
+  return { baseEnv, writable: { full: false, roots: [], readOnly: [] } };
+}
+
+/** Options of {@link runInShell}. `boundary` defaults to {@link openBoundary} of the shell's environment. */
+export interface RunInShellOptions extends Omit<ListenOptions, "boundary"> {
+  boundary?: ListenOptions["boundary"];
   script: string;
   wrapper?: string;
   shell?: ShellName;
@@ -35,8 +41,9 @@ export interface RunInShellOptions extends ListenOptions {
 
 /** Run `script` in a patched shell whose execs go to `server`. */
 export async function runInShell(server: EscalationServer, o: RunInShellOptions): Promise<ShellResult> {
-  const listener = server.listen(o);
-  const env = { PATH: "/usr/local/bin:/usr/bin:/bin", HOME: "/root", LC_ALL: "C", ...o.env, ...listener.shellEnv(o.wrapper ?? ourWrapper(), 3) };
+  const base = { PATH: "/usr/local/bin:/usr/bin:/bin", HOME: "/root", LC_ALL: "C", ...o.env };
+  const listener = server.listen({ ...o, boundary: o.boundary ?? openBoundary(base) });
+  const env = { ...base, ...listener.shellEnv(o.wrapper ?? ourWrapper(), 3) };
   const p = Bun.spawn([patchedShell(o.shell ?? "bash"), "-c", o.script], {
     env,
     cwd: o.cwd,

@@ -4,9 +4,17 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { ElicitRequestSchema, EmptyResultSchema, type ElicitResult } from "@modelcontextprotocol/sdk/types.js";
-import { mkdirSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { ensureBinary, tempDir } from "./binary.ts";
+import { homedir } from "node:os";
+import { ensureBinary } from "./binary.ts";
+
+/** A fresh folder under ~/.cache/shellmcp-conf/run-<pid> (the test run's workspace folder, see cleanup.ts). */
+function homeOutsideTmp(): string {
+  const base = join(homedir(), ".cache", "shellmcp-conf", `run-${process.pid}`);
+  mkdirSync(base, { recursive: true });
+  return mkdtempSync(join(base, "home-"));
+}
 
 /** Parsed text result of the shell tool. */
 export interface ShellOutput {
@@ -40,7 +48,9 @@ export interface StartOptions {
 
 /** Start `shellmcp serve` and connect the SDK client to it. */
 export async function startServe(o: StartOptions = {}): Promise<Session> {
-  const codexHome = o.codexHome ?? tempDir("shellmcp-home-");
+  // Outside /tmp: /tmp is a writable root of workspace-write sandboxes, and a HOME the sandbox can write makes
+  // the escalation boundary (rightly) refuse to escalate git (~/.gitconfig could be the sandbox's).
+  const codexHome = o.codexHome ?? homeOutsideTmp();
   if (o.rules !== undefined) {
     mkdirSync(join(codexHome, "rules"), { recursive: true });
     writeFileSync(join(codexHome, "rules", "default.rules"), o.rules);

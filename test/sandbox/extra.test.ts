@@ -112,8 +112,10 @@ for (const backend of ["landlock", "bwrap"] as const) {
 
     test("only stdio and inherited fds reach the command", () => {
       const b = box();
-      const r = run(backend, RO, b.cwd, ["bash", "-c", "ls /proc/$$/fd | sort -n | tr '\\n' ' '"]);
-      expect(r.out.trim()).toBe("0 1 2");
+      // The command lists its own fds with no pipeline (a shell holding a pipeline's pipes while `ls` reads its fd
+      // table made this flaky); `ls` itself holds its directory at the lowest free fd, 3.
+      const r = run(backend, RO, b.cwd, ["bash", "-c", "exec ls /proc/self/fd"]);
+      expect(r.out.split("\n").filter(Boolean).join(" ")).toBe("0 1 2 3");
     });
 
     test("fd 3 and the escalation socket (at any number) are passed through; other fds are not", () => {
@@ -191,3 +193,39 @@ describe.skipIf(process.platform !== "linux")("missing kernel features fail clos
     expect(on.stdout.toString()).toBe("unset\n");
   });
 });
+
+describe.skipIf(process.platform !== "linux" || !bwrapUsable)("bwrap mount order", () => {
+  // A read-only re-bind must come after every writable bind that covers it: before the fix, the /tmp bind
+  // (added after the cwd's) covered the cwd's read-only .git and made it writable again.
+  for (const where of ["/tmp", "TMPDIR"] as const) {
+    test(`a project under ${where} keeps .git read-only`, () => {
+      const tmpRoot = where === "/tmp" ? "/tmp" : mkdtempSync(join(CONF_BASE, "tmpdir-"));
+      const proj = mkdtempSync(join(tmpRoot, "shellmcp-proj-"));
+      expect(Bun.spawnSync(["git", "init", "-q", proj]).exitCode).toBe(0);
+      const before = readFileSync(join(proj, ".git", "config"), "utf8");
+      const env: Record<string, string> = where === "TMPDIR" ? { TMPDIR: tmpRoot } : {};
+      const r = run("bwrap", WW, proj, ["bash", "-c", "echo '[core]' >> .git/config; echo x > .git/hooks/pre-commit; touch inside && echo wrote-inside"], env);
+      expect(r.out).toContain("wrote-inside");
+      expect(r.err).toContain("Read-only file system");
+      expect(readFileSync(join(proj, ".git", "config"), "utf8")).toBe(before);
+      expect(existsSync(join(proj, ".git", "hooks", "pre-commit"))).toBe(false);
+    });
+  }
+});
+
+for (const backend of ["landlock", "bwrap"] as const) {
+  describe.skipIf(process.platform !== "linux" || !hasPython || (backend === "bwrap" && !bwrapUsable))(`network off (${backend})`, () => {
+    test("send() on an AF_UNIX socketpair works; sendto with an address and AF_INET sockets stay denied", () => {
+      const b = box();
+      const script = [
+        "import socket",
+        "a, b = socket.socketpair(); a.send(b'hi'); print('send', b.recv(2).decode())",
+        "u = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)",
+        "try:\n    u.sendto(b'x', '/tmp/none.sock'); print('sendto-addr allowed')\nexcept OSError as e:\n    print('sendto-addr', e.errno)",
+        "try:\n    socket.socket(socket.AF_INET, socket.SOCK_DGRAM); print('inet allowed')\nexcept OSError as e:\n    print('inet', e.errno)",
+      ].join("\n");
+      const r = run(backend, WW, b.cwd, ["python3", "-c", script]);
+      expect(r.out).toBe("send hi\nsendto-addr 1\ninet 1\n");
+    });
+  });
+}

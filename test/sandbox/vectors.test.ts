@@ -43,6 +43,11 @@ const DEVIATIONS: Record<string, Partial<Record<"landlock" | "bwrap", { expect: 
   dev_shm_and_multiprocessing: {
     landlock: { expect: { exit: 0, stdout_contains: "lock-ok" }, why: "the Landlock backend grants /dev/shm so Python multiprocessing works (Codex 0.99 denied it)" },
   },
+  // issue 11: libc's send() is sendto(…, NULL, 0); the filter allows sendto without an address (Codex denies all).
+  net_socketpair_ok_send_denied_write_ok: {
+    landlock: { expect: { exit: 0, stdout_contains: "send-ok" }, why: "send() on a connected AF_UNIX socketpair is allowed (sendto with a NULL address)" },
+    bwrap: { expect: { exit: 0, stdout_contains: "send-ok" }, why: "send() on a connected AF_UNIX socketpair is allowed (sendto with a NULL address)" },
+  },
 };
 
 const bwrapUsable = Bun.spawnSync(["bwrap", "--ro-bind", "/", "/", "--unshare-user", "--unshare-pid", "--", "/bin/true"]).exitCode === 0;

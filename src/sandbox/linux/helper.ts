@@ -2,8 +2,13 @@
  * arg0 role `codex-linux-sandbox` (also `shellmcp --codex-run-as-linux-sandbox …`): Codex's Linux sandbox
  * helper CLI (sandbox.md §5.2):
  *
- *   codex-linux-sandbox --sandbox-policy-cwd DIR --sandbox-policy JSON [--use-bwrap-sandbox]
- *                       [--backend auto|bwrap|landlock] [--no-proc] -- CMD [ARG…]
+ *   codex-linux-sandbox --sandbox-policy-cwd DIR (--sandbox-policy JSON | --permission-profile JSON)
+ *                       [--command-cwd DIR] [--use-bwrap-sandbox] [--backend auto|bwrap|landlock] [--no-proc]
+ *                       -- CMD [ARG…]
+ *
+ * `--permission-profile` (Codex 0.169's helper flag: a `PermissionProfile`, see permission-profile.ts) wins over
+ * `--sandbox-policy`; `--command-cwd` is accepted for Codex 0.169 compatibility (the command runs in the
+ * helper's own cwd).
  *
  * `--use-bwrap-sandbox` (Codex's flag) forces bwrap; without a backend flag the helper uses Landlock, as Codex's
  * legacy helper does, so an unchanged Codex client gets what it asked for. `--apply-seccomp-then-exec` is the
@@ -13,17 +18,19 @@
 import { keepEscalationSocketAcrossExec } from "../../escalate/keep-socket.ts";
 import { ShellmcpError } from "../../errors.ts";
 import { writeStderr } from "../../stderr.ts";
-import { parseSandboxPolicy } from "../policy.ts";
+import { parsePermissionProfile, pathFromUri, planPermissionProfile, summarySandboxPolicy, type PermissionProfile } from "../permission-profile.ts";
+import { parseSandboxPolicy, type SandboxPolicy } from "../policy.ts";
 import { innerStage, runSandboxed, SANDBOX_FAILURE_EXIT, type Backend } from "./run.ts";
 
 /** Usage-error exit status. */
 export const HELPER_USAGE_EXIT = 2;
 
-const USAGE = "usage: codex-linux-sandbox --sandbox-policy-cwd DIR --sandbox-policy JSON [--use-bwrap-sandbox] [--backend auto|bwrap|landlock] [--no-proc] -- CMD [ARG...]";
+const USAGE = "usage: codex-linux-sandbox --sandbox-policy-cwd DIR (--sandbox-policy JSON | --permission-profile JSON) [--command-cwd DIR] [--use-bwrap-sandbox] [--backend auto|bwrap|landlock] [--no-proc] -- CMD [ARG...]";
 
 interface HelperArgs {
   policyCwd?: string;
   policyJson?: string;
+  profileJson?: string;
   backend: Backend;
   noProc: boolean;
   inner: boolean;
@@ -52,6 +59,12 @@ function parse(args: string[]): HelperArgs {
       case "--sandbox-policy":
         o.policyJson = v();
         break;
+      case "--permission-profile":
+        o.profileJson = v();
+        break;
+      case "--command-cwd":
+        v();
+        break;
       case "--use-bwrap-sandbox":
         o.backend = "bwrap";
         break;
@@ -77,20 +90,26 @@ function parse(args: string[]): HelperArgs {
 /** Run the helper role; returns an exit status unless it execs. */
 export async function linuxSandboxMain(args: string[]): Promise<number> {
   let o: HelperArgs;
-  let policy;
+  let policy: SandboxPolicy;
+  let profile: PermissionProfile | undefined;
   try {
     o = parse(args);
-    if (o.policyCwd === undefined || o.policyJson === undefined) throw new ShellmcpError("USAGE", "--sandbox-policy-cwd and --sandbox-policy are required");
+    if (o.policyCwd === undefined || (o.policyJson === undefined && o.profileJson === undefined)) throw new ShellmcpError("USAGE", "--sandbox-policy-cwd and --sandbox-policy (or --permission-profile) are required");
     if (o.command.length === 0) throw new ShellmcpError("USAGE", "No command specified to execute.");
-    policy = parseSandboxPolicy(o.policyJson);
+    if (o.profileJson !== undefined) {
+      profile = parsePermissionProfile(o.profileJson);
+      o.policyCwd = pathFromUri(o.policyCwd, "--sandbox-policy-cwd");
+    }
+    policy = o.policyJson !== undefined ? parseSandboxPolicy(o.policyJson) : { type: "read-only", access: { type: "full-access" }, network_access: false };
   } catch (e) {
     writeStderr(`codex-linux-sandbox: ${(e as Error).message}\n${USAGE}\n`);
     return HELPER_USAGE_EXIT;
   }
   keepEscalationSocketAcrossExec();
   try {
-    if (o.inner) return innerStage(policy, o.policyCwd, o.command);
-    return await runSandboxed({ policy, policyCwd: o.policyCwd, command: o.command, backend: o.backend, noProc: o.noProc });
+    if (o.policyJson === undefined) policy = summarySandboxPolicy(planPermissionProfile(profile!, o.policyCwd));
+    if (o.inner) return innerStage(policy, o.policyCwd, o.command, profile);
+    return await runSandboxed({ policy, profile, policyCwd: o.policyCwd, command: o.command, backend: o.backend, noProc: o.noProc });
   } catch (e) {
     writeStderr(`codex-linux-sandbox: ${(e as Error).message}\n`);
     return e instanceof ShellmcpError && e.code === "USAGE" ? HELPER_USAGE_EXIT : SANDBOX_FAILURE_EXIT;

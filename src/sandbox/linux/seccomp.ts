@@ -4,6 +4,7 @@
  * Program shape:
  *   arch ≠ this arch            → KILL_PROCESS (also stops i386 `int 0x80` socketcall tricks)
  *   x86_64: nr ≥ 0x40000000     → ERRNO(EPERM) (x32 ABI aliases)
+ *   sendto (restricted mode)    → ALLOW only if args[4] (dest_addr) == NULL in both halves, else ERRNO(EPERM)
  *   nr ∈ deny list              → ERRNO(EPERM)
  *   socket/socketpair           → ALLOW only if args[0] == AF_UNIX in both 32-bit halves, else ERRNO(EPERM)
  *   otherwise                   → ALLOW
@@ -30,7 +31,7 @@ const NR: Record<"linux-x64" | "linux-arm64", Record<string, number>> = {
   },
 };
 
-/** Syscalls denied outright in `restricted` mode (Codex 0.169's list). */
+/** Syscalls Codex 0.169 denies outright in `restricted` mode (we allow `sendto` with a NULL address: see buildFilter). */
 export const RESTRICTED_DENY = [
   "connect", "accept", "accept4", "bind", "listen", "getpeername", "getsockname", "shutdown", "sendto", "sendmmsg", "recvmmsg",
   "getsockopt", "setsockopt", "ptrace", "process_vm_readv", "process_vm_writev", "io_uring_setup", "io_uring_enter", "io_uring_register",
@@ -86,7 +87,19 @@ export function buildFilter(mode: SeccompMode, arch: "linux-x64" | "linux-arm64"
     { code: LD_W_ABS, jt: 0, jf: 0, k: 0 }, // seccomp_data.nr
   ];
   if (arch === "linux-x64") p.push({ code: JGE_K, jt: "deny", jf: 0, k: X32_SYSCALL_BIT });
-  const deny = mode === "restricted" ? RESTRICTED_DENY : (["io_uring_setup", "io_uring_enter", "io_uring_register"] as const);
+  if (mode === "restricted") {
+    // libc's send(fd, buf, len, flags) is sendto(fd, buf, len, flags, NULL, 0): allow it, so that a connected
+    // AF_UNIX socketpair works (Python's socket.send, IPC libraries). Any destination address stays denied.
+    // Only AF_UNIX sockets can be created under this filter, so nothing reaches the network this way that
+    // write(2) on the same socket could not. (Codex denies every sendto.)
+    p.push({ code: JEQ_K, jt: 0, jf: "not-sendto", k: nr.sendto! });
+    p.push({ code: LD_W_ABS, jt: 0, jf: 0, k: 16 + 8 * 4 + 4 }); // args[4], high word
+    p.push({ code: JEQ_K, jt: 0, jf: "deny", k: 0 });
+    p.push({ code: LD_W_ABS, jt: 0, jf: 0, k: 16 + 8 * 4 }); // args[4], low word
+    p.push({ code: JEQ_K, jt: "allow", jf: "deny", k: 0 });
+    p.push({ code: LD_W_ABS, jt: 0, jf: 0, k: 0, label: "not-sendto" }); // the accumulator still holds nr; harmless
+  }
+  const deny = mode === "restricted" ? RESTRICTED_DENY.filter((n) => n !== "sendto") : (["io_uring_setup", "io_uring_enter", "io_uring_register"] as const);
   for (const name of deny) p.push({ code: JEQ_K, jt: "deny", jf: 0, k: nr[name]! });
   // socket / socketpair: look at args[0] (low word at offset 16, high word at 20).
   const family = (name: "socket" | "socketpair", next: string) => {

@@ -1,0 +1,285 @@
+/**
+ * The escalation boundary: what an `Escalate` decision may run outside the sandbox (docs/security.md).
+ *
+ * An allow rule (or a human's approval) grants one program with the argv the rules judged, and nothing else:
+ * - **Environment**: the escalated program gets the environment the shell was started with (after
+ *   `shell_environment_policy`), plus only the request's changes listed in {@link HARMLESS_ENV}: an allow-list,
+ *   so loader (`LD_*`, `DYLD_*`), interpreter (`PYTHONPATH`, `NODE_OPTIONS`, `PERL5LIB`, `BASH_ENV`, `ENV`, …),
+ *   git (`GIT_CONFIG_*`, `GIT_EXEC_PATH`, `GIT_DIR`, …) and any other variable not known to be harmless never
+ *   pass. `PATH` comes from the shell's start, without entries the sandbox can write. (Codex overlays the
+ *   request's whole environment on the server's.)
+ * - **Program**: the program file (after resolving symlinks), each `#!` interpreter in its chain, and the
+ *   program `/usr/bin/env` would look up, must lie where the sandboxed command cannot write; the program is
+ *   started by its canonical path, so a link swapped after the check changes nothing.
+ * - **Git**: `git` reads its repository's config and hooks, which run commands: when the repository's git dir,
+ *   its config or hooks, a config file git reads (system, global, included, `core.hooksPath`), or a place where the
+ *   sandbox could create a nearer `.git`, is writable by the sandbox, git is not escalated.
+ * A refused escalation runs the program inside the sandbox instead (the caller turns it into `Run`); `forbidden`
+ * still denies.
+ */
+import { closeSync, existsSync, openSync, readFileSync, readSync, realpathSync, statSync } from "node:fs";
+import { basename, delimiter, dirname, isAbsolute, join, resolve } from "node:path";
+import { gitdirPointer } from "../sandbox/policy.ts";
+import { canonicalPath, canWrite, type WritableView } from "../sandbox/writable.ts";
+import { PROTOCOL_ENV_VARS } from "./protocol.ts";
+
+/** What the escalation server knows of the sandbox one shell runs in. */
+export interface EscalationBoundary {
+  /** The environment the shell was started with (after `shell_environment_policy`; no protocol variables). */
+  baseEnv: Record<string, string>;
+  /** Where that shell's sandbox can write. */
+  writable: WritableView;
+}
+
+/**
+ * Request variables that may differ from the shell's starting environment and still reach an escalated program:
+ * names whose values change presentation or metadata, never what is loaded or executed. `LANG`/`LC_*` and `TZ`
+ * only when their value names no file.
+ */
+export const HARMLESS_ENV: readonly string[] = [
+  "PWD", "OLDPWD", "SHLVL", "_", "COLUMNS", "LINES", "TERM", "COLORTERM", "NO_COLOR", "FORCE_COLOR", "CLICOLOR", "CLICOLOR_FORCE",
+  "LANG", "LANGUAGE", "TZ",
+  "GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_AUTHOR_DATE", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL", "GIT_COMMITTER_DATE",
+  "GIT_TERMINAL_PROMPT", "GIT_OPTIONAL_LOCKS", "GIT_MERGE_AUTOEDIT",
+];
+
+function harmless(name: string, value: string): boolean {
+  const namesFile = value.includes("/") || value.includes("..");
+  if (name === "LANG" || name === "LANGUAGE" || /^LC_[A-Z]+$/.test(name)) return !namesFile;
+  if (name === "TZ") return !value.startsWith("/") && !value.startsWith(":") && !value.includes("..");
+  return HARMLESS_ENV.includes(name);
+}
+
+/** The escalated program's environment, and the names of the request's changes that were dropped. */
+export function escalatedEnv(b: EscalationBoundary, request: Record<string, string>): { env: Record<string, string>; dropped: string[] } {
+  const env: Record<string, string> = { ...b.baseEnv };
+  for (const k of PROTOCOL_ENV_VARS) delete env[k];
+  const dropped: string[] = [];
+  for (const [k, v] of Object.entries(request)) {
+    if (env[k] === v || (PROTOCOL_ENV_VARS as readonly string[]).includes(k)) continue;
+    if (harmless(k, v)) env[k] = v;
+    else dropped.push(k);
+  }
+  if (env.PATH !== undefined) env.PATH = safePath(b.writable, env.PATH);
+  return { env, dropped: dropped.sort() };
+}
+
+/** `PATH` without empty or relative entries (the cwd) and entries the sandbox can write. */
+export function safePath(w: WritableView, path: string): string {
+  if (w.full) return path;
+  return path
+    .split(delimiter)
+    .filter((d) => d !== "" && isAbsolute(d) && !canWrite(w, d))
+    .join(delimiter);
+}
+
+/** Outcome of {@link checkEscalation}: the canonical program and cwd to start, or why it must stay inside. */
+export type EscalationCheck = { ok: true; path: string; cwd: string } | { ok: false; reason: string };
+
+/** Kernel-ish paths that name different things inside the sandbox and on the host. */
+const NAMESPACE_DEPENDENT = ["/proc", "/dev"];
+
+/**
+ * Whether the program of an escalated request may run outside the sandbox. `file` and `workdir` are absolute
+ * (as the escalation server resolved them); `env` is the environment it would get ({@link escalatedEnv}).
+ */
+export function checkEscalation(b: EscalationBoundary, req: { file: string; argv: readonly string[]; workdir: string }, env: Record<string, string>): EscalationCheck {
+  const w = b.writable;
+  for (const [what, p] of [["program", req.file], ["working directory", req.workdir]] as const) {
+    if (NAMESPACE_DEPENDENT.some((d) => p === d || p.startsWith(d + "/"))) return { ok: false, reason: `the ${what} ${p} names something else outside the sandbox` };
+  }
+  let path: string;
+  let cwd: string;
+  try {
+    path = realpathSync(req.file);
+    cwd = realpathSync(req.workdir);
+  } catch (e) {
+    return { ok: false, reason: `cannot resolve the program or working directory: ${(e as Error).message}` };
+  }
+  if (w.full) return { ok: true, path, cwd };
+  const chain = interpreterChain(w, path, env);
+  if (typeof chain === "string") return { ok: false, reason: chain };
+  if (chain.some((p) => basename(p) === "git")) {
+    const why = gitWritable(w, req.argv, cwd, env);
+    if (why !== undefined) return { ok: false, reason: why };
+  }
+  return { ok: true, path, cwd };
+}
+
+/** Most `#!` levels the kernel follows (binfmt_script recursion limit). */
+const MAX_INTERPRETER_DEPTH = 4;
+
+/**
+ * The program and every `#!` interpreter it runs through (canonical paths), or why one of them is writable.
+ * `/usr/bin/env NAME` is followed to the NAME it finds on `env.PATH`.
+ */
+function interpreterChain(w: WritableView, program: string, env: Record<string, string>): string[] | string {
+  const chain: string[] = [];
+  let file = program;
+  for (let depth = 0; depth <= MAX_INTERPRETER_DEPTH; depth++) {
+    if (canWrite(w, file)) return `${depth === 0 ? "the program file" : "its #! interpreter"} ${file} can be written by the sandboxed command`;
+    chain.push(file);
+    const line = shebang(file);
+    if (line === undefined) return chain;
+    const [interp, ...rest] = line.split(/[ \t]+/).filter(Boolean);
+    if (interp === undefined) return chain; // "#!" alone: the kernel refuses to exec it
+    if (!isAbsolute(interp)) return `the #! interpreter ${interp} of ${file} is a relative path`;
+    let real: string;
+    try {
+      real = realpathSync(interp);
+    } catch {
+      return chain; // the exec fails with ENOENT anyway
+    }
+    if (basename(real) === "env") {
+      const name = rest.find((a) => !a.startsWith("-") && !a.includes("="));
+      if (name !== undefined) {
+        if (canWrite(w, real)) return `its #! interpreter ${real} can be written by the sandboxed command`;
+        chain.push(real);
+        const found = lookPath(name, env.PATH ?? "");
+        if (found === undefined) return `${name}, which the #! line of ${file} runs through env, is not on the escalated PATH`;
+        file = found;
+        continue;
+      }
+    }
+    file = real;
+  }
+  return `more than ${MAX_INTERPRETER_DEPTH} levels of #! interpreters`;
+}
+
+/** The `#!` line of `file` without `#!`, or undefined when it has none. */
+function shebang(file: string): string | undefined {
+  let fd: number;
+  try {
+    fd = openSync(file, "r");
+  } catch {
+    return undefined;
+  }
+  try {
+    const buf = Buffer.alloc(256);
+    const n = readSync(fd, buf, 0, buf.length, 0);
+    if (n < 2 || buf[0] !== 0x23 || buf[1] !== 0x21) return undefined;
+    const end = buf.subarray(0, n).indexOf(0x0a);
+    return buf.subarray(2, end < 0 ? n : end).toString("latin1").trim();
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** `execvp`-style lookup of `name` on `path` (canonical result). */
+function lookPath(name: string, path: string): string | undefined {
+  if (name.includes("/")) return isAbsolute(name) ? canonicalPath(name) : undefined;
+  for (const dir of path.split(delimiter)) {
+    if (dir === "" || !isAbsolute(dir)) continue;
+    const p = join(dir, name);
+    try {
+      const st = statSync(p);
+      if (st.isFile() && (st.mode & 0o111) !== 0) return realpathSync(p);
+    } catch {
+      // not here
+    }
+  }
+  return undefined;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// git
+
+/** Why an escalated `git` could run something the sandbox wrote, or undefined when it cannot. */
+function gitWritable(w: WritableView, argv: readonly string[], workdir: string, env: Record<string, string>): string | undefined {
+  // Global options before the subcommand that change where git looks.
+  let cwd = workdir;
+  let gitDir: string | undefined;
+  for (let i = 1; i < argv.length; i++) {
+    const a = argv[i]!;
+    const value = (flag: string) => (a === flag ? argv[++i] : a.startsWith(flag + "=") ? a.slice(flag.length + 1) : undefined);
+    if (a === "-C") {
+      const d = argv[++i];
+      if (d !== undefined && d !== "") cwd = resolve(cwd, d);
+      continue;
+    }
+    const gd = value("--git-dir");
+    if (gd !== undefined) {
+      gitDir = resolve(cwd, gd);
+      continue;
+    }
+    const ep = a.startsWith("--exec-path=") ? a.slice("--exec-path=".length) : undefined;
+    if (ep !== undefined && canWrite(w, resolve(cwd, ep))) return `git's --exec-path ${ep} can be written by the sandboxed command`;
+    if (a === "-c" || a === "--work-tree" || a === "--namespace" || a === "--config-env") {
+      i++;
+      continue;
+    }
+    if (!a.startsWith("-")) break;
+  }
+  const writable = (what: string, p: string) => (canWrite(w, p) ? `git's ${what} ${p} can be written by the sandboxed command` : undefined);
+
+  if (gitDir === undefined) {
+    // Discovery, as git does it: the nearest folder with a .git (or that is a bare repository). Any folder on
+    // the way where the sandbox could create a .git would win over the real one.
+    for (let d = canonicalPath(cwd); ; d = dirname(d)) {
+      const dotGit = join(d, ".git");
+      if (existsSync(dotGit)) {
+        gitDir = gitdirPointer(dotGit) ?? dotGit;
+        const why = writable("repository", dotGit);
+        if (why !== undefined) return why;
+        break;
+      }
+      if (canWrite(w, dotGit)) return `the sandboxed command can create a repository at ${dotGit}, which git would use`;
+      if (existsSync(join(d, "HEAD")) && existsSync(join(d, "objects")) && existsSync(join(d, "refs"))) {
+        gitDir = d;
+        break;
+      }
+      if (dirname(d) === d) break;
+    }
+  }
+
+  const configs: string[] = [];
+  if (gitDir !== undefined) {
+    const dirs = [gitDir];
+    try {
+      dirs.push(resolve(gitDir, readFileSync(join(gitDir, "commondir"), "utf8").trim()));
+    } catch {
+      // not a linked worktree
+    }
+    for (const d of dirs) {
+      for (const [what, p] of [["git dir", d], ["hooks", join(d, "hooks")], ["config", join(d, "config")], ["config", join(d, "config.worktree")]] as const) {
+        const why = writable(what, p);
+        if (why !== undefined) return why;
+      }
+      configs.push(join(d, "config"), join(d, "config.worktree"));
+    }
+  }
+  const home = env.HOME;
+  if (env.GIT_CONFIG_NOSYSTEM === undefined) configs.push(env.GIT_CONFIG_SYSTEM ?? "/etc/gitconfig");
+  if (env.GIT_CONFIG_GLOBAL !== undefined) configs.push(env.GIT_CONFIG_GLOBAL);
+  else if (home !== undefined && isAbsolute(home)) {
+    configs.push(join(home, ".gitconfig"), join(env.XDG_CONFIG_HOME && isAbsolute(env.XDG_CONFIG_HOME) ? env.XDG_CONFIG_HOME : join(home, ".config"), "git", "config"));
+  }
+  // Config files, and the files and hook folders they name (one level of includes).
+  const seen = new Set<string>();
+  const queue = configs.map((c) => ({ file: c, depth: 0 }));
+  while (queue.length > 0) {
+    const { file, depth } = queue.shift()!;
+    if (seen.has(file)) continue;
+    seen.add(file);
+    const why = writable("config file", file);
+    if (why !== undefined) return why;
+    let text: string;
+    try {
+      text = readFileSync(file, "utf8");
+    } catch {
+      continue;
+    }
+    for (const m of text.matchAll(/^\s*(path|hookspath|fsmonitor)\s*=\s*(.+?)\s*$/gim)) {
+      let v = m[2]!.replace(/^"(.*)"$/, "$1");
+      if (m[1]!.toLowerCase() === "fsmonitor" && !v.includes("/")) continue; // a boolean or a command name on PATH
+      if (v.startsWith("~/") && home !== undefined) v = join(home, v.slice(2));
+      const targets = isAbsolute(v) ? [v] : [resolve(dirname(file), v), resolve(cwd, v)];
+      for (const t of targets) {
+        const why2 = writable(m[1]!.toLowerCase() === "path" ? "included config" : m[1]!.toLowerCase() === "hookspath" ? "core.hooksPath" : "core.fsmonitor", t);
+        if (why2 !== undefined) return why2;
+        if (m[1]!.toLowerCase() === "path" && depth < 2) queue.push({ file: t, depth: depth + 1 });
+      }
+    }
+  }
+  return undefined;
+}

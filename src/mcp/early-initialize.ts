@@ -1,0 +1,114 @@
+/**
+ * Answer MCP `initialize` before anything heavy is loaded. Codex 0.169 starts a turn without the tools of an MCP
+ * server that has not finished its handshake (unless the server is marked `required`), so the answer must not
+ * wait for the CLI parser, the MCP SDK, the rules or the sandbox preflight: `main.ts` calls
+ * {@link startEarlyInitialize} first thing for `serve`, which reads stdin's first line and, when it is a valid
+ * `initialize` request, writes the same answer the SDK would give (protocol version negotiated as the SDK does,
+ * our capabilities, server info, instructions). Everything read — that first line included — is then handed to
+ * the MCP transport ({@link takeEarlyInput}), so the SDK still sees the `initialize` request (it records the
+ * client's capabilities, e.g. elicitation); its own answer to that one id is dropped.
+ *
+ * This module imports nothing (it runs on the start-up path). test/mcp/early-initialize.test.ts checks the
+ * constants below against the SDK's.
+ */
+import { VERSION } from "../version.ts";
+
+/** The purpose of the original's `instructions`, in our words. */
+export const INSTRUCTIONS = "This server provides a tool to execute shell commands and return their output.";
+/** Server name in `serverInfo`. */
+export const SERVER_NAME = "shellmcp";
+/** Name of Codex's sandbox-state capability (and of the custom method's prefix). */
+export const SANDBOX_STATE_CAPABILITY = "codex/sandbox-state";
+/** Capabilities we declare. */
+export const SERVER_CAPABILITIES = { tools: {}, experimental: { [SANDBOX_STATE_CAPABILITY]: { version: "1.0.0" } } };
+/** The MCP SDK's newest protocol version (what it answers to an unknown requested version). */
+export const LATEST_PROTOCOL_VERSION = "2025-11-25";
+/** Protocol versions the MCP SDK accepts as requested. */
+export const SUPPORTED_PROTOCOL_VERSIONS = [LATEST_PROTOCOL_VERSION, "2025-06-18", "2025-03-26", "2024-11-05", "2024-10-07"];
+/** Longest first line looked at, bytes (a bigger one is left to the transport). */
+const MAX_FIRST_LINE_BYTES = 1024 * 1024;
+
+/** stdin as read so far and still to come, and the id of the `initialize` already answered (if any). */
+export interface EarlyInput {
+  source: AsyncIterable<Uint8Array>;
+  answeredId(): string | number | undefined;
+}
+
+let early: EarlyInput | undefined;
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+
+/**
+ * The answer to `line` when it is an `initialize` request the SDK would accept (JSON-RPC 2.0, string or number
+ * id, `protocolVersion` string, `capabilities` object, `clientInfo` with string `name` and `version`), else
+ * `undefined` (the SDK then answers, whatever it is).
+ */
+export function earlyInitializeResponse(line: string, info: { name: string; version: string } = { name: SERVER_NAME, version: VERSION }): Record<string, unknown> | undefined {
+  let m: unknown;
+  try {
+    m = JSON.parse(line);
+  } catch {
+    return undefined;
+  }
+  if (!isObject(m) || m.jsonrpc !== "2.0" || m.method !== "initialize" || !isObject(m.params)) return undefined;
+  if (typeof m.id !== "string" && (typeof m.id !== "number" || !Number.isInteger(m.id))) return undefined;
+  const p = m.params;
+  if (typeof p.protocolVersion !== "string" || !isObject(p.capabilities) || !isObject(p.clientInfo)) return undefined;
+  if (typeof p.clientInfo.name !== "string" || typeof p.clientInfo.version !== "string") return undefined;
+  const protocolVersion = SUPPORTED_PROTOCOL_VERSIONS.includes(p.protocolVersion) ? p.protocolVersion : LATEST_PROTOCOL_VERSION;
+  return { jsonrpc: "2.0", id: m.id, result: { protocolVersion, capabilities: SERVER_CAPABILITIES, serverInfo: info, instructions: INSTRUCTIONS } };
+}
+
+/**
+ * Start reading stdin now and answer a first-line `initialize` at once. Call once, before the MCP transport
+ * starts. Resolves when the first line has been handled (answered or left to the SDK) or stdin ended: the caller
+ * should wait for it — briefly, see main.ts — because loading the rest of the program is one long synchronous
+ * stretch during which stdin is not read.
+ */
+export function startEarlyInitialize(): Promise<void> {
+  const reader = Bun.stdin.stream().getReader();
+  const pending: Uint8Array[] = [];
+  let ended = false;
+  let answered: string | number | undefined;
+  const first = (async () => {
+    let size = 0;
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) {
+        ended = true;
+        break;
+      }
+      pending.push(value);
+      size += value.byteLength;
+      if (value.indexOf(10) >= 0 || size > MAX_FIRST_LINE_BYTES) break;
+    }
+    const all = pending.length === 1 ? pending[0]! : Buffer.concat(pending);
+    const nl = all.indexOf(10);
+    if (nl < 0) return;
+    const response = earlyInitializeResponse(new TextDecoder().decode(all.subarray(0, nl)));
+    if (response === undefined) return;
+    answered = response.id as string | number;
+    process.stdout.write(JSON.stringify(response) + "\n");
+  })();
+  async function* source(): AsyncGenerator<Uint8Array> {
+    await first;
+    yield* pending;
+    if (ended) return;
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return;
+      yield value;
+    }
+  }
+  early = { source: source(), answeredId: () => answered };
+  return first;
+}
+
+/** The early input, once (the transport takes it); `undefined` when {@link startEarlyInitialize} did not run. */
+export function takeEarlyInput(): EarlyInput | undefined {
+  const e = early;
+  early = undefined;
+  return e;
+}

@@ -1,0 +1,77 @@
+/**
+ * What a sandboxed command can write on the host: the question the escalation boundary asks before it runs a
+ * program outside the sandbox (docs/security.md, "what an allow rule grants").
+ *
+ * A {@link WritableView} is taken when a shell starts, from the same inputs the sandbox helper uses (policy,
+ * policy cwd, the shell's environment for `$TMPDIR`), so it describes the sandbox that shell runs in:
+ * - full disk write (`danger-full-access`, `external-sandbox`, or no sandbox at all): everything;
+ * - otherwise the writable roots (canonical), minus the read-only subpaths (`.git`, `.codex`, `.agents`, a `.git`
+ *   file's gitdir) when the backend enforces them (bubblewrap does; Landlock cannot, so there they are writable);
+ * - under Landlock, `/dev/shm` too (granted so Python multiprocessing works).
+ * A path that does not exist yet is writable when the sandbox could create it: its nearest existing ancestor
+ * decides. Paths are canonicalised (symlinks resolved) first, so a link cannot make a writable file look safe.
+ */
+import { existsSync, lstatSync, readlinkSync, realpathSync } from "node:fs";
+import { basename, dirname, isAbsolute, join, normalize, resolve } from "node:path";
+import { hasFullDiskWrite, isUnder, writableRoots, type SandboxPolicy } from "./policy.ts";
+
+/** Which mechanism confines the shell's writes. `none`: the shell runs unsandboxed. */
+export type WriteEnforcement = "bwrap" | "landlock" | "none";
+
+/** Writable places of one sandbox, as the host sees them. */
+export interface WritableView {
+  /** Everything is writable. */
+  full: boolean;
+  /** Canonical writable roots. */
+  roots: string[];
+  /** Canonical paths inside `roots` that stay read-only. */
+  readOnly: string[];
+}
+
+/** Folders the Landlock backend grants write access to besides the writable roots (see landlock.ts). */
+export const LANDLOCK_EXTRA_WRITABLE = ["/dev/shm"];
+
+/**
+ * The writable view of a shell started under `policy` with `cwd` as the policy cwd and `env` as its environment.
+ * `enforcement` says which backend runs it (`none` when the shell is not sandboxed at all).
+ */
+export function writableView(policy: SandboxPolicy, cwd: string, enforcement: WriteEnforcement, env: Record<string, string | undefined>): WritableView {
+  if (enforcement === "none" || policy.type === "danger-full-access" || hasFullDiskWrite(policy)) return { full: true, roots: [], readOnly: [] };
+  const roots = writableRoots(policy, cwd, env);
+  const extra = enforcement === "landlock" ? LANDLOCK_EXTRA_WRITABLE.filter((p) => existsSync(p)).map((p) => canonicalPath(p)) : [];
+  return {
+    full: false,
+    roots: [...roots.map((r) => r.root), ...extra],
+    readOnly: enforcement === "bwrap" ? roots.flatMap((r) => r.readOnlySubpaths).map((p) => canonicalPath(p)) : [],
+  };
+}
+
+/**
+ * Canonical form of an absolute path that may not exist: the real path of its nearest existing ancestor, with
+ * the missing components appended.
+ */
+export function canonicalPath(path: string, depth = 0): string {
+  const p = normalize(path);
+  try {
+    return realpathSync(p);
+  } catch {
+    // A dangling symlink is judged by where it points (the sandbox may create its target later).
+    try {
+      if (depth < 40 && lstatSync(p).isSymbolicLink()) return canonicalPath(resolve(dirname(p), readlinkSync(p)), depth + 1);
+    } catch {
+      // not there at all
+    }
+    const parent = dirname(p);
+    if (parent === p) return p;
+    return join(canonicalPath(parent, depth), basename(p));
+  }
+}
+
+/** Whether the sandboxed command can write `path` (or create it, when it does not exist). */
+export function canWrite(view: WritableView, path: string): boolean {
+  if (view.full) return true;
+  if (!isAbsolute(path)) return true; // relative to something the sandbox chooses: assume the worst
+  const p = canonicalPath(path);
+  if (view.readOnly.some((r) => isUnder(p, r))) return false;
+  return view.roots.some((r) => isUnder(p, r));
+}

@@ -1,0 +1,163 @@
+/**
+ * One cgroup (v2) per `shell` call, so that every process the call starts ends with it — the sandboxed shell,
+ * its background jobs, the escalated programs, and whatever they `setsid` or double-fork away from their process
+ * group. (A process group or session is left with one `setsid()`; a cgroup cannot be left without write access
+ * to the cgroup filesystem, which no sandbox grants.)
+ *
+ * Layout: `<this server's cgroup>/shellmcp-<pid>/call-<n>`. The server moves the shell (or the sandbox helper
+ * that becomes it) into the call's cgroup right after starting it, before it can have forked anything that
+ * matters (the helper takes milliseconds to start); the escalation worker moves each escalated program there as
+ * it starts. Ending a call writes `cgroup.kill` (Linux 5.14+; older kernels: freeze, SIGKILL every member,
+ * thaw), then removes the folder once it is empty.
+ *
+ * Needs a writable cgroup v2 hierarchy (root, or a delegated subtree as systemd gives user services). Where there
+ * is none, {@link CgroupManager.detect} says why and calls fall back to process groups (and bubblewrap's pid
+ * namespace): then a process that calls `setsid` under the Landlock backend or an escalated program's detached
+ * grandchild can outlive its call.
+ */
+import { appendFileSync, existsSync, mkdirSync, readFileSync, rmdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import * as libc from "../../ffi/libc.ts";
+import { log } from "../log.ts";
+
+/** Where this process's cgroup v2 lives, or why it cannot have children. */
+function ownCgroup(): { dir: string } | { error: string } {
+  let mounts: string;
+  let self: string;
+  try {
+    mounts = readFileSync("/proc/self/mountinfo", "utf8");
+    self = readFileSync("/proc/self/cgroup", "utf8");
+  } catch (e) {
+    return { error: `cannot read /proc: ${(e as Error).message}` };
+  }
+  // mountinfo: "id parent maj:min root mountpoint opts ... - fstype source superopts"
+  const mount = mounts
+    .split("\n")
+    .map((l) => l.split(" - "))
+    .find(([, tail]) => tail?.startsWith("cgroup2 "))?.[0]
+    ?.split(" ");
+  if (mount === undefined) return { error: "no cgroup v2 hierarchy is mounted" };
+  const [root, point] = [mount[3]!, mount[4]!];
+  const line = self.split("\n").find((l) => l.startsWith("0::"));
+  if (line === undefined) return { error: "this process is in no cgroup v2" };
+  const path = line.slice(3);
+  const rel = root === "/" ? path : path.startsWith(root) ? path.slice(root.length) : path;
+  return { dir: join(point, rel) };
+}
+
+/** Creates, fills and kills the per-call cgroups of one server. */
+export class CgroupManager {
+  private next = 1;
+  private constructor(readonly base: string) {}
+
+  /**
+   * A manager whose calls get cgroups under `<own cgroup>/shellmcp-<pid>`, or `{ error }` saying why there can be
+   * none here (no cgroup v2, not writable, …). `SHELLMCP_NO_CGROUP=1` turns them off (tests of the fallback).
+   */
+  static detect(env: Record<string, string | undefined> = process.env): CgroupManager | { error: string } {
+    if (env.SHELLMCP_NO_CGROUP === "1") return { error: "turned off by SHELLMCP_NO_CGROUP=1" };
+    const own = ownCgroup();
+    if ("error" in own) return own;
+    const base = join(own.dir, `shellmcp-${process.pid}`);
+    try {
+      mkdirSync(base);
+      // Probe: can we move a process in and kill it? (Delegation can allow mkdir and still refuse moves.)
+      const probe = join(base, "probe");
+      mkdirSync(probe);
+      rmdirSync(probe);
+    } catch (e) {
+      try {
+        rmdirSync(base);
+      } catch {
+        // never created
+      }
+      return { error: `cannot create cgroups under ${own.dir}: ${(e as Error).message}` };
+    }
+    return new CgroupManager(base);
+  }
+
+  /** A new, empty cgroup for one call. Throws when it cannot be created (the caller fails the call). */
+  create(): CallCgroup {
+    const dir = join(this.base, `call-${this.next++}`);
+    mkdirSync(dir);
+    return new CallCgroup(dir);
+  }
+
+  /** Kill every call's processes and remove the folders (server shutdown). */
+  shutdown(): void {
+    for (let n = 1; n < this.next; n++) {
+      const dir = join(this.base, `call-${n}`);
+      if (existsSync(dir)) new CallCgroup(dir).kill();
+    }
+    for (let n = 1; n < this.next; n++) tryRmdir(join(this.base, `call-${n}`));
+    tryRmdir(this.base);
+  }
+}
+
+function tryRmdir(dir: string): boolean {
+  try {
+    rmdirSync(dir);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === "ENOENT";
+  }
+}
+
+/** One call's cgroup. */
+export class CallCgroup {
+  /** The `cgroup.procs` file: write a pid to move that process in. */
+  readonly procs: string;
+  constructor(readonly dir: string) {
+    this.procs = join(dir, "cgroup.procs");
+  }
+
+  /** Move process `pid` (and its future children) into this cgroup. Throws when the kernel refuses. */
+  add(pid: number): void {
+    appendFileSync(this.procs, String(pid));
+  }
+
+  /** Pids in the cgroup now. */
+  members(): number[] {
+    try {
+      return readFileSync(this.procs, "utf8").split("\n").filter(Boolean).map(Number);
+    } catch {
+      return [];
+    }
+  }
+
+  /** SIGKILL every process in the cgroup, however it detached itself. */
+  kill(): void {
+    const killFile = join(this.dir, "cgroup.kill");
+    if (existsSync(killFile)) {
+      try {
+        writeFileSync(killFile, "1");
+        return;
+      } catch (e) {
+        log.debug("cgroup.kill failed; killing members one by one", { error: (e as Error).message });
+      }
+    }
+    // Older kernels: freeze so nothing forks while we kill, then thaw so the signals are delivered.
+    const freeze = join(this.dir, "cgroup.freeze");
+    try {
+      writeFileSync(freeze, "1");
+    } catch {
+      // no freezer: best effort
+    }
+    for (let round = 0; round < 3; round++) for (const pid of this.members()) libc.kill(pid, 9);
+    try {
+      writeFileSync(freeze, "0");
+    } catch {
+      // as above
+    }
+  }
+
+  /** Kill what is left, then remove the folder once the kernel has emptied it (retries for up to ~2 s). */
+  async dispose(): Promise<void> {
+    this.kill();
+    for (let i = 0; i < 40; i++) {
+      if (tryRmdir(this.dir)) return;
+      await Bun.sleep(50);
+    }
+    log.warn("a call's cgroup could not be removed", { dir: this.dir, members: this.members() });
+  }
+}

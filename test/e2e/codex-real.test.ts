@@ -1,0 +1,231 @@
+/**
+ * The real Codex CLI (`codex exec`, @openai/codex 0.169's linux build — and 0.97's when installed, see
+ * {@link codex097}) drives the compiled `shellmcp serve` configured exactly as the README's "From Codex" says,
+ * with a stand-in model (test/helpers/responses-mock.ts): the model's first turn calls the `shell` tool, its
+ * second ends the turn. Every scenario asserts on what the model received as the tool's output in its next
+ * request, and on the files on disk.
+ *
+ * Workspaces live under the run's CONF_BASE (outside /tmp, which workspace-write sandboxes may make writable).
+ */
+import { CONF_BASE } from "../helpers/cleanup.ts";
+import { afterAll, describe, expect, test } from "bun:test";
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { ensureBinary, ROOT } from "../helpers/binary.ts";
+import { referenceCodex } from "../helpers/reference.ts";
+import { finalMessage, functionCallOutput, mcpToolCall, offersMcpServer, ResponsesMock, type ResponsesRequest } from "../helpers/responses-mock.ts";
+import { shellsMissing } from "../helpers/shells.ts";
+
+const TRIPLE = process.arch === "arm64" ? "aarch64-unknown-linux-musl" : "x86_64-unknown-linux-musl";
+/** Codex 0.97's linux build: the npm package bundles every platform (`npm:@openai/codex@0.97.0` under this alias). */
+const codex097 = join(ROOT, "node_modules", "@openai", "codex-0.97", "vendor", TRIPLE, "codex", "codex");
+
+const codex169 = referenceCodex();
+const missing = shellsMissing() ?? (codex169 === undefined ? "@openai/codex (0.169, linux build) is not installed: npm ci" : Bun.which("git") === null ? "git not installed" : undefined);
+if (missing !== undefined) {
+  if (process.env.CI === "true") throw new Error(`real-Codex suite cannot run: ${missing}`);
+  console.warn(`SKIP real Codex: ${missing}`);
+}
+
+const mocks: ResponsesMock[] = [];
+afterAll(() => {
+  for (const m of mocks) m.stop();
+});
+
+interface Scenario {
+  codex: string;
+  sandbox: "read-only" | "workspace-write" | "danger-full-access";
+  /** `shell` tool arguments, given the project and outside folders. */
+  args: (p: { proj: string; outside: string }) => Record<string, unknown>;
+  rules?: string;
+  /** Codex config lines added at the top level. */
+  extraConfig?: string;
+}
+
+interface Outcome {
+  proj: string;
+  outside: string;
+  /** What the model received as the tool's output in its next request. */
+  output: string;
+  requests: ResponsesRequest[];
+  exitCode: number;
+  stdout: string;
+  stderr: string;
+}
+
+function git(dir: string, ...args: string[]): void {
+  const r = Bun.spawnSync(["git", "-C", dir, ...args], { env: { ...process.env, GIT_AUTHOR_NAME: "t", GIT_AUTHOR_EMAIL: "t@example.com", GIT_COMMITTER_NAME: "t", GIT_COMMITTER_EMAIL: "t@example.com" } });
+  if (r.exitCode !== 0) throw new Error(`git ${args.join(" ")}: ${r.stderr}`);
+}
+
+/**
+ * The README's "From Codex" block, pointed at this build and a private CODEX_HOME. shellmcp reads the same file
+ * (CODEX_HOME is passed on), so its dotted key `features.shell_tool` must load too.
+ */
+export function codexConfig(o: { home: string; modelUrl: string; sandbox: string; extra?: string }): string {
+  return `model = "mock-model"
+model_provider = "mock"
+approval_policy = "never"
+sandbox_mode = "${o.sandbox}"
+features.shell_tool = false
+${o.extra ?? ""}
+
+[model_providers.mock]
+name = "mock"
+base_url = "${o.modelUrl}"
+wire_api = "responses"
+request_max_retries = 0
+stream_max_retries = 0
+
+[mcp_servers.shell]
+command = "${ensureBinary()}"
+args = ["serve"]
+env = { CODEX_HOME = "${o.home}" }
+required = true
+startup_timeout_sec = 20
+default_tools_approval_mode = "approve"
+`;
+}
+
+async function run(s: Scenario): Promise<Outcome> {
+  const base = join(CONF_BASE, `codex-real-${Math.random().toString(36).slice(2)}`);
+  const proj = join(base, "proj");
+  const outside = join(base, "outside");
+  const home = join(base, "codex-home");
+  for (const d of [proj, outside, join(home, "rules")]) mkdirSync(d, { recursive: true });
+  writeFileSync(join(proj, "README"), "hello\n");
+  git(proj, "init", "-q", "-b", "main");
+  git(proj, "add", "-A");
+  git(proj, "commit", "-qm", "initial");
+  if (s.rules !== undefined) writeFileSync(join(home, "rules", "test.rules"), s.rules);
+  const args = s.args({ proj, outside });
+  const mock = new ResponsesMock([(req) => (offersMcpServer(req, "shell") ? mcpToolCall(req, "shell", "shell", args) : finalMessage("the shell tool was not offered")), () => finalMessage("done")]);
+  mocks.push(mock);
+  writeFileSync(join(home, "config.toml"), codexConfig({ home, modelUrl: mock.url, sandbox: s.sandbox, extra: s.extraConfig }));
+  const proc = Bun.spawn([s.codex, "exec", "--skip-git-repo-check", "-C", proj, "run the command"], {
+    cwd: proj,
+    env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: base, CODEX_HOME: home, RUST_LOG: "error" },
+    stdin: "ignore",
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  const timer = setTimeout(() => proc.kill(9), 90_000);
+  const [stdout, stderr, exitCode] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+  clearTimeout(timer);
+  mock.stop();
+  const next = mock.requests[1];
+  const output = next === undefined ? "" : (functionCallOutput(next) ?? "");
+  if (output === "") console.warn(`codex exec (${exitCode}) stderr:\n${stderr.slice(-3000)}`);
+  return { proj, outside, output, requests: mock.requests, exitCode, stdout, stderr };
+}
+
+/** Command lines of running processes that contain `marker`. */
+function processesWith(marker: string): string[] {
+  const out: string[] = [];
+  for (const pid of readdirSync("/proc")) {
+    if (!/^\d+$/.test(pid)) continue;
+    try {
+      const cmd = readFileSync(`/proc/${pid}/cmdline`, "utf8").replaceAll("\0", " ");
+      if (cmd.includes(marker)) out.push(`${pid}: ${cmd}`);
+    } catch {
+      // gone
+    }
+  }
+  return out;
+}
+
+const RULES = `
+prefix_rule(pattern = ["touch", "escalate-me"], decision = "allow")
+prefix_rule(pattern = ["rm"], decision = "forbidden", justification = "no deleting in this test")
+prefix_rule(pattern = ["touch", "ask-me"], decision = "prompt")
+`;
+
+/** The scenarios, for one Codex line. 0.97 sends its sandbox with `codex/sandbox-state/update` (a legacy policy,
+ * which protects .git and .codex), 0.169 with every call (a permission profile, which also protects .aws). */
+function scenarios(line: "0.169" | "0.97", codexPath: () => string): void {
+  const codex = (): string => codexPath();
+
+  test("the tool is offered, and workspace-write applies: the project is writable, outside and .git are not", async () => {
+    const o = await run({
+      codex: codex(),
+      sandbox: "workspace-write",
+      args: ({ proj, outside }) => ({ command: `touch inside && echo INSIDE_OK; touch ${outside}/x || echo OUTSIDE_REFUSED; touch .git/x || echo GIT_RO; mkdir -p .codex/y || echo CODEX_RO; mkdir .aws || echo AWS_RO; echo END`, workdir: proj, login: false }),
+    });
+    expect(o.exitCode).toBe(0);
+    expect(offersMcpServer(o.requests[0]!, "shell")).toBe(true);
+    // features.shell_tool = false: the model gets no built-in shell besides ours.
+    const names = (o.requests[0]!.tools ?? []).map((t) => t.name);
+    for (const builtin of ["shell", "exec_command", "shell_command"]) expect(names).not.toContain(builtin);
+    expect(o.output).toContain("INSIDE_OK");
+    expect(o.output).toContain("OUTSIDE_REFUSED");
+    expect(o.output).toContain("GIT_RO");
+    expect(o.output).toContain("CODEX_RO");
+    if (line === "0.169") {
+      expect(o.output).toContain("AWS_RO");
+      expect(existsSync(join(o.proj, ".aws"))).toBe(false);
+    }
+    expect(o.output).toMatch(/Read-only file system/);
+    expect(existsSync(join(o.proj, "inside"))).toBe(true);
+    expect(existsSync(join(o.outside, "x"))).toBe(false);
+    expect(existsSync(join(o.proj, ".git", "x"))).toBe(false);
+    expect(existsSync(join(o.proj, ".codex", "y"))).toBe(false);
+  }, 120_000);
+
+  test("danger-full-access: no sandbox", async () => {
+    const o = await run({ codex: codex(), sandbox: "danger-full-access", args: ({ proj, outside }) => ({ command: `touch ${outside}/x && echo OUTSIDE_OK`, workdir: proj, login: false }) });
+    expect(o.output).toContain("OUTSIDE_OK");
+    expect(existsSync(join(o.outside, "x"))).toBe(true);
+  }, 120_000);
+
+  test("read-only: nothing is written", async () => {
+    const o = await run({ codex: codex(), sandbox: "read-only", args: ({ proj }) => ({ command: "touch newfile || echo RO_REFUSED", workdir: proj, login: false }) });
+    expect(o.output).toContain("RO_REFUSED");
+    expect(o.output).toMatch(/Read-only file system/);
+    expect(existsSync(join(o.proj, "newfile"))).toBe(false);
+  }, 120_000);
+
+  test("an allow rule escalates: the program runs outside the read-only sandbox", async () => {
+    const o = await run({ codex: codex(), sandbox: "read-only", rules: RULES, args: ({ outside }) => ({ command: "touch escalate-me && echo ESCALATED_OK; touch other || echo OTHER_REFUSED", workdir: outside, login: false }) });
+    expect(o.output).toContain("ESCALATED_OK");
+    expect(o.output).toContain("OTHER_REFUSED");
+    expect(existsSync(join(o.outside, "escalate-me"))).toBe(true);
+    expect(existsSync(join(o.outside, "other"))).toBe(false);
+  }, 120_000);
+
+  test("a forbidden rule denies: the program never runs", async () => {
+    const o = await run({ codex: codex(), sandbox: "workspace-write", rules: RULES, args: ({ proj }) => ({ command: "rm README; echo rc=$?", workdir: proj, login: false }) });
+    expect(o.output).toContain("Execution denied: Execution forbidden by policy");
+    expect(o.output).toContain("rc=1");
+    expect(existsSync(join(o.proj, "README"))).toBe(true);
+  }, 120_000);
+
+  test("a prompt rule asks; codex exec declines at once, and nothing runs", async () => {
+    const o = await run({ codex: codex(), sandbox: "workspace-write", rules: RULES, args: ({ proj }) => ({ command: "touch ask-me; echo rc=$?", workdir: proj, login: false }) });
+    expect(o.output).toMatch(/Execution denied: User (declined|cancelled)/);
+    expect(o.output).toContain("rc=1");
+    expect(existsSync(join(o.proj, "ask-me"))).toBe(false);
+  }, 120_000);
+
+  test("a timeout kills the whole command, background jobs included: nothing is left running", async () => {
+    const marker = `${4000 + Math.floor(Math.random() * 999)}.25`;
+    const o = await run({ codex: codex(), sandbox: "workspace-write", args: ({ proj }) => ({ command: `sleep ${marker} & sleep ${marker}; echo NEVER`, workdir: proj, login: false, timeout_ms: 1500 }) });
+    expect(o.output).not.toContain("NEVER");
+    expect(o.output).toMatch(/"timed_out":\s*true|timed out/);
+    await Bun.sleep(300);
+    expect(processesWith(`sleep ${marker}`)).toEqual([]);
+  }, 120_000);
+}
+
+describe.skipIf(missing !== undefined)("real Codex 0.169 (codex exec) against shellmcp serve", () => {
+  scenarios("0.169", () => codex169!);
+});
+
+// Codex 0.97's linux build comes in the main npm package (all platforms): installed as the dev dependency alias
+// `"@openai/codex-0.97": "npm:@openai/codex@0.97.0"`.
+if (missing === undefined && !existsSync(codex097)) {
+  if (process.env.CI === "true") throw new Error(`real-Codex 0.97 suite cannot run: ${codex097} missing (npm ci)`);
+  console.warn(`SKIP real Codex 0.97: ${codex097} missing`);
+}
+describe.skipIf(missing !== undefined || !existsSync(codex097))("real Codex 0.97 (codex exec) against shellmcp serve", () => {
+  scenarios("0.97", () => codex097);
+});
