@@ -36,6 +36,11 @@
 #include <unistd.h>
 #include <fcntl.h>
 
+/* Portability (macOS has neither MSG_NOSIGNAL nor SOCK_CLOEXEC; it has SO_NOSIGPIPE). */
+#ifndef MSG_NOSIGNAL
+#define MSG_NOSIGNAL 0
+#endif
+
 #define SMCP_SKIP 0     /* exec directly */
 #define SMCP_CLIENT 1   /* decide with the in-shell client */
 #define SMCP_WRAPPER 2  /* hand to the exec wrapper (no SHELLMCP_INTERCEPT) */
@@ -1036,8 +1041,21 @@ smcp_escalate (const char *file, char *const *argv, char *const *env)
     smcp_fail ("failed to send EscalateRequest", "out of memory");
 
   /* handshake */
+#ifdef SOCK_CLOEXEC
   if (socketpair (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
     smcp_fail ("failed to create a socketpair", strerror (errno));
+#else
+  if (socketpair (AF_UNIX, SOCK_STREAM, 0, sv) < 0)
+    smcp_fail ("failed to create a socketpair", strerror (errno));
+  fcntl (sv[0], F_SETFD, FD_CLOEXEC);
+  fcntl (sv[1], F_SETFD, FD_CLOEXEC);
+#endif
+#ifdef SO_NOSIGPIPE
+  {
+    int on = 1;
+    setsockopt (sv[0], SOL_SOCKET, SO_NOSIGPIPE, &on, sizeof on);
+  }
+#endif
   sv[0] = smcp_high_fd (sv[0]);
   sv[1] = smcp_high_fd (sv[1]);
   if (sv[0] < 0 || sv[1] < 0)
