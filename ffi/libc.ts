@@ -9,7 +9,8 @@
  * Linux (glibc, x86_64 and aarch64) is the supported target. On darwin the same names bind to libSystem;
  * Landlock/seccomp/prctl are Linux-only and throw there.
  */
-import { dlopen, FFIType, ptr, read, CString, type ConvertFns, type Pointer } from "bun:ffi";
+import { dlopen, FFIType, ptr, read, toArrayBuffer, CString, type ConvertFns, type Pointer } from "bun:ffi";
+import { readFileSync } from "node:fs";
 import { ShellmcpError } from "../src/errors.ts";
 import { archLayout, cmsgLen, cmsgSpace, hostArch, maxSignal, type ArchLayout } from "./layout.ts";
 
@@ -622,6 +623,40 @@ export function pidfdSendSignal(pidfd: number, sig: number): void {
   } catch (e) {
     if (!(e instanceof ShellmcpError && e.data.errno === ERRNO.ESRCH)) throw e;
   }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// the process's own environment block
+
+/**
+ * Overwrite, in this process's initial environment block (what `/proc/<pid>/environ` shows), the value of every
+ * variable for which `scrub(name)` is true, with NUL bytes. Linux only (the block's bounds are fields 50–51 of
+ * `/proc/self/stat`). Returns the names scrubbed. The runtime's own copy (`process.env`) is not touched; C
+ * `getenv` sees an empty value afterwards. Throws `SYSCALL`-free errors only for an unreadable `/proc`.
+ */
+export function scrubInitialEnviron(scrub: (name: string) => boolean): string[] {
+  const stat = readFileSync("/proc/self/stat", "utf8");
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" "); // fields from 3 on
+  const start = Number(fields[50 - 3]);
+  const end = Number(fields[51 - 3]);
+  if (!Number.isSafeInteger(start) || !Number.isSafeInteger(end) || end <= start) return [];
+  const block = new Uint8Array(toArrayBuffer(start as unknown as Pointer, 0, end - start));
+  const done: string[] = [];
+  let i = 0;
+  while (i < block.length) {
+    let j = block.indexOf(0, i);
+    if (j < 0) j = block.length;
+    const eq = block.indexOf(0x3d, i);
+    if (eq > i && eq < j) {
+      const name = new TextDecoder().decode(block.subarray(i, eq));
+      if (scrub(name)) {
+        block.fill(0, eq + 1, j);
+        done.push(name);
+      }
+    }
+    i = j + 1;
+  }
+  return done;
 }
 
 // ---------------------------------------------------------------------------------------------------------

@@ -4,7 +4,6 @@
  */
 import { Command, CommanderError } from "commander";
 import { VERSION } from "./version.ts";
-import { notImplemented } from "./not-implemented.ts";
 import { log } from "./log.ts";
 
 function collect(value: string, previous: string[]): string[] {
@@ -90,9 +89,14 @@ export function buildProgram(setExit: (code: number) => void): Command {
 
   program
     .command("exec-server")
-    .description("run Codex's websocket JSON-RPC exec server")
-    .allowUnknownOption()
-    .action(() => setExit(notImplemented("`shellmcp exec-server`")));
+    .description("run Codex's websocket JSON-RPC exec server (point Codex at it with CODEX_EXEC_SERVER_URL)")
+    .option("--listen <URL>", "ws://IP:PORT to listen on (default ws://127.0.0.1:0: loopback, a free port; the URL is printed on stdout)")
+    .option("--allow-non-loopback", "allow a --listen address other than 127.0.0.1/::1: there is no authentication, so anyone who can connect can run any command and read or write any file as this user")
+    .option("--max-message-bytes <N>", "largest inbound websocket message (default 134217728)")
+    .action(async (o: import("./exec-server/main.ts").ExecServerCliOptions) => {
+      const { execServerMain } = await import("./exec-server/main.ts");
+      setExit(await execServerMain(o));
+    });
 
   return program;
 }

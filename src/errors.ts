@@ -7,7 +7,6 @@
 export type ErrorCode =
   | "SYSCALL" // a libc/kernel call failed; data: { call, errno, errname }
   | "USAGE" // bad command-line input
-  | "NOT_IMPLEMENTED" // a role or command not built yet
   | "PROTOCOL" // malformed or unexpected escalation frame / JSON
   | "RULES_PARSE" // a .rules file failed to parse or validate
   | "SANDBOX_UNAVAILABLE" // the requested sandbox cannot be applied here

@@ -40,6 +40,7 @@ async function main(): Promise<number> {
       return (await import("./fs-helper/main.ts")).fsHelperMain(args);
     default:
       // Codex's convention for reaching a role without arg0 (our bwrap inner stage uses it).
+      if (args[0] === "--codex-run-as-fs-helper") return (await import("./fs-helper/main.ts")).fsHelperMain(args.slice(1));
       if (args[0] === "--codex-run-as-linux-sandbox") return (await import("./sandbox/linux/helper.ts")).linuxSandboxMain(args.slice(1));
       // `serve`: answer MCP initialize before the CLI parser and the MCP SDK load (see mcp/early-initialize.ts).
       // Clients send it at once; a client that does not gets its answer from the SDK once loaded, ≤ 100 ms later.

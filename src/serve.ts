@@ -17,7 +17,8 @@ import { serveStdio, type ToolResult } from "./mcp/server.ts";
 import { formatResult, parseShellArgs, SHELL_TOOL } from "./mcp/shell-tool.ts";
 import { INSTRUCTIONS } from "./mcp/early-initialize.ts";
 import { parseSandboxState, planWritableView, sandboxStateFromMeta, type SandboxState } from "./mcp/sandbox-state.ts";
-import { landlockCanEnforce, planPermissionProfile, serializePermissionProfile, type FilesystemPlan, type PermissionProfile } from "./sandbox/permission-profile.ts";
+import { landlockCanEnforce, planPermissionProfile, planSandboxPolicy, serializePermissionProfile, type FilesystemPlan, type PermissionProfile } from "./sandbox/permission-profile.ts";
+import { seatbeltWritableView } from "./sandbox/macos/seatbelt.ts";
 import { parseSandboxPolicy, type SandboxPolicy } from "./sandbox/policy.ts";
 import { probeBwrap } from "./sandbox/linux/run.ts";
 import { DEFAULT_MAX_OUTPUT_BYTES } from "./shell/output.ts";
@@ -28,6 +29,8 @@ import { VERSION } from "./version.ts";
 
 /** `serve` options (see the CLI for their flags). */
 export interface ServeOptions {
+  /** The OS to serve for (default `process.platform`; injected by tests of the macOS path). */
+  platform?: NodeJS.Platform;
   shell?: string;
   bash?: string;
   execve?: string;
@@ -138,6 +141,7 @@ export async function serveMain(o: ServeOptions): Promise<number> {
     return 1;
   }
 
+  const platform = o.platform ?? process.platform;
   // Non-dumpable: this process's /proc files (environ: the secrets the shells do not get) are readable only
   // with CAP_SYS_PTRACE, which no sandboxed command has (bwrap drops every capability, the Landlock helper drops
   // this one). Children are dumpable again after their exec.
@@ -145,6 +149,18 @@ export async function serveMain(o: ServeOptions): Promise<number> {
     libc.prctl(libc.PR.SET_DUMPABLE, 0);
   } catch (e) {
     log.warn("cannot make the server non-dumpable", { error: (e as Error).message });
+  }
+  // Root can read any process's environ whatever its dumpability, and the Landlock backend shares the host's
+  // /proc: so the secrets themselves leave the initial environment block. Every variable the shells do not get
+  // (shell_environment_policy: *KEY*, *SECRET*, *TOKEN* by default) is blanked there; this process keeps its
+  // copy in process.env, which never reaches a sandboxed command.
+  if (platform === "linux") {
+    try {
+      const scrubbed = libc.scrubInitialEnviron((name) => !(name in env));
+      if (scrubbed.length > 0) log.info("blanked in this process's /proc environ", { names: scrubbed });
+    } catch (e) {
+      log.warn("cannot blank secrets in this process's environment block", { error: (e as Error).message });
+    }
   }
   const wrapperPath = o.execve ?? selfAs("codex-execve-wrapper");
   const helperExe = selfAs("codex-linux-sandbox");
@@ -197,7 +213,18 @@ export async function serveMain(o: ServeOptions): Promise<number> {
       }
       let launcher: SandboxLauncher;
       let writable: RunCommandOptions["writable"];
-      if (snap.profile !== undefined) {
+      if (platform === "darwin") {
+        // macOS: Seatbelt, from the profile or the legacy policy; the boundary judges what that policy lets write.
+        let plan: FilesystemPlan;
+        try {
+          const cwd = snap.sandboxCwd ?? a.workdir;
+          plan = snap.profile !== undefined ? planPermissionProfile(snap.profile, cwd) : planSandboxPolicy(snap.policy, cwd, env);
+        } catch (e) {
+          return errorResult(`shellmcp refused to run the command: ${(e as Error).message}`);
+        }
+        launcher = { exe: helperExe, flags: [], seatbelt: { plan } };
+        writable = () => seatbeltWritableView(plan);
+      } else if (snap.profile !== undefined) {
         // Codex's own helper takes profiles with a different argv (no --sandbox-policy): ours always runs them.
         const flags = snap.useLegacyLandlock ? ["--backend", "landlock"] : backendFlag();
         let plan: FilesystemPlan;

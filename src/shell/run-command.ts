@@ -17,7 +17,8 @@ import type { EscalationBoundary } from "../escalate/boundary.ts";
 import type { EscalationServer, ListenOptions } from "../escalate/server.ts";
 import { hasFullDiskWrite, hasFullNetwork, serializeSandboxPolicy, type SandboxPolicy } from "../sandbox/policy.ts";
 import { writableView, type WritableView, type WriteEnforcement } from "../sandbox/writable.ts";
-import type { PermissionProfile } from "../sandbox/permission-profile.ts";
+import type { FilesystemPlan, PermissionProfile } from "../sandbox/permission-profile.ts";
+import { seatbeltShellLaunch } from "../sandbox/macos/seatbelt.ts";
 import { bytesPipe, planBwrap, releaseBwrapPlan, SANDBOX_FAILURE_EXIT, type BwrapPlan } from "../sandbox/linux/run.ts";
 import type { CallCgroup, CgroupManager } from "./cgroup.ts";
 import { CappedOutput } from "./output.ts";
@@ -42,22 +43,33 @@ export interface SandboxLauncher {
    * (restricted reads) — see {@link planBwrap}.
    */
   direct?: { bwrap: string; noProc: boolean; profile?: PermissionProfile };
+  /** macOS: run the shell under Seatbelt (`/usr/bin/sandbox-exec`) with the policy generated from `plan`. */
+  seatbelt?: { plan: FilesystemPlan };
 }
 
 /** fd number of the seccomp program bwrap reads in a direct launch. */
 const SECCOMP_FD = 4;
 
 /** How one shell is started: its argv, and what to give back when it has ended. */
-interface Launch {
+export interface Launch {
   argv: string[];
   argv0?: string;
   sandboxed: boolean;
+  /** Variables the launcher adds after the environment policy (Seatbelt: `CODEX_SANDBOX=seatbelt`, …). */
+  env?: Record<string, string>;
   /** Direct bwrap: the plan (host mount points to release) and the seccomp program to pass at {@link SECCOMP_FD}. */
   bwrap?: BwrapPlan;
 }
 
-/** Plan the launch: direct bwrap where possible, else {@link shellArgv}. Throws `SANDBOX_UNAVAILABLE` (refusals). */
-function planLaunch(o: RunCommandOptions): Launch {
+/**
+ * Plan the launch: Seatbelt on macOS, direct bwrap where possible, else {@link shellArgv}. Throws
+ * `SANDBOX_UNAVAILABLE` (refusals).
+ */
+export function planLaunch(o: Pick<RunCommandOptions, "shellPath" | "login" | "command" | "policy" | "sandboxCwd" | "launcher" | "wrapperPath">): Launch {
+  if (o.launcher.seatbelt !== undefined) {
+    const l = seatbeltShellLaunch(o.launcher.seatbelt.plan, { shellPath: o.shellPath, login: o.login, command: o.command, exePath: o.wrapperPath });
+    return { argv: l.argv, sandboxed: l.sandboxed, env: l.env };
+  }
   const viaHelper = shellArgv(o);
   const d = o.launcher.direct;
   if (!viaHelper.sandboxed || d === undefined) return viaHelper;
@@ -201,7 +213,7 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
   try {
     proc = Bun.spawn(cgroup === undefined ? argv : joinCgroupFirst(cgroup.procs, argv), {
       cwd: o.workdir,
-      env: { ...o.env, ...listener.shellEnv(o.wrapperPath, ESCALATE_FD), ...(hasFullNetwork(o.policy) ? {} : { CODEX_SANDBOX_NETWORK_DISABLED: "1" }) },
+      env: { ...o.env, ...listener.shellEnv(o.wrapperPath, ESCALATE_FD), ...(hasFullNetwork(o.policy) ? {} : { CODEX_SANDBOX_NETWORK_DISABLED: "1" }), ...launch.env },
       stdio: stdio as unknown as ["ignore", "pipe", "pipe"],
       detached: true, // setsid: the shell leads its own process group
       argv0: cgroup === undefined ? argv0 : undefined,

@@ -142,10 +142,12 @@ ESC = int(os.environ["CODEX_ESCALATE_SOCKET"])
 def frame(obj):
     b = json.dumps(obj).encode()
     return struct.pack("<I", len(b)) + b
-def handshake(sock_to_give):
+def handshake(sock_to_give, flags=0):
     d = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM, 0, os.dup(ESC))  # family given: no getsockopt (denied by seccomp)
-    d.sendmsg([b"\\0"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [sock_to_give.fileno()]))])
-    d.detach()
+    try:
+        d.sendmsg([b"\\0"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [sock_to_give.fileno()]))], flags)
+    finally:
+        d.close()
 def writeall(sock, data):
     # os.write, not send(): send() is sendto(…, NULL, 0), which today's network-off filter denies.
     view = memoryview(data)
@@ -239,13 +241,10 @@ soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
 resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 held = []
 handed = 0
+stalled = 0.0
 for i in range(${count}):
     try:
         mine, give = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        handshake(give)
-        give.close()
-        held.append(mine)
-        handed += 1
     except OSError as e:
         print("stopped at", i, e, flush=True)
         # Our own fd limit (we hold one end per session): free a few so that the ready file can be written.
@@ -253,6 +252,27 @@ for i in range(${count}):
             m.close()
         del held[-16:]
         break
+    # A server that stops taking handshakes (a cap) leaves them queued: give up after 2 s without progress.
+    while True:
+        try:
+            handshake(give, socket.MSG_DONTWAIT)
+            stalled = 0.0
+            break
+        except BlockingIOError:
+            if stalled >= 2.0:
+                break
+            time.sleep(0.05)
+            stalled += 0.05
+        except OSError as e:  # our own fd limit
+            stalled = 2.0
+            break
+    give.close()
+    if stalled >= 2.0:
+        mine.close()
+        print("stopped at", i, "(no more handshakes taken, or our own fd limit)", flush=True)
+        break
+    held.append(mine)
+    handed += 1
 open(${JSON.stringify(readyFile)}, "w").close()
 t0 = time.time()
 while not os.path.exists(${JSON.stringify(stopFile)}) and time.time() - t0 < ${maxSeconds}:

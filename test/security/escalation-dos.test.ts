@@ -67,7 +67,8 @@ describe("item 8: resource exhaustion through the escalation socket", () => {
     const ready = join(ws, "ready");
     const stop = join(ws, "stop");
     const attack = s.shell({ command: py(idleProgram(20_000, ready, stop, 60)), workdir: ws, login: false, timeout_ms: 90_000 });
-    expect(await waitFor(() => exists(ready), 45_000)).toBe(true); // all handed (or refused) promptly
+    // All handed, or the server stopped taking them (a cap): either way promptly.
+    expect(await waitFor(() => exists(ready), 45_000)).toBe(true);
     const held = fdCount(s.pid);
     // While the attacker holds its sessions, other calls (each a new shell run with intercepted execs) work.
     for (let i = 0; i < 3; i++) {

@@ -135,7 +135,9 @@ describe("item 4: git config and hooks of a repository the sandbox can write", (
     const s = await serveWithPid({
       rules: ['prefix_rule(pattern=["git", "add"], decision="allow")', 'prefix_rule(pattern=["git", "status"], decision="allow")', 'prefix_rule(pattern=["git", "commit"], decision="allow")'].join("\n") + "\n",
       args: ["--sandbox-backend", "bwrap"],
-      env: { GIT_AUTHOR_NAME: "Agent", GIT_AUTHOR_EMAIL: "agent@example.com", GIT_COMMITTER_NAME: "Agent", GIT_COMMITTER_EMAIL: "agent@example.com" },
+      // HOME outside the writable roots (as a user's real HOME is): a writable ~/.gitconfig would rightly keep git
+      // inside the sandbox.
+      env: { HOME: confDir("home"), GIT_AUTHOR_NAME: "Agent", GIT_AUTHOR_EMAIL: "agent@example.com", GIT_COMMITTER_NAME: "Agent", GIT_COMMITTER_EMAIL: "agent@example.com" },
     });
     const repo = confDir("proj");
     writeFileSync(join(repo, "a.txt"), "one\n");

@@ -82,7 +82,7 @@ describe("load: 50 calls × 50 execs plus one attacker of each kind", () => {
     // No attack had an effect on the host.
     for (const m of ["preload", "fake-id", "fsmonitor"]) expect(exists(mark(m))).toBe(false);
     expect(outputs.join("\n")).not.toContain(secret);
-    expect(outputs[8]).toContain("big-timeout");
+    expect(outputs[8]).toMatch(/big-timeout|timeout_ms/); // clamped (runs) or refused with a clear error
     // And after all of it, the server is back at idle.
     const back = await waitFor(() => fdCount(s.pid) <= idleFds + 8 && rssMiB(s.pid) < idleRss + 64, 15_000, 250);
     console.log(`load: idle ${idleRss.toFixed(0)} MiB / ${idleFds} fds; after ${rssMiB(s.pid).toFixed(0)} MiB / ${fdCount(s.pid)} fds`);

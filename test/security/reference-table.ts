@@ -21,6 +21,9 @@ const CODEX_097 = join(ROOT, "node_modules", "@openai", "codex-0.97", "vendor", 
 const HELPER = existsSync(CODEX_097) ? CODEX_097 : join(ROOT, "dist", "codex-linux-sandbox");
 ensureBinary();
 console.log(`sandbox helper: ${HELPER}`);
+/** The published 0.97 helper was built without bubblewrap (it panics); bwrap rows then say so instead. */
+const bwrapProbe = Bun.spawnSync([HELPER, "--sandbox-policy-cwd", "/tmp", "--sandbox-policy", '{"type":"read-only"}', "--use-bwrap-sandbox", "--", "/bin/true"], { argv0: "codex-linux-sandbox", stderr: "pipe" } as never);
+const BWRAP_BROKEN = bwrapProbe.exitCode !== 0 ? `bwrap: n/a (the 0.97 helper fails: ${bwrapProbe.stderr.toString().match(/build-time bubblewrap is not available[^\n]*/)?.[0] ?? `exit ${bwrapProbe.exitCode}`})` : undefined;
 const BASE = join(homedir(), ".cache", "shellmcp-conf", `reftable-${process.pid}`);
 mkdirSync(BASE, { recursive: true });
 const dir = (p: string) => mkdtempSync(join(BASE, `${p}-`));
@@ -34,22 +37,22 @@ interface Ref {
   close(): Promise<void>;
 }
 
-async function startRef(o: { rules?: string; env?: Record<string, string>; policy?: Record<string, unknown>; bwrap?: boolean } = {}): Promise<Ref> {
+async function startRef(o: { rules?: string; env?: Record<string, string>; policy?: Record<string, unknown>; bwrap?: boolean; ws?: string } = {}): Promise<Ref> {
   const home = tempDir("shellmcp-refhome-");
   mkdirSync(join(home, "rules"));
   await Bun.write(join(home, "rules", "default.rules"), o.rules ?? "");
-  const rpc = await startLineRpc([join(REF!, "codex-exec-mcp-server"), "--bash", BASH, "--execve", join(REF!, "codex-execve-wrapper")], {
-    PATH: "/usr/local/bin:/usr/bin:/bin",
-    HOME: home,
-    CODEX_HOME: home,
-    LC_ALL: "C",
-    ...o.env,
-  });
+  const argv = [join(REF!, "codex-exec-mcp-server"), "--bash", BASH, "--execve", join(REF!, "codex-execve-wrapper")];
+  const env = { PATH: "/usr/local/bin:/usr/bin:/bin", HOME: home, CODEX_HOME: home, LC_ALL: "C", ...o.env };
+  // A server that refuses its rules exits before answering initialize: say why instead of waiting.
+  const probe = Bun.spawnSync(argv, { env, stdin: "ignore", stdout: "pipe", stderr: "pipe" });
+  const refused = probe.stderr.toString().match(/failed to parse rules file[^\n]*\n[^\n]*/)?.[0];
+  if (refused) throw new Error(`the reference refuses the rules: ${refused.replace(/\s+/g, " ").replace(/\S*default\.rules/, "default.rules")}`);
+  const rpc = await withDeadline(startLineRpc(argv, env), 10000, "initialize");
   let err = "";
   void (async () => {
     for await (const c of rpc.proc.stderr) err += new TextDecoder().decode(c);
   })();
-  const ws = dir("ws");
+  const ws = o.ws ?? dir("ws");
   await withDeadline(rpc.request("codex/sandbox-state/update", { sandboxPolicy: o.policy ?? { type: "danger-full-access" }, sandboxCwd: ws, codexLinuxSandboxExe: HELPER, useLinuxSandboxBwrap: o.bwrap ?? false }), 10000, "sandbox-state");
   return {
     rpc,
@@ -73,7 +76,11 @@ function row(item: string, what: string) {
   rows.push([item, what]);
   console.log(`| ${item} | ${what} |`);
 }
+/** `ONLY=2,7 bun test/security/reference-table.ts` runs the attacks whose item starts with one of those. */
+const ONLY = process.env.ONLY?.split(",");
 async function attempt(item: string, f: () => Promise<string>) {
+  if (ONLY && !ONLY.some((o) => item.startsWith(o))) return;
+  console.error(`running ${item}`);
   try {
     row(item, await f());
   } catch (e) {
@@ -101,12 +108,16 @@ await attempt("2 LD_PRELOAD (allow id)", async () => {
     ["bare", 'prefix_rule(pattern=["id"], decision="allow")\n'],
     ["host_executable", 'host_executable(name="id", paths=["/usr/bin/id"])\nprefix_rule(pattern=["id"], decision="allow")\n'],
   ]) {
-    const r = await startRef({ rules, policy: WW });
-    const outside = dir("outside");
-    buildPreload(join(outside, "m"), join(r.ws, "evil.so"));
-    const o = await r.shell("LD_PRELOAD=$PWD/evil.so id");
-    out.push(`${n}: marker ${existsSync(join(outside, "m")) ? "CREATED (ran outside)" : "absent"}, id: ${o.output.includes("uid=") ? "works" : o.output.slice(0, 80)}`);
-    await r.close();
+    try {
+      const r = await startRef({ rules, policy: WW });
+      const outside = dir("outside");
+      buildPreload(join(outside, "m"), join(r.ws, "evil.so"));
+      const o = await r.shell("LD_PRELOAD=$PWD/evil.so id");
+      out.push(`${n}: marker ${existsSync(join(outside, "m")) ? "CREATED (ran outside)" : "absent"}, id: ${o.output.includes("uid=") ? "works" : o.output.slice(0, 80)}`);
+      await r.close();
+    } catch (e) {
+      out.push(`${n}: ${(e as Error).message}`);
+    }
   }
   return out.join("; ");
 });
@@ -224,6 +235,73 @@ await attempt("9 huge JSON-RPC line", async () => {
     const ms = performance.now() - t0;
     const after = await withDeadline(r.rpc.request("tools/list", {}), 10000, "after").then(() => "answers after", (e) => String(e));
     out.push(`${mb} MB: ${what} in ${ms.toFixed(0)} ms, ${after}`);
+    await r.close();
+  }
+  return out.join("; ");
+});
+
+await attempt("5 .git under /tmp (bwrap)", async () => {
+  const out: string[] = [];
+  for (const bwrap of [true, false]) {
+    if (bwrap && BWRAP_BROKEN) {
+      out.push(BWRAP_BROKEN);
+      continue;
+    }
+    const ws = mkdtempSync("/tmp/shellmcp-refproj-");
+    Bun.spawnSync(["git", "init", "-q", ws]);
+    const r = await startRef({ policy: WW, bwrap, ws });
+    const o = await r.shell("echo '[x]' >> .git/config; echo rc=$?");
+    out.push(`${bwrap ? "bwrap" : "landlock"}: write .git/config ${o.output.includes("rc=0") ? "SUCCEEDS" : "fails"}`);
+    await r.close();
+  }
+  return out.join("; ");
+});
+
+await attempt("6 secrets (sandboxed /proc/*/environ)", async () => {
+  const out: string[] = [];
+  for (const bwrap of [false, true]) {
+    if (bwrap && BWRAP_BROKEN) {
+      out.push(BWRAP_BROKEN);
+      continue;
+    }
+    const secret = `sk-secret-marker-${token()}`;
+    const r = await startRef({ env: { OPENAI_API_KEY: secret }, policy: WW, bwrap });
+    const o = await r.shell(`{ cat /proc/$PPID/environ; cat /proc/*/environ; } 2>/dev/null | tr '\\0' '\\n' | grep -c -F '${secret}'`);
+    out.push(`${bwrap ? "bwrap" : "landlock"}: ${o.output.trim()} environment(s) with the key readable`);
+    await r.close();
+  }
+  return out.join("; ") + " (the reference's shell itself gets the key: it has no env policy)";
+});
+
+await attempt("7 survivors (sandboxed)", async () => {
+  const out: string[] = [];
+  for (const bwrap of [false, true]) {
+    if (bwrap && BWRAP_BROKEN) {
+      out.push(BWRAP_BROKEN);
+      continue;
+    }
+    const r = await startRef({ policy: WW, bwrap });
+    const t = `300.${process.pid}91${bwrap ? 1 : 0}`;
+    await r.shell(`setsid sleep ${t} >/dev/null 2>&1 </dev/null & sleep 30`, 1500);
+    await Bun.sleep(1500);
+    out.push(`${bwrap ? "bwrap" : "landlock"} timeout: setsid sleep ${pidsWith(`sleep\0${t}`).length ? "SURVIVES" : "killed"}`);
+    killWith(`sleep\0${t}`);
+    await r.close();
+  }
+  return out.join("; ");
+});
+
+await attempt("10 network off: socketpair send / UDP sendto", async () => {
+  const out: string[] = [];
+  for (const bwrap of [false, true]) {
+    if (bwrap && BWRAP_BROKEN) {
+      out.push(BWRAP_BROKEN);
+      continue;
+    }
+    const r = await startRef({ policy: WW, bwrap });
+    const a = await r.shell(py('import socket\na, b = socket.socketpair()\ntry:\n    a.send(b"x"); print("send ok", b.recv(1))\nexcept OSError as e:\n    print("send DENIED", e.errno)'));
+    const u = await r.shell(py('import socket\ntry:\n    socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"x", ("127.0.0.1", 9)); print("udp SENT")\nexcept OSError as e:\n    print("udp denied", e.errno)'));
+    out.push(`${bwrap ? "bwrap" : "landlock"}: ${a.output.trim()}, ${u.output.trim()}`);
     await r.close();
   }
   return out.join("; ");

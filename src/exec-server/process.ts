@@ -1,0 +1,454 @@
+/**
+ * One process started by `process/start` (exec-server spec §3): spawn (pipes or a 24×80 pseudo-terminal), one seq
+ * counter shared by output chunks, the exit and the close event (contiguous from 1), at most
+ * {@link MAX_RETAINED_BYTES} of retained output, long-poll reads, writes, and terminate killing the whole tree.
+ *
+ * Events go to a {@link ProcessSink} (the session routes them to its attached connection, or drops them while
+ * detached; they stay readable through {@link ManagedProcess.read}). While the client is behind, the pipe pumps stop
+ * reading and a pty tree is stopped (SIGSTOP) until it catches up: a client that stops reading its socket stalls
+ * only its own processes (backpressure, never drops). Output is split into chunks of at most 8 KiB, as Codex reads.
+ */
+import { readdirSync, readFileSync, statSync } from "node:fs";
+import { constants as osConstants } from "node:os";
+import { join } from "node:path";
+import { log } from "../log.ts";
+import type { CallCgroup, CgroupManager } from "../shell/cgroup.ts";
+import { errnoOf, osErrorText } from "./fs-ops.ts";
+import { encodeBase64, rpcError, RPC } from "./rpc.ts";
+import { mountPointCandidates, removeLeftoverMountPoints, sandboxedArgv, type ExecSandbox } from "./sandbox.ts";
+
+/** Output retained per process for `process/read`, bytes (Codex: 1 MiB). Older chunks are dropped. */
+export const MAX_RETAINED_BYTES = 1024 * 1024;
+
+/** Largest chunk, bytes: Codex reads pipes 8 KiB at a time, so larger reads are split (same seq numbering). */
+export const MAX_CHUNK_BYTES = 8192;
+
+/** Output that makes a failed sandboxed process `sandboxDenied` (Codex's keywords). */
+export const SANDBOX_DENIAL = /operation not permitted|permission denied|read-only file system|seccomp|sandbox|landlock|failed to write file/i;
+
+/** `stream` of a chunk. */
+export type StreamName = "stdout" | "stderr" | "pty";
+
+/** One retained chunk. */
+export interface Chunk {
+  seq: number;
+  stream: StreamName;
+  data: Uint8Array;
+}
+
+/** What `process/start` asks for, decoded. */
+export interface StartSpec {
+  processId: string;
+  argv: string[];
+  cwd: string;
+  env: Record<string, string>;
+  tty: boolean;
+  pipeStdin: boolean;
+  arg0?: string;
+  sandbox?: ExecSandbox;
+  /** Per-process cgroups (the whole tree ends with terminate, however it detached); undefined where there are none. */
+  cgroups?: CgroupManager;
+}
+
+/** A server→client event of one process. */
+export type ProcessEvent =
+  | { method: "process/output"; params: { processId: string; seq: number; stream: StreamName; chunk: string } }
+  | { method: "process/exited"; params: { processId: string; seq: number; exitCode: number; sandboxDenied: boolean } }
+  | { method: "process/closed"; params: { processId: string; seq: number } };
+
+/** Where a process's events go (its session): see the top of this file. */
+export interface ProcessSink {
+  /** Deliver an event; `json` is its serialisation when the caller already built it. */
+  emit(e: ProcessEvent, json?: string): void;
+  /** Run `fn`, sending what it emits in one batch. */
+  cork(fn: () => void): void;
+  /** Resolves when the client can take more output. */
+  waitWritable(): Promise<void>;
+  /** Whether the client is behind (more than the high-water mark unsent). */
+  backpressured(): boolean;
+}
+
+/** Result of `process/read`. */
+export interface ReadResult {
+  chunks: { seq: number; stream: StreamName; chunk: string }[];
+  nextSeq: number;
+  exited: boolean;
+  exitCode: number | null;
+  closed: boolean;
+  failure: null;
+  sandboxDenied: boolean;
+}
+
+/** Resolve `name` like execvp with the child's PATH (libc default `/bin:/usr/bin` when it has none). */
+export function resolveProgram(name: string, path: string | undefined): string | undefined {
+  if (name.includes("/")) return name;
+  for (const dir of (path ?? "/bin:/usr/bin").split(":")) {
+    const p = join(dir === "" ? "." : dir, name);
+    try {
+      const st = statSync(p);
+      if (st.isFile() && (st.mode & 0o111) !== 0) return p;
+    } catch {
+      // not here
+    }
+  }
+  return undefined;
+}
+
+/**
+ * `argv` started through `/bin/sh`, which joins the cgroup (`procs`) before the program's first instruction and then
+ * execs it — serve's trampoline (src/shell/run-command.ts `joinCgroupFirst`), except that the `PWD` dash exports is
+ * removed again unless the child's env set it (the child env must be exactly what was asked for).
+ */
+export function cgroupTrampoline(procs: string, argv: string[], keepPwd: boolean): string[] {
+  return ["/bin/sh", "-c", `echo $$ > "$0" || exit 126; ${keepPwd ? "" : "unset PWD; "}exec "$@"`, procs, ...argv];
+}
+
+/** Every descendant pid of `root` (from /proc), deepest last. */
+export function descendants(root: number): number[] {
+  const children = new Map<number, number[]>();
+  for (const name of readdirSync("/proc")) {
+    const pid = Number(name);
+    if (!Number.isInteger(pid)) continue;
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, "latin1");
+      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+      const list = children.get(ppid) ?? [];
+      list.push(pid);
+      children.set(ppid, list);
+    } catch {
+      // exited meanwhile
+    }
+  }
+  const out: number[] = [];
+  const walk = (p: number) => {
+    for (const c of children.get(p) ?? []) {
+      out.push(c);
+      walk(c);
+    }
+  };
+  walk(root);
+  return out;
+}
+
+function killQuiet(pid: number, sig: NodeJS.Signals): void {
+  try {
+    process.kill(pid, sig);
+  } catch {
+    // already gone
+  }
+}
+
+/** A started process and its retained output. */
+export class ManagedProcess {
+  readonly id: string;
+  readonly tty: boolean;
+  readonly pipeStdin: boolean;
+  private nextSeq = 1;
+  private chunks: Chunk[] = [];
+  private retained = 0;
+  exited = false;
+  exitCode: number | null = null;
+  closed = false;
+  terminated = false;
+  private openStreams = 0;
+  private proc: ReturnType<typeof Bun.spawn> | undefined;
+  private pid = 0;
+  private waiters = new Set<() => void>();
+  private writeIds = new Set<string>();
+  private leftovers: string[] = [];
+  private cgroup: CallCgroup | undefined;
+  private readonly sink: ProcessSink;
+  private readonly outputPrefix: string;
+  private stopped = false;
+  private readonly sandboxed: boolean;
+  /** Codex's heuristic: a sandboxed process that failed with a denial in its output. */
+  sandboxDenied = false;
+  /** Called once when closed (the session starts the eviction timer). */
+  onClosed: () => void = () => undefined;
+
+  private constructor(id: string, tty: boolean, pipeStdin: boolean, sink: ProcessSink, sandboxed: boolean) {
+    this.id = id;
+    this.tty = tty;
+    this.pipeStdin = pipeStdin && !tty;
+    this.sink = sink;
+    this.sandboxed = sandboxed;
+    this.outputPrefix = `{"method":"process/output","params":{"processId":${JSON.stringify(id)},"seq":`;
+  }
+
+  /**
+   * Spawn. Throws −32603 with the OS text ("No such file or directory (os error 2)") when the program or cwd is
+   * missing or the spawn fails. Events may be emitted before this returns.
+   */
+  static start(spec: StartSpec, sink: ProcessSink): ManagedProcess {
+    const mp = new ManagedProcess(spec.processId, spec.tty, spec.pipeStdin, sink, spec.sandbox !== undefined);
+    mp.spawn(spec);
+    return mp;
+  }
+
+  private spawn(spec: StartSpec): void {
+    const osError = (code: string) => rpcError(RPC.INTERNAL, osErrorText((osConstants.errno as Record<string, number>)[code]!));
+    try {
+      if (!statSync(spec.cwd).isDirectory()) throw osError("ENOTDIR");
+    } catch (e) {
+      const n = errnoOf(e);
+      throw n === undefined ? e : rpcError(RPC.INTERNAL, osErrorText(n));
+    }
+    let argv: string[];
+    let argv0: string | undefined;
+    if (spec.sandbox === undefined) {
+      const program = resolveProgram(spec.argv[0]!, spec.env.PATH);
+      if (program === undefined) throw osError("ENOENT");
+      // What execve would say, before the trampoline could turn it into an exit status.
+      try {
+        const st = statSync(program.startsWith("/") ? program : join(spec.cwd, program));
+        if (st.isDirectory() || (st.mode & 0o111) === 0) throw osError("EACCES");
+      } catch (e) {
+        const n = errnoOf(e);
+        throw n === undefined ? e : rpcError(RPC.INTERNAL, osErrorText(n));
+      }
+      argv = [program, ...spec.argv.slice(1)];
+      argv0 = spec.arg0 ?? spec.argv[0];
+    } else {
+      argv = sandboxedArgv(spec.sandbox, spec.argv);
+      argv0 = undefined;
+      this.leftovers = mountPointCandidates(spec.sandbox);
+    }
+    if (spec.cgroups !== undefined) {
+      try {
+        this.cgroup = spec.cgroups.create();
+      } catch (e) {
+        throw rpcError(RPC.INTERNAL, `cannot create the process's cgroup: ${(e as Error).message}`);
+      }
+      // The trampoline joins the cgroup before the program's first instruction; it keeps `arg0` only when it is
+      // the program's own name (dash has no `exec -a`), else the process is moved in right after the spawn.
+      if (argv0 === undefined || argv0 === argv[0] || spec.sandbox !== undefined) {
+        argv = cgroupTrampoline(this.cgroup.procs, argv, spec.env.PWD !== undefined);
+        argv0 = undefined;
+      }
+    }
+    const onExit = (code: number | null, signal: string | null) => this.recordExit(code, signal);
+    try {
+      if (spec.tty) {
+        this.openStreams = 1;
+        this.proc = Bun.spawn(argv, {
+          cwd: spec.cwd,
+          env: spec.env,
+          argv0,
+          terminal: {
+            cols: 80,
+            rows: 24,
+            data: (_t, data) => this.push("pty", new Uint8Array(data)),
+            exit: () => this.streamEnded(),
+          },
+        });
+      } else {
+        this.openStreams = 2;
+        this.proc = Bun.spawn(argv, {
+          cwd: spec.cwd,
+          env: spec.env,
+          argv0,
+          stdin: spec.pipeStdin ? "pipe" : "ignore",
+          stdout: "pipe",
+          stderr: "pipe",
+          detached: true,
+        });
+      }
+    } catch (e) {
+      void this.cgroup?.dispose();
+      const n = errnoOf(e);
+      throw rpcError(RPC.INTERNAL, n === undefined ? (e as Error).message : osErrorText(n));
+    }
+    this.pid = this.proc.pid;
+    if (this.cgroup !== undefined && argv0 !== undefined) {
+      try {
+        this.cgroup.add(this.pid);
+      } catch (e) {
+        log.warn("exec-server: cannot move a process into its cgroup", { processId: this.id, error: String(e) });
+      }
+    }
+    void this.proc.exited.then(() => onExit(this.proc!.exitCode, (this.proc!.signalCode as string | null | undefined) ?? null));
+    if (!spec.tty) {
+      void this.pump(this.proc.stdout as ReadableStream<Uint8Array>, "stdout");
+      void this.pump(this.proc.stderr as ReadableStream<Uint8Array>, "stderr");
+    }
+  }
+
+  private async pump(stream: ReadableStream<Uint8Array>, name: StreamName): Promise<void> {
+    const reader = stream.getReader();
+    try {
+      for (;;) {
+        if (this.sink.backpressured()) await this.sink.waitWritable();
+        const { value, done } = await reader.read();
+        if (done) break;
+        if (value.byteLength > 0) this.push(name, value);
+      }
+    } catch (e) {
+      log.debug("exec-server: output pump ended", { processId: this.id, error: String(e) });
+    }
+    this.streamEnded();
+  }
+
+  private wake(): void {
+    if (this.waiters.size === 0) return;
+    const ws = [...this.waiters];
+    this.waiters.clear();
+    for (const w of ws) w();
+  }
+
+  private push(stream: StreamName, data: Uint8Array): void {
+    if (data.byteLength <= MAX_CHUNK_BYTES) this.pushChunk(stream, data);
+    else this.sink.cork(() => {
+      for (let off = 0; off < data.byteLength; off += MAX_CHUNK_BYTES) this.pushChunk(stream, data.subarray(off, Math.min(off + MAX_CHUNK_BYTES, data.byteLength)));
+    });
+  }
+
+  private pushChunk(stream: StreamName, data: Uint8Array): void {
+    const seq = this.nextSeq++;
+    this.chunks.push({ seq, stream, data });
+    this.retained += data.byteLength;
+    while (this.retained > MAX_RETAINED_BYTES && this.chunks.length > 1) this.retained -= this.chunks.shift()!.data.byteLength;
+    const chunk = encodeBase64(data);
+    this.sink.emit({ method: "process/output", params: { processId: this.id, seq, stream, chunk } }, `${this.outputPrefix}${seq},"stream":"${stream}","chunk":"${chunk}"}}`);
+    this.wake();
+    // A pty cannot be paused from here (Bun's terminal reads eagerly): stop the tree until the client catches up.
+    if (stream === "pty" && !this.stopped && !this.exited && this.sink.backpressured()) {
+      this.stopped = true;
+      this.signal("SIGSTOP");
+      void this.sink.waitWritable().then(() => {
+        this.stopped = false;
+        if (!this.terminated) this.signal("SIGCONT");
+      });
+    }
+  }
+
+  private recordExit(code: number | null, signal: string | null): void {
+    if (this.exited) return;
+    this.exited = true;
+    const sig = signal === null ? undefined : (osConstants.signals as Record<string, number>)[signal];
+    this.exitCode = sig !== undefined ? 128 + sig : (code ?? -1);
+    this.sandboxDenied = this.sandboxed && !this.terminated && this.exitCode !== 0 && SANDBOX_DENIAL.test(this.outputTail());
+    const seq = this.nextSeq++;
+    this.sink.emit({ method: "process/exited", params: { processId: this.id, seq, exitCode: this.exitCode, sandboxDenied: this.sandboxDenied } });
+    this.wake();
+    this.maybeClose();
+  }
+
+  private streamEnded(): void {
+    this.openStreams--;
+    this.maybeClose();
+  }
+
+  private maybeClose(): void {
+    if (this.closed || !this.exited || this.openStreams > 0) return;
+    this.closed = true;
+    if (this.leftovers.length > 0) removeLeftoverMountPoints(this.leftovers);
+    this.releaseCgroup();
+    const seq = this.nextSeq++;
+    this.sink.emit({ method: "process/closed", params: { processId: this.id, seq } });
+    this.wake();
+    this.onClosed();
+  }
+
+  /** The last ≤ 16 KiB of retained output, as text. */
+  private outputTail(): string {
+    const parts: Uint8Array[] = [];
+    let n = 0;
+    for (let i = this.chunks.length - 1; i >= 0 && n < 16384; i--) {
+      parts.unshift(this.chunks[i]!.data);
+      n += this.chunks[i]!.data.byteLength;
+    }
+    return Buffer.concat(parts).toString("latin1");
+  }
+
+  /** One page of retained output after `afterSeq` (spec §3.4 paging; nextSeq = last returned + 1). */
+  private page(afterSeq: number, maxBytes: number | undefined): ReadResult {
+    const out: ReadResult["chunks"] = [];
+    let total = 0;
+    for (const c of this.chunks) {
+      if (c.seq <= afterSeq) continue;
+      if (out.length > 0 && maxBytes !== undefined && total + c.data.byteLength > maxBytes) break;
+      out.push({ seq: c.seq, stream: c.stream, chunk: encodeBase64(c.data) });
+      total += c.data.byteLength;
+      if (maxBytes !== undefined && total >= maxBytes) break;
+    }
+    const nextSeq = out.length > 0 ? out[out.length - 1]!.seq + 1 : this.nextSeq;
+    return { chunks: out, nextSeq, exited: this.exited, exitCode: this.exitCode, closed: this.closed, failure: null, sandboxDenied: this.sandboxDenied };
+  }
+
+  /** `process/read`: return at once when there is something to report, else wait up to `waitMs`. */
+  async read(afterSeq: number, maxBytes: number | undefined, waitMs: number, aborted: () => boolean): Promise<ReadResult> {
+    const deadline = performance.now() + waitMs;
+    for (;;) {
+      const r = this.page(afterSeq, maxBytes);
+      const remaining = deadline - performance.now();
+      if (r.chunks.length > 0 || r.closed || (r.exited && afterSeq < r.nextSeq - 1) || remaining <= 0 || aborted()) return r;
+      await new Promise<void>((resolve) => {
+        const t = setTimeout(done, remaining);
+        function done() {
+          clearTimeout(t);
+          resolve();
+        }
+        this.waiters.add(done);
+      });
+    }
+  }
+
+  /** `process/write`: the WriteStatus, or −32603 when stdin is gone after terminate. Repeated `writeId`s are not written again. */
+  write(data: Uint8Array, writeId: string | undefined): "accepted" | "stdinClosed" {
+    if (!this.tty && !this.pipeStdin) return "stdinClosed";
+    if (this.terminated) throw rpcError(RPC.INTERNAL, "failed to write to process stdin");
+    if (writeId !== undefined) {
+      if (this.writeIds.has(writeId)) return "accepted";
+      this.writeIds.add(writeId);
+    }
+    if (this.exited) return "accepted"; // bytes are lost, as upstream
+    try {
+      if (this.tty) this.proc!.terminal!.write(data);
+      else {
+        const sink = this.proc!.stdin as import("bun").FileSink;
+        sink.write(data);
+        void Promise.resolve(sink.flush()).catch(() => undefined);
+      }
+    } catch {
+      // the child closed its stdin: lost, as upstream
+    }
+    return "accepted";
+  }
+
+  /** Remove the cgroup once it is empty (processes that outlive their streams keep it until terminate or shutdown). */
+  releaseCgroup(): void {
+    const cg = this.cgroup;
+    if (cg === undefined || cg.members().length > 0) return;
+    this.cgroup = undefined;
+    void cg.dispose();
+  }
+
+  /** Send `sig` to the whole tree (process group, and descendants that left it). */
+  signal(sig: NodeJS.Signals): void {
+    if (this.pid <= 0) return;
+    const tree = descendants(this.pid);
+    killQuiet(-this.pid, sig);
+    for (const p of tree) killQuiet(p, sig);
+    if (!this.exited) killQuiet(this.pid, sig);
+  }
+
+  /** `process/terminate`: SIGKILL the tree; true if it was running. */
+  terminate(): boolean {
+    if (this.exited || this.proc === undefined) return false;
+    this.terminated = true;
+    this.cgroup?.kill();
+    this.signal("SIGKILL");
+    return true;
+  }
+
+  /** Kill whatever still runs (session expiry, shutdown). */
+  kill(): void {
+    if (!this.exited || !this.closed) {
+      this.terminated = true;
+      this.signal("SIGKILL");
+    }
+    const cg = this.cgroup;
+    this.cgroup = undefined;
+    void cg?.dispose();
+  }
+}

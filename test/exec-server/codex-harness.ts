@@ -1,0 +1,188 @@
+/**
+ * Test harness: the compiled `shellmcp exec-server`, an optional websocket proxy in front of it (to cut the
+ * connection mid-command), and the real Codex 0.169 (`codex exec`) pointed at it with `CODEX_EXEC_SERVER_URL` and
+ * the stand-in model of ./responses-mock.ts.
+ */
+import type { Server, ServerWebSocket, Subprocess } from "bun";
+import { mkdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { CONF_BASE } from "../helpers/cleanup.ts";
+import { ensureBinary } from "../helpers/binary.ts";
+import { referenceCodex } from "../helpers/reference.ts";
+import { ResponsesMock, type ModelStep } from "./responses-mock.ts";
+
+/** The Codex 0.169 linux build from the dev dependency, or undefined when it is not installed. */
+export const CODEX: string | undefined = referenceCodex();
+
+/** A started `shellmcp exec-server` (or the reference with `argv`). */
+export interface StartedServer {
+  url: string;
+  proc: Subprocess<"ignore", "pipe", "pipe">;
+  stop(): Promise<void>;
+}
+
+/** Start `argv` (default `dist/shellmcp exec-server`) and read its `ws://` line. */
+export async function startServer(argv: string[] = [ensureBinary(), "exec-server"], env: Record<string, string | undefined> = process.env): Promise<StartedServer> {
+  const proc = Bun.spawn(argv, { stdin: "ignore", stdout: "pipe", stderr: "pipe", env: env as Record<string, string> });
+  const reader = proc.stdout.getReader();
+  let buf = "";
+  const dec = new TextDecoder();
+  while (!buf.includes("\n")) {
+    const { value, done } = await reader.read();
+    if (done) throw new Error(`exec-server exited before printing its URL: ${await new Response(proc.stderr).text()}`);
+    buf += dec.decode(value);
+  }
+  reader.releaseLock();
+  const url = buf.split("\n")[0]!.trim();
+  return {
+    url,
+    proc,
+    async stop() {
+      proc.kill("SIGTERM");
+      await proc.exited;
+    },
+  };
+}
+
+/** A websocket proxy; `cut()` drops every connection abruptly (both sides), new ones are accepted again. */
+export class WsProxy {
+  private readonly server: Server<{ upstream?: WebSocket; pending: (string | Buffer)[]; held?: boolean }>;
+  private readonly clients = new Set<ServerWebSocket<{ upstream?: WebSocket; pending: (string | Buffer)[]; held?: boolean }>>();
+  connections = 0;
+  /** Every frame, with its direction and arrival time (ms, performance.now()). */
+  readonly frames: { dir: "c2s" | "s2c"; at: number; msg: Record<string, unknown> }[] = [];
+  private record(dir: "c2s" | "s2c", data: unknown): void {
+    try {
+      this.frames.push({ dir, at: performance.now(), msg: JSON.parse(typeof data === "string" ? data : new TextDecoder().decode(data as Uint8Array)) as Record<string, unknown> });
+    } catch {
+      // not JSON
+    }
+  }
+
+  constructor(upstreamUrl: string) {
+    this.server = Bun.serve<{ upstream?: WebSocket; pending: (string | Buffer)[]; held?: boolean }>({
+      hostname: "127.0.0.1",
+      port: 0,
+      fetch: (req, srv) => (srv.upgrade(req, { data: { pending: [] } }) ? undefined : new Response("no", { status: 400 })),
+      websocket: {
+        open: (ws) => {
+          this.connections++;
+          this.clients.add(ws);
+          const up = new WebSocket(upstreamUrl);
+          up.binaryType = "arraybuffer";
+          ws.data.upstream = up;
+          up.onopen = () => {
+            for (const m of ws.data.pending.splice(0)) up.send(m);
+          };
+          up.onmessage = (ev) => {
+            const data = typeof ev.data === "string" ? ev.data : new Uint8Array(ev.data as ArrayBuffer);
+            this.record("s2c", data);
+            ws.send(data);
+          };
+          up.onclose = () => ws.terminate();
+        },
+        message: (ws, msg) => {
+          this.record("c2s", msg);
+          const up = ws.data.upstream!;
+          if (up.readyState === WebSocket.OPEN) up.send(msg);
+          else ws.data.pending.push(msg);
+        },
+        close: (ws) => {
+          this.clients.delete(ws);
+          if (!ws.data.held) ws.data.upstream?.close();
+        },
+      },
+    });
+  }
+
+  get url(): string {
+    return `ws://127.0.0.1:${this.server.port}`;
+  }
+
+  /**
+   * Drop every live client connection without a close handshake. The upstream side is closed at once, or after
+   * `holdUpstreamMs` (the server then still sees the old connection attached when the client resumes).
+   */
+  cut(holdUpstreamMs = 0): void {
+    for (const c of this.clients) {
+      const up = c.data.upstream;
+      if (up !== undefined) {
+        up.onclose = null;
+        c.data.held = true;
+        if (holdUpstreamMs > 0) setTimeout(() => up.close(), holdUpstreamMs);
+        else up.close();
+      }
+      c.terminate();
+    }
+  }
+
+  stop(): void {
+    void this.server.stop(true);
+  }
+}
+
+/** What a `codex exec` run gave. */
+export interface CodexRun {
+  proj: string;
+  outside: string;
+  mock: ResponsesMock;
+  exitCode: number;
+  stderr: string;
+}
+
+/** A fresh project (with AGENTS.md, a victim file and a git repo) and an outside folder, under the run's CONF_BASE. */
+export function makeWorkspace(): { base: string; proj: string; outside: string; home: string } {
+  const base = join(CONF_BASE, `exec-server-codex-${Math.random().toString(36).slice(2)}`);
+  const proj = join(base, "proj");
+  const outside = join(base, "outside");
+  const home = join(base, "codex-home");
+  for (const d of [proj, outside, home]) mkdirSync(d, { recursive: true });
+  writeFileSync(join(proj, "AGENTS.md"), "Project rule: the secret word is PELICAN.\n");
+  writeFileSync(join(proj, "victim.txt"), "delete me\n");
+  Bun.spawnSync(["git", "init", "-q", proj]);
+  return { base, proj, outside, home };
+}
+
+/**
+ * Run one `codex exec` turn whose model plays `steps` (built from the workspace paths) against `serverUrl`.
+ * `during` runs while Codex runs (e.g. to cut the connection).
+ */
+export async function runCodex(o: {
+  serverUrl: string;
+  sandbox: "workspace-write" | "danger-full-access" | "read-only";
+  steps: (w: { proj: string; outside: string }) => ModelStep[];
+  during?: (mock: ResponsesMock) => Promise<void>;
+  timeoutMs?: number;
+}): Promise<CodexRun> {
+  const w = makeWorkspace();
+  const mock = new ResponsesMock(o.steps(w));
+  writeFileSync(
+    join(w.home, "config.toml"),
+    `model = "gpt-5.5"
+model_provider = "mock"
+approval_policy = "never"
+sandbox_mode = "${o.sandbox}"
+
+[model_providers.mock]
+name = "mock"
+base_url = "${mock.url}"
+wire_api = "responses"
+request_max_retries = 0
+stream_max_retries = 0
+`,
+  );
+  const proc = Bun.spawn([CODEX!, "exec", "--skip-git-repo-check", "-C", w.proj, "do the task"], {
+    cwd: w.proj,
+    env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: w.base, CODEX_HOME: w.home, CODEX_EXEC_SERVER_URL: o.serverUrl, RUST_LOG: "error" },
+    stdin: "ignore",
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  const timer = setTimeout(() => proc.kill(9), o.timeoutMs ?? 90_000);
+  const during = o.during?.(mock);
+  const [, stderr, exitCode] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+  await during;
+  clearTimeout(timer);
+  mock.stop();
+  return { proj: w.proj, outside: w.outside, mock, exitCode, stderr };
+}

@@ -1,0 +1,50 @@
+/**
+ * Every vector of the shared conformance file (test/fixtures/exec-server/exec-server-vectors.json, from the
+ * project's shared spec) passes through the shared runner (exec-server-runner.mjs: Node + `ws`) against the compiled
+ * `dist/shellmcp exec-server`, with plain paths (the April form) and again with `file://` URIs (Codex 0.169's form).
+ * Each vector starts a fresh server; the spec-only TTL vector gets its TTL through
+ * `EXEC_SERVER_DETACHED_SESSION_TTL_MS`, which shellmcp honours.
+ */
+import { describe, expect, test } from "bun:test";
+import { mkdirSync } from "node:fs";
+import { join } from "node:path";
+import { CONF_BASE } from "../helpers/cleanup.ts";
+import { ensureBinary, ROOT } from "../helpers/binary.ts";
+
+const FIXTURES = join(ROOT, "test", "fixtures", "exec-server");
+const node = Bun.which("node");
+let ws = true;
+try {
+  require.resolve("ws", { paths: [FIXTURES] });
+} catch {
+  ws = false;
+}
+const missing = node === null ? "node is not installed" : !ws ? "the `ws` package is not installed (npm ci)" : undefined;
+if (missing !== undefined) {
+  if (process.env.CI === "true") throw new Error(`exec-server conformance cannot run: ${missing}`);
+  console.warn(`SKIP exec-server conformance: ${missing}`);
+}
+const maybe = missing === undefined ? describe : describe.skip;
+
+async function runVectors(pathStyle: "plain" | "uri"): Promise<{ code: number; out: string }> {
+  const tmp = join(CONF_BASE, `exec-conf-${pathStyle}`);
+  mkdirSync(tmp, { recursive: true });
+  const proc = Bun.spawn(
+    [node!, join(FIXTURES, "exec-server-runner.mjs"), "--vectors", join(FIXTURES, "exec-server-vectors.json"), "--jobs", "3", "--path-style", pathStyle, "--no-codex-home", "--tmp-root", tmp, "--", ensureBinary(), "exec-server"],
+    { cwd: FIXTURES, stdout: "pipe", stderr: "pipe" },
+  );
+  const [out, err, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+  return { code, out: out + err };
+}
+
+maybe("exec-server conformance vectors", () => {
+  for (const style of ["plain", "uri"] as const) {
+    test(`all 56 vectors pass (${style} paths)`, async () => {
+      const { code, out } = await runVectors(style);
+      const failures = out.split("\n").filter((l) => l.startsWith("FAIL"));
+      expect(failures).toEqual([]);
+      expect(out).toContain("56 passed, 0 failed");
+      expect(code).toBe(0);
+    }, 300_000);
+  }
+});
