@@ -1,59 +1,113 @@
 /**
- * Per-exec cost of interception: 200 intercepted `/bin/true` in one bash run, decision Run.
+ * Per-exec cost of interception: N × `/bin/true` in one patched bash run, decision Run.
  *
- * - ours: patched bash → shellmcp as codex-execve-wrapper → our EscalationServer (in this process);
- * - reference: Codex 0.97.0's codex-exec-mcp-server + its wrapper + its bundled bash, driven over MCP stdio
+ * - bare: our patched bash with no interception at all (no EXEC_WRAPPER) — the floor;
+ * - skip: interception on, `SHELLMCP_INTERCEPT` = the set of a typical policy that does not name `true`: the shell
+ *   execs it directly (issue 13 item 1; target ≤ 1.05× bare);
+ * - in-shell client: the set names `true` (a rule `true never-matches` exists), so each exec is decided by the
+ *   real decision code (`decideExec`) over the in-shell client (patches/escalate-client.c) and our
+ *   EscalationServer; the answer is Run (issue 13 item 2; target ≤ 0.8× the reference);
+ * - client, minimal server: the same in-shell client answered Run by a trivial synchronous responder in this
+ *   process (no worker, no decision code): what the client itself costs, so the rest is the server's share;
+ * - wrapper: the same decision through the `codex-execve-wrapper` role (a Bun start per exec), for comparison;
+ * - reference: Codex 0.97.0's codex-exec-mcp-server + its Rust wrapper + its bundled bash, driven over MCP stdio
  *   (`tools/call shell` under danger-full-access).
- * Per-exec cost = (time of the 200-exec command − time of the same command with 0 execs) / 200, so the fixed
- * cost of a call (MCP round trip, shell start) cancels out. Median of 5 rounds.
+ * Per-exec cost = (time of the N-exec command − time of the same command with 0 execs) / N, so the fixed cost of
+ * a call (MCP round trip, shell start) cancels out. Median of ROUNDS rounds; the variants alternate in each round.
  *
- *   bun bench/escalation.ts [execs]
+ *   bun bench/escalation.ts [execs] [rounds]
  */
 import { mkdirSync, mkdtempSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import * as libc from "../ffi/libc.ts";
+import { encodeResponse } from "../src/escalate/protocol.ts";
 import { EscalationServer } from "../src/escalate/server.ts";
+import { recvFrame, sendFrame } from "../src/escalate/socket.ts";
+import { policyFromSources } from "../src/execpolicy/load.ts";
+import { decideExec, type EscalationSettings } from "../src/mcp/escalation-policy.ts";
+import { INTERCEPT_ENV_VAR, interceptSetFor } from "../src/mcp/intercept-set.ts";
 import { startLineRpc } from "../test/helpers/reference.ts";
 import { median, referenceShellToolDir, ROOT } from "./lib.ts";
 
 const N = Number(process.argv[2] ?? 200);
-const ROUNDS = 5;
+const ROUNDS = Number(process.argv[3] ?? 7);
 const loop = (n: number) => `for i in $(/usr/bin/seq 1 ${n}); do /bin/true; done`;
 
 const dir = mkdtempSync(join(tmpdir(), "shellmcp-bench-"));
 const wrapper = join(dir, "codex-execve-wrapper");
 symlinkSync(join(ROOT, "dist", "shellmcp"), wrapper);
+const bash = join(ROOT, "dist", "shells", "bash");
 
-async function oursOnce(server: EscalationServer, script: string): Promise<number> {
-  const l = server.listen({ decide: () => ({ kind: "Run" }), boundary: { baseEnv: {}, writable: { full: false, roots: [], readOnly: [] } } });
+// A typical policy: a few rules, none for `true` (skip), and one that names `true` (in-shell client; never matches).
+const RULES = ['prefix_rule(pattern=["git", "push"], decision="prompt")', 'prefix_rule(pattern=["npm", "publish"], decision="forbidden")', 'prefix_rule(pattern=["ls"], decision="allow")'];
+const skipPolicy = policyFromSources([{ path: "bench.rules", text: RULES.join("\n") + "\n" }]);
+const namedPolicy = policyFromSources([{ path: "bench.rules", text: [...RULES, 'prefix_rule(pattern=["true", "never-matches"], decision="forbidden")'].join("\n") + "\n" }]);
+const settings = (policy: typeof skipPolicy): EscalationSettings => ({ policy, codexHome: dir, preserveProgramPaths: false, onPrompt: "deny", memory: new Map() });
+
+type Variant = "bare" | "skip" | "client" | "minimal" | "wrapper";
+
+/** The in-shell client against a blocking responder that answers Run at once (the shell's exit seen via pidfd). */
+function minimalOnce(script: string): number {
+  const { AF_UNIX, SOCK_DGRAM, SOCK_CLOEXEC } = libc.SOCK;
+  const [srv, cli] = libc.socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC);
+  const env = { PATH: "/usr/bin:/bin", CODEX_ESCALATE_SOCKET: "3", EXEC_WRAPPER: wrapper, [INTERCEPT_ENV_VAR]: interceptSetFor(namedPolicy) };
   const t0 = Bun.nanoseconds();
-  const p = Bun.spawn([join(ROOT, "dist", "shells", "bash"), "-c", script], {
-    env: { PATH: "/usr/bin:/bin", ...l.shellEnv(wrapper, 3) },
-    stdio: ["ignore", "ignore", "ignore", l.clientFd],
-  });
+  const p = Bun.spawn([bash, "-c", script], { env, stdio: ["ignore", "ignore", "ignore", cli] });
+  libc.closeQuiet(cli);
+  const pidfd = libc.pidfdOpen(p.pid);
+  for (;;) {
+    const ready = libc.poll([{ fd: srv, events: libc.POLL.IN }, { fd: pidfd, events: libc.POLL.IN }], -1);
+    if (ready[0]! & libc.POLL.IN) {
+      const stream = libc.recvmsg(srv, 16, 1).fds[0]!;
+      recvFrame(stream);
+      sendFrame(stream, encodeResponse({ kind: "Run" }));
+      libc.closeQuiet(stream);
+    } else if (ready[1]! & libc.POLL.IN) break;
+  }
+  const t = (Bun.nanoseconds() - t0) / 1e6;
+  libc.closeQuiet(srv);
+  libc.closeQuiet(pidfd);
+  return t;
+}
+
+async function oursOnce(server: EscalationServer, variant: Variant, script: string): Promise<number> {
+  if (variant === "minimal") return minimalOnce(script);
+  const s = settings(variant === "skip" ? skipPolicy : namedPolicy);
+  const l = server.listen({ decide: (r) => decideExec(s, { paused: (f) => f() }, r), boundary: { baseEnv: {}, writable: { full: false, roots: [], readOnly: [] } } });
+  let env: Record<string, string> = { PATH: "/usr/bin:/bin", ...l.shellEnv(wrapper, 3) };
+  if (variant === "bare") env = { PATH: "/usr/bin:/bin" };
+  if (variant === "skip" || variant === "client") env[INTERCEPT_ENV_VAR] = interceptSetFor(s.policy);
+  const t0 = Bun.nanoseconds();
+  const p = Bun.spawn([bash, "-c", script], { env, stdio: ["ignore", "ignore", "ignore", l.clientFd] });
   l.releaseClientFd();
   await p.exited;
   const t = (Bun.nanoseconds() - t0) / 1e6;
   await l.close();
+  if (p.exitCode !== 0) throw new Error(`${variant}: bash exited ${p.exitCode}`);
   return t;
 }
 
-async function measure(run: (script: string) => Promise<number>): Promise<number> {
-  await run(loop(10)); // warm-up
-  const per: number[] = [];
-  for (let r = 0; r < ROUNDS; r++) {
-    const base = await run(loop(0));
-    const full = await run(loop(N));
-    per.push((full - base) / N);
-  }
-  return median(per);
+async function perExec(run: (script: string) => Promise<number>, into: number[]): Promise<void> {
+  const base = await run(loop(0));
+  const full = await run(loop(N));
+  into.push((full - base) / N);
 }
 
 const server = await EscalationServer.start();
-const ours = await measure((s) => oursOnce(server, s));
+const variants: Variant[] = ["bare", "skip", "client", "minimal", "wrapper"];
+const results: Record<Variant, number[]> = { bare: [], skip: [], client: [], minimal: [], wrapper: [] };
+for (const v of variants) await oursOnce(server, v, loop(10)); // warm-up
+for (let r = 0; r < ROUNDS; r++) for (const v of variants) await perExec((s) => oursOnce(server, v, s), results[v]);
 await server.stop();
-console.log(`per intercepted exec (${N} × /bin/true in one bash run, decision Run), median of ${ROUNDS}`);
-console.log(`ours (shellmcp wrapper + server)        ${ours.toFixed(3)} ms`);
+const ours = Object.fromEntries(variants.map((v) => [v, median(results[v])])) as Record<Variant, number>;
+
+console.log(`per exec (${N} × /bin/true in one bash run, decision Run), median of ${ROUNDS}`);
+console.log(`bare patched bash, no interception          ${ours.bare.toFixed(3)} ms`);
+console.log(`skip (program outside the intercept set)    ${ours.skip.toFixed(3)} ms   ${(ours.skip / ours.bare).toFixed(2)}× bare (target ≤ 1.05×)`);
+console.log(`in-shell client + our server (named, Run)   ${ours.client.toFixed(3)} ms`);
+console.log(`in-shell client + minimal responder         ${ours.minimal.toFixed(3)} ms   (the client's own cost; the rest is the server's)`);
+console.log(`codex-execve-wrapper role + our server      ${ours.wrapper.toFixed(3)} ms`);
 
 const ref = referenceShellToolDir();
 if (ref === undefined) {
@@ -74,8 +128,12 @@ if (ref === undefined) {
     await rpc.request("tools/call", { name: "shell", arguments: { command: script, workdir: work, login: false } });
     return (Bun.nanoseconds() - t0) / 1e6;
   };
-  const theirs = await measure(refOnce);
+  await refOnce(loop(10));
+  const per: number[] = [];
+  for (let r = 0; r < ROUNDS; r++) await perExec(refOnce, per);
+  const theirs = median(per);
   await rpc.close();
-  console.log(`reference 0.97.0 (Rust wrapper + server) ${theirs.toFixed(3)} ms`);
-  console.log(`ours / reference: ${(ours / theirs).toFixed(2)}×`);
+  console.log(`reference 0.97.0 (Rust wrapper + server)    ${theirs.toFixed(3)} ms`);
+  console.log(`in-shell client / reference: ${(ours.client / theirs).toFixed(2)}× (target ≤ 0.8×)`);
+  console.log(`wrapper role / reference:    ${(ours.wrapper / theirs).toFixed(2)}×`);
 }

@@ -23,7 +23,7 @@ mode=${1:-}
 sha256() { if command -v shasum >/dev/null; then shasum -a 256 "$1"; else sha256sum "$1"; fi | cut -d' ' -f1; }
 ncpu() { sysctl -n hw.ncpu 2>/dev/null || nproc; }
 
-want=$(cat patches/bash-5.2.15-exec-wrapper.patch patches/zsh-5.9-exec-wrapper.patch scripts/build-shells-macos.sh | (shasum -a 256 2>/dev/null || sha256sum) | cut -d' ' -f1)
+want=$(cat patches/bash-5.2.15-exec-wrapper.patch patches/zsh-5.9-exec-wrapper.patch patches/escalate-client.c scripts/build-shells-macos.sh | (shasum -a 256 2>/dev/null || sha256sum) | cut -d' ' -f1)
 if [ "$mode" = "" ] && [ -x "$OUT/bash" ] && [ -x "$OUT/zsh" ] && [ "$(cat "$STAMP" 2>/dev/null)" = "$want" ]; then
   echo "patched shells up to date in $OUT"
   exit 0
@@ -73,6 +73,7 @@ prepare() { # $1 = dir name, $2 = orig tarball, $3 = debian tarball, $4 = our pa
 }
 prepare bash-5.2.15 bash_5.2.15.orig.tar.gz bash_5.2.15-2.debian.tar.xz bash-5.2.15-exec-wrapper.patch
 prepare zsh-5.9 zsh_5.9.orig.tar.xz zsh_5.9-4.debian.tar.xz zsh-5.9-exec-wrapper.patch
+cp "$ROOT/patches/escalate-client.c" "$WORK/bash-5.2.15/" && cp "$ROOT/patches/escalate-client.c" "$WORK/zsh-5.9/Src/"
 if [ "$mode" = "--prepare-only" ]; then
   echo "sources fetched, verified and patched in $WORK"
   exit 0

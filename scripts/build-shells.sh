@@ -20,7 +20,8 @@ STAMP=$OUT/.stamp
 BASH_SRC_VERSION=5.2.15-2
 ZSH_SRC_VERSION=5.9-4
 want=$({ echo "bash=$BASH_SRC_VERSION zsh=$ZSH_SRC_VERSION"
-         cat patches/bash-5.2.15-exec-wrapper.patch patches/zsh-5.9-exec-wrapper.patch scripts/build-shells.sh scripts/apt.sh
+         cat patches/bash-5.2.15-exec-wrapper.patch patches/zsh-5.9-exec-wrapper.patch patches/escalate-client.c \
+           scripts/build-shells.sh scripts/apt.sh
        } | sha256sum | cut -d' ' -f1)
 
 if [ "${1:-}" != "--force" ] && [ -x "$OUT/bash" ] && [ -x "$OUT/zsh" ] && [ "$(cat "$STAMP" 2>/dev/null)" = "$want" ]; then
@@ -95,6 +96,7 @@ build_bash() {
   : >"$log"
   rm -rf "$b" && cp -a "$WORK/bash-5.2.15" "$b" && cd "$b" || return
   step "bash: patch" "$log" patch -p1 -i "$ROOT/patches/bash-5.2.15-exec-wrapper.patch" || return
+  cp "$ROOT/patches/escalate-client.c" "$b/" || return
   step "bash: configure" "$log" ./configure --without-bash-malloc --disable-nls || return
   step "bash: make" "$log" make -j"$(nproc)" bash || return
   install -m 0755 "$b/bash" "$OUT/bash"
@@ -105,6 +107,7 @@ build_zsh() {
   : >"$log"
   rm -rf "$b" && cp -a "$WORK/zsh-5.9" "$b" && cd "$b" || return
   step "zsh: patch" "$log" patch -p1 -i "$ROOT/patches/zsh-5.9-exec-wrapper.patch" || return
+  cp "$ROOT/patches/escalate-client.c" "$b/Src/" || return
   # --disable-dynamic links every module into the one binary, so dist/shells/zsh needs no module directory.
   # --enable-etcdir=/etc/zsh reads the same startup files as Debian's zsh.
   step "zsh: configure" "$log" ./configure --disable-dynamic --with-tcsetpgrp --enable-etcdir=/etc/zsh \

@@ -33,6 +33,7 @@ export function buildProgram(setExit: (code: number) => void): Command {
     .option("-c, --config <key=value>", "override a config.toml value (TOML), e.g. shell_environment_policy.inherit=\"core\" (repeatable)", collect, [])
     .option("--max-output-bytes <N>", "output cap per call (default 1048576)")
     .option("--use-codex-linux-sandbox-exe", "run commands through the client's codexLinuxSandboxExe instead of this binary's own helper")
+    .option("--intercept-all", "send every exec to the escalation server, not just those a rule or the danger heuristic can name (slower)")
     .action(async (o: import("./serve.ts").ServeOptions) => {
       const { serveMain } = await import("./serve.ts");
       setExit(await serveMain(o));

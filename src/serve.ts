@@ -12,6 +12,7 @@ import { EscalationServer } from "./escalate/server.ts";
 import { ShellmcpError } from "./errors.ts";
 import { loadPolicy, resolveCodexHome } from "./execpolicy/discovery.ts";
 import { log } from "./log.ts";
+import { interceptSetFor } from "./mcp/intercept-set.ts";
 import { decideExec, type EscalationSettings, type OnPrompt } from "./mcp/escalation-policy.ts";
 import { serveStdio, type ToolResult } from "./mcp/server.ts";
 import { formatResult, parseShellArgs, SHELL_TOOL } from "./mcp/shell-tool.ts";
@@ -42,6 +43,8 @@ export interface ServeOptions {
   config: string[];
   maxOutputBytes?: string;
   useCodexLinuxSandboxExe?: boolean;
+  /** `--intercept-all`: give the shell no intercept set, so every exec goes through the escalation server. */
+  interceptAll?: boolean;
 }
 
 export { parseSandboxState, type SandboxState } from "./mcp/sandbox-state.ts";
@@ -264,6 +267,7 @@ export async function serveMain(o: ServeOptions): Promise<number> {
         onProgress: ctx.progress === undefined ? undefined : (ms, bytes) => ctx.progress!(Math.floor(ms / 1000), `running for ${Math.floor(ms / 1000)} s, ${bytes} bytes of output`),
         track: (sid) => sessions.add(sid),
         cgroups,
+        interceptSet: o.interceptAll ? undefined : interceptSetFor(settings.policy),
       });
       if (r.spawnError !== undefined) throw new ShellmcpError("PROTOCOL", r.spawnError);
       return formatResult(r);

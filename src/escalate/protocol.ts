@@ -21,8 +21,13 @@ export const ESCALATE_SOCKET_ENV_VAR = "CODEX_ESCALATE_SOCKET";
 export const EXEC_WRAPPER_ENV_VAR = "EXEC_WRAPPER";
 /** Wrapper path variable read by the Codex 0.97 bash (and ours, as fallback). */
 export const BASH_EXEC_WRAPPER_ENV_VAR = "BASH_EXEC_WRAPPER";
-/** All three, in the order Codex lists them. */
-export const PROTOCOL_ENV_VARS = [ESCALATE_SOCKET_ENV_VAR, EXEC_WRAPPER_ENV_VAR, BASH_EXEC_WRAPPER_ENV_VAR] as const;
+/** Intercept set for our patched shells (src/mcp/intercept-set.ts); absent: every exec goes to the wrapper. */
+export const INTERCEPT_ENV_VAR = "SHELLMCP_INTERCEPT";
+/**
+ * The variables the wrapper (and the in-shell client, patches/escalate-client.c) strip from the env they forward:
+ * Codex's three, in the order Codex lists them, then ours.
+ */
+export const PROTOCOL_ENV_VARS = [ESCALATE_SOCKET_ENV_VAR, EXEC_WRAPPER_ENV_VAR, BASH_EXEC_WRAPPER_ENV_VAR, INTERCEPT_ENV_VAR] as const;
 
 /** Largest frame payload we accept: 64 MiB (an env + argv is bounded by ARG_MAX, far below this). */
 export const MAX_FRAME_BYTES = 64 * 1024 * 1024;

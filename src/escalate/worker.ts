@@ -163,6 +163,9 @@ class EscalationWorker {
         const current = () => this.sessions.get(s.sid) === s && s.state === state && s.fd === fd;
         if (state === "request" || state === "superexec") entries.push({ fd, events: libc.POLL.IN, on: () => current() && this.onReadable(s) });
         if (state === "answering" || state === "reporting") entries.push({ fd, events: libc.POLL.OUT, on: (r) => current() && this.onWritable(s, r) });
+        // While the child runs, the wrapper only waits for its result: readable means it died (EOF) or broke
+        // the protocol; either way the child gets SIGTERM (endSession) and stays polled through its pidfd.
+        if (state === "running") entries.push({ fd, events: libc.POLL.IN, on: () => current() && this.endSession(s) });
         if ((state === "running" || state === "orphaned") && s.pidfd !== undefined) {
           const pidfd = s.pidfd;
           entries.push({ fd: pidfd, events: libc.POLL.IN, on: () => this.sessions.get(s.sid) === s && s.pidfd === pidfd && this.onChildExit(s) });
@@ -417,7 +420,7 @@ class EscalationWorker {
     // A received fd whose number is also a destination would be overwritten by an earlier dup2 in the child:
     // move such fds above every destination first (Codex 0.97 rejected this case; later versions handle it).
     const top = Math.max(2, ...dests) + 1;
-    const sources = received.map((fd) => (dests.includes(fd) ? libc.fcntl(fd, 1030 /* F_DUPFD_CLOEXEC */, top) : fd));
+    const sources = received.map((fd) => (dests.includes(fd) ? libc.fcntl(fd, libc.SOCK.F_DUPFD_CLOEXEC, top) : fd));
     const spec = s.spawn!;
     const procs = this.listeners.get(s.lid)?.cgroupProcs;
     const viaTrampoline = procs !== undefined && existsSync(TRAMPOLINE_BASH);

@@ -15,6 +15,7 @@ import { constants as osConstants } from "node:os";
 import * as libc from "../../ffi/libc.ts";
 import type { EscalationBoundary } from "../escalate/boundary.ts";
 import type { EscalationServer, ListenOptions } from "../escalate/server.ts";
+import { INTERCEPT_ENV_VAR, PROTOCOL_ENV_VARS } from "../escalate/protocol.ts";
 import { hasFullDiskWrite, hasFullNetwork, serializeSandboxPolicy, type SandboxPolicy } from "../sandbox/policy.ts";
 import { writableView, type WritableView, type WriteEnforcement } from "../sandbox/writable.ts";
 import type { FilesystemPlan, PermissionProfile } from "../sandbox/permission-profile.ts";
@@ -104,6 +105,12 @@ export interface RunCommandOptions {
   cgroups?: CgroupManager;
   /** What the sandbox lets the shell write, when `policy` does not say it exactly (a permission profile). */
   writable?: (enforcement: WriteEnforcement) => WritableView;
+  /**
+   * Intercept set for our patched shells (`SHELLMCP_INTERCEPT`, from `interceptSetFor(policy)`): programs outside
+   * it are exec'd directly. Undefined: the variable is removed (an inherited one included), so every exec goes
+   * to the wrapper.
+   */
+  interceptSet?: string;
 }
 
 /** The POSIX shell that moves itself into the call's cgroup before anything of the call runs. */
@@ -117,6 +124,20 @@ const TRAMPOLINE_SH = "/bin/sh";
  */
 export function joinCgroupFirst(procs: string, argv: string[]): string[] {
   return [TRAMPOLINE_SH, "-c", 'echo $$ > "$0" || exit 126; exec "$@"', procs, ...argv];
+}
+
+/**
+ * The shell's environment: the policy-filtered `o.env` without any inherited protocol variable, then the
+ * listener's (socket fd, wrapper paths), the intercept set when given, `CODEX_SANDBOX_NETWORK_DISABLED=1` when the
+ * network is off, and the launcher's own (Seatbelt's `CODEX_SANDBOX`).
+ */
+export function shellEnvironment(o: Pick<RunCommandOptions, "env" | "policy" | "interceptSet">, protocol: Record<string, string>, launcherEnv?: Record<string, string>): Record<string, string> {
+  const env: Record<string, string> = { ...o.env };
+  for (const k of PROTOCOL_ENV_VARS) delete env[k];
+  Object.assign(env, protocol);
+  if (o.interceptSet !== undefined) env[INTERCEPT_ENV_VAR] = o.interceptSet;
+  if (!hasFullNetwork(o.policy)) env.CODEX_SANDBOX_NETWORK_DISABLED = "1";
+  return Object.assign(env, launcherEnv);
 }
 
 /** Which mechanism confines the shell's writes, from how the sandbox helper is launched. */
@@ -213,7 +234,7 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
   try {
     proc = Bun.spawn(cgroup === undefined ? argv : joinCgroupFirst(cgroup.procs, argv), {
       cwd: o.workdir,
-      env: { ...o.env, ...listener.shellEnv(o.wrapperPath, ESCALATE_FD), ...(hasFullNetwork(o.policy) ? {} : { CODEX_SANDBOX_NETWORK_DISABLED: "1" }), ...launch.env },
+      env: shellEnvironment(o, listener.shellEnv(o.wrapperPath, ESCALATE_FD), launch.env),
       stdio: stdio as unknown as ["ignore", "pipe", "pipe"],
       detached: true, // setsid: the shell leads its own process group
       argv0: cgroup === undefined ? argv0 : undefined,

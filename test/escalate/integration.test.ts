@@ -225,11 +225,9 @@ describe.skipIf(skip)("escalation end to end (patched bash, compiled wrapper, ou
     expect(await exitedWithin([pid])).toEqual([]);
   });
 
-  // KNOWN BUG (found when this test stopped passing by itself): while an escalated program runs, the worker
-  // (src/escalate/worker.ts) polls only its pidfd, not the wrapper's socket, so the wrapper's death is not seen
-  // and the program is not sent SIGTERM. The test used to pass only because `sleep 30` ended and released the
-  // output pipes. `test.failing` passes while the bug is there; when it is fixed, make this a plain `test`.
-  test.failing("an escalated program gets SIGTERM when its wrapper dies", async () => {
+  // Regression: the worker once polled only the child's pidfd while it ran, so the wrapper's death went unseen
+  // (this test then passed only because `sleep 30` ended and released the output pipes).
+  test("an escalated program gets SIGTERM when its wrapper dies", async () => {
     const dir = tempDir();
     const pidFile = join(dir, "pid");
     const ready = join(dir, "ready");

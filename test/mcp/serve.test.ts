@@ -89,6 +89,23 @@ describe.skipIf(skip)("shellmcp serve (SDK client, compiled binary)", () => {
     expect(r.out.output).toContain("ok\n");
   });
 
+  test("the intercept set: only programs a rule or the danger heuristic names reach the server; --intercept-all sends every exec", async () => {
+    const rules = 'prefix_rule(pattern = ["touch"], decision = "forbidden")\n';
+    const command = "printenv SHELLMCP_INTERCEPT; /bin/true; touch t; echo rc=$?";
+    const decided = (err: string) => [...err.matchAll(/exec decision \{"file":"([^"]+)"/g)].map((m) => m[1]);
+    const s = await serve({ rules, env: { SHELLMCP_LOG: "debug", SHELLMCP_INTERCEPT: "*" } });
+    const ws = workspace();
+    const r = await s.shell({ command, workdir: ws, login: false });
+    const [set, ...rest] = r.out.output.split("\n");
+    expect(set!.split("/").sort()).toEqual(["*git", "bash", "rm", "sh", "sudo", "touch", "zsh"]); // the inherited "*" is replaced
+    expect(rest.join("\n")).toBe("Execution denied: Execution forbidden by policy\nrc=1\n");
+    expect(decided(s.stderr())).toEqual(["/usr/bin/touch"]); // printenv and /bin/true ran without a round trip
+    const all = await serve({ rules, args: ["--intercept-all"], env: { SHELLMCP_LOG: "debug", SHELLMCP_INTERCEPT: "*" } });
+    const r2 = await all.shell({ command, workdir: ws, login: false });
+    expect(r2.out.output).toBe("Execution denied: Execution forbidden by policy\nrc=1\n"); // printenv: not set (status 1)
+    expect(decided(all.stderr())).toEqual(["/usr/bin/printenv", "/bin/true", "/usr/bin/touch"]);
+  });
+
   test("forbidden: denied with Codex's message, nothing runs", async () => {
     const s = await serve({ rules: 'prefix_rule(pattern = ["rm"], decision = "forbidden")\n', args: ["--sandbox", "danger-full-access"] });
     const ws = workspace();

@@ -15,21 +15,8 @@
  * calls execve (flags 0: no TSYNC, no LOG — as Codex).
  */
 import { addressOf, L, PR, prctl, syscall } from "../../../ffi/libc.ts";
+import { archLayout, LINUX_SYSCALLS } from "../../../ffi/layout.ts";
 import { ShellmcpError } from "../../errors.ts";
-
-/** Syscall numbers the filter names, per architecture. */
-const NR: Record<"linux-x64" | "linux-arm64", Record<string, number>> = {
-  "linux-x64": {
-    socket: 41, connect: 42, accept: 43, sendto: 44, shutdown: 48, bind: 49, listen: 50, getsockname: 51, getpeername: 52,
-    socketpair: 53, setsockopt: 54, getsockopt: 55, ptrace: 101, accept4: 288, recvmmsg: 299, sendmmsg: 307,
-    process_vm_readv: 310, process_vm_writev: 311, io_uring_setup: 425, io_uring_enter: 426, io_uring_register: 427,
-  },
-  "linux-arm64": {
-    socket: 198, connect: 203, accept: 202, sendto: 206, shutdown: 210, bind: 200, listen: 201, getsockname: 204, getpeername: 205,
-    socketpair: 199, setsockopt: 208, getsockopt: 209, ptrace: 117, accept4: 242, recvmmsg: 243, sendmmsg: 269,
-    process_vm_readv: 270, process_vm_writev: 271, io_uring_setup: 425, io_uring_enter: 426, io_uring_register: 427,
-  },
-};
 
 /** Syscalls Codex 0.169 denies outright in `restricted` mode (we allow `sendto` with a NULL address: see buildFilter). */
 export const RESTRICTED_DENY = [
@@ -78,8 +65,8 @@ function assemble(prog: Insn[]): Uint8Array {
 
 /** Build the BPF program for `mode` on `arch` (default: this machine). */
 export function buildFilter(mode: SeccompMode, arch: "linux-x64" | "linux-arm64" = L.arch as "linux-x64" | "linux-arm64"): Uint8Array {
-  const nr = NR[arch];
-  const auditArch = arch === "linux-x64" ? 0xc000003e : 0xc00000b7;
+  const nr = LINUX_SYSCALLS[arch];
+  const auditArch = archLayout(arch).auditArch!;
   const p: Insn[] = [
     { code: LD_W_ABS, jt: 0, jf: 0, k: 4 }, // seccomp_data.arch
     { code: JEQ_K, jt: 1, jf: 0, k: auditArch },
