@@ -40,10 +40,22 @@ symlinkSync(join(ROOT, "dist", "shellmcp"), wrapper);
 const bash = join(ROOT, "dist", "shells", "bash");
 
 // A typical policy: a few rules, none for `true` (skip), and one that names `true` (in-shell client; never matches).
-const RULES = ['prefix_rule(pattern=["git", "push"], decision="prompt")', 'prefix_rule(pattern=["npm", "publish"], decision="forbidden")', 'prefix_rule(pattern=["ls"], decision="allow")'];
+const RULES = [
+  'prefix_rule(pattern=["git", "push"], decision="prompt")',
+  'prefix_rule(pattern=["npm", "publish"], decision="forbidden")',
+  'prefix_rule(pattern=["ls"], decision="allow")',
+];
 const skipPolicy = policyFromSources([{ path: "bench.rules", text: RULES.join("\n") + "\n" }]);
-const namedPolicy = policyFromSources([{ path: "bench.rules", text: [...RULES, 'prefix_rule(pattern=["true", "never-matches"], decision="forbidden")'].join("\n") + "\n" }]);
-const settings = (policy: typeof skipPolicy): EscalationSettings => ({ policy, codexHome: dir, preserveProgramPaths: false, onPrompt: "deny", memory: new Map() });
+const namedPolicy = policyFromSources([
+  { path: "bench.rules", text: [...RULES, 'prefix_rule(pattern=["true", "never-matches"], decision="forbidden")'].join("\n") + "\n" },
+]);
+const settings = (policy: typeof skipPolicy): EscalationSettings => ({
+  policy,
+  codexHome: dir,
+  preserveProgramPaths: false,
+  onPrompt: "deny",
+  memory: new Map(),
+});
 
 type Variant = "bare" | "skip" | "client" | "minimal" | "wrapper";
 
@@ -51,13 +63,24 @@ type Variant = "bare" | "skip" | "client" | "minimal" | "wrapper";
 function minimalOnce(script: string): number {
   const { AF_UNIX, SOCK_DGRAM, SOCK_CLOEXEC } = libc.SOCK;
   const [srv, cli] = libc.socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC);
-  const env = { PATH: "/usr/bin:/bin", CODEX_ESCALATE_SOCKET: "3", EXEC_WRAPPER: wrapper, [INTERCEPT_ENV_VAR]: interceptSetFor(namedPolicy) };
+  const env = {
+    PATH: "/usr/bin:/bin",
+    CODEX_ESCALATE_SOCKET: "3",
+    EXEC_WRAPPER: wrapper,
+    [INTERCEPT_ENV_VAR]: interceptSetFor(namedPolicy),
+  };
   const t0 = Bun.nanoseconds();
   const p = Bun.spawn([bash, "-c", script], { env, stdio: ["ignore", "ignore", "ignore", cli] });
   libc.closeQuiet(cli);
   const pidfd = libc.pidfdOpen(p.pid);
   for (;;) {
-    const ready = libc.poll([{ fd: srv, events: libc.POLL.IN }, { fd: pidfd, events: libc.POLL.IN }], -1);
+    const ready = libc.poll(
+      [
+        { fd: srv, events: libc.POLL.IN },
+        { fd: pidfd, events: libc.POLL.IN },
+      ],
+      -1,
+    );
     if (ready[0]! & libc.POLL.IN) {
       const stream = libc.recvmsg(srv, 16, 1).fds[0]!;
       recvFrame(stream);
@@ -74,7 +97,10 @@ function minimalOnce(script: string): number {
 async function oursOnce(server: EscalationServer, variant: Variant, script: string): Promise<number> {
   if (variant === "minimal") return minimalOnce(script);
   const s = settings(variant === "skip" ? skipPolicy : namedPolicy);
-  const l = server.listen({ decide: (r) => decideExec(s, { paused: (f) => f() }, r), boundary: { baseEnv: {}, writable: { full: false, roots: [], readOnly: [] } } });
+  const l = server.listen({
+    decide: (r) => decideExec(s, { paused: (f) => f() }, r),
+    boundary: { baseEnv: {}, writable: { full: false, roots: [], readOnly: [] } },
+  });
   let env: Record<string, string> = { PATH: "/usr/bin:/bin", ...l.shellEnv(wrapper, 3) };
   if (variant === "bare") env = { PATH: "/usr/bin:/bin" };
   if (variant === "skip" || variant === "client") env[INTERCEPT_ENV_VAR] = interceptSetFor(s.policy);
@@ -104,9 +130,13 @@ const ours = Object.fromEntries(variants.map((v) => [v, median(results[v])])) as
 
 console.log(`per exec (${N} × /bin/true in one bash run, decision Run), median of ${ROUNDS}`);
 console.log(`bare patched bash, no interception          ${ours.bare.toFixed(3)} ms`);
-console.log(`skip (program outside the intercept set)    ${ours.skip.toFixed(3)} ms   ${(ours.skip / ours.bare).toFixed(2)}× bare (target ≤ 1.05×)`);
+console.log(
+  `skip (program outside the intercept set)    ${ours.skip.toFixed(3)} ms   ${(ours.skip / ours.bare).toFixed(2)}× bare (target ≤ 1.05×)`,
+);
 console.log(`in-shell client + our server (named, Run)   ${ours.client.toFixed(3)} ms`);
-console.log(`in-shell client + minimal responder         ${ours.minimal.toFixed(3)} ms   (the client's own cost; the rest is the server's)`);
+console.log(
+  `in-shell client + minimal responder         ${ours.minimal.toFixed(3)} ms   (the client's own cost; the rest is the server's)`,
+);
 console.log(`codex-execve-wrapper role + our server      ${ours.wrapper.toFixed(3)} ms`);
 
 const ref = referenceShellToolDir();
@@ -117,11 +147,14 @@ if (ref === undefined) {
   mkdirSync(home);
   const work = join(dir, "work");
   mkdirSync(work);
-  const rpc = await startLineRpc([join(ref, "codex-exec-mcp-server"), "--bash", join(ref, "bash", "debian-12", "bash"), "--execve", join(ref, "codex-execve-wrapper")], {
-    PATH: "/usr/bin:/bin",
-    HOME: "/root",
-    CODEX_HOME: home,
-  });
+  const rpc = await startLineRpc(
+    [join(ref, "codex-exec-mcp-server"), "--bash", join(ref, "bash", "debian-12", "bash"), "--execve", join(ref, "codex-execve-wrapper")],
+    {
+      PATH: "/usr/bin:/bin",
+      HOME: "/root",
+      CODEX_HOME: home,
+    },
+  );
   await rpc.request("codex/sandbox-state/update", { sandboxPolicy: { type: "danger-full-access" }, sandboxCwd: work });
   const refOnce = async (script: string) => {
     const t0 = Bun.nanoseconds();

@@ -88,7 +88,8 @@ async function measure(s: Server): Promise<{ latencyMs: number; mbPerS: number; 
       };
       void c.call("process/start", { processId: pid, argv, cwd, env: {}, tty: false });
     });
-  for (let i = 0; i < 20; i++) await c.call("process/start", { processId: `sleep${i}`, argv: ["/bin/sleep", "30"], cwd, env: {}, tty: false });
+  for (let i = 0; i < 20; i++)
+    await c.call("process/start", { processId: `sleep${i}`, argv: ["/bin/sleep", "30"], cwd, env: {}, tty: false });
   await Bun.sleep(300);
   const busyMb = rssMb(s.proc.pid);
   for (let i = 0; i < 20; i++) await c.call("process/terminate", { processId: `sleep${i}` });
@@ -111,22 +112,35 @@ async function measure(s: Server): Promise<{ latencyMs: number; mbPerS: number; 
   return { latencyMs: median(lat), mbPerS: median(rates), idleMb, busyMb };
 }
 
-const ours = await start("shellmcp exec-server", [join(ROOT, "dist", "shellmcp"), "exec-server"], process.env as Record<string, string>, false);
+const ours = await start(
+  "shellmcp exec-server",
+  [join(ROOT, "dist", "shellmcp"), "exec-server"],
+  process.env as Record<string, string>,
+  false,
+);
 const results: [string, Awaited<ReturnType<typeof measure>>][] = [["shellmcp exec-server", await measure(ours)]];
 ours.proc.kill();
 const codex = referenceCodex();
 if (codex !== undefined) {
   const home = join(homedir(), ".cache", "shellmcp-bench-codex-home");
   mkdirSync(home, { recursive: true });
-  const theirs = await start("codex exec-server 0.169", [codex, "exec-server", "--listen", "ws://127.0.0.1:0"], { ...(process.env as Record<string, string>), CODEX_HOME: home }, true);
+  const theirs = await start(
+    "codex exec-server 0.169",
+    [codex, "exec-server", "--listen", "ws://127.0.0.1:0"],
+    { ...(process.env as Record<string, string>), CODEX_HOME: home },
+    true,
+  );
   results.push(["codex exec-server 0.169", await measure(theirs)]);
   theirs.proc.kill();
   rmSync(home, { recursive: true, force: true });
 }
 
 const ref = results[1]?.[1];
-const ratio = (a: number, b: number | undefined, higherIsBetter: boolean) => (b === undefined ? "" : ` (${(higherIsBetter ? a / b : a / b).toFixed(2)}×)`);
-console.log(`exec-server, median of ${RUNS} /bin/true runs; ratios against codex (latency/RSS: lower is better; throughput: higher is better)`);
+const ratio = (a: number, b: number | undefined, higherIsBetter: boolean) =>
+  b === undefined ? "" : ` (${(higherIsBetter ? a / b : a / b).toFixed(2)}×)`;
+console.log(
+  `exec-server, median of ${RUNS} /bin/true runs; ratios against codex (latency/RSS: lower is better; throughput: higher is better)`,
+);
 for (const [name, r] of results) {
   console.log(
     `${name.padEnd(26)} start→closed ${r.latencyMs.toFixed(2)} ms${ratio(r.latencyMs, ref?.latencyMs, false)}  ` +

@@ -17,16 +17,36 @@ import { median, ROOT } from "./lib.ts";
 
 const CLI_RUNS = Number(process.argv[2] ?? 100);
 const PROGRAMS = ["git", "npm", "cargo", "docker", "kubectl", "rm", "ls", "python3", "node", "make"];
-const WORDS = ["status", "push", "pull", "install", "run", "build", "test", "--force", "-rf", "log", "diff", "apply", "exec", "publish", "deploy"];
+const WORDS = [
+  "status",
+  "push",
+  "pull",
+  "install",
+  "run",
+  "build",
+  "test",
+  "--force",
+  "-rf",
+  "log",
+  "diff",
+  "apply",
+  "exec",
+  "publish",
+  "deploy",
+];
 
 let seed = 42;
-const rnd = () => ((seed = (seed * 1103515245 + 12345) & 0x7fffffff) / 0x7fffffff);
-const pick = <T,>(xs: T[]) => xs[Math.floor(rnd() * xs.length)]!;
+const rnd = () => (seed = (seed * 1103515245 + 12345) & 0x7fffffff) / 0x7fffffff;
+const pick = <T>(xs: T[]) => xs[Math.floor(rnd() * xs.length)]!;
 
 const lines: string[] = [];
 for (let i = 0; i < 200; i++) {
-  const tail = Array.from({ length: 1 + Math.floor(rnd() * 2) }, () => (rnd() < 0.3 ? `[${JSON.stringify(pick(WORDS))}, ${JSON.stringify(pick(WORDS))}]` : JSON.stringify(pick(WORDS))));
-  lines.push(`prefix_rule(pattern = [${JSON.stringify(pick(PROGRAMS))}, ${tail.join(", ")}], decision = ${JSON.stringify(pick(["allow", "prompt", "forbidden"]))})`);
+  const tail = Array.from({ length: 1 + Math.floor(rnd() * 2) }, () =>
+    rnd() < 0.3 ? `[${JSON.stringify(pick(WORDS))}, ${JSON.stringify(pick(WORDS))}]` : JSON.stringify(pick(WORDS)),
+  );
+  lines.push(
+    `prefix_rule(pattern = [${JSON.stringify(pick(PROGRAMS))}, ${tail.join(", ")}], decision = ${JSON.stringify(pick(["allow", "prompt", "forbidden"]))})`,
+  );
 }
 const rules = lines.join("\n") + "\n";
 const argvs = Array.from({ length: 10_000 }, () => [pick(PROGRAMS), ...Array.from({ length: Math.floor(rnd() * 4) }, () => pick(WORDS))]);
@@ -42,7 +62,9 @@ for (let r = 0; r < 5; r++) {
   for (const a of argvs) if (policy.check(a).decision !== undefined) matched++;
   rounds.push((Bun.nanoseconds() - t0) / 1e3 / argvs.length);
 }
-console.log(`200-rule policy: load ${loadMs.toFixed(2)} ms; in-process check ${median(rounds).toFixed(2)} µs per argv (10,000 argv, ${matched / 5} matched)`);
+console.log(
+  `200-rule policy: load ${loadMs.toFixed(2)} ms; in-process check ${median(rounds).toFixed(2)} µs per argv (10,000 argv, ${matched / 5} matched)`,
+);
 
 // CLI, one process per check.
 const dir = mkdtempSync(join(tmpdir(), "shellmcp-bench-ep-"));
@@ -52,7 +74,11 @@ function cli(exe: string): number {
   for (let i = 0; i < CLI_RUNS; i++) {
     const a = argvs[i]!;
     const s = Bun.nanoseconds();
-    const p = Bun.spawnSync([exe, "execpolicy", "check", "--rules", "bench.rules", "--", ...a], { cwd: dir, stdout: "pipe", stderr: "pipe" });
+    const p = Bun.spawnSync([exe, "execpolicy", "check", "--rules", "bench.rules", "--", ...a], {
+      cwd: dir,
+      stdout: "pipe",
+      stderr: "pipe",
+    });
     per.push((Bun.nanoseconds() - s) / 1e6);
     if (p.exitCode !== 0) throw new Error(`${exe} failed: ${p.stderr}`);
   }

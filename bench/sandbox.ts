@@ -26,19 +26,75 @@ function time(argv: string[], env: Record<string, string | undefined> = process.
 }
 
 const bare = time(["/bin/true"]);
-const bwrap = time(["bwrap", "--new-session", "--die-with-parent", "--ro-bind", "/", "/", "--dev", "/dev", "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-net", "--proc", "/proc", "--", "/bin/true"]);
+const bwrap = time([
+  "bwrap",
+  "--new-session",
+  "--die-with-parent",
+  "--ro-bind",
+  "/",
+  "/",
+  "--dev",
+  "/dev",
+  "--unshare-user",
+  "--unshare-pid",
+  "--unshare-ipc",
+  "--unshare-net",
+  "--proc",
+  "/proc",
+  "--",
+  "/bin/true",
+]);
 const landlock = time([ours, "sandbox", "linux", "--backend", "landlock", "--", "/bin/true"]);
 const ourBwrap = time([ours, "sandbox", "linux", "--backend", "bwrap", "--", "/bin/true"]);
 // workspace-write through bwrap (issue 13's target: ≤ 2× plain bwrap with the same mounts).
 const proj = mkdtempSync(join(tmpdir(), "shellmcp-bench-ww-"));
 Bun.spawnSync(["git", "init", "-q", proj]);
 const inProj = { cwd: proj };
-const plainWW = time(["bwrap", "--new-session", "--die-with-parent", "--ro-bind", "/", "/", "--dev", "/dev", "--bind", "/tmp", "/tmp", "--bind", proj, proj, "--ro-bind", join(proj, ".git"), join(proj, ".git"), "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-net", "--proc", "/proc", "--cap-drop", "ALL", "--", "/bin/true"], process.env, inProj);
-const oursWW = time([ours, "sandbox", "linux", "--sandbox", "workspace-write", "--backend", "bwrap", "--", "/bin/true"], process.env, inProj);
+const plainWW = time(
+  [
+    "bwrap",
+    "--new-session",
+    "--die-with-parent",
+    "--ro-bind",
+    "/",
+    "/",
+    "--dev",
+    "/dev",
+    "--bind",
+    "/tmp",
+    "/tmp",
+    "--bind",
+    proj,
+    proj,
+    "--ro-bind",
+    join(proj, ".git"),
+    join(proj, ".git"),
+    "--unshare-user",
+    "--unshare-pid",
+    "--unshare-ipc",
+    "--unshare-net",
+    "--proc",
+    "/proc",
+    "--cap-drop",
+    "ALL",
+    "--",
+    "/bin/true",
+  ],
+  process.env,
+  inProj,
+);
+const oursWW = time(
+  [ours, "sandbox", "linux", "--sandbox", "workspace-write", "--backend", "bwrap", "--", "/bin/true"],
+  process.env,
+  inProj,
+);
 const oursWWauto = time([ours, "sandbox", "linux", "--sandbox", "workspace-write", "--", "/bin/true"], process.env, inProj);
 const codex = referenceCodex();
 mkdirSync(process.env.HOME + "/.codex-bench", { recursive: true });
-const theirs = codex === undefined ? undefined : time([codex, "sandbox", "--", "/bin/true"], { ...process.env, CODEX_HOME: process.env.HOME + "/.codex-bench" });
+const theirs =
+  codex === undefined
+    ? undefined
+    : time([codex, "sandbox", "--", "/bin/true"], { ...process.env, CODEX_HOME: process.env.HOME + "/.codex-bench" });
 
 console.log(`/bin/true under a read-only sandbox, median of ${RUNS}`);
 row("bare exec", bare, theirs);

@@ -53,7 +53,13 @@ const env = { PATH: "/usr/bin:/bin", HOME: home, CODEX_HOME: home };
 
 /** Median ms from spawn to the first byte of the `initialize` answer, over `runs` starts. */
 async function initializeLatency(argv: string[], runs = RUNS): Promise<number> {
-  const line = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: "2025-06-18", capabilities: { elicitation: {} }, clientInfo: { name: "bench", version: "0" } } }) + "\n";
+  const line =
+    JSON.stringify({
+      jsonrpc: "2.0",
+      id: 1,
+      method: "initialize",
+      params: { protocolVersion: "2025-06-18", capabilities: { elicitation: {} }, clientInfo: { name: "bench", version: "0" } },
+    }) + "\n";
   const ms: number[] = [];
   for (let i = 0; i < runs; i++) {
     const t0 = Bun.nanoseconds();
@@ -81,17 +87,34 @@ const fmt = (x: number) => x.toFixed(1).padStart(8);
 console.log(`shell tool over stdio, median (trivial: ${RUNS} calls; 200 execs: 5 calls)`);
 console.log(`${"".padEnd(38)} trivial ms  200-exec ms  RSS idle MiB  RSS 8 calls MiB`);
 console.log(`${"shellmcp, danger-full-access".padEnd(38)}${fmt(o.trivial)}   ${fmt(o.execs)}     ${fmt(o.idle)}       ${fmt(o.busy)}`);
-console.log(`${"shellmcp, read-only (bwrap)".padEnd(38)}${fmt(oRo.trivial)}   ${fmt(oRo.execs)}     ${fmt(oRo.idle)}       ${fmt(oRo.busy)}`);
+console.log(
+  `${"shellmcp, read-only (bwrap)".padEnd(38)}${fmt(oRo.trivial)}   ${fmt(oRo.execs)}     ${fmt(oRo.idle)}       ${fmt(oRo.busy)}`,
+);
 const ref = referenceShellToolDir();
 if (ref === undefined) console.log(`initialize: shellmcp ${oursInit.toFixed(1)} ms (reference not installed (npm i): no ratios)`);
 else {
-  const refArgv = [join(ref, "codex-exec-mcp-server"), "--bash", join(ref, "bash", "debian-12", "bash"), "--execve", join(ref, "codex-execve-wrapper")];
+  const refArgv = [
+    join(ref, "codex-exec-mcp-server"),
+    "--bash",
+    join(ref, "bash", "debian-12", "bash"),
+    "--execve",
+    join(ref, "codex-execve-wrapper"),
+  ];
   const theirsInit = await initializeLatency(refArgv);
-  console.log(`initialize (spawn → answer), median of ${RUNS}: shellmcp ${oursInit.toFixed(1)} ms, Codex 0.97.0 ${theirsInit.toFixed(1)} ms, ratio ${(oursInit / theirsInit).toFixed(1)}× (target ≤ 20 ms)`);
-  const theirs = await startLineRpc([join(ref, "codex-exec-mcp-server"), "--bash", join(ref, "bash", "debian-12", "bash"), "--execve", join(ref, "codex-execve-wrapper")], env);
+  console.log(
+    `initialize (spawn → answer), median of ${RUNS}: shellmcp ${oursInit.toFixed(1)} ms, Codex 0.97.0 ${theirsInit.toFixed(1)} ms, ratio ${(oursInit / theirsInit).toFixed(1)}× (target ≤ 20 ms)`,
+  );
+  const theirs = await startLineRpc(
+    [join(ref, "codex-exec-mcp-server"), "--bash", join(ref, "bash", "debian-12", "bash"), "--execve", join(ref, "codex-execve-wrapper")],
+    env,
+  );
   await theirs.request("codex/sandbox-state/update", { sandboxPolicy: { type: "danger-full-access" }, sandboxCwd: work });
   const t = await measure("reference", theirs);
   await theirs.close();
-  console.log(`${"Codex 0.97.0, danger-full-access".padEnd(38)}${fmt(t.trivial)}   ${fmt(t.execs)}     ${fmt(t.idle)}       ${fmt(t.busy)}`);
-  console.log(`ratios ours/reference (danger-full-access): trivial ${(o.trivial / t.trivial).toFixed(2)}×, 200 execs ${(o.execs / t.execs).toFixed(2)}×, RSS idle ${(o.idle / t.idle).toFixed(1)}×, RSS busy ${(o.busy / t.busy).toFixed(1)}×`);
+  console.log(
+    `${"Codex 0.97.0, danger-full-access".padEnd(38)}${fmt(t.trivial)}   ${fmt(t.execs)}     ${fmt(t.idle)}       ${fmt(t.busy)}`,
+  );
+  console.log(
+    `ratios ours/reference (danger-full-access): trivial ${(o.trivial / t.trivial).toFixed(2)}×, 200 execs ${(o.execs / t.execs).toFixed(2)}×, RSS idle ${(o.idle / t.idle).toFixed(1)}×, RSS busy ${(o.busy / t.busy).toFixed(1)}×`,
+  );
 }

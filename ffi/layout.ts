@@ -84,25 +84,74 @@ export interface ArchLayout {
  */
 export const LINUX_SYSCALLS = {
   "linux-x64": {
-    landlock_create_ruleset: 444, landlock_add_rule: 445, landlock_restrict_self: 446, seccomp: 317, gettid: 186,
-    pidfd_open: 434, pidfd_send_signal: 424,
-    socket: 41, connect: 42, accept: 43, sendto: 44, shutdown: 48, bind: 49, listen: 50, getsockname: 51, getpeername: 52,
-    socketpair: 53, setsockopt: 54, getsockopt: 55, ptrace: 101, accept4: 288, recvmmsg: 299, sendmmsg: 307,
-    process_vm_readv: 310, process_vm_writev: 311, io_uring_setup: 425, io_uring_enter: 426, io_uring_register: 427,
+    landlock_create_ruleset: 444,
+    landlock_add_rule: 445,
+    landlock_restrict_self: 446,
+    seccomp: 317,
+    gettid: 186,
+    pidfd_open: 434,
+    pidfd_send_signal: 424,
+    socket: 41,
+    connect: 42,
+    accept: 43,
+    sendto: 44,
+    shutdown: 48,
+    bind: 49,
+    listen: 50,
+    getsockname: 51,
+    getpeername: 52,
+    socketpair: 53,
+    setsockopt: 54,
+    getsockopt: 55,
+    ptrace: 101,
+    accept4: 288,
+    recvmmsg: 299,
+    sendmmsg: 307,
+    process_vm_readv: 310,
+    process_vm_writev: 311,
+    io_uring_setup: 425,
+    io_uring_enter: 426,
+    io_uring_register: 427,
   },
   "linux-arm64": {
-    landlock_create_ruleset: 444, landlock_add_rule: 445, landlock_restrict_self: 446, seccomp: 277, gettid: 178,
-    pidfd_open: 434, pidfd_send_signal: 424,
-    socket: 198, connect: 203, accept: 202, sendto: 206, shutdown: 210, bind: 200, listen: 201, getsockname: 204, getpeername: 205,
-    socketpair: 199, setsockopt: 208, getsockopt: 209, ptrace: 117, accept4: 242, recvmmsg: 243, sendmmsg: 269,
-    process_vm_readv: 270, process_vm_writev: 271, io_uring_setup: 425, io_uring_enter: 426, io_uring_register: 427,
+    landlock_create_ruleset: 444,
+    landlock_add_rule: 445,
+    landlock_restrict_self: 446,
+    seccomp: 277,
+    gettid: 178,
+    pidfd_open: 434,
+    pidfd_send_signal: 424,
+    socket: 198,
+    connect: 203,
+    accept: 202,
+    sendto: 206,
+    shutdown: 210,
+    bind: 200,
+    listen: 201,
+    getsockname: 204,
+    getpeername: 205,
+    socketpair: 199,
+    setsockopt: 208,
+    getsockopt: 209,
+    ptrace: 117,
+    accept4: 242,
+    recvmmsg: 243,
+    sendmmsg: 269,
+    process_vm_readv: 270,
+    process_vm_writev: 271,
+    io_uring_setup: 425,
+    io_uring_enter: 426,
+    io_uring_register: 427,
   },
 } as const satisfies Record<"linux-x64" | "linux-arm64", Record<string, number>>;
 
 /** Syscalls known by number (the keys of {@link LINUX_SYSCALLS}). */
 export type SyscallName = keyof (typeof LINUX_SYSCALLS)["linux-x64"];
 
-const NO_SYSCALLS = Object.fromEntries(Object.keys(LINUX_SYSCALLS["linux-x64"]).map((k) => [k, undefined])) as Record<SyscallName, undefined>;
+const NO_SYSCALLS = Object.fromEntries(Object.keys(LINUX_SYSCALLS["linux-x64"]).map((k) => [k, undefined])) as Record<
+  SyscallName,
+  undefined
+>;
 
 /** Socket and fd constants. */
 export interface SocketConstants {

@@ -425,7 +425,15 @@ export function setsid(): number {
 // Linux kernel interfaces
 
 /** `prctl` options used by shellmcp. */
-export const PR = { SET_PDEATHSIG: 1, SET_DUMPABLE: 4, GET_NO_NEW_PRIVS: 39, SET_NO_NEW_PRIVS: 38, SET_SECCOMP: 22, CAPBSET_DROP: 24, SET_CHILD_SUBREAPER: 36 } as const;
+export const PR = {
+  SET_PDEATHSIG: 1,
+  SET_DUMPABLE: 4,
+  GET_NO_NEW_PRIVS: 39,
+  SET_NO_NEW_PRIVS: 38,
+  SET_SECCOMP: 22,
+  CAPBSET_DROP: 24,
+  SET_CHILD_SUBREAPER: 36,
+} as const;
 
 /** `CAP_SYS_PTRACE`: lets a process read any same-user (or, for root, any) process's memory and environment. */
 export const CAP_SYS_PTRACE = 19;
@@ -582,7 +590,10 @@ export function spawn(spec: SpawnSpec): number {
     const argv = cstrArray(spec.argv, "argv");
     const env = cstrArray(spec.env, "env");
     const pid = new Int32Array(1);
-    spawnCheck(`posix_spawn(${typeof spec.path === "string" ? spec.path : Buffer.from(spec.path).toString()})`, s.posix_spawn(pid, path, fa, attr, argv.array, env.array));
+    spawnCheck(
+      `posix_spawn(${typeof spec.path === "string" ? spec.path : Buffer.from(spec.path).toString()})`,
+      s.posix_spawn(pid, path, fa, attr, argv.array, env.array),
+    );
     keepAlive(path, argv.keep, env.keep, all, none, keep);
     return pid[0]!;
   } finally {

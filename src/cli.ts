@@ -25,12 +25,20 @@ export function buildProgram(setExit: (code: number) => void): Command {
     .option("--shell <SHELL>", "bash (default), zsh, or a path to a patched shell")
     .option("--bash <PATH>", "path of the patched shell (Codex's flag; overrides --shell)")
     .option("--execve <PATH>", "exec wrapper path (default: this binary as codex-execve-wrapper)")
-    .option("--sandbox <MODE>", "policy until the client sends codex/sandbox-state/update: read-only (default), workspace-write, danger-full-access")
+    .option(
+      "--sandbox <MODE>",
+      "policy until the client sends codex/sandbox-state/update: read-only (default), workspace-write, danger-full-access",
+    )
     .option("--sandbox-backend <NAME>", "auto (default: bwrap if it works, else Landlock), bwrap or landlock")
     .option("--preserve-program-paths", "match rules against the absolute program path only, not its name (Codex's flag)")
     .option("--on-prompt <WHAT>", "when a rule says prompt and the client cannot ask a human: deny (default) or run-in-sandbox")
     .option("--rules <FILE>", "an extra .rules file, loaded after the discovered ones (repeatable)", collect, [])
-    .option("-c, --config <key=value>", "override a config.toml value (TOML), e.g. shell_environment_policy.inherit=\"core\" (repeatable)", collect, [])
+    .option(
+      "-c, --config <key=value>",
+      'override a config.toml value (TOML), e.g. shell_environment_policy.inherit="core" (repeatable)',
+      collect,
+      [],
+    )
     .option("--max-output-bytes <N>", "output cap per call (default 1048576)")
     .option("--use-codex-linux-sandbox-exe", "run commands through the client's codexLinuxSandboxExe instead of this binary's own helper")
     .option("--intercept-all", "send every exec to the escalation server, not just those a rule or the danger heuristic can name (slower)")
@@ -51,7 +59,16 @@ export function buildProgram(setExit: (code: number) => void): Command {
       .option("-C, --cd <DIR>", "working directory (and workspace root) for the command")
       .argument("[cmd...]", "the command and its arguments")
       .passThroughOptions();
-  type SandboxOpts = { sandbox?: string; fullAuto?: boolean; addDir: string[]; network?: boolean; backend?: string; policy?: string; proc?: boolean; cd?: string };
+  type SandboxOpts = {
+    sandbox?: string;
+    fullAuto?: boolean;
+    addDir: string[];
+    network?: boolean;
+    backend?: string;
+    policy?: string;
+    proc?: boolean;
+    cd?: string;
+  };
   const runLinux = (defaultBackend: "auto" | "landlock") => async (cmd: string[], o: SandboxOpts) => {
     const { sandboxLinuxCli } = await import("./sandbox/cli.ts");
     setExit(await sandboxLinuxCli(cmd, { ...o, noProc: o.proc === false }, defaultBackend));
@@ -66,8 +83,12 @@ export function buildProgram(setExit: (code: number) => void): Command {
       .option("--print-policy", "print the Seatbelt policy and the sandbox-exec argv instead of running (any OS)");
 
   const sandbox = program.command("sandbox").description("run a command under the sandbox, for a person");
-  sandboxOptions(sandbox.command("linux").alias("landlock").description("run CMD under the Linux sandbox (bubblewrap or Landlock + seccomp)")).action(runLinux("auto"));
-  macosOptions(sandbox.command("macos").alias("seatbelt").description("run CMD under Seatbelt (macOS; --print-policy anywhere)")).action(runMacos);
+  sandboxOptions(
+    sandbox.command("linux").alias("landlock").description("run CMD under the Linux sandbox (bubblewrap or Landlock + seccomp)"),
+  ).action(runLinux("auto"));
+  macosOptions(sandbox.command("macos").alias("seatbelt").description("run CMD under Seatbelt (macOS; --print-policy anywhere)")).action(
+    runMacos,
+  );
 
   const debug = program.command("debug").description("Codex's older names for the sandbox commands");
   sandboxOptions(debug.command("landlock").description("alias of `sandbox linux --backend landlock`")).action(runLinux("landlock"));
@@ -85,14 +106,23 @@ export function buildProgram(setExit: (code: number) => void): Command {
     .passThroughOptions()
     .action(async (command: string[], o: { rules: string[]; policy: string[]; pretty?: boolean; resolveHostExecutables?: boolean }) => {
       const { execpolicyCheck } = await import("./execpolicy/check.ts");
-      setExit(await execpolicyCheck(command, { rules: [...o.rules, ...o.policy], pretty: o.pretty, resolveHostExecutables: o.resolveHostExecutables }));
+      setExit(
+        await execpolicyCheck(command, {
+          rules: [...o.rules, ...o.policy],
+          pretty: o.pretty,
+          resolveHostExecutables: o.resolveHostExecutables,
+        }),
+      );
     });
 
   program
     .command("exec-server")
     .description("run Codex's websocket JSON-RPC exec server (point Codex at it with CODEX_EXEC_SERVER_URL)")
     .option("--listen <URL>", "ws://IP:PORT to listen on (default ws://127.0.0.1:0: loopback, a free port; the URL is printed on stdout)")
-    .option("--allow-non-loopback", "allow a --listen address other than 127.0.0.1/::1: there is no authentication, so anyone who can connect can run any command and read or write any file as this user")
+    .option(
+      "--allow-non-loopback",
+      "allow a --listen address other than 127.0.0.1/::1: there is no authentication, so anyone who can connect can run any command and read or write any file as this user",
+    )
     .option("--max-message-bytes <N>", "largest inbound websocket message (default 134217728)")
     .action(async (o: import("./exec-server/main.ts").ExecServerCliOptions) => {
       const { execServerMain } = await import("./exec-server/main.ts");

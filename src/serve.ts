@@ -18,7 +18,14 @@ import { serveStdio, type ToolResult } from "./mcp/server.ts";
 import { formatResult, parseShellArgs, SHELL_TOOL } from "./mcp/shell-tool.ts";
 import { INSTRUCTIONS } from "./mcp/early-initialize.ts";
 import { parseSandboxState, planWritableView, sandboxStateFromMeta, type SandboxState } from "./mcp/sandbox-state.ts";
-import { landlockCanEnforce, planPermissionProfile, planSandboxPolicy, serializePermissionProfile, type FilesystemPlan, type PermissionProfile } from "./sandbox/permission-profile.ts";
+import {
+  landlockCanEnforce,
+  planPermissionProfile,
+  planSandboxPolicy,
+  serializePermissionProfile,
+  type FilesystemPlan,
+  type PermissionProfile,
+} from "./sandbox/permission-profile.ts";
 import { seatbeltWritableView } from "./sandbox/macos/seatbelt.ts";
 import { parseSandboxPolicy, type SandboxPolicy } from "./sandbox/policy.ts";
 import { probeBwrap } from "./sandbox/linux/run.ts";
@@ -67,7 +74,8 @@ function selfAs(name: string): string {
 
 function defaultShell(kind: string): string {
   const p = join(dirname(process.execPath), "shells", kind);
-  if (!existsSync(p)) throw new ShellmcpError("CONFIG", `no patched ${kind} at ${p}: build it with scripts/build-shells.sh, or pass --shell PATH`);
+  if (!existsSync(p))
+    throw new ShellmcpError("CONFIG", `no patched ${kind} at ${p}: build it with scripts/build-shells.sh, or pass --shell PATH`);
   return p;
 }
 
@@ -106,7 +114,8 @@ export async function serveMain(o: ServeOptions): Promise<number> {
     const { policy, files } = loadPolicy({ codexHome, cwd: process.cwd(), extraRules: o.rules, config: cfg });
     log.info("rules loaded", { files, rules: policy.ruleCount });
     const onPrompt = (o.onPrompt ?? "deny") as OnPrompt;
-    if (onPrompt !== "deny" && onPrompt !== "run-in-sandbox") throw new ShellmcpError("USAGE", `--on-prompt must be deny or run-in-sandbox (got ${o.onPrompt})`);
+    if (onPrompt !== "deny" && onPrompt !== "run-in-sandbox")
+      throw new ShellmcpError("USAGE", `--on-prompt must be deny or run-in-sandbox (got ${o.onPrompt})`);
     settings = { policy, codexHome, preserveProgramPaths: o.preserveProgramPaths ?? false, onPrompt, memory: new Map() };
     const shell = o.bash ?? o.shell ?? process.env.CODEX_BASH_PATH ?? "bash";
     shellPath = shell === "bash" || shell === "zsh" ? defaultShell(shell) : resolve(shell);
@@ -114,7 +123,8 @@ export async function serveMain(o: ServeOptions): Promise<number> {
     state = { policy: initialPolicy(o.sandbox), useBwrap: false, useLegacyLandlock: false };
     if (o.maxOutputBytes !== undefined) {
       maxOutputBytes = Number(o.maxOutputBytes);
-      if (!Number.isInteger(maxOutputBytes) || maxOutputBytes < 1024) throw new ShellmcpError("USAGE", "--max-output-bytes must be an integer ≥ 1024");
+      if (!Number.isInteger(maxOutputBytes) || maxOutputBytes < 1024)
+        throw new ShellmcpError("USAGE", "--max-output-bytes must be an integer ≥ 1024");
     }
     const backend = o.sandboxBackend ?? "auto";
     if (backend === "bwrap") {
@@ -133,7 +143,10 @@ export async function serveMain(o: ServeOptions): Promise<number> {
       backendFlag = () => {
         if (probed !== undefined) return probed;
         const probe = probeBwrap(true);
-        if (!probe.ok) writeStderr(`shellmcp: ${probe.reason}; commands run under Landlock + seccomp, which does not protect .git/.codex inside writable roots\n`);
+        if (!probe.ok)
+          writeStderr(
+            `shellmcp: ${probe.reason}; commands run under Landlock + seccomp, which does not protect .git/.codex inside writable roots\n`,
+          );
         probed = ["--backend", probe.ok ? "bwrap" : "landlock", ...(probe.noProc ? ["--no-proc"] : [])];
         if (probe.ok) bwrapDirect = { bwrap: probe.path!, noProc: probe.noProc === true };
         return probed;
@@ -238,14 +251,20 @@ export async function serveMain(o: ServeOptions): Promise<number> {
         }
         const why = flags[1] === "landlock" ? landlockCanEnforce(plan) : undefined;
         if (why !== undefined) return errorResult(`shellmcp refused to run the command: ${why}`);
-        launcher = { exe: helperExe, flags: [...flags, "--permission-profile", serializePermissionProfile(snap.profile)], direct: direct(flags, snap.profile) };
+        launcher = {
+          exe: helperExe,
+          flags: [...flags, "--permission-profile", serializePermissionProfile(snap.profile)],
+          direct: direct(flags, snap.profile),
+        };
         // The escalation boundary judges against what the profile really lets the shell write.
         writable = (enforcement) => planWritableView(plan, enforcement);
       } else if (o.useCodexLinuxSandboxExe && snap.codexLinuxSandboxExe !== undefined) {
         launcher = { exe: snap.codexLinuxSandboxExe, flags: snap.useBwrap ? ["--use-bwrap-sandbox"] : [] };
       } else {
         const flags = backendFlag();
-        launcher = snap.useBwrap ? { exe: helperExe, flags: ["--backend", "bwrap"], direct: direct(["--backend", "bwrap"]) } : { exe: helperExe, flags, direct: direct(flags) };
+        launcher = snap.useBwrap
+          ? { exe: helperExe, flags: ["--backend", "bwrap"], direct: direct(["--backend", "bwrap"]) }
+          : { exe: helperExe, flags, direct: direct(flags) };
       }
       await serverReady;
       const r = await runCommand({
@@ -264,7 +283,10 @@ export async function serveMain(o: ServeOptions): Promise<number> {
         maxOutputBytes,
         signal: ctx.signal,
         decide: (stopwatch) => (req) => decideExec(settings, { elicit: ctx.elicit, paused: (f) => stopwatch.paused(f) }, req),
-        onProgress: ctx.progress === undefined ? undefined : (ms, bytes) => ctx.progress!(Math.floor(ms / 1000), `running for ${Math.floor(ms / 1000)} s, ${bytes} bytes of output`),
+        onProgress:
+          ctx.progress === undefined
+            ? undefined
+            : (ms, bytes) => ctx.progress!(Math.floor(ms / 1000), `running for ${Math.floor(ms / 1000)} s, ${bytes} bytes of output`),
         track: (sid) => sessions.add(sid),
         cgroups,
         interceptSet: o.interceptAll ? undefined : interceptSetFor(settings.policy),

@@ -33,7 +33,7 @@ export function parseKeyPath(key: string): string[] {
     throw new ShellmcpError("CONFIG", `invalid -c override key ${JSON.stringify(key)}: ${tomlMessage(e)}`);
   }
   const path: string[] = [];
-  for (let t = doc; t !== 0; ) {
+  for (let t = doc; t !== 0;) {
     const keys = Object.keys(t as Config);
     if (keys.length !== 1) throw new ShellmcpError("CONFIG", `invalid -c override key ${JSON.stringify(key)}`);
     path.push(keys[0]!);
@@ -79,7 +79,10 @@ export function parseConfigText(text: string, file: string): Config {
     return parseToml(text) as Config;
   } catch (e) {
     const where = e instanceof TomlError ? `:${e.line}:${e.column}` : "";
-    throw new ShellmcpError("CONFIG", `cannot parse ${file}${where}: ${tomlMessage(e)}`, { path: file, ...(e instanceof TomlError ? { line: e.line, column: e.column } : {}) });
+    throw new ShellmcpError("CONFIG", `cannot parse ${file}${where}: ${tomlMessage(e)}`, {
+      path: file,
+      ...(e instanceof TomlError ? { line: e.line, column: e.column } : {}),
+    });
   }
 }
 
@@ -104,7 +107,21 @@ export interface ShellEnvironmentPolicy {
 }
 
 /** Variables `inherit = "core"` keeps. */
-export const CORE_VARS = ["HOME", "LOGNAME", "PATH", "SHELL", "USER", "USERNAME", "TMPDIR", "TEMP", "TMP", "LANG", "LC_ALL", "LC_CTYPE", "TERM"];
+export const CORE_VARS = [
+  "HOME",
+  "LOGNAME",
+  "PATH",
+  "SHELL",
+  "USER",
+  "USERNAME",
+  "TMPDIR",
+  "TEMP",
+  "TMP",
+  "LANG",
+  "LC_ALL",
+  "LC_CTYPE",
+  "TERM",
+];
 /** Names dropped unless `ignore_default_excludes = true`. */
 export const DEFAULT_EXCLUDES = ["*KEY*", "*SECRET*", "*TOKEN*"];
 
@@ -116,17 +133,26 @@ export function shellEnvironmentPolicy(cfg: Config): ShellEnvironmentPolicy {
   const t = (cfg.shell_environment_policy ?? {}) as Record<string, unknown>;
   const strings = (v: unknown, name: string): string[] => {
     if (v === undefined) return [];
-    if (!Array.isArray(v) || !v.every((x) => typeof x === "string")) throw new ShellmcpError("CONFIG", `shell_environment_policy.${name} must be a list of strings`);
+    if (!Array.isArray(v) || !v.every((x) => typeof x === "string"))
+      throw new ShellmcpError("CONFIG", `shell_environment_policy.${name} must be a list of strings`);
     return v;
   };
   const inherit = t.inherit ?? "all";
-  if (inherit !== "all" && inherit !== "core" && inherit !== "none") throw new ShellmcpError("CONFIG", `shell_environment_policy.inherit must be "all", "core" or "none" (got ${JSON.stringify(inherit)})`);
+  if (inherit !== "all" && inherit !== "core" && inherit !== "none")
+    throw new ShellmcpError("CONFIG", `shell_environment_policy.inherit must be "all", "core" or "none" (got ${JSON.stringify(inherit)})`);
   const set = (t.set ?? {}) as Record<string, unknown>;
   if (typeof set !== "object" || Array.isArray(set)) throw new ShellmcpError("CONFIG", "shell_environment_policy.set must be a table");
-  for (const [k, v] of Object.entries(set)) if (typeof v !== "string") throw new ShellmcpError("CONFIG", `shell_environment_policy.set.${k} must be a string`);
+  for (const [k, v] of Object.entries(set))
+    if (typeof v !== "string") throw new ShellmcpError("CONFIG", `shell_environment_policy.set.${k} must be a string`);
   const ign = t.ignore_default_excludes ?? false;
   if (typeof ign !== "boolean") throw new ShellmcpError("CONFIG", "shell_environment_policy.ignore_default_excludes must be a boolean");
-  return { inherit, ignoreDefaultExcludes: ign, exclude: strings(t.exclude, "exclude"), set: set as Record<string, string>, includeOnly: strings(t.include_only, "include_only") };
+  return {
+    inherit,
+    ignoreDefaultExcludes: ign,
+    exclude: strings(t.exclude, "exclude"),
+    set: set as Record<string, string>,
+    includeOnly: strings(t.include_only, "include_only"),
+  };
 }
 
 /**

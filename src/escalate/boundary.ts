@@ -37,10 +37,30 @@ export interface EscalationBoundary {
  * only when their value names no file.
  */
 export const HARMLESS_ENV: readonly string[] = [
-  "PWD", "OLDPWD", "SHLVL", "_", "COLUMNS", "LINES", "TERM", "COLORTERM", "NO_COLOR", "FORCE_COLOR", "CLICOLOR", "CLICOLOR_FORCE",
-  "LANG", "LANGUAGE", "TZ",
-  "GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_AUTHOR_DATE", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL", "GIT_COMMITTER_DATE",
-  "GIT_TERMINAL_PROMPT", "GIT_OPTIONAL_LOCKS", "GIT_MERGE_AUTOEDIT",
+  "PWD",
+  "OLDPWD",
+  "SHLVL",
+  "_",
+  "COLUMNS",
+  "LINES",
+  "TERM",
+  "COLORTERM",
+  "NO_COLOR",
+  "FORCE_COLOR",
+  "CLICOLOR",
+  "CLICOLOR_FORCE",
+  "LANG",
+  "LANGUAGE",
+  "TZ",
+  "GIT_AUTHOR_NAME",
+  "GIT_AUTHOR_EMAIL",
+  "GIT_AUTHOR_DATE",
+  "GIT_COMMITTER_NAME",
+  "GIT_COMMITTER_EMAIL",
+  "GIT_COMMITTER_DATE",
+  "GIT_TERMINAL_PROMPT",
+  "GIT_OPTIONAL_LOCKS",
+  "GIT_MERGE_AUTOEDIT",
 ];
 
 function harmless(name: string, value: string): boolean {
@@ -83,10 +103,18 @@ const NAMESPACE_DEPENDENT = ["/proc", "/dev"];
  * Whether the program of an escalated request may run outside the sandbox. `file` and `workdir` are absolute
  * (as the escalation server resolved them); `env` is the environment it would get ({@link escalatedEnv}).
  */
-export function checkEscalation(b: EscalationBoundary, req: { file: string; argv: readonly string[]; workdir: string }, env: Record<string, string>): EscalationCheck {
+export function checkEscalation(
+  b: EscalationBoundary,
+  req: { file: string; argv: readonly string[]; workdir: string },
+  env: Record<string, string>,
+): EscalationCheck {
   const w = b.writable;
-  for (const [what, p] of [["program", req.file], ["working directory", req.workdir]] as const) {
-    if (NAMESPACE_DEPENDENT.some((d) => p === d || p.startsWith(d + "/"))) return { ok: false, reason: `the ${what} ${p} names something else outside the sandbox` };
+  for (const [what, p] of [
+    ["program", req.file],
+    ["working directory", req.workdir],
+  ] as const) {
+    if (NAMESPACE_DEPENDENT.some((d) => p === d || p.startsWith(d + "/")))
+      return { ok: false, reason: `the ${what} ${p} names something else outside the sandbox` };
   }
   let path: string;
   let cwd: string;
@@ -117,7 +145,8 @@ function interpreterChain(w: WritableView, program: string, env: Record<string, 
   const chain: string[] = [];
   let file = program;
   for (let depth = 0; depth <= MAX_INTERPRETER_DEPTH; depth++) {
-    if (canWrite(w, file)) return `${depth === 0 ? "the program file" : "its #! interpreter"} ${file} can be written by the sandboxed command`;
+    if (canWrite(w, file))
+      return `${depth === 0 ? "the program file" : "its #! interpreter"} ${file} can be written by the sandboxed command`;
     chain.push(file);
     const line = shebang(file);
     if (line === undefined) return chain;
@@ -159,7 +188,10 @@ function shebang(file: string): string | undefined {
     const n = readSync(fd, buf, 0, buf.length, 0);
     if (n < 2 || buf[0] !== 0x23 || buf[1] !== 0x21) return undefined;
     const end = buf.subarray(0, n).indexOf(0x0a);
-    return buf.subarray(2, end < 0 ? n : end).toString("latin1").trim();
+    return buf
+      .subarray(2, end < 0 ? n : end)
+      .toString("latin1")
+      .trim();
   } finally {
     closeSync(fd);
   }
@@ -241,7 +273,12 @@ function gitWritable(w: WritableView, argv: readonly string[], workdir: string, 
       // not a linked worktree
     }
     for (const d of dirs) {
-      for (const [what, p] of [["git dir", d], ["hooks", join(d, "hooks")], ["config", join(d, "config")], ["config", join(d, "config.worktree")]] as const) {
+      for (const [what, p] of [
+        ["git dir", d],
+        ["hooks", join(d, "hooks")],
+        ["config", join(d, "config")],
+        ["config", join(d, "config.worktree")],
+      ] as const) {
         const why = writable(what, p);
         if (why !== undefined) return why;
       }
@@ -252,7 +289,10 @@ function gitWritable(w: WritableView, argv: readonly string[], workdir: string, 
   if (env.GIT_CONFIG_NOSYSTEM === undefined) configs.push(env.GIT_CONFIG_SYSTEM ?? "/etc/gitconfig");
   if (env.GIT_CONFIG_GLOBAL !== undefined) configs.push(env.GIT_CONFIG_GLOBAL);
   else if (home !== undefined && isAbsolute(home)) {
-    configs.push(join(home, ".gitconfig"), join(env.XDG_CONFIG_HOME && isAbsolute(env.XDG_CONFIG_HOME) ? env.XDG_CONFIG_HOME : join(home, ".config"), "git", "config"));
+    configs.push(
+      join(home, ".gitconfig"),
+      join(env.XDG_CONFIG_HOME && isAbsolute(env.XDG_CONFIG_HOME) ? env.XDG_CONFIG_HOME : join(home, ".config"), "git", "config"),
+    );
   }
   // Config files, and the files and hook folders they name (one level of includes).
   const seen = new Set<string>();
@@ -275,7 +315,10 @@ function gitWritable(w: WritableView, argv: readonly string[], workdir: string, 
       if (v.startsWith("~/") && home !== undefined) v = join(home, v.slice(2));
       const targets = isAbsolute(v) ? [v] : [resolve(dirname(file), v), resolve(cwd, v)];
       for (const t of targets) {
-        const why2 = writable(m[1]!.toLowerCase() === "path" ? "included config" : m[1]!.toLowerCase() === "hookspath" ? "core.hooksPath" : "core.fsmonitor", t);
+        const why2 = writable(
+          m[1]!.toLowerCase() === "path" ? "included config" : m[1]!.toLowerCase() === "hookspath" ? "core.hooksPath" : "core.fsmonitor",
+          t,
+        );
         if (why2 !== undefined) return why2;
         if (m[1]!.toLowerCase() === "path" && depth < 2) queue.push({ file: t, depth: depth + 1 });
       }

@@ -15,7 +15,14 @@ import * as libc from "../../ffi/libc.ts";
 import { ShellmcpError } from "../errors.ts";
 import { log } from "../log.ts";
 import { checkEscalation, escalatedEnv, type EscalationBoundary } from "./boundary.ts";
-import { encodeFrame, BASH_EXEC_WRAPPER_ENV_VAR, ESCALATE_SOCKET_ENV_VAR, EXEC_WRAPPER_ENV_VAR, type EscalateAction, type EscalateRequest } from "./protocol.ts";
+import {
+  encodeFrame,
+  BASH_EXEC_WRAPPER_ENV_VAR,
+  ESCALATE_SOCKET_ENV_VAR,
+  EXEC_WRAPPER_ENV_VAR,
+  type EscalateAction,
+  type EscalateRequest,
+} from "./protocol.ts";
 import type { Command, EscalateSpawn, WorkerEvent } from "./worker.ts";
 
 /** Request as seen by `decide`: `file` and `workdir` resolved and normalised (relative `file` against `workdir`). */
@@ -143,7 +150,10 @@ export class EscalationServer {
     const ready = new Promise<void>((res, rej) => {
       server.onReady = res;
       server.onStartFailure = rej;
-      timer = setTimeout(() => rej(new Error(`not ready after ${EscalationServer.START_TIMEOUT_MS} ms`)), EscalationServer.START_TIMEOUT_MS);
+      timer = setTimeout(
+        () => rej(new Error(`not ready after ${EscalationServer.START_TIMEOUT_MS} ms`)),
+        EscalationServer.START_TIMEOUT_MS,
+      );
     });
     worker.postMessage({ controlFd: theirs });
     try {

@@ -87,7 +87,17 @@ const TRAMPOLINE_BASH = "/bin/bash";
  * failed write stops it (exit 126) rather than running it unaccounted.
  */
 function trampolineArgv(procs: string, spec: EscalateSpawn): string[] {
-  return [TRAMPOLINE_BASH, "--norc", "--noprofile", "-c", 'echo $$ > "$0" || exit 126; exec -a "$1" "$2" "${@:3}"', procs, spec.argv[0]!, spec.path, ...spec.argv.slice(1)];
+  return [
+    TRAMPOLINE_BASH,
+    "--norc",
+    "--noprofile",
+    "-c",
+    'echo $$ > "$0" || exit 126; exec -a "$1" "$2" "${@:3}"',
+    procs,
+    spec.argv[0]!,
+    spec.path,
+    ...spec.argv.slice(1),
+  ];
 }
 
 /** The worker's global scope (bun-types does not declare `self` without the DOM lib). */
@@ -161,14 +171,20 @@ class EscalationWorker {
         // Each entry runs only if the session still holds this fd in this state (an earlier entry of the same
         // round may have closed it, and the number may already belong to someone else).
         const current = () => this.sessions.get(s.sid) === s && s.state === state && s.fd === fd;
-        if (state === "request" || state === "superexec") entries.push({ fd, events: libc.POLL.IN, on: () => current() && this.onReadable(s) });
-        if (state === "answering" || state === "reporting") entries.push({ fd, events: libc.POLL.OUT, on: (r) => current() && this.onWritable(s, r) });
+        if (state === "request" || state === "superexec")
+          entries.push({ fd, events: libc.POLL.IN, on: () => current() && this.onReadable(s) });
+        if (state === "answering" || state === "reporting")
+          entries.push({ fd, events: libc.POLL.OUT, on: (r) => current() && this.onWritable(s, r) });
         // While the child runs, the wrapper only waits for its result: readable means it died (EOF) or broke
         // the protocol; either way the child gets SIGTERM (endSession) and stays polled through its pidfd.
         if (state === "running") entries.push({ fd, events: libc.POLL.IN, on: () => current() && this.endSession(s) });
         if ((state === "running" || state === "orphaned") && s.pidfd !== undefined) {
           const pidfd = s.pidfd;
-          entries.push({ fd: pidfd, events: libc.POLL.IN, on: () => this.sessions.get(s.sid) === s && s.pidfd === pidfd && this.onChildExit(s) });
+          entries.push({
+            fd: pidfd,
+            events: libc.POLL.IN,
+            on: () => this.sessions.get(s.sid) === s && s.pidfd === pidfd && this.onChildExit(s),
+          });
         }
         if (s.deadline !== undefined && s.deadline < next) next = s.deadline;
       }
@@ -193,7 +209,13 @@ class EscalationWorker {
     const now = performance.now();
     for (const s of [...this.sessions.values()]) {
       if (s.deadline !== undefined && s.deadline <= now) {
-        this.failSession(s, new ShellmcpError("PROTOCOL", `the exec wrapper did not ${s.state === "answering" || s.state === "reporting" ? "read its answer" : "send its message"} within ${SESSION_IO_TIMEOUT_MS} ms`));
+        this.failSession(
+          s,
+          new ShellmcpError(
+            "PROTOCOL",
+            `the exec wrapper did not ${s.state === "answering" || s.state === "reporting" ? "read its answer" : "send its message"} within ${SESSION_IO_TIMEOUT_MS} ms`,
+          ),
+        );
       }
     }
   }
@@ -229,7 +251,13 @@ class EscalationWorker {
       case "unlisten": {
         const l = this.listeners.get(c.lid);
         if (l !== undefined) libc.closeQuiet(l.fd);
-        if (l !== undefined && l.refused > 1) post({ t: "session-error", lid: c.lid, sid: 0, message: `refused ${l.refused} execs of this shell run in all (too many waiting)` });
+        if (l !== undefined && l.refused > 1)
+          post({
+            t: "session-error",
+            lid: c.lid,
+            sid: 0,
+            message: `refused ${l.refused} execs of this shell run in all (too many waiting)`,
+          });
         this.listeners.delete(c.lid);
         for (const s of [...this.sessions.values()]) {
           if (s.lid !== c.lid) continue;
@@ -275,8 +303,14 @@ class EscalationWorker {
       if (l.sessions >= MAX_SESSIONS_PER_LISTENER || this.sessions.size >= MAX_SESSIONS) {
         libc.closeQuiet(sfd); // the wrapper reads EOF and fails closed
         if (l.refused++ === 0) {
-          const which = l.sessions >= MAX_SESSIONS_PER_LISTENER ? `${MAX_SESSIONS_PER_LISTENER} for one shell run` : `${MAX_SESSIONS} for the server`;
-          post({ t: "session-error", lid, sid: 0, message: `refused an exec: too many execs waiting (${which}); further refusals of this shell run are counted` });
+          const which =
+            l.sessions >= MAX_SESSIONS_PER_LISTENER ? `${MAX_SESSIONS_PER_LISTENER} for one shell run` : `${MAX_SESSIONS} for the server`;
+          post({
+            t: "session-error",
+            lid,
+            sid: 0,
+            message: `refused an exec: too many execs waiting (${which}); further refusals of this shell run are counted`,
+          });
         }
         continue;
       }
@@ -315,7 +349,8 @@ class EscalationWorker {
           throw e;
         }
         s.fds.push(...r.fds);
-        if (r.fds.length > libc.MAX_FDS_PER_MESSAGE || s.fds.length > libc.MAX_FDS_PER_MESSAGE) throw new ShellmcpError("PROTOCOL", "too many fds");
+        if (r.fds.length > libc.MAX_FDS_PER_MESSAGE || s.fds.length > libc.MAX_FDS_PER_MESSAGE)
+          throw new ShellmcpError("PROTOCOL", "too many fds");
         if (r.bytes.byteLength === 0) {
           this.endSession(s); // the wrapper went away
           return;
@@ -415,7 +450,10 @@ class EscalationWorker {
     s.fds = [];
     if (received.length !== dests.length) {
       received.forEach(libc.closeQuiet);
-      throw new ShellmcpError("PROTOCOL", `mismatched number of fds in SuperExecMessage: ${dests.length} in the message, ${received.length} from the control message`);
+      throw new ShellmcpError(
+        "PROTOCOL",
+        `mismatched number of fds in SuperExecMessage: ${dests.length} in the message, ${received.length} from the control message`,
+      );
     }
     // A received fd whose number is also a destination would be overwritten by an earlier dup2 in the child:
     // move such fds above every destination first (Codex 0.97 rejected this case; later versions handle it).
@@ -447,7 +485,12 @@ class EscalationWorker {
       } catch (e) {
         // The call's cgroup is gone (the call ended) or refuses: the child must not run unaccounted.
         this.signalChild(s, 9);
-        post({ t: "session-error", lid: s.lid, sid: s.sid, message: `cannot move the escalated program into its call's cgroup: ${(e as Error).message}` });
+        post({
+          t: "session-error",
+          lid: s.lid,
+          sid: s.sid,
+          message: `cannot move the escalated program into its call's cgroup: ${(e as Error).message}`,
+        });
       }
     }
     post({ t: "spawned", lid: s.lid, sid: s.sid, pid });

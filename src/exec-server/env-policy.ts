@@ -25,20 +25,34 @@ export function decodeEnvPolicy(v: unknown): EnvPolicy | undefined {
   if (v === undefined || v === null) return undefined;
   const o = paramsObject(v, "ShellEnvironmentPolicy");
   const inherit = field.string(o, "inherit");
-  if (inherit !== "core" && inherit !== "all" && inherit !== "none") throw invalidParams(`unknown variant \`${inherit}\`, expected one of \`core\`, \`all\`, \`none\``);
+  if (inherit !== "core" && inherit !== "all" && inherit !== "none")
+    throw invalidParams(`unknown variant \`${inherit}\`, expected one of \`core\`, \`all\`, \`none\``);
   const set = field.stringMap(o, "set", true)!;
   if (set === null) throw invalidType(null, "a map");
-  return { inherit, ignoreDefaultExcludes: field.bool(o, "ignoreDefaultExcludes"), exclude: field.stringList(o, "exclude"), set, includeOnly: field.stringList(o, "includeOnly") };
+  return {
+    inherit,
+    ignoreDefaultExcludes: field.bool(o, "ignoreDefaultExcludes"),
+    exclude: field.stringList(o, "exclude"),
+    set,
+    includeOnly: field.stringList(o, "includeOnly"),
+  };
 }
 
 /** A wildmatch glob (`*`, `?`) matched against the whole name, case-insensitively. */
 export function globMatcher(pattern: string): RegExp {
-  const re = pattern.replace(/[.+^${}()|[\]\\]/g, "\\$&").replace(/\*/g, ".*").replace(/\?/g, ".");
+  const re = pattern
+    .replace(/[.+^${}()|[\]\\]/g, "\\$&")
+    .replace(/\*/g, ".*")
+    .replace(/\?/g, ".");
   return new RegExp(`^${re}$`, "is");
 }
 
 /** The child's environment (spec §7). `serverEnv` defaults to this process's environment. */
-export function childEnv(env: Record<string, string>, policy: EnvPolicy | undefined, serverEnv: Record<string, string | undefined> = process.env): Record<string, string> {
+export function childEnv(
+  env: Record<string, string>,
+  policy: EnvPolicy | undefined,
+  serverEnv: Record<string, string | undefined> = process.env,
+): Record<string, string> {
   if (policy === undefined) return { ...env };
   let out: Record<string, string> = {};
   for (const [k, v] of Object.entries(serverEnv)) {

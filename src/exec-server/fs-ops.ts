@@ -13,7 +13,15 @@ import { basename, dirname, join } from "node:path";
 import { decodeBase64, decodePath, encodeBase64, field, paramsObject, rpcError, RPC } from "./rpc.ts";
 
 /** The fs method names (also the helper's `operation` values). */
-export const FS_METHODS = ["fs/readFile", "fs/writeFile", "fs/createDirectory", "fs/getMetadata", "fs/readDirectory", "fs/remove", "fs/copy"] as const;
+export const FS_METHODS = [
+  "fs/readFile",
+  "fs/writeFile",
+  "fs/createDirectory",
+  "fs/getMetadata",
+  "fs/readDirectory",
+  "fs/remove",
+  "fs/copy",
+] as const;
 /** One fs method name. */
 export type FsMethod = (typeof FS_METHODS)[number];
 
@@ -62,7 +70,12 @@ export function osErrorText(errno: number): string {
 export function fsError(e: unknown): Error {
   const n = errnoOf(e);
   if (n === undefined) return e instanceof Error && "data" in e ? e : rpcError(RPC.INTERNAL, e instanceof Error ? e.message : String(e));
-  const code = n === osConstants.errno.ENOENT ? RPC.NOT_FOUND : n === osConstants.errno.EACCES || n === osConstants.errno.EPERM || n === osConstants.errno.EINVAL ? RPC.INVALID_REQUEST : RPC.INTERNAL;
+  const code =
+    n === osConstants.errno.ENOENT
+      ? RPC.NOT_FOUND
+      : n === osConstants.errno.EACCES || n === osConstants.errno.EPERM || n === osConstants.errno.EINVAL
+        ? RPC.INVALID_REQUEST
+        : RPC.INTERNAL;
   return rpcError(code, osErrorText(n));
 }
 
@@ -108,7 +121,14 @@ async function copyDirectory(src: string, dst: string): Promise<void> {
 async function metadata(p: string): Promise<Record<string, unknown>> {
   const l = await fsp.lstat(p);
   const st: Stats = l.isSymbolicLink() ? await fsp.stat(p) : l;
-  return { isDirectory: st.isDirectory(), isFile: st.isFile(), isSymlink: l.isSymbolicLink(), createdAtMs: ms(st.birthtimeMs), modifiedAtMs: ms(st.mtimeMs), size: st.size };
+  return {
+    isDirectory: st.isDirectory(),
+    isFile: st.isFile(),
+    isSymlink: l.isSymbolicLink(),
+    createdAtMs: ms(st.birthtimeMs),
+    modifiedAtMs: ms(st.mtimeMs),
+    size: st.size,
+  };
 }
 
 /**
@@ -129,14 +149,16 @@ export function decodeFsOperation(method: FsMethod, params: unknown): () => Prom
   switch (method) {
     case "fs/readFile": {
       const p = decodePath(o.path, "path");
-      return async () => { try {
-        const st = await fsp.stat(p);
-        if (!st.isFile() && st.isDirectory()) throw invalidInput(`path \`${p}\` is not a file`);
-        if (st.size > MAX_READ_FILE_BYTES) throw invalidInput(`file is too large to read: limit is ${MAX_READ_FILE_BYTES} bytes`);
-        return { dataBase64: encodeBase64(await fsp.readFile(p)) };
-      } catch (e) {
-        throw fsError(e);
-      } };
+      return async () => {
+        try {
+          const st = await fsp.stat(p);
+          if (!st.isFile() && st.isDirectory()) throw invalidInput(`path \`${p}\` is not a file`);
+          if (st.size > MAX_READ_FILE_BYTES) throw invalidInput(`file is too large to read: limit is ${MAX_READ_FILE_BYTES} bytes`);
+          return { dataBase64: encodeBase64(await fsp.readFile(p)) };
+        } catch (e) {
+          throw fsError(e);
+        }
+      };
     }
     case "fs/writeFile": {
       const p = decodePath(o.path, "path");
@@ -147,97 +169,110 @@ export function decodeFsOperation(method: FsMethod, params: unknown): () => Prom
       } catch (e) {
         throw rpcError(RPC.INVALID_REQUEST, `fs/writeFile requires valid base64 dataBase64: ${(e as Error).message}`);
       }
-      return async () => { try {
-        await fsp.writeFile(p, data);
-        return {};
-      } catch (e) {
-        throw fsError(e);
-      } };
+      return async () => {
+        try {
+          await fsp.writeFile(p, data);
+          return {};
+        } catch (e) {
+          throw fsError(e);
+        }
+      };
     }
     case "fs/createDirectory": {
       const p = decodePath(o.path, "path");
       const recursive = field.optBool(o, "recursive") ?? true;
-      return async () => { try {
-        if (recursive) {
-          await fsp.mkdir(p, { recursive: true });
-          if (!(await fsp.stat(p)).isDirectory()) throw Object.assign(new Error("exists"), { code: "EEXIST" });
-        } else await fsp.mkdir(p);
-        return {};
-      } catch (e) {
-        throw fsError(e);
-      } };
+      return async () => {
+        try {
+          if (recursive) {
+            await fsp.mkdir(p, { recursive: true });
+            if (!(await fsp.stat(p)).isDirectory()) throw Object.assign(new Error("exists"), { code: "EEXIST" });
+          } else await fsp.mkdir(p);
+          return {};
+        } catch (e) {
+          throw fsError(e);
+        }
+      };
     }
     case "fs/getMetadata": {
       const p = decodePath(o.path, "path");
-      return async () => { try {
-        return await metadata(p);
-      } catch (e) {
-        throw fsError(e);
-      } };
+      return async () => {
+        try {
+          return await metadata(p);
+        } catch (e) {
+          throw fsError(e);
+        }
+      };
     }
     case "fs/readDirectory": {
       const p = decodePath(o.path, "path");
-      return async () => { let names: Buffer[];
-      try {
-        names = await fsp.readdir(p, { encoding: "buffer" });
-      } catch (e) {
-        throw fsError(e);
-      }
-      const dec = new TextDecoder("utf-8", { fatal: false });
-      const entries: { fileName: string; isDirectory: boolean; isFile: boolean }[] = [];
-      const dirBuf = Buffer.from(p.endsWith("/") ? p : `${p}/`);
-      for (const name of names) {
+      return async () => {
+        let names: Buffer[];
         try {
-          const st = await fsp.stat(Buffer.concat([dirBuf, name]));
-          entries.push({ fileName: dec.decode(name), isDirectory: st.isDirectory(), isFile: st.isFile() });
-        } catch {
-          // broken symlink, loop, permission, race: skipped (Codex #17907)
+          names = await fsp.readdir(p, { encoding: "buffer" });
+        } catch (e) {
+          throw fsError(e);
         }
-      }
-      return { entries }; };
+        const dec = new TextDecoder("utf-8", { fatal: false });
+        const entries: { fileName: string; isDirectory: boolean; isFile: boolean }[] = [];
+        const dirBuf = Buffer.from(p.endsWith("/") ? p : `${p}/`);
+        for (const name of names) {
+          try {
+            const st = await fsp.stat(Buffer.concat([dirBuf, name]));
+            entries.push({ fileName: dec.decode(name), isDirectory: st.isDirectory(), isFile: st.isFile() });
+          } catch {
+            // broken symlink, loop, permission, race: skipped (Codex #17907)
+          }
+        }
+        return { entries };
+      };
     }
     case "fs/remove": {
       const p = decodePath(o.path, "path");
       const recursive = field.optBool(o, "recursive") ?? true;
       const force = field.optBool(o, "force") ?? true;
-      return async () => { try {
-        let st: Stats;
+      return async () => {
         try {
-          st = await fsp.lstat(p);
+          let st: Stats;
+          try {
+            st = await fsp.lstat(p);
+          } catch (e) {
+            if (force && errnoOf(e) === osConstants.errno.ENOENT) return {};
+            throw e;
+          }
+          if (st.isDirectory()) {
+            if (recursive) await fsp.rm(p, { recursive: true, force: false });
+            else await fsp.rmdir(p);
+          } else await fsp.unlink(p);
+          return {};
         } catch (e) {
-          if (force && errnoOf(e) === osConstants.errno.ENOENT) return {};
-          throw e;
+          throw fsError(e);
         }
-        if (st.isDirectory()) {
-          if (recursive) await fsp.rm(p, { recursive: true, force: false });
-          else await fsp.rmdir(p);
-        } else await fsp.unlink(p);
-        return {};
-      } catch (e) {
-        throw fsError(e);
-      } };
+      };
     }
     case "fs/copy": {
       const src = decodePath(o.sourcePath, "sourcePath");
       const dst = decodePath(o.destinationPath, "destinationPath");
       const recursive = field.bool(o, "recursive");
-      return async () => { try {
-        const st = await fsp.lstat(src);
-        if (st.isDirectory()) {
-          if (!recursive) throw invalidInput("fs/copy requires recursive: true when sourcePath is a directory");
-          const s = await fsp.realpath(src);
-          const d = await canonicalPrefix(dst);
-          if (d === s || d.startsWith(s.endsWith("/") ? s : `${s}/`)) throw invalidInput("fs/copy cannot copy a directory to itself or one of its descendants");
-          await copyDirectory(src, dst);
-        } else if (st.isSymbolicLink()) await fsp.symlink(await fsp.readlink(src), dst);
-        else if (st.isFile()) {
-          await fsp.copyFile(src, dst);
-          await fsp.chmod(dst, st.mode & 0o7777);
-        } else throw invalidInput("fs/copy only supports regular files, directories, and symlinks");
-        return {};
-      } catch (e) {
-        throw fsError(e);
-      } };
+      return async () => {
+        try {
+          const st = await fsp.lstat(src);
+          if (st.isDirectory()) {
+            if (!recursive) throw invalidInput("fs/copy requires recursive: true when sourcePath is a directory");
+            const s = await fsp.realpath(src);
+            const d = await canonicalPrefix(dst);
+            if (d === s || d.startsWith(s.endsWith("/") ? s : `${s}/`))
+              throw invalidInput("fs/copy cannot copy a directory to itself or one of its descendants");
+            await copyDirectory(src, dst);
+          } else if (st.isSymbolicLink()) await fsp.symlink(await fsp.readlink(src), dst);
+          else if (st.isFile()) {
+            await fsp.copyFile(src, dst);
+            await fsp.chmod(dst, st.mode & 0o7777);
+          } else throw invalidInput("fs/copy only supports regular files, directories, and symlinks");
+          return {};
+        } catch (e) {
+          throw fsError(e);
+        }
+      };
     }
   }
 }

@@ -12,7 +12,9 @@ import { rpcError, RPC } from "./rpc.ts";
 import { sandboxedArgv, selfCommand, type ExecSandbox } from "./sandbox.ts";
 
 /** Helper answer on stdout. */
-export type FsHelperAnswer = { status: "ok"; payload: { operation: string; response: Record<string, unknown> } } | { status: "error"; payload: { code: number; message: string } };
+export type FsHelperAnswer =
+  | { status: "ok"; payload: { operation: string; response: Record<string, unknown> } }
+  | { status: "error"; payload: { code: number; message: string } };
 
 /** Run `method` with `params` in the helper under `sb`; resolves with the result or rejects with its JSON-RPC error. */
 export async function runFsInSandbox(sb: ExecSandbox, method: FsMethod, params: unknown): Promise<Record<string, unknown>> {
@@ -34,6 +36,7 @@ export async function runFsInSandbox(sb: ExecSandbox, method: FsMethod, params: 
     throw rpcError(RPC.INTERNAL, `failed to encode or decode fs sandbox helper message: ${(e as Error).message}`);
   }
   if (answer.status === "error") throw rpcError(answer.payload.code, answer.payload.message);
-  if (answer.status !== "ok" || answer.payload?.operation !== method) throw rpcError(RPC.INTERNAL, `unexpected fs sandbox helper response for ${method}`);
+  if (answer.status !== "ok" || answer.payload?.operation !== method)
+    throw rpcError(RPC.INTERNAL, `unexpected fs sandbox helper response for ${method}`);
   return answer.payload.response;
 }

@@ -25,7 +25,14 @@ export function parseListenUrl(url: string): { hostname: string; port: number } 
   const m = /^(?:\[([^\]]+)\]|([^:/]+)):(\d{1,5})$/.exec(rest);
   const host = m?.[1] ?? m?.[2];
   const port = Number(m?.[3]);
-  if (m === null || host === undefined || isIP(host) === 0 || (m[1] !== undefined && isIP(host) !== 6) || (m[2] !== undefined && isIP(host) !== 4) || port > 65535) {
+  if (
+    m === null ||
+    host === undefined ||
+    isIP(host) === 0 ||
+    (m[1] !== undefined && isIP(host) !== 6) ||
+    (m[2] !== undefined && isIP(host) !== 4) ||
+    port > 65535
+  ) {
     throw new Error(`invalid websocket --listen URL \`${url}\`; expected \`ws://IP:PORT\``);
   }
   return { hostname: host, port };
@@ -49,7 +56,9 @@ export async function execServerMain(o: ExecServerCliOptions): Promise<number> {
   try {
     const { hostname, port } = parseListenUrl(o.listen ?? "ws://127.0.0.1:0");
     if (!isLoopback(hostname) && !o.allowNonLoopback) {
-      throw new Error(`refusing to listen on non-loopback address ${hostname}: the exec-server has no authentication (anyone who can connect can run commands as this user); pass --allow-non-loopback to do it anyway`);
+      throw new Error(
+        `refusing to listen on non-loopback address ${hostname}: the exec-server has no authentication (anyone who can connect can run commands as this user); pass --allow-non-loopback to do it anyway`,
+      );
     }
     const maxMessageBytes = o.maxMessageBytes === undefined ? DEFAULT_SERVER_OPTIONS.maxMessageBytes : Number(o.maxMessageBytes);
     if (!Number.isInteger(maxMessageBytes) || maxMessageBytes < 1024) throw new Error("--max-message-bytes must be an integer ≥ 1024");

@@ -24,7 +24,8 @@ export const MAX_RETAINED_BYTES = 1024 * 1024;
 export const MAX_CHUNK_BYTES = 8192;
 
 /** Output that makes a failed sandboxed process `sandboxDenied` (Codex's keywords). */
-export const SANDBOX_DENIAL = /operation not permitted|permission denied|read-only file system|seccomp|sandbox|landlock|failed to write file/i;
+export const SANDBOX_DENIAL =
+  /operation not permitted|permission denied|read-only file system|seccomp|sandbox|landlock|failed to write file/i;
 
 /** `stream` of a chunk. */
 export type StreamName = "stdout" | "stderr" | "pty";
@@ -297,9 +298,11 @@ export class ManagedProcess {
 
   private push(stream: StreamName, data: Uint8Array): void {
     if (data.byteLength <= MAX_CHUNK_BYTES) this.pushChunk(stream, data);
-    else this.sink.cork(() => {
-      for (let off = 0; off < data.byteLength; off += MAX_CHUNK_BYTES) this.pushChunk(stream, data.subarray(off, Math.min(off + MAX_CHUNK_BYTES, data.byteLength)));
-    });
+    else
+      this.sink.cork(() => {
+        for (let off = 0; off < data.byteLength; off += MAX_CHUNK_BYTES)
+          this.pushChunk(stream, data.subarray(off, Math.min(off + MAX_CHUNK_BYTES, data.byteLength)));
+      });
   }
 
   private pushChunk(stream: StreamName, data: Uint8Array): void {
@@ -308,7 +311,10 @@ export class ManagedProcess {
     this.retained += data.byteLength;
     while (this.retained > MAX_RETAINED_BYTES && this.chunks.length > 1) this.retained -= this.chunks.shift()!.data.byteLength;
     const chunk = encodeBase64(data);
-    this.sink.emit({ method: "process/output", params: { processId: this.id, seq, stream, chunk } }, `${this.outputPrefix}${seq},"stream":"${stream}","chunk":"${chunk}"}}`);
+    this.sink.emit(
+      { method: "process/output", params: { processId: this.id, seq, stream, chunk } },
+      `${this.outputPrefix}${seq},"stream":"${stream}","chunk":"${chunk}"}}`,
+    );
     this.wake();
     // A pty cannot be paused from here (Bun's terminal reads eagerly): stop the tree until the client catches up.
     if (stream === "pty" && !this.stopped && !this.exited && this.sink.backpressured()) {
@@ -328,7 +334,10 @@ export class ManagedProcess {
     this.exitCode = sig !== undefined ? 128 + sig : (code ?? -1);
     this.sandboxDenied = this.sandboxed && !this.terminated && this.exitCode !== 0 && SANDBOX_DENIAL.test(this.outputTail());
     const seq = this.nextSeq++;
-    this.sink.emit({ method: "process/exited", params: { processId: this.id, seq, exitCode: this.exitCode, sandboxDenied: this.sandboxDenied } });
+    this.sink.emit({
+      method: "process/exited",
+      params: { processId: this.id, seq, exitCode: this.exitCode, sandboxDenied: this.sandboxDenied },
+    });
     this.wake();
     this.maybeClose();
   }
@@ -372,7 +381,15 @@ export class ManagedProcess {
       if (maxBytes !== undefined && total >= maxBytes) break;
     }
     const nextSeq = out.length > 0 ? out[out.length - 1]!.seq + 1 : this.nextSeq;
-    return { chunks: out, nextSeq, exited: this.exited, exitCode: this.exitCode, closed: this.closed, failure: null, sandboxDenied: this.sandboxDenied };
+    return {
+      chunks: out,
+      nextSeq,
+      exited: this.exited,
+      exitCode: this.exitCode,
+      closed: this.closed,
+      failure: null,
+      sandboxDenied: this.sandboxDenied,
+    };
   }
 
   /** `process/read`: return at once when there is something to report, else wait up to `waitMs`. */

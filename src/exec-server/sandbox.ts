@@ -12,8 +12,21 @@
 import { existsSync, lstatSync, readdirSync, rmdirSync } from "node:fs";
 import { join } from "node:path";
 import { ShellmcpError } from "../errors.ts";
-import { parsePermissionProfile, planPermissionProfile, serializePermissionProfile, summarySandboxPolicy, type PermissionProfile } from "../sandbox/permission-profile.ts";
-import { hasFullDiskWrite, hasFullNetwork, parseSandboxPolicy, PROTECTED_NAMES, serializeSandboxPolicy, type SandboxPolicy } from "../sandbox/policy.ts";
+import {
+  parsePermissionProfile,
+  planPermissionProfile,
+  serializePermissionProfile,
+  summarySandboxPolicy,
+  type PermissionProfile,
+} from "../sandbox/permission-profile.ts";
+import {
+  hasFullDiskWrite,
+  hasFullNetwork,
+  parseSandboxPolicy,
+  PROTECTED_NAMES,
+  serializeSandboxPolicy,
+  type SandboxPolicy,
+} from "../sandbox/policy.ts";
 import { decodePath, invalidParams, paramsObject, rpcError, RPC } from "./rpc.ts";
 
 /** A decided sandbox: the legacy policy our helper enforces, and its cwd (absolute). */
@@ -53,7 +66,11 @@ export function decodeSandbox(v: unknown, fallbackCwd: string, opts: { fsOperati
     } else throw invalidParams("missing field `permissions`");
   } catch (e) {
     if (e instanceof ShellmcpError && e.code === "USAGE") throw invalidParams(e.message);
-    if (e instanceof ShellmcpError && e.code === "SANDBOX_UNAVAILABLE") throw rpcError(RPC.INVALID_REQUEST, `${opts.fsOperation ? "failed to prepare fs sandbox" : "failed to prepare sandbox"}: ${e.message}`);
+    if (e instanceof ShellmcpError && e.code === "SANDBOX_UNAVAILABLE")
+      throw rpcError(
+        RPC.INVALID_REQUEST,
+        `${opts.fsOperation ? "failed to prepare fs sandbox" : "failed to prepare sandbox"}: ${e.message}`,
+      );
     throw e;
   }
   if (policy.type === "danger-full-access") return undefined;
@@ -61,7 +78,6 @@ export function decodeSandbox(v: unknown, fallbackCwd: string, opts: { fsOperati
   if (hasFullDiskWrite(policy) && hasFullNetwork(policy)) return undefined;
   return { policy, profile, cwd, sandboxType: "linuxSeccomp" };
 }
-
 
 /** argv that starts this binary again (compiled: the executable; from source: bun + main.ts). */
 export function selfCommand(): string[] {
@@ -71,8 +87,21 @@ export function selfCommand(): string[] {
 
 /** argv that runs `command` under `sb` through our `codex-linux-sandbox` role (bwrap when available). */
 export function sandboxedArgv(sb: ExecSandbox, command: string[]): string[] {
-  const policy = sb.profile !== undefined ? ["--permission-profile", serializePermissionProfile(sb.profile)] : ["--sandbox-policy", serializeSandboxPolicy(sb.policy)];
-  return [...selfCommand(), "--codex-run-as-linux-sandbox", "--backend", "auto", "--sandbox-policy-cwd", sb.cwd, ...policy, "--", ...command];
+  const policy =
+    sb.profile !== undefined
+      ? ["--permission-profile", serializePermissionProfile(sb.profile)]
+      : ["--sandbox-policy", serializeSandboxPolicy(sb.policy)];
+  return [
+    ...selfCommand(),
+    "--codex-run-as-linux-sandbox",
+    "--backend",
+    "auto",
+    "--sandbox-policy-cwd",
+    sb.cwd,
+    ...policy,
+    "--",
+    ...command,
+  ];
 }
 
 /** Paths where the sandbox may create an empty mount point, that do not exist now (to remove afterwards). */

@@ -61,7 +61,23 @@ export function environmentInfo(): Record<string, unknown> {
   const uri = (p: string) => `file://${p.split("/").map(encodeURIComponent).join("/")}`;
   const shellPath = ["/bin/bash", "/usr/bin/bash"].find((p) => existsSync(p)) ?? "/bin/sh";
   const capabilities = Object.fromEntries(
-    ["networkProxyLaunch", "networkProxyReviewDomains", "credentialMasking", "credentialMaskingCustomProviders", "capabilityDiscoverySandbox", "fsWatchMissing", "capabilityDiscoveryV2", "environmentConfigRead", "httpHeaderEnvVars", "sandboxedFileStreaming", "fileWriteStreaming", "shellSnapshotV2", "windowsMxc", "linuxRootWritePreservesDevices", "linuxApprovedRootWritePreservesRestrictions"].map((k) => [k, false]),
+    [
+      "networkProxyLaunch",
+      "networkProxyReviewDomains",
+      "credentialMasking",
+      "credentialMaskingCustomProviders",
+      "capabilityDiscoverySandbox",
+      "fsWatchMissing",
+      "capabilityDiscoveryV2",
+      "environmentConfigRead",
+      "httpHeaderEnvVars",
+      "sandboxedFileStreaming",
+      "fileWriteStreaming",
+      "shellSnapshotV2",
+      "windowsMxc",
+      "linuxRootWritePreservesDevices",
+      "linuxApprovedRootWritePreservesRestrictions",
+    ].map((k) => [k, false]),
   );
   return {
     shell: { name: basename(shellPath), path: shellPath },
@@ -151,7 +167,8 @@ export function startExecServer(opts: ServerOptions): ExecServer {
   // One cgroup per process, so that terminate ends everything it started (see src/shell/cgroup.ts).
   const cg = CgroupManager.detect();
   const cgroups = cg instanceof CgroupManager ? cg : undefined;
-  if (!(cg instanceof CgroupManager)) log.info("exec-server: no per-process cgroups; terminate kills process groups and descendants only", { why: cg.error });
+  if (!(cg instanceof CgroupManager))
+    log.info("exec-server: no per-process cgroups; terminate kills process groups and descendants only", { why: cg.error });
 
   const send = (c: Conn, msg: unknown) => {
     if (!c.closed) c.ws.send(JSON.stringify(msg));
@@ -211,7 +228,8 @@ export function startExecServer(opts: ServerOptions): ExecServer {
           if (resumeId !== undefined) {
             const s = sessions.get(resumeId);
             if (s === undefined) throw rpcError(RPC.INVALID_REQUEST, `unknown session id ${resumeId}`);
-            if (s.attachment !== undefined && !s.attachment.closed) throw rpcError(RPC.ALREADY_ATTACHED, `session ${resumeId} is already attached to another connection`);
+            if (s.attachment !== undefined && !s.attachment.closed)
+              throw rpcError(RPC.ALREADY_ATTACHED, `session ${resumeId} is already attached to another connection`);
             c.initSent = true;
             attach(c, s);
             return { sessionId: s.id, environmentInfo: environmentInfo() };
@@ -255,7 +273,12 @@ export function startExecServer(opts: ServerOptions): ExecServer {
           try {
             p = ManagedProcess.start(
               { processId, argv, cwd, env: childEnvironment, tty, pipeStdin, arg0, sandbox, cgroups },
-              { emit: (e, json) => s.notify(e, json), cork: (fn) => s.cork(fn), waitWritable: () => s.waitWritable(), backpressured: () => s.backpressured() },
+              {
+                emit: (e, json) => s.notify(e, json),
+                cork: (fn) => s.cork(fn),
+                waitWritable: () => s.waitWritable(),
+                backpressured: () => s.backpressured(),
+              },
             );
           } catch (e) {
             s.processes.delete(processId);
@@ -332,7 +355,11 @@ export function startExecServer(opts: ServerOptions): ExecServer {
         const m = method as FsMethod;
         const op = decodeFsOperation(m, params);
         const o = params as Record<string, unknown>;
-        const sandbox = decodeSandbox(o.sandbox ?? (o.sandboxPolicy === undefined ? undefined : { sandboxPolicy: o.sandboxPolicy, windowsSandboxLevel: "disabled" }), process.cwd(), { fsOperation: true });
+        const sandbox = decodeSandbox(
+          o.sandbox ?? (o.sandboxPolicy === undefined ? undefined : { sandboxPolicy: o.sandboxPolicy, windowsSandboxLevel: "disabled" }),
+          process.cwd(),
+          { fsOperation: true },
+        );
         return async () => {
           gate(c, method);
           return sandbox === undefined ? await op() : await runFsInSandbox(sandbox, m, params);
@@ -344,7 +371,14 @@ export function startExecServer(opts: ServerOptions): ExecServer {
   async function handle(c: Conn, raw: string | Buffer): Promise<void> {
     let text: string;
     let msg: unknown;
-    const malformed = (why: string) => send(c, { error: { code: RPC.INVALID_REQUEST, message: `failed to parse websocket JSON-RPC message from exec-server websocket ${c.peer}: ${why}` }, id: -1 });
+    const malformed = (why: string) =>
+      send(c, {
+        error: {
+          code: RPC.INVALID_REQUEST,
+          message: `failed to parse websocket JSON-RPC message from exec-server websocket ${c.peer}: ${why}`,
+        },
+        id: -1,
+      });
     try {
       text = typeof raw === "string" ? raw : new TextDecoder("utf-8", { fatal: true }).decode(raw);
       msg = JSON.parse(text);
@@ -356,7 +390,8 @@ export function startExecServer(opts: ServerOptions): ExecServer {
     if ("id" in m) {
       if (typeof m.method === "string") {
         const id = m.id;
-        if (!((typeof id === "number" && Number.isSafeInteger(id)) || typeof id === "string")) return malformed("data did not match any variant of untagged enum RequestId");
+        if (!((typeof id === "number" && Number.isSafeInteger(id)) || typeof id === "string"))
+          return malformed("data did not match any variant of untagged enum RequestId");
         return handleRequest(c, id, m.method, m.params);
       }
       if ("result" in m || "error" in m) {
@@ -377,7 +412,11 @@ export function startExecServer(opts: ServerOptions): ExecServer {
   }
 
   async function handleRequest(c: Conn, id: string | number, method: string, params: unknown): Promise<void> {
-    const known = method === "initialize" || method === "environment/info" || PROCESS_METHODS.includes(method) || (FS_METHODS as readonly string[]).includes(method);
+    const known =
+      method === "initialize" ||
+      method === "environment/info" ||
+      PROCESS_METHODS.includes(method) ||
+      (FS_METHODS as readonly string[]).includes(method);
     if (!known) return replyError(c, id, rpcError(RPC.METHOD_NOT_FOUND, `exec-server stub does not implement \`${method}\` yet`));
     const stale = c.session !== undefined && c.session.attachment !== c;
     try {
@@ -431,7 +470,18 @@ export function startExecServer(opts: ServerOptions): ExecServer {
       sendPings: true,
       idleTimeout: 0,
       open(ws) {
-        ws.data.conn = { id: nextConnId++, ws, peer: ws.data.peer, initSent: false, initialized: false, queue: [], queuedBytes: 0, busy: false, closed: false, drainWaiters: [] };
+        ws.data.conn = {
+          id: nextConnId++,
+          ws,
+          peer: ws.data.peer,
+          initSent: false,
+          initialized: false,
+          queue: [],
+          queuedBytes: 0,
+          busy: false,
+          closed: false,
+          drainWaiters: [],
+        };
       },
       message(ws, raw) {
         const c = ws.data.conn!;

@@ -33,7 +33,9 @@ export async function execpolicyCheck(command: string[], o: CheckOptions): Promi
     return CHECK_ERROR_EXIT;
   }
   if (command.length === 0) {
-    writeStderr("error: the following required arguments were not provided:\n  <COMMAND>...\n\nUsage: shellmcp execpolicy check --rules <PATH> <COMMAND>...\n");
+    writeStderr(
+      "error: the following required arguments were not provided:\n  <COMMAND>...\n\nUsage: shellmcp execpolicy check --rules <PATH> <COMMAND>...\n",
+    );
     return CHECK_ERROR_EXIT;
   }
   let policy;

@@ -29,7 +29,8 @@ export const SYSTEM_CODEX_DIR = "/etc/codex";
 export function resolveCodexHome(env: Record<string, string | undefined> = process.env): string {
   const v = env.CODEX_HOME;
   if (v !== undefined && v !== "") {
-    if (!existsSync(v)) throw new ShellmcpError("CONFIG", `CODEX_HOME points to ${JSON.stringify(v)}, but that path does not exist`, { codexHome: v });
+    if (!existsSync(v))
+      throw new ShellmcpError("CONFIG", `CODEX_HOME points to ${JSON.stringify(v)}, but that path does not exist`, { codexHome: v });
     return resolve(v);
   }
   return join(homedir(), ".codex");
@@ -72,7 +73,11 @@ export function trustedProjects(codexHome: string, config?: Record<string, unkno
   const cfg = config ?? loadConfig(codexHome);
   const projects = cfg.projects;
   if (typeof projects !== "object" || projects === null || Array.isArray(projects)) return new Set();
-  return new Set(Object.entries(projects as Record<string, { trust_level?: unknown }>).filter(([, v]) => v?.trust_level === "trusted").map(([k]) => resolve(k)));
+  return new Set(
+    Object.entries(projects as Record<string, { trust_level?: unknown }>)
+      .filter(([, v]) => v?.trust_level === "trusted")
+      .map(([k]) => resolve(k)),
+  );
 }
 
 /** Options of {@link discoverRulesFiles}. */

@@ -5,7 +5,17 @@
  */
 import { readFileSync } from "node:fs";
 import { ShellmcpError } from "../errors.ts";
-import { absoluteProgram, debugMatch, debugRule, Policy, rustDebugString, type Decision, type NetworkRule, type PatternToken, type PrefixRule } from "./policy.ts";
+import {
+  absoluteProgram,
+  debugMatch,
+  debugRule,
+  Policy,
+  rustDebugString,
+  type Decision,
+  type NetworkRule,
+  type PatternToken,
+  type PrefixRule,
+} from "./policy.ts";
 import { shlexJoin, shlexSplit } from "./shlex.ts";
 import { Evaluator, SBuiltin, SList, repr, typeName, type CallSite, type Value } from "./starlark/eval.ts";
 import { lineCol, renderDiagnostic, StarlarkError, type SourceFile } from "./starlark/syntax.ts";
@@ -233,17 +243,28 @@ export class PolicyBuilder {
   private hostExecutable(args: Value[], kwargs: [string, Value][], site: CallSite): void {
     const fail = (m: string) => builtinError(m, site);
     const { name, paths } = atCall(site, () => {
-      const p = bindArgs("host_executable", [{ name: "name", required: true }, { name: "paths", required: true }], args, kwargs);
+      const p = bindArgs(
+        "host_executable",
+        [
+          { name: "name", required: true },
+          { name: "paths", required: true },
+        ],
+        args,
+        kwargs,
+      );
       return { name: strParam("name", p.get("name"))!, paths: listParam("paths", p.get("paths"))! };
     });
     if (name === "") throw fail("invalid rule: host_executable name cannot be empty");
-    if (name.includes("/") || name === "." || name === "..") throw fail(`invalid rule: host_executable name must be a bare executable name (got ${name})`);
+    if (name.includes("/") || name === "." || name === "..")
+      throw fail(`invalid rule: host_executable name must be a bare executable name (got ${name})`);
     const out: string[] = [];
     for (const raw of paths) {
       if (typeof raw !== "string") throw fail(`invalid rule: host_executable paths must be strings (got ${typeName(raw)})`);
-      if (!(raw.startsWith("/") || raw === "~" || raw.startsWith("~/"))) throw fail(`invalid rule: host_executable paths must be absolute (got ${raw})`);
+      if (!(raw.startsWith("/") || raw === "~" || raw.startsWith("~/")))
+        throw fail(`invalid rule: host_executable paths must be absolute (got ${raw})`);
       const abs = absoluteProgram(raw);
-      if (abs.slice(abs.lastIndexOf("/") + 1) !== name) throw fail(`invalid rule: host_executable path \`${raw}\` must have basename \`${name}\``);
+      if (abs.slice(abs.lastIndexOf("/") + 1) !== name)
+        throw fail(`invalid rule: host_executable path \`${raw}\` must have basename \`${name}\``);
       if (!out.includes(abs)) out.push(abs);
     }
     this.policy.hostExecutables.set(name, out);
@@ -282,13 +303,19 @@ export class PolicyBuilder {
     const loc = `\n --> ${path}:${where.line}:${where.col}`;
     for (const ex of p.notMatches) {
       const m = mini.matchesFor(ex, { resolveHostExecutables: true });
-      if (m.length > 0) throw new RulesError("parse", path, `expected example to not match rule \`${debugMatch(m[0]!)}\`: ${shlexJoin(ex)}${loc}`, where);
+      if (m.length > 0)
+        throw new RulesError("parse", path, `expected example to not match rule \`${debugMatch(m[0]!)}\`: ${shlexJoin(ex)}${loc}`, where);
     }
     const unmatched = p.matches.filter((ex) => mini.matchesFor(ex, { resolveHostExecutables: true }).length === 0);
     if (unmatched.length > 0) {
       const rules = `[${p.rules.map((r) => rustDebugString(debugRule(r))).join(", ")}]`;
       const exs = `[${unmatched.map((ex) => rustDebugString(shlexJoin(ex))).join(", ")}]`;
-      throw new RulesError("parse", path, `expected every example to match at least one rule. rules: ${rules}; unmatched examples: ${exs}${loc}`, where);
+      throw new RulesError(
+        "parse",
+        path,
+        `expected every example to match at least one rule. rules: ${rules}; unmatched examples: ${exs}${loc}`,
+        where,
+      );
     }
   }
 }

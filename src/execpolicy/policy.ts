@@ -12,7 +12,10 @@ const SEVERITY: Record<Decision, number> = { allow: 0, prompt: 1, forbidden: 2 }
 
 /** Most severe of `decisions`; `undefined` when there are none. */
 export function strictest(decisions: readonly Decision[]): Decision | undefined {
-  return decisions.reduce<Decision | undefined>((worst, d) => (worst === undefined || SEVERITY[d] > SEVERITY[worst] ? d : worst), undefined);
+  return decisions.reduce<Decision | undefined>(
+    (worst, d) => (worst === undefined || SEVERITY[d] > SEVERITY[worst] ? d : worst),
+    undefined,
+  );
 }
 
 /** One pattern position: a literal token or a set of alternatives. */
@@ -117,7 +120,9 @@ export class Policy {
    */
   matchesFor(cmd: readonly string[], opts: MatchOptions = {}): PrefixRuleMatch[] {
     if (cmd.length === 0) return [];
-    const exact = (this.rulesByProgram.get(cmd[0]!) ?? []).map((r) => matchRule(r, cmd)).filter((m): m is PrefixRuleMatch => m !== undefined);
+    const exact = (this.rulesByProgram.get(cmd[0]!) ?? [])
+      .map((r) => matchRule(r, cmd))
+      .filter((m): m is PrefixRuleMatch => m !== undefined);
     if (exact.length > 0 || !opts.resolveHostExecutables) return exact;
     const base = basename(cmd[0]!);
     if (base === undefined) return [];
@@ -144,7 +149,8 @@ export class Policy {
    */
   check(cmd: readonly string[], opts: MatchOptions = {}, fallback?: (cmd: readonly string[]) => Decision): Evaluation {
     const matches: RuleMatch[] = this.matchesFor(cmd, opts).map((m) => ({ prefixRuleMatch: m }));
-    if (matches.length === 0 && fallback !== undefined) matches.push({ heuristicsRuleMatch: { command: [...cmd], decision: fallback(cmd) } });
+    if (matches.length === 0 && fallback !== undefined)
+      matches.push({ heuristicsRuleMatch: { command: [...cmd], decision: fallback(cmd) } });
     const decision = strictest(matches.map(ruleDecision));
     return decision === undefined ? { matchedRules: matches } : { matchedRules: matches, decision };
   }
@@ -207,7 +213,9 @@ const opt = (v: string | undefined) => (v === undefined ? "None" : `Some(${rustD
 
 /** Codex's `{:?}` of a `PrefixRule`. */
 export function debugRule(r: PrefixRule): string {
-  const rest = r.rest.map((t) => ("single" in t ? `Single(${rustDebugString(t.single)})` : `Alts([${t.alts.map(rustDebugString).join(", ")}])`)).join(", ");
+  const rest = r.rest
+    .map((t) => ("single" in t ? `Single(${rustDebugString(t.single)})` : `Alts([${t.alts.map(rustDebugString).join(", ")}])`))
+    .join(", ");
   return `PrefixRule { pattern: PrefixPattern { canonical_matching: false, first: ${rustDebugString(r.first)}, rest: [${rest}] }, decision: ${DEBUG_DECISION[r.decision]}, justification: ${opt(r.justification)} }`;
 }
 

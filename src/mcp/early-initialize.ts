@@ -45,7 +45,10 @@ function isObject(v: unknown): v is Record<string, unknown> {
  * id, `protocolVersion` string, `capabilities` object, `clientInfo` with string `name` and `version`), else
  * `undefined` (the SDK then answers, whatever it is).
  */
-export function earlyInitializeResponse(line: string, info: { name: string; version: string } = { name: SERVER_NAME, version: VERSION }): Record<string, unknown> | undefined {
+export function earlyInitializeResponse(
+  line: string,
+  info: { name: string; version: string } = { name: SERVER_NAME, version: VERSION },
+): Record<string, unknown> | undefined {
   let m: unknown;
   try {
     m = JSON.parse(line);
@@ -58,7 +61,11 @@ export function earlyInitializeResponse(line: string, info: { name: string; vers
   if (typeof p.protocolVersion !== "string" || !isObject(p.capabilities) || !isObject(p.clientInfo)) return undefined;
   if (typeof p.clientInfo.name !== "string" || typeof p.clientInfo.version !== "string") return undefined;
   const protocolVersion = SUPPORTED_PROTOCOL_VERSIONS.includes(p.protocolVersion) ? p.protocolVersion : LATEST_PROTOCOL_VERSION;
-  return { jsonrpc: "2.0", id: m.id, result: { protocolVersion, capabilities: SERVER_CAPABILITIES, serverInfo: info, instructions: INSTRUCTIONS } };
+  return {
+    jsonrpc: "2.0",
+    id: m.id,
+    result: { protocolVersion, capabilities: SERVER_CAPABILITIES, serverInfo: info, instructions: INSTRUCTIONS },
+  };
 }
 
 /**

@@ -36,7 +36,11 @@ export const ELICITATION_SCHEMA = {
   title: "Execution Permission Request",
   properties: {
     reason: { type: "string", description: "Optional reason for allowing or denying execution" },
-    always_allow: { type: "boolean", title: "Always allow", description: "Also allow this command in future sessions (adds a prefix_rule to ~/.codex/rules/default.rules)" },
+    always_allow: {
+      type: "boolean",
+      title: "Always allow",
+      description: "Also allow this command in future sessions (adds a prefix_rule to ~/.codex/rules/default.rules)",
+    },
   },
 } as const;
 
@@ -76,7 +80,9 @@ export async function decideExec(s: EscalationSettings, hooks: CallHooks, r: Res
   const name = s.preserveProgramPaths ? r.file : basename(r.file);
   const heuristicCmd = [name, ...r.argv.slice(1)];
   const policyCmd = [r.file, ...r.argv.slice(1)];
-  const e = s.policy.check(policyCmd, { resolveHostExecutables: !s.preserveProgramPaths, cwd: r.workdir }, () => (commandMightBeDangerous(heuristicCmd) ? "prompt" : "allow"));
+  const e = s.policy.check(policyCmd, { resolveHostExecutables: !s.preserveProgramPaths, cwd: r.workdir }, () =>
+    commandMightBeDangerous(heuristicCmd) ? "prompt" : "allow",
+  );
   const driven = isPolicyDriven(e);
   const approved: EscalateAction = driven ? { kind: "Escalate" } : { kind: "Run" };
   log.debug("exec decision", { file: r.file, argv: r.argv, decision: e.decision, driven });

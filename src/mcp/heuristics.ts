@@ -4,7 +4,16 @@
  */
 import { shlexSplit } from "../execpolicy/shlex.ts";
 
-const GIT_OPTS_WITH_VALUE = new Set(["-C", "-c", "--config-env", "--exec-path", "--git-dir", "--namespace", "--super-prefix", "--work-tree"]);
+const GIT_OPTS_WITH_VALUE = new Set([
+  "-C",
+  "-c",
+  "--config-env",
+  "--exec-path",
+  "--git-dir",
+  "--namespace",
+  "--super-prefix",
+  "--work-tree",
+]);
 
 function shortGroup(t: string, letters: string): boolean {
   return /^-[A-Za-z]+$/.test(t) && [...letters].some((l) => t.slice(1).includes(l));
@@ -35,8 +44,17 @@ function gitDangerous(args: readonly string[]): boolean {
     case "push":
       return rest.some(
         (t) =>
-          t === "--force" || t === "--force-with-lease" || t.startsWith("--force-with-lease=") || t === "--force-if-includes" || t.startsWith("--force-if-includes=") ||
-          t === "--delete" || t.startsWith("--delete=") || t === "-f" || t === "-d" || shortGroup(t, "fd") || (t.length > 1 && (t.startsWith("+") || t.startsWith(":"))),
+          t === "--force" ||
+          t === "--force-with-lease" ||
+          t.startsWith("--force-with-lease=") ||
+          t === "--force-if-includes" ||
+          t.startsWith("--force-if-includes=") ||
+          t === "--delete" ||
+          t.startsWith("--delete=") ||
+          t === "-f" ||
+          t === "-d" ||
+          shortGroup(t, "fd") ||
+          (t.length > 1 && (t.startsWith("+") || t.startsWith(":"))),
       );
     case "clean":
       return rest.some((t) => t === "--force" || t.startsWith("--force=") || t === "-f" || shortGroup(t, "f"));

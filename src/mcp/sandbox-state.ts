@@ -15,7 +15,14 @@
  */
 import { ShellmcpError } from "../errors.ts";
 import { existsSync } from "node:fs";
-import { parsePermissionProfile, pathFromUri, planPermissionProfile, summarySandboxPolicy, type FilesystemPlan, type PermissionProfile } from "../sandbox/permission-profile.ts";
+import {
+  parsePermissionProfile,
+  pathFromUri,
+  planPermissionProfile,
+  summarySandboxPolicy,
+  type FilesystemPlan,
+  type PermissionProfile,
+} from "../sandbox/permission-profile.ts";
 import { parseSandboxPolicy, type SandboxPolicy } from "../sandbox/policy.ts";
 import { canonicalPath, LANDLOCK_EXTRA_WRITABLE, type WritableView, type WriteEnforcement } from "../sandbox/writable.ts";
 
@@ -61,7 +68,8 @@ function optBool(v: unknown, name: string, nullOk: boolean): boolean {
 export function parseSandboxState(params: unknown): SandboxState {
   if (typeof params !== "object" || params === null || Array.isArray(params)) throw new ShellmcpError("USAGE", "params must be an object");
   const p = params as Record<string, unknown>;
-  if (p.sandboxPolicy === undefined && p.permissionProfile === undefined) throw new ShellmcpError("USAGE", "missing field `sandboxPolicy` (or `permissionProfile`)");
+  if (p.sandboxPolicy === undefined && p.permissionProfile === undefined)
+    throw new ShellmcpError("USAGE", "missing field `sandboxPolicy` (or `permissionProfile`)");
   if (typeof p.sandboxCwd !== "string") throw new ShellmcpError("USAGE", "missing field `sandboxCwd`");
   const state: SandboxState = {
     policy: { type: "read-only", access: { type: "full-access" }, network_access: false },
@@ -97,7 +105,10 @@ export function sandboxStateFromMeta(meta: Record<string, unknown> | undefined):
   try {
     state = parseSandboxState(raw);
   } catch (e) {
-    throw new ShellmcpError(e instanceof ShellmcpError ? e.code : "USAGE", `invalid _meta["${META_SANDBOX_STATE}"]: ${(e as Error).message}`);
+    throw new ShellmcpError(
+      e instanceof ShellmcpError ? e.code : "USAGE",
+      `invalid _meta["${META_SANDBOX_STATE}"]: ${(e as Error).message}`,
+    );
   }
   const launcher = meta[META_SANDBOX_LAUNCHER];
   if (state.codexLinuxSandboxExe === undefined && typeof launcher === "object" && launcher !== null) {
@@ -119,6 +130,9 @@ export function planWritableView(plan: FilesystemPlan, enforcement: WriteEnforce
   return {
     full: false,
     roots: [...plan.writableRoots.map((w) => canonicalPath(w.root)), ...extra],
-    readOnly: enforcement === "bwrap" ? [...plan.writableRoots.flatMap((w) => w.readOnlySubpaths), ...plan.deniedPaths].map((p) => canonicalPath(p)) : [],
+    readOnly:
+      enforcement === "bwrap"
+        ? [...plan.writableRoots.flatMap((w) => w.readOnlySubpaths), ...plan.deniedPaths].map((p) => canonicalPath(p))
+        : [],
   };
 }

@@ -10,7 +10,14 @@
  */
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
-import { CallToolRequestSchema, ErrorCode, JSONRPCMessageSchema, ListToolsRequestSchema, McpError, type JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
+import {
+  CallToolRequestSchema,
+  ErrorCode,
+  JSONRPCMessageSchema,
+  ListToolsRequestSchema,
+  McpError,
+  type JSONRPCMessage,
+} from "@modelcontextprotocol/sdk/types.js";
 import { ShellmcpError } from "../errors.ts";
 import { log } from "../log.ts";
 import { takeEarlyInput, type EarlyInput } from "./early-initialize.ts";
@@ -161,7 +168,13 @@ class RobustStdioTransport implements Transport {
     }
     const parsed = JSONRPCMessageSchema.safeParse(value);
     if (!parsed.success) {
-      const id = typeof value === "object" && value !== null && "id" in value && (typeof (value as { id: unknown }).id === "string" || typeof (value as { id: unknown }).id === "number") ? (value as { id: string | number }).id : null;
+      const id =
+        typeof value === "object" &&
+        value !== null &&
+        "id" in value &&
+        (typeof (value as { id: unknown }).id === "string" || typeof (value as { id: unknown }).id === "number")
+          ? (value as { id: string | number }).id
+          : null;
       // A response to one of our requests that we cannot read is dropped; anything else gets -32600.
       if (typeof value === "object" && value !== null && !("method" in value) && id !== null) return;
       this.sendError(id, ErrorCode.InvalidRequest, "Invalid Request: not a JSON-RPC 2.0 message");
@@ -189,7 +202,13 @@ class RobustStdioTransport implements Transport {
   private earlyAnswerDropped = false;
 
   async send(message: JSONRPCMessage): Promise<void> {
-    if (!this.earlyAnswerDropped && this.early !== undefined && "id" in message && !("method" in message) && message.id === this.early.answeredId()) {
+    if (
+      !this.earlyAnswerDropped &&
+      this.early !== undefined &&
+      "id" in message &&
+      !("method" in message) &&
+      message.id === this.early.answeredId()
+    ) {
       this.earlyAnswerDropped = true; // the SDK's answer to the initialize request already answered early
       return;
     }
@@ -223,11 +242,16 @@ export async function serveStdio(o: McpServerOptions): Promise<void> {
         token === undefined
           ? undefined
           : (progress, message) => {
-              extra.sendNotification({ method: "notifications/progress", params: { progressToken: token, progress, message } }).catch(() => undefined);
+              extra
+                .sendNotification({ method: "notifications/progress", params: { progressToken: token, progress, message } })
+                .catch(() => undefined);
             },
       elicit: canElicit
         ? async (message, requestedSchema) => {
-            const r = await server.elicitInput({ message, requestedSchema: requestedSchema as never }, { signal: extra.signal, timeout: 24 * 3600 * 1000 });
+            const r = await server.elicitInput(
+              { message, requestedSchema: requestedSchema as never },
+              { signal: extra.signal, timeout: 24 * 3600 * 1000 },
+            );
             return { action: r.action, content: r.content as Record<string, unknown> | undefined };
           }
         : undefined,

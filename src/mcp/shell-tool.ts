@@ -22,7 +22,13 @@ export const SHELL_TOOL: ToolDefinition = {
     properties: {
       command: { description: "The bash string to execute.", type: "string" },
       workdir: { description: "The working directory to execute the command in. Must be an absolute path.", type: "string" },
-      timeout_ms: { description: "The timeout for the command in milliseconds.", type: "integer", format: "uint64", minimum: 0, nullable: true },
+      timeout_ms: {
+        description: "The timeout for the command in milliseconds.",
+        type: "integer",
+        format: "uint64",
+        minimum: 0,
+        nullable: true,
+      },
       login: { description: "Launch Bash with -lc instead of -c: defaults to true.", type: "boolean", nullable: true },
     },
     required: ["command", "workdir"],
@@ -84,7 +90,15 @@ export function parseShellArgs(args: Record<string, unknown> | undefined): Shell
   return { command: a.command, workdir: isAbsolute(a.workdir) ? a.workdir : resolve(a.workdir), timeoutMs, login };
 }
 
-const DENIAL_WORDS = ["operation not permitted", "permission denied", "read-only file system", "seccomp", "sandbox", "landlock", "failed to write file"];
+const DENIAL_WORDS = [
+  "operation not permitted",
+  "permission denied",
+  "read-only file system",
+  "seccomp",
+  "sandbox",
+  "landlock",
+  "failed to write file",
+];
 
 /** Codex's sandbox-denial heuristic (sandboxed runs only). */
 export function likelySandboxDenied(r: RunCommandResult): boolean {
@@ -130,7 +144,12 @@ export function fitEncoded(output: string, max = MAX_ENCODED_OUTPUT_CHARS): stri
 export function formatResult(r: RunCommandResult): ToolResult {
   const secs = Math.floor(r.durationMs / 1000);
   const nanos = Math.round((r.durationMs - secs * 1000) * 1e6);
-  const body = { exit_code: r.exitCode, output: fitEncoded(r.output), duration: { secs, nanos: Math.min(nanos, 999_999_999) }, timed_out: r.timedOut };
+  const body = {
+    exit_code: r.exitCode,
+    output: fitEncoded(r.output),
+    duration: { secs, nanos: Math.min(nanos, 999_999_999) },
+    timed_out: r.timedOut,
+  };
   const isError = r.timedOut || (r.signal !== undefined && !r.cancelled) || likelySandboxDenied(r);
   return { content: [{ type: "text", text: JSON.stringify(body) }], structuredContent: body, isError };
 }

@@ -28,17 +28,23 @@ export interface SandboxCliOptions {
 /** Build the policy the flags describe. Throws `USAGE` for contradictions. */
 export function policyFromFlags(o: SandboxCliOptions): SandboxPolicy {
   if (o.policy !== undefined) {
-    if (o.sandbox !== undefined || o.fullAuto || o.addDir.length > 0 || o.network) throw new ShellmcpError("USAGE", "--policy cannot be combined with --sandbox, --full-auto, --add-dir or --network");
+    if (o.sandbox !== undefined || o.fullAuto || o.addDir.length > 0 || o.network)
+      throw new ShellmcpError("USAGE", "--policy cannot be combined with --sandbox, --full-auto, --add-dir or --network");
     return parseSandboxPolicy(o.policy);
   }
   const mode = o.fullAuto ? "workspace-write" : (o.sandbox ?? "read-only");
-  if (o.fullAuto && o.sandbox !== undefined && o.sandbox !== "workspace-write") throw new ShellmcpError("USAGE", "--full-auto means --sandbox workspace-write");
+  if (o.fullAuto && o.sandbox !== undefined && o.sandbox !== "workspace-write")
+    throw new ShellmcpError("USAGE", "--full-auto means --sandbox workspace-write");
   switch (mode) {
     case "read-only":
       if (o.addDir.length > 0) throw new ShellmcpError("USAGE", "--add-dir needs --sandbox workspace-write (or --full-auto)");
       return { type: "read-only", access: { type: "full-access" }, network_access: o.network ?? false };
     case "workspace-write":
-      return parseSandboxPolicy({ type: "workspace-write", writable_roots: o.addDir.map((d) => resolve(d)), network_access: o.network ?? false });
+      return parseSandboxPolicy({
+        type: "workspace-write",
+        writable_roots: o.addDir.map((d) => resolve(d)),
+        network_access: o.network ?? false,
+      });
     case "danger-full-access":
       return { type: "danger-full-access" };
     default:
@@ -47,7 +53,11 @@ export function policyFromFlags(o: SandboxCliOptions): SandboxPolicy {
 }
 
 /** Run `command` under the sandbox the flags describe; returns the exit status (or execs). */
-export async function sandboxLinuxCli(command: string[], o: SandboxCliOptions, defaultBackend: "auto" | "landlock" = "auto"): Promise<number> {
+export async function sandboxLinuxCli(
+  command: string[],
+  o: SandboxCliOptions,
+  defaultBackend: "auto" | "landlock" = "auto",
+): Promise<number> {
   if (process.platform !== "linux") {
     writeStderr("shellmcp: `sandbox linux` needs Linux; on macOS use `shellmcp sandbox macos`\n");
     return 2;

@@ -61,7 +61,8 @@ export type FileSystemSpecialPath =
   | { kind: "unknown"; name: string };
 
 /** Codex's `FileSystemPath`. `path` is absolute (a `file://` URI on the wire is converted). */
-export type FileSystemPath = { type: "path"; path: string } | { type: "glob_pattern"; pattern: string } | { type: "special"; value: FileSystemSpecialPath };
+export type FileSystemPath =
+  { type: "path"; path: string } | { type: "glob_pattern"; pattern: string } | { type: "special"; value: FileSystemSpecialPath };
 
 /** One entry of a restricted file system. */
 export interface FileSystemSandboxEntry {
@@ -72,7 +73,8 @@ export interface FileSystemSandboxEntry {
 }
 
 /** Codex's `ManagedFileSystemPermissions`. */
-export type ManagedFileSystem = { type: "restricted"; entries: FileSystemSandboxEntry[]; globScanMaxDepth?: number } | { type: "unrestricted" };
+export type ManagedFileSystem =
+  { type: "restricted"; entries: FileSystemSandboxEntry[]; globScanMaxDepth?: number } | { type: "unrestricted" };
 
 /** Codex's `NetworkSandboxPolicy`. */
 export type NetworkSandboxPolicy = "restricted" | "enabled";
@@ -122,7 +124,8 @@ function object(v: unknown, where: string): Record<string, unknown> {
 
 function only(o: Record<string, unknown>, allowed: readonly string[], where: string): void {
   for (const k of Object.keys(o)) {
-    if (!allowed.includes(k)) throw invalid(`unknown field \`${k}\` in ${where}, expected one of ${allowed.map((a) => `\`${a}\``).join(", ")}`);
+    if (!allowed.includes(k))
+      throw invalid(`unknown field \`${k}\` in ${where}, expected one of ${allowed.map((a) => `\`${a}\``).join(", ")}`);
   }
 }
 
@@ -206,10 +209,12 @@ function parseEntry(v: unknown, i: number): FileSystemSandboxEntry {
   const o = object(v, `entries[${i}]`);
   only(o, ["path", "access", "missing_path_behavior"], `entries[${i}]`);
   const access = o.access === "none" ? "deny" : o.access;
-  if (access !== "read" && access !== "write" && access !== "deny") throw invalid(`entries[${i}].access must be "read", "write" or "deny" (got ${JSON.stringify(o.access)})`);
+  if (access !== "read" && access !== "write" && access !== "deny")
+    throw invalid(`entries[${i}].access must be "read", "write" or "deny" (got ${JSON.stringify(o.access)})`);
   const entry: FileSystemSandboxEntry = { path: parsePath(o.path), access };
   if (o.missing_path_behavior !== undefined && o.missing_path_behavior !== null) {
-    if (o.missing_path_behavior !== "skip") throw invalid(`entries[${i}].missing_path_behavior must be "skip" (got ${JSON.stringify(o.missing_path_behavior)})`);
+    if (o.missing_path_behavior !== "skip")
+      throw invalid(`entries[${i}].missing_path_behavior must be "skip" (got ${JSON.stringify(o.missing_path_behavior)})`);
     entry.missingPathBehavior = "skip";
   }
   return entry;
@@ -250,7 +255,8 @@ export function parsePermissionProfile(input: string | unknown): PermissionProfi
         if (!Array.isArray(entries)) throw invalid("`file_system.entries` must be a list");
         fileSystem = { type: "restricted", entries: entries.map(parseEntry) };
         if (fs.glob_scan_max_depth !== undefined && fs.glob_scan_max_depth !== null) {
-          if (typeof fs.glob_scan_max_depth !== "number" || !Number.isInteger(fs.glob_scan_max_depth) || fs.glob_scan_max_depth < 1) throw invalid("`glob_scan_max_depth` must be a positive integer");
+          if (typeof fs.glob_scan_max_depth !== "number" || !Number.isInteger(fs.glob_scan_max_depth) || fs.glob_scan_max_depth < 1)
+            throw invalid("`glob_scan_max_depth` must be a positive integer");
           fileSystem.globScanMaxDepth = fs.glob_scan_max_depth;
         }
       } else throw invalid(`unknown file_system type ${JSON.stringify(fs.type)}, expected \`restricted\` or \`unrestricted\``);
@@ -334,7 +340,11 @@ function depth(p: string): number {
  * `env` supplies `$TMPDIR` for the `tmpdir` special path. Throws `SANDBOX_UNAVAILABLE` for what cannot be
  * enforced (glob patterns, unknown special kinds on read/deny entries) and `USAGE` for a bad cwd.
  */
-export function planPermissionProfile(p: PermissionProfile, cwd: string, env: Record<string, string | undefined> = process.env): FilesystemPlan {
+export function planPermissionProfile(
+  p: PermissionProfile,
+  cwd: string,
+  env: Record<string, string | undefined> = process.env,
+): FilesystemPlan {
   const open = (fullWrite: boolean, net: NetworkSandboxPolicy, sandboxed: boolean): FilesystemPlan => ({
     sandboxed,
     fullRead: true,
@@ -358,7 +368,10 @@ export function planPermissionProfile(p: PermissionProfile, cwd: string, env: Re
     let raw: string | undefined;
     const where = JSON.stringify(wireEntry(e));
     if (e.path.type === "glob_pattern") {
-      throw new ShellmcpError("SANDBOX_UNAVAILABLE", `cannot enforce permission profile entry ${where}: glob_pattern entries are not supported by shellmcp yet`);
+      throw new ShellmcpError(
+        "SANDBOX_UNAVAILABLE",
+        `cannot enforce permission profile entry ${where}: glob_pattern entries are not supported by shellmcp yet`,
+      );
     }
     if (e.path.type === "path") raw = e.path.path;
     else {
@@ -368,8 +381,16 @@ export function planPermissionProfile(p: PermissionProfile, cwd: string, env: Re
           raw = "/";
           break;
         case "minimal":
-          if (e.access === "deny") throw new ShellmcpError("SANDBOX_UNAVAILABLE", `cannot enforce permission profile entry ${where}: denying the platform's system folders is not supported`);
-          if (e.access === "write") throw new ShellmcpError("SANDBOX_UNAVAILABLE", `cannot enforce permission profile entry ${where}: write access to the platform's system folders is not supported`);
+          if (e.access === "deny")
+            throw new ShellmcpError(
+              "SANDBOX_UNAVAILABLE",
+              `cannot enforce permission profile entry ${where}: denying the platform's system folders is not supported`,
+            );
+          if (e.access === "write")
+            throw new ShellmcpError(
+              "SANDBOX_UNAVAILABLE",
+              `cannot enforce permission profile entry ${where}: write access to the platform's system folders is not supported`,
+            );
           minimal = true;
           continue;
         case "project_roots":
@@ -390,7 +411,10 @@ export function planPermissionProfile(p: PermissionProfile, cwd: string, env: Re
             log.warn("permission profile: ignored a write entry with an unknown special path (it only narrows access)", { kind: v.name });
             continue;
           }
-          throw new ShellmcpError("SANDBOX_UNAVAILABLE", `cannot enforce permission profile entry ${where}: unknown special path kind \`${v.name}\``);
+          throw new ShellmcpError(
+            "SANDBOX_UNAVAILABLE",
+            `cannot enforce permission profile entry ${where}: unknown special path kind \`${v.name}\``,
+          );
       }
     }
     // Grants follow symlinks (a project reached through a link is the project). Restrictions do not follow
@@ -434,7 +458,11 @@ export function planPermissionProfile(p: PermissionProfile, cwd: string, env: Re
         // A read-only carve-out inside something writable (enforced even when missing: its creation is blocked).
         const owner = [...writes].reverse().find((w) => isUnder(path, w) && w !== path);
         if (owner !== undefined) writableRoots.find((w) => w.root === owner)?.readOnlySubpaths.push(path);
-        else if (fullWrite) throw new ShellmcpError("SANDBOX_UNAVAILABLE", `cannot enforce read-only ${path} under a writable root folder: shellmcp keeps the root read-only in that case`);
+        else if (fullWrite)
+          throw new ShellmcpError(
+            "SANDBOX_UNAVAILABLE",
+            `cannot enforce read-only ${path} under a writable root folder: shellmcp keeps the root read-only in that case`,
+          );
       } else if (!fullRead && v.exists) readable.push(path);
     } else {
       // deny: only meaningful where something above would grant access.
@@ -444,7 +472,10 @@ export function planPermissionProfile(p: PermissionProfile, cwd: string, env: Re
     }
   }
   if (fullWrite && (denied.length > 0 || writableRoots.some((w) => w.readOnlySubpaths.length > 0))) {
-    throw new ShellmcpError("SANDBOX_UNAVAILABLE", "cannot enforce a permission profile that makes `/` writable but keeps paths below it read-only or denied");
+    throw new ShellmcpError(
+      "SANDBOX_UNAVAILABLE",
+      "cannot enforce a permission profile that makes `/` writable but keeps paths below it read-only or denied",
+    );
   }
   for (const w of writableRoots) w.readOnlySubpaths.sort((a, b) => depth(a) - depth(b));
   return {
@@ -465,8 +496,18 @@ export function planPermissionProfile(p: PermissionProfile, cwd: string, env: Re
  * {@link writableRoots}, the readable roots of {@link readableRoots} (without platform defaults, which are
  * `includePlatformDefaults`), `strict` false.
  */
-export function planSandboxPolicy(policy: SandboxPolicy, cwd: string, env: Record<string, string | undefined> = process.env): FilesystemPlan {
-  const base = { readableRoots: [] as string[], includePlatformDefaults: false, writableRoots: [] as WritableRoot[], deniedPaths: [] as string[], strict: false };
+export function planSandboxPolicy(
+  policy: SandboxPolicy,
+  cwd: string,
+  env: Record<string, string | undefined> = process.env,
+): FilesystemPlan {
+  const base = {
+    readableRoots: [] as string[],
+    includePlatformDefaults: false,
+    writableRoots: [] as WritableRoot[],
+    deniedPaths: [] as string[],
+    strict: false,
+  };
   switch (policy.type) {
     case "danger-full-access":
       return { ...base, sandboxed: false, fullRead: true, fullWrite: true, network: "enabled" };
@@ -477,7 +518,19 @@ export function planSandboxPolicy(policy: SandboxPolicy, cwd: string, env: Recor
       const roots = writableRoots(policy, cwd, env);
       const access = policy.type === "read-only" ? policy.access : policy.read_only_access;
       const restricted = access.type === "restricted" ? access : undefined;
-      const readable = restricted === undefined ? [] : (readableRoots({ ...policy, ...(policy.type === "read-only" ? { access: { ...restricted, include_platform_defaults: false } } : { read_only_access: { ...restricted, include_platform_defaults: false } }) } as SandboxPolicy, cwd, roots) ?? []);
+      const readable =
+        restricted === undefined
+          ? []
+          : (readableRoots(
+              {
+                ...policy,
+                ...(policy.type === "read-only"
+                  ? { access: { ...restricted, include_platform_defaults: false } }
+                  : { read_only_access: { ...restricted, include_platform_defaults: false } }),
+              } as SandboxPolicy,
+              cwd,
+              roots,
+            ) ?? []);
       return {
         ...base,
         sandboxed: true,
@@ -501,10 +554,19 @@ export function planSandboxPolicy(policy: SandboxPolicy, cwd: string, env: Recor
 export function summarySandboxPolicy(plan: FilesystemPlan): SandboxPolicy {
   if (!plan.sandboxed) return { type: "danger-full-access" };
   if (plan.fullWrite) return { type: "external-sandbox", network_access: plan.network };
-  const access = plan.fullRead ? ({ type: "full-access" } as const) : ({ type: "restricted", include_platform_defaults: plan.includePlatformDefaults, readable_roots: plan.readableRoots } as const);
+  const access = plan.fullRead
+    ? ({ type: "full-access" } as const)
+    : ({ type: "restricted", include_platform_defaults: plan.includePlatformDefaults, readable_roots: plan.readableRoots } as const);
   const net = plan.network === "enabled";
   if (plan.writableRoots.length === 0) return { type: "read-only", access, network_access: net };
-  return { type: "workspace-write", writable_roots: plan.writableRoots.map((w) => w.root), read_only_access: access, network_access: net, exclude_tmpdir_env_var: true, exclude_slash_tmp: true };
+  return {
+    type: "workspace-write",
+    writable_roots: plan.writableRoots.map((w) => w.root),
+    read_only_access: access,
+    network_access: net,
+    exclude_tmpdir_env_var: true,
+    exclude_slash_tmp: true,
+  };
 }
 
 /**
@@ -514,7 +576,12 @@ export function summarySandboxPolicy(plan: FilesystemPlan): SandboxPolicy {
  */
 export function linuxReadableRoots(plan: FilesystemPlan, extra: string[] = []): string[] | undefined {
   if (plan.fullRead) return undefined;
-  const roots = [...plan.readableRoots, ...plan.writableRoots.map((w) => w.root), ...(plan.includePlatformDefaults ? LINUX_PLATFORM_READ_DEFAULTS : []), ...extra];
+  const roots = [
+    ...plan.readableRoots,
+    ...plan.writableRoots.map((w) => w.root),
+    ...(plan.includePlatformDefaults ? LINUX_PLATFORM_READ_DEFAULTS : []),
+    ...extra,
+  ];
   return [...new Set(roots.filter((r) => existsSync(r)).map(canonical))];
 }
 
@@ -525,9 +592,12 @@ export function linuxReadableRoots(plan: FilesystemPlan, extra: string[] = []): 
 export function landlockCanEnforce(plan: FilesystemPlan): string | undefined {
   if (!plan.strict) return undefined;
   const sub = plan.writableRoots.find((w) => w.readOnlySubpaths.length > 0);
-  if (sub !== undefined) return `the permission profile keeps ${sub.readOnlySubpaths[0]} read-only inside the writable ${sub.root}, which Landlock cannot enforce: use the bubblewrap backend (install bubblewrap, or --sandbox-backend bwrap)`;
-  const readArea = (p: string) => plan.fullRead || plan.readableRoots.some((r) => isUnder(p, r)) || plan.writableRoots.some((w) => isUnder(p, w.root));
+  if (sub !== undefined)
+    return `the permission profile keeps ${sub.readOnlySubpaths[0]} read-only inside the writable ${sub.root}, which Landlock cannot enforce: use the bubblewrap backend (install bubblewrap, or --sandbox-backend bwrap)`;
+  const readArea = (p: string) =>
+    plan.fullRead || plan.readableRoots.some((r) => isUnder(p, r)) || plan.writableRoots.some((w) => isUnder(p, w.root));
   const d = plan.deniedPaths.find(readArea);
-  if (d !== undefined) return `the permission profile denies ${d} inside a readable folder, which Landlock cannot enforce: use the bubblewrap backend (install bubblewrap, or --sandbox-backend bwrap)`;
+  if (d !== undefined)
+    return `the permission profile denies ${d} inside a readable folder, which Landlock cannot enforce: use the bubblewrap backend (install bubblewrap, or --sandbox-backend bwrap)`;
   return undefined;
 }

@@ -56,7 +56,8 @@ function fields(o: Record<string, unknown>, allowed: readonly string[], where: s
   for (const [k0, v] of Object.entries(o)) {
     const k = FIELD_ALIASES[k0] ?? k0;
     if (k === "type") continue;
-    if (!allowed.includes(k)) throw invalid(`unknown field \`${k0}\` in ${where}, expected one of ${allowed.map((a) => `\`${a}\``).join(", ") || "none"}`);
+    if (!allowed.includes(k))
+      throw invalid(`unknown field \`${k0}\` in ${where}, expected one of ${allowed.map((a) => `\`${a}\``).join(", ") || "none"}`);
     out[k] = v;
   }
   return out;
@@ -86,7 +87,11 @@ function parseAccess(v: unknown, where: string): ReadOnlyAccess {
   }
   if (t === "restricted") {
     const f = fields(o, ["include_platform_defaults", "readable_roots"], where);
-    return { type: "restricted", include_platform_defaults: bool(f.include_platform_defaults, "include_platform_defaults", true), readable_roots: absPaths(f.readable_roots, "readable_roots") };
+    return {
+      type: "restricted",
+      include_platform_defaults: bool(f.include_platform_defaults, "include_platform_defaults", true),
+      readable_roots: absPaths(f.readable_roots, "readable_roots"),
+    };
   }
   throw invalid(`unknown variant \`${String(o.type)}\` in \`${where}\`, expected \`full-access\` or \`restricted\``);
 }
@@ -118,7 +123,7 @@ export function parseSandboxPolicy(input: string | unknown): SandboxPolicy {
     case "external-sandbox": {
       const f = fields(o, ["network_access"], type);
       const n = f.network_access ?? "restricted";
-      if (n !== "restricted" && n !== "enabled") throw invalid("`network_access` of external-sandbox must be \"restricted\" or \"enabled\"");
+      if (n !== "restricted" && n !== "enabled") throw invalid('`network_access` of external-sandbox must be "restricted" or "enabled"');
       return { type, network_access: n };
     }
     case "workspace-write": {
@@ -133,7 +138,9 @@ export function parseSandboxPolicy(input: string | unknown): SandboxPolicy {
       };
     }
     default:
-      throw invalid(`unknown variant \`${String(o.type)}\`, expected one of ${POLICY_TYPES.map((t) => `\`${t}\``).join(", ")}`, { type: o.type });
+      throw invalid(`unknown variant \`${String(o.type)}\`, expected one of ${POLICY_TYPES.map((t) => `\`${t}\``).join(", ")}`, {
+        type: o.type,
+      });
   }
 }
 
@@ -154,7 +161,11 @@ export function serializeSandboxPolicy(p: SandboxPolicy): string {
       const o: Record<string, unknown> = { type: p.type };
       if (p.writable_roots.length > 0) o.writable_roots = p.writable_roots;
       if (p.read_only_access.type !== "full-access") o.read_only_access = p.read_only_access;
-      Object.assign(o, { network_access: p.network_access, exclude_tmpdir_env_var: p.exclude_tmpdir_env_var, exclude_slash_tmp: p.exclude_slash_tmp });
+      Object.assign(o, {
+        network_access: p.network_access,
+        exclude_tmpdir_env_var: p.exclude_tmpdir_env_var,
+        exclude_slash_tmp: p.exclude_slash_tmp,
+      });
       return JSON.stringify(o);
     }
   }
@@ -272,7 +283,19 @@ export function writableRoots(p: SandboxPolicy, cwd: string, env: Record<string,
 }
 
 /** Linux platform defaults for restricted reads: system folders a program needs to start. */
-export const LINUX_PLATFORM_READ_DEFAULTS = ["/bin", "/sbin", "/usr", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/dev", "/proc", "/sys/devices/system/cpu"];
+export const LINUX_PLATFORM_READ_DEFAULTS = [
+  "/bin",
+  "/sbin",
+  "/usr",
+  "/lib",
+  "/lib32",
+  "/lib64",
+  "/libx32",
+  "/etc",
+  "/dev",
+  "/proc",
+  "/sys/devices/system/cpu",
+];
 
 /**
  * Readable roots for a restricted-read policy (docs/sandbox.md, "Read access"): `readable_roots`, the cwd, every writable root,
@@ -282,7 +305,13 @@ export const LINUX_PLATFORM_READ_DEFAULTS = ["/bin", "/sbin", "/usr", "/lib", "/
 export function readableRoots(p: SandboxPolicy, cwd: string, writable: WritableRoot[], extra: string[] = []): string[] | undefined {
   const access = p.type === "read-only" ? p.access : p.type === "workspace-write" ? p.read_only_access : undefined;
   if (access === undefined || access.type === "full-access") return undefined;
-  const roots = [...access.readable_roots, cwd, ...writable.map((w) => w.root), ...(access.include_platform_defaults ? LINUX_PLATFORM_READ_DEFAULTS : []), ...extra];
+  const roots = [
+    ...access.readable_roots,
+    cwd,
+    ...writable.map((w) => w.root),
+    ...(access.include_platform_defaults ? LINUX_PLATFORM_READ_DEFAULTS : []),
+    ...extra,
+  ];
   return [...new Set(roots.filter((r) => existsSync(r)).map(canonical))];
 }
 

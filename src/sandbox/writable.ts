@@ -35,8 +35,14 @@ export const LANDLOCK_EXTRA_WRITABLE = ["/dev/shm"];
  * The writable view of a shell started under `policy` with `cwd` as the policy cwd and `env` as its environment.
  * `enforcement` says which backend runs it (`none` when the shell is not sandboxed at all).
  */
-export function writableView(policy: SandboxPolicy, cwd: string, enforcement: WriteEnforcement, env: Record<string, string | undefined>): WritableView {
-  if (enforcement === "none" || policy.type === "danger-full-access" || hasFullDiskWrite(policy)) return { full: true, roots: [], readOnly: [] };
+export function writableView(
+  policy: SandboxPolicy,
+  cwd: string,
+  enforcement: WriteEnforcement,
+  env: Record<string, string | undefined>,
+): WritableView {
+  if (enforcement === "none" || policy.type === "danger-full-access" || hasFullDiskWrite(policy))
+    return { full: true, roots: [], readOnly: [] };
   const roots = writableRoots(policy, cwd, env);
   const extra = enforcement === "landlock" ? LANDLOCK_EXTRA_WRITABLE.filter((p) => existsSync(p)).map((p) => canonicalPath(p)) : [];
   return {

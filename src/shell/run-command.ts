@@ -66,16 +66,27 @@ export interface Launch {
  * Plan the launch: Seatbelt on macOS, direct bwrap where possible, else {@link shellArgv}. Throws
  * `SANDBOX_UNAVAILABLE` (refusals).
  */
-export function planLaunch(o: Pick<RunCommandOptions, "shellPath" | "login" | "command" | "policy" | "sandboxCwd" | "launcher" | "wrapperPath">): Launch {
+export function planLaunch(
+  o: Pick<RunCommandOptions, "shellPath" | "login" | "command" | "policy" | "sandboxCwd" | "launcher" | "wrapperPath">,
+): Launch {
   if (o.launcher.seatbelt !== undefined) {
-    const l = seatbeltShellLaunch(o.launcher.seatbelt.plan, { shellPath: o.shellPath, login: o.login, command: o.command, exePath: o.wrapperPath });
+    const l = seatbeltShellLaunch(o.launcher.seatbelt.plan, {
+      shellPath: o.shellPath,
+      login: o.login,
+      command: o.command,
+      exePath: o.wrapperPath,
+    });
     return { argv: l.argv, sandboxed: l.sandboxed, env: l.env };
   }
   const viaHelper = shellArgv(o);
   const d = o.launcher.direct;
   if (!viaHelper.sandboxed || d === undefined) return viaHelper;
   const shell = [o.shellPath, o.login ? "-lc" : "-c", o.command];
-  const plan = planBwrap(d.bwrap, { policy: o.policy, profile: d.profile, policyCwd: o.sandboxCwd, command: shell, backend: "bwrap", noProc: d.noProc }, { seccompFd: SECCOMP_FD });
+  const plan = planBwrap(
+    d.bwrap,
+    { policy: o.policy, profile: d.profile, policyCwd: o.sandboxCwd, command: shell, backend: "bwrap", noProc: d.noProc },
+    { seccompFd: SECCOMP_FD },
+  );
   if (plan.direct) return { argv: plan.argv, sandboxed: true, bwrap: plan };
   releaseBwrapPlan(plan); // the plan needs our inner stage: let the helper build it
   return viaHelper;
@@ -131,7 +142,11 @@ export function joinCgroupFirst(procs: string, argv: string[]): string[] {
  * listener's (socket fd, wrapper paths), the intercept set when given, `CODEX_SANDBOX_NETWORK_DISABLED=1` when the
  * network is off, and the launcher's own (Seatbelt's `CODEX_SANDBOX`).
  */
-export function shellEnvironment(o: Pick<RunCommandOptions, "env" | "policy" | "interceptSet">, protocol: Record<string, string>, launcherEnv?: Record<string, string>): Record<string, string> {
+export function shellEnvironment(
+  o: Pick<RunCommandOptions, "env" | "policy" | "interceptSet">,
+  protocol: Record<string, string>,
+  launcherEnv?: Record<string, string>,
+): Record<string, string> {
   const env: Record<string, string> = { ...o.env };
   for (const k of PROTOCOL_ENV_VARS) delete env[k];
   Object.assign(env, protocol);
@@ -163,11 +178,25 @@ export interface RunCommandResult {
 }
 
 /** The argv that starts the shell, through the sandbox helper when the policy needs one. */
-export function shellArgv(o: Pick<RunCommandOptions, "shellPath" | "login" | "command" | "policy" | "sandboxCwd" | "launcher">): { argv: string[]; argv0?: string; sandboxed: boolean } {
+export function shellArgv(o: Pick<RunCommandOptions, "shellPath" | "login" | "command" | "policy" | "sandboxCwd" | "launcher">): {
+  argv: string[];
+  argv0?: string;
+  sandboxed: boolean;
+} {
   const shell = [o.shellPath, o.login ? "-lc" : "-c", o.command];
-  if (o.policy.type === "danger-full-access" || (hasFullDiskWrite(o.policy) && hasFullNetwork(o.policy))) return { argv: shell, sandboxed: false };
+  if (o.policy.type === "danger-full-access" || (hasFullDiskWrite(o.policy) && hasFullNetwork(o.policy)))
+    return { argv: shell, sandboxed: false };
   return {
-    argv: [o.launcher.exe, ...o.launcher.flags, "--sandbox-policy-cwd", o.sandboxCwd, "--sandbox-policy", serializeSandboxPolicy(o.policy), "--", ...shell],
+    argv: [
+      o.launcher.exe,
+      ...o.launcher.flags,
+      "--sandbox-policy-cwd",
+      o.sandboxCwd,
+      "--sandbox-policy",
+      serializeSandboxPolicy(o.policy),
+      "--",
+      ...shell,
+    ],
     argv0: "codex-linux-sandbox",
     sandboxed: true,
   };
@@ -178,11 +207,23 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
   const t0 = performance.now();
   const out = new CappedOutput(o.maxOutputBytes);
   const sandboxedGuess = shellArgv(o).sandboxed;
-  const fail = (msg: string): RunCommandResult => ({ exitCode: 127, output: msg, durationMs: performance.now() - t0, timedOut: false, cancelled: false, outputBytes: 0, droppedBytes: 0, sandboxed: sandboxedGuess, spawnError: msg });
+  const fail = (msg: string): RunCommandResult => ({
+    exitCode: 127,
+    output: msg,
+    durationMs: performance.now() - t0,
+    timedOut: false,
+    cancelled: false,
+    outputBytes: 0,
+    droppedBytes: 0,
+    sandboxed: sandboxedGuess,
+    spawnError: msg,
+  });
   try {
     if (!statSync(o.workdir).isDirectory()) return fail(`workdir is not a directory: ${o.workdir}`);
   } catch (e) {
-    return fail(`workdir ${o.workdir}: ${(e as NodeJS.ErrnoException).code === "ENOENT" ? "No such file or directory (os error 2)" : (e as Error).message}`);
+    return fail(
+      `workdir ${o.workdir}: ${(e as NodeJS.ErrnoException).code === "ENOENT" ? "No such file or directory (os error 2)" : (e as Error).message}`,
+    );
   }
   let launch: Launch;
   try {
@@ -191,7 +232,16 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
     // A sandbox that cannot be built as asked (e.g. a protected path that is a symlink): fail closed, as the
     // helper does (status 101, the reason in the output).
     const msg = `shellmcp: ${(e as Error).message}\n`;
-    return { exitCode: SANDBOX_FAILURE_EXIT, output: msg, durationMs: performance.now() - t0, timedOut: false, cancelled: false, outputBytes: msg.length, droppedBytes: 0, sandboxed: true };
+    return {
+      exitCode: SANDBOX_FAILURE_EXIT,
+      output: msg,
+      durationMs: performance.now() - t0,
+      timedOut: false,
+      cancelled: false,
+      outputBytes: msg.length,
+      droppedBytes: 0,
+      sandboxed: true,
+    };
   }
   const { argv, argv0, sandboxed } = launch;
   /** Give back the direct plan's host mount points, once the sandbox has ended. */
@@ -203,7 +253,10 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
   let killed: "timeout" | "cancel" | undefined;
   let stopwatch: Stopwatch | undefined;
   // What an escalation may run is judged against the sandbox as it is now, when the shell starts.
-  const boundary: EscalationBoundary = { baseEnv: o.env, writable: (o.writable ?? ((e) => writableView(o.policy, o.sandboxCwd, e, o.env)))(launcherEnforcement(sandboxed, o.launcher)) };
+  const boundary: EscalationBoundary = {
+    baseEnv: o.env,
+    writable: (o.writable ?? ((e) => writableView(o.policy, o.sandboxCwd, e, o.env)))(launcherEnforcement(sandboxed, o.launcher)),
+  };
   let cgroup: CallCgroup | undefined;
   try {
     cgroup = o.cgroups?.create();
@@ -224,7 +277,16 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
   if (stopwatch.expired) {
     release();
     await listener.close();
-    return { exitCode: 124, output: "", durationMs: performance.now() - t0, timedOut: true, cancelled: false, outputBytes: 0, droppedBytes: 0, sandboxed };
+    return {
+      exitCode: 124,
+      output: "",
+      durationMs: performance.now() - t0,
+      timedOut: true,
+      cancelled: false,
+      outputBytes: 0,
+      droppedBytes: 0,
+      sandboxed,
+    };
   }
   const [readEnd, writeEnd] = libc.pipe2(libc.SOCK.SOCK_CLOEXEC);
   const seccomp = launch.bwrap?.seccomp === undefined ? undefined : bytesPipe(launch.bwrap.seccomp);
@@ -261,7 +323,8 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
   };
   o.signal?.addEventListener("abort", onAbort);
   if (o.signal?.aborted) onAbort();
-  const progress = o.onProgress === undefined ? undefined : setInterval(() => o.onProgress!(performance.now() - t0, out.total), PROGRESS_INTERVAL_MS);
+  const progress =
+    o.onProgress === undefined ? undefined : setInterval(() => o.onProgress!(performance.now() - t0, out.total), PROGRESS_INTERVAL_MS);
 
   // Read the shared pipe until EOF; after the shell exits, give it DRAIN_MS more.
   const reader = Bun.file(readEnd).stream().getReader();

@@ -67,7 +67,10 @@ describe("loadConfig", () => {
     const cfg = loadConfig(home("codex", CODEX_CONFIG));
     expect((cfg.features as Record<string, unknown>).shell_tool).toBe(false);
     expect(((cfg.mcp_servers as Record<string, Record<string, unknown>>).shell!.env as Record<string, string>).CODEX_HOME).toBe("/tmp/x");
-    expect(((cfg.profiles as Record<string, Record<string, unknown[]>>).fast!.hooks as { name: string }[]).map((h) => h.name)).toEqual(["a", "b"]);
+    expect(((cfg.profiles as Record<string, Record<string, unknown[]>>).fast!.hooks as { name: string }[]).map((h) => h.name)).toEqual([
+      "a",
+      "b",
+    ]);
     expect(cfg.last_updated instanceof Date && (cfg.last_updated as Date).toISOString()).toBe("2026-11-22T14:30:00.000Z");
     expect((cfg.birthday as Date).toISOString()).toBe("1979-05-27");
     expect(cfg.wake instanceof Date).toBe(true);
@@ -99,7 +102,13 @@ describe("loadConfig", () => {
   });
 
   test("-c overrides: TOML values, bare words as strings, dotted and quoted keys, applied over the file", () => {
-    const cfg = loadConfig(home("ov", CODEX_CONFIG), ['shell_environment_policy.inherit="all"', "features.shell_tool=true", "model=o3", 'projects."/p/x.y".trust_level="trusted"', "a.b.c=[1, 2]"]);
+    const cfg = loadConfig(home("ov", CODEX_CONFIG), [
+      'shell_environment_policy.inherit="all"',
+      "features.shell_tool=true",
+      "model=o3",
+      'projects."/p/x.y".trust_level="trusted"',
+      "a.b.c=[1, 2]",
+    ]);
     expect((cfg.shell_environment_policy as Record<string, unknown>).inherit).toBe("all");
     expect((cfg.shell_environment_policy as Record<string, unknown>).set).toEqual({ FOO: "bar" });
     expect((cfg.features as Record<string, unknown>).shell_tool).toBe(true);
@@ -124,7 +133,8 @@ describe("rules discovery sees the parsed config", () => {
     writeFileSync(join(proj, ".codex", "rules", "default.rules"), 'prefix_rule(pattern = ["ls"], decision = "allow")\n');
     const h = home("trust", 'model = "x"\n');
     expect(trustedProjects(h).size).toBe(0);
-    const files = (cfg: Record<string, unknown> | undefined) => discoverRulesFiles({ codexHome: h, cwd: proj, systemDir: join(dir, "nosys"), config: cfg }).filter((f) => f.layer === "project");
+    const files = (cfg: Record<string, unknown> | undefined) =>
+      discoverRulesFiles({ codexHome: h, cwd: proj, systemDir: join(dir, "nosys"), config: cfg }).filter((f) => f.layer === "project");
     expect(files(undefined)).toEqual([]);
     const cfg = loadConfig(h, [`projects."${proj}".trust_level="trusted"`]);
     expect(trustedProjects(h, cfg)).toEqual(new Set([proj]));

@@ -19,7 +19,15 @@ const skip = skipWithout("agent session", shellsMissing() ?? toolMissing("node",
 const RULES = join(ROOT, "examples", "rules", "agent.rules");
 
 function git(dir: string, ...args: string[]): string {
-  const r = Bun.spawnSync(["git", "-C", dir, ...args], { env: { ...process.env, GIT_AUTHOR_NAME: "t", GIT_AUTHOR_EMAIL: "t@example.com", GIT_COMMITTER_NAME: "t", GIT_COMMITTER_EMAIL: "t@example.com" } });
+  const r = Bun.spawnSync(["git", "-C", dir, ...args], {
+    env: {
+      ...process.env,
+      GIT_AUTHOR_NAME: "t",
+      GIT_AUTHOR_EMAIL: "t@example.com",
+      GIT_COMMITTER_NAME: "t",
+      GIT_COMMITTER_EMAIL: "t@example.com",
+    },
+  });
   if (r.exitCode !== 0) throw new Error(`git ${args.join(" ")}: ${r.stderr}`);
   return r.stdout.toString().trim();
 }
@@ -33,7 +41,10 @@ function project() {
   for (const d of [repo, outside]) mkdirSync(d, { recursive: true });
   writeFileSync(join(repo, "package.json"), JSON.stringify({ name: "demo", version: "1.0.0", type: "module" }, null, 2) + "\n");
   writeFileSync(join(repo, "sum.js"), "export function sum(a, b) {\n  return a - b;\n}\n");
-  writeFileSync(join(repo, "sum.test.js"), 'import { test } from "node:test";\nimport assert from "node:assert";\nimport { sum } from "./sum.js";\n\ntest("sum", () => assert.strictEqual(sum(2, 3), 5));\n');
+  writeFileSync(
+    join(repo, "sum.test.js"),
+    'import { test } from "node:test";\nimport assert from "node:assert";\nimport { sum } from "./sum.js";\n\ntest("sum", () => assert.strictEqual(sum(2, 3), 5));\n',
+  );
   git(repo, "init", "-q", "-b", "main");
   git(repo, "add", "-A");
   git(repo, "commit", "-qm", "initial");
@@ -67,14 +78,22 @@ for (const shell of ["bash", "zsh"] as const) {
       const s = await startServe({
         codexHome: home,
         args: ["--shell", shell],
-        env: { HOME: p.base, GIT_AUTHOR_NAME: "Agent", GIT_AUTHOR_EMAIL: "agent@example.com", GIT_COMMITTER_NAME: "Agent", GIT_COMMITTER_EMAIL: "agent@example.com", MY_SECRET_TOKEN: "s3cr3t-value" },
+        env: {
+          HOME: p.base,
+          GIT_AUTHOR_NAME: "Agent",
+          GIT_AUTHOR_EMAIL: "agent@example.com",
+          GIT_COMMITTER_NAME: "Agent",
+          GIT_COMMITTER_EMAIL: "agent@example.com",
+          MY_SECRET_TOKEN: "s3cr3t-value",
+        },
         onElicit: (message) => {
           if (message.includes("git push")) return { action: ++pushAsks === 1 ? "decline" : "accept" };
           return { action: "decline" };
         },
       });
       sessions.push(s);
-      const run = async (command: string, extra: Record<string, unknown> = {}) => (await s.shell({ command, workdir: p.repo, login: false, timeout_ms: 30000, ...extra })).out;
+      const run = async (command: string, extra: Record<string, unknown> = {}) =>
+        (await s.shell({ command, workdir: p.repo, login: false, timeout_ms: 30000, ...extra })).out;
 
       // Codex announces its sandbox: workspace-write on the repository, network off.
       expect(await s.sandboxState({ type: "workspace-write", network_access: false }, p.repo)).toEqual({});
@@ -128,7 +147,9 @@ for (const shell of ["bash", "zsh"] as const) {
       const accepted = await run("git push -q origin HEAD:main && echo pushed");
       expect(accepted.output).toContain("pushed");
       expect(pushAsks).toBe(2);
-      expect(Bun.spawnSync(["git", "--git-dir", p.remote, "rev-parse", "main"]).stdout.toString().trim()).toBe(git(p.repo, "rev-parse", "HEAD"));
+      expect(Bun.spawnSync(["git", "--git-dir", p.remote, "rev-parse", "main"]).stdout.toString().trim()).toBe(
+        git(p.repo, "rev-parse", "HEAD"),
+      );
 
       // rm -rf / is forbidden: denied before it runs, nothing deleted.
       const rm = await run("rm -rf /; echo rc=$?");

@@ -83,11 +83,21 @@ describe("no autoload from an untrusted cwd", () => {
       require("node:fs").mkdirSync(join(dir, rel, ".."), { recursive: true });
       writeFileSync(join(dir, rel), evil);
     }
-    const p = Bun.spawn([ensureBinary(), "serve", "--sandbox", "danger-full-access"], { cwd: dir, env: { PATH: "/usr/bin:/bin", CODEX_HOME: dir }, stdin: "pipe", stdout: "pipe", stderr: "pipe" });
+    const p = Bun.spawn([ensureBinary(), "serve", "--sandbox", "danger-full-access"], {
+      cwd: dir,
+      env: { PATH: "/usr/bin:/bin", CODEX_HOME: dir },
+      stdin: "pipe",
+      stdout: "pipe",
+      stderr: "pipe",
+    });
     const sink = p.stdin as import("bun").FileSink;
-    sink.write('{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}\n');
+    sink.write(
+      '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}\n',
+    );
     sink.write('{"jsonrpc":"2.0","method":"notifications/initialized"}\n');
-    sink.write(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"shell","arguments":{"command":"/bin/echo intercepted","workdir":${JSON.stringify(dir)},"login":false}}}\n`);
+    sink.write(
+      `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"shell","arguments":{"command":"/bin/echo intercepted","workdir":${JSON.stringify(dir)},"login":false}}}\n`,
+    );
     await sink.flush();
     const reader = p.stdout.getReader();
     let out = "";

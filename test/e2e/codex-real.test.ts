@@ -13,7 +13,14 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 
 import { join } from "node:path";
 import { ensureBinary, ROOT } from "../helpers/binary.ts";
 import { referenceCodex } from "../helpers/reference.ts";
-import { finalMessage, functionCallOutput, mcpToolCall, offersMcpServer, ResponsesMock, type ResponsesRequest } from "../helpers/responses-mock.ts";
+import {
+  finalMessage,
+  functionCallOutput,
+  mcpToolCall,
+  offersMcpServer,
+  ResponsesMock,
+  type ResponsesRequest,
+} from "../helpers/responses-mock.ts";
 import { shellsMissing } from "../helpers/shells.ts";
 import { skipWithout } from "../helpers/prereq.ts";
 
@@ -22,7 +29,13 @@ const TRIPLE = process.arch === "arm64" ? "aarch64-unknown-linux-musl" : "x86_64
 const codex097 = join(ROOT, "node_modules", "@openai", "codex-0.97", "vendor", TRIPLE, "codex", "codex");
 
 const codex169 = referenceCodex();
-const missing = shellsMissing() ?? (codex169 === undefined ? "@openai/codex (0.169, linux build) is not installed: npm ci" : Bun.which("git") === null ? "git not installed" : undefined);
+const missing =
+  shellsMissing() ??
+  (codex169 === undefined
+    ? "@openai/codex (0.169, linux build) is not installed: npm ci"
+    : Bun.which("git") === null
+      ? "git not installed"
+      : undefined);
 const skip = skipWithout("real Codex", missing);
 
 const mocks: ResponsesMock[] = [];
@@ -52,7 +65,15 @@ interface Outcome {
 }
 
 function git(dir: string, ...args: string[]): void {
-  const r = Bun.spawnSync(["git", "-C", dir, ...args], { env: { ...process.env, GIT_AUTHOR_NAME: "t", GIT_AUTHOR_EMAIL: "t@example.com", GIT_COMMITTER_NAME: "t", GIT_COMMITTER_EMAIL: "t@example.com" } });
+  const r = Bun.spawnSync(["git", "-C", dir, ...args], {
+    env: {
+      ...process.env,
+      GIT_AUTHOR_NAME: "t",
+      GIT_AUTHOR_EMAIL: "t@example.com",
+      GIT_COMMITTER_NAME: "t",
+      GIT_COMMITTER_EMAIL: "t@example.com",
+    },
+  });
   if (r.exitCode !== 0) throw new Error(`git ${args.join(" ")}: ${r.stderr}`);
 }
 
@@ -97,7 +118,10 @@ async function run(s: Scenario): Promise<Outcome> {
   git(proj, "commit", "-qm", "initial");
   if (s.rules !== undefined) writeFileSync(join(home, "rules", "test.rules"), s.rules);
   const args = s.args({ proj, outside });
-  const mock = new ResponsesMock([(req) => (offersMcpServer(req, "shell") ? mcpToolCall(req, "shell", "shell", args) : finalMessage("the shell tool was not offered")), () => finalMessage("done")]);
+  const mock = new ResponsesMock([
+    (req) => (offersMcpServer(req, "shell") ? mcpToolCall(req, "shell", "shell", args) : finalMessage("the shell tool was not offered")),
+    () => finalMessage("done"),
+  ]);
   mocks.push(mock);
   writeFileSync(join(home, "config.toml"), codexConfig({ home, modelUrl: mock.url, sandbox: s.sandbox, extra: s.extraConfig }));
   const proc = Bun.spawn([s.codex, "exec", "--skip-git-repo-check", "-C", proj, "run the command"], {
@@ -147,7 +171,11 @@ function scenarios(line: "0.169" | "0.97", codexPath: () => string): void {
     const o = await run({
       codex: codex(),
       sandbox: "workspace-write",
-      args: ({ proj, outside }) => ({ command: `touch inside && echo INSIDE_OK; touch ${outside}/x || echo OUTSIDE_REFUSED; touch .git/x || echo GIT_RO; mkdir -p .codex/y || echo CODEX_RO; mkdir .aws || echo AWS_RO; echo END`, workdir: proj, login: false }),
+      args: ({ proj, outside }) => ({
+        command: `touch inside && echo INSIDE_OK; touch ${outside}/x || echo OUTSIDE_REFUSED; touch .git/x || echo GIT_RO; mkdir -p .codex/y || echo CODEX_RO; mkdir .aws || echo AWS_RO; echo END`,
+        workdir: proj,
+        login: false,
+      }),
     });
     expect(o.exitCode).toBe(0);
     expect(offersMcpServer(o.requests[0]!, "shell")).toBe(true);
@@ -170,20 +198,37 @@ function scenarios(line: "0.169" | "0.97", codexPath: () => string): void {
   }, 120_000);
 
   test("danger-full-access: no sandbox", async () => {
-    const o = await run({ codex: codex(), sandbox: "danger-full-access", args: ({ proj, outside }) => ({ command: `touch ${outside}/x && echo OUTSIDE_OK`, workdir: proj, login: false }) });
+    const o = await run({
+      codex: codex(),
+      sandbox: "danger-full-access",
+      args: ({ proj, outside }) => ({ command: `touch ${outside}/x && echo OUTSIDE_OK`, workdir: proj, login: false }),
+    });
     expect(o.output).toContain("OUTSIDE_OK");
     expect(existsSync(join(o.outside, "x"))).toBe(true);
   }, 120_000);
 
   test("read-only: nothing is written", async () => {
-    const o = await run({ codex: codex(), sandbox: "read-only", args: ({ proj }) => ({ command: "touch newfile || echo RO_REFUSED", workdir: proj, login: false }) });
+    const o = await run({
+      codex: codex(),
+      sandbox: "read-only",
+      args: ({ proj }) => ({ command: "touch newfile || echo RO_REFUSED", workdir: proj, login: false }),
+    });
     expect(o.output).toContain("RO_REFUSED");
     expect(o.output).toMatch(/Read-only file system/);
     expect(existsSync(join(o.proj, "newfile"))).toBe(false);
   }, 120_000);
 
   test("an allow rule escalates: the program runs outside the read-only sandbox", async () => {
-    const o = await run({ codex: codex(), sandbox: "read-only", rules: RULES, args: ({ outside }) => ({ command: "touch escalate-me && echo ESCALATED_OK; touch other || echo OTHER_REFUSED", workdir: outside, login: false }) });
+    const o = await run({
+      codex: codex(),
+      sandbox: "read-only",
+      rules: RULES,
+      args: ({ outside }) => ({
+        command: "touch escalate-me && echo ESCALATED_OK; touch other || echo OTHER_REFUSED",
+        workdir: outside,
+        login: false,
+      }),
+    });
     expect(o.output).toContain("ESCALATED_OK");
     expect(o.output).toContain("OTHER_REFUSED");
     expect(existsSync(join(o.outside, "escalate-me"))).toBe(true);
@@ -191,14 +236,24 @@ function scenarios(line: "0.169" | "0.97", codexPath: () => string): void {
   }, 120_000);
 
   test("a forbidden rule denies: the program never runs", async () => {
-    const o = await run({ codex: codex(), sandbox: "workspace-write", rules: RULES, args: ({ proj }) => ({ command: "rm README; echo rc=$?", workdir: proj, login: false }) });
+    const o = await run({
+      codex: codex(),
+      sandbox: "workspace-write",
+      rules: RULES,
+      args: ({ proj }) => ({ command: "rm README; echo rc=$?", workdir: proj, login: false }),
+    });
     expect(o.output).toContain("Execution denied: Execution forbidden by policy");
     expect(o.output).toContain("rc=1");
     expect(existsSync(join(o.proj, "README"))).toBe(true);
   }, 120_000);
 
   test("a prompt rule asks; codex exec declines at once, and nothing runs", async () => {
-    const o = await run({ codex: codex(), sandbox: "workspace-write", rules: RULES, args: ({ proj }) => ({ command: "touch ask-me; echo rc=$?", workdir: proj, login: false }) });
+    const o = await run({
+      codex: codex(),
+      sandbox: "workspace-write",
+      rules: RULES,
+      args: ({ proj }) => ({ command: "touch ask-me; echo rc=$?", workdir: proj, login: false }),
+    });
     expect(o.output).toMatch(/Execution denied: User (declined|cancelled)/);
     expect(o.output).toContain("rc=1");
     expect(existsSync(join(o.proj, "ask-me"))).toBe(false);
@@ -206,7 +261,11 @@ function scenarios(line: "0.169" | "0.97", codexPath: () => string): void {
 
   test("a timeout kills the whole command, background jobs included: nothing is left running", async () => {
     const marker = `${4000 + Math.floor(Math.random() * 999)}.25`;
-    const o = await run({ codex: codex(), sandbox: "workspace-write", args: ({ proj }) => ({ command: `sleep ${marker} & sleep ${marker}; echo NEVER`, workdir: proj, login: false, timeout_ms: 1500 }) });
+    const o = await run({
+      codex: codex(),
+      sandbox: "workspace-write",
+      args: ({ proj }) => ({ command: `sleep ${marker} & sleep ${marker}; echo NEVER`, workdir: proj, login: false, timeout_ms: 1500 }),
+    });
     expect(o.output).not.toContain("NEVER");
     expect(o.output).toMatch(/"timed_out":\s*true|timed out/);
     await Bun.sleep(300);
@@ -220,6 +279,12 @@ describe.skipIf(skip)("real Codex 0.169 (codex exec) against shellmcp serve", ()
 
 // Codex 0.97's linux build comes in the main npm package (all platforms): installed as the dev dependency alias
 // `"@openai/codex-0.97": "npm:@openai/codex@0.97.0"`.
-describe.skipIf(skip || skipWithout("real Codex 0.97", existsSync(codex097) ? undefined : "@openai/codex-0.97 (npm:@openai/codex@0.97.0) not installed: npm ci"))("real Codex 0.97 (codex exec) against shellmcp serve", () => {
+describe.skipIf(
+  skip ||
+    skipWithout(
+      "real Codex 0.97",
+      existsSync(codex097) ? undefined : "@openai/codex-0.97 (npm:@openai/codex@0.97.0) not installed: npm ci",
+    ),
+)("real Codex 0.97 (codex exec) against shellmcp serve", () => {
   scenarios("0.97", () => codex097);
 });

@@ -21,7 +21,11 @@ function project(): string {
   return dir;
 }
 
-function boundary(proj: string, enforcement: "bwrap" | "landlock" | "none" = "bwrap", baseEnv: Record<string, string> = { PATH: "/usr/bin:/bin", HOME: "/nonexistent-home" }): EscalationBoundary {
+function boundary(
+  proj: string,
+  enforcement: "bwrap" | "landlock" | "none" = "bwrap",
+  baseEnv: Record<string, string> = { PATH: "/usr/bin:/bin", HOME: "/nonexistent-home" },
+): EscalationBoundary {
   return { baseEnv, writable: writableView(WW, proj, enforcement, {}) };
 }
 
@@ -79,7 +83,19 @@ describe("escalated environment", () => {
       CODEX_ESCALATE_SOCKET: "3",
     });
     expect(env).toEqual({ PATH: "/usr/bin:/bin", HOME: "/root", SECRET_BASE: "kept", GIT_AUTHOR_NAME: "Ann", LANG: "C.UTF-8", PWD: proj });
-    expect(dropped).toEqual(["BASH_ENV", "GIT_CONFIG_COUNT", "GIT_EXEC_PATH", "HOME", "LC_ALL", "LD_LIBRARY_PATH", "LD_PRELOAD", "NODE_OPTIONS", "PATH", "PYTHONPATH", "TZ"]);
+    expect(dropped).toEqual([
+      "BASH_ENV",
+      "GIT_CONFIG_COUNT",
+      "GIT_EXEC_PATH",
+      "HOME",
+      "LC_ALL",
+      "LD_LIBRARY_PATH",
+      "LD_PRELOAD",
+      "NODE_OPTIONS",
+      "PATH",
+      "PYTHONPATH",
+      "TZ",
+    ]);
   });
 
   test("PATH keeps only absolute entries the sandbox cannot write", () => {
@@ -94,8 +110,16 @@ describe("checkEscalation", () => {
     const proj = project();
     symlinkSync("/usr/bin/id", join(proj, "id"));
     const b = boundary(proj);
-    expect(checkEscalation(b, { file: "/usr/bin/id", argv: ["id"], workdir: proj }, b.baseEnv)).toEqual({ ok: true, path: "/usr/bin/id", cwd: proj });
-    expect(checkEscalation(b, { file: join(proj, "id"), argv: ["id"], workdir: proj }, b.baseEnv)).toEqual({ ok: true, path: "/usr/bin/id", cwd: proj });
+    expect(checkEscalation(b, { file: "/usr/bin/id", argv: ["id"], workdir: proj }, b.baseEnv)).toEqual({
+      ok: true,
+      path: "/usr/bin/id",
+      cwd: proj,
+    });
+    expect(checkEscalation(b, { file: join(proj, "id"), argv: ["id"], workdir: proj }, b.baseEnv)).toEqual({
+      ok: true,
+      path: "/usr/bin/id",
+      cwd: proj,
+    });
   });
 
   test("a program file the sandbox wrote is refused", () => {
@@ -153,7 +177,9 @@ describe("checkEscalation", () => {
       Bun.spawnSync(["git", "init", "-q", join(proj, "sub", "r")]);
       expect(checkEscalation(b, { file: git, argv: ["git", "status"], workdir: join(proj, "sub", "r") }, b.baseEnv).ok).toBe(false);
       expect(checkEscalation(b, { file: git, argv: ["git", "-C", "sub/r", "status"], workdir: proj }, b.baseEnv).ok).toBe(false);
-      expect(checkEscalation(b, { file: git, argv: ["git", `--git-dir=${proj}/sub/r/.git`, "status"], workdir: proj }, b.baseEnv).ok).toBe(false);
+      expect(checkEscalation(b, { file: git, argv: ["git", `--git-dir=${proj}/sub/r/.git`, "status"], workdir: proj }, b.baseEnv).ok).toBe(
+        false,
+      );
     });
     test("a writable global config, include or core.hooksPath: refused", () => {
       const proj = project();

@@ -33,7 +33,12 @@ export interface CapturedRun {
 }
 
 /** Run `argv` with `env` (+ `CODEX_ESCALATE_SOCKET=3`), answering requests with `reply(payload, index)`. */
-export async function runCaptured(argv: string[], env: Record<string, string>, reply: (request: Buffer, index: number) => Reply, cwd?: string): Promise<CapturedRun> {
+export async function runCaptured(
+  argv: string[],
+  env: Record<string, string>,
+  reply: (request: Buffer, index: number) => Reply,
+  cwd?: string,
+): Promise<CapturedRun> {
   const { AF_UNIX, SOCK_DGRAM, SOCK_CLOEXEC } = libc.SOCK;
   const [srv, cli] = libc.socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC);
   const p = Bun.spawn(argv, { env: { ...env, CODEX_ESCALATE_SOCKET: "3" }, cwd, stdio: ["ignore", "pipe", "pipe", cli] });

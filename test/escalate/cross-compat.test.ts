@@ -15,7 +15,10 @@ import { patchedShell, shellsMissing } from "../helpers/shells.ts";
 import { skipWithout } from "../helpers/prereq.ts";
 
 const ref = referenceShellToolDir();
-const skip = skipWithout("cross-compatibility suite", shellsMissing() ?? (ref === undefined ? "reference @openai/codex-shell-tool-mcp not installed (npm ci)" : undefined));
+const skip = skipWithout(
+  "cross-compatibility suite",
+  shellsMissing() ?? (ref === undefined ? "reference @openai/codex-shell-tool-mcp not installed (npm ci)" : undefined),
+);
 
 const basename = (p: string) => p.slice(p.lastIndexOf("/") + 1);
 
@@ -74,7 +77,9 @@ describe.skipIf(skip)("our wrapper → reference server", () => {
 
   test("Run: no rule, runs in place under bash", async () => {
     // cat's parent is the shell itself ($$) when it ran in place; it would be the server if escalated.
-    const r = await shell(`/bin/cat /proc/self/stat > ${work}/stat; read -r _ _ _ ppid _ < ${work}/stat; [ "$ppid" = "$$" ] && echo ran-in-bash`);
+    const r = await shell(
+      `/bin/cat /proc/self/stat > ${work}/stat; read -r _ _ _ ppid _ < ${work}/stat; [ "$ppid" = "$$" ] && echo ran-in-bash`,
+    );
     expect(r.exit_code).toBe(0);
     expect(r.output).toBe("ran-in-bash\n");
   });

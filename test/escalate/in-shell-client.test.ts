@@ -42,19 +42,45 @@ const CASES: Case[] = [
   { name: "path with dot-dot", script: "bin/../bin/tool x" },
   { name: "exec -a", script: "exec -a MY-NAME /bin/echo x" },
   { name: "exec -l", script: "exec -l /bin/echo x" },
-  { name: "non-UTF-8, control characters and quotes in argv", script: "/bin/echo $'\\xff\\xfe' $'\\xe2\\x82' $'\\xed\\xa0\\x80' $'\\xf0\\x9f\\x98' $'a\"b\\\\c\\x01\\x1f\\x7f\\t\\n\\r\\b\\f' é '' > out; od -c out" },
+  {
+    name: "non-UTF-8, control characters and quotes in argv",
+    script:
+      "/bin/echo $'\\xff\\xfe' $'\\xe2\\x82' $'\\xed\\xa0\\x80' $'\\xf0\\x9f\\x98' $'a\"b\\\\c\\x01\\x1f\\x7f\\t\\n\\r\\b\\f' é '' > out; od -c out",
+  },
   { name: "non-UTF-8 value exported by the script", script: "export V=$'a\\xffb\\xc0\\xaf'; /bin/true" },
-  { name: "non-UTF-8 names and values in the inherited environment", script: "/bin/true", rawEnv: ["X\\xffY=1", "GOOD=\\xe2\\x82\\xac\\xe2\\x82", "Z=\\xf4\\x90\\x80\\x80"] },
-  { name: "integer-like variable names are ordered as JavaScript does", script: "/bin/true", rawEnv: ["9=nine", "10=ten", "01=zero-one", "4294967294=max", "4294967295=over", "0=zero"] },
-  { name: "huge environment", script: "/bin/true", env: Object.fromEntries([["BIG", BIG], ...Array.from({ length: 2000 }, (_, i) => [`V_${i}`, `value-${i}`])]) },
+  {
+    name: "non-UTF-8 names and values in the inherited environment",
+    script: "/bin/true",
+    rawEnv: ["X\\xffY=1", "GOOD=\\xe2\\x82\\xac\\xe2\\x82", "Z=\\xf4\\x90\\x80\\x80"],
+  },
+  {
+    name: "integer-like variable names are ordered as JavaScript does",
+    script: "/bin/true",
+    rawEnv: ["9=nine", "10=ten", "01=zero-one", "4294967294=max", "4294967295=over", "0=zero"],
+  },
+  {
+    name: "huge environment",
+    script: "/bin/true",
+    env: Object.fromEntries([["BIG", BIG], ...Array.from({ length: 2000 }, (_, i) => [`V_${i}`, `value-${i}`])]),
+  },
   {
     name: "Deny with a reason",
     script: "/bin/echo a; echo after=$?",
     reply: () => ({ kind: "Deny", reason: 'no "way" ü \u2028 \\' }),
     check: (r) => expect(r.stderr.toString()).toBe('Execution denied: no "way" ü \u2028 \\\n'),
   },
-  { name: "Deny without a reason", script: "/bin/echo a; echo after=$?", reply: () => ({ kind: "Deny", reason: null }), check: (r) => expect(r.stdout.toString()).toBe("after=1\n") },
-  { name: "exec builtin denied ends the shell with status 1", script: "exec /bin/echo a; echo not-reached", reply: () => ({ kind: "Deny", reason: "x" }), check: (r) => expect(r.exitCode).toBe(1) },
+  {
+    name: "Deny without a reason",
+    script: "/bin/echo a; echo after=$?",
+    reply: () => ({ kind: "Deny", reason: null }),
+    check: (r) => expect(r.stdout.toString()).toBe("after=1\n"),
+  },
+  {
+    name: "exec builtin denied ends the shell with status 1",
+    script: "exec /bin/echo a; echo not-reached",
+    reply: () => ({ kind: "Deny", reason: "x" }),
+    check: (r) => expect(r.exitCode).toBe(1),
+  },
   {
     name: "Escalate passes fds 0-2 and exits with the result",
     script: "/bin/echo a; echo rc=$?",
@@ -64,18 +90,58 @@ const CASES: Case[] = [
       expect(r.exchanges[0]!.fds).toEqual([0, 1, 2]);
     },
   },
-  { name: "Escalate with stdout closed", script: "/bin/echo a >&-; echo rc=$?", reply: () => ({ kind: "Escalate", exitCode: 300 }), check: (r) => expect(r.exchanges[0]!.fds).toEqual([0, 1, 2]) },
-  { name: "Escalate with stdin closed", script: "/bin/echo a <&-; echo rc=$?", reply: () => ({ kind: "Escalate", exitCode: 3 }), check: (r) => expect(r.exchanges[0]!.fds).toEqual([0, 1, 2]) },
-  { name: "Escalate with a negative exit code", script: "/bin/echo a; echo rc=$?", reply: () => ({ kind: "Escalate", exitCode: -1 }), check: (r) => expect(r.stdout.toString()).toBe("rc=255\n") },
-  { name: "mixed answers", script: "/bin/echo 1; /bin/echo 2; /bin/echo 3; echo done", reply: (_, i) => [run(), { kind: "Deny", reason: "two" } as Reply, { kind: "Escalate", exitCode: 0, write: "three\n" } as Reply][i]! },
+  {
+    name: "Escalate with stdout closed",
+    script: "/bin/echo a >&-; echo rc=$?",
+    reply: () => ({ kind: "Escalate", exitCode: 300 }),
+    check: (r) => expect(r.exchanges[0]!.fds).toEqual([0, 1, 2]),
+  },
+  {
+    name: "Escalate with stdin closed",
+    script: "/bin/echo a <&-; echo rc=$?",
+    reply: () => ({ kind: "Escalate", exitCode: 3 }),
+    check: (r) => expect(r.exchanges[0]!.fds).toEqual([0, 1, 2]),
+  },
+  {
+    name: "Escalate with a negative exit code",
+    script: "/bin/echo a; echo rc=$?",
+    reply: () => ({ kind: "Escalate", exitCode: -1 }),
+    check: (r) => expect(r.stdout.toString()).toBe("rc=255\n"),
+  },
+  {
+    name: "mixed answers",
+    script: "/bin/echo 1; /bin/echo 2; /bin/echo 3; echo done",
+    reply: (_, i) => [run(), { kind: "Deny", reason: "two" } as Reply, { kind: "Escalate", exitCode: 0, write: "three\n" } as Reply][i]!,
+  },
   { name: "script without a shebang, Run", script: "./noshebang.sh arg" },
-  { name: "garbage response fails closed", script: "/bin/echo a; echo rc=$?", reply: () => ({ kind: "raw", payload: Buffer.from("garbage") }), sameStderr: false, check: (r) => expect(r.stdout.toString()).toBe("rc=1\n") },
-  { name: "unknown action fails closed", script: "/bin/echo a; echo rc=$?", reply: () => ({ kind: "raw", payload: Buffer.from('{"action":"Maybe"}') }), sameStderr: false, check: (r) => expect(r.stdout.toString()).toBe("rc=1\n") },
-  { name: "server hangs up fails closed", script: "/bin/echo a; echo rc=$?", reply: () => ({ kind: "hangup" }), sameStderr: false, check: (r) => expect(r.stdout.toString()).toBe("rc=1\n") },
+  {
+    name: "garbage response fails closed",
+    script: "/bin/echo a; echo rc=$?",
+    reply: () => ({ kind: "raw", payload: Buffer.from("garbage") }),
+    sameStderr: false,
+    check: (r) => expect(r.stdout.toString()).toBe("rc=1\n"),
+  },
+  {
+    name: "unknown action fails closed",
+    script: "/bin/echo a; echo rc=$?",
+    reply: () => ({ kind: "raw", payload: Buffer.from('{"action":"Maybe"}') }),
+    sameStderr: false,
+    check: (r) => expect(r.stdout.toString()).toBe("rc=1\n"),
+  },
+  {
+    name: "server hangs up fails closed",
+    script: "/bin/echo a; echo rc=$?",
+    reply: () => ({ kind: "hangup" }),
+    sameStderr: false,
+    check: (r) => expect(r.stdout.toString()).toBe("rc=1\n"),
+  },
   {
     name: "unknown fields and whitespace are accepted",
     script: "/bin/echo a",
-    reply: () => ({ kind: "raw", payload: Buffer.from(' { "x" : [1, {"y": null}], "action" : { "Deny" : { "reason" : "r\\u00fc\\ud83d\\ude00", "z": 1 } } } ') }),
+    reply: () => ({
+      kind: "raw",
+      payload: Buffer.from(' { "x" : [1, {"y": null}], "action" : { "Deny" : { "reason" : "r\\u00fc\\ud83d\\ude00", "z": 1 } } } '),
+    }),
     check: (r) => expect(r.stderr.toString()).toBe("Execution denied: rü😀\n"),
   },
 ];
@@ -83,9 +149,9 @@ const CASES: Case[] = [
 function setupDir(): string {
   const dir = tempDir("shellmcp-client-");
   mkdirSync(join(dir, "bin"));
-  writeFileSync(join(dir, "bin", "tool"), "#!/bin/sh\necho \"tool:$*\"\n");
+  writeFileSync(join(dir, "bin", "tool"), '#!/bin/sh\necho "tool:$*"\n');
   chmodSync(join(dir, "bin", "tool"), 0o755);
-  writeFileSync(join(dir, "noshebang.sh"), "echo \"from-script:$1\"\n");
+  writeFileSync(join(dir, "noshebang.sh"), 'echo "from-script:$1"\n');
   chmodSync(join(dir, "noshebang.sh"), 0o755);
   return dir;
 }
@@ -129,7 +195,11 @@ for (const shell of ["bash", "zsh"] as const) {
 
     test("the request never carries the protocol variables or SHELLMCP_INTERCEPT", async () => {
       const wrapper = ourWrapper();
-      const r = await runCaptured([patchedShell(shell), "-c", "/bin/true"], { ...BASE_ENV, EXEC_WRAPPER: wrapper, BASH_EXEC_WRAPPER: wrapper, SHELLMCP_INTERCEPT: "*" }, run);
+      const r = await runCaptured(
+        [patchedShell(shell), "-c", "/bin/true"],
+        { ...BASE_ENV, EXEC_WRAPPER: wrapper, BASH_EXEC_WRAPPER: wrapper, SHELLMCP_INTERCEPT: "*" },
+        run,
+      );
       const env = JSON.parse(r.exchanges[0]!.request.toString()).env;
       for (const k of ["CODEX_ESCALATE_SOCKET", "EXEC_WRAPPER", "BASH_EXEC_WRAPPER", "SHELLMCP_INTERCEPT"]) expect(env[k]).toBeUndefined();
       expect(env.PATH).toBe(BASE_ENV.PATH);
@@ -143,7 +213,9 @@ for (const shell of ["bash", "zsh"] as const) {
       expect(a.stdout.toString()).toBe("rc=1\n");
       expect(a.stdout.toString()).toBe(b.stdout.toString());
       expect(a.stderr.toString()).toBe(b.stderr.toString());
-      const bad = Bun.spawnSync([patchedShell(shell), "-c", "/bin/echo a; echo rc=$?"], { env: { ...env, SHELLMCP_INTERCEPT: "*", CODEX_ESCALATE_SOCKET: "3x" } });
+      const bad = Bun.spawnSync([patchedShell(shell), "-c", "/bin/echo a; echo rc=$?"], {
+        env: { ...env, SHELLMCP_INTERCEPT: "*", CODEX_ESCALATE_SOCKET: "3x" },
+      });
       const badW = Bun.spawnSync([patchedShell(shell), "-c", "/bin/echo a; echo rc=$?"], { env: { ...env, CODEX_ESCALATE_SOCKET: "3x" } });
       expect(bad.stdout.toString()).toBe("rc=1\n");
       expect(bad.stderr.toString()).toBe(badW.stderr.toString());

@@ -33,7 +33,13 @@ for (const shell of ["bash", "zsh"] as const) {
   describe.skipIf(missing !== undefined)(`in-shell client with the real server (${shell})`, () => {
     test("skip, Run, Deny and Escalate in one script; nested shells keep the set", async () => {
       const policy = policyFromSources([{ path: "t.rules", text: RULES + "\n" }]);
-      const settings: EscalationSettings = { policy, codexHome: "/nonexistent", preserveProgramPaths: false, onPrompt: "deny", memory: new Map() };
+      const settings: EscalationSettings = {
+        policy,
+        codexHome: "/nonexistent",
+        preserveProgramPaths: false,
+        onPrompt: "deny",
+        memory: new Map(),
+      };
       const seen: ResolvedRequest[] = [];
       const set = interceptSetFor(policy);
       const innerScript = 'printf "%s\\n" nested; /usr/bin/printf forbid-me; echo inner-rc=$?';

@@ -28,7 +28,10 @@ afterAll(async () => {
 
 const basename = (p: string) => p.slice(p.lastIndexOf("/") + 1);
 /** Escalate programs named in `names`, Run everything else. */
-const escalating = (...names: string[]) => (r: ResolvedRequest): Decision => (names.includes(basename(r.file)) ? { kind: "Escalate" } : { kind: "Run" });
+const escalating =
+  (...names: string[]) =>
+  (r: ResolvedRequest): Decision =>
+    names.includes(basename(r.file)) ? { kind: "Escalate" } : { kind: "Run" };
 
 describe.skipIf(skip)("escalation end to end (patched bash, compiled wrapper, our server)", () => {
   test("Run: the program runs in place with the shell's argv", async () => {
@@ -51,7 +54,7 @@ describe.skipIf(skip)("escalation end to end (patched bash, compiled wrapper, ou
 
   test("Escalate: exit code, stdout and stderr pass through, and stdin too", async () => {
     const r = await runInShell(server, {
-      script: "sh -c 'read line; echo \"out:$line\"; echo err >&2; exit 42'; echo \"rc=$?\"",
+      script: 'sh -c \'read line; echo "out:$line"; echo err >&2; exit 42\'; echo "rc=$?"',
       stdin: "from-stdin\n",
       decide: escalating("sh"),
     });
@@ -69,7 +72,9 @@ describe.skipIf(skip)("escalation end to end (patched bash, compiled wrapper, ou
     expect(lines).toContain("LC_ALL=C.UTF-8");
     expect(lines).toContain("PATH=/usr/local/bin:/usr/bin:/bin");
     expect(lines.some((l) => l.startsWith("MARK=") || l.startsWith("LD_PRELOAD="))).toBe(false);
-    expect(lines.some((l) => l.startsWith("CODEX_ESCALATE_SOCKET=") || l.startsWith("EXEC_WRAPPER=") || l.startsWith("BASH_EXEC_WRAPPER="))).toBe(false);
+    expect(
+      lines.some((l) => l.startsWith("CODEX_ESCALATE_SOCKET=") || l.startsWith("EXEC_WRAPPER=") || l.startsWith("BASH_EXEC_WRAPPER=")),
+    ).toBe(false);
   });
 
   test("Deny: message on stderr, status 1, program never runs", async () => {
@@ -129,7 +134,19 @@ describe.skipIf(skip)("escalation end to end (patched bash, compiled wrapper, ou
     let n = 0;
     const l = server.listen({ decide: () => (n++, { kind: "Run" }), boundary: openBoundary() });
     const bash = (await import("../helpers/shells.ts")).patchedShell("bash");
-    const stdio: (number | "ignore" | "pipe")[] = ["ignore", "pipe", "pipe", "ignore", "ignore", "ignore", "ignore", "ignore", "ignore", "ignore", l.clientFd];
+    const stdio: (number | "ignore" | "pipe")[] = [
+      "ignore",
+      "pipe",
+      "pipe",
+      "ignore",
+      "ignore",
+      "ignore",
+      "ignore",
+      "ignore",
+      "ignore",
+      "ignore",
+      l.clientFd,
+    ];
     const p = Bun.spawn([bash, "-c", `${bash} -c '/bin/echo inner'`], {
       env: { PATH: "/usr/bin:/bin", ...l.shellEnv(ourWrapper(), 10) },
       stdio: stdio as ["ignore", "pipe", "pipe"],
@@ -160,7 +177,7 @@ describe.skipIf(skip)("escalation end to end (patched bash, compiled wrapper, ou
 
   test("argv[0] starting with a dash (exec -l) and a relative program path", async () => {
     const dir = tempDir();
-    writeFileSync(join(dir, "tool"), "#!/bin/sh\necho \"tool $0 $*\"\n");
+    writeFileSync(join(dir, "tool"), '#!/bin/sh\necho "tool $0 $*"\n');
     chmodSync(join(dir, "tool"), 0o755);
     const seen: ResolvedRequest[] = [];
     const r = await runInShell(server, {
@@ -178,7 +195,7 @@ describe.skipIf(skip)("escalation end to end (patched bash, compiled wrapper, ou
 
   test("Run of a shebang-less script runs it with the shell, as bash would", async () => {
     const dir = tempDir();
-    writeFileSync(join(dir, "plain"), "echo \"plain:$1\"\n/bin/echo nested\n");
+    writeFileSync(join(dir, "plain"), 'echo "plain:$1"\n/bin/echo nested\n');
     chmodSync(join(dir, "plain"), 0o755);
     let n = 0;
     const r = await runInShell(server, { cwd: dir, script: "./plain arg", decide: () => (n++, { kind: "Run" }) });
@@ -190,7 +207,7 @@ describe.skipIf(skip)("escalation end to end (patched bash, compiled wrapper, ou
     const dir = tempDir();
     writeFileSync(join(dir, "gone"), "#!/nonexistent/interpreter\n");
     chmodSync(join(dir, "gone"), 0o755);
-    const r = await runInShell(server, { cwd: dir, script: "./gone; echo \"rc=$?\"", decide: () => ({ kind: "Run" }) });
+    const r = await runInShell(server, { cwd: dir, script: './gone; echo "rc=$?"', decide: () => ({ kind: "Run" }) });
     expect(r.stdout).toBe("rc=127\n");
     expect(r.stderr).toContain("No such file or directory");
   });
@@ -198,7 +215,10 @@ describe.skipIf(skip)("escalation end to end (patched bash, compiled wrapper, ou
   test("parallel shell runs each with their own listener", async () => {
     const runs = await Promise.all(
       Array.from({ length: 8 }, (_, i) =>
-        runInShell(server, { script: `/bin/echo run-${i}; sh -c 'echo esc-${i}'`, decide: async (req) => (await Bun.sleep(5), basename(req.file) === "sh" ? { kind: "Escalate" } : { kind: "Run" }) }),
+        runInShell(server, {
+          script: `/bin/echo run-${i}; sh -c 'echo esc-${i}'`,
+          decide: async (req) => (await Bun.sleep(5), basename(req.file) === "sh" ? { kind: "Escalate" } : { kind: "Run" }),
+        }),
       ),
     );
     runs.forEach((r, i) => expect(r.stdout).toBe(`run-${i}\nesc-${i}\n`));

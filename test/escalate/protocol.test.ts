@@ -34,7 +34,9 @@ describe("messages, exactly as Codex serialises them", () => {
   test("responses", () => {
     expect(dec(encodeResponse({ kind: "Run" }))).toBe(`{"action":"Run"}`);
     expect(dec(encodeResponse({ kind: "Escalate" }))).toBe(`{"action":"Escalate"}`);
-    expect(dec(encodeResponse({ kind: "Deny", reason: "Execution forbidden by policy" }))).toBe(`{"action":{"Deny":{"reason":"Execution forbidden by policy"}}}`);
+    expect(dec(encodeResponse({ kind: "Deny", reason: "Execution forbidden by policy" }))).toBe(
+      `{"action":{"Deny":{"reason":"Execution forbidden by policy"}}}`,
+    );
     expect(dec(encodeResponse({ kind: "Deny", reason: null }))).toBe(`{"action":{"Deny":{"reason":null}}}`);
     // The Deny frame observed on the wire is 0x3e = 62 bytes long.
     expect(encodeResponse({ kind: "Deny", reason: "Execution forbidden by policy" }).byteLength).toBe(0x3e);

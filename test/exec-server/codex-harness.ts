@@ -22,7 +22,10 @@ export interface StartedServer {
 }
 
 /** Start `argv` (default `dist/shellmcp exec-server`) and read its `ws://` line. */
-export async function startServer(argv: string[] = [ensureBinary(), "exec-server"], env: Record<string, string | undefined> = process.env): Promise<StartedServer> {
+export async function startServer(
+  argv: string[] = [ensureBinary(), "exec-server"],
+  env: Record<string, string | undefined> = process.env,
+): Promise<StartedServer> {
   const proc = Bun.spawn(argv, { stdin: "ignore", stdout: "pipe", stderr: "pipe", env: env as Record<string, string> });
   const reader = proc.stdout.getReader();
   let buf = "";
@@ -53,7 +56,11 @@ export class WsProxy {
   readonly frames: { dir: "c2s" | "s2c"; at: number; msg: Record<string, unknown> }[] = [];
   private record(dir: "c2s" | "s2c", data: unknown): void {
     try {
-      this.frames.push({ dir, at: performance.now(), msg: JSON.parse(typeof data === "string" ? data : new TextDecoder().decode(data as Uint8Array)) as Record<string, unknown> });
+      this.frames.push({
+        dir,
+        at: performance.now(),
+        msg: JSON.parse(typeof data === "string" ? data : new TextDecoder().decode(data as Uint8Array)) as Record<string, unknown>,
+      });
     } catch {
       // not JSON
     }
@@ -173,7 +180,13 @@ stream_max_retries = 0
   );
   const proc = Bun.spawn([CODEX!, "exec", "--skip-git-repo-check", "-C", w.proj, "do the task"], {
     cwd: w.proj,
-    env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: w.base, CODEX_HOME: w.home, CODEX_EXEC_SERVER_URL: o.serverUrl, RUST_LOG: "error" },
+    env: {
+      PATH: process.env.PATH ?? "/usr/bin:/bin",
+      HOME: w.base,
+      CODEX_HOME: w.home,
+      CODEX_EXEC_SERVER_URL: o.serverUrl,
+      RUST_LOG: "error",
+    },
     stdin: "ignore",
     stdout: "pipe",
     stderr: "pipe",

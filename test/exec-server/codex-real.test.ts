@@ -11,7 +11,12 @@ import { join } from "node:path";
 import { CODEX, runCodex, startServer, WsProxy, type StartedServer } from "./codex-harness.ts";
 import { skipWithout } from "../helpers/prereq.ts";
 
-const maybe = skipWithout("real Codex exec-server suite", CODEX === undefined ? "@openai/codex (0.169, linux build) is not installed: npm ci" : undefined) ? describe.skip : describe;
+const maybe = skipWithout(
+  "real Codex exec-server suite",
+  CODEX === undefined ? "@openai/codex (0.169, linux build) is not installed: npm ci" : undefined,
+)
+  ? describe.skip
+  : describe;
 
 let server: StartedServer;
 let proxy: WsProxy;
@@ -52,7 +57,13 @@ maybe("real Codex 0.169 through shellmcp exec-server", () => {
       serverUrl: proxy.url,
       sandbox: "workspace-write",
       steps: ({ proj, outside }) => [
-        { tool: "exec_command", args: { cmd: `echo hi; echo mark=$XSRV_MARK; echo err >&2; echo in > inside.txt; echo in_rc=$?; echo out > ${outside}/outside.txt; echo out_rc=$?; touch .git/x; echo git_rc=$?; exit 3`, workdir: proj } },
+        {
+          tool: "exec_command",
+          args: {
+            cmd: `echo hi; echo mark=$XSRV_MARK; echo err >&2; echo in > inside.txt; echo in_rc=$?; echo out > ${outside}/outside.txt; echo out_rc=$?; touch .git/x; echo git_rc=$?; exit 3`,
+            workdir: proj,
+          },
+        },
       ],
     });
     const out = r.mock.output(0) ?? "";
@@ -78,7 +89,10 @@ maybe("real Codex 0.169 through shellmcp exec-server", () => {
       serverUrl: proxy.url,
       sandbox: "workspace-write",
       steps: ({ proj }) => [
-        { tool: "exec_command", args: { cmd: "for i in a b c d; do echo item-$i; sleep 0.6; done; exit 4", workdir: proj, yield_time_ms: 1000 } },
+        {
+          tool: "exec_command",
+          args: { cmd: "for i in a b c d; do echo item-$i; sleep 0.6; done; exit 4", workdir: proj, yield_time_ms: 1000 },
+        },
         { tool: "write_stdin", args: (prev) => ({ session_id: sessionId(prev), chars: "", yield_time_ms: 5000 }) },
       ],
     });
@@ -88,7 +102,14 @@ maybe("real Codex 0.169 through shellmcp exec-server", () => {
     expect(second).toContain("Process exited with code 4");
     expect(first + second).toMatch(/item-a\n[^]*item-b\n[^]*item-c\n[^]*item-d\n/);
     // streamed: item-a and item-d reached the client as separate pushes at least 1.5 s apart
-    const at = (text: string) => proxy.frames.find((f) => f.msg.method === "process/output" && Buffer.from(String((f.msg.params as { chunk: string }).chunk), "base64").toString().includes(text))?.at;
+    const at = (text: string) =>
+      proxy.frames.find(
+        (f) =>
+          f.msg.method === "process/output" &&
+          Buffer.from(String((f.msg.params as { chunk: string }).chunk), "base64")
+            .toString()
+            .includes(text),
+      )?.at;
     const a = at("item-a");
     const d = at("item-d");
     expect(a).toBeDefined();
@@ -119,8 +140,15 @@ maybe("real Codex 0.169 through shellmcp exec-server", () => {
       sandbox: "workspace-write",
       steps: () => [
         { tool: "apply_patch", input: "*** Begin Patch\n*** Add File: sub/new.txt\n+line one\n+line two\n*** End Patch\n" },
-        { tool: "apply_patch", input: "*** Begin Patch\n*** Update File: sub/new.txt\n@@\n line one\n-line two\n+line 2 changed\n+line three\n*** End Patch\n" },
-        { tool: "apply_patch", input: "*** Begin Patch\n*** Update File: sub/new.txt\n*** Move to: moved/renamed.txt\n@@\n line 2 changed\n-line three\n+line 3\n*** Delete File: victim.txt\n*** End Patch\n" },
+        {
+          tool: "apply_patch",
+          input: "*** Begin Patch\n*** Update File: sub/new.txt\n@@\n line one\n-line two\n+line 2 changed\n+line three\n*** End Patch\n",
+        },
+        {
+          tool: "apply_patch",
+          input:
+            "*** Begin Patch\n*** Update File: sub/new.txt\n*** Move to: moved/renamed.txt\n@@\n line 2 changed\n-line three\n+line 3\n*** Delete File: victim.txt\n*** End Patch\n",
+        },
       ],
     });
     expect(r.mock.output(0)).toContain("A sub/new.txt");
@@ -150,7 +178,9 @@ maybe("real Codex 0.169 through shellmcp exec-server", () => {
     const r = await runCodex({
       serverUrl: proxy.url,
       sandbox: "workspace-write",
-      steps: ({ proj }) => [{ tool: "exec_command", args: { cmd: `echo started; (${marker}) & ${marker}`, workdir: proj, yield_time_ms: 3000 } }],
+      steps: ({ proj }) => [
+        { tool: "exec_command", args: { cmd: `echo started; (${marker}) & ${marker}`, workdir: proj, yield_time_ms: 3000 } },
+      ],
     });
     expect(r.mock.output(0)).toContain("started");
     expect(r.mock.output(0)).toContain("Process running with session ID");
@@ -173,7 +203,16 @@ maybe("real Codex 0.169 through shellmcp exec-server", () => {
       during: async () => {
         // cut once the first tick has been pushed
         for (let i = 0; i < 300; i++) {
-          if (proxy.frames.some((f) => f.msg.method === "process/output" && Buffer.from(String((f.msg.params as { chunk: string }).chunk), "base64").toString().includes("tick1"))) break;
+          if (
+            proxy.frames.some(
+              (f) =>
+                f.msg.method === "process/output" &&
+                Buffer.from(String((f.msg.params as { chunk: string }).chunk), "base64")
+                  .toString()
+                  .includes("tick1"),
+            )
+          )
+            break;
           await Bun.sleep(20);
         }
         proxy.cut();
@@ -183,7 +222,14 @@ maybe("real Codex 0.169 through shellmcp exec-server", () => {
     expect(out).toContain("Process exited with code 0");
     expect(out).toContain("tick1\ntick2\ntick3\ntick4\n");
     expect(proxy.connections - before).toBeGreaterThanOrEqual(2);
-    expect(proxy.frames.some((f) => f.dir === "c2s" && f.msg.method === "initialize" && typeof (f.msg.params as { resumeSessionId?: unknown }).resumeSessionId === "string")).toBe(true);
+    expect(
+      proxy.frames.some(
+        (f) =>
+          f.dir === "c2s" &&
+          f.msg.method === "initialize" &&
+          typeof (f.msg.params as { resumeSessionId?: unknown }).resumeSessionId === "string",
+      ),
+    ).toBe(true);
   }, 120_000);
 
   test("a resume refused with -32010 while the old connection lingers is retried until it succeeds", async () => {
@@ -193,7 +239,16 @@ maybe("real Codex 0.169 through shellmcp exec-server", () => {
       steps: ({ proj }) => [{ tool: "exec_command", args: { cmd: "for i in 1 2 3 4; do echo beat$i; sleep 0.4; done", workdir: proj } }],
       during: async () => {
         for (let i = 0; i < 300; i++) {
-          if (proxy.frames.some((f) => f.msg.method === "process/output" && Buffer.from(String((f.msg.params as { chunk: string }).chunk), "base64").toString().includes("beat1"))) break;
+          if (
+            proxy.frames.some(
+              (f) =>
+                f.msg.method === "process/output" &&
+                Buffer.from(String((f.msg.params as { chunk: string }).chunk), "base64")
+                  .toString()
+                  .includes("beat1"),
+            )
+          )
+            break;
           await Bun.sleep(20);
         }
         proxy.cut(600);

@@ -27,7 +27,22 @@ async function runVectors(pathStyle: "plain" | "uri"): Promise<{ code: number; o
   const tmp = join(CONF_BASE, `exec-conf-${pathStyle}`);
   mkdirSync(tmp, { recursive: true });
   const proc = Bun.spawn(
-    [node!, join(FIXTURES, "exec-server-runner.mjs"), "--vectors", join(FIXTURES, "exec-server-vectors.json"), "--jobs", "3", "--path-style", pathStyle, "--no-codex-home", "--tmp-root", tmp, "--", ensureBinary(), "exec-server"],
+    [
+      node!,
+      join(FIXTURES, "exec-server-runner.mjs"),
+      "--vectors",
+      join(FIXTURES, "exec-server-vectors.json"),
+      "--jobs",
+      "3",
+      "--path-style",
+      pathStyle,
+      "--no-codex-home",
+      "--tmp-root",
+      tmp,
+      "--",
+      ensureBinary(),
+      "exec-server",
+    ],
     { cwd: FIXTURES, stdout: "pipe", stderr: "pipe" },
   );
   const [out, err, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);

@@ -34,30 +34,61 @@ const pid = () => `edge-${n++}`;
 describe("processes", () => {
   test("a pty is 24x80 and merges stderr", async () => {
     const id = pid();
-    await c.call("process/start", { processId: id, argv: ["/bin/sh", "-c", "stty size; echo oops >&2"], cwd: "/", env: PATH_ENV, tty: true });
+    await c.call("process/start", {
+      processId: id,
+      argv: ["/bin/sh", "-c", "stty size; echo oops >&2"],
+      cwd: "/",
+      env: PATH_ENV,
+      tty: true,
+    });
     const r = await c.collect(id);
     expect(r.output).toContain("24 80");
     expect(r.output).toContain("oops");
-    expect(c.notifications.filter((m) => m.method === "process/output" && (m.params as { processId: string }).processId === id).every((m) => (m.params as { stream: string }).stream === "pty")).toBe(true);
+    expect(
+      c.notifications
+        .filter((m) => m.method === "process/output" && (m.params as { processId: string }).processId === id)
+        .every((m) => (m.params as { stream: string }).stream === "pty"),
+    ).toBe(true);
   });
 
   test("arg0 replaces argv[0] and the program is looked up in the child's PATH", async () => {
     const id = pid();
-    await c.call("process/start", { processId: id, argv: ["sh", "-c", 'echo "$0"'], arg0: "custom-name", cwd: "/", env: PATH_ENV, tty: false });
+    await c.call("process/start", {
+      processId: id,
+      argv: ["sh", "-c", 'echo "$0"'],
+      arg0: "custom-name",
+      cwd: "/",
+      env: PATH_ENV,
+      tty: false,
+    });
     expect((await c.collect(id)).output).toBe("custom-name\n");
     const nopath = pid();
     await c.call("process/start", { processId: nopath, argv: ["true"], cwd: "/", env: {}, tty: false });
     expect((await c.collect(nopath)).exitCode).toBe(0);
-    const r = await c.request("process/start", { processId: pid(), argv: ["definitely-not-a-program-xyz"], cwd: "/", env: PATH_ENV, tty: false });
+    const r = await c.request("process/start", {
+      processId: pid(),
+      argv: ["definitely-not-a-program-xyz"],
+      cwd: "/",
+      env: PATH_ENV,
+      tty: false,
+    });
     expect(r.error).toEqual({ code: -32603, message: "No such file or directory (os error 2)" });
   });
 
   test("2 MiB + 3 bytes: chunks of at most 8 KiB, every one pushed; a read from 0 gets the last ≤ 1 MiB (from seq ≥ 130), tail intact", async () => {
     const id = pid();
-    await c.call("process/start", { processId: id, argv: ["/bin/sh", "-c", "head -c 2097155 /dev/zero"], cwd: "/", env: PATH_ENV, tty: false });
+    await c.call("process/start", {
+      processId: id,
+      argv: ["/bin/sh", "-c", "head -c 2097155 /dev/zero"],
+      cwd: "/",
+      env: PATH_ENV,
+      tty: false,
+    });
     const r = await c.collect(id);
     expect(r.output.length).toBe(2097155);
-    const sizes = c.notifications.filter((m) => m.method === "process/output" && (m.params as { processId: string }).processId === id).map((m) => Buffer.from((m.params as { chunk: string }).chunk, "base64").length);
+    const sizes = c.notifications
+      .filter((m) => m.method === "process/output" && (m.params as { processId: string }).processId === id)
+      .map((m) => Buffer.from((m.params as { chunk: string }).chunk, "base64").length);
     expect(Math.max(...sizes)).toBe(8192);
     const read = await c.call("process/read", { processId: id, afterSeq: 0 });
     const chunks = read.chunks as { seq: number; chunk: string }[];
@@ -72,13 +103,25 @@ describe("processes", () => {
 
   test("a 300 KiB write arrives whole; a write after terminate is -32603", async () => {
     const id = pid();
-    await c.call("process/start", { processId: id, argv: ["/bin/sh", "-c", "head -c 307200 | wc -c"], cwd: "/", env: PATH_ENV, tty: false, pipeStdin: true });
-    expect(await c.call("process/write", { processId: id, chunk: Buffer.alloc(307200, 65).toString("base64"), writeId: "1" })).toEqual({ status: "accepted" });
+    await c.call("process/start", {
+      processId: id,
+      argv: ["/bin/sh", "-c", "head -c 307200 | wc -c"],
+      cwd: "/",
+      env: PATH_ENV,
+      tty: false,
+      pipeStdin: true,
+    });
+    expect(await c.call("process/write", { processId: id, chunk: Buffer.alloc(307200, 65).toString("base64"), writeId: "1" })).toEqual({
+      status: "accepted",
+    });
     expect((await c.collect(id)).output.trim()).toBe("307200");
     const t = pid();
     await c.call("process/start", { processId: t, argv: ["/bin/sleep", "30"], cwd: "/", env: PATH_ENV, tty: false, pipeStdin: true });
     expect(await c.call("process/terminate", { processId: t })).toEqual({ running: true });
-    expect(await c.request("process/write", { processId: t, chunk: "aGkK" })).toHaveProperty("error", { code: -32603, message: "failed to write to process stdin" });
+    expect(await c.request("process/write", { processId: t, chunk: "aGkK" })).toHaveProperty("error", {
+      code: -32603,
+      message: "failed to write to process stdin",
+    });
   });
 
   test("requests on one connection are served in order: a long-poll read delays the terminate behind it", async () => {
@@ -94,7 +137,9 @@ describe("processes", () => {
   });
 
   test("a null id is answered with id -1 and never runs", async () => {
-    c.ws.send(JSON.stringify({ id: null, method: "process/start", params: { processId: "nullid", argv: ["true"], cwd: "/", env: {}, tty: false } }));
+    c.ws.send(
+      JSON.stringify({ id: null, method: "process/start", params: { processId: "nullid", argv: ["true"], cwd: "/", env: {}, tty: false } }),
+    );
     const r = await c.request("process/read", { processId: "nullid" });
     expect(r.error).toEqual({ code: -32600, message: "unknown process id nullid" });
   });
@@ -110,11 +155,24 @@ describe("fs", () => {
     expect(await c.call("fs/readFile", { path: `${d}/a/link/../f` })).toEqual({ dataBase64: Buffer.from("top").toString("base64") });
     expect(await c.call("fs/getMetadata", { path: `${d}/a/` })).toMatchObject({ isDirectory: true, isFile: false, isSymlink: false });
     expect(await c.call("fs/getMetadata", { path: `${d}/a/pipe` })).toMatchObject({ isDirectory: false, isFile: false });
-    const entries = (await c.call("fs/readDirectory", { path: `file://${d}/a` })).entries as { fileName: string; isDirectory: boolean; isFile: boolean }[];
+    const entries = (await c.call("fs/readDirectory", { path: `file://${d}/a` })).entries as {
+      fileName: string;
+      isDirectory: boolean;
+      isFile: boolean;
+    }[];
     expect(entries.find((e) => e.fileName === "pipe")).toEqual({ fileName: "pipe", isDirectory: false, isFile: false });
-    expect((await c.request("fs/createDirectory", { path: `${d}/a`, recursive: false })).error).toEqual({ code: -32603, message: "File exists (os error 17)" });
-    expect((await c.request("fs/remove", { path: `${d}/a`, recursive: false })).error).toEqual({ code: -32603, message: "Directory not empty (os error 39)" });
-    expect((await c.request("fs/copy", { sourcePath: `${d}/a/link`, destinationPath: `${d}/a/f`, recursive: false })).error).toEqual({ code: -32603, message: "File exists (os error 17)" });
+    expect((await c.request("fs/createDirectory", { path: `${d}/a`, recursive: false })).error).toEqual({
+      code: -32603,
+      message: "File exists (os error 17)",
+    });
+    expect((await c.request("fs/remove", { path: `${d}/a`, recursive: false })).error).toEqual({
+      code: -32603,
+      message: "Directory not empty (os error 39)",
+    });
+    expect((await c.request("fs/copy", { sourcePath: `${d}/a/link`, destinationPath: `${d}/a/f`, recursive: false })).error).toEqual({
+      code: -32603,
+      message: "File exists (os error 17)",
+    });
     expect(await c.call("fs/writeFile", { path: `${d}/a/empty`, dataBase64: "" })).toEqual({});
     expect(readFileSync(join(d, "a", "empty"), "utf8")).toBe("");
     symlinkSync(join(d, "a", "f"), join(d, "flink"));

@@ -22,12 +22,15 @@ function sse(events: Record<string, unknown>[]): string {
 
 /** The output Codex gave back for `callId` in `request` (text; images as their JSON). */
 export function callOutput(request: ResponsesRequest | undefined, callId: string): string | undefined {
-  const item = request?.input.find((i) => (i.type === "function_call_output" || i.type === "custom_tool_call_output") && i.call_id === callId);
+  const item = request?.input.find(
+    (i) => (i.type === "function_call_output" || i.type === "custom_tool_call_output") && i.call_id === callId,
+  );
   if (item === undefined) return undefined;
   const out = item.output;
   if (typeof out === "string") return out;
   if (Array.isArray(out)) return out.map((p: { text?: string }) => (p.text !== undefined ? p.text : JSON.stringify(p))).join("\n");
-  if (typeof out === "object" && out !== null && typeof (out as { content?: unknown }).content === "string") return (out as { content: string }).content;
+  if (typeof out === "object" && out !== null && typeof (out as { content?: unknown }).content === "string")
+    return (out as { content: string }).content;
   return JSON.stringify(out);
 }
 
@@ -42,21 +45,28 @@ export class ResponsesMock {
       port: 0,
       fetch: async (req) => {
         const path = new URL(req.url).pathname;
-        if (req.method !== "POST" || !path.endsWith("/responses")) return new Response("{}", { status: 404, headers: { "content-type": "application/json" } });
+        if (req.method !== "POST" || !path.endsWith("/responses"))
+          return new Response("{}", { status: 404, headers: { "content-type": "application/json" } });
         const body = (await req.json()) as ResponsesRequest;
         const index = this.requests.length;
         this.requests.push(body);
         const id = `resp-${index}`;
         const step = this.steps[index];
         let item: Record<string, unknown>;
-        if (step === undefined) item = { type: "message", role: "assistant", id: `msg-${index}`, content: [{ type: "output_text", text: "done" }] };
-        else if (step.tool === "apply_patch") item = { type: "custom_tool_call", id: `ctc_${index}`, call_id: `call_${index}`, name: "apply_patch", input: step.input };
+        if (step === undefined)
+          item = { type: "message", role: "assistant", id: `msg-${index}`, content: [{ type: "output_text", text: "done" }] };
+        else if (step.tool === "apply_patch")
+          item = { type: "custom_tool_call", id: `ctc_${index}`, call_id: `call_${index}`, name: "apply_patch", input: step.input };
         else {
           const prev = index === 0 ? "" : (callOutput(body, `call_${index - 1}`) ?? "");
           const args = typeof step.args === "function" ? step.args(prev) : step.args;
           item = { type: "function_call", id: `fc_${index}`, call_id: `call_${index}`, name: step.tool, arguments: JSON.stringify(args) };
         }
-        const events = [{ type: "response.created", response: { id } }, { type: "response.output_item.done", item }, { type: "response.completed", response: { id, usage: USAGE } }];
+        const events = [
+          { type: "response.created", response: { id } },
+          { type: "response.output_item.done", item },
+          { type: "response.completed", response: { id, usage: USAGE } },
+        ];
         return new Response(sse(events), { headers: { "content-type": "text/event-stream" } });
       },
     });

@@ -43,7 +43,11 @@ function workspaceWrite(proj: string): Record<string, unknown> {
           { path: special("project_roots"), access: "write" },
           { path: special("slash_tmp"), access: "write" },
           { path: special("tmpdir"), access: "write" },
-          ...[".git", ".agents", ".codex", ".aws"].map((s) => ({ path: special("project_roots", s), access: "read", missing_path_behavior: "skip" })),
+          ...[".git", ".agents", ".codex", ".aws"].map((s) => ({
+            path: special("project_roots", s),
+            access: "read",
+            missing_path_behavior: "skip",
+          })),
         ],
       },
       network: "restricted",
@@ -82,7 +86,15 @@ describe("safe defaults", () => {
 
   test("a handshake with an Origin header is refused with 403 (a browser page cannot drive it)", async () => {
     const http = server.url.replace("ws://", "http://");
-    const res = await fetch(http, { headers: { Origin: "http://localhost", Upgrade: "websocket", Connection: "Upgrade", "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==", "Sec-WebSocket-Version": "13" } });
+    const res = await fetch(http, {
+      headers: {
+        Origin: "http://localhost",
+        Upgrade: "websocket",
+        Connection: "Upgrade",
+        "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==",
+        "Sec-WebSocket-Version": "13",
+      },
+    });
     expect(res.status).toBe(403);
     await expect(ExecClient.connect(server.url, { Origin: "https://evil.example" })).rejects.toThrow();
     const ok = await ExecClient.connect(server.url);
@@ -128,13 +140,32 @@ describe("processes", () => {
     const c = await ExecClient.connect(server.url);
     await c.init();
     const { proj } = workspace();
-    await c.call("process/start", { processId: "tree", argv: ["/bin/sh", "-c", "setsid sleep 300 & echo $!; sleep 300 & echo $!; wait"], cwd: proj, env: { PATH: "/usr/bin:/bin" }, tty: false });
-    await c.waitFor((m) => m.method === "process/output" && Buffer.from((m.params as { chunk: string }).chunk, "base64").toString().split("\n").filter(Boolean).length >= 1);
+    await c.call("process/start", {
+      processId: "tree",
+      argv: ["/bin/sh", "-c", "setsid sleep 300 & echo $!; sleep 300 & echo $!; wait"],
+      cwd: proj,
+      env: { PATH: "/usr/bin:/bin" },
+      tty: false,
+    });
+    await c.waitFor(
+      (m) =>
+        m.method === "process/output" &&
+        Buffer.from((m.params as { chunk: string }).chunk, "base64")
+          .toString()
+          .split("\n")
+          .filter(Boolean).length >= 1,
+    );
     let pids: number[] = [];
     for (let i = 0; i < 50 && pids.length < 2; i++) {
       pids = c.notifications
         .filter((m) => m.method === "process/output")
-        .flatMap((m) => Buffer.from((m.params as { chunk: string }).chunk, "base64").toString().split("\n").filter(Boolean).map(Number));
+        .flatMap((m) =>
+          Buffer.from((m.params as { chunk: string }).chunk, "base64")
+            .toString()
+            .split("\n")
+            .filter(Boolean)
+            .map(Number),
+        );
       await Bun.sleep(20);
     }
     expect(pids.length).toBe(2);
@@ -151,7 +182,13 @@ describe("processes", () => {
     const c = await ExecClient.connect(server.url);
     await c.init();
     const { proj } = workspace();
-    await c.call("process/start", { processId: "daemon", argv: ["/bin/sh", "-c", "(setsid sh -c 'echo $$ > daemon.pid; exec sleep 300' </dev/null >/dev/null 2>&1 &); sleep 300"], cwd: proj, env: { PATH: "/usr/bin:/bin" }, tty: false });
+    await c.call("process/start", {
+      processId: "daemon",
+      argv: ["/bin/sh", "-c", "(setsid sh -c 'echo $$ > daemon.pid; exec sleep 300' </dev/null >/dev/null 2>&1 &); sleep 300"],
+      cwd: proj,
+      env: { PATH: "/usr/bin:/bin" },
+      tty: false,
+    });
     let pid = 0;
     for (let i = 0; i < 250 && pid === 0; i++) {
       await Bun.sleep(20);
@@ -169,7 +206,13 @@ describe("processes", () => {
   test("retained output is bounded at 1 MiB while every chunk is still pushed", async () => {
     const c = await ExecClient.connect(server.url);
     await c.init();
-    await c.call("process/start", { processId: "big", argv: ["/bin/sh", "-c", "head -c 3145728 /dev/zero"], cwd: "/", env: { PATH: "/usr/bin:/bin" }, tty: false });
+    await c.call("process/start", {
+      processId: "big",
+      argv: ["/bin/sh", "-c", "head -c 3145728 /dev/zero"],
+      cwd: "/",
+      env: { PATH: "/usr/bin:/bin" },
+      tty: false,
+    });
     const { output } = await c.collect("big");
     expect(output.length).toBe(3145728);
     const r = await c.call("process/read", { processId: "big", afterSeq: 0 });
@@ -186,17 +229,28 @@ describe("processes", () => {
       const url = new URL(server.url);
       const sock = connect(Number(url.port), url.hostname);
       await new Promise<void>((r) => sock.once("connect", () => r()));
-      sock.write(`GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n`);
+      sock.write(
+        `GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n`,
+      );
       const frame = (obj: unknown) => {
         const payload = Buffer.from(JSON.stringify(obj));
         const mask = Buffer.from([1, 2, 3, 4]);
-        const head = payload.length < 126 ? Buffer.from([0x81, 0x80 | payload.length]) : Buffer.from([0x81, 0x80 | 126, payload.length >> 8, payload.length & 255]);
+        const head =
+          payload.length < 126
+            ? Buffer.from([0x81, 0x80 | payload.length])
+            : Buffer.from([0x81, 0x80 | 126, payload.length >> 8, payload.length & 255]);
         const body = Buffer.from(payload.map((b, i) => b ^ mask[i % 4]!));
         return Buffer.concat([head, mask, body]);
       };
       sock.write(frame({ id: 1, method: "initialize", params: { clientName: "flood" } }));
       sock.write(frame({ method: "initialized", params: {} }));
-      sock.write(frame({ id: 2, method: "process/start", params: { processId: "flood", argv: ["/usr/bin/yes", "y".repeat(1000)], cwd: "/", env: { PATH: "/usr/bin:/bin" }, tty } }));
+      sock.write(
+        frame({
+          id: 2,
+          method: "process/start",
+          params: { processId: "flood", argv: ["/usr/bin/yes", "y".repeat(1000)], cwd: "/", env: { PATH: "/usr/bin:/bin" }, tty },
+        }),
+      );
       sock.pause(); // never read again
       await Bun.sleep(1500);
       // Client B is served normally meanwhile.
@@ -219,8 +273,20 @@ describe("processes", () => {
   test("terminate kills a tty process tree", async () => {
     const c = await ExecClient.connect(server.url);
     await c.init();
-    await c.call("process/start", { processId: "ttytree", argv: ["/bin/sh", "-c", "sleep 300 & echo PID=$!; wait"], cwd: "/", env: { PATH: "/usr/bin:/bin" }, tty: true });
-    const m = await c.waitFor((n) => n.method === "process/output" && Buffer.from((n.params as { chunk: string }).chunk, "base64").toString().includes("PID="));
+    await c.call("process/start", {
+      processId: "ttytree",
+      argv: ["/bin/sh", "-c", "sleep 300 & echo PID=$!; wait"],
+      cwd: "/",
+      env: { PATH: "/usr/bin:/bin" },
+      tty: true,
+    });
+    const m = await c.waitFor(
+      (n) =>
+        n.method === "process/output" &&
+        Buffer.from((n.params as { chunk: string }).chunk, "base64")
+          .toString()
+          .includes("PID="),
+    );
     const pid = Number(/PID=(\d+)/.exec(Buffer.from((m.params as { chunk: string }).chunk, "base64").toString())![1]);
     expect(alive(pid)).toBe(true);
     expect(await c.call("process/terminate", { processId: "ttytree" })).toEqual({ running: true });
@@ -238,7 +304,11 @@ describe("sandboxing (Codex 0.169 permission profiles)", () => {
     const { proj, outside } = workspace();
     const r = await c.call("process/start", {
       processId: "sb",
-      argv: ["/bin/sh", "-c", `echo in > inside.txt; echo in=$?; echo out > ${outside}/o.txt 2>/dev/null; echo out=$?; touch .git/x 2>/dev/null; echo git=$?; mkdir .aws 2>/dev/null; echo aws=$?`],
+      argv: [
+        "/bin/sh",
+        "-c",
+        `echo in > inside.txt; echo in=$?; echo out > ${outside}/o.txt 2>/dev/null; echo out=$?; touch .git/x 2>/dev/null; echo git=$?; mkdir .aws 2>/dev/null; echo aws=$?`,
+      ],
       cwd: `file://${proj}`,
       env: { PATH: "/usr/bin:/bin" },
       tty: false,
@@ -255,14 +325,30 @@ describe("sandboxing (Codex 0.169 permission profiles)", () => {
     expect(existsSync(join(proj, "inside.txt"))).toBe(true);
     const exited = c.notifications.find((m) => m.method === "process/exited" && (m.params as { processId: string }).processId === "sb");
     expect(exited?.params).toMatchObject({ exitCode: 0, sandboxDenied: false });
-    await c.call("process/start", { processId: "sb-denied", argv: ["/bin/sh", "-c", `echo x > ${outside}/o.txt`], cwd: proj, env: { PATH: "/usr/bin:/bin" }, tty: false, sandbox: workspaceWrite(proj) });
+    await c.call("process/start", {
+      processId: "sb-denied",
+      argv: ["/bin/sh", "-c", `echo x > ${outside}/o.txt`],
+      cwd: proj,
+      env: { PATH: "/usr/bin:/bin" },
+      tty: false,
+      sandbox: workspaceWrite(proj),
+    });
     await c.collect("sb-denied");
-    const denied = c.notifications.find((m) => m.method === "process/exited" && (m.params as { processId: string }).processId === "sb-denied");
+    const denied = c.notifications.find(
+      (m) => m.method === "process/exited" && (m.params as { processId: string }).processId === "sb-denied",
+    );
     expect(denied?.params).toMatchObject({ sandboxDenied: true });
     expect((denied?.params as { exitCode: number }).exitCode).not.toBe(0);
     expect(existsSync(join(outside, "o.txt"))).toBe(false);
 
-    await c.call("process/start", { processId: "sb-kill", argv: ["/bin/sh", "-c", "echo up; sleep 300"], cwd: proj, env: { PATH: "/usr/bin:/bin" }, tty: false, sandbox: workspaceWrite(proj) });
+    await c.call("process/start", {
+      processId: "sb-kill",
+      argv: ["/bin/sh", "-c", "echo up; sleep 300"],
+      cwd: proj,
+      env: { PATH: "/usr/bin:/bin" },
+      tty: false,
+      sandbox: workspaceWrite(proj),
+    });
     await c.waitFor((m) => m.method === "process/output" && (m.params as { processId: string }).processId === "sb-kill");
     expect(await c.call("process/terminate", { processId: "sb-kill" })).toEqual({ running: true });
     await c.collect("sb-kill");
@@ -275,7 +361,9 @@ describe("sandboxing (Codex 0.169 permission profiles)", () => {
     await c.init();
     const { proj, outside } = workspace();
     const data = Buffer.from("patched\n").toString("base64");
-    expect(await c.request("fs/writeFile", { path: `file://${proj}/a.txt`, dataBase64: data, sandbox: workspaceWrite(proj) })).toHaveProperty("result", {});
+    expect(
+      await c.request("fs/writeFile", { path: `file://${proj}/a.txt`, dataBase64: data, sandbox: workspaceWrite(proj) }),
+    ).toHaveProperty("result", {});
     expect(readFileSync(join(proj, "a.txt"), "utf8")).toBe("patched\n");
     const denied = await c.request("fs/writeFile", { path: `${outside}/b.txt`, dataBase64: data, sandbox: workspaceWrite(proj) });
     expect((denied.error as { code: number }).code).toBeOneOf([-32603, -32600]);
@@ -285,7 +373,10 @@ describe("sandboxing (Codex 0.169 permission profiles)", () => {
     expect(existsSync(join(proj, ".git", "hooks-evil"))).toBe(false);
     const missing = await c.request("fs/writeFile", { path: `${proj}/no/such/dir.txt`, dataBase64: data, sandbox: workspaceWrite(proj) });
     expect((missing.error as { code: number }).code).toBe(-32004);
-    expect(await c.request("fs/writeFile", { path: `${outside}/direct.txt`, dataBase64: data, sandbox: null })).toHaveProperty("result", {});
+    expect(await c.request("fs/writeFile", { path: `${outside}/direct.txt`, dataBase64: data, sandbox: null })).toHaveProperty(
+      "result",
+      {},
+    );
     expect(readFileSync(join(outside, "direct.txt"), "utf8")).toBe("patched\n");
     c.close();
   });
@@ -294,7 +385,14 @@ describe("sandboxing (Codex 0.169 permission profiles)", () => {
     const c = await ExecClient.connect(server.url);
     await c.init();
     const { proj } = workspace();
-    const sandbox = { ...workspaceWrite(proj), permissions: { type: "managed", file_system: { type: "restricted", entries: [{ path: { type: "glob_pattern", pattern: "**/*.env" }, access: "deny" }] }, network: "restricted" } };
+    const sandbox = {
+      ...workspaceWrite(proj),
+      permissions: {
+        type: "managed",
+        file_system: { type: "restricted", entries: [{ path: { type: "glob_pattern", pattern: "**/*.env" }, access: "deny" }] },
+        network: "restricted",
+      },
+    };
     const r = await c.request("process/start", { processId: "x", argv: ["/bin/true"], cwd: proj, env: {}, tty: false, sandbox });
     expect((r.error as { code: number }).code).toBeOneOf([-32600, -32602]);
     c.close();
@@ -311,8 +409,13 @@ describe("the codex-fs role", () => {
       expect(r.exitCode).toBe(0);
       expect(JSON.parse(r.stdout)).toEqual({ status: "ok", payload: { operation: "fs/readFile", response: { dataBase64: "aGk=" } } });
     }
-    const miss = run([binaryAs("codex-fs")], { stdin: JSON.stringify({ operation: "fs/getMetadata", params: { path: join(proj, "nope") } }) });
-    expect(JSON.parse(miss.stdout)).toEqual({ status: "error", payload: { code: -32004, message: "No such file or directory (os error 2)" } });
+    const miss = run([binaryAs("codex-fs")], {
+      stdin: JSON.stringify({ operation: "fs/getMetadata", params: { path: join(proj, "nope") } }),
+    });
+    expect(JSON.parse(miss.stdout)).toEqual({
+      status: "error",
+      payload: { code: -32004, message: "No such file or directory (os error 2)" },
+    });
     expect(run([binaryAs("codex-fs")], { stdin: "{}" }).exitCode).toBe(2);
   });
 });

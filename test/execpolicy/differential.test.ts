@@ -13,7 +13,10 @@ import { referenceCodex } from "../helpers/reference.ts";
 import { skipWithout } from "../helpers/prereq.ts";
 
 const codex = referenceCodex();
-const skip = skipWithout("execpolicy differential test", codex === undefined ? "@openai/codex linux build not installed (npm ci)" : undefined);
+const skip = skipWithout(
+  "execpolicy differential test",
+  codex === undefined ? "@openai/codex linux build not installed (npm ci)" : undefined,
+);
 /** The execpolicy conformance vectors, vendored from the project's shared spec (see test/fixtures/README.md). */
 const VECTORS = join(ROOT, "test", "fixtures", "execpolicy", "vectors.json");
 
@@ -38,7 +41,7 @@ function rng(seed: number): () => number {
 
 function generated(n: number): Case[] {
   const r = rng(20261121);
-  const pick = <T,>(xs: readonly T[]): T => xs[Math.floor(r() * xs.length)]!;
+  const pick = <T>(xs: readonly T[]): T => xs[Math.floor(r() * xs.length)]!;
   const PROGRAMS = ["git", "ls", "rm", "npm", "/usr/bin/git", "cargo"];
   const ARGS = ["status", "push", "--force", "-rf", "log", "install", "a b", "é", "x=1", "--", "-"];
   const DECISIONS = ["allow", "prompt", "forbidden"];
@@ -58,7 +61,8 @@ function generated(n: number): Case[] {
       lines.push(`prefix_rule(${parts.join(", ")})`);
       patterns.push([firstAlts, ...tailAlts]);
     }
-    if (r() < 0.3) lines.push(`host_executable(name = "git", paths = [${r() < 0.5 ? '"/usr/bin/git"' : '"/opt/git/bin/git", "/usr/local/bin/git"'}])`);
+    if (r() < 0.3)
+      lines.push(`host_executable(name = "git", paths = [${r() < 0.5 ? '"/usr/bin/git"' : '"/opt/git/bin/git", "/usr/local/bin/git"'}])`);
     let argv: string[];
     if (r() < 0.75) {
       // Derive the command from one rule so that most cases match something, then perturb it.
@@ -72,7 +76,10 @@ function generated(n: number): Case[] {
       if (argv.length > 1 && r() < 0.2) argv[1 + Math.floor(r() * (argv.length - 1))] = pick(ARGS);
       argv.push(...Array.from({ length: Math.floor(r() * 3) }, () => pick(ARGS)));
     } else {
-      argv = [pick([...PROGRAMS, "/usr/local/bin/git", "/bin/rm", "./git", "sub/ls"]), ...Array.from({ length: Math.floor(r() * 4) }, () => pick(ARGS))];
+      argv = [
+        pick([...PROGRAMS, "/usr/local/bin/git", "/bin/rm", "./git", "sub/ls"]),
+        ...Array.from({ length: Math.floor(r() * 4) }, () => pick(ARGS)),
+      ];
     }
     cases.push({ name: `generated-${i}`, rules: [lines.join("\n") + "\n"], argv, resolve: r() < 0.6 });
   }
@@ -80,14 +87,29 @@ function generated(n: number): Case[] {
 }
 
 function fromVectors(): Case[] {
-  const vs = JSON.parse(readFileSync(VECTORS, "utf8")) as { name: string; rules: string | string[]; argv: string[]; options?: { resolveHostExecutables?: boolean } }[];
+  const vs = JSON.parse(readFileSync(VECTORS, "utf8")) as {
+    name: string;
+    rules: string | string[];
+    argv: string[];
+    options?: { resolveHostExecutables?: boolean };
+  }[];
   return vs
     .filter((v) => v.argv.length > 0)
-    .map((v) => ({ name: `vector-${v.name}`, rules: Array.isArray(v.rules) ? v.rules : [v.rules], argv: v.argv, resolve: v.options?.resolveHostExecutables ?? false }));
+    .map((v) => ({
+      name: `vector-${v.name}`,
+      rules: Array.isArray(v.rules) ? v.rules : [v.rules],
+      argv: v.argv,
+      resolve: v.options?.resolveHostExecutables ?? false,
+    }));
 }
 
 function runCheck(exe: string[], dir: string, c: Case): { status: number; stdout: string } {
-  const args = [...c.rules.flatMap((_, i) => ["--rules", `r${i}.rules`]), ...(c.resolve ? ["--resolve-host-executables"] : []), "--", ...c.argv];
+  const args = [
+    ...c.rules.flatMap((_, i) => ["--rules", `r${i}.rules`]),
+    ...(c.resolve ? ["--resolve-host-executables"] : []),
+    "--",
+    ...c.argv,
+  ];
   const p = Bun.spawnSync([...exe, "execpolicy", "check", ...args], { cwd: dir, env: { PATH: "/usr/bin:/bin", HOME: "/root" } });
   return { status: p.exitCode ?? -1, stdout: p.stdout.toString() };
 }

@@ -12,7 +12,14 @@ function layout() {
   const home = join(root, "codex-home");
   const repo = join(root, "repo");
   const sub = join(repo, "pkg", "sub");
-  for (const d of [join(system, "rules"), join(home, "rules"), join(repo, ".git"), join(repo, ".codex", "rules"), join(sub, ".codex", "rules")]) mkdirSync(d, { recursive: true });
+  for (const d of [
+    join(system, "rules"),
+    join(home, "rules"),
+    join(repo, ".git"),
+    join(repo, ".codex", "rules"),
+    join(sub, ".codex", "rules"),
+  ])
+    mkdirSync(d, { recursive: true });
   writeFileSync(join(system, "rules", "b.rules"), 'prefix_rule(pattern = ["sys-b"])\n');
   writeFileSync(join(system, "rules", "a.rules"), 'prefix_rule(pattern = ["sys-a"])\n');
   writeFileSync(join(system, "rules", "notes.txt"), "not rules");
@@ -88,7 +95,9 @@ describe("amendment", () => {
   test("appends Codex's exact line, JSON-escaped, deduplicated, fixing a missing final newline", () => {
     const home = tempDir();
     expect(amendmentLine(["echo", "Hello, world!"])).toBe('prefix_rule(pattern=["echo", "Hello, world!"], decision="allow")');
-    expect(amendmentLine(['a"b', "c\\d", "new\nline", "é", "\u0001"])).toBe('prefix_rule(pattern=["a\\"b", "c\\\\d", "new\\nline", "é", "\\u0001"], decision="allow")');
+    expect(amendmentLine(['a"b', "c\\d", "new\nline", "é", "\u0001"])).toBe(
+      'prefix_rule(pattern=["a\\"b", "c\\\\d", "new\\nline", "é", "\\u0001"], decision="allow")',
+    );
     expect(() => amendmentLine([])).toThrow("prefix rule requires at least one token");
     mkdirSync(join(home, "rules"));
     writeFileSync(join(home, "rules", "default.rules"), 'prefix_rule(pattern=["ls"], decision="allow")'); // no final newline
@@ -103,17 +112,25 @@ describe("amendment", () => {
   test("creates rules/ when missing; concurrent appends neither tear nor duplicate", async () => {
     const home = tempDir();
     const writers = Array.from({ length: 8 }, (_, i) =>
-      Bun.spawn([process.execPath, "-e", `const { appendAllowRule } = await import(${JSON.stringify(join(import.meta.dir, "../../src/execpolicy/amend.ts"))}); for (let j = 0; j < 20; j++) appendAllowRule(${JSON.stringify(home)}, ["tool", String(j % 10), "w${i % 2}"]);`]),
+      Bun.spawn([
+        process.execPath,
+        "-e",
+        `const { appendAllowRule } = await import(${JSON.stringify(join(import.meta.dir, "../../src/execpolicy/amend.ts"))}); for (let j = 0; j < 20; j++) appendAllowRule(${JSON.stringify(home)}, ["tool", String(j % 10), "w${i % 2}"]);`,
+      ]),
     );
     await Promise.all(writers.map((w) => w.exited));
-    const lines = readFileSync(join(home, "rules", "default.rules"), "utf8").trimEnd().split("\n");
+    const lines = readFileSync(join(home, "rules", "default.rules"), "utf8")
+      .trimEnd()
+      .split("\n");
     expect(lines.length).toBe(20); // 10 values × 2 writer groups, each once
     expect(new Set(lines).size).toBe(20);
     for (const l of lines) expect(l).toMatch(/^prefix_rule\(pattern=\["tool", "\d", "w[01]"\], decision="allow"\)$/);
   });
 
   test("in-memory amendment never outranks a stricter rule", () => {
-    const p = policyFromSources([{ path: "r", text: 'prefix_rule(pattern = ["git", "push"], decision = "forbidden")\nprefix_rule(pattern = ["ls"])\n' }]);
+    const p = policyFromSources([
+      { path: "r", text: 'prefix_rule(pattern = ["git", "push"], decision = "forbidden")\nprefix_rule(pattern = ["ls"])\n' },
+    ]);
     expect(amendPolicyInMemory(p, ["ls", "-l"])).toBe(false); // already allowed by a real rule
     expect(amendPolicyInMemory(p, ["git", "push"])).toBe(true);
     expect(p.check(["git", "push"]).decision).toBe("forbidden");

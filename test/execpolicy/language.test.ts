@@ -59,11 +59,15 @@ twice = lambda s: s * 2
 prefix_rule(pattern = [twice("ab")], decision = "prompt", justification = "%s-%d" % ("x", 3))
 `);
     expect(p.check(["npm", "publish"])).toEqual({
-      matchedRules: [{ prefixRuleMatch: { matchedPrefix: ["npm", "publish"], decision: "forbidden", justification: "npm publish needs a human" } }],
+      matchedRules: [
+        { prefixRuleMatch: { matchedPrefix: ["npm", "publish"], decision: "forbidden", justification: "npm publish needs a human" } },
+      ],
       decision: "forbidden",
     });
     expect(p.check(["git", "push", "--force"]).decision).toBe("forbidden");
-    expect(p.check(["abab"]).matchedRules).toEqual([{ prefixRuleMatch: { matchedPrefix: ["abab"], decision: "prompt", justification: "x-3" } }]);
+    expect(p.check(["abab"]).matchedRules).toEqual([
+      { prefixRuleMatch: { matchedPrefix: ["abab"], decision: "prompt", justification: "x-3" } },
+    ]);
   });
 
   test("each file has its own scope", () => {
@@ -73,7 +77,10 @@ prefix_rule(pattern = [twice("ab")], decision = "prompt", justification = "%s-%d
   });
 
   test("rules are reported in file order, then statement order; strictest wins", () => {
-    const p = load(`prefix_rule(pattern = ["git"], decision = "prompt")\n`, `prefix_rule(pattern = ["git", "status"], decision = "allow")\n`);
+    const p = load(
+      `prefix_rule(pattern = ["git"], decision = "prompt")\n`,
+      `prefix_rule(pattern = ["git", "status"], decision = "allow")\n`,
+    );
     const e = p.check(["git", "status"]);
     expect(e.decision).toBe("prompt");
     expect(e.matchedRules.map((m) => ("prefixRuleMatch" in m ? m.prefixRuleMatch.matchedPrefix.length : 0))).toEqual([1, 2]);
@@ -97,23 +104,73 @@ describe("error paths name file, line, column and the problem", () => {
   const cases: [string, string, string, number][] = [
     ["unterminated string", `prefix_rule(pattern = ["git\n`, "unterminated string literal", 1],
     ["unterminated triple-quoted string", `X = 1\nY = """abc\n`, "unterminated triple-quoted string literal", 2],
-    ["bad indent", `prefix_rule(pattern = ["a"])\n  prefix_rule(pattern = ["b"])\n`, "Parse error: unexpected new indentation block, expected expression", 2],
+    [
+      "bad indent",
+      `prefix_rule(pattern = ["a"])\n  prefix_rule(pattern = ["b"])\n`,
+      "Parse error: unexpected new indentation block, expected expression",
+      2,
+    ],
     ["inconsistent dedent", `if True:\n    X = 1\n  Y = 2\n`, "unindent does not match any outer indentation level", 3],
     ["unknown builtin", `\n\nallow_rule(pattern = ["ls"])\n`, "Variable `allow_rule` not found", 3],
     ["print is not a builtin", `print("x")\n`, "Variable `print` not found", 1],
-    ["wrong argument type", `prefix_rule(pattern = "git status")\n`, 'Type of parameter `pattern` doesn\'t match, expected `list`, actual `string (repr: "git status")`', 1],
-    ["wrong decision type", `prefix_rule(pattern = ["a"], decision = 1)\n`, "Type of parameter `decision` doesn't match, expected `str`, actual `int (repr: 1)`", 1],
+    [
+      "wrong argument type",
+      `prefix_rule(pattern = "git status")\n`,
+      'Type of parameter `pattern` doesn\'t match, expected `list`, actual `string (repr: "git status")`',
+      1,
+    ],
+    [
+      "wrong decision type",
+      `prefix_rule(pattern = ["a"], decision = 1)\n`,
+      "Type of parameter `decision` doesn't match, expected `str`, actual `int (repr: 1)`",
+      1,
+    ],
     ["bad decision", `X = 1\nprefix_rule(pattern = ["rm"], decision = "deny")\n`, "invalid decision: deny", 2],
-    ["unknown keyword", `prefix_rule(pattern = ["ls"], description = "x")\n`, "Found `description` extra named parameter(s) for call to prefix_rule", 1],
+    [
+      "unknown keyword",
+      `prefix_rule(pattern = ["ls"], description = "x")\n`,
+      "Found `description` extra named parameter(s) for call to prefix_rule",
+      1,
+    ],
     ["missing pattern", `prefix_rule(decision = "allow")\n`, "Missing parameter `pattern` for call to `prefix_rule`", 1],
-    ["too many positional", `prefix_rule(["a"], "allow", [], [], "why", "extra")\n`, "Found 1 extra positional parameter(s) for call to prefix_rule", 1],
+    [
+      "too many positional",
+      `prefix_rule(["a"], "allow", [], [], "why", "extra")\n`,
+      "Found 1 extra positional parameter(s) for call to prefix_rule",
+      1,
+    ],
     ["load", `load("//other.star", "x")\n`, "No imports are available, you tried `//other.star`", 1],
-    ["failing match example", `prefix_rule(\n    pattern = ["git", "status"],\n    match = ["git log"],\n)\n`, 'unmatched examples: ["git log"]', 1],
-    ["failing not_match example", `\nprefix_rule(pattern = ["git"], not_match = ["git status"])\n`, "expected example to not match rule `PrefixRuleMatch { matched_prefix: [\"git\"]", 2],
-    ["example with bad shell syntax", `prefix_rule(pattern = ["git"], match = ["git 'x"])\n`, "invalid example: example string has invalid shell syntax", 1],
+    [
+      "failing match example",
+      `prefix_rule(\n    pattern = ["git", "status"],\n    match = ["git log"],\n)\n`,
+      'unmatched examples: ["git log"]',
+      1,
+    ],
+    [
+      "failing not_match example",
+      `\nprefix_rule(pattern = ["git"], not_match = ["git status"])\n`,
+      'expected example to not match rule `PrefixRuleMatch { matched_prefix: ["git"]',
+      2,
+    ],
+    [
+      "example with bad shell syntax",
+      `prefix_rule(pattern = ["git"], match = ["git 'x"])\n`,
+      "invalid example: example string has invalid shell syntax",
+      1,
+    ],
     ["blank justification", `prefix_rule(pattern = ["ls"], justification = "  ")\n`, "invalid rule: justification cannot be empty", 1],
-    ["host_executable relative path", `host_executable(name = "git", paths = ["bin/git"])\n`, "invalid rule: host_executable paths must be absolute (got bin/git)", 1],
-    ["network_rule wildcard", `network_rule(host = "*.example.com", protocol = "https", decision = "allow")\n`, "wildcards are not allowed", 1],
+    [
+      "host_executable relative path",
+      `host_executable(name = "git", paths = ["bin/git"])\n`,
+      "invalid rule: host_executable paths must be absolute (got bin/git)",
+      1,
+    ],
+    [
+      "network_rule wildcard",
+      `network_rule(host = "*.example.com", protocol = "https", decision = "allow")\n`,
+      "wildcards are not allowed",
+      1,
+    ],
     ["type error in an expression", `X = "a" + 1\n`, "Operation `+` not supported for types `string` and `int`", 1],
     ["invalid escape", `X = "\\q"\n`, "invalid escape sequence \\q", 1],
     ["reserved keyword", `import os\n`, "keyword 'import' is reserved", 1],

@@ -21,7 +21,10 @@ describe("layoutStruct", () => {
 // What gcc says on x86_64 glibc (checked live below when gcc is present); aarch64 glibc is LP64 with the
 // same natural alignment for every field involved, so its table must equal this one.
 const LP64_GLIBC = {
-  msghdr: { size: 56, offsets: { msg_name: 0, msg_namelen: 8, msg_iov: 16, msg_iovlen: 24, msg_control: 32, msg_controllen: 40, msg_flags: 48 } },
+  msghdr: {
+    size: 56,
+    offsets: { msg_name: 0, msg_namelen: 8, msg_iov: 16, msg_iovlen: 24, msg_control: 32, msg_controllen: 40, msg_flags: 48 },
+  },
   iovec: { size: 16, offsets: { iov_base: 0, iov_len: 8 } },
   cmsghdr: { size: 16, offsets: { cmsg_len: 0, cmsg_level: 8, cmsg_type: 12 } },
   pollfd: { size: 8, offsets: { fd: 0, events: 4, revents: 6 } },
@@ -54,7 +57,15 @@ describe("per-arch tables", () => {
 
   test("darwin: 4-byte socklen_t fields and 4-byte cmsg alignment", () => {
     const l = archLayout("darwin-arm64");
-    expect(l.msghdr.offsets).toEqual({ msg_name: 0, msg_namelen: 8, msg_iov: 16, msg_iovlen: 24, msg_control: 32, msg_controllen: 40, msg_flags: 44 });
+    expect(l.msghdr.offsets).toEqual({
+      msg_name: 0,
+      msg_namelen: 8,
+      msg_iov: 16,
+      msg_iovlen: 24,
+      msg_control: 32,
+      msg_controllen: 40,
+      msg_flags: 44,
+    });
     expect(l.msghdr.size).toBe(48);
     expect(l.cmsghdr.size).toBe(12);
     expect(cmsgLen(l, 4)).toBe(16);
@@ -66,13 +77,15 @@ const gcc = Bun.which("gcc") ?? Bun.which("cc");
 const hostArch = `${process.platform}-${process.arch}`;
 
 const onKnownArch = hostArch === "linux-x64" || hostArch === "linux-arm64";
-describe.skipIf(!onKnownArch || skipWithout("layout check against the C compiler", gcc === null ? "gcc not installed" : undefined))("layouts agree with the host C compiler", () => {
-  test("offsetof/sizeof from gcc equal our table", () => {
-    const dir = tempDir();
-    const src = join(dir, "layout.c");
-    writeFileSync(
-      src,
-      `#define _GNU_SOURCE
+describe.skipIf(!onKnownArch || skipWithout("layout check against the C compiler", gcc === null ? "gcc not installed" : undefined))(
+  "layouts agree with the host C compiler",
+  () => {
+    test("offsetof/sizeof from gcc equal our table", () => {
+      const dir = tempDir();
+      const src = join(dir, "layout.c");
+      writeFileSync(
+        src,
+        `#define _GNU_SOURCE
 #include <stdio.h>
 #include <stddef.h>
 #include <signal.h>
@@ -92,35 +105,54 @@ int main(void) {
   return 0;
 }
 `,
-    );
-    const exe = join(dir, "layout");
-    const cc = Bun.spawnSync([gcc!, "-o", exe, src]);
-    expect(cc.exitCode).toBe(0);
-    const out = Bun.spawnSync([exe]).stdout.toString();
-    const facts = Object.fromEntries(out.trim().split("\n").map((l) => l.split("=") as [string, string]));
-    const l = archLayout(hostArch as "linux-x64");
-    for (const s of ["msghdr", "iovec", "cmsghdr", "pollfd", "sigaction"] as const) {
-      expect(Number(facts[`${s}.size`])).toBe(l[s].size);
-      for (const [f, off] of Object.entries(l[s].offsets)) expect(Number(facts[`${s}.${f}`])).toBe(off);
-    }
-    expect(Number(facts["cmsg.len1"])).toBe(cmsgLen(l, 4));
-    expect(Number(facts["cmsg.space1"])).toBe(cmsgSpace(l, 4));
-    expect(Number(facts["sigset.size"])).toBe(l.sigsetBytes);
-  });
+      );
+      const exe = join(dir, "layout");
+      const cc = Bun.spawnSync([gcc!, "-o", exe, src]);
+      expect(cc.exitCode).toBe(0);
+      const out = Bun.spawnSync([exe]).stdout.toString();
+      const facts = Object.fromEntries(
+        out
+          .trim()
+          .split("\n")
+          .map((l) => l.split("=") as [string, string]),
+      );
+      const l = archLayout(hostArch as "linux-x64");
+      for (const s of ["msghdr", "iovec", "cmsghdr", "pollfd", "sigaction"] as const) {
+        expect(Number(facts[`${s}.size`])).toBe(l[s].size);
+        for (const [f, off] of Object.entries(l[s].offsets)) expect(Number(facts[`${s}.${f}`])).toBe(off);
+      }
+      expect(Number(facts["cmsg.len1"])).toBe(cmsgLen(l, 4));
+      expect(Number(facts["cmsg.space1"])).toBe(cmsgSpace(l, 4));
+      expect(Number(facts["sigset.size"])).toBe(l.sigsetBytes);
+    });
 
-  test("every syscall number and socket/fcntl constant equals the host's headers", () => {
-    const l = archLayout(hostArch as "linux-x64");
-    const dir = tempDir();
-    const src = join(dir, "sys.c");
-    const sys = Object.keys(l.sys).map((n) => `  printf("sys.${n}=%ld\\n", (long)SYS_${n});`).join("\n");
-    const sock = Object.keys(l.sock).map((n) => `  printf("sock.${n}=%ld\\n", (long)${n});`).join("\n");
-    writeFileSync(src, `#define _GNU_SOURCE\n#include <stdio.h>\n#include <fcntl.h>\n#include <sys/socket.h>\n#include <sys/syscall.h>\nint main(void) {\n${sys}\n${sock}\n  return 0;\n}\n`);
-    const exe = join(dir, "sys");
-    const cc = Bun.spawnSync([gcc!, "-o", exe, src], { stderr: "pipe" });
-    expect(cc.stderr.toString()).toBe("");
-    expect(cc.exitCode).toBe(0);
-    const facts = Object.fromEntries(Bun.spawnSync([exe]).stdout.toString().trim().split("\n").map((x) => x.split("=") as [string, string]));
-    for (const [n, nr] of Object.entries(l.sys)) expect(`${n}=${facts[`sys.${n}`]}`).toBe(`${n}=${nr}`);
-    for (const [n, v] of Object.entries(l.sock)) expect(`${n}=${facts[`sock.${n}`]}`).toBe(`${n}=${v}`);
-  });
-});
+    test("every syscall number and socket/fcntl constant equals the host's headers", () => {
+      const l = archLayout(hostArch as "linux-x64");
+      const dir = tempDir();
+      const src = join(dir, "sys.c");
+      const sys = Object.keys(l.sys)
+        .map((n) => `  printf("sys.${n}=%ld\\n", (long)SYS_${n});`)
+        .join("\n");
+      const sock = Object.keys(l.sock)
+        .map((n) => `  printf("sock.${n}=%ld\\n", (long)${n});`)
+        .join("\n");
+      writeFileSync(
+        src,
+        `#define _GNU_SOURCE\n#include <stdio.h>\n#include <fcntl.h>\n#include <sys/socket.h>\n#include <sys/syscall.h>\nint main(void) {\n${sys}\n${sock}\n  return 0;\n}\n`,
+      );
+      const exe = join(dir, "sys");
+      const cc = Bun.spawnSync([gcc!, "-o", exe, src], { stderr: "pipe" });
+      expect(cc.stderr.toString()).toBe("");
+      expect(cc.exitCode).toBe(0);
+      const facts = Object.fromEntries(
+        Bun.spawnSync([exe])
+          .stdout.toString()
+          .trim()
+          .split("\n")
+          .map((x) => x.split("=") as [string, string]),
+      );
+      for (const [n, nr] of Object.entries(l.sys)) expect(`${n}=${facts[`sys.${n}`]}`).toBe(`${n}=${nr}`);
+      for (const [n, v] of Object.entries(l.sock)) expect(`${n}=${facts[`sock.${n}`]}`).toBe(`${n}=${v}`);
+    });
+  },
+);

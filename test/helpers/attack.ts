@@ -298,7 +298,13 @@ export function buildPreload(marker: string, soPath: string): void {
 /** Run git on the host (tests' own setup), throwing on failure. */
 export function hostGit(dir: string, ...args: string[]): string {
   const r = Bun.spawnSync(["git", "-C", dir, ...args], {
-    env: { ...process.env, GIT_AUTHOR_NAME: "t", GIT_AUTHOR_EMAIL: "t@example.com", GIT_COMMITTER_NAME: "t", GIT_COMMITTER_EMAIL: "t@example.com" },
+    env: {
+      ...process.env,
+      GIT_AUTHOR_NAME: "t",
+      GIT_AUTHOR_EMAIL: "t@example.com",
+      GIT_COMMITTER_NAME: "t",
+      GIT_COMMITTER_EMAIL: "t@example.com",
+    },
   });
   if (r.exitCode !== 0) throw new Error(`git ${args.join(" ")}: ${r.stderr}`);
   return r.stdout.toString().trim();

@@ -37,7 +37,10 @@ export async function exitedWithin(pids: readonly number[], timeoutMs = WAIT_DEA
     }
   }
   try {
-    const ready = await readableWithin(open.map((o) => o.fd), timeoutMs);
+    const ready = await readableWithin(
+      open.map((o) => o.fd),
+      timeoutMs,
+    );
     return open.filter((_, i) => !ready[i]).map((o) => o.pid);
   } finally {
     for (const o of open) libc.closeQuiet(o.fd);
@@ -49,7 +52,12 @@ export async function exitedWithin(pids: readonly number[], timeoutMs = WAIT_DEA
  * "pid cmdline" lines after `timeoutMs` (empty: none left).
  */
 export async function noProcessLeft(pattern: string, timeoutMs = WAIT_DEADLINE_MS): Promise<string[]> {
-  const alive = new Set(await exitedWithin(pgrep(pattern).map((line) => Number(line.split(" ")[0])), timeoutMs));
+  const alive = new Set(
+    await exitedWithin(
+      pgrep(pattern).map((line) => Number(line.split(" ")[0])),
+      timeoutMs,
+    ),
+  );
   return pgrep(pattern).filter((line) => alive.has(Number(line.split(" ")[0])));
 }
 

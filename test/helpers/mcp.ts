@@ -30,7 +30,10 @@ export interface Session {
   codexHome: string;
   elicitations: string[];
   /** Call `shell`; returns the parsed text, the raw result and isError. */
-  shell(args: Record<string, unknown>, opts?: { onprogress?: (p: unknown) => void; signal?: AbortSignal }): Promise<{ out: ShellOutput; isError: boolean; raw: Record<string, unknown> }>;
+  shell(
+    args: Record<string, unknown>,
+    opts?: { onprogress?: (p: unknown) => void; signal?: AbortSignal },
+  ): Promise<{ out: ShellOutput; isError: boolean; raw: Record<string, unknown> }>;
   sandboxState(policy: unknown, sandboxCwd: string, extra?: Record<string, unknown>): Promise<unknown>;
   close(): Promise<void>;
   stderr: () => string;
@@ -79,12 +82,19 @@ export async function startServe(o: StartOptions = {}): Promise<Session> {
     elicitations,
     stderr: () => err,
     async shell(args, opts = {}) {
-      const raw = (await client.callTool({ name: "shell", arguments: args }, undefined, { onprogress: opts.onprogress as never, signal: opts.signal, timeout: 120_000 })) as Record<string, unknown>;
+      const raw = (await client.callTool({ name: "shell", arguments: args }, undefined, {
+        onprogress: opts.onprogress as never,
+        signal: opts.signal,
+        timeout: 120_000,
+      })) as Record<string, unknown>;
       const content = raw.content as { type: string; text: string }[];
       return { out: JSON.parse(content[0]!.text) as ShellOutput, isError: raw.isError === true, raw };
     },
     sandboxState(policy, sandboxCwd, extra = {}) {
-      return client.request({ method: "codex/sandbox-state/update", params: { sandboxPolicy: policy, sandboxCwd, ...extra } } as never, EmptyResultSchema);
+      return client.request(
+        { method: "codex/sandbox-state/update", params: { sandboxPolicy: policy, sandboxCwd, ...extra } } as never,
+        EmptyResultSchema,
+      );
     },
     async close() {
       await client.close();

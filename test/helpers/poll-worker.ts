@@ -15,7 +15,10 @@ self.onmessage = (e: MessageEvent<{ fds: number[]; timeoutMs: number }>) => {
     const waiting = fds.map((fd, i) => ({ fd, i })).filter((x) => !ready[x.i]);
     const left = Math.ceil(deadline - performance.now());
     if (waiting.length === 0 || left <= 0) break;
-    const revents = libc.poll(waiting.map((x) => ({ fd: x.fd, events: libc.POLL.IN })), left);
+    const revents = libc.poll(
+      waiting.map((x) => ({ fd: x.fd, events: libc.POLL.IN })),
+      left,
+    );
     revents.forEach((r, k) => {
       if (r !== 0) ready[waiting[k]!.i] = true;
     });

@@ -72,7 +72,11 @@ export class LineRpc {
 export async function startLineRpc(argv: string[], env: Record<string, string>): Promise<LineRpc> {
   const proc = Bun.spawn(argv, { env, stdin: "pipe", stdout: "pipe", stderr: "pipe" }) as Subprocess<"pipe", "pipe", "pipe">;
   const rpc = new LineRpc(proc);
-  await rpc.request("initialize", { protocolVersion: "2025-06-18", capabilities: { elicitation: {} }, clientInfo: { name: "shellmcp-test", version: "0" } });
+  await rpc.request("initialize", {
+    protocolVersion: "2025-06-18",
+    capabilities: { elicitation: {} },
+    clientInfo: { name: "shellmcp-test", version: "0" },
+  });
   rpc.notify("notifications/initialized");
   return rpc;
 }

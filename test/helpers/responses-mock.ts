@@ -35,14 +35,25 @@ export function evMessage(id: string, text: string): Record<string, unknown> {
 
 /** A function call output item (`namespace` for Codex 0.169's namespaced MCP tools). */
 export function evFunctionCall(callId: string, name: string, args: unknown, namespace?: string): Record<string, unknown> {
-  return { type: "response.output_item.done", item: { type: "function_call", call_id: callId, ...(namespace ? { namespace } : {}), name, arguments: JSON.stringify(args) } };
+  return {
+    type: "response.output_item.done",
+    item: { type: "function_call", call_id: callId, ...(namespace ? { namespace } : {}), name, arguments: JSON.stringify(args) },
+  };
 }
 
 /** A complete turn calling MCP tool `tool` of server `server` with `args`, in the form `request` offers it. */
-export function mcpToolCall(request: ResponsesRequest, server: string, tool: string, args: unknown, callId = "call_0"): Record<string, unknown>[] {
+export function mcpToolCall(
+  request: ResponsesRequest,
+  server: string,
+  tool: string,
+  args: unknown,
+  callId = "call_0",
+): Record<string, unknown>[] {
   const tools = request.tools ?? [];
   const ns = `mcp__${server}`;
-  const call = tools.some((t) => t.type === "namespace" && t.name === ns) ? evFunctionCall(callId, tool, args, ns) : evFunctionCall(callId, `${ns}__${tool}`, args);
+  const call = tools.some((t) => t.type === "namespace" && t.name === ns)
+    ? evFunctionCall(callId, tool, args, ns)
+    : evFunctionCall(callId, `${ns}__${tool}`, args);
   return [evCreated("resp-call"), call, evCompleted("resp-call")];
 }
 
@@ -53,7 +64,9 @@ export function finalMessage(text = "done"): Record<string, unknown>[] {
 
 /** Whether `request` offers an MCP server's tools (either form). */
 export function offersMcpServer(request: ResponsesRequest, server: string): boolean {
-  return (request.tools ?? []).some((t) => t.name === `mcp__${server}` || (typeof t.name === "string" && t.name.startsWith(`mcp__${server}__`)));
+  return (request.tools ?? []).some(
+    (t) => t.name === `mcp__${server}` || (typeof t.name === "string" && t.name.startsWith(`mcp__${server}__`)),
+  );
 }
 
 /** The text the model received as the output of call `callId` (Codex's `function_call_output`), or undefined. */
@@ -63,7 +76,8 @@ export function functionCallOutput(request: ResponsesRequest, callId = "call_0")
   const out = item.output;
   if (typeof out === "string") return out;
   if (Array.isArray(out)) return out.map((p: { text?: string }) => p.text ?? "").join("\n");
-  if (typeof out === "object" && out !== null && typeof (out as { content?: unknown }).content === "string") return (out as { content: string }).content;
+  if (typeof out === "object" && out !== null && typeof (out as { content?: unknown }).content === "string")
+    return (out as { content: string }).content;
   return JSON.stringify(out);
 }
 
@@ -78,7 +92,8 @@ export class ResponsesMock {
       port: 0,
       fetch: async (req) => {
         const path = new URL(req.url).pathname;
-        if (req.method !== "POST" || !path.endsWith("/responses")) return new Response("{}", { status: 404, headers: { "content-type": "application/json" } });
+        if (req.method !== "POST" || !path.endsWith("/responses"))
+          return new Response("{}", { status: 404, headers: { "content-type": "application/json" } });
         const body = (await req.json()) as ResponsesRequest;
         const index = this.requests.length;
         this.requests.push(body);

@@ -44,7 +44,7 @@ export function readWrapLog(path: string): Buffer[][] {
     at = end + 1;
   }
   const records: Buffer[][] = [];
-  for (let i = 0; i < fields.length; ) {
+  for (let i = 0; i < fields.length;) {
     const n = Number(fields[i]!.toString());
     records.push(fields.slice(i + 1, i + 1 + n));
     i += 1 + n;

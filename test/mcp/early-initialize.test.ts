@@ -8,7 +8,14 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import { InMemoryTransport } from "@modelcontextprotocol/sdk/inMemory.js";
 import { LATEST_PROTOCOL_VERSION as SDK_LATEST, SUPPORTED_PROTOCOL_VERSIONS as SDK_SUPPORTED } from "@modelcontextprotocol/sdk/types.js";
-import { earlyInitializeResponse, INSTRUCTIONS, LATEST_PROTOCOL_VERSION, SERVER_CAPABILITIES, SERVER_NAME, SUPPORTED_PROTOCOL_VERSIONS } from "../../src/mcp/early-initialize.ts";
+import {
+  earlyInitializeResponse,
+  INSTRUCTIONS,
+  LATEST_PROTOCOL_VERSION,
+  SERVER_CAPABILITIES,
+  SERVER_NAME,
+  SUPPORTED_PROTOCOL_VERSIONS,
+} from "../../src/mcp/early-initialize.ts";
 import { VERSION } from "../../src/version.ts";
 import { ensureBinary, tempDir } from "../helpers/binary.ts";
 
@@ -40,7 +47,11 @@ describe("earlyInitializeResponse", () => {
 
   for (const version of ["2025-06-18", "2024-11-05", "1999-01-01"]) {
     test(`the same answer as the SDK (requested ${version})`, async () => {
-      const params = { protocolVersion: version, capabilities: { elicitation: {} }, clientInfo: { name: "codex-mcp-client", title: "Codex", version: "0.169.0" } };
+      const params = {
+        protocolVersion: version,
+        capabilities: { elicitation: {} },
+        clientInfo: { name: "codex-mcp-client", title: "Codex", version: "0.169.0" },
+      };
       const early = earlyInitializeResponse(JSON.stringify({ jsonrpc: "2.0", id: 7, method: "initialize", params }));
       expect(early).toEqual((await sdkAnswer(params)) as Record<string, unknown>);
     });
@@ -65,7 +76,12 @@ describe("earlyInitializeResponse", () => {
 /** Start the binary, write `input` in one piece, collect answer lines until `count` arrived (or 5 s). */
 async function exchange(input: string, count: number): Promise<Record<string, unknown>[]> {
   const home = tempDir("shellmcp-early-");
-  const p = Bun.spawn([ensureBinary(), "serve", "--sandbox", "danger-full-access"], { env: { PATH: "/usr/bin:/bin", HOME: home, CODEX_HOME: home }, stdin: "pipe", stdout: "pipe", stderr: "pipe" });
+  const p = Bun.spawn([ensureBinary(), "serve", "--sandbox", "danger-full-access"], {
+    env: { PATH: "/usr/bin:/bin", HOME: home, CODEX_HOME: home },
+    stdin: "pipe",
+    stdout: "pipe",
+    stderr: "pipe",
+  });
   procs.push(p);
   p.stdin.write(input);
   p.stdin.flush();
@@ -94,14 +110,24 @@ async function exchange(input: string, count: number): Promise<Record<string, un
   return lines;
 }
 
-const INIT = { jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "t", version: "0" } } };
+const INIT = {
+  jsonrpc: "2.0",
+  id: 1,
+  method: "initialize",
+  params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "t", version: "0" } },
+};
 
 describe("serve", () => {
   test("initialize, initialized and tools/list in one write: each request answered exactly once, in order", async () => {
-    const lines = await exchange([INIT, { jsonrpc: "2.0", method: "notifications/initialized" }, { jsonrpc: "2.0", id: 2, method: "tools/list" }].map((m) => JSON.stringify(m) + "\n").join(""), 2);
+    const lines = await exchange(
+      [INIT, { jsonrpc: "2.0", method: "notifications/initialized" }, { jsonrpc: "2.0", id: 2, method: "tools/list" }]
+        .map((m) => JSON.stringify(m) + "\n")
+        .join(""),
+      2,
+    );
     expect(lines.map((l) => l.id)).toEqual([1, 2]);
     expect((lines[0]!.result as { serverInfo: { name: string } }).serverInfo.name).toBe("shellmcp");
-    expect(((lines[1]!.result as { tools: { name: string }[] }).tools)[0]!.name).toBe("shell");
+    expect((lines[1]!.result as { tools: { name: string }[] }).tools[0]!.name).toBe("shell");
   });
 
   test("an invalid initialize gets the SDK's error, once", async () => {
@@ -125,8 +151,17 @@ describe("serve", () => {
       asked++;
       return { action: "accept", content: {} };
     });
-    await client.connect(new StdioClientTransport({ command: ensureBinary(), args: ["serve", "--sandbox", "danger-full-access"], env: { PATH: "/usr/bin:/bin", HOME: home, CODEX_HOME: home } }));
-    const r = (await client.callTool({ name: "shell", arguments: { command: "ls >/dev/null && echo ran", workdir: home, login: false } })) as { content: { text: string }[] };
+    await client.connect(
+      new StdioClientTransport({
+        command: ensureBinary(),
+        args: ["serve", "--sandbox", "danger-full-access"],
+        env: { PATH: "/usr/bin:/bin", HOME: home, CODEX_HOME: home },
+      }),
+    );
+    const r = (await client.callTool({
+      name: "shell",
+      arguments: { command: "ls >/dev/null && echo ran", workdir: home, login: false },
+    })) as { content: { text: string }[] };
     await client.close();
     expect(asked).toBe(1);
     expect(r.content[0]!.text).toContain("ran");

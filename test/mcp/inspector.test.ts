@@ -14,7 +14,11 @@ const skip = skipWithout("inspector test", !existsSync(inspector) ? "MCP Inspect
 
 function inspect(args: string[]): { code: number; json: Record<string, unknown> } {
   const home = tempDir("shellmcp-insp-");
-  const r = Bun.spawnSync([inspector, "--cli", "-e", `CODEX_HOME=${home}`, ensureBinary(), "serve", ...args], { stdout: "pipe", stderr: "pipe", env: { ...process.env } });
+  const r = Bun.spawnSync([inspector, "--cli", "-e", `CODEX_HOME=${home}`, ensureBinary(), "serve", ...args], {
+    stdout: "pipe",
+    stderr: "pipe",
+    env: { ...process.env },
+  });
   return { code: r.exitCode ?? -1, json: JSON.parse(r.stdout.toString()) };
 }
 
@@ -29,7 +33,18 @@ describe.skipIf(skip)("MCP Inspector CLI against shellmcp serve", () => {
 
   test("tools/call shell", () => {
     const ws = tempDir("shellmcp-insp-ws-");
-    const r = inspect(["--method", "tools/call", "--tool-name", "shell", "--tool-arg", "command=echo from-inspector", "--tool-arg", `workdir=${ws}`, "--tool-arg", "login=false"]);
+    const r = inspect([
+      "--method",
+      "tools/call",
+      "--tool-name",
+      "shell",
+      "--tool-arg",
+      "command=echo from-inspector",
+      "--tool-arg",
+      `workdir=${ws}`,
+      "--tool-arg",
+      "login=false",
+    ]);
     expect(r.code).toBe(0);
     const text = (r.json.content as { text: string }[])[0]!.text;
     expect(JSON.parse(text)).toMatchObject({ exit_code: 0, output: "from-inspector\n", timed_out: false });

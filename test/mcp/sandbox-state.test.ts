@@ -41,13 +41,20 @@ beforeAll(() => {
 
 describe("parseSandboxState / sandboxStateFromMeta", () => {
   test("0.97's update params", () => {
-    const s = parseSandboxState({ sandboxPolicy: { type: "workspace-write" }, sandboxCwd: "/p", codexLinuxSandboxExe: "/x/codex", useLinuxSandboxBwrap: true });
+    const s = parseSandboxState({
+      sandboxPolicy: { type: "workspace-write" },
+      sandboxCwd: "/p",
+      codexLinuxSandboxExe: "/x/codex",
+      useLinuxSandboxBwrap: true,
+    });
     expect(s.policy.type).toBe("workspace-write");
     expect(s.profile).toBeUndefined();
     expect(s).toMatchObject({ sandboxCwd: "/p", codexLinuxSandboxExe: "/x/codex", useBwrap: true, useLegacyLandlock: false });
     expect(() => parseSandboxState({ sandboxPolicy: { type: "read-only" } })).toThrow("missing field `sandboxCwd`");
     expect(() => parseSandboxState({ sandboxCwd: "/p" })).toThrow("missing field `sandboxPolicy`");
-    expect(() => parseSandboxState({ sandboxPolicy: { type: "read-only" }, sandboxCwd: "/p", useLinuxSandboxBwrap: null })).toThrow("useLinuxSandboxBwrap");
+    expect(() => parseSandboxState({ sandboxPolicy: { type: "read-only" }, sandboxCwd: "/p", useLinuxSandboxBwrap: null })).toThrow(
+      "useLinuxSandboxBwrap",
+    );
   });
 
   test("0.169's per-call state: the copy is used when the main key is absent, the launcher fills in the exe", () => {
@@ -71,7 +78,13 @@ describe("parseSandboxState / sandboxStateFromMeta", () => {
     expect(sandboxStateFromMeta({ progressToken: 1 })).toBeUndefined();
     let err: unknown;
     try {
-      sandboxStateFromMeta(profileMeta({ type: "managed", file_system: { type: "restricted", entries: [{ ...ROOT_READ, access: "everything" }] }, network: "restricted" }));
+      sandboxStateFromMeta(
+        profileMeta({
+          type: "managed",
+          file_system: { type: "restricted", entries: [{ ...ROOT_READ, access: "everything" }] },
+          network: "restricted",
+        }),
+      );
     } catch (e) {
       err = e;
     }
@@ -92,7 +105,11 @@ describe.skipIf(skip)("serve applies the per-call sandbox state", () => {
   });
 
   const call = async (command: string, _meta?: Record<string, unknown>) => {
-    const raw = (await s.client.callTool({ name: "shell", arguments: { command, workdir: proj, login: false }, ...(_meta ? { _meta } : {}) }, undefined, { timeout: 60_000 })) as { content: { text: string }[]; isError?: boolean };
+    const raw = (await s.client.callTool(
+      { name: "shell", arguments: { command, workdir: proj, login: false }, ...(_meta ? { _meta } : {}) },
+      undefined,
+      { timeout: 60_000 },
+    )) as { content: { text: string }[]; isError?: boolean };
     const text = raw.content[0]!.text;
     let out: { exit_code: number; output: string } | undefined;
     try {
@@ -104,7 +121,10 @@ describe.skipIf(skip)("serve applies the per-call sandbox state", () => {
   };
 
   test("Codex 0.169's workspace-write _meta: the project is writable for that call, .git/.aws/.codex and outside are not", async () => {
-    const r = await call(`touch a && echo A_OK; touch .git/x || echo GIT_RO; mkdir .aws || echo AWS_RO; mkdir .codex || echo CODEX_RO; touch ${outside}/x || echo OUT_RO`, meta("workspace-write"));
+    const r = await call(
+      `touch a && echo A_OK; touch .git/x || echo GIT_RO; mkdir .aws || echo AWS_RO; mkdir .codex || echo CODEX_RO; touch ${outside}/x || echo OUT_RO`,
+      meta("workspace-write"),
+    );
     expect(r.out!.output).toContain("A_OK");
     for (const m of ["GIT_RO", "AWS_RO", "CODEX_RO", "OUT_RO"]) expect(r.out!.output).toContain(m);
     expect(existsSync(join(proj, "a"))).toBe(true);
@@ -127,7 +147,10 @@ describe.skipIf(skip)("serve applies the per-call sandbox state", () => {
 
   test("per-call state wins over 0.97's session state, which keeps working without _meta", async () => {
     expect(await s.sandboxState({ type: "danger-full-access" }, proj)).toEqual({});
-    const narrowed = await call(`touch ${outside}/z || echo Z_RO`, profileMeta({ type: "managed", file_system: { type: "restricted", entries: [ROOT_READ] }, network: "restricted" }));
+    const narrowed = await call(
+      `touch ${outside}/z || echo Z_RO`,
+      profileMeta({ type: "managed", file_system: { type: "restricted", entries: [ROOT_READ] }, network: "restricted" }),
+    );
     expect(narrowed.out!.output).toContain("Z_RO");
     expect(existsSync(join(outside, "z"))).toBe(false);
     const session = await call(`touch ${outside}/z && echo Z_OK`);
@@ -136,7 +159,21 @@ describe.skipIf(skip)("serve applies the per-call sandbox state", () => {
   });
 
   test("a denied file is unreadable, a network-enabled profile still confines writes", async () => {
-    const r = await call("cat secret.txt || echo SECRET_HIDDEN; touch c && echo C_OK", profileMeta({ type: "managed", file_system: { type: "restricted", entries: [ROOT_READ, { path: { type: "path", path: proj }, access: "write" }, { path: { type: "path", path: join(proj, "secret.txt") }, access: "none" }] }, network: "enabled" }));
+    const r = await call(
+      "cat secret.txt || echo SECRET_HIDDEN; touch c && echo C_OK",
+      profileMeta({
+        type: "managed",
+        file_system: {
+          type: "restricted",
+          entries: [
+            ROOT_READ,
+            { path: { type: "path", path: proj }, access: "write" },
+            { path: { type: "path", path: join(proj, "secret.txt") }, access: "none" },
+          ],
+        },
+        network: "enabled",
+      }),
+    );
     expect(r.out!.output).not.toContain("s3cret");
     expect(r.out!.output).toContain("Permission denied");
     expect(r.out!.output).toContain("SECRET_HIDDEN");
@@ -160,10 +197,20 @@ describe.skipIf(skip)("serve applies the per-call sandbox state", () => {
   });
 
   test("what cannot be enforced is refused in the result, and nothing runs", async () => {
-    const glob = await call("touch glob-ran", profileMeta({ type: "managed", file_system: { type: "restricted", entries: [ROOT_READ, { path: { type: "glob_pattern", pattern: "**/*.env" }, access: "deny" }] }, network: "restricted" }));
+    const glob = await call(
+      "touch glob-ran",
+      profileMeta({
+        type: "managed",
+        file_system: { type: "restricted", entries: [ROOT_READ, { path: { type: "glob_pattern", pattern: "**/*.env" }, access: "deny" }] },
+        network: "restricted",
+      }),
+    );
     expect(glob.isError).toBe(true);
     expect(glob.text).toContain("glob_pattern entries are not supported");
-    const landlock = await call("touch landlock-ran", { ...meta("workspace-write"), "codex/sandbox-state": { ...(meta("workspace-write")["codex/sandbox-state"] as object), useLegacyLandlock: true } });
+    const landlock = await call("touch landlock-ran", {
+      ...meta("workspace-write"),
+      "codex/sandbox-state": { ...(meta("workspace-write")["codex/sandbox-state"] as object), useLegacyLandlock: true },
+    });
     expect(landlock.isError).toBe(true);
     expect(landlock.text).toContain("Landlock cannot enforce");
     const bad = await call("touch bad-ran", profileMeta({ type: "managed" }));

@@ -67,7 +67,9 @@ describe.skipIf(skip)("shellmcp serve (SDK client, compiled binary)", () => {
     const s = await serve();
     const ws = workspace();
     expect((await s.shell({ command: "shopt -q login_shell && echo login || echo plain", workdir: ws })).out.output).toBe("login\n");
-    expect((await s.shell({ command: "shopt -q login_shell && echo login || echo plain", workdir: ws, login: false })).out.output).toBe("plain\n");
+    expect((await s.shell({ command: "shopt -q login_shell && echo login || echo plain", workdir: ws, login: false })).out.output).toBe(
+      "plain\n",
+    );
   });
 
   test("read-only by default: writes fail in the sandbox (isError from the denial heuristic, output kept)", async () => {
@@ -116,7 +118,11 @@ describe.skipIf(skip)("shellmcp serve (SDK client, compiled binary)", () => {
   });
 
   test("prompt: accept escalates, decline and cancel deny with Codex's reasons; the message is Codex's", async () => {
-    const answers: Record<string, "accept" | "decline" | "cancel"> = { "first.txt": "accept", "second.txt": "decline", "third.txt": "cancel" };
+    const answers: Record<string, "accept" | "decline" | "cancel"> = {
+      "first.txt": "accept",
+      "second.txt": "decline",
+      "third.txt": "cancel",
+    };
     const s = await serve({
       rules: 'prefix_rule(pattern = ["touch"], decision = "prompt")\n',
       onElicit: (message) => ({ action: answers[Object.keys(answers).find((k) => message.includes(k))!]! }),
@@ -129,7 +135,10 @@ describe.skipIf(skip)("shellmcp serve (SDK client, compiled binary)", () => {
 
   test("answers are remembered for the session", async () => {
     let asked = 0;
-    const s = await serve({ rules: 'prefix_rule(pattern = ["touch"], decision = "prompt")\n', onElicit: () => (asked++, { action: "accept" }) });
+    const s = await serve({
+      rules: 'prefix_rule(pattern = ["touch"], decision = "prompt")\n',
+      onElicit: () => (asked++, { action: "accept" }),
+    });
     const ws = workspace();
     await s.shell({ command: "touch a; touch a; touch b", workdir: ws, login: false });
     expect(asked).toBe(2);
@@ -137,10 +146,15 @@ describe.skipIf(skip)("shellmcp serve (SDK client, compiled binary)", () => {
 
   test("always allow: appends Codex's rule line to default.rules and stops asking", async () => {
     let asked = 0;
-    const s = await serve({ rules: 'prefix_rule(pattern = ["touch"], decision = "prompt")\n', onElicit: () => (asked++, { action: "accept", content: { always_allow: true } }) });
+    const s = await serve({
+      rules: 'prefix_rule(pattern = ["touch"], decision = "prompt")\n',
+      onElicit: () => (asked++, { action: "accept", content: { always_allow: true } }),
+    });
     const ws = workspace();
     await s.shell({ command: "touch one", workdir: ws, login: false });
-    expect(readFileSync(join(s.codexHome, "rules", "default.rules"), "utf8")).toContain('prefix_rule(pattern=["touch", "one"], decision="allow")');
+    expect(readFileSync(join(s.codexHome, "rules", "default.rules"), "utf8")).toContain(
+      'prefix_rule(pattern=["touch", "one"], decision="allow")',
+    );
     expect(existsSync(join(ws, "one"))).toBe(true);
     await s.shell({ command: "touch one", workdir: ws, login: false });
     expect(asked).toBe(1);
@@ -162,7 +176,12 @@ describe.skipIf(skip)("shellmcp serve (SDK client, compiled binary)", () => {
     const s = await serve({ rules: 'prefix_rule(pattern = ["sleep"], decision = "allow")\n' });
     const ws = workspace();
     const t0 = Date.now();
-    const r = await s.shell({ command: `echo started; ${NAP[100]} & /bin/sh -c '${NAP[100]}' & wait`, workdir: ws, login: false, timeout_ms: 1500 });
+    const r = await s.shell({
+      command: `echo started; ${NAP[100]} & /bin/sh -c '${NAP[100]}' & wait`,
+      workdir: ws,
+      login: false,
+      timeout_ms: 1500,
+    });
     expect(Date.now() - t0).toBeLessThan(8000);
     expect(r.out.timed_out).toBe(true);
     expect(r.isError).toBe(true);
@@ -171,7 +190,10 @@ describe.skipIf(skip)("shellmcp serve (SDK client, compiled binary)", () => {
   });
 
   test("time waiting for a human does not count against timeout_ms", async () => {
-    const s = await serve({ rules: 'prefix_rule(pattern = ["touch"], decision = "prompt")\n', onElicit: async () => (await Bun.sleep(2000), { action: "accept" }) });
+    const s = await serve({
+      rules: 'prefix_rule(pattern = ["touch"], decision = "prompt")\n',
+      onElicit: async () => (await Bun.sleep(2000), { action: "accept" }),
+    });
     const ws = workspace();
     const r = await s.shell({ command: "touch late && echo done", workdir: ws, login: false, timeout_ms: 1000 });
     expect(r.out.timed_out).toBe(false);
@@ -188,14 +210,21 @@ describe.skipIf(skip)("shellmcp serve (SDK client, compiled binary)", () => {
     expect(r.out.output).toBe("ok\n");
     expect(existsSync(join(ws, "after"))).toBe(true);
     await expect(s.sandboxState({ type: "bogus" }, ws)).rejects.toThrow("failed to deserialize sandbox state");
-    await expect(s.client.request({ method: "codex/sandbox-state/update" } as never, (await import("@modelcontextprotocol/sdk/types.js")).EmptyResultSchema)).rejects.toThrow("missing params for sandbox state request");
+    await expect(
+      s.client.request(
+        { method: "codex/sandbox-state/update" } as never,
+        (await import("@modelcontextprotocol/sdk/types.js")).EmptyResultSchema,
+      ),
+    ).rejects.toThrow("missing params for sandbox state request");
   });
 
   test("8 parallel calls run concurrently", async () => {
     const s = await serve();
     const ws = workspace();
     const t0 = Date.now();
-    const rs = await Promise.all(Array.from({ length: 8 }, (_, i) => s.shell({ command: `sleep 1; echo ${i}`, workdir: ws, login: false })));
+    const rs = await Promise.all(
+      Array.from({ length: 8 }, (_, i) => s.shell({ command: `sleep 1; echo ${i}`, workdir: ws, login: false })),
+    );
     rs.forEach((r, i) => expect(r.out.output).toBe(`${i}\n`));
     expect(Date.now() - t0).toBeLessThan(6000);
   });
@@ -203,10 +232,16 @@ describe.skipIf(skip)("shellmcp serve (SDK client, compiled binary)", () => {
   test("2 MiB of output is capped, keeping head and tail, with counts", async () => {
     const s = await serve();
     const ws = workspace();
-    const r = await s.shell({ command: "echo FIRST; head -c 2097152 /dev/zero | tr '\\000' x; echo; echo LAST", workdir: ws, login: false });
+    const r = await s.shell({
+      command: "echo FIRST; head -c 2097152 /dev/zero | tr '\\000' x; echo; echo LAST",
+      workdir: ws,
+      login: false,
+    });
     expect(r.out.output.startsWith("FIRST\n")).toBe(true);
     expect(r.out.output.endsWith("LAST\n")).toBe(true);
-    expect(r.out.output).toMatch(/\[\.\.\. shellmcp: \d+ bytes of output omitted \(2097164 in all; the first and last 1048576 are shown\) \.\.\.\]/);
+    expect(r.out.output).toMatch(
+      /\[\.\.\. shellmcp: \d+ bytes of output omitted \(2097164 in all; the first and last 1048576 are shown\) \.\.\.\]/,
+    );
     expect(r.out.output.length).toBeLessThan(1048576 + 200);
   });
 
@@ -222,8 +257,12 @@ describe.skipIf(skip)("shellmcp serve (SDK client, compiled binary)", () => {
 
   test("bad arguments are JSON-RPC errors with serde's wording", async () => {
     const s = await serve();
-    await expect(s.client.callTool({ name: "shell", arguments: { command: "true" } })).rejects.toThrow("failed to deserialize parameters: missing field `workdir`");
-    await expect(s.client.callTool({ name: "shell", arguments: { command: "true", workdir: "/", timeout_ms: -5 } })).rejects.toThrow("invalid value: integer `-5`, expected u64");
+    await expect(s.client.callTool({ name: "shell", arguments: { command: "true" } })).rejects.toThrow(
+      "failed to deserialize parameters: missing field `workdir`",
+    );
+    await expect(s.client.callTool({ name: "shell", arguments: { command: "true", workdir: "/", timeout_ms: -5 } })).rejects.toThrow(
+      "invalid value: integer `-5`, expected u64",
+    );
     await expect(s.client.callTool({ name: "nope", arguments: {} })).rejects.toThrow("tool not found");
   });
 
@@ -231,7 +270,10 @@ describe.skipIf(skip)("shellmcp serve (SDK client, compiled binary)", () => {
     const s = await serve();
     const ws = workspace();
     const seen: unknown[] = [];
-    const r = await s.shell({ command: "sleep 6; echo done", workdir: ws, login: false, timeout_ms: 20000 }, { onprogress: (p) => seen.push(p) });
+    const r = await s.shell(
+      { command: "sleep 6; echo done", workdir: ws, login: false, timeout_ms: 20000 },
+      { onprogress: (p) => seen.push(p) },
+    );
     expect(r.out.output).toBe("done\n");
     expect(seen.length).toBeGreaterThanOrEqual(1);
   });
@@ -244,7 +286,10 @@ describe.skipIf(skip)("shellmcp serve (SDK client, compiled binary)", () => {
     mkfifo(join(ws, "up"));
     const up = fifoMessage(join(ws, "up"));
     const ac = new AbortController();
-    const p = s.shell({ command: `${NAP[101]} & echo up > up; ${NAP[101]}; echo never`, workdir: ws, login: false, timeout_ms: 60000 }, { signal: ac.signal });
+    const p = s.shell(
+      { command: `${NAP[101]} & echo up > up; ${NAP[101]}; echo never`, workdir: ws, login: false, timeout_ms: 60000 },
+      { signal: ac.signal },
+    );
     expect(await up).toBe("up\n");
     ac.abort();
     await expect(p).rejects.toThrow();
@@ -252,9 +297,16 @@ describe.skipIf(skip)("shellmcp serve (SDK client, compiled binary)", () => {
   });
 
   test("the shell's environment follows shell_environment_policy: *TOKEN* excluded by default, -c overrides", async () => {
-    const s = await serve({ env: { GITHUB_TOKEN: "secret", PLAIN_VAR: "plain" }, args: ["-c", 'shell_environment_policy.set={ADDED="yes"}'] });
+    const s = await serve({
+      env: { GITHUB_TOKEN: "secret", PLAIN_VAR: "plain" },
+      args: ["-c", 'shell_environment_policy.set={ADDED="yes"}'],
+    });
     const ws = workspace();
-    const r = await s.shell({ command: "echo ${GITHUB_TOKEN:-none} ${PLAIN_VAR:-none} ${ADDED:-none} ${CODEX_SANDBOX_NETWORK_DISABLED:-none}", workdir: ws, login: false });
+    const r = await s.shell({
+      command: "echo ${GITHUB_TOKEN:-none} ${PLAIN_VAR:-none} ${ADDED:-none} ${CODEX_SANDBOX_NETWORK_DISABLED:-none}",
+      workdir: ws,
+      login: false,
+    });
     expect(r.out.output).toBe("none plain yes 1\n");
   });
 
@@ -283,14 +335,27 @@ describe.skipIf(skip)("robustness (raw stdio)", () => {
     const { ensureBinary } = await import("../helpers/binary.ts");
     const home = tempDir();
     const ws = workspace();
-    const p = Bun.spawn([ensureBinary(), "serve", "--sandbox", "danger-full-access"], { env: { PATH: "/usr/bin:/bin", CODEX_HOME: home }, stdin: "pipe", stdout: "pipe", stderr: "pipe" });
+    const p = Bun.spawn([ensureBinary(), "serve", "--sandbox", "danger-full-access"], {
+      env: { PATH: "/usr/bin:/bin", CODEX_HOME: home },
+      stdin: "pipe",
+      stdout: "pipe",
+      stderr: "pipe",
+    });
     const send = (s: string) => (p.stdin as import("bun").FileSink).write(s + "\n");
-    send('{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}');
+    send(
+      '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}',
+    );
     send('{"jsonrpc":"2.0","method":"notifications/initialized"}');
     send("{not json");
     send("[1,2,3]");
     send('{"jsonrpc":"2.0","id":6,"method":"tools/list"}');
-    send('{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"shell","arguments":{"command":"' + NAP[102] + ' & echo bg","workdir":"' + ws + '","login":false}}}');
+    send(
+      '{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"shell","arguments":{"command":"' +
+        NAP[102] +
+        ' & echo bg","workdir":"' +
+        ws +
+        '","login":false}}}',
+    );
     await (p.stdin as import("bun").FileSink).flush();
     const reader = p.stdout.getReader();
     let text = "";
@@ -299,7 +364,10 @@ describe.skipIf(skip)("robustness (raw stdio)", () => {
       if (done) break;
       text += new TextDecoder().decode(value);
     }
-    const lines = text.trim().split("\n").map((l) => JSON.parse(l));
+    const lines = text
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l));
     expect(lines.some((l) => l.error?.code === -32700)).toBe(true);
     expect(lines.some((l) => l.error?.code === -32600)).toBe(true);
     expect(JSON.parse(lines.find((l) => l.id === 7).result.content[0].text).output).toBe("bg\n");

@@ -29,8 +29,23 @@ function box() {
 }
 
 function run(backend: string, policy: unknown, cwd: string, cmd: string[], env: Record<string, string> = {}) {
-  const argv = [binaryAs("codex-linux-sandbox"), "--backend", backend, "--sandbox-policy-cwd", cwd, "--sandbox-policy", JSON.stringify(policy), "--", ...cmd];
-  const r = Bun.spawnSync(argv, { cwd, env: { PATH: "/usr/bin:/bin", HOME: homedir(), LC_ALL: "C", ...env }, stdout: "pipe", stderr: "pipe" });
+  const argv = [
+    binaryAs("codex-linux-sandbox"),
+    "--backend",
+    backend,
+    "--sandbox-policy-cwd",
+    cwd,
+    "--sandbox-policy",
+    JSON.stringify(policy),
+    "--",
+    ...cmd,
+  ];
+  const r = Bun.spawnSync(argv, {
+    cwd,
+    env: { PATH: "/usr/bin:/bin", HOME: homedir(), LC_ALL: "C", ...env },
+    stdout: "pipe",
+    stderr: "pipe",
+  });
   return { code: r.exitCode ?? -1, out: r.stdout.toString(), err: r.stderr.toString() };
 }
 
@@ -38,105 +53,143 @@ const WW = { type: "workspace-write" };
 const RO = { type: "read-only" };
 
 for (const backend of ["landlock", "bwrap"] as const) {
-  describe.skipIf(process.platform !== "linux" || (backend === "bwrap" && skipWithout("bwrap backend tests", bwrapMissing)))(`${backend} backend`, () => {
-    test("a symlink inside the workspace pointing outside does not grant writes", () => {
-      const b = box();
-      writeFileSync(join(b.outside, "t.txt"), "secret");
-      const r = run(backend, WW, b.cwd, ["bash", "-c", `ln -s ${b.outside}/t.txt lnk && echo pwned > lnk`]);
-      expect(r.code).not.toBe(0);
-      expect(readFileSync(join(b.outside, "t.txt"), "utf8")).toBe("secret");
-    });
+  describe.skipIf(process.platform !== "linux" || (backend === "bwrap" && skipWithout("bwrap backend tests", bwrapMissing)))(
+    `${backend} backend`,
+    () => {
+      test("a symlink inside the workspace pointing outside does not grant writes", () => {
+        const b = box();
+        writeFileSync(join(b.outside, "t.txt"), "secret");
+        const r = run(backend, WW, b.cwd, ["bash", "-c", `ln -s ${b.outside}/t.txt lnk && echo pwned > lnk`]);
+        expect(r.code).not.toBe(0);
+        expect(readFileSync(join(b.outside, "t.txt"), "utf8")).toBe("secret");
+      });
 
-    test("a hard link to an outside file cannot be created (so not written through)", () => {
-      const b = box();
-      writeFileSync(join(b.outside, "t.txt"), "secret");
-      const r = run(backend, WW, b.cwd, ["bash", "-c", `ln ${b.outside}/t.txt hl && echo pwned >> hl`]);
-      expect(r.code).not.toBe(0);
-      expect(existsSync(join(b.cwd, "hl"))).toBe(false);
-      expect(readFileSync(join(b.outside, "t.txt"), "utf8")).toBe("secret");
-    });
+      test("a hard link to an outside file cannot be created (so not written through)", () => {
+        const b = box();
+        writeFileSync(join(b.outside, "t.txt"), "secret");
+        const r = run(backend, WW, b.cwd, ["bash", "-c", `ln ${b.outside}/t.txt hl && echo pwned >> hl`]);
+        expect(r.code).not.toBe(0);
+        expect(existsSync(join(b.cwd, "hl"))).toBe(false);
+        expect(readFileSync(join(b.outside, "t.txt"), "utf8")).toBe("secret");
+      });
 
-    test("/proc/self/root does not bypass the rules", () => {
-      const b = box();
-      const r = run(backend, WW, b.cwd, ["bash", "-c", `echo pwned > /proc/self/root${b.outside}/p.txt`]);
-      expect(r.code).not.toBe(0);
-      expect(existsSync(join(b.outside, "p.txt"))).toBe(false);
-    });
+      test("/proc/self/root does not bypass the rules", () => {
+        const b = box();
+        const r = run(backend, WW, b.cwd, ["bash", "-c", `echo pwned > /proc/self/root${b.outside}/p.txt`]);
+        expect(r.code).not.toBe(0);
+        expect(existsSync(join(b.outside, "p.txt"))).toBe(false);
+      });
 
-    test.skipIf(noPython())("abstract AF_UNIX sockets: bind and connect are denied", () => {
-      const b = box();
-      const r = run(backend, RO, b.cwd, ["python3", "-c", "import socket\ns=socket.socket(socket.AF_UNIX)\ntry:\n  s.bind('\\0shellmcp-test'); print('bound')\nexcept OSError as e: print('bind-err', e.errno)\ntry:\n  socket.socket(socket.AF_UNIX).connect('\\0shellmcp-test'); print('connected')\nexcept OSError as e: print('connect-err', e.errno)\n"]);
-      expect(r.out).toBe("bind-err 1\nconnect-err 1\n");
-    });
+      test.skipIf(noPython())("abstract AF_UNIX sockets: bind and connect are denied", () => {
+        const b = box();
+        const r = run(backend, RO, b.cwd, [
+          "python3",
+          "-c",
+          "import socket\ns=socket.socket(socket.AF_UNIX)\ntry:\n  s.bind('\\0shellmcp-test'); print('bound')\nexcept OSError as e: print('bind-err', e.errno)\ntry:\n  socket.socket(socket.AF_UNIX).connect('\\0shellmcp-test'); print('connected')\nexcept OSError as e: print('connect-err', e.errno)\n",
+        ]);
+        expect(r.out).toBe("bind-err 1\nconnect-err 1\n");
+      });
 
-    test.skipIf(noPython())("ptrace of a sibling process is denied", () => {
-      const b = box();
-      const r = run(backend, RO, b.cwd, ["bash", "-c", `sleep 5 & python3 -c "import ctypes,sys; l=ctypes.CDLL(None, use_errno=True); r=l.ptrace(16, $!, 0, 0); print('attach', r, ctypes.get_errno())"; kill %1`]);
-      expect(r.out).toContain("attach -1 1");
-    });
+      test.skipIf(noPython())("ptrace of a sibling process is denied", () => {
+        const b = box();
+        const r = run(backend, RO, b.cwd, [
+          "bash",
+          "-c",
+          `sleep 5 & python3 -c "import ctypes,sys; l=ctypes.CDLL(None, use_errno=True); r=l.ptrace(16, $!, 0, 0); print('attach', r, ctypes.get_errno())"; kill %1`,
+        ]);
+        expect(r.out).toContain("attach -1 1");
+      });
 
-    test("restricted reads: readable roots and system folders only", () => {
-      const b = box();
-      writeFileSync(join(b.outside, "secret.txt"), "topsecret");
-      writeFileSync(join(b.cwd, "mine.txt"), "mine");
-      const policy = { type: "read-only", access: { type: "restricted", include_platform_defaults: true, readable_roots: [] } };
-      const r = run(backend, policy, b.cwd, ["bash", "-c", `cat mine.txt; echo; cat ${b.outside}/secret.txt; echo "rc=$?"`]);
-      expect(r.out).toContain("mine\n");
-      expect(r.out).toContain("rc=1");
-      expect(r.out).not.toContain("topsecret");
-    });
+      test("restricted reads: readable roots and system folders only", () => {
+        const b = box();
+        writeFileSync(join(b.outside, "secret.txt"), "topsecret");
+        writeFileSync(join(b.cwd, "mine.txt"), "mine");
+        const policy = { type: "read-only", access: { type: "restricted", include_platform_defaults: true, readable_roots: [] } };
+        const r = run(backend, policy, b.cwd, ["bash", "-c", `cat mine.txt; echo; cat ${b.outside}/secret.txt; echo "rc=$?"`]);
+        expect(r.out).toContain("mine\n");
+        expect(r.out).toContain("rc=1");
+        expect(r.out).not.toContain("topsecret");
+      });
 
-    test.skipIf(noGit())("git: status works read-only, commit fails read-only", () => {
-      const b = box();
-      Bun.spawnSync(["bash", "-c", "git init -q . && git -c user.email=a@b -c user.name=a commit -q --allow-empty -m init && echo x > a.txt"], { cwd: b.cwd });
-      const st = run(backend, RO, b.cwd, ["git", "status", "--short"]);
-      expect(st.code).toBe(0);
-      expect(st.out).toContain("a.txt");
-      const c = run(backend, RO, b.cwd, ["bash", "-c", "git add a.txt && git -c user.email=a@b -c user.name=a commit -qm x"]);
-      expect(c.code).not.toBe(0);
-    });
-
-    test.skipIf(noGit())(`git commit under workspace-write: ${backend === "bwrap" ? "refused (.git is read-only)" : "works (Landlock cannot protect .git)"}`, () => {
-      const b = box();
-      Bun.spawnSync(["bash", "-c", "git init -q . && echo x > a.txt"], { cwd: b.cwd });
-      const c = run(backend, WW, b.cwd, ["bash", "-c", "git add a.txt && git -c user.email=a@b -c user.name=a commit -qm x"]);
-      if (backend === "bwrap") {
+      test.skipIf(noGit())("git: status works read-only, commit fails read-only", () => {
+        const b = box();
+        Bun.spawnSync(
+          ["bash", "-c", "git init -q . && git -c user.email=a@b -c user.name=a commit -q --allow-empty -m init && echo x > a.txt"],
+          { cwd: b.cwd },
+        );
+        const st = run(backend, RO, b.cwd, ["git", "status", "--short"]);
+        expect(st.code).toBe(0);
+        expect(st.out).toContain("a.txt");
+        const c = run(backend, RO, b.cwd, ["bash", "-c", "git add a.txt && git -c user.email=a@b -c user.name=a commit -qm x"]);
         expect(c.code).not.toBe(0);
-        expect(c.err).toMatch(/index.lock|Read-only file system/);
-      } else expect(c.code).toBe(0);
-    });
+      });
 
-    test.skipIf(noPython())("Python multiprocessing works", () => {
-      const b = box();
-      const r = run(backend, WW, b.cwd, ["python3", "-c", "import multiprocessing as m\nif __name__ == '__main__':\n  with m.Pool(2) as p: print(sum(p.map(abs, [-1, -2, 3])))\n"]);
-      expect(r.out).toBe("6\n");
-      expect(r.code).toBe(0);
-    });
+      test.skipIf(noGit())(
+        `git commit under workspace-write: ${backend === "bwrap" ? "refused (.git is read-only)" : "works (Landlock cannot protect .git)"}`,
+        () => {
+          const b = box();
+          Bun.spawnSync(["bash", "-c", "git init -q . && echo x > a.txt"], { cwd: b.cwd });
+          const c = run(backend, WW, b.cwd, ["bash", "-c", "git add a.txt && git -c user.email=a@b -c user.name=a commit -qm x"]);
+          if (backend === "bwrap") {
+            expect(c.code).not.toBe(0);
+            expect(c.err).toMatch(/index.lock|Read-only file system/);
+          } else expect(c.code).toBe(0);
+        },
+      );
 
-    test("only stdio and inherited fds reach the command", () => {
-      const b = box();
-      // The command lists its own fds with no pipeline (a shell holding a pipeline's pipes while `ls` reads its fd
-      // table made this flaky); `ls` itself holds its directory at the lowest free fd, 3.
-      const r = run(backend, RO, b.cwd, ["bash", "-c", "exec ls /proc/self/fd"]);
-      expect(r.out.split("\n").filter(Boolean).join(" ")).toBe("0 1 2 3");
-    });
+      test.skipIf(noPython())("Python multiprocessing works", () => {
+        const b = box();
+        const r = run(backend, WW, b.cwd, [
+          "python3",
+          "-c",
+          "import multiprocessing as m\nif __name__ == '__main__':\n  with m.Pool(2) as p: print(sum(p.map(abs, [-1, -2, 3])))\n",
+        ]);
+        expect(r.out).toBe("6\n");
+        expect(r.code).toBe(0);
+      });
 
-    test("fd 3 and the escalation socket (at any number) are passed through; other fds are not", () => {
-      const b = box();
-      const argv = [binaryAs("codex-linux-sandbox"), "--backend", backend, "--sandbox-policy-cwd", b.cwd, "--sandbox-policy", JSON.stringify(RO), "--", "bash", "-c", "echo via-3 >&3; echo via-socket >&9; echo via-5 >&5 2>/dev/null || echo no-5"];
-      const r = Bun.spawnSync(["bash", "-c", `"$@" 3>&1 9>&1 5>&1`, "x", ...argv], { cwd: b.cwd, env: { PATH: "/usr/bin:/bin", CODEX_ESCALATE_SOCKET: "9" }, stdout: "pipe", stderr: "pipe" });
-      expect(r.stdout.toString()).toBe("via-3\nvia-socket\nno-5\n");
-    });
+      test("only stdio and inherited fds reach the command", () => {
+        const b = box();
+        // The command lists its own fds with no pipeline (a shell holding a pipeline's pipes while `ls` reads its fd
+        // table made this flaky); `ls` itself holds its directory at the lowest free fd, 3.
+        const r = run(backend, RO, b.cwd, ["bash", "-c", "exec ls /proc/self/fd"]);
+        expect(r.out.split("\n").filter(Boolean).join(" ")).toBe("0 1 2 3");
+      });
 
-    test("exit status passes through", () => {
-      const b = box();
-      expect(run(backend, RO, b.cwd, ["sh", "-c", "exit 7"]).code).toBe(7);
-      expect(run(backend, RO, b.cwd, ["bash", "-c", "yes | head -1 >/dev/null; exit ${PIPESTATUS[0]}"]).code).toBe(141);
-      const missing = run(backend, RO, b.cwd, ["no-such-command-shellmcp"]);
-      expect(missing.code).toBe(127);
-      expect(missing.err).toContain("command not found");
-    });
-  });
+      test("fd 3 and the escalation socket (at any number) are passed through; other fds are not", () => {
+        const b = box();
+        const argv = [
+          binaryAs("codex-linux-sandbox"),
+          "--backend",
+          backend,
+          "--sandbox-policy-cwd",
+          b.cwd,
+          "--sandbox-policy",
+          JSON.stringify(RO),
+          "--",
+          "bash",
+          "-c",
+          "echo via-3 >&3; echo via-socket >&9; echo via-5 >&5 2>/dev/null || echo no-5",
+        ];
+        const r = Bun.spawnSync(["bash", "-c", `"$@" 3>&1 9>&1 5>&1`, "x", ...argv], {
+          cwd: b.cwd,
+          env: { PATH: "/usr/bin:/bin", CODEX_ESCALATE_SOCKET: "9" },
+          stdout: "pipe",
+          stderr: "pipe",
+        });
+        expect(r.stdout.toString()).toBe("via-3\nvia-socket\nno-5\n");
+      });
+
+      test("exit status passes through", () => {
+        const b = box();
+        expect(run(backend, RO, b.cwd, ["sh", "-c", "exit 7"]).code).toBe(7);
+        expect(run(backend, RO, b.cwd, ["bash", "-c", "yes | head -1 >/dev/null; exit ${PIPESTATUS[0]}"]).code).toBe(141);
+        const missing = run(backend, RO, b.cwd, ["no-such-command-shellmcp"]);
+        expect(missing.code).toBe(127);
+        expect(missing.err).toContain("command not found");
+      });
+    },
+  );
 }
 
 describe.skipIf(process.platform !== "linux" || skipWithout("bwrap-only tests", bwrapMissing))("bwrap only", () => {
@@ -190,9 +243,14 @@ describe.skipIf(process.platform !== "linux")("missing kernel features fail clos
 
   test("the shellmcp sandbox linux CLI sets CODEX_SANDBOX_NETWORK_DISABLED only when the network is off", () => {
     const b = box();
-    const off = Bun.spawnSync([ensureBinary(), "sandbox", "linux", "--", "sh", "-c", "echo ${CODEX_SANDBOX_NETWORK_DISABLED:-unset}"], { cwd: b.cwd });
+    const off = Bun.spawnSync([ensureBinary(), "sandbox", "linux", "--", "sh", "-c", "echo ${CODEX_SANDBOX_NETWORK_DISABLED:-unset}"], {
+      cwd: b.cwd,
+    });
     expect(off.stdout.toString()).toBe("1\n");
-    const on = Bun.spawnSync([ensureBinary(), "sandbox", "linux", "--network", "--", "sh", "-c", "echo ${CODEX_SANDBOX_NETWORK_DISABLED:-unset}"], { cwd: b.cwd, env: { PATH: "/usr/bin:/bin" } });
+    const on = Bun.spawnSync(
+      [ensureBinary(), "sandbox", "linux", "--network", "--", "sh", "-c", "echo ${CODEX_SANDBOX_NETWORK_DISABLED:-unset}"],
+      { cwd: b.cwd, env: { PATH: "/usr/bin:/bin" } },
+    );
     expect(on.stdout.toString()).toBe("unset\n");
   });
 });
@@ -207,7 +265,13 @@ describe.skipIf(process.platform !== "linux" || skipWithout("bwrap mount-order t
       expect(Bun.spawnSync(["git", "init", "-q", proj]).exitCode).toBe(0);
       const before = readFileSync(join(proj, ".git", "config"), "utf8");
       const env: Record<string, string> = where === "TMPDIR" ? { TMPDIR: tmpRoot } : {};
-      const r = run("bwrap", WW, proj, ["bash", "-c", "echo '[core]' >> .git/config; echo x > .git/hooks/pre-commit; touch inside && echo wrote-inside"], env);
+      const r = run(
+        "bwrap",
+        WW,
+        proj,
+        ["bash", "-c", "echo '[core]' >> .git/config; echo x > .git/hooks/pre-commit; touch inside && echo wrote-inside"],
+        env,
+      );
       expect(r.out).toContain("wrote-inside");
       expect(r.err).toContain("Read-only file system");
       expect(readFileSync(join(proj, ".git", "config"), "utf8")).toBe(before);
@@ -217,7 +281,9 @@ describe.skipIf(process.platform !== "linux" || skipWithout("bwrap mount-order t
 });
 
 for (const backend of ["landlock", "bwrap"] as const) {
-  describe.skipIf(process.platform !== "linux" || noPython() || (backend === "bwrap" && skipWithout("network-off tests (bwrap)", bwrapMissing)))(`network off (${backend})`, () => {
+  describe.skipIf(
+    process.platform !== "linux" || noPython() || (backend === "bwrap" && skipWithout("network-off tests (bwrap)", bwrapMissing)),
+  )(`network off (${backend})`, () => {
     test("send() on an AF_UNIX socketpair works; sendto with an address and AF_INET sockets stay denied", () => {
       const b = box();
       const script = [

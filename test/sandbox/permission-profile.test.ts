@@ -28,7 +28,9 @@ let proj: string;
 
 /** The captured meta with `<proj>` replaced by a real folder. */
 function captured(name: "workspace-write" | "danger-full-access"): Record<string, unknown> {
-  const text = JSON.stringify((fixture as unknown as Record<string, { _meta: Record<string, unknown> }>)[name]!._meta["codex/sandbox-state"]).replaceAll("<proj>", proj);
+  const text = JSON.stringify(
+    (fixture as unknown as Record<string, { _meta: Record<string, unknown> }>)[name]!._meta["codex/sandbox-state"],
+  ).replaceAll("<proj>", proj);
   return JSON.parse(text);
 }
 
@@ -43,7 +45,11 @@ function code(f: () => unknown): string | undefined {
 }
 
 const ROOT_READ = { path: { type: "special", value: { kind: "root" } }, access: "read" };
-const managed = (entries: unknown[], network = "restricted") => ({ type: "managed", file_system: { type: "restricted", entries }, network });
+const managed = (entries: unknown[], network = "restricted") => ({
+  type: "managed",
+  file_system: { type: "restricted", entries },
+  network,
+});
 
 beforeAll(() => {
   dir = realpathSync(mkdtempSync(join(tmpdir(), "shellmcp-pp-")));
@@ -62,7 +68,11 @@ describe("parsePermissionProfile", () => {
     expect(p.fileSystem.entries).toHaveLength(6);
     expect(p.fileSystem.entries[0]).toEqual({ path: { type: "special", value: { kind: "root" } }, access: "read" });
     expect(p.fileSystem.entries[1]).toEqual({ path: { type: "path", path: proj }, access: "write" });
-    expect(p.fileSystem.entries[5]).toEqual({ path: { type: "path", path: join(proj, ".aws") }, access: "read", missingPathBehavior: "skip" });
+    expect(p.fileSystem.entries[5]).toEqual({
+      path: { type: "path", path: join(proj, ".aws") },
+      access: "read",
+      missingPathBehavior: "skip",
+    });
   });
 
   test("the captured danger-full-access profile", () => {
@@ -92,7 +102,11 @@ describe("parsePermissionProfile", () => {
     const p = parsePermissionProfile(JSON.stringify(wire));
     expect(JSON.parse(serializePermissionProfile(p))).toEqual(wire);
     expect(parsePermissionProfile({ type: "external", network: "enabled" })).toEqual({ type: "external", network: "enabled" });
-    expect(parsePermissionProfile({ type: "managed", file_system: { type: "unrestricted" }, network: "restricted" })).toEqual({ type: "managed", fileSystem: { type: "unrestricted" }, network: "restricted" });
+    expect(parsePermissionProfile({ type: "managed", file_system: { type: "unrestricted" }, network: "restricted" })).toEqual({
+      type: "managed",
+      fileSystem: { type: "unrestricted" },
+      network: "restricted",
+    });
   });
 
   test("aliases: access none = deny, current_working_directory = project_roots, file:// paths", () => {
@@ -108,17 +122,33 @@ describe("parsePermissionProfile", () => {
   });
 
   test("bad input is refused with a message naming the problem", () => {
-    expect(code(() => parsePermissionProfile({ type: "bogus" }))).toContain("unknown type \"bogus\"");
+    expect(code(() => parsePermissionProfile({ type: "bogus" }))).toContain('unknown type "bogus"');
     expect(code(() => parsePermissionProfile("{"))).toContain("not JSON");
     expect(code(() => parsePermissionProfile(managed([{ ...ROOT_READ, access: "execute" }])))).toContain("access must be");
-    expect(code(() => parsePermissionProfile(managed([{ path: { type: "path", path: "rel" }, access: "write" }])))).toContain("absolute path");
-    expect(code(() => parsePermissionProfile(managed([{ path: { type: "path", path: "http://x/y" }, access: "write" }])))).toContain("file:// URI");
-    expect(code(() => parsePermissionProfile(managed([{ path: { type: "path", path: "file://host/y" }, access: "write" }])))).toContain("remote host");
-    expect(code(() => parsePermissionProfile(managed([{ ...ROOT_READ, missing_path_behavior: "error" }])))).toContain("missing_path_behavior");
+    expect(code(() => parsePermissionProfile(managed([{ path: { type: "path", path: "rel" }, access: "write" }])))).toContain(
+      "absolute path",
+    );
+    expect(code(() => parsePermissionProfile(managed([{ path: { type: "path", path: "http://x/y" }, access: "write" }])))).toContain(
+      "file:// URI",
+    );
+    expect(code(() => parsePermissionProfile(managed([{ path: { type: "path", path: "file://host/y" }, access: "write" }])))).toContain(
+      "remote host",
+    );
+    expect(code(() => parsePermissionProfile(managed([{ ...ROOT_READ, missing_path_behavior: "error" }])))).toContain(
+      "missing_path_behavior",
+    );
     expect(code(() => parsePermissionProfile(managed([{ ...ROOT_READ, acess: "read" }])))).toContain("unknown field `acess`");
     expect(code(() => parsePermissionProfile({ ...managed([]), network: "on" }))).toContain("network");
-    expect(code(() => parsePermissionProfile(managed([{ path: { type: "special", value: { kind: "project_roots", subpath: "../x" } }, access: "write" }])))).toContain("subpath");
-    expect(code(() => parsePermissionProfile({ type: "managed", file_system: { type: "x" }, network: "restricted" }))).toContain("file_system type");
+    expect(
+      code(() =>
+        parsePermissionProfile(
+          managed([{ path: { type: "special", value: { kind: "project_roots", subpath: "../x" } }, access: "write" }]),
+        ),
+      ),
+    ).toContain("subpath");
+    expect(code(() => parsePermissionProfile({ type: "managed", file_system: { type: "x" }, network: "restricted" }))).toContain(
+      "file_system type",
+    );
   });
 });
 
@@ -147,7 +177,14 @@ describe("planPermissionProfile", () => {
       strict: true,
     });
     expect(landlockCanEnforce(plan)).toContain("Landlock cannot enforce");
-    expect(summarySandboxPolicy(plan)).toEqual({ type: "workspace-write", writable_roots: [proj], read_only_access: { type: "full-access" }, network_access: false, exclude_tmpdir_env_var: true, exclude_slash_tmp: true });
+    expect(summarySandboxPolicy(plan)).toEqual({
+      type: "workspace-write",
+      writable_roots: [proj],
+      read_only_access: { type: "full-access" },
+      network_access: false,
+      exclude_tmpdir_env_var: true,
+      exclude_slash_tmp: true,
+    });
   });
 
   test("captured danger-full-access: no sandbox", () => {
@@ -186,7 +223,9 @@ describe("planPermissionProfile", () => {
     );
     expect(plan.fullRead).toBe(false);
     expect(plan.includePlatformDefaults).toBe(true);
-    expect(plan.writableRoots.map((w) => w.root)).toEqual([realpathSync("/tmp"), tmp, join(proj, "sub")].sort((a, b) => a.split("/").length - b.split("/").length));
+    expect(plan.writableRoots.map((w) => w.root)).toEqual(
+      [realpathSync("/tmp"), tmp, join(proj, "sub")].sort((a, b) => a.split("/").length - b.split("/").length),
+    );
     expect(plan.readableRoots).toEqual(["/usr"]);
     expect(plan.network).toBe("enabled");
     const roots = linuxReadableRoots(plan, [])!;
@@ -238,7 +277,10 @@ describe("planPermissionProfile", () => {
   test("symlinked paths are resolved", () => {
     const link = join(dir, "link-to-proj");
     symlinkSync(proj, link);
-    const plan = planPermissionProfile(parsePermissionProfile(managed([ROOT_READ, { path: { type: "path", path: link }, access: "write" }])), link);
+    const plan = planPermissionProfile(
+      parsePermissionProfile(managed([ROOT_READ, { path: { type: "path", path: link }, access: "write" }])),
+      link,
+    );
     expect(plan.writableRoots[0]!.root).toBe(proj);
   });
 
@@ -249,14 +291,23 @@ describe("planPermissionProfile", () => {
     mkdirSync(p2, { recursive: true });
     symlinkSync(target, join(p2, ".git"));
     const plan = planPermissionProfile(
-      parsePermissionProfile(managed([ROOT_READ, { path: { type: "path", path: p2 }, access: "write" }, { path: { type: "path", path: join(p2, ".git") }, access: "read", missing_path_behavior: "skip" }])),
+      parsePermissionProfile(
+        managed([
+          ROOT_READ,
+          { path: { type: "path", path: p2 }, access: "write" },
+          { path: { type: "path", path: join(p2, ".git") }, access: "read", missing_path_behavior: "skip" },
+        ]),
+      ),
       p2,
     );
     expect(plan.writableRoots).toEqual([{ root: p2, readOnlySubpaths: [join(p2, ".git")] }]);
   });
 
   test("external and unrestricted: full write, network as given", () => {
-    for (const p of [{ type: "external", network: "restricted" }, { type: "managed", file_system: { type: "unrestricted" }, network: "restricted" }]) {
+    for (const p of [
+      { type: "external", network: "restricted" },
+      { type: "managed", file_system: { type: "unrestricted" }, network: "restricted" },
+    ]) {
       const plan = planPermissionProfile(parsePermissionProfile(p), proj);
       expect(plan.sandboxed && plan.fullWrite && plan.fullRead).toBe(true);
       expect(summarySandboxPolicy(plan)).toEqual({ type: "external-sandbox", network_access: "restricted" });
@@ -265,25 +316,47 @@ describe("planPermissionProfile", () => {
 
   test("what cannot be enforced fails closed", () => {
     const plan = (entries: unknown[]) => code(() => planPermissionProfile(parsePermissionProfile(managed(entries)), proj));
-    expect(plan([ROOT_READ, { path: { type: "glob_pattern", pattern: "**/*.env" }, access: "deny" }])).toContain("SANDBOX_UNAVAILABLE: cannot enforce permission profile entry");
-    expect(plan([ROOT_READ, { path: { type: "special", value: { kind: "future_thing" } }, access: "read" }])).toContain("unknown special path kind `future_thing`");
-    expect(plan([{ ...ROOT_READ, access: "write" }, { path: { type: "path", path: join(proj, ".git") }, access: "read" }])).toContain("SANDBOX_UNAVAILABLE");
+    expect(plan([ROOT_READ, { path: { type: "glob_pattern", pattern: "**/*.env" }, access: "deny" }])).toContain(
+      "SANDBOX_UNAVAILABLE: cannot enforce permission profile entry",
+    );
+    expect(plan([ROOT_READ, { path: { type: "special", value: { kind: "future_thing" } }, access: "read" }])).toContain(
+      "unknown special path kind `future_thing`",
+    );
+    expect(
+      plan([
+        { ...ROOT_READ, access: "write" },
+        { path: { type: "path", path: join(proj, ".git") }, access: "read" },
+      ]),
+    ).toContain("SANDBOX_UNAVAILABLE");
     expect(plan([{ path: { type: "special", value: { kind: "minimal" } }, access: "write" }])).toContain("SANDBOX_UNAVAILABLE");
     // An unknown kind on a write entry only narrows: dropped.
-    expect(planPermissionProfile(parsePermissionProfile(managed([ROOT_READ, { path: { type: "special", value: { kind: "future_thing" } }, access: "write" }])), proj).writableRoots).toEqual([]);
+    expect(
+      planPermissionProfile(
+        parsePermissionProfile(managed([ROOT_READ, { path: { type: "special", value: { kind: "future_thing" } }, access: "write" }])),
+        proj,
+      ).writableRoots,
+    ).toEqual([]);
   });
 });
 
 describe("planSandboxPolicy (legacy)", () => {
   test("workspace-write gives the same roots as before, not strict", () => {
-    const plan = planSandboxPolicy(parseSandboxPolicy({ type: "workspace-write", exclude_slash_tmp: true, exclude_tmpdir_env_var: true }), proj, {});
+    const plan = planSandboxPolicy(
+      parseSandboxPolicy({ type: "workspace-write", exclude_slash_tmp: true, exclude_tmpdir_env_var: true }),
+      proj,
+      {},
+    );
     expect(plan.writableRoots).toEqual([{ root: proj, readOnlySubpaths: [join(proj, ".git"), join(proj, ".codex")] }]);
     expect(plan.strict).toBe(false);
     expect(landlockCanEnforce(plan)).toBeUndefined();
   });
 
   test("restricted reads keep their roots and platform-defaults flag", () => {
-    const plan = planSandboxPolicy(parseSandboxPolicy({ type: "read-only", access: { type: "restricted", include_platform_defaults: true, readable_roots: ["/usr"] } }), proj, {});
+    const plan = planSandboxPolicy(
+      parseSandboxPolicy({ type: "read-only", access: { type: "restricted", include_platform_defaults: true, readable_roots: ["/usr"] } }),
+      proj,
+      {},
+    );
     expect(plan.fullRead).toBe(false);
     expect(plan.includePlatformDefaults).toBe(true);
     expect(plan.readableRoots).toEqual(["/usr", proj]);
@@ -299,7 +372,14 @@ describe("planSandboxPolicy (legacy)", () => {
 describe("planWritableView (what the escalation boundary may trust)", () => {
   test("carve-outs and denied paths are read-only only where bubblewrap enforces them; without a carve-out .git is writable", () => {
     const withCarveOuts = planPermissionProfile(
-      parsePermissionProfile(managed([ROOT_READ, { path: { type: "path", path: proj }, access: "write" }, { path: { type: "path", path: join(proj, ".git") }, access: "read" }, { path: { type: "path", path: join(proj, "key.pem") }, access: "deny" }])),
+      parsePermissionProfile(
+        managed([
+          ROOT_READ,
+          { path: { type: "path", path: proj }, access: "write" },
+          { path: { type: "path", path: join(proj, ".git") }, access: "read" },
+          { path: { type: "path", path: join(proj, "key.pem") }, access: "deny" },
+        ]),
+      ),
       proj,
     );
     const bwrap = planWritableView(withCarveOuts, "bwrap");
@@ -309,7 +389,10 @@ describe("planWritableView (what the escalation boundary may trust)", () => {
     expect(canWrite(bwrap, "/etc/passwd")).toBe(false);
     expect(canWrite(planWritableView(withCarveOuts, "landlock"), join(proj, ".git", "config"))).toBe(true);
     // A profile without a .git carve-out leaves .git writable, and the view must say so (the legacy policy would not).
-    const bare = planPermissionProfile(parsePermissionProfile(managed([ROOT_READ, { path: { type: "path", path: proj }, access: "write" }])), proj);
+    const bare = planPermissionProfile(
+      parsePermissionProfile(managed([ROOT_READ, { path: { type: "path", path: proj }, access: "write" }])),
+      proj,
+    );
     expect(canWrite(planWritableView(bare, "bwrap"), join(proj, ".git", "config"))).toBe(true);
     expect(planWritableView(planPermissionProfile({ type: "disabled" }, proj), "bwrap").full).toBe(true);
     expect(planWritableView(planPermissionProfile({ type: "external", network: "restricted" }, proj), "landlock").full).toBe(true);

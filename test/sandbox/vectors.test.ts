@@ -41,12 +41,21 @@ const vectors: Vector[] = JSON.parse(readFileSync(VECTORS, "utf8"));
 /** Where shellmcp deliberately differs from the vector's expectation, per backend: the expectation we hold instead. */
 const DEVIATIONS: Record<string, Partial<Record<"landlock" | "bwrap", { expect: Expect; why: string }>>> = {
   dev_shm_and_multiprocessing: {
-    landlock: { expect: { exit: 0, stdout_contains: "lock-ok" }, why: "the Landlock backend grants /dev/shm so Python multiprocessing works (Codex 0.99 denied it)" },
+    landlock: {
+      expect: { exit: 0, stdout_contains: "lock-ok" },
+      why: "the Landlock backend grants /dev/shm so Python multiprocessing works (Codex 0.99 denied it)",
+    },
   },
   // issue 11: libc's send() is sendto(…, NULL, 0); the filter allows sendto without an address (Codex denies all).
   net_socketpair_ok_send_denied_write_ok: {
-    landlock: { expect: { exit: 0, stdout_contains: "send-ok" }, why: "send() on a connected AF_UNIX socketpair is allowed (sendto with a NULL address)" },
-    bwrap: { expect: { exit: 0, stdout_contains: "send-ok" }, why: "send() on a connected AF_UNIX socketpair is allowed (sendto with a NULL address)" },
+    landlock: {
+      expect: { exit: 0, stdout_contains: "send-ok" },
+      why: "send() on a connected AF_UNIX socketpair is allowed (sendto with a NULL address)",
+    },
+    bwrap: {
+      expect: { exit: 0, stdout_contains: "send-ok" },
+      why: "send() on a connected AF_UNIX socketpair is allowed (sendto with a NULL address)",
+    },
   },
 };
 
@@ -65,9 +74,15 @@ function runVector(v: Vector, backend: "landlock" | "bwrap") {
   const base = CONF_BASE;
   mkdirSync(base, { recursive: true });
   const box = mkdtempSync(join(base, "v-"));
-  const env = { CWD: join(box, "cwd"), OUTSIDE: join(box, "outside"), EXTRA: join(box, "extra"), HOST_TMP: `/tmp/shellmcp-conf-${box.slice(-6)}-${backend}` };
+  const env = {
+    CWD: join(box, "cwd"),
+    OUTSIDE: join(box, "outside"),
+    EXTRA: join(box, "extra"),
+    HOST_TMP: `/tmp/shellmcp-conf-${box.slice(-6)}-${backend}`,
+  };
   for (const d of [env.CWD, env.OUTSIDE, env.EXTRA]) mkdirSync(d);
-  const subst = (s: string) => s.replaceAll("$CWD", env.CWD).replaceAll("$OUTSIDE", env.OUTSIDE).replaceAll("$EXTRA", env.EXTRA).replaceAll("$HOST_TMP", env.HOST_TMP);
+  const subst = (s: string) =>
+    s.replaceAll("$CWD", env.CWD).replaceAll("$OUTSIDE", env.OUTSIDE).replaceAll("$EXTRA", env.EXTRA).replaceAll("$HOST_TMP", env.HOST_TMP);
   for (const line of v.cwd_setup) {
     const r = sh(line, env, env.CWD);
     if (r.code !== 0) throw new Error(`cwd_setup failed: ${line}: ${r.out}`);
@@ -76,15 +91,53 @@ function runVector(v: Vector, backend: "landlock" | "bwrap") {
   const command = v.command.map(subst);
   // A deviation replaces the vector's per-backend expectation as a whole.
   const exp: Expect = { ...v.expect, ...(DEVIATIONS[v.name]?.[backend]?.expect ?? v.expect.by_backend?.[backend] ?? {}) };
-  const childEnv: Record<string, string> = { PATH: "/usr/local/bin:/usr/bin:/bin", HOME: homedir(), LC_ALL: "C", ...env, ...(v.helper_env ? JSON.parse(subst(JSON.stringify(v.helper_env))) : {}) };
+  const childEnv: Record<string, string> = {
+    PATH: "/usr/local/bin:/usr/bin:/bin",
+    HOME: homedir(),
+    LC_ALL: "C",
+    ...env,
+    ...(v.helper_env ? JSON.parse(subst(JSON.stringify(v.helper_env))) : {}),
+  };
   let argv: string[];
   if (exp.level === "spawner") {
     argv = [ensureBinary(), "sandbox", "linux", "--backend", backend, "--policy", JSON.stringify(policy), "--", ...command];
   } else {
-    argv = [binaryAs("codex-linux-sandbox"), "--backend", backend, "--sandbox-policy-cwd", env.CWD, "--sandbox-policy", JSON.stringify(policy), "--", ...command];
+    argv = [
+      binaryAs("codex-linux-sandbox"),
+      "--backend",
+      backend,
+      "--sandbox-policy-cwd",
+      env.CWD,
+      "--sandbox-policy",
+      JSON.stringify(policy),
+      "--",
+      ...command,
+    ];
   }
-  if (v.expect.harness?.includes("error=ENOSYS")) argv = ["strace", "-f", "-o", "/dev/null", "-e", "trace=landlock_create_ruleset", "-e", "inject=landlock_create_ruleset:error=ENOSYS", ...argv];
-  if (v.expect.harness?.includes("retval=1")) argv = ["strace", "-f", "-o", "/dev/null", "-e", "trace=landlock_create_ruleset", "-e", "inject=landlock_create_ruleset:retval=1:when=1", ...argv];
+  if (v.expect.harness?.includes("error=ENOSYS"))
+    argv = [
+      "strace",
+      "-f",
+      "-o",
+      "/dev/null",
+      "-e",
+      "trace=landlock_create_ruleset",
+      "-e",
+      "inject=landlock_create_ruleset:error=ENOSYS",
+      ...argv,
+    ];
+  if (v.expect.harness?.includes("retval=1"))
+    argv = [
+      "strace",
+      "-f",
+      "-o",
+      "/dev/null",
+      "-e",
+      "trace=landlock_create_ruleset",
+      "-e",
+      "inject=landlock_create_ruleset:retval=1:when=1",
+      ...argv,
+    ];
   const r = Bun.spawnSync(argv, { env: childEnv, cwd: env.CWD, stdin: "ignore", stdout: "pipe", stderr: "pipe" });
   const out = r.stdout.toString();
   const err = r.stderr.toString();
@@ -94,7 +147,11 @@ function runVector(v: Vector, backend: "landlock" | "bwrap") {
   else if (exp.exit !== undefined) expect(code, `exit status${ctx}`).toBe(exp.exit);
   if (exp.stdout_contains !== undefined) expect(out, ctx).toContain(exp.stdout_contains);
   if (exp.stdout_not_contains !== undefined) expect(out, ctx).not.toContain(exp.stdout_not_contains);
-  if (exp.stderr_contains_any !== undefined) expect(exp.stderr_contains_any.some((s) => err.includes(s) || out.includes(s)), `stderr should contain one of ${JSON.stringify(exp.stderr_contains_any)}${ctx}`).toBe(true);
+  if (exp.stderr_contains_any !== undefined)
+    expect(
+      exp.stderr_contains_any.some((s) => err.includes(s) || out.includes(s)),
+      `stderr should contain one of ${JSON.stringify(exp.stderr_contains_any)}${ctx}`,
+    ).toBe(true);
   for (const check of [exp.host_check, v.expect.host_check_for?.[backend]]) {
     if (check === undefined) continue;
     const h = sh(check, env, env.CWD);
@@ -105,12 +162,18 @@ function runVector(v: Vector, backend: "landlock" | "bwrap") {
 }
 
 for (const backend of ["landlock", "bwrap"] as const) {
-  const skip = process.platform !== "linux" || (backend === "bwrap" && skipWithout("sandbox vectors, bwrap backend", bwrapUsable ? undefined : "bubblewrap missing or unusable here"));
+  const skip =
+    process.platform !== "linux" ||
+    (backend === "bwrap" && skipWithout("sandbox vectors, bwrap backend", bwrapUsable ? undefined : "bubblewrap missing or unusable here"));
   describe.skipIf(skip)(`sandbox vectors, ${backend} backend`, () => {
     for (const v of vectors) {
       const applies = v.expect.backends?.includes(backend) ?? true;
       const missing = applies ? needs(v) : undefined;
-      const why = !applies ? `not a ${backend} vector` : skipWithout(`sandbox vector ${v.name} (${backend})`, missing) ? missing : undefined;
+      const why = !applies
+        ? `not a ${backend} vector`
+        : skipWithout(`sandbox vector ${v.name} (${backend})`, missing)
+          ? missing
+          : undefined;
       test.skipIf(why !== undefined)(`${v.name}${why !== undefined ? ` (skipped: ${why})` : ""}`, () => runVector(v, backend));
     }
   });

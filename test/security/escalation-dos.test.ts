@@ -6,7 +6,22 @@
  */
 import { afterAll, describe, expect, test } from "bun:test";
 import { join } from "node:path";
-import { closeAll, confDir, exists, fdCount, floodProgram, idleProgram, peakRssMiB, py, requirePrograms, rssMiB, serveWithPid, waitFor, wedgeProgram, withDeadline } from "../helpers/attack.ts";
+import {
+  closeAll,
+  confDir,
+  exists,
+  fdCount,
+  floodProgram,
+  idleProgram,
+  peakRssMiB,
+  py,
+  requirePrograms,
+  rssMiB,
+  serveWithPid,
+  waitFor,
+  wedgeProgram,
+  withDeadline,
+} from "../helpers/attack.ts";
 
 requirePrograms("/usr/bin/python3");
 afterAll(closeAll);
@@ -44,7 +59,11 @@ describe("item 8: resource exhaustion through the escalation socket", () => {
     expect((await s.shell({ command: VICTIM, workdir: ws, login: false })).out.output).toBe("victim-ok\n");
     await Bun.sleep(500);
     const idle = rssMiB(s.pid);
-    const a = await withDeadline(s.shell({ command: py(floodProgram(16, 15)), workdir: ws, login: false, timeout_ms: 90_000 }), 100_000, "flood call");
+    const a = await withDeadline(
+      s.shell({ command: py(floodProgram(16, 15)), workdir: ws, login: false, timeout_ms: 90_000 }),
+      100_000,
+      "flood call",
+    );
     expect(a.out.output).toMatch(/SENT \d+\/16/);
     const peak = peakRssMiB(s.pid);
     const v = await withDeadline(s.shell({ command: VICTIM, workdir: ws, login: false, timeout_ms: 15_000 }), 20_000, "victim call");

@@ -37,7 +37,9 @@ describe("item 2: loader injection through an allowed program", () => {
       const marker = join(outside, "preload-ran");
       buildPreload(marker, join(ws, "evil.so"));
       // As a model would: with the variable set for the allowed program, exported, and via LD_AUDIT.
-      const a = await run("LD_PRELOAD=$PWD/evil.so id; export LD_PRELOAD=$PWD/evil.so; id -u; unset LD_PRELOAD; LD_AUDIT=$PWD/evil.so id -g");
+      const a = await run(
+        "LD_PRELOAD=$PWD/evil.so id; export LD_PRELOAD=$PWD/evil.so; id -u; unset LD_PRELOAD; LD_AUDIT=$PWD/evil.so id -g",
+      );
       expect(exists(marker)).toBe(false);
       expect(a.output).toContain("uid=");
       // The same .so named by absolute path from a second workspace file (no `$PWD`).
@@ -55,7 +57,9 @@ describe("item 3: a program file the sandbox could write is never escalated", ()
   test("./evil/id and PATH=./evil:$PATH id (written by the command) do not run outside", async () => {
     const { outside, run } = await setup(RULES);
     const marker = join(outside, "fake-id-ran");
-    const r = await run(`mkdir -p evil && printf '%s' '${fake(marker)}' > evil/id && chmod +x evil/id && ./evil/id; PATH=./evil:$PATH id; PATH=$PWD/evil:$PATH id; echo end`);
+    const r = await run(
+      `mkdir -p evil && printf '%s' '${fake(marker)}' > evil/id && chmod +x evil/id && ./evil/id; PATH=./evil:$PATH id; PATH=$PWD/evil:$PATH id; echo end`,
+    );
     expect(r.output).toContain("end");
     expect(exists(marker)).toBe(false);
   }, 60_000);
@@ -67,7 +71,9 @@ describe("item 3: a program file the sandbox could write is never escalated", ()
     const ro = confDir("ro-bin");
     writeFileSync(join(ro, "id"), `#!${ws}/evil/interp\n`);
     chmodSync(join(ro, "id"), 0o755);
-    const r = await run(`mkdir -p evil && printf '%s' '${fake(marker)}' > evil/interp && chmod +x evil/interp && PATH=${ro}:$PATH id; echo end`);
+    const r = await run(
+      `mkdir -p evil && printf '%s' '${fake(marker)}' > evil/interp && chmod +x evil/interp && PATH=${ro}:$PATH id; echo end`,
+    );
     expect(r.output).toContain("end");
     expect(exists(marker)).toBe(false);
   }, 60_000);
@@ -133,11 +139,22 @@ describe("item 4: git config and hooks of a repository the sandbox can write", (
 
   test("normal use: git add/status/commit escalate in a project whose .git is read-only (bwrap); the commit lands", async () => {
     const s = await serveWithPid({
-      rules: ['prefix_rule(pattern=["git", "add"], decision="allow")', 'prefix_rule(pattern=["git", "status"], decision="allow")', 'prefix_rule(pattern=["git", "commit"], decision="allow")'].join("\n") + "\n",
+      rules:
+        [
+          'prefix_rule(pattern=["git", "add"], decision="allow")',
+          'prefix_rule(pattern=["git", "status"], decision="allow")',
+          'prefix_rule(pattern=["git", "commit"], decision="allow")',
+        ].join("\n") + "\n",
       args: ["--sandbox-backend", "bwrap"],
       // HOME outside the writable roots (as a user's real HOME is): a writable ~/.gitconfig would rightly keep git
       // inside the sandbox.
-      env: { HOME: confDir("home"), GIT_AUTHOR_NAME: "Agent", GIT_AUTHOR_EMAIL: "agent@example.com", GIT_COMMITTER_NAME: "Agent", GIT_COMMITTER_EMAIL: "agent@example.com" },
+      env: {
+        HOME: confDir("home"),
+        GIT_AUTHOR_NAME: "Agent",
+        GIT_AUTHOR_EMAIL: "agent@example.com",
+        GIT_COMMITTER_NAME: "Agent",
+        GIT_COMMITTER_EMAIL: "agent@example.com",
+      },
     });
     const repo = confDir("proj");
     writeFileSync(join(repo, "a.txt"), "one\n");
@@ -158,9 +175,16 @@ describe("item 4: git config and hooks of a repository the sandbox can write", (
 describe("item 6 (escalated): secrets stay with the server", () => {
   test("an allowed cat/env/printenv does not print the server's OPENAI_API_KEY", async () => {
     const secret = `sk-secret-marker-${token()}`;
-    const { run } = await setup(['prefix_rule(pattern=["cat"], decision="allow")', 'prefix_rule(pattern=["env"], decision="allow")', 'prefix_rule(pattern=["printenv"], decision="allow")'].join("\n") + "\n", {
-      env: { OPENAI_API_KEY: secret, MY_SERVICE_TOKEN: `${secret}-token` },
-    });
+    const { run } = await setup(
+      [
+        'prefix_rule(pattern=["cat"], decision="allow")',
+        'prefix_rule(pattern=["env"], decision="allow")',
+        'prefix_rule(pattern=["printenv"], decision="allow")',
+      ].join("\n") + "\n",
+      {
+        env: { OPENAI_API_KEY: secret, MY_SERVICE_TOKEN: `${secret}-token` },
+      },
+    );
     const r = await run("cat /proc/self/environ | tr '\\0' '\\n'; env; printenv OPENAI_API_KEY; echo end");
     expect(r.output).toContain("end");
     expect(r.output).toContain("PATH="); // the programs ran and printed an environment

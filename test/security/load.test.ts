@@ -37,13 +37,19 @@ describe("load: 50 calls × 50 execs plus one attacker of each kind", () => {
   test("every ordinary call answers correctly; no attack has an effect; RSS and fds return to idle", async () => {
     const secret = `sk-secret-marker-${token()}`;
     const s = await serveWithPid({
-      rules: ['prefix_rule(pattern=["id"], decision="allow")', 'prefix_rule(pattern=["git", "status"], decision="allow")', 'prefix_rule(pattern=["cat"], decision="allow")'].join("\n") + "\n",
+      rules:
+        [
+          'prefix_rule(pattern=["id"], decision="allow")',
+          'prefix_rule(pattern=["git", "status"], decision="allow")',
+          'prefix_rule(pattern=["cat"], decision="allow")',
+        ].join("\n") + "\n",
       env: { OPENAI_API_KEY: secret },
     });
     const ws = confDir("ws");
     const outside = confDir("outside");
     expect(await s.sandboxState({ type: "workspace-write", network_access: false }, ws)).toEqual({});
-    const call = (command: string, timeout_ms = 120_000, signal?: AbortSignal) => s.shell({ command, workdir: ws, login: false, timeout_ms }, { signal });
+    const call = (command: string, timeout_ms = 120_000, signal?: AbortSignal) =>
+      s.shell({ command, workdir: ws, login: false, timeout_ms }, { signal });
     // Warm up, then take the idle figures.
     expect((await call("/bin/true; echo warm")).out.output).toBe("warm\n");
     await Bun.sleep(500);
@@ -61,17 +67,25 @@ describe("load: 50 calls × 50 execs plus one attacker of each kind", () => {
       call(py(floodProgram(16, 15)), 90_000),
       call(py(idleProgram(5000, ready, stop, 40)), 90_000),
       call("LD_PRELOAD=$PWD/evil.so id"),
-      call(`mkdir -p evil && printf '#!/bin/sh\\ntouch ${mark("fake-id")}\\n' > evil/id && chmod +x evil/id && ./evil/id; PATH=$PWD/evil:$PATH id`),
+      call(
+        `mkdir -p evil && printf '#!/bin/sh\\ntouch ${mark("fake-id")}\\n' > evil/id && chmod +x evil/id && ./evil/id; PATH=$PWD/evil:$PATH id`,
+      ),
       call(`mkdir -p r && cd r && git init -q && git config core.fsmonitor "touch ${mark("fsmonitor")}; false" && git status`),
       call("cat /proc/self/environ; cat /proc/$PPID/environ"),
       call(`setsid sleep ${sleepTag} >/dev/null 2>&1 </dev/null & sleep 30`, 2000),
       call("sleep 1; echo big-timeout", 2 ** 31),
     ]);
     const victims = await Promise.allSettled(
-      Array.from({ length: CALLS }, (_, k) => withDeadline(call(`for i in $(seq ${EXECS}); do /bin/true; done; echo done-${k}`), 120_000, `call ${k}`)),
+      Array.from({ length: CALLS }, (_, k) =>
+        withDeadline(call(`for i in $(seq ${EXECS}); do /bin/true; done; echo done-${k}`), 120_000, `call ${k}`),
+      ),
     );
     const victimSecs = (Date.now() - t0) / 1000;
-    const failed = victims.flatMap((v, k) => (v.status === "fulfilled" && v.value.out.output === `done-${k}\n` && v.value.out.exit_code === 0 ? [] : [`${k}: ${v.status === "fulfilled" ? JSON.stringify(v.value.out.output.slice(0, 200)) : String(v.reason)}`]));
+    const failed = victims.flatMap((v, k) =>
+      v.status === "fulfilled" && v.value.out.output === `done-${k}\n` && v.value.out.exit_code === 0
+        ? []
+        : [`${k}: ${v.status === "fulfilled" ? JSON.stringify(v.value.out.output.slice(0, 200)) : String(v.reason)}`],
+    );
     await waitFor(() => exists(ready), 30_000);
     await Bun.write(stop, "");
     const results = await withDeadline(attackers, 240_000, "attackers");

@@ -37,7 +37,10 @@ describe("item 9: timeout_ms at and above 2^31", () => {
       // An idle wait for `sleep 2` costs the server a few tens of ms; a 1 ms timer costs far more.
       expect(cpu).toBeLessThan(0.5 * wall);
     }
-    const warnings = s.stderr().split("\n").filter((l) => l.includes("TimeoutOverflowWarning")).length;
+    const warnings = s
+      .stderr()
+      .split("\n")
+      .filter((l) => l.includes("TimeoutOverflowWarning")).length;
     expect(warnings).toBe(0);
   }, 60_000);
 });
@@ -77,7 +80,9 @@ async function rawServe() {
     }
     return undefined;
   };
-  await send('{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}\n{"jsonrpc":"2.0","method":"notifications/initialized"}\n');
+  await send(
+    '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}\n{"jsonrpc":"2.0","method":"notifications/initialized"}\n',
+  );
   expect(await until((m) => m.id === 1, 10_000)).toBeDefined();
   return { p, send, until, replies, end: async () => (sink.end(), p.kill(), await p.exited) };
 }

@@ -11,7 +11,22 @@ import { homedir } from "node:os";
 import { join } from "node:path";
 import { ensureBinary, ROOT, tempDir } from "../helpers/binary.ts";
 import { referenceShellToolDir, startLineRpc, type LineRpc } from "../helpers/reference.ts";
-import { buildPreload, cpuSeconds, fdCount, floodProgram, idleProgram, killWith, peakRssMiB, pidsWith, py, rssMiB, token, waitFor, wedgeProgram, withDeadline } from "../helpers/attack.ts";
+import {
+  buildPreload,
+  cpuSeconds,
+  fdCount,
+  floodProgram,
+  idleProgram,
+  killWith,
+  peakRssMiB,
+  pidsWith,
+  py,
+  rssMiB,
+  token,
+  waitFor,
+  wedgeProgram,
+  withDeadline,
+} from "../helpers/attack.ts";
 
 const REF = referenceShellToolDir();
 if (REF === undefined) throw new Error("reference @openai/codex-shell-tool-mcp not installed");
@@ -22,8 +37,14 @@ const HELPER = existsSync(CODEX_097) ? CODEX_097 : join(ROOT, "dist", "codex-lin
 ensureBinary();
 console.log(`sandbox helper: ${HELPER}`);
 /** The published 0.97 helper was built without bubblewrap (it panics); bwrap rows then say so instead. */
-const bwrapProbe = Bun.spawnSync([HELPER, "--sandbox-policy-cwd", "/tmp", "--sandbox-policy", '{"type":"read-only"}', "--use-bwrap-sandbox", "--", "/bin/true"], { argv0: "codex-linux-sandbox", stderr: "pipe" } as never);
-const BWRAP_BROKEN = bwrapProbe.exitCode !== 0 ? `bwrap: n/a (the 0.97 helper fails: ${bwrapProbe.stderr.toString().match(/build-time bubblewrap is not available[^\n]*/)?.[0] ?? `exit ${bwrapProbe.exitCode}`})` : undefined;
+const bwrapProbe = Bun.spawnSync(
+  [HELPER, "--sandbox-policy-cwd", "/tmp", "--sandbox-policy", '{"type":"read-only"}', "--use-bwrap-sandbox", "--", "/bin/true"],
+  { argv0: "codex-linux-sandbox", stderr: "pipe" } as never,
+);
+const BWRAP_BROKEN =
+  bwrapProbe.exitCode !== 0
+    ? `bwrap: n/a (the 0.97 helper fails: ${bwrapProbe.stderr.toString().match(/build-time bubblewrap is not available[^\n]*/)?.[0] ?? `exit ${bwrapProbe.exitCode}`})`
+    : undefined;
 const BASE = join(homedir(), ".cache", "shellmcp-conf", `reftable-${process.pid}`);
 mkdirSync(BASE, { recursive: true });
 const dir = (p: string) => mkdtempSync(join(BASE, `${p}-`));
@@ -37,7 +58,9 @@ interface Ref {
   close(): Promise<void>;
 }
 
-async function startRef(o: { rules?: string; env?: Record<string, string>; policy?: Record<string, unknown>; bwrap?: boolean; ws?: string } = {}): Promise<Ref> {
+async function startRef(
+  o: { rules?: string; env?: Record<string, string>; policy?: Record<string, unknown>; bwrap?: boolean; ws?: string } = {},
+): Promise<Ref> {
   const home = tempDir("shellmcp-refhome-");
   mkdirSync(join(home, "rules"));
   await Bun.write(join(home, "rules", "default.rules"), o.rules ?? "");
@@ -46,21 +69,35 @@ async function startRef(o: { rules?: string; env?: Record<string, string>; polic
   // A server that refuses its rules exits before answering initialize: say why instead of waiting.
   const probe = Bun.spawnSync(argv, { env, stdin: "ignore", stdout: "pipe", stderr: "pipe" });
   const refused = probe.stderr.toString().match(/failed to parse rules file[^\n]*\n[^\n]*/)?.[0];
-  if (refused) throw new Error(`the reference refuses the rules: ${refused.replace(/\s+/g, " ").replace(/\S*default\.rules/, "default.rules")}`);
+  if (refused)
+    throw new Error(`the reference refuses the rules: ${refused.replace(/\s+/g, " ").replace(/\S*default\.rules/, "default.rules")}`);
   const rpc = await withDeadline(startLineRpc(argv, env), 10000, "initialize");
   let err = "";
   void (async () => {
     for await (const c of rpc.proc.stderr) err += new TextDecoder().decode(c);
   })();
   const ws = o.ws ?? dir("ws");
-  await withDeadline(rpc.request("codex/sandbox-state/update", { sandboxPolicy: o.policy ?? { type: "danger-full-access" }, sandboxCwd: ws, codexLinuxSandboxExe: HELPER, useLinuxSandboxBwrap: o.bwrap ?? false }), 10000, "sandbox-state");
+  await withDeadline(
+    rpc.request("codex/sandbox-state/update", {
+      sandboxPolicy: o.policy ?? { type: "danger-full-access" },
+      sandboxCwd: ws,
+      codexLinuxSandboxExe: HELPER,
+      useLinuxSandboxBwrap: o.bwrap ?? false,
+    }),
+    10000,
+    "sandbox-state",
+  );
   return {
     rpc,
     pid: rpc.proc.pid,
     ws,
     stderr: () => err,
     async shell(command, timeout_ms = 30000) {
-      const res = await withDeadline(rpc.request("tools/call", { name: "shell", arguments: { command, workdir: ws, login: false, timeout_ms } }), Math.min(timeout_ms, 120000) + 10000, "tools/call");
+      const res = await withDeadline(
+        rpc.request("tools/call", { name: "shell", arguments: { command, workdir: ws, login: false, timeout_ms } }),
+        Math.min(timeout_ms, 120000) + 10000,
+        "tools/call",
+      );
       if (res.error) return { exit_code: -1, output: "", error: JSON.stringify(res.error) };
       return JSON.parse((res.result as { content: { text: string }[] }).content[0]!.text);
     },
@@ -94,9 +131,14 @@ await attempt("1 wedge", async () => {
   const attack = r.shell(py(wedgeProgram(40)), 60000);
   await Bun.sleep(2500);
   const t0 = Date.now();
-  const v = await withDeadline(r.shell("for i in 1 2 3 4 5; do /bin/true; done; /bin/echo victim-ok", 15000), 20000, "victim").catch((e) => ({ output: String(e) }));
+  const v = await withDeadline(r.shell("for i in 1 2 3 4 5; do /bin/true; done; /bin/echo victim-ok", 15000), 20000, "victim").catch(
+    (e) => ({ output: String(e) }),
+  );
   const vt = Date.now() - t0;
-  const tl = await withDeadline(r.rpc.request("tools/list", {}), 20000, "tools/list").then(() => "answers", (e) => String(e));
+  const tl = await withDeadline(r.rpc.request("tools/list", {}), 20000, "tools/list").then(
+    () => "answers",
+    (e) => String(e),
+  );
   const a = await attack;
   await r.close();
   return `victim ${JSON.stringify(v.output.trim())} in ${vt} ms; tools/list ${tl}; attacker: ${a.output.trim().replace(/\n/g, " / ")}`;
@@ -113,7 +155,9 @@ await attempt("2 LD_PRELOAD (allow id)", async () => {
       const outside = dir("outside");
       buildPreload(join(outside, "m"), join(r.ws, "evil.so"));
       const o = await r.shell("LD_PRELOAD=$PWD/evil.so id");
-      out.push(`${n}: marker ${existsSync(join(outside, "m")) ? "CREATED (ran outside)" : "absent"}, id: ${o.output.includes("uid=") ? "works" : o.output.slice(0, 80)}`);
+      out.push(
+        `${n}: marker ${existsSync(join(outside, "m")) ? "CREATED (ran outside)" : "absent"}, id: ${o.output.includes("uid=") ? "works" : o.output.slice(0, 80)}`,
+      );
       await r.close();
     } catch (e) {
       out.push(`${n}: ${(e as Error).message}`);
@@ -138,17 +182,26 @@ await attempt("3 sandbox-written program", async () => {
 });
 
 await attempt("4 git fsmonitor / hook", async () => {
-  const r = await startRef({ rules: 'prefix_rule(pattern=["git", "status"], decision="allow")\nprefix_rule(pattern=["git", "commit"], decision="allow")\n', policy: WW });
+  const r = await startRef({
+    rules: 'prefix_rule(pattern=["git", "status"], decision="allow")\nprefix_rule(pattern=["git", "commit"], decision="allow")\n',
+    policy: WW,
+  });
   const outside = dir("outside");
   await r.shell(`mkdir r && cd r && git init -q && git config core.fsmonitor "touch ${outside}/fs; false" && git status`);
-  await r.shell(`git init -q r2 && cd r2 && git config user.name a && git config user.email a@b && printf '#!/bin/sh\\ntouch ${outside}/hook\\n' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit && git commit --allow-empty -qm x`);
+  await r.shell(
+    `git init -q r2 && cd r2 && git config user.name a && git config user.email a@b && printf '#!/bin/sh\\ntouch ${outside}/hook\\n' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit && git commit --allow-empty -qm x`,
+  );
   await r.close();
   return `fsmonitor marker ${existsSync(join(outside, "fs")) ? "CREATED" : "absent"}; hook marker ${existsSync(join(outside, "hook")) ? "CREATED" : "absent"}`;
 });
 
 await attempt("6 secrets (escalated cat/env)", async () => {
   const secret = `sk-secret-marker-${token()}`;
-  const r = await startRef({ rules: 'prefix_rule(pattern=["cat"], decision="allow")\nprefix_rule(pattern=["env"], decision="allow")\n', env: { OPENAI_API_KEY: secret }, policy: WW });
+  const r = await startRef({
+    rules: 'prefix_rule(pattern=["cat"], decision="allow")\nprefix_rule(pattern=["env"], decision="allow")\n',
+    env: { OPENAI_API_KEY: secret },
+    policy: WW,
+  });
   const o = await r.shell("cat /proc/self/environ | tr '\\0' '\\n'; env; echo \"shell sees: ${OPENAI_API_KEY:-none}\"");
   await r.close();
   return `escalated programs ${o.output.split(secret).length - 1 > 0 ? "PRINT the key" : "do not print the key"}; ${o.output.match(/shell sees: \S+/)?.[0]}`;
@@ -162,7 +215,9 @@ await attempt("7 survivors (danger-full-access)", async () => {
   await Bun.sleep(1500);
   res.push(`timeout (timed_out=${o1.timed_out}): setsid sleep ${pidsWith(`sleep\0${t1}`).length ? "SURVIVES" : "killed"}`);
   const t2 = `300.${process.pid}902`;
-  await r.shell(`python3 -c 'import subprocess; subprocess.Popen(["sleep", "${t2}"], start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)'`);
+  await r.shell(
+    `python3 -c 'import subprocess; subprocess.Popen(["sleep", "${t2}"], start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)'`,
+  );
   await Bun.sleep(1500);
   res.push(`escalated python3 start_new_session grandchild ${pidsWith(`sleep\0${t2}`).length ? "SURVIVES" : "killed"}`);
   const t3 = `300.${process.pid}903`;
@@ -199,7 +254,10 @@ await attempt("8 idle sessions 20,000", async () => {
   const a = r.shell(py(idleProgram(20000, ready, stop, 60)), 90000);
   const ok = await waitFor(() => existsSync(ready), 60000);
   const held = fdCount(r.pid);
-  const v = await withDeadline(r.shell("for i in 1 2 3; do /bin/true; done; /bin/echo victim-ok", 15000), 20000, "victim").then((x) => x.output.trim(), String);
+  const v = await withDeadline(r.shell("for i in 1 2 3; do /bin/true; done; /bin/echo victim-ok", 15000), 20000, "victim").then(
+    (x) => x.output.trim(),
+    String,
+  );
   await Bun.write(stop, "");
   const ao = await a;
   await Bun.sleep(1000);
@@ -233,7 +291,10 @@ await attempt("9 huge JSON-RPC line", async () => {
     );
     const what = await reply;
     const ms = performance.now() - t0;
-    const after = await withDeadline(r.rpc.request("tools/list", {}), 10000, "after").then(() => "answers after", (e) => String(e));
+    const after = await withDeadline(r.rpc.request("tools/list", {}), 10000, "after").then(
+      () => "answers after",
+      (e) => String(e),
+    );
     out.push(`${mb} MB: ${what} in ${ms.toFixed(0)} ms, ${after}`);
     await r.close();
   }
@@ -299,8 +360,16 @@ await attempt("10 network off: socketpair send / UDP sendto", async () => {
       continue;
     }
     const r = await startRef({ policy: WW, bwrap });
-    const a = await r.shell(py('import socket\na, b = socket.socketpair()\ntry:\n    a.send(b"x"); print("send ok", b.recv(1))\nexcept OSError as e:\n    print("send DENIED", e.errno)'));
-    const u = await r.shell(py('import socket\ntry:\n    socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"x", ("127.0.0.1", 9)); print("udp SENT")\nexcept OSError as e:\n    print("udp denied", e.errno)'));
+    const a = await r.shell(
+      py(
+        'import socket\na, b = socket.socketpair()\ntry:\n    a.send(b"x"); print("send ok", b.recv(1))\nexcept OSError as e:\n    print("send DENIED", e.errno)',
+      ),
+    );
+    const u = await r.shell(
+      py(
+        'import socket\ntry:\n    socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"x", ("127.0.0.1", 9)); print("udp SENT")\nexcept OSError as e:\n    print("udp denied", e.errno)',
+      ),
+    );
     out.push(`${bwrap ? "bwrap" : "landlock"}: ${a.output.trim()}, ${u.output.trim()}`);
     await r.close();
   }

@@ -22,7 +22,14 @@ describe("item 5: .git stays read-only under bwrap when the project is under /tm
       const before = readFileSync(join(repo, ".git", "config"), "utf8");
       const s = await serveWithPid({ args: ["--sandbox-backend", "bwrap"], env: { TMPDIR: tmpdir } });
       expect(await s.sandboxState({ type: "workspace-write", network_access: false }, repo)).toEqual({});
-      const r = (await s.shell({ command: "echo '[core] fsmonitor = x' >> .git/config; echo rc=$?; mkdir .git/hooks/x; echo rc2=$?; touch ok && echo wrote", workdir: repo, login: false, timeout_ms: 20000 })).out;
+      const r = (
+        await s.shell({
+          command: "echo '[core] fsmonitor = x' >> .git/config; echo rc=$?; mkdir .git/hooks/x; echo rc2=$?; touch ok && echo wrote",
+          workdir: repo,
+          login: false,
+          timeout_ms: 20000,
+        })
+      ).out;
       expect(r.output).toContain("wrote"); // the project itself is writable
       expect(r.output).toContain("rc=1");
       expect(r.output).toContain("rc2=1");
@@ -65,10 +72,14 @@ describe("network off: send() on a socketpair works, sendto with an address does
       const ws = confDir("ws");
       expect(await s.sandboxState({ type: "workspace-write", network_access: false }, ws)).toEqual({});
       const run = async (command: string) => (await s.shell({ command, workdir: ws, login: false, timeout_ms: 20000 })).out;
-      const pair = await run(py('import socket\na, b = socket.socketpair()\na.send(b"x")\nb.sendall(b"y")\nprint("got", a.recv(1), b.recv(1))'));
+      const pair = await run(
+        py('import socket\na, b = socket.socketpair()\na.send(b"x")\nb.sendall(b"y")\nprint("got", a.recv(1), b.recv(1))'),
+      );
       expect(pair.output).toBe("got b'y' b'x'\n");
       const udp = await run(
-        py('import socket\ntry:\n    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n    s.sendto(b"x", ("127.0.0.1", 9))\n    print("SENT")\nexcept OSError as e:\n    print("DENIED", e.errno)'),
+        py(
+          'import socket\ntry:\n    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n    s.sendto(b"x", ("127.0.0.1", 9))\n    print("SENT")\nexcept OSError as e:\n    print("DENIED", e.errno)',
+        ),
       );
       expect(udp.output).toStartWith("DENIED");
     }, 60_000);

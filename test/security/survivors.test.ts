@@ -60,7 +60,11 @@ for (const [name, args, policy] of BACKENDS) {
       expect(f.status === "fulfilled" && f.value.out.output).toBe("started\n");
       // Give the server a moment to finish killing, then look for survivors on the host.
       await waitFor(() => left([...timedOut.tags, ...cancelled.tags, ...finished.tags]).length === 0, 3000);
-      expect({ timeout: left(timedOut.tags).length, cancel: left(cancelled.tags).length, exit: left(finished.tags).length }).toEqual({ timeout: 0, cancel: 0, exit: 0 });
+      expect({ timeout: left(timedOut.tags).length, cancel: left(cancelled.tags).length, exit: left(finished.tags).length }).toEqual({
+        timeout: 0,
+        cancel: 0,
+        exit: 0,
+      });
     }, 60_000);
 
     test("client disconnect: setsid, double fork and nohup+setsid children all end", async () => {
@@ -80,7 +84,10 @@ for (const [name, args, policy] of BACKENDS) {
 
 describe("item 7 (escalated): a new-session grandchild of an escalated program ends with the call", () => {
   test("an allowed python3 that starts `sleep` with start_new_session and double-forks: nothing remains", async () => {
-    const s = await serveWithPid({ rules: 'prefix_rule(pattern=["python3"], decision="allow")\n', args: ["--sandbox-backend", "landlock"] });
+    const s = await serveWithPid({
+      rules: 'prefix_rule(pattern=["python3"], decision="allow")\n',
+      args: ["--sandbox-backend", "landlock"],
+    });
     const ws = confDir("ws");
     const [a, b] = [tag(), tag()];
     const prog = `import os, subprocess\nsubprocess.Popen(["sleep", "${a}"], start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n        fd = os.open("/dev/null", os.O_RDWR)\n        for i in (0, 1, 2): os.dup2(fd, i)\n        os.execvp("sleep", ["sleep", "${b}"])\n    os._exit(0)\nprint("spawned", flush=True)`;
@@ -91,7 +98,12 @@ describe("item 7 (escalated): a new-session grandchild of an escalated program e
     await waitFor(() => left([a, b]).length === 0, 3000);
     expect(left([a, b]).length).toBe(0);
     const [c, d] = [tag(), tag()];
-    const r2 = await s.shell({ command: `${py(prog.replace(a, c).replace(b, d)).replace("/usr/bin/python3", "python3")}; sleep 60`, workdir: ws, login: false, timeout_ms: 2000 });
+    const r2 = await s.shell({
+      command: `${py(prog.replace(a, c).replace(b, d)).replace("/usr/bin/python3", "python3")}; sleep 60`,
+      workdir: ws,
+      login: false,
+      timeout_ms: 2000,
+    });
     expect(r2.out.timed_out).toBe(true);
     await waitFor(() => left([c, d]).length === 0, 3000);
     expect(left([c, d]).length).toBe(0);

@@ -34,8 +34,54 @@ function rng(seed: number): () => number {
   };
 }
 
-const NAMES = ["git", "mygit", "gitx", "git-lfs", "rm", "rmdir", "sudo", "bash", "zsh", "sh", "ksh", "ls", "cat", "python3", "tool", "*odd", "a b", "é", "x.y", "true", "-dash", "GIT"];
-const ARGS = ["-rf", "-f", "-r", "reset", "push", "--force", "-c", "-lc", "rm -rf x", "git reset --hard", "ls; git clean -fd", "branch", "-D", "clean", "-fd", "x", "", "--", "status", "+main", "-C", "/tmp"];
+const NAMES = [
+  "git",
+  "mygit",
+  "gitx",
+  "git-lfs",
+  "rm",
+  "rmdir",
+  "sudo",
+  "bash",
+  "zsh",
+  "sh",
+  "ksh",
+  "ls",
+  "cat",
+  "python3",
+  "tool",
+  "*odd",
+  "a b",
+  "é",
+  "x.y",
+  "true",
+  "-dash",
+  "GIT",
+];
+const ARGS = [
+  "-rf",
+  "-f",
+  "-r",
+  "reset",
+  "push",
+  "--force",
+  "-c",
+  "-lc",
+  "rm -rf x",
+  "git reset --hard",
+  "ls; git clean -fd",
+  "branch",
+  "-D",
+  "clean",
+  "-fd",
+  "x",
+  "",
+  "--",
+  "status",
+  "+main",
+  "-C",
+  "/tmp",
+];
 const DECISIONS = ["allow", "prompt", "forbidden"];
 
 function pick<T>(r: () => number, xs: readonly T[]): T {
@@ -44,7 +90,16 @@ function pick<T>(r: () => number, xs: readonly T[]): T {
 
 /** A random program path as a shell would exec it (never with a trailing slash/`.`/`..` basename: those are always intercepted). */
 function programPath(r: () => number, name: string): string {
-  return pick(r, [`/usr/bin/${name}`, `/opt/${name}`, `./${name}`, `bin/../${name}`, name, `/usr/local/bin/${name}`, `~/bin/${name}`, `/a/./b/${name}`]);
+  return pick(r, [
+    `/usr/bin/${name}`,
+    `/opt/${name}`,
+    `./${name}`,
+    `bin/../${name}`,
+    name,
+    `/usr/local/bin/${name}`,
+    `~/bin/${name}`,
+    `/a/./b/${name}`,
+  ]);
 }
 
 function rulesText(r: () => number): string {
@@ -54,11 +109,16 @@ function rulesText(r: () => number): string {
     const name = pick(r, NAMES);
     const first = r() < 0.4 ? programPath(r, name) : name;
     const firstTok = r() < 0.2 ? JSON.stringify([first, pick(r, NAMES)]) : JSON.stringify(first);
-    const rest = Array.from({ length: Math.floor(r() * 3) }, () => (r() < 0.2 ? JSON.stringify([pick(r, ARGS), pick(r, ARGS)]) : JSON.stringify(pick(r, ARGS))));
+    const rest = Array.from({ length: Math.floor(r() * 3) }, () =>
+      r() < 0.2 ? JSON.stringify([pick(r, ARGS), pick(r, ARGS)]) : JSON.stringify(pick(r, ARGS)),
+    );
     lines.push(`prefix_rule(pattern=[${[firstTok, ...rest].join(", ")}], decision=${JSON.stringify(pick(r, DECISIONS))})`);
   }
   if (r() < 0.4) {
-    const name = pick(r, NAMES.filter((x) => !x.includes("/")));
+    const name = pick(
+      r,
+      NAMES.filter((x) => !x.includes("/")),
+    );
     lines.push(`host_executable(name=${JSON.stringify(name)}, paths=[${JSON.stringify(`/usr/bin/${name}`)}])`);
   }
   return lines.join("\n") + "\n";
@@ -103,7 +163,8 @@ async function violations(seed: number, rounds: number, setFor: (p: Policy) => s
       if (shellIntercepts(set, e.file)) continue;
       skipped++;
       for (const preserve of [false, true]) {
-        if (!(await decidesRun(policy, e, preserve))) bad.push(`seed ${seed} round ${round}: ${JSON.stringify({ rules: text, set, exec: e, preserve })}`);
+        if (!(await decidesRun(policy, e, preserve)))
+          bad.push(`seed ${seed} round ${round}: ${JSON.stringify({ rules: text, set, exec: e, preserve })}`);
       }
     }
   }
@@ -122,7 +183,10 @@ describe("intercept set is conservative", () => {
   });
 
   test("the check can fail: a set without the heuristic's programs, or without the rules' names, is caught", async () => {
-    const noHeuristics = (p: Policy) => interceptEntries(p).filter((e) => !(HEURISTIC_PROGRAMS as readonly string[]).includes(e)).join("/") || "nothing";
+    const noHeuristics = (p: Policy) =>
+      interceptEntries(p)
+        .filter((e) => !(HEURISTIC_PROGRAMS as readonly string[]).includes(e))
+        .join("/") || "nothing";
     const onlyHeuristics = () => HEURISTIC_PROGRAMS.join("/");
     expect((await violations(1, 300, noHeuristics)).bad.length).toBeGreaterThan(0);
     expect((await violations(1, 300, onlyHeuristics)).bad.length).toBeGreaterThan(0);
@@ -136,7 +200,12 @@ describe("intercept set is conservative", () => {
   });
 
   test("path rules and odd names", () => {
-    const policy = policyFromSources([{ path: "a.rules", text: 'prefix_rule(pattern=["/opt/tools/deploy/"], decision="forbidden")\nprefix_rule(pattern=["*star"], decision="prompt")\n' }]);
+    const policy = policyFromSources([
+      {
+        path: "a.rules",
+        text: 'prefix_rule(pattern=["/opt/tools/deploy/"], decision="forbidden")\nprefix_rule(pattern=["*star"], decision="prompt")\n',
+      },
+    ]);
     const set = interceptSetFor(policy);
     expect(shellIntercepts(set, "/opt/tools/deploy")).toBe(true);
     expect(shellIntercepts(set, "/x/deploy")).toBe(true); // conservative: any path with that basename
@@ -155,15 +224,40 @@ describe.skipIf(missing !== undefined)("the shells apply the set exactly as shel
     test(shell, async () => {
       const dir = tempDir("shellmcp-iset-");
       mkdirSync(join(dir, "bin"));
-      const names: Buffer[] = ["git", "mygit", "gitx", "rm", "rmx", "sudo", "bash", "sh", "ls", "true", "*odd", "xodd", "a b", "é", "deploy", "tool"].map((n) => Buffer.from(n));
+      const names: Buffer[] = [
+        "git",
+        "mygit",
+        "gitx",
+        "rm",
+        "rmx",
+        "sudo",
+        "bash",
+        "sh",
+        "ls",
+        "true",
+        "*odd",
+        "xodd",
+        "a b",
+        "é",
+        "deploy",
+        "tool",
+      ].map((n) => Buffer.from(n));
       names.push(Buffer.from([0x67, 0x69, 0x74, 0xff]), Buffer.from([0xff, 0x67, 0x69, 0x74]), Buffer.from("gi\u00e9"));
       for (const n of names) symlinkSync("/bin/true", Buffer.concat([Buffer.from(join(dir, "bin") + "/"), n]));
       const set = "*git/rm/sudo/bash/zsh/sh/*odd/deploy/é";
       const lit = (b: Buffer) => "$'" + [...b].map((x) => `\\x${x.toString(16).padStart(2, "0")}`).join("") + "'";
-      const files = names.flatMap((n) => [Buffer.concat([Buffer.from(join(dir, "bin") + "/"), n]), Buffer.concat([Buffer.from("./bin/"), n])]);
+      const files = names.flatMap((n) => [
+        Buffer.concat([Buffer.from(join(dir, "bin") + "/"), n]),
+        Buffer.concat([Buffer.from("./bin/"), n]),
+      ]);
       const script = files.map((f) => `${lit(f)}`).join("; ") + "; ./bin/../bin/true; /bin/; ./bin/.";
       const wrapper = ourWrapper();
-      const r = await runCaptured([patchedShell(shell), "-c", script], { PATH: "/usr/bin:/bin", EXEC_WRAPPER: wrapper, BASH_EXEC_WRAPPER: wrapper, SHELLMCP_INTERCEPT: set }, () => ({ kind: "Run" }), dir);
+      const r = await runCaptured(
+        [patchedShell(shell), "-c", script],
+        { PATH: "/usr/bin:/bin", EXEC_WRAPPER: wrapper, BASH_EXEC_WRAPPER: wrapper, SHELLMCP_INTERCEPT: set },
+        () => ({ kind: "Run" }),
+        dir,
+      );
       const got = r.exchanges.map((e) => JSON.parse(e.request.toString()).file as string);
       const expected = files.filter((f) => shellIntercepts(set, f)).map((f) => new TextDecoder().decode(f));
       // zsh does not hand a directory to the wrapper (only executable regular files); bash does.

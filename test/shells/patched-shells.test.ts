@@ -23,12 +23,25 @@ interface ShellRun {
 
 const BASE_ENV = { PATH: "/usr/local/bin:/usr/bin:/bin", HOME: "/root", LC_ALL: "C" };
 
-function runShell(shellPath: string, argv0: ShellName, script: string, env: Record<string, string | undefined> = {}, cwd?: string): ShellRun {
+function runShell(
+  shellPath: string,
+  argv0: ShellName,
+  script: string,
+  env: Record<string, string | undefined> = {},
+  cwd?: string,
+): ShellRun {
   const dir = tempDir("shellmcp-sh-");
   const logPath = join(dir, "wrap.log");
   const fullEnv: Record<string, string> = {};
   for (const [k, v] of Object.entries({ ...BASE_ENV, WRAPLOG: logPath, ...env })) if (v !== undefined) fullEnv[k] = v;
-  const r = Bun.spawnSync([shellPath, "-c", script], { argv0, env: fullEnv, cwd: cwd ?? dir, stdin: "ignore", stdout: "pipe", stderr: "pipe" });
+  const r = Bun.spawnSync([shellPath, "-c", script], {
+    argv0,
+    env: fullEnv,
+    cwd: cwd ?? dir,
+    stdin: "ignore",
+    stdout: "pipe",
+    stderr: "pipe",
+  });
   return { exitCode: r.exitCode ?? -1, stdout: r.stdout, stderr: r.stderr, log: readWrapLog(logPath) };
 }
 
@@ -56,7 +69,11 @@ const CASES: Case[] = [
   { name: "absolute path", script: () => "/bin/echo hi", expectLog: () => [["/bin/echo", "/bin/echo", "hi"]] },
   { name: "relative path", script: () => "./bin/mytool rel", expectLog: () => [["./bin/mytool", "./bin/mytool", "rel"]] },
   { name: "exec", script: () => "exec /bin/echo x; echo not-reached", expectLog: () => [["/bin/echo", "/bin/echo", "x"]] },
-  { name: "exec -a NAME keeps argv[0] byte for byte", script: () => "exec -a MY-NAME /bin/echo x", expectLog: () => [["/bin/echo", "MY-NAME", "x"]] },
+  {
+    name: "exec -a NAME keeps argv[0] byte for byte",
+    script: () => "exec -a MY-NAME /bin/echo x",
+    expectLog: () => [["/bin/echo", "MY-NAME", "x"]],
+  },
   {
     name: "exec -l (argv[0] starting with a dash)",
     script: () => "exec -l /bin/echo x",
@@ -71,18 +88,24 @@ const CASES: Case[] = [
     script: () => "/bin/echo abc | /usr/bin/tr a-c x-z | cat",
     expectLog: () => (log) => {
       // Pipeline members run concurrently: order in the log is not fixed.
-      expect(texts(log).sort()).toEqual([["/bin/echo", "/bin/echo", "abc"], ["/usr/bin/cat", "cat"], ["/usr/bin/tr", "/usr/bin/tr", "a-c", "x-z"]].sort());
+      expect(texts(log).sort()).toEqual(
+        [
+          ["/bin/echo", "/bin/echo", "abc"],
+          ["/usr/bin/cat", "cat"],
+          ["/usr/bin/tr", "/usr/bin/tr", "a-c", "x-z"],
+        ].sort(),
+      );
     },
   },
   { name: "subshell", script: () => "( /bin/echo sub )", expectLog: () => [["/bin/echo", "/bin/echo", "sub"]] },
-  { name: "command substitution", script: () => "x=$(/bin/echo cs); echo \"got $x\"", expectLog: () => [["/bin/echo", "/bin/echo", "cs"]] },
+  { name: "command substitution", script: () => 'x=$(/bin/echo cs); echo "got $x"', expectLog: () => [["/bin/echo", "/bin/echo", "cs"]] },
   {
     name: "functions and builtins are not wrapped",
     script: () => "f() { echo fn \"$@\"; }; f a; echo builtin; printf '%s\\n' pf; test 1 = 1; : ; cd /; pwd; true",
     expectLog: () => [],
   },
   { name: "command -v", script: () => "command -v ls; command -v echo", expectLog: () => [] },
-  { name: "command not found: stock message and 127", script: () => "nonexistentcmd-shellmcp; echo \"rc=$?\"", expectLog: () => [] },
+  { name: "command not found: stock message and 127", script: () => 'nonexistentcmd-shellmcp; echo "rc=$?"', expectLog: () => [] },
   {
     name: "script without a shebang",
     script: () => "./noshebang.sh arg",
@@ -105,7 +128,11 @@ const CASES: Case[] = [
     expectLog: () => [[B("/bin/echo"), B("/bin/echo"), B("-n"), B("a b"), B(""), B("tab\there"), B("nl\nx"), B([0xff, 0xfe]), B("é")]],
   },
   { name: "unset wrapper variable: stock behaviour", script: () => "unset EXEC_WRAPPER; /bin/echo a", expectLog: () => [] },
-  { name: "VAR= prefix clears it for one command", script: () => "EXEC_WRAPPER= /bin/echo a; /bin/echo b", expectLog: () => [["/bin/echo", "/bin/echo", "b"]] },
+  {
+    name: "VAR= prefix clears it for one command",
+    script: () => "EXEC_WRAPPER= /bin/echo a; /bin/echo b",
+    expectLog: () => [["/bin/echo", "/bin/echo", "b"]],
+  },
   {
     name: "non-exported assignment does not clear it",
     script: () => "EXEC_WRAPPER=; export -n EXEC_WRAPPER 2>/dev/null; /bin/echo a",
@@ -118,16 +145,21 @@ const CASES: Case[] = [
   },
   {
     name: "PATH search with missing candidates",
-    script: () => "ls -d /; nonexistentcmd-shellmcp; echo \"rc=$?\"",
+    script: () => 'ls -d /; nonexistentcmd-shellmcp; echo "rc=$?"',
     env: ({ dir }) => ({ PATH: `/nonexistent-a:${dir}/empty:/nonexistent-b:/usr/bin:/bin` }),
     expectLog: () => [["/usr/bin/ls", "ls", "-d", "/"]],
   },
   {
     name: "nested shell keeps intercepting",
     script: ({ patched }) => `${patched} -c '/bin/echo inner'`,
-    expectLog: ({ patched }) => (log) => {
-      expect(texts(log)).toEqual([[patched, patched, "-c", "/bin/echo inner"], ["/bin/echo", "/bin/echo", "inner"]]);
-    },
+    expectLog:
+      ({ patched }) =>
+      (log) => {
+        expect(texts(log)).toEqual([
+          [patched, patched, "-c", "/bin/echo inner"],
+          ["/bin/echo", "/bin/echo", "inner"],
+        ]);
+      },
     compareStock: false,
   },
 ];
@@ -136,9 +168,9 @@ function setupDir(): string {
   const dir = tempDir("shellmcp-case-");
   mkdirSync(join(dir, "bin"));
   mkdirSync(join(dir, "empty"));
-  writeFileSync(join(dir, "bin", "mytool"), "#!/bin/sh\necho \"mytool:$*\"\n");
+  writeFileSync(join(dir, "bin", "mytool"), '#!/bin/sh\necho "mytool:$*"\n');
   chmodSync(join(dir, "bin", "mytool"), 0o755);
-  writeFileSync(join(dir, "noshebang.sh"), "echo \"from-script:$1\"\n");
+  writeFileSync(join(dir, "noshebang.sh"), 'echo "from-script:$1"\n');
   chmodSync(join(dir, "noshebang.sh"), 0o755);
   return dir;
 }

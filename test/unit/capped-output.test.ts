@@ -47,7 +47,11 @@ describe("CappedOutput", () => {
     const data = bytes(Array.from({ length: 500 }, (_, i) => String.fromCharCode(97 + (i % 26))).join(""));
     const whole = feed(64, data, [data.length]).text();
     for (const sizes of [[1], [3, 7], [63], [64], [65], [100, 1, 2], [0, 5]]) {
-      const o = feed(64, data, sizes.map((s) => Math.max(1, s)));
+      const o = feed(
+        64,
+        data,
+        sizes.map((s) => Math.max(1, s)),
+      );
       expect(o.text()).toBe(whole);
       expect(o.dropped).toBe(500 - 64);
     }

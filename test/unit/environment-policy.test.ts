@@ -4,10 +4,27 @@
  * `include_only` — with case-insensitive glob patterns (docs/sandbox.md, "Environment").
  */
 import { describe, expect, test } from "bun:test";
-import { applyEnvironmentPolicy, CORE_VARS, DEFAULT_EXCLUDES, shellEnvironmentPolicy, type ShellEnvironmentPolicy } from "../../src/config/config.ts";
+import {
+  applyEnvironmentPolicy,
+  CORE_VARS,
+  DEFAULT_EXCLUDES,
+  shellEnvironmentPolicy,
+  type ShellEnvironmentPolicy,
+} from "../../src/config/config.ts";
 import { ShellmcpError } from "../../src/errors.ts";
 
-const ENV = { HOME: "/root", PATH: "/usr/bin:/bin", LANG: "C.UTF-8", MY_API_KEY: "k", FOO_TOKEN: "t", my_secret_x: "s", KEYBOARD: "us", PLAIN: "p", EDITOR: "vi", UNSET: undefined };
+const ENV = {
+  HOME: "/root",
+  PATH: "/usr/bin:/bin",
+  LANG: "C.UTF-8",
+  MY_API_KEY: "k",
+  FOO_TOKEN: "t",
+  my_secret_x: "s",
+  KEYBOARD: "us",
+  PLAIN: "p",
+  EDITOR: "vi",
+  UNSET: undefined,
+};
 
 const policy = (table: Record<string, unknown> = {}): ShellEnvironmentPolicy => shellEnvironmentPolicy({ shell_environment_policy: table });
 const apply = (table: Record<string, unknown>, env: Record<string, string | undefined> = ENV) => applyEnvironmentPolicy(policy(table), env);

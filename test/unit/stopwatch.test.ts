@@ -16,10 +16,14 @@ function watch(limitMs: number, c = clock()) {
   let fired = 0;
   let resolve!: () => void;
   const expired = new Promise<void>((r) => (resolve = r));
-  const sw = new Stopwatch(limitMs, () => {
-    fired++;
-    resolve();
-  }, c.now);
+  const sw = new Stopwatch(
+    limitMs,
+    () => {
+      fired++;
+      resolve();
+    },
+    c.now,
+  );
   return { sw, c, expired, fired: () => fired };
 }
 

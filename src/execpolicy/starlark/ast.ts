@@ -27,7 +27,11 @@ export type Expr =
 export type CompClause = { t: "for"; target: Expr; iter: Expr } | { t: "if"; cond: Expr };
 
 /** Call argument. */
-export type Arg = { kind: "pos"; value: Expr } | { kind: "named"; name: string; value: Expr; span: Span } | { kind: "star"; value: Expr } | { kind: "starstar"; value: Expr };
+export type Arg =
+  | { kind: "pos"; value: Expr }
+  | { kind: "named"; name: string; value: Expr; span: Span }
+  | { kind: "star"; value: Expr }
+  | { kind: "starstar"; value: Expr };
 
 /** Function parameter. */
 export type Param = { kind: "normal"; name: string; default?: Expr } | { kind: "star"; name?: string } | { kind: "starstar"; name: string };

@@ -3,7 +3,24 @@
  * or `struct`, as in Codex) and the methods of strings, lists and dicts (`obj.name`).
  */
 import { normIndex } from "./operators.ts";
-import { checkInt, compare, equals, hashKey, iterate, MAX_STEPS, repr, SBuiltin, SDict, SFloat, SList, str, STuple, truthy, typeName, type Value } from "./values.ts";
+import {
+  checkInt,
+  compare,
+  equals,
+  hashKey,
+  iterate,
+  MAX_STEPS,
+  repr,
+  SBuiltin,
+  SDict,
+  SFloat,
+  SList,
+  str,
+  STuple,
+  truthy,
+  typeName,
+  type Value,
+} from "./values.ts";
 
 function builtin(name: string, f: (args: Value[], kwargs: [string, Value][]) => Value): SBuiltin {
   return new SBuiltin(name, (a, k) => f(a, k));
@@ -19,7 +36,8 @@ function arity(name: string, args: Value[], min: number, max: number): void {
 }
 
 function expectType<T extends Value>(v: Value, want: string, param: string, ok: (v: Value) => v is T): T {
-  if (!ok(v)) throw new Error(`Type of parameter \`${param}\` doesn't match, expected \`${want}\`, actual \`${typeName(v)} (repr: ${repr(v)})\``);
+  if (!ok(v))
+    throw new Error(`Type of parameter \`${param}\` doesn't match, expected \`${want}\`, actual \`${typeName(v)} (repr: ${repr(v)})\``);
   return v;
 }
 
@@ -59,7 +77,8 @@ export function standardGlobals(): Record<string, Value> {
       noKwargs("range", k);
       arity("range", a, 1, 3);
       a.forEach((x, i) => expectType(x, "int", ["start", "stop", "step"][i]!, isInt));
-      const [start, stop, step] = a.length === 1 ? [0, a[0] as number, 1] : [a[0] as number, a[1] as number, (a[2] as number | undefined) ?? 1];
+      const [start, stop, step] =
+        a.length === 1 ? [0, a[0] as number, 1] : [a[0] as number, a[1] as number, (a[2] as number | undefined) ?? 1];
       if (step === 0) throw new Error("range() step must not be zero");
       const out: Value[] = [];
       for (let i = start; step > 0 ? i < stop : i > stop; i += step) {
@@ -81,7 +100,8 @@ export function standardGlobals(): Record<string, Value> {
       if (typeof v === "string") {
         const base = (a[1] as number | undefined) ?? 10;
         const t = v.trim();
-        if (!/^[+-]?[0-9a-zA-Z]+$/.test(t) || Number.isNaN(parseInt(t, base))) throw new Error(`${repr(v)} is not a valid number in base ${base}`);
+        if (!/^[+-]?[0-9a-zA-Z]+$/.test(t) || Number.isNaN(parseInt(t, base)))
+          throw new Error(`${repr(v)} is not a valid number in base ${base}`);
         return checkInt(parseInt(t, base));
       }
       throw new Error(`int() argument must be a string, a number or a bool, not ${typeName(v)}`);
@@ -153,11 +173,21 @@ export function attribute(obj: Value, name: string): Value {
     const s = obj;
     switch (name) {
       case "join":
-        return m((a) => iterate(a[0]!).map((x) => expectType(x, "string", "element", isStr)).join(s));
+        return m((a) =>
+          iterate(a[0]!)
+            .map((x) => expectType(x, "string", "element", isStr))
+            .join(s),
+        );
       case "split":
         return m((a) => {
           const sep = a[0] === undefined || a[0] === null ? undefined : expectType(a[0], "string", "sep", isStr);
-          const parts = sep === undefined ? s.trim().split(/\s+/).filter((x) => x !== "") : s.split(sep);
+          const parts =
+            sep === undefined
+              ? s
+                  .trim()
+                  .split(/\s+/)
+                  .filter((x) => x !== "")
+              : s.split(sep);
           return new SList(parts);
         });
       case "strip":
@@ -175,7 +205,11 @@ export function attribute(obj: Value, name: string): Value {
       case "endswith":
         return m((a) => {
           const pre = a[0] instanceof STuple ? a[0].items : [a[0]!];
-          return pre.some((p) => (name === "startswith" ? s.startsWith(expectType(p, "string", "prefix", isStr)) : s.endsWith(expectType(p, "string", "suffix", isStr))));
+          return pre.some((p) =>
+            name === "startswith"
+              ? s.startsWith(expectType(p, "string", "prefix", isStr))
+              : s.endsWith(expectType(p, "string", "suffix", isStr)),
+          );
         });
       case "replace":
         return m((a) => s.split(expectType(a[0]!, "string", "old", isStr)).join(expectType(a[1]!, "string", "new", isStr)));

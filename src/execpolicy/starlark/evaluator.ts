@@ -4,10 +4,34 @@
  * fails, as in Codex (no loader is installed). Errors are {@link StarlarkError}s carrying the span of the
  * offending expression.
  */
-import { parseFile, StarlarkError, type Arg, type CompClause, type Expr, type Param, type SourceFile, type Span, type Stmt } from "./syntax.ts";
+import {
+  parseFile,
+  StarlarkError,
+  type Arg,
+  type CompClause,
+  type Expr,
+  type Param,
+  type SourceFile,
+  type Span,
+  type Stmt,
+} from "./syntax.ts";
 import { attribute, standardGlobals } from "./builtins.ts";
 import { binaryOp, indexValue, normIndex, sliceValue } from "./operators.ts";
-import { iterate, MAX_STEPS, SBuiltin, Scope, SDict, SFloat, SFunction, SList, str, STuple, truthy, typeName, type Value } from "./values.ts";
+import {
+  iterate,
+  MAX_STEPS,
+  SBuiltin,
+  Scope,
+  SDict,
+  SFloat,
+  SFunction,
+  SList,
+  str,
+  STuple,
+  truthy,
+  typeName,
+  type Value,
+} from "./values.ts";
 
 class ReturnSignal {
   constructor(readonly value: Value) {}
@@ -73,7 +97,11 @@ export class Evaluator {
           this.wrap(s.span, () => cur.items.push(...iterate(rhs)));
           return;
         }
-        this.assign(s.target, this.wrap(s.span, () => binaryOp(s.op, cur, rhs)), scope);
+        this.assign(
+          s.target,
+          this.wrap(s.span, () => binaryOp(s.op, cur, rhs)),
+          scope,
+        );
         return;
       }
       case "def": {
@@ -325,13 +353,14 @@ export class Evaluator {
       } else if (fn.defaults[i] !== undefined) local.vars.set(p.name, fn.defaults[i]!);
       else throw this.error(`Missing parameter \`${p.name}\` for call to \`${fn.name}\``, span);
     });
-    if (rest.length > 0 && star === undefined) throw this.error(`Found ${rest.length} extra positional parameter(s) for call to ${fn.name}`, span);
+    if (rest.length > 0 && star === undefined)
+      throw this.error(`Found ${rest.length} extra positional parameter(s) for call to ${fn.name}`, span);
     if (kw.size > 0) {
-      if (starstar === undefined) throw this.error(`Found \`${[...kw.keys()].join("`, `")}\` extra named parameter(s) for call to ${fn.name}`, span);
+      if (starstar === undefined)
+        throw this.error(`Found \`${[...kw.keys()].join("`, `")}\` extra named parameter(s) for call to ${fn.name}`, span);
       const d = new SDict();
       for (const [k, v] of kw) d.set(k, v);
       local.vars.set((starstar as { name: string }).name, d);
     } else if (starstar !== undefined) local.vars.set((starstar as { name: string }).name, new SDict());
   }
 }
-

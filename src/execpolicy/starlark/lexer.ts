@@ -20,15 +20,89 @@ export interface Token {
 
 /** Starlark keywords (not usable as identifiers). */
 export const KEYWORDS = new Set([
-  "and", "break", "continue", "def", "elif", "else", "for", "if", "in", "lambda", "load", "not", "or", "pass", "return",
+  "and",
+  "break",
+  "continue",
+  "def",
+  "elif",
+  "else",
+  "for",
+  "if",
+  "in",
+  "lambda",
+  "load",
+  "not",
+  "or",
+  "pass",
+  "return",
 ]);
 // Python keywords that Starlark reserves: using them is a parse error.
-const RESERVED = new Set(["as", "assert", "async", "await", "class", "del", "except", "finally", "from", "global", "import", "is", "nonlocal", "raise", "try", "while", "with", "yield"]);
+const RESERVED = new Set([
+  "as",
+  "assert",
+  "async",
+  "await",
+  "class",
+  "del",
+  "except",
+  "finally",
+  "from",
+  "global",
+  "import",
+  "is",
+  "nonlocal",
+  "raise",
+  "try",
+  "while",
+  "with",
+  "yield",
+]);
 
 const OPERATORS = [
-  "**=", "//=", "<<=", ">>=", "...",
-  "==", "!=", "<=", ">=", "+=", "-=", "*=", "/=", "%=", "&=", "|=", "^=", "//", "**", "->", "<<", ">>",
-  "+", "-", "*", "/", "%", "<", ">", "=", "(", ")", "[", "]", "{", "}", ",", ":", ".", ";", "|", "&", "^", "~",
+  "**=",
+  "//=",
+  "<<=",
+  ">>=",
+  "...",
+  "==",
+  "!=",
+  "<=",
+  ">=",
+  "+=",
+  "-=",
+  "*=",
+  "/=",
+  "%=",
+  "&=",
+  "|=",
+  "^=",
+  "//",
+  "**",
+  "->",
+  "<<",
+  ">>",
+  "+",
+  "-",
+  "*",
+  "/",
+  "%",
+  "<",
+  ">",
+  "=",
+  "(",
+  ")",
+  "[",
+  "]",
+  "{",
+  "}",
+  ",",
+  ":",
+  ".",
+  ";",
+  "|",
+  "&",
+  "^",
+  "~",
 ];
 
 const OP3 = new Set(OPERATORS.filter((o) => o.length === 3));
@@ -193,7 +267,8 @@ export function tokenize(file: SourceFile): Token[] {
     toks.push({ kind: "op", value: op!, start: i, end: i + op!.length });
     i += op!.length;
   }
-  if (toks.length > 0 && toks[toks.length - 1]!.kind !== "newline") toks.push({ kind: "newline", value: "\n", start: s.length, end: s.length });
+  if (toks.length > 0 && toks[toks.length - 1]!.kind !== "newline")
+    toks.push({ kind: "newline", value: "\n", start: s.length, end: s.length });
   while (indents.length > 1) {
     indents.pop();
     toks.push({ kind: "dedent", value: "", start: s.length, end: s.length });
@@ -244,7 +319,8 @@ export function decodeEscapes(body: string, file: SourceFile, offset: number): s
         break;
       case "x": {
         const h = body.slice(i + 1, i + 3);
-        if (!/^[0-9a-fA-F]{2}$/.test(h)) throw new StarlarkError("Parse error: invalid \\x escape", { start: offset + i - 1, end: offset + i + 3 }, file);
+        if (!/^[0-9a-fA-F]{2}$/.test(h))
+          throw new StarlarkError("Parse error: invalid \\x escape", { start: offset + i - 1, end: offset + i + 3 }, file);
         out += String.fromCharCode(parseInt(h, 16));
         i += 2;
         break;
@@ -253,7 +329,8 @@ export function decodeEscapes(body: string, file: SourceFile, offset: number): s
       case "U": {
         const len = n === "u" ? 4 : 8;
         const h = body.slice(i + 1, i + 1 + len);
-        if (!new RegExp(`^[0-9a-fA-F]{${len}}$`).test(h)) throw new StarlarkError(`Parse error: invalid \\${n} escape`, { start: offset + i - 1, end: offset + i + 1 + len }, file);
+        if (!new RegExp(`^[0-9a-fA-F]{${len}}$`).test(h))
+          throw new StarlarkError(`Parse error: invalid \\${n} escape`, { start: offset + i - 1, end: offset + i + 1 + len }, file);
         out += String.fromCodePoint(parseInt(h, 16));
         i += len;
         break;

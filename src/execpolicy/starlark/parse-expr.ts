@@ -26,7 +26,11 @@ export class ExprParser {
   }
 
   protected fail(expected: string, t: Token = this.tok): never {
-    throw new StarlarkError(`Parse error: unexpected ${describeToken(t)}, expected ${expected}`, { start: t.start, end: Math.max(t.end, t.start + 1) }, this.src);
+    throw new StarlarkError(
+      `Parse error: unexpected ${describeToken(t)}, expected ${expected}`,
+      { start: t.start, end: Math.max(t.end, t.start + 1) },
+      this.src,
+    );
   }
 
   protected isOp(v: string): boolean {
@@ -59,7 +63,6 @@ export class ExprParser {
     if (this.k() !== "name" || KEYWORDS.has(this.tok.value)) this.fail("identifier");
     return this.toks[this.p++]!;
   }
-
 
   protected checkTarget(e: Expr): void {
     if (e.t === "name" || e.t === "index" || e.t === "attr") return;
@@ -243,7 +246,12 @@ export class ExprParser {
     while (!this.isOp(")")) {
       if (this.eatOp("**")) args.push({ kind: "starstar", value: this.test() });
       else if (this.eatOp("*")) args.push({ kind: "star", value: this.test() });
-      else if (this.k() === "name" && !KEYWORDS.has(this.tok.value) && this.toks[this.p + 1]?.kind === "op" && this.toks[this.p + 1]!.value === "=") {
+      else if (
+        this.k() === "name" &&
+        !KEYWORDS.has(this.tok.value) &&
+        this.toks[this.p + 1]?.kind === "op" &&
+        this.toks[this.p + 1]!.value === "="
+      ) {
         const n = this.toks[this.p]!;
         this.p += 2;
         const value = this.test();

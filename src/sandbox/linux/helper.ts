@@ -18,14 +18,21 @@
 import { keepEscalationSocketAcrossExec } from "../../escalate/keep-socket.ts";
 import { ShellmcpError } from "../../errors.ts";
 import { writeStderr } from "../../stderr.ts";
-import { parsePermissionProfile, pathFromUri, planPermissionProfile, summarySandboxPolicy, type PermissionProfile } from "../permission-profile.ts";
+import {
+  parsePermissionProfile,
+  pathFromUri,
+  planPermissionProfile,
+  summarySandboxPolicy,
+  type PermissionProfile,
+} from "../permission-profile.ts";
 import { parseSandboxPolicy, type SandboxPolicy } from "../policy.ts";
 import { innerStage, runSandboxed, SANDBOX_FAILURE_EXIT, type Backend } from "./run.ts";
 
 /** Usage-error exit status. */
 export const HELPER_USAGE_EXIT = 2;
 
-const USAGE = "usage: codex-linux-sandbox --sandbox-policy-cwd DIR (--sandbox-policy JSON | --permission-profile JSON) [--command-cwd DIR] [--use-bwrap-sandbox] [--backend auto|bwrap|landlock] [--no-proc] -- CMD [ARG...]";
+const USAGE =
+  "usage: codex-linux-sandbox --sandbox-policy-cwd DIR (--sandbox-policy JSON | --permission-profile JSON) [--command-cwd DIR] [--use-bwrap-sandbox] [--backend auto|bwrap|landlock] [--no-proc] -- CMD [ARG...]";
 
 interface HelperArgs {
   policyCwd?: string;
@@ -70,7 +77,8 @@ function parse(args: string[]): HelperArgs {
         break;
       case "--backend": {
         const b = v();
-        if (b !== "auto" && b !== "bwrap" && b !== "landlock") throw new ShellmcpError("USAGE", `--backend must be auto, bwrap or landlock (got ${b})`);
+        if (b !== "auto" && b !== "bwrap" && b !== "landlock")
+          throw new ShellmcpError("USAGE", `--backend must be auto, bwrap or landlock (got ${b})`);
         o.backend = b;
         break;
       }
@@ -94,13 +102,17 @@ export async function linuxSandboxMain(args: string[]): Promise<number> {
   let profile: PermissionProfile | undefined;
   try {
     o = parse(args);
-    if (o.policyCwd === undefined || (o.policyJson === undefined && o.profileJson === undefined)) throw new ShellmcpError("USAGE", "--sandbox-policy-cwd and --sandbox-policy (or --permission-profile) are required");
+    if (o.policyCwd === undefined || (o.policyJson === undefined && o.profileJson === undefined))
+      throw new ShellmcpError("USAGE", "--sandbox-policy-cwd and --sandbox-policy (or --permission-profile) are required");
     if (o.command.length === 0) throw new ShellmcpError("USAGE", "No command specified to execute.");
     if (o.profileJson !== undefined) {
       profile = parsePermissionProfile(o.profileJson);
       o.policyCwd = pathFromUri(o.policyCwd, "--sandbox-policy-cwd");
     }
-    policy = o.policyJson !== undefined ? parseSandboxPolicy(o.policyJson) : { type: "read-only", access: { type: "full-access" }, network_access: false };
+    policy =
+      o.policyJson !== undefined
+        ? parseSandboxPolicy(o.policyJson)
+        : { type: "read-only", access: { type: "full-access" }, network_access: false };
   } catch (e) {
     writeStderr(`codex-linux-sandbox: ${(e as Error).message}\n${USAGE}\n`);
     return HELPER_USAGE_EXIT;

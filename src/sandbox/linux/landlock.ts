@@ -17,8 +17,22 @@ import { ShellmcpError } from "../../errors.ts";
 
 /** Landlock FS access rights. */
 export const FS = {
-  EXECUTE: 1, WRITE_FILE: 2, READ_FILE: 4, READ_DIR: 8, REMOVE_DIR: 0x10, REMOVE_FILE: 0x20, MAKE_CHAR: 0x40, MAKE_DIR: 0x80,
-  MAKE_REG: 0x100, MAKE_SOCK: 0x200, MAKE_FIFO: 0x400, MAKE_BLOCK: 0x800, MAKE_SYM: 0x1000, REFER: 0x2000, TRUNCATE: 0x4000, IOCTL_DEV: 0x8000,
+  EXECUTE: 1,
+  WRITE_FILE: 2,
+  READ_FILE: 4,
+  READ_DIR: 8,
+  REMOVE_DIR: 0x10,
+  REMOVE_FILE: 0x20,
+  MAKE_CHAR: 0x40,
+  MAKE_DIR: 0x80,
+  MAKE_REG: 0x100,
+  MAKE_SOCK: 0x200,
+  MAKE_FIFO: 0x400,
+  MAKE_BLOCK: 0x800,
+  MAKE_SYM: 0x1000,
+  REFER: 0x2000,
+  TRUNCATE: 0x4000,
+  IOCTL_DEV: 0x8000,
 } as const;
 
 /** Rights valid on a non-directory (the kernel rejects directory-only rights on files with EINVAL). */

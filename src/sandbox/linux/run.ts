@@ -12,13 +12,36 @@
  *   cannot), else Landlock with a one-line warning, else fail closed.
  * Nothing ever runs with less protection than asked for: every failure to apply a layer is an error.
  */
-import { chmodSync, readFileSync, renameSync, writeSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readlinkSync, rmdirSync, rmSync, statSync, writeFileSync } from "node:fs";
+import {
+  chmodSync,
+  readFileSync,
+  renameSync,
+  writeSync,
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readlinkSync,
+  rmdirSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
 import { homedir, constants as osConstants, tmpdir } from "node:os";
 import { delimiter, dirname, join, sep } from "node:path";
 import * as libc from "../../../ffi/libc.ts";
 import { ShellmcpError } from "../../errors.ts";
 import { writeStderr } from "../../stderr.ts";
-import { landlockCanEnforce, linuxReadableRoots, planPermissionProfile, planSandboxPolicy, serializePermissionProfile, type FilesystemPlan, type PermissionProfile } from "../permission-profile.ts";
+import {
+  landlockCanEnforce,
+  linuxReadableRoots,
+  planPermissionProfile,
+  planSandboxPolicy,
+  serializePermissionProfile,
+  type FilesystemPlan,
+  type PermissionProfile,
+} from "../permission-profile.ts";
 import { hasFullDiskWrite, hasFullNetwork, serializeSandboxPolicy, type SandboxPolicy } from "../policy.ts";
 import { applyLandlock } from "./landlock.ts";
 import { buildFilter, installFilter, type SeccompMode } from "./seccomp.ts";
@@ -104,7 +127,12 @@ function seccompModeForPlan(plan: FilesystemPlan): SeccompMode | undefined {
  * `SANDBOX_UNAVAILABLE`, also when `landlockWrites` and Landlock cannot enforce a profile's read-only subpaths
  * or denied paths (never less protection than asked for).
  */
-export function applyInProcess(policy: SandboxPolicy, policyCwd: string, opts: { landlockWrites: boolean }, profile?: PermissionProfile): void {
+export function applyInProcess(
+  policy: SandboxPolicy,
+  policyCwd: string,
+  opts: { landlockWrites: boolean },
+  profile?: PermissionProfile,
+): void {
   const plan = planOf({ policy, profile, policyCwd });
   if (opts.landlockWrites) {
     const why = landlockCanEnforce(plan);
@@ -203,7 +231,19 @@ export function probeBwrap(networkRestricted = true): BwrapProbe {
 }
 
 function probeBwrapUncached(path: string, networkRestricted: boolean): BwrapProbe {
-  const base = [path, "--ro-bind", "/", "/", "--dev", "/dev", "--unshare-user", "--unshare-pid", "--unshare-ipc", ...(networkRestricted ? ["--unshare-net"] : []), "--die-with-parent"];
+  const base = [
+    path,
+    "--ro-bind",
+    "/",
+    "/",
+    "--dev",
+    "/dev",
+    "--unshare-user",
+    "--unshare-pid",
+    "--unshare-ipc",
+    ...(networkRestricted ? ["--unshare-net"] : []),
+    "--die-with-parent",
+  ];
   const tru = existsSync("/usr/bin/true") ? "/usr/bin/true" : "/bin/true";
   const run = (extra: string[]) => Bun.spawnSync([...base, ...extra, "--", tru], { stdin: "ignore", stdout: "ignore", stderr: "pipe" });
   const r = run(["--proc", "/proc"]);
@@ -224,7 +264,9 @@ function probeBwrapUncached(path: string, networkRestricted: boolean): BwrapProb
 /** The command that starts this binary as the Linux sandbox helper, whatever it is called. */
 function selfHelperCommand(): string[] {
   const compiled = (process.argv[1] ?? "").startsWith("/$bunfs/");
-  return compiled ? [process.execPath, "--codex-run-as-linux-sandbox"] : [process.execPath, process.argv[1]!, "--codex-run-as-linux-sandbox"];
+  return compiled
+    ? [process.execPath, "--codex-run-as-linux-sandbox"]
+    : [process.execPath, process.argv[1]!, "--codex-run-as-linux-sandbox"];
 }
 
 /** Sort key: fewer path components first, then by name (a stable, total order). */
@@ -290,7 +332,11 @@ export function planBwrap(bwrap: string, run: SandboxRun, opts: { seccompFd?: nu
   // inside. Only when nothing else must be applied inside (restricted reads need Landlock read rules) and the
   // program is named by an existing absolute path (bwrap 0.8 cannot set argv[0], and `command not found` keeps
   // its shell-style message and status 127 only from the inner stage).
-  const direct = opts.seccompFd !== undefined && linuxReadableRoots(plan) === undefined && run.command[0]!.startsWith("/") && existsSync(run.command[0]!);
+  const direct =
+    opts.seccompFd !== undefined &&
+    linuxReadableRoots(plan) === undefined &&
+    run.command[0]!.startsWith("/") &&
+    existsSync(run.command[0]!);
   const argv = [bwrap, "--new-session", "--die-with-parent"];
   argv.push(...(plan.fullWrite ? ["--bind", "/", "/"] : ["--ro-bind", "/", "/"]));
   argv.push("--dev", "/dev");
@@ -310,7 +356,11 @@ export function planBwrap(bwrap: string, run: SandboxRun, opts: { seccompFd?: nu
       isLink = false;
     }
     if (isLink) {
-      throw new ShellmcpError("SANDBOX_UNAVAILABLE", `cannot enforce sandbox read-only path ${sub} because it crosses writable symlink ${sub}`, { path: sub });
+      throw new ShellmcpError(
+        "SANDBOX_UNAVAILABLE",
+        `cannot enforce sandbox read-only path ${sub} because it crosses writable symlink ${sub}`,
+        { path: sub },
+      );
     }
     // Block creation (e.g. a missing .codex in the cwd): an empty read-only directory in its place.
     holdMountPoint(sub, created);
@@ -363,7 +413,18 @@ export function planBwrap(bwrap: string, run: SandboxRun, opts: { seccompFd?: nu
     argv.push("--", ...run.command);
     return { argv, created, tempDirs, direct: true, seccomp: mode === undefined ? undefined : buildFilter(mode) };
   }
-  argv.push("--", ...selfHelperCommand(), "--apply-seccomp-then-exec", "--sandbox-policy-cwd", run.policyCwd, "--sandbox-policy", serializeSandboxPolicy(policy), ...(run.profile !== undefined ? ["--permission-profile", serializePermissionProfile(run.profile)] : []), "--", ...run.command);
+  argv.push(
+    "--",
+    ...selfHelperCommand(),
+    "--apply-seccomp-then-exec",
+    "--sandbox-policy-cwd",
+    run.policyCwd,
+    "--sandbox-policy",
+    serializeSandboxPolicy(policy),
+    ...(run.profile !== undefined ? ["--permission-profile", serializePermissionProfile(run.profile)] : []),
+    "--",
+    ...run.command,
+  );
   return { argv, created, tempDirs, direct: false };
 }
 

@@ -20,8 +20,25 @@ import { ShellmcpError } from "../../errors.ts";
 
 /** Syscalls Codex 0.169 denies outright in `restricted` mode (we allow `sendto` with a NULL address: see buildFilter). */
 export const RESTRICTED_DENY = [
-  "connect", "accept", "accept4", "bind", "listen", "getpeername", "getsockname", "shutdown", "sendto", "sendmmsg", "recvmmsg",
-  "getsockopt", "setsockopt", "ptrace", "process_vm_readv", "process_vm_writev", "io_uring_setup", "io_uring_enter", "io_uring_register",
+  "connect",
+  "accept",
+  "accept4",
+  "bind",
+  "listen",
+  "getpeername",
+  "getsockname",
+  "shutdown",
+  "sendto",
+  "sendmmsg",
+  "recvmmsg",
+  "getsockopt",
+  "setsockopt",
+  "ptrace",
+  "process_vm_readv",
+  "process_vm_writev",
+  "io_uring_setup",
+  "io_uring_enter",
+  "io_uring_register",
 ] as const;
 
 /** Filter modes. */
@@ -86,7 +103,10 @@ export function buildFilter(mode: SeccompMode, arch: "linux-x64" | "linux-arm64"
     p.push({ code: JEQ_K, jt: "allow", jf: "deny", k: 0 });
     p.push({ code: LD_W_ABS, jt: 0, jf: 0, k: 0, label: "not-sendto" }); // the accumulator still holds nr; harmless
   }
-  const deny = mode === "restricted" ? RESTRICTED_DENY.filter((n) => n !== "sendto") : (["io_uring_setup", "io_uring_enter", "io_uring_register"] as const);
+  const deny =
+    mode === "restricted"
+      ? RESTRICTED_DENY.filter((n) => n !== "sendto")
+      : (["io_uring_setup", "io_uring_enter", "io_uring_register"] as const);
   for (const name of deny) p.push({ code: JEQ_K, jt: "deny", jf: 0, k: nr[name]! });
   // socket / socketpair: look at args[0] (low word at offset 16, high word at 20).
   const family = (name: "socket" | "socketpair", next: string) => {
@@ -122,7 +142,12 @@ export function installFilter(mode: SeccompMode): void {
     prctl(PR.SET_NO_NEW_PRIVS, 1);
     syscall("seccomp", L.sys.seccomp!, SECCOMP_SET_MODE_FILTER, 0, fprog);
   } catch (e) {
-    throw new ShellmcpError("SANDBOX_UNAVAILABLE", `cannot install the seccomp filter: ${(e as Error).message} (the kernel needs CONFIG_SECCOMP_FILTER)`, {}, { cause: e });
+    throw new ShellmcpError(
+      "SANDBOX_UNAVAILABLE",
+      `cannot install the seccomp filter: ${(e as Error).message} (the kernel needs CONFIG_SECCOMP_FILTER)`,
+      {},
+      { cause: e },
+    );
   }
   void bpf; // keep the program alive until the syscall has copied it
 }

@@ -38,7 +38,10 @@ export interface MacosCliHost {
 export function planFromMacosFlags(o: MacosCliOptions, cwd: string, env: Record<string, string | undefined>): FilesystemPlan {
   if (o.permissionProfile !== undefined) {
     if (o.policy !== undefined || o.sandbox !== undefined || o.fullAuto || o.addDir.length > 0 || o.network) {
-      throw new ShellmcpError("USAGE", "--permission-profile cannot be combined with --policy, --sandbox, --full-auto, --add-dir or --network");
+      throw new ShellmcpError(
+        "USAGE",
+        "--permission-profile cannot be combined with --policy, --sandbox, --full-auto, --add-dir or --network",
+      );
     }
     return planPermissionProfile(parsePermissionProfile(o.permissionProfile), cwd, env);
   }

@@ -70,20 +70,36 @@ const list = (items: string[], indent = "  "): string => items.map((i) => indent
 /** The base rules: always present, first in every policy. `(version 1)` is emitted before them. */
 export const BASE_RULES: SeatbeltRule[] = [
   { id: "B01", why: "closed by default: anything not allowed below is refused", sbpl: "(deny default)" },
-  { id: "B02", why: "programs may start other programs; children stay in this sandbox", sbpl: "(allow process-fork)\n(allow process-exec)" },
+  {
+    id: "B02",
+    why: "programs may start other programs; children stay in this sandbox",
+    sbpl: "(allow process-fork)\n(allow process-exec)",
+  },
   {
     id: "B03",
     why: "/bin/ps is setuid; it runs outside the sandbox so that `brew shellenv` can find the shell",
     sbpl: '(allow process-exec (path "/bin/ps") (with no-sandbox))',
   },
-  { id: "B04", why: "signals and process information only towards processes of this sandbox", sbpl: "(allow signal (target same-sandbox))\n(allow process-info* (target same-sandbox))" },
-  { id: "B05", why: "writing to /dev/null, when it is the real character device", sbpl: '(allow file-write-data (require-all (path "/dev/null") (vnode-type CHARACTER-DEVICE)))' },
+  {
+    id: "B04",
+    why: "signals and process information only towards processes of this sandbox",
+    sbpl: "(allow signal (target same-sandbox))\n(allow process-info* (target same-sandbox))",
+  },
+  {
+    id: "B05",
+    why: "writing to /dev/null, when it is the real character device",
+    sbpl: '(allow file-write-data (require-all (path "/dev/null") (vnode-type CHARACTER-DEVICE)))',
+  },
   {
     id: "B06",
     why: "the sysctls runtimes read to learn about the machine (CPU count and features, page size, OS version)",
     sbpl: `(allow sysctl-read\n${list(SYSCTL_NAMES.map((n) => `(sysctl-name "${n}")`))}\n${list(SYSCTL_PREFIXES.map((p) => `(sysctl-name-prefix "${p}")`))})`,
   },
-  { id: "B07", why: "Java asks for its CPU type through a sysctl write (a read in disguise)", sbpl: '(allow sysctl-write (sysctl-name "kern.grade_cputype"))' },
+  {
+    id: "B07",
+    why: "Java asks for its CPU type through a sysctl write (a read in disguise)",
+    sbpl: '(allow sysctl-write (sysctl-name "kern.grade_cputype"))',
+  },
   { id: "B08", why: "IOKit power-management client", sbpl: '(allow iokit-open (iokit-registry-entry-class "RootDomainUserClient"))' },
   {
     id: "B09",
@@ -169,7 +185,11 @@ export const PLATFORM_DEFAULT_RULES: SeatbeltRule[] = [
     why: "system libraries, shared data, preferences and databases (time zones, directory records)",
     sbpl: `(allow file-read* file-test-existence\n${sub(["/Library/Apple", "/Library/Filesystems/NetFSPlugins", "/Library/Preferences", "/Library/Preferences/Logging", "/usr/lib", "/usr/share", "/var/db", "/private/var/db", "/private/var/db/timezone", "/private/var/db/DarwinDirectory/local/recordStore.data"])})`,
   },
-  { id: "P02", why: "the loader maps system frameworks and dylibs as code", sbpl: `(allow file-map-executable\n${sub([...FRAMEWORK_DIRS, "/System/Library/Extensions"])})` },
+  {
+    id: "P02",
+    why: "the loader maps system frameworks and dylibs as code",
+    sbpl: `(allow file-map-executable\n${sub([...FRAMEWORK_DIRS, "/System/Library/Extensions"])})`,
+  },
   { id: "P03", why: "framework resources", sbpl: `(allow file-read* file-test-existence\n${sub(FRAMEWORK_DIRS)})` },
   {
     id: "P04",
@@ -194,7 +214,10 @@ export const PLATFORM_DEFAULT_RULES: SeatbeltRule[] = [
   {
     id: "P08",
     why: "scratch space: the system temporary folders are readable and writable",
-    sbpl: ['(allow file-read* file-test-existence file-write* (subpath "/tmp"))', `(allow file-read* file-write*\n${sub(["/private/tmp", "/var/tmp", "/private/var/tmp"])})`].join("\n"),
+    sbpl: [
+      '(allow file-read* file-test-existence file-write* (subpath "/tmp"))',
+      `(allow file-read* file-write*\n${sub(["/private/tmp", "/var/tmp", "/private/var/tmp"])})`,
+    ].join("\n"),
   },
   {
     id: "P09",
@@ -206,7 +229,11 @@ export const PLATFORM_DEFAULT_RULES: SeatbeltRule[] = [
     why: "the files that say which macOS this is, and the eligibility (regulatory) plist",
     sbpl: `(allow file-read* file-test-existence\n${lit(["/System/Library/CoreServices", "/System/Library/CoreServices/.SystemVersionPlatform.plist", "/System/Library/CoreServices/SystemVersion.plist"])})\n(allow file-read* (literal "/private/var/db/eligibilityd/eligibility.plist"))`,
   },
-  { id: "P11", why: "stat anywhere under /var (start-up code looks there)", sbpl: `(allow file-read-metadata\n${sub(["/var", "/private/var"])})` },
+  {
+    id: "P11",
+    why: "stat anywhere under /var (start-up code looks there)",
+    sbpl: `(allow file-read-metadata\n${sub(["/var", "/private/var"])})`,
+  },
   {
     id: "P12",
     why: "the system programs: their contents and metadata (enough to exec them)",

@@ -145,7 +145,10 @@ function ownCarveOuts(plan: FilesystemPlan, w: WritableRoot, host: SeatbeltHost)
 function writeRoots(plan: FilesystemPlan, denied: string[], host: SeatbeltHost): AccessRoot[] {
   const roots = plan.writableRoots.map((w) => ({ root: host.canonicalize(w.root), own: ownCarveOuts(plan, w, host) }));
   const all = [...roots.flatMap((r) => r.own), ...denied];
-  return roots.map(({ root, own }) => ({ root, excluded: dedupe([...own, ...all.filter((c) => isUnder(c, root))]).filter((c) => c !== root) }));
+  return roots.map(({ root, own }) => ({
+    root,
+    excluded: dedupe([...own, ...all.filter((c) => isUnder(c, root))]).filter((c) => c !== root),
+  }));
 }
 
 const RENDERED = new Map<string, string>();
@@ -175,7 +178,13 @@ export function seatbeltPolicy(plan: FilesystemPlan, o: SeatbeltOptions = {}): S
   if (plan.fullRead && denied.length === 0) {
     read = { text: `; [${DYNAMIC_RULE_IDS.fullRead}] every file may be read\n(allow file-read*)`, params: [] };
   } else {
-    const roots = plan.fullRead ? ["/"] : dedupe([...plan.readableRoots, ...plan.writableRoots.map((w) => w.root), ...(o.extraReadableRoots ?? [])].map((r) => host.canonicalize(r)));
+    const roots = plan.fullRead
+      ? ["/"]
+      : dedupe(
+          [...plan.readableRoots, ...plan.writableRoots.map((w) => w.root), ...(o.extraReadableRoots ?? [])].map((r) =>
+            host.canonicalize(r),
+          ),
+        );
     read = accessSection(
       DYNAMIC_RULE_IDS.restrictedRead,
       "files may be read under these roots only",
@@ -190,10 +199,14 @@ export function seatbeltPolicy(plan: FilesystemPlan, o: SeatbeltOptions = {}): S
   if (plan.fullWrite && denied.length === 0) {
     write = { text: `; [${DYNAMIC_RULE_IDS.fullWrite}] every file may be written\n(allow file-write* (regex #"^/"))`, params: [] };
   } else {
-    const roots: AccessRoot[] = plan.fullWrite
-      ? [{ root: "/", excluded: denied }]
-      : writeRoots(plan, denied, host);
-    write = accessSection(DYNAMIC_RULE_IDS.rootsWrite, "files may be written under these roots, except the read-only paths inside them", "file-write*", "WRITABLE_ROOT", roots);
+    const roots: AccessRoot[] = plan.fullWrite ? [{ root: "/", excluded: denied }] : writeRoots(plan, denied, host);
+    write = accessSection(
+      DYNAMIC_RULE_IDS.rootsWrite,
+      "files may be written under these roots, except the read-only paths inside them",
+      "file-write*",
+      "WRITABLE_ROOT",
+      roots,
+    );
   }
 
   const sections = ["(version 1)", rendered("base"), read.text, write.text];
@@ -237,7 +250,11 @@ export function seatbeltLaunch(plan: FilesystemPlan, command: string[], o: Seatb
  * exec wrapper runs as) are made readable when reads are restricted, so the shell and its wrapper can start.
  * Escalated programs are started by the escalation server, outside this sandbox.
  */
-export function seatbeltShellLaunch(plan: FilesystemPlan, shell: { shellPath: string; login: boolean; command: string; exePath: string }, host?: SeatbeltHost): SeatbeltLaunch {
+export function seatbeltShellLaunch(
+  plan: FilesystemPlan,
+  shell: { shellPath: string; login: boolean; command: string; exePath: string },
+  host?: SeatbeltHost,
+): SeatbeltLaunch {
   const argv = [shell.shellPath, shell.login ? "-lc" : "-c", shell.command];
   return seatbeltLaunch(plan, argv, { extraReadableRoots: [dirname(shell.shellPath), dirname(shell.exePath)], host });
 }

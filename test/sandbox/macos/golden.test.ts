@@ -71,7 +71,11 @@ const profileWorkspace = (cwd: string, network: "restricted" | "enabled") => ({
       { path: { type: "path", path: cwd }, access: "write" },
       { path: { type: "special", value: { kind: "slash_tmp" } }, access: "write" },
       { path: { type: "special", value: { kind: "tmpdir" } }, access: "write" },
-      ...[".git", ".agents", ".codex", ".aws"].map((n) => ({ path: { type: "path", path: join(cwd, n) }, access: "read", missing_path_behavior: "skip" })),
+      ...[".git", ".agents", ".codex", ".aws"].map((n) => ({
+        path: { type: "path", path: join(cwd, n) },
+        access: "read",
+        missing_path_behavior: "skip",
+      })),
     ],
   },
   network,
@@ -83,28 +87,75 @@ const CASES: Case[] = [
   { name: "full-auto", cwd: proj, env: { TMPDIR: tmpdir }, opts: { fullAuto: true } },
   { name: "full-auto-network", cwd: proj, env: { TMPDIR: tmpdir }, opts: { fullAuto: true, network: true } },
   { name: "full-auto-add-dir", cwd: proj, opts: { fullAuto: true, addDir: [extra] } },
-  { name: "workspace-write-no-tmp", cwd: proj, opts: { policy: JSON.stringify({ type: "workspace-write", writable_roots: [extra], ...noTmp }) } },
+  {
+    name: "workspace-write-no-tmp",
+    cwd: proj,
+    opts: { policy: JSON.stringify({ type: "workspace-write", writable_roots: [extra], ...noTmp }) },
+  },
   { name: "git-file-pointer", cwd: wt, opts: { policy: JSON.stringify({ type: "workspace-write", ...noTmp }) } },
   { name: "agents-dir", cwd: agentsProj, opts: { policy: JSON.stringify({ type: "workspace-write", ...noTmp }) } },
-  { name: "tmp-and-var-canonical", cwd: proj, env: { TMPDIR: "/var/tmp" }, opts: { policy: JSON.stringify({ type: "workspace-write", writable_roots: [extra] }) } },
+  {
+    name: "tmp-and-var-canonical",
+    cwd: proj,
+    env: { TMPDIR: "/var/tmp" },
+    opts: { policy: JSON.stringify({ type: "workspace-write", writable_roots: [extra] }) },
+  },
   { name: "git-symlink", cwd: gitLinked, opts: { policy: JSON.stringify({ type: "workspace-write", ...noTmp }) } },
   { name: "symlinked-cwd", cwd: link, opts: { policy: JSON.stringify({ type: "workspace-write", ...noTmp }) } },
-  { name: "spaces-and-quotes", cwd: odd, opts: { policy: JSON.stringify({ type: "workspace-write", ...noTmp }) }, cmd: ["sh", "-c", `echo "it's" > 'a b'`] },
-  { name: "restricted-read", cwd: proj, opts: { policy: JSON.stringify({ type: "read-only", access: { type: "restricted", include_platform_defaults: false, readable_roots: [ro1, ro2] } }) } },
-  { name: "restricted-read-platform-defaults", cwd: proj, opts: { policy: JSON.stringify({ type: "read-only", access: { type: "restricted", include_platform_defaults: true, readable_roots: [ro1] } }) } },
+  {
+    name: "spaces-and-quotes",
+    cwd: odd,
+    opts: { policy: JSON.stringify({ type: "workspace-write", ...noTmp }) },
+    cmd: ["sh", "-c", `echo "it's" > 'a b'`],
+  },
+  {
+    name: "restricted-read",
+    cwd: proj,
+    opts: {
+      policy: JSON.stringify({
+        type: "read-only",
+        access: { type: "restricted", include_platform_defaults: false, readable_roots: [ro1, ro2] },
+      }),
+    },
+  },
+  {
+    name: "restricted-read-platform-defaults",
+    cwd: proj,
+    opts: {
+      policy: JSON.stringify({ type: "read-only", access: { type: "restricted", include_platform_defaults: true, readable_roots: [ro1] } }),
+    },
+  },
   {
     name: "workspace-write-restricted-read",
     cwd: proj,
-    opts: { policy: JSON.stringify({ type: "workspace-write", writable_roots: [extra], read_only_access: { type: "restricted", include_platform_defaults: true, readable_roots: [ro1] }, ...noTmp }) },
+    opts: {
+      policy: JSON.stringify({
+        type: "workspace-write",
+        writable_roots: [extra],
+        read_only_access: { type: "restricted", include_platform_defaults: true, readable_roots: [ro1] },
+        ...noTmp,
+      }),
+    },
   },
   { name: "danger-full-access", cwd: proj, opts: { sandbox: "danger-full-access" } },
   { name: "external-sandbox", cwd: proj, opts: { policy: JSON.stringify({ type: "external-sandbox", network_access: "restricted" }) } },
-  { name: "profile-0.169-workspace", cwd: proj, env: { TMPDIR: tmpdir }, opts: { permissionProfile: JSON.stringify(profileWorkspace(proj, "restricted")) } },
+  {
+    name: "profile-0.169-workspace",
+    cwd: proj,
+    env: { TMPDIR: tmpdir },
+    opts: { permissionProfile: JSON.stringify(profileWorkspace(proj, "restricted")) },
+  },
   { name: "profile-0.169-workspace-network", cwd: wt, opts: { permissionProfile: JSON.stringify(profileWorkspace(wt, "enabled")) } },
   {
     name: "profile-0.169-read-only",
     cwd: proj,
-    opts: { permissionProfile: JSON.stringify({ type: "managed", file_system: { type: "restricted", entries: [{ path: { type: "special", value: { kind: "root" } }, access: "read" }] }, network: "restricted" }) },
+    opts: {
+      permissionProfile: JSON.stringify({
+        type: "managed",
+        file_system: { type: "restricted", entries: [{ path: { type: "special", value: { kind: "root" } }, access: "read" }] },
+        network: "restricted",
+      }),
+    },
   },
   {
     name: "profile-0.169-deny",
@@ -148,16 +199,20 @@ const CASES: Case[] = [
 async function printPolicy(c: Case): Promise<{ code: number; out: string; err: string }> {
   let out = "";
   let err = "";
-  const code = await sandboxMacosCli(c.cmd ?? ["ls", "-la"], { addDir: [], printPolicy: true, ...c.opts }, {
-    platform: "linux",
-    cwd: c.cwd,
-    env: { PATH: "/usr/bin:/bin", ...c.env },
-    out: (t) => (out += t),
-    err: (t) => (err += t),
-    run: async () => {
-      throw new Error("--print-policy must not run anything");
+  const code = await sandboxMacosCli(
+    c.cmd ?? ["ls", "-la"],
+    { addDir: [], printPolicy: true, ...c.opts },
+    {
+      platform: "linux",
+      cwd: c.cwd,
+      env: { PATH: "/usr/bin:/bin", ...c.env },
+      out: (t) => (out += t),
+      err: (t) => (err += t),
+      run: async () => {
+        throw new Error("--print-policy must not run anything");
+      },
     },
-  });
+  );
   return { code, out: out.replaceAll(WS_NAME, "sbgold-WS"), err };
 }
 
@@ -211,7 +266,9 @@ describe("Seatbelt golden policies", () => {
 describe("every generated rule traces to a Codex rule (docs/seatbelt.md)", () => {
   const doc = readFileSync(join(ROOT, "docs", "seatbelt.md"), "utf8");
   const tableIds = new Set([...doc.matchAll(/^\| \[([A-Z]\d\d)\] \|/gm)].map((m) => m[1]!));
-  const knownIds = new Set([...BASE_RULES, ...NETWORK_RULES, ...PLATFORM_DEFAULT_RULES].map((r) => r.id).concat(Object.values(DYNAMIC_RULE_IDS)));
+  const knownIds = new Set(
+    [...BASE_RULES, ...NETWORK_RULES, ...PLATFORM_DEFAULT_RULES].map((r) => r.id).concat(Object.values(DYNAMIC_RULE_IDS)),
+  );
 
   test("the table and the generator name the same rules", () => {
     expect([...tableIds].sort()).toEqual([...knownIds].sort());

@@ -7,7 +7,14 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { sandboxMacosCli, type MacosCliHost } from "../../../src/sandbox/macos/cli.ts";
-import { darwinPath, SANDBOX_EXEC_PATH, seatbeltLaunch, seatbeltPolicy, seatbeltShellLaunch, seatbeltWritableView } from "../../../src/sandbox/macos/seatbelt.ts";
+import {
+  darwinPath,
+  SANDBOX_EXEC_PATH,
+  seatbeltLaunch,
+  seatbeltPolicy,
+  seatbeltShellLaunch,
+  seatbeltWritableView,
+} from "../../../src/sandbox/macos/seatbelt.ts";
 import { planSandboxPolicy, type FilesystemPlan } from "../../../src/sandbox/permission-profile.ts";
 import { ensureBinary } from "../../helpers/binary.ts";
 
@@ -111,7 +118,16 @@ describe("sandbox macos CLI (platform injected)", () => {
       [["true"], { permissionProfile: "{" }],
       [["true"], { policy: '{"type":"workspace-write","netwrk_access":true}' }],
       [["true"], { sandbox: "yolo" }],
-      [["true"], { permissionProfile: JSON.stringify({ type: "managed", file_system: { type: "restricted", entries: [{ path: { type: "glob_pattern", pattern: "**/*.env" }, access: "none" }] }, network: "restricted" }) }],
+      [
+        ["true"],
+        {
+          permissionProfile: JSON.stringify({
+            type: "managed",
+            file_system: { type: "restricted", entries: [{ path: { type: "glob_pattern", pattern: "**/*.env" }, access: "none" }] },
+            network: "restricted",
+          }),
+        },
+      ],
     ] as const) {
       const t = host("darwin");
       expect(await sandboxMacosCli([...cmd], { addDir: [], ...o }, t.h)).toBe(2);
@@ -123,8 +139,24 @@ describe("sandbox macos CLI (platform injected)", () => {
 
 describe("launcher for serve", () => {
   test("the patched shell under Seatbelt: sandbox-exec … -- shell -lc command", () => {
-    const plan = planSandboxPolicy({ type: "workspace-write", writable_roots: [], read_only_access: { type: "full-access" }, network_access: false, exclude_slash_tmp: true, exclude_tmpdir_env_var: true }, proj, {});
-    const l = seatbeltShellLaunch(plan, { shellPath: "/opt/shellmcp/shells/bash", login: true, command: "git status", exePath: "/opt/shellmcp/bin/shellmcp" });
+    const plan = planSandboxPolicy(
+      {
+        type: "workspace-write",
+        writable_roots: [],
+        read_only_access: { type: "full-access" },
+        network_access: false,
+        exclude_slash_tmp: true,
+        exclude_tmpdir_env_var: true,
+      },
+      proj,
+      {},
+    );
+    const l = seatbeltShellLaunch(plan, {
+      shellPath: "/opt/shellmcp/shells/bash",
+      login: true,
+      command: "git status",
+      exePath: "/opt/shellmcp/bin/shellmcp",
+    });
     expect(l.sandboxed).toBe(true);
     expect(l.argv.slice(0, 2)).toEqual([SANDBOX_EXEC_PATH, "-p"]);
     expect(l.argv.slice(-4)).toEqual(["--", "/opt/shellmcp/shells/bash", "-lc", "git status"]);
@@ -132,8 +164,22 @@ describe("launcher for serve", () => {
   });
 
   test("restricted reads: the shell's and this binary's folders become readable roots", () => {
-    const plan: FilesystemPlan = { sandboxed: true, fullRead: false, fullWrite: false, readableRoots: [proj], includePlatformDefaults: true, writableRoots: [], deniedPaths: [], network: "restricted", strict: true };
-    const l = seatbeltShellLaunch(plan, { shellPath: "/opt/shellmcp/shells/bash", login: false, command: "ls", exePath: "/opt/shellmcp/bin/shellmcp" }, { canonicalize: (p) => p });
+    const plan: FilesystemPlan = {
+      sandboxed: true,
+      fullRead: false,
+      fullWrite: false,
+      readableRoots: [proj],
+      includePlatformDefaults: true,
+      writableRoots: [],
+      deniedPaths: [],
+      network: "restricted",
+      strict: true,
+    };
+    const l = seatbeltShellLaunch(
+      plan,
+      { shellPath: "/opt/shellmcp/shells/bash", login: false, command: "ls", exePath: "/opt/shellmcp/bin/shellmcp" },
+      { canonicalize: (p) => p },
+    );
     expect(l.policy!.params).toEqual([
       ["READABLE_ROOT_0", proj],
       ["READABLE_ROOT_1", "/opt/shellmcp/shells"],
@@ -156,7 +202,17 @@ describe("launcher for serve", () => {
   });
 
   test("a denied path under full read and full write becomes an exclusion of `/` in both sections", () => {
-    const plan: FilesystemPlan = { sandboxed: true, fullRead: true, fullWrite: true, readableRoots: [], includePlatformDefaults: false, writableRoots: [], deniedPaths: ["/Users/me/.ssh"], network: "enabled", strict: true };
+    const plan: FilesystemPlan = {
+      sandboxed: true,
+      fullRead: true,
+      fullWrite: true,
+      readableRoots: [],
+      includePlatformDefaults: false,
+      writableRoots: [],
+      deniedPaths: ["/Users/me/.ssh"],
+      network: "enabled",
+      strict: true,
+    };
     const p = seatbeltPolicy(plan, { host: { canonicalize: (x) => x } });
     expect(p.params).toEqual([
       ["READABLE_ROOT_0", "/"],
@@ -191,12 +247,33 @@ describe("writable view for the escalation boundary", () => {
   });
 
   test("restricted reads with platform defaults: the scratch folders are writable too", () => {
-    const plan: FilesystemPlan = { sandboxed: true, fullRead: false, fullWrite: false, readableRoots: [], includePlatformDefaults: true, writableRoots: [], deniedPaths: [], network: "restricted", strict: true };
+    const plan: FilesystemPlan = {
+      sandboxed: true,
+      fullRead: false,
+      fullWrite: false,
+      readableRoots: [],
+      includePlatformDefaults: true,
+      writableRoots: [],
+      deniedPaths: [],
+      network: "restricted",
+      strict: true,
+    };
     expect(seatbeltWritableView(plan, id)).toEqual({ full: false, roots: ["/private/tmp", "/private/var/tmp"], readOnly: [] });
   });
 
   test("legacy plans: the protected names under every root are read-only", () => {
-    const plan = planSandboxPolicy({ type: "workspace-write", writable_roots: [], read_only_access: { type: "full-access" }, network_access: false, exclude_slash_tmp: true, exclude_tmpdir_env_var: true }, proj, {});
+    const plan = planSandboxPolicy(
+      {
+        type: "workspace-write",
+        writable_roots: [],
+        read_only_access: { type: "full-access" },
+        network_access: false,
+        exclude_slash_tmp: true,
+        exclude_tmpdir_env_var: true,
+      },
+      proj,
+      {},
+    );
     const v = seatbeltWritableView(plan);
     expect(v.roots).toEqual([`/private${proj}`]);
     expect(v.readOnly.sort()).toEqual([".agents", ".codex", ".git"].map((n) => `/private${proj}/${n}`));

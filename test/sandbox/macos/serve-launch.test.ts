@@ -13,7 +13,15 @@ describe("serve's launch on macOS", () => {
     const cwd = tempDir("sb-serve-");
     const policy = parseSandboxPolicy({ type: "workspace-write" });
     const plan = planSandboxPolicy(policy, cwd, {});
-    const l = planLaunch({ shellPath: "/opt/shells/bash", login: true, command: "echo hi", policy, sandboxCwd: cwd, wrapperPath: "/opt/shellmcp/codex-execve-wrapper", launcher: { exe: "unused", flags: [], seatbelt: { plan } } });
+    const l = planLaunch({
+      shellPath: "/opt/shells/bash",
+      login: true,
+      command: "echo hi",
+      policy,
+      sandboxCwd: cwd,
+      wrapperPath: "/opt/shellmcp/codex-execve-wrapper",
+      launcher: { exe: "unused", flags: [], seatbelt: { plan } },
+    });
     expect(l.sandboxed).toBe(true);
     expect(l.argv[0]).toBe("/usr/bin/sandbox-exec");
     expect(l.argv[1]).toBe("-p");
@@ -24,7 +32,15 @@ describe("serve's launch on macOS", () => {
   test("danger-full-access: the shell runs as is", () => {
     const policy = parseSandboxPolicy({ type: "danger-full-access" });
     const plan = planSandboxPolicy(policy, "/", {});
-    const l = planLaunch({ shellPath: "/opt/shells/bash", login: false, command: "true", policy, sandboxCwd: "/", wrapperPath: "/x", launcher: { exe: "unused", flags: [], seatbelt: { plan } } });
+    const l = planLaunch({
+      shellPath: "/opt/shells/bash",
+      login: false,
+      command: "true",
+      policy,
+      sandboxCwd: "/",
+      wrapperPath: "/x",
+      launcher: { exe: "unused", flags: [], seatbelt: { plan } },
+    });
     expect(l.sandboxed).toBe(false);
     expect(l.argv).toEqual(["/opt/shells/bash", "-c", "true"]);
   });
