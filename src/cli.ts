@@ -59,16 +59,8 @@ export function buildProgram(setExit: (code: number) => void): Command {
       .option("-C, --cd <DIR>", "working directory (and workspace root) for the command")
       .argument("[cmd...]", "the command and its arguments")
       .passThroughOptions();
-  type SandboxOpts = {
-    sandbox?: string;
-    fullAuto?: boolean;
-    addDir: string[];
-    network?: boolean;
-    backend?: string;
-    policy?: string;
-    proc?: boolean;
-    cd?: string;
-  };
+  /** The sandbox options as commander gives them (`--no-proc` arrives as `proc: false`). */
+  type SandboxOpts = Omit<import("./sandbox/cli.ts").SandboxCliOptions, "noProc"> & { proc?: boolean };
   const runLinux = (defaultBackend: "auto" | "landlock") => async (cmd: string[], o: SandboxOpts) => {
     const { sandboxLinuxCli } = await import("./sandbox/cli.ts");
     setExit(await sandboxLinuxCli(cmd, { ...o, noProc: o.proc === false }, defaultBackend));
