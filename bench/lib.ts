@@ -15,6 +15,17 @@ export function referenceShellToolDir(): string | undefined {
   return existsSync(dir) ? dir : undefined;
 }
 
+/**
+ * Codex 0.97.0's own `codex` binary (`@openai/codex-0.97`, i.e. `npm:@openai/codex@0.97.0`) for this host, or
+ * undefined. It is also Codex 0.97's Linux sandbox helper: Codex sends its own path (`current_exe()`) as
+ * `codexLinuxSandboxExe`, and the MCP server runs it with arg0 `codex-linux-sandbox`.
+ */
+export function codex097Exe(): string | undefined {
+  const triple = process.arch === "arm64" ? "aarch64-unknown-linux-musl" : "x86_64-unknown-linux-musl";
+  const exe = join(ROOT, "node_modules", "@openai", "codex-0.97", "vendor", triple, "codex", "codex");
+  return existsSync(exe) ? exe : undefined;
+}
+
 /** Median of `xs`. */
 export function median(xs: number[]): number {
   const s = [...xs].sort((a, b) => a - b);

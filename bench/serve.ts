@@ -5,16 +5,19 @@
  * - trivial call latency (`true`), median of N;
  * - a call with 200 intercepted execs (`for i in $(seq 200); do /bin/true; done`);
  * - server RSS idle and during 8 parallel calls.
- * Both run with danger-full-access (the reference needs Codex's own sandbox helper otherwise); ours is also
- * measured under its default read-only sandbox. Ratios: ours / reference.
+ *   These run with danger-full-access on both; ours is also measured under its default read-only sandbox.
+ * - trivial call with `login: true` under workspace-write, both sent Codex 0.97's `codex/sandbox-state/update`
+ *   (the reference then runs each command through Codex 0.97's own Linux sandbox helper, as Codex 0.97 does);
+ *   each must first show it enforces the sandbox, else the figure is n/a with the reason. Target ≤ 0.8×.
+ * Ratios: ours / reference.
  *
  *   bun bench/serve.ts [runs]
  */
-import { mkdirSync, mkdtempSync, readFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { homedir, tmpdir } from "node:os";
 import { join } from "node:path";
 import { startLineRpc, type LineRpc } from "../test/helpers/reference.ts";
-import { median, referenceShellToolDir, ROOT } from "./lib.ts";
+import { codex097Exe, median, referenceShellToolDir, ROOT } from "./lib.ts";
 
 const RUNS = Number(process.argv[2] ?? 30);
 const dir = mkdtempSync(join(tmpdir(), "shellmcp-bench-serve-"));
@@ -116,5 +119,104 @@ else {
   );
   console.log(
     `ratios ours/reference (danger-full-access): trivial ${(o.trivial / t.trivial).toFixed(2)}×, 200 execs ${(o.execs / t.execs).toFixed(2)}×, RSS idle ${(o.idle / t.idle).toFixed(1)}×, RSS busy ${(o.busy / t.busy).toFixed(1)}×`,
+  );
+}
+
+// ---- workspace-write, login: true: ours vs the reference with Codex 0.97's own Linux sandbox helper ----
+// Both servers get exactly what Codex 0.97 sends after initialize: `codex/sandbox-state/update` with its
+// serialised workspace-write policy, the workspace as `sandboxCwd`, its own binary (`current_exe()`) as
+// `codexLinuxSandboxExe` (the 0.97 server runs it with arg0 `codex-linux-sandbox`; ours ignores it and uses its
+// own helper, as `shellmcp serve` does without `--use-codex-linux-sandbox-exe`) and `useLinuxSandboxBwrap: false`
+// (0.97's default; its published helper has no bubblewrap). The workspace is outside /tmp (a writable root of
+// workspace-write). Before timing, each server must show that it really sandboxes: a write inside the workspace
+// works, one to a sibling folder fails; otherwise the figure is not printed.
+const wwBase = join(homedir(), ".cache", "shellmcp-bench");
+mkdirSync(wwBase, { recursive: true });
+const ww = mkdtempSync(join(wwBase, "serve-"));
+const codex097 = codex097Exe();
+const WW_POLICY = { type: "workspace-write", network_access: false, exclude_tmpdir_env_var: false, exclude_slash_tmp: false };
+
+interface WwServer {
+  name: string;
+  rpc: LineRpc;
+  ws: string;
+}
+
+/** One `shell` call; returns ms and the text of the result, or throws with what went wrong. */
+async function shellCall(s: WwServer, command: string, login: boolean): Promise<{ ms: number; text: string }> {
+  const t0 = Bun.nanoseconds();
+  const r = await s.rpc.request("tools/call", { name: "shell", arguments: { command, workdir: s.ws, login, timeout_ms: 30000 } });
+  const ms = (Bun.nanoseconds() - t0) / 1e6;
+  if (r.error !== undefined) throw new Error(`${s.name}: ${JSON.stringify(r.error)}`);
+  const res = r.result as { content?: { text?: string }[]; isError?: boolean };
+  const text = res.content?.map((c) => c.text ?? "").join("") ?? "";
+  if (res.isError === true) throw new Error(`${s.name}: call failed: ${text.slice(0, 300)}`);
+  return { ms, text };
+}
+
+/** Start `argv`, send it Codex 0.97's workspace-write state, and check that it enforces it. */
+async function startWorkspaceWrite(name: string, argv: string[], helper: string): Promise<WwServer> {
+  const ws = join(ww, `${name}-ws`);
+  const outside = join(ww, `${name}-outside`);
+  mkdirSync(ws);
+  mkdirSync(outside);
+  const s: WwServer = { name, rpc: await startLineRpc(argv, env), ws };
+  const upd = await s.rpc.request("codex/sandbox-state/update", {
+    sandboxPolicy: WW_POLICY,
+    codexLinuxSandboxExe: helper,
+    sandboxCwd: ws,
+    useLinuxSandboxBwrap: false,
+  });
+  if (upd.error !== undefined) throw new Error(`${name} refused the sandbox state: ${JSON.stringify(upd.error)}`);
+  const { text } = await shellCall(s, `touch probe-in; touch '${outside}/probe-out'; true`, true);
+  const inside = existsSync(join(ws, "probe-in"));
+  const escaped = existsSync(join(outside, "probe-out"));
+  if (!inside || escaped)
+    throw new Error(
+      `${name} does not enforce workspace-write: write inside the workspace ${inside ? "worked" : "failed"}, ` +
+        `write outside ${escaped ? "worked" : "failed"} (output: ${text.replace(/\s+/g, " ").slice(0, 300)})`,
+    );
+  rmSync(join(ws, "probe-in"));
+  return s;
+}
+
+const ourWw = await startWorkspaceWrite(
+  "shellmcp",
+  [join(ROOT, "dist", "shellmcp"), "serve"],
+  codex097 ?? join(ROOT, "dist", "codex-linux-sandbox"),
+);
+let refWw: WwServer | undefined;
+let refWwMissing: string | undefined;
+if (ref === undefined) refWwMissing = "reference @openai/codex-shell-tool-mcp not installed (npm ci)";
+else if (codex097 === undefined)
+  refWwMissing = "Codex 0.97's helper (@openai/codex-0.97 = npm:@openai/codex@0.97.0) not installed (npm ci)";
+else {
+  try {
+    refWw = await startWorkspaceWrite(
+      "reference",
+      [join(ref, "codex-exec-mcp-server"), "--bash", join(ref, "bash", "debian-12", "bash"), "--execve", join(ref, "codex-execve-wrapper")],
+      codex097,
+    );
+  } catch (e) {
+    refWwMissing = (e as Error).message;
+  }
+}
+// Interleaved (order alternating each round) so both see the same load from the other core.
+const wwServers = refWw === undefined ? [ourWw] : [ourWw, refWw];
+for (let i = 0; i < 3; i++) for (const s of wwServers) await shellCall(s, "true", true);
+const wwMs = new Map<WwServer, number[]>(wwServers.map((s) => [s, []]));
+for (let i = 0; i < RUNS; i++) {
+  for (const s of i % 2 === 0 ? wwServers : [...wwServers].reverse()) wwMs.get(s)!.push((await shellCall(s, "true", true)).ms);
+}
+for (const s of wwServers) await s.rpc.close();
+rmSync(ww, { recursive: true, force: true });
+const oursWw = median(wwMs.get(ourWw)!);
+const wwHead = `trivial call, login: true, workspace-write (sandbox checked: inside writable, outside refused), median of ${RUNS}:`;
+if (refWw === undefined)
+  console.log(`${wwHead} shellmcp ${oursWw.toFixed(1)} ms; Codex 0.97.0 + 0.97 helper: n/a (${refWwMissing}) (target ≤ 0.8×)`);
+else {
+  const theirsWw = median(wwMs.get(refWw)!);
+  console.log(
+    `${wwHead} shellmcp ${oursWw.toFixed(1)} ms, Codex 0.97.0 + 0.97 helper ${theirsWw.toFixed(1)} ms, ratio ${(oursWw / theirsWw).toFixed(2)}× (target ≤ 0.8×)`,
   );
 }
