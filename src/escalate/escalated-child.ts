@@ -1,0 +1,102 @@
+/**
+ * Escalated children of the escalation worker (./worker.ts): how one is started — `posix_spawn` with the fds
+ * the wrapper sent on the numbers it asked for, /dev/null for any of 0/1/2 it did not send, every other fd
+ * closed, signals reset, its own process group, through a bash trampoline into its call's cgroup when it has
+ * one — how it is signalled, and how its exit is read. The session bookkeeping around it is in
+ * ./worker-sessions.ts.
+ */
+import { existsSync } from "node:fs";
+import * as libc from "../../ffi/libc.ts";
+import { ShellmcpError } from "../errors.ts";
+import type { EscalateSpawn } from "./worker-messages.ts";
+
+/** The host's bash, used as a trampoline into a call's cgroup (it can exec with a chosen argv[0]). */
+const TRAMPOLINE_BASH = "/bin/bash";
+
+/**
+ * argv for `/bin/bash` that joins the cgroup (`procs`) first and then execs `spec.path` with `spec.argv` exactly
+ * (argv[0] included): the escalated program is in its call's cgroup before its first instruction, so nothing it
+ * forks can start outside. `--norc --noprofile` and a fixed script: nothing from the environment is run. A
+ * failed write stops it (exit 126) rather than running it unaccounted.
+ */
+function trampolineArgv(procs: string, spec: EscalateSpawn): string[] {
+  return [
+    TRAMPOLINE_BASH,
+    "--norc",
+    "--noprofile",
+    "-c",
+    'echo $$ > "$0" || exit 126; exec -a "$1" "$2" "${@:3}"',
+    procs,
+    spec.argv[0]!,
+    spec.path,
+    ...spec.argv.slice(1),
+  ];
+}
+
+/**
+ * Start `spec` with the fds received from the wrapper (`received`) on the fd numbers of its SuperExecMessage
+ * (`dests`, same order). With `procs` (the call's `cgroup.procs`) the child goes through the bash trampoline
+ * when the host has one, and is then in the cgroup before it runs; `viaTrampoline: false` with `procs` set
+ * means the caller must still move `pid` into the cgroup. Every received fd (and every duplicate made here)
+ * is closed before this returns or throws. Throws `PROTOCOL` when the counts differ; spawn failures
+ * (`ShellmcpError` from `libc.spawn`) propagate.
+ */
+export function spawnEscalated(
+  received: number[],
+  dests: number[],
+  spec: EscalateSpawn,
+  procs: string | undefined,
+): { pid: number; viaTrampoline: boolean } {
+  if (received.length !== dests.length) {
+    received.forEach(libc.closeQuiet);
+    throw new ShellmcpError(
+      "PROTOCOL",
+      `mismatched number of fds in SuperExecMessage: ${dests.length} in the message, ${received.length} from the control message`,
+    );
+  }
+  // A received fd whose number is also a destination would be overwritten by an earlier dup2 in the child:
+  // move such fds above every destination first (Codex 0.97 rejected this case; later versions handle it).
+  const top = Math.max(2, ...dests) + 1;
+  const sources = received.map((fd) => (dests.includes(fd) ? libc.fcntl(fd, libc.SOCK.F_DUPFD_CLOEXEC, top) : fd));
+  const viaTrampoline = procs !== undefined && existsSync(TRAMPOLINE_BASH);
+  let pid: number;
+  try {
+    pid = libc.spawn({
+      ...(viaTrampoline ? { path: TRAMPOLINE_BASH, argv: trampolineArgv(procs, spec) } : { path: spec.path, argv: spec.argv }),
+      env: spec.env,
+      cwd: spec.cwd,
+      fdMap: sources.map((src, i) => [src, dests[i]!] as const),
+      devNullStdio: true,
+      closeFrom: top,
+      pgroup: 0,
+    });
+  } finally {
+    new Set([...received, ...sources]).forEach(libc.closeQuiet);
+  }
+  return { pid, viaTrampoline };
+}
+
+/**
+ * Signal an escalated child's process group, only while the child is unreaped (so its pid, and so its group
+ * id, cannot have been reused); the child itself through its pidfd. Does nothing when `pid` or `pidfd` is
+ * undefined; errors (the child already gone) are ignored.
+ */
+export function signalChild(pid: number | undefined, pidfd: number | undefined, signal: number): void {
+  if (pid === undefined || pidfd === undefined) return;
+  try {
+    libc.pidfdSendSignal(pidfd, signal);
+    libc.kill(-pid, signal);
+  } catch {
+    // already gone
+  }
+}
+
+/**
+ * Reap `pid` if it has exited (non-blocking): its exit code, 128 + signal for a signal death as a shell reports
+ * it (Codex 0.97 said 127); undefined while it still runs.
+ */
+export function reapExitCode(pid: number): number | undefined {
+  const st = libc.waitpidNoHang(pid);
+  if (st === undefined) return undefined;
+  return st.signal !== undefined ? 128 + st.signal : st.code;
+}

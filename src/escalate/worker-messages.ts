@@ -1,0 +1,45 @@
+/**
+ * What the escalation server (./server.ts) and its worker (./worker.ts) say to each other — the commands main
+ * sends over the control socket and the events the worker posts back — and the bounds the worker enforces on
+ * its sessions (docs: "escalation server bounds"). Types and constants only: importing it starts nothing.
+ */
+import type { EscalateAction, EscalateRequest } from "./protocol.ts";
+
+/** How main asks for an escalated program to be started. */
+export interface EscalateSpawn {
+  path: string;
+  argv: string[];
+  env: string[];
+  cwd: string;
+}
+
+/** Commands main sends to the worker. `cgroupProcs`: the call's `cgroup.procs` file, for escalated children. */
+export type Command =
+  | { t: "listen"; lid: number; fd: number; cgroupProcs?: string }
+  | { t: "unlisten"; lid: number; killChildren: boolean }
+  | { t: "decision"; sid: number; action: EscalateAction; spawn?: EscalateSpawn }
+  | { t: "kill"; lid: number; signal: number }
+  | { t: "stop" };
+
+/** Events the worker posts to main. */
+export type WorkerEvent =
+  | { t: "ready" }
+  | { t: "request"; lid: number; sid: number; request: EscalateRequest }
+  | { t: "spawned"; lid: number; sid: number; pid: number }
+  | { t: "exited"; lid: number; sid: number; pid: number; exitCode: number }
+  | { t: "session-error"; lid: number; sid: number; message: string }
+  | { t: "unlistened"; lid: number }
+  | { t: "stopped" };
+
+/** Largest `EscalateRequest` frame, bytes. Codex's requests carry the whole environment (≤ ARG_MAX, 2 MiB by default). */
+export const MAX_REQUEST_BYTES = 4 * 1024 * 1024;
+/** Bytes one listener (shell run) may hold in partly received frames, across all its sessions. */
+export const MAX_LISTENER_BUFFERED_BYTES = 8 * 1024 * 1024;
+/** Sessions (intercepted execs in flight) one listener may hold. */
+export const MAX_SESSIONS_PER_LISTENER = 128;
+/** Sessions the worker holds across all listeners (each is an fd; RLIMIT_NOFILE is the hard wall). */
+export const MAX_SESSIONS = 4096;
+/** Time a peer has for each step it owes (send the request, read the answer, …), ms. */
+export const SESSION_IO_TIMEOUT_MS = 10_000;
+/** Most bytes read by one `recvmsg` on the control socket or a session socket. */
+export const RECV_CHUNK = 256 * 1024;

@@ -1,0 +1,435 @@
+/**
+ * The escalation worker's session state machine: its listeners (one datagram socket per shell run, taking
+ * handshakes) and sessions (one stream socket per intercepted exec), each step of a session (request, decision,
+ * answer, SuperExecMessage, running child, exit status), the bounds of ./worker-messages.ts, and the poll
+ * entries that drive them. The poll loop and the control socket are in ./worker.ts; starting and reaping the
+ * escalated children is in ./escalated-child.ts.
+ */
+import { writeFileSync } from "node:fs";
+import * as libc from "../../ffi/libc.ts";
+import { ShellmcpError } from "../errors.ts";
+import { reapExitCode, signalChild, spawnEscalated } from "./escalated-child.ts";
+import {
+  decodeRequest,
+  decodeSuperExec,
+  encodeFrame,
+  encodeResponse,
+  encodeResult,
+  FrameDecoder,
+  type EscalateAction,
+} from "./protocol.ts";
+import {
+  MAX_LISTENER_BUFFERED_BYTES,
+  MAX_REQUEST_BYTES,
+  MAX_SESSIONS,
+  MAX_SESSIONS_PER_LISTENER,
+  RECV_CHUNK,
+  SESSION_IO_TIMEOUT_MS,
+  type EscalateSpawn,
+  type WorkerEvent,
+} from "./worker-messages.ts";
+
+const { MSG_DONTWAIT } = libc.SOCK;
+const SEND_FLAGS = MSG_DONTWAIT | libc.SOCK.MSG_NOSIGNAL;
+
+/** Whether `e` is a non-blocking socket call's "try again later" (`EAGAIN`/`EWOULDBLOCK` from ffi/libc.ts). */
+export const isEagain = (e: unknown) => e instanceof ShellmcpError && (e.data.errname === "EAGAIN" || e.data.errname === "EWOULDBLOCK");
+
+/** One fd to poll and what to do when it is ready (`revents` as poll(2) returned them). */
+export interface PollEntry {
+  fd: number;
+  events: number;
+  on: (revents: number) => void;
+}
+
+/**
+ * - `request`: reading the EscalateRequest (deadline) · `deciding`: main is deciding (no I/O) ·
+ * - `answering`: writing the EscalateResponse (deadline), then `superexec` or done ·
+ * - `superexec`: reading the SuperExecMessage with fds (deadline) · `running`: the escalated child runs ·
+ * - `reporting`: writing the exit status (deadline) · `orphaned`: the wrapper is gone, the child still runs ·
+ * - `done`: closed.
+ */
+type SessionState = "request" | "deciding" | "answering" | "superexec" | "running" | "reporting" | "orphaned" | "done";
+
+interface Session {
+  sid: number;
+  lid: number;
+  fd: number;
+  state: SessionState;
+  decoder: FrameDecoder;
+  /** fds received with SCM_RIGHTS, not yet used. */
+  fds: number[];
+  /** Bytes still to write, and the state after they are written. */
+  out?: Uint8Array;
+  afterOut?: "superexec" | "done";
+  /** When the peer's current step times out (performance.now() ms); undefined = no deadline. */
+  deadline?: number;
+  spawn?: EscalateSpawn;
+  pid?: number;
+  pidfd?: number;
+}
+
+interface Listener {
+  fd: number;
+  sessions: number;
+  /** Bytes held in its sessions' frame decoders. */
+  buffered: number;
+  /** Handshakes refused over a bound (reported once when it starts, and in total when the listener closes). */
+  refused: number;
+  cgroupProcs?: string;
+}
+
+/**
+ * Every listener and session of the worker. `post` sends a {@link WorkerEvent} to main. The methods are called
+ * from the worker's poll loop only (one thread); none blocks, and none throws for a session's fault (the session
+ * is failed instead, with a `session-error` event).
+ */
+export class SessionTable {
+  private readonly listeners = new Map<number, Listener>();
+  private readonly sessions = new Map<number, Session>();
+  private nextSid = 1;
+
+  constructor(private readonly post: (e: WorkerEvent) => void) {}
+
+  /**
+   * The poll entries of every listener and session for one round, and the earliest session deadline
+   * (performance.now() ms; Infinity = none).
+   */
+  pollEntries(): { entries: PollEntry[]; next: number } {
+    const entries: PollEntry[] = [];
+    for (const [lid, l] of this.listeners) {
+      const fd = l.fd;
+      entries.push({ fd, events: libc.POLL.IN, on: () => this.listeners.get(lid)?.fd === fd && this.onListener(lid, l) });
+    }
+    let next = Infinity;
+    for (const s of this.sessions.values()) {
+      const { state, fd } = s;
+      // Each entry runs only if the session still holds this fd in this state (an earlier entry of the same
+      // round may have closed it, and the number may already belong to someone else).
+      const current = () => this.sessions.get(s.sid) === s && s.state === state && s.fd === fd;
+      if (state === "request" || state === "superexec")
+        entries.push({ fd, events: libc.POLL.IN, on: () => current() && this.onReadable(s) });
+      if (state === "answering" || state === "reporting")
+        entries.push({ fd, events: libc.POLL.OUT, on: (r) => current() && this.onWritable(s, r) });
+      // While the child runs, the wrapper only waits for its result: readable means it died (EOF) or broke
+      // the protocol; either way the child gets SIGTERM (endSession) and stays polled through its pidfd.
+      if (state === "running") entries.push({ fd, events: libc.POLL.IN, on: () => current() && this.endSession(s) });
+      if ((state === "running" || state === "orphaned") && s.pidfd !== undefined) {
+        const pidfd = s.pidfd;
+        entries.push({
+          fd: pidfd,
+          events: libc.POLL.IN,
+          on: () => this.sessions.get(s.sid) === s && s.pidfd === pidfd && this.onChildExit(s),
+        });
+      }
+      if (s.deadline !== undefined && s.deadline < next) next = s.deadline;
+    }
+    return { entries, next };
+  }
+
+  /** Fail every session whose peer missed its deadline (its wrapper then fails closed). */
+  expireDeadlines(): void {
+    const now = performance.now();
+    for (const s of [...this.sessions.values()]) {
+      if (s.deadline !== undefined && s.deadline <= now) {
+        this.failSession(
+          s,
+          new ShellmcpError(
+            "PROTOCOL",
+            `the exec wrapper did not ${s.state === "answering" || s.state === "reporting" ? "read its answer" : "send its message"} within ${SESSION_IO_TIMEOUT_MS} ms`,
+          ),
+        );
+      }
+    }
+  }
+
+  /** Take `fd` (a shell run's datagram socket) as listener `lid`; it is made non-blocking. */
+  listen(lid: number, fd: number, cgroupProcs: string | undefined): void {
+    libc.setNonblock(fd, true);
+    this.listeners.set(lid, { fd, sessions: 0, buffered: 0, refused: 0, cgroupProcs });
+  }
+
+  /**
+   * Close listener `lid` (reporting its refusals in total when more than one); its sessions not waiting for a
+   * child are failed closed, and with `killChildren` its escalated children get SIGKILL.
+   */
+  unlisten(lid: number, killChildren: boolean): void {
+    const l = this.listeners.get(lid);
+    if (l !== undefined) libc.closeQuiet(l.fd);
+    if (l !== undefined && l.refused > 1)
+      this.post({
+        t: "session-error",
+        lid,
+        sid: 0,
+        message: `refused ${l.refused} execs of this shell run in all (too many waiting)`,
+      });
+    this.listeners.delete(lid);
+    for (const s of [...this.sessions.values()]) {
+      if (s.lid !== lid) continue;
+      if (killChildren) this.signalChild(s, 9);
+      // Sessions not waiting for a child belong to a finished run: fail them closed.
+      if (s.state !== "running" && s.state !== "orphaned") this.endSession(s);
+    }
+  }
+
+  /** Send `signal` to every escalated child of listener `lid`. */
+  kill(lid: number, signal: number): void {
+    for (const s of this.sessions.values()) if (s.lid === lid) this.signalChild(s, signal);
+  }
+
+  /** Shutting down: every child gets SIGKILL, every session and listener is closed. Nothing may outlive the server. */
+  shutdown(): void {
+    for (const s of [...this.sessions.values()]) {
+      this.signalChild(s, 9);
+      this.endSession(s);
+    }
+    for (const l of this.listeners.values()) libc.closeQuiet(l.fd);
+  }
+
+  // --- handshakes ----------------------------------------------------------------------------------------
+
+  private onListener(lid: number, l: Listener): void {
+    // Bounded per readiness: a flood of handshakes cannot keep the loop here.
+    for (let i = 0; i < 64; i++) {
+      let r: libc.Received;
+      try {
+        r = libc.recvmsg(l.fd, 8192, libc.MAX_FDS_PER_MESSAGE, MSG_DONTWAIT);
+      } catch (e) {
+        if (isEagain(e)) return;
+        if (e instanceof ShellmcpError && e.code === "PROTOCOL") continue; // bad datagram: fds already closed
+        throw e;
+      }
+      if (r.fds.length !== 1) {
+        r.fds.forEach(libc.closeQuiet);
+        if (r.bytes.byteLength === 0 && r.fds.length === 0) return;
+        this.post({ t: "session-error", lid, sid: 0, message: `expected 1 fd in datagram handshake, got ${r.fds.length}` });
+        continue;
+      }
+      const sfd = r.fds[0]!;
+      if (l.sessions >= MAX_SESSIONS_PER_LISTENER || this.sessions.size >= MAX_SESSIONS) {
+        libc.closeQuiet(sfd); // the wrapper reads EOF and fails closed
+        if (l.refused++ === 0) {
+          const which =
+            l.sessions >= MAX_SESSIONS_PER_LISTENER ? `${MAX_SESSIONS_PER_LISTENER} for one shell run` : `${MAX_SESSIONS} for the server`;
+          this.post({
+            t: "session-error",
+            lid,
+            sid: 0,
+            message: `refused an exec: too many execs waiting (${which}); further refusals of this shell run are counted`,
+          });
+        }
+        continue;
+      }
+      libc.setNonblock(sfd, true);
+      const s: Session = {
+        sid: this.nextSid++,
+        lid,
+        fd: sfd,
+        state: "request",
+        decoder: new FrameDecoder(MAX_REQUEST_BYTES),
+        fds: [],
+        deadline: performance.now() + SESSION_IO_TIMEOUT_MS,
+      };
+      l.sessions++;
+      this.sessions.set(s.sid, s);
+    }
+  }
+
+  // --- sessions ------------------------------------------------------------------------------------------
+
+  /** Account for a change of `s`'s buffered bytes in its listener's total. */
+  private account(s: Session, before: number): void {
+    const l = this.listeners.get(s.lid);
+    if (l !== undefined) l.buffered += s.decoder.pending - before;
+  }
+
+  private onReadable(s: Session): void {
+    try {
+      // Bounded per readiness, so one fast sender cannot keep the loop here.
+      for (let i = 0; i < 16; i++) {
+        let r: libc.Received;
+        try {
+          r = libc.recvmsg(s.fd, RECV_CHUNK, s.state === "superexec" ? libc.MAX_FDS_PER_MESSAGE : 0, MSG_DONTWAIT);
+        } catch (e) {
+          if (isEagain(e)) return;
+          throw e;
+        }
+        s.fds.push(...r.fds);
+        if (r.fds.length > libc.MAX_FDS_PER_MESSAGE || s.fds.length > libc.MAX_FDS_PER_MESSAGE)
+          throw new ShellmcpError("PROTOCOL", "too many fds");
+        if (r.bytes.byteLength === 0) {
+          this.endSession(s); // the wrapper went away
+          return;
+        }
+        const before = s.decoder.pending;
+        s.decoder.push(r.bytes);
+        this.account(s, before);
+        if ((this.listeners.get(s.lid)?.buffered ?? 0) > MAX_LISTENER_BUFFERED_BYTES) {
+          throw new ShellmcpError("PROTOCOL", `this shell run has more than ${MAX_LISTENER_BUFFERED_BYTES} bytes of requests in flight`);
+        }
+        const held = s.decoder.pending;
+        const payload = s.decoder.next();
+        this.account(s, held);
+        if (payload === undefined) continue;
+        if (s.state === "request") {
+          const request = decodeRequest(payload);
+          if (request.argv.length === 0) throw new ShellmcpError("PROTOCOL", "EscalateRequest: empty argv");
+          s.state = "deciding";
+          s.deadline = undefined;
+          this.post({ t: "request", lid: s.lid, sid: s.sid, request });
+          return;
+        }
+        if (s.state === "superexec") {
+          s.deadline = undefined;
+          this.startEscalated(s, decodeSuperExec(payload).fds);
+          return;
+        }
+      }
+    } catch (e) {
+      this.failSession(s, e);
+    }
+  }
+
+  /** Queue `payload` as a frame; the session moves to `state` (answering/reporting) until it is written. */
+  private queue(s: Session, payload: Uint8Array, state: "answering" | "reporting", after: "superexec" | "done"): void {
+    s.out = encodeFrame(payload);
+    s.afterOut = after;
+    s.state = state;
+    s.deadline = performance.now() + SESSION_IO_TIMEOUT_MS;
+    this.flush(s);
+  }
+
+  private onWritable(s: Session, revents: number): void {
+    if ((revents & (libc.POLL.ERR | libc.POLL.NVAL)) !== 0 && (revents & libc.POLL.OUT) === 0) {
+      this.endSession(s);
+      return;
+    }
+    this.flush(s);
+  }
+
+  /** Write what the socket takes now; when all is written, move on. Never blocks. */
+  private flush(s: Session): void {
+    try {
+      while (s.out !== undefined && s.out.byteLength > 0) {
+        let n: number;
+        try {
+          n = libc.sendmsg(s.fd, s.out, [], SEND_FLAGS);
+        } catch (e) {
+          if (isEagain(e)) return; // poll will tell when the peer reads
+          throw e;
+        }
+        s.out = s.out.subarray(n);
+      }
+    } catch {
+      this.endSession(s); // EPIPE and the like: the wrapper is gone
+      return;
+    }
+    s.out = undefined;
+    s.deadline = undefined;
+    if (s.afterOut === "superexec") {
+      s.state = "superexec";
+      s.deadline = performance.now() + SESSION_IO_TIMEOUT_MS;
+      this.onReadable(s); // bytes (and fds) may already be buffered
+    } else {
+      this.endSession(s);
+    }
+  }
+
+  /**
+   * Main's decision for session `sid` (ignored unless it is still `deciding`): the answer is queued; `Escalate`
+   * needs `spawn` (else the session fails with `PROTOCOL`) and goes on to the SuperExecMessage.
+   */
+  onDecision(sid: number, action: EscalateAction, spawn?: EscalateSpawn): void {
+    const s = this.sessions.get(sid);
+    if (s === undefined || s.state !== "deciding") return; // session already gone
+    try {
+      if (action.kind === "Escalate") {
+        if (spawn === undefined) throw new ShellmcpError("PROTOCOL", "Escalate decision without a spawn spec");
+        s.spawn = spawn;
+        this.queue(s, encodeResponse(action), "answering", "superexec");
+      } else {
+        this.queue(s, encodeResponse(action), "answering", "done");
+      }
+    } catch (e) {
+      this.failSession(s, e);
+    }
+  }
+
+  private startEscalated(s: Session, dests: number[]): void {
+    const received = s.fds;
+    s.fds = [];
+    const procs = this.listeners.get(s.lid)?.cgroupProcs;
+    const { pid, viaTrampoline } = spawnEscalated(received, dests, s.spawn!, procs);
+    s.pid = pid;
+    s.pidfd = libc.pidfdOpen(pid);
+    s.state = "running";
+    if (procs !== undefined && !viaTrampoline) {
+      try {
+        writeFileSync(procs, String(pid));
+      } catch (e) {
+        // The call's cgroup is gone (the call ended) or refuses: the child must not run unaccounted.
+        this.signalChild(s, 9);
+        this.post({
+          t: "session-error",
+          lid: s.lid,
+          sid: s.sid,
+          message: `cannot move the escalated program into its call's cgroup: ${(e as Error).message}`,
+        });
+      }
+    }
+    this.post({ t: "spawned", lid: s.lid, sid: s.sid, pid });
+  }
+
+  /** Signal `s`'s escalated child and its process group, while it is unreaped (see {@link signalChild}). */
+  private signalChild(s: Session, signal: number): void {
+    signalChild(s.pid, s.pidfd, signal);
+  }
+
+  private onChildExit(s: Session): void {
+    const exitCode = reapExitCode(s.pid!);
+    if (exitCode === undefined) return;
+    this.post({ t: "exited", lid: s.lid, sid: s.sid, pid: s.pid!, exitCode });
+    libc.closeQuiet(s.pidfd!);
+    s.pidfd = undefined;
+    s.pid = undefined;
+    if (s.state === "orphaned") {
+      this.forget(s);
+      return;
+    }
+    this.queue(s, encodeResult({ exit_code: exitCode }), "reporting", "done");
+  }
+
+  private failSession(s: Session, e: unknown): void {
+    this.post({ t: "session-error", lid: s.lid, sid: s.sid, message: e instanceof Error ? e.message : String(e) });
+    this.endSession(s);
+  }
+
+  private endSession(s: Session): void {
+    if (s.state === "done" || s.state === "orphaned") return;
+    const held = s.decoder.pending;
+    s.decoder = new FrameDecoder(0);
+    this.account(s, held);
+    s.fds.forEach(libc.closeQuiet);
+    s.fds = [];
+    s.out = undefined;
+    s.deadline = undefined;
+    libc.closeQuiet(s.fd);
+    s.fd = -1;
+    if (s.pid !== undefined) {
+      // The wrapper that waits for this child is gone (killed, e.g. by `timeout`): pass the termination on to
+      // the child's process group, and keep polling its pidfd so it is reaped when it ends.
+      this.signalChild(s, 15);
+      s.state = "orphaned";
+      return;
+    }
+    this.forget(s);
+  }
+
+  private forget(s: Session): void {
+    s.state = "done";
+    if (this.sessions.delete(s.sid)) {
+      const l = this.listeners.get(s.lid);
+      if (l !== undefined) l.sessions--;
+    }
+  }
+}
