@@ -1,0 +1,318 @@
+/**
+ * Planning: a Codex 0.169 permission profile or a legacy `SandboxPolicy`, resolved against the sandbox cwd, as
+ * the {@link FilesystemPlan} every backend enforces; the nearest legacy policy of a plan; the Linux readable
+ * roots of a plan; whether Landlock alone can enforce it. What a profile means (most specific entry wins, deny >
+ * write > read, symlinks, missing paths, fail closed) is documented in ./permission-profile.ts, which re-exports
+ * this module's API.
+ */
+import { existsSync, lstatSync, realpathSync, statSync } from "node:fs";
+import { basename, dirname, isAbsolute, join, normalize, sep } from "node:path";
+import { ShellmcpError } from "../errors.ts";
+import { log } from "../log.ts";
+import type { FileSystemAccessMode, FilesystemPlan, NetworkSandboxPolicy, PermissionProfile } from "./permission-profile.ts";
+import { pathFromUri, wireEntry } from "./permission-profile-parse.ts";
+import { isUnder, LINUX_PLATFORM_READ_DEFAULTS, readableRoots, writableRoots, type SandboxPolicy, type WritableRoot } from "./policy.ts";
+
+/** `p` with symlinks resolved: the whole path if it exists, else its parent's real path + its name. */
+function canonical(p: string): string {
+  try {
+    return realpathSync(p);
+  } catch {
+    try {
+      return join(realpathSync(dirname(p)), basename(p));
+    } catch {
+      return normalize(p);
+    }
+  }
+}
+
+/** `p` with its parent's symlinks resolved, its last component kept as is. */
+function canonicalParent(p: string): string {
+  if (p === "/") return p;
+  try {
+    return join(realpathSync(dirname(p)), basename(p));
+  } catch {
+    return normalize(p);
+  }
+}
+
+function isDir(p: string): boolean {
+  try {
+    return statSync(p).isDirectory();
+  } catch {
+    return false;
+  }
+}
+
+const RANK: Record<FileSystemAccessMode, number> = { read: 0, write: 1, deny: 2 };
+
+function depth(p: string): number {
+  return p === sep ? 0 : p.split(sep).length - 1;
+}
+
+/**
+ * Resolve a profile against the sandbox cwd (`cwd`, absolute; a `file://` URI is accepted) into a plan.
+ * `env` supplies `$TMPDIR` for the `tmpdir` special path. Throws `SANDBOX_UNAVAILABLE` for what cannot be
+ * enforced (glob patterns, unknown special kinds on read/deny entries) and `USAGE` for a bad cwd.
+ */
+export function planPermissionProfile(
+  p: PermissionProfile,
+  cwd: string,
+  env: Record<string, string | undefined> = process.env,
+): FilesystemPlan {
+  const open = (fullWrite: boolean, net: NetworkSandboxPolicy, sandboxed: boolean): FilesystemPlan => ({
+    sandboxed,
+    fullRead: true,
+    fullWrite,
+    readableRoots: [],
+    includePlatformDefaults: false,
+    writableRoots: [],
+    deniedPaths: [],
+    network: net,
+    strict: true,
+  });
+  if (p.type === "disabled") return open(true, "enabled", false);
+  if (p.type === "external") return open(true, p.network, true);
+  if (p.fileSystem.type === "unrestricted") return open(true, p.network, true);
+
+  const cwdPath = canonical(pathFromUri(cwd, "sandboxCwd"));
+  let minimal = false;
+  /** Winning access per resolved path (ties: deny > write > read). */
+  const byPath = new Map<string, { access: FileSystemAccessMode; exists: boolean }>();
+  for (const e of p.fileSystem.entries) {
+    let raw: string | undefined;
+    const where = JSON.stringify(wireEntry(e));
+    if (e.path.type === "glob_pattern") {
+      throw new ShellmcpError(
+        "SANDBOX_UNAVAILABLE",
+        `cannot enforce permission profile entry ${where}: glob_pattern entries are not supported by shellmcp yet`,
+      );
+    }
+    if (e.path.type === "path") raw = e.path.path;
+    else {
+      const v = e.path.value;
+      switch (v.kind) {
+        case "root":
+          raw = "/";
+          break;
+        case "minimal":
+          if (e.access === "deny")
+            throw new ShellmcpError(
+              "SANDBOX_UNAVAILABLE",
+              `cannot enforce permission profile entry ${where}: denying the platform's system folders is not supported`,
+            );
+          if (e.access === "write")
+            throw new ShellmcpError(
+              "SANDBOX_UNAVAILABLE",
+              `cannot enforce permission profile entry ${where}: write access to the platform's system folders is not supported`,
+            );
+          minimal = true;
+          continue;
+        case "project_roots":
+          raw = v.subpath === undefined ? cwdPath : join(cwdPath, v.subpath);
+          break;
+        case "tmpdir": {
+          const t = env.TMPDIR;
+          if (t === undefined || t === "" || !isAbsolute(t)) continue;
+          raw = t;
+          break;
+        }
+        case "slash_tmp":
+          if (!isDir("/tmp")) continue;
+          raw = "/tmp";
+          break;
+        case "unknown":
+          if (e.access === "write") {
+            log.warn("permission profile: ignored a write entry with an unknown special path (it only narrows access)", { kind: v.name });
+            continue;
+          }
+          throw new ShellmcpError(
+            "SANDBOX_UNAVAILABLE",
+            `cannot enforce permission profile entry ${where}: unknown special path kind \`${v.name}\``,
+          );
+      }
+    }
+    // Grants follow symlinks (a project reached through a link is the project). Restrictions do not follow
+    // their last component: a `.git` that is a symlink must stay visible as one, so that a backend refuses it
+    // (a sandboxed command could re-point it) instead of protecting whatever it points at today.
+    const path = e.access === "write" ? canonical(raw) : canonicalParent(raw);
+    let exists: boolean;
+    try {
+      lstatSync(path);
+      exists = true;
+    } catch {
+      exists = false;
+    }
+    const prev = byPath.get(path);
+    if (prev === undefined || RANK[e.access] > RANK[prev.access]) byPath.set(path, { access: e.access, exists });
+  }
+
+  const rootAccess = byPath.get("/")?.access;
+  const fullRead = rootAccess === "read" || rootAccess === "write";
+  const fullWrite = rootAccess === "write";
+  const entries = [...byPath.entries()].filter(([path]) => path !== "/").sort((a, b) => depth(a[0]) - depth(b[0]));
+  const writes = entries.filter(([, v]) => v.access === "write" && v.exists).map(([path]) => path);
+  /** The access the most specific entry strictly above `path` gives (the root's when none). */
+  const inherited = (path: string): FileSystemAccessMode | undefined => {
+    let best: { d: number; access: FileSystemAccessMode } | undefined;
+    for (const [q, v] of entries) {
+      if (q !== path && isUnder(path, q) && (best === undefined || depth(q) > best.d)) best = { d: depth(q), access: v.access };
+    }
+    return best?.access ?? rootAccess;
+  };
+
+  const writableRoots: WritableRoot[] = [];
+  const readable: string[] = [];
+  const denied: string[] = [];
+  for (const [path, v] of entries) {
+    const above = inherited(path);
+    if (v.access === "write") {
+      if (v.exists && !fullWrite) writableRoots.push({ root: path, readOnlySubpaths: [] });
+    } else if (v.access === "read") {
+      if (above === "write") {
+        // A read-only carve-out inside something writable (enforced even when missing: its creation is blocked).
+        const owner = [...writes].reverse().find((w) => isUnder(path, w) && w !== path);
+        if (owner !== undefined) writableRoots.find((w) => w.root === owner)?.readOnlySubpaths.push(path);
+        else if (fullWrite)
+          throw new ShellmcpError(
+            "SANDBOX_UNAVAILABLE",
+            `cannot enforce read-only ${path} under a writable root folder: shellmcp keeps the root read-only in that case`,
+          );
+      } else if (!fullRead && v.exists) readable.push(path);
+    } else {
+      // deny: only meaningful where something above would grant access.
+      if (above !== undefined && above !== "deny") {
+        if (v.exists || above === "write") denied.push(path);
+      }
+    }
+  }
+  if (fullWrite && (denied.length > 0 || writableRoots.some((w) => w.readOnlySubpaths.length > 0))) {
+    throw new ShellmcpError(
+      "SANDBOX_UNAVAILABLE",
+      "cannot enforce a permission profile that makes `/` writable but keeps paths below it read-only or denied",
+    );
+  }
+  for (const w of writableRoots) w.readOnlySubpaths.sort((a, b) => depth(a) - depth(b));
+  return {
+    sandboxed: true,
+    fullRead,
+    fullWrite,
+    readableRoots: fullRead ? [] : [...new Set(readable)],
+    includePlatformDefaults: minimal,
+    writableRoots,
+    deniedPaths: denied,
+    network: p.network,
+    strict: true,
+  };
+}
+
+/**
+ * A legacy `SandboxPolicy` as a plan (docs/sandbox.md, "Writable roots", "Protected paths inside writable roots" and "Read access"): the writable roots and read-only subpaths of
+ * {@link writableRoots}, the readable roots of {@link readableRoots} (without platform defaults, which are
+ * `includePlatformDefaults`), `strict` false.
+ */
+export function planSandboxPolicy(
+  policy: SandboxPolicy,
+  cwd: string,
+  env: Record<string, string | undefined> = process.env,
+): FilesystemPlan {
+  const base = {
+    readableRoots: [] as string[],
+    includePlatformDefaults: false,
+    writableRoots: [] as WritableRoot[],
+    deniedPaths: [] as string[],
+    strict: false,
+  };
+  switch (policy.type) {
+    case "danger-full-access":
+      return { ...base, sandboxed: false, fullRead: true, fullWrite: true, network: "enabled" };
+    case "external-sandbox":
+      return { ...base, sandboxed: true, fullRead: true, fullWrite: true, network: policy.network_access };
+    case "read-only":
+    case "workspace-write": {
+      const roots = writableRoots(policy, cwd, env);
+      const access = policy.type === "read-only" ? policy.access : policy.read_only_access;
+      const restricted = access.type === "restricted" ? access : undefined;
+      const readable =
+        restricted === undefined
+          ? []
+          : (readableRoots(
+              {
+                ...policy,
+                ...(policy.type === "read-only"
+                  ? { access: { ...restricted, include_platform_defaults: false } }
+                  : { read_only_access: { ...restricted, include_platform_defaults: false } }),
+              } as SandboxPolicy,
+              cwd,
+              roots,
+            ) ?? []);
+      return {
+        ...base,
+        sandboxed: true,
+        fullRead: restricted === undefined,
+        fullWrite: false,
+        readableRoots: readable,
+        includePlatformDefaults: restricted?.include_platform_defaults ?? false,
+        writableRoots: roots,
+        network: policy.network_access ? "enabled" : "restricted",
+      };
+    }
+  }
+}
+
+/**
+ * The nearest legacy policy that is never wider than `plan` (for code that still decides on a `SandboxPolicy`,
+ * e.g. whether to sandbox at all, `CODEX_SANDBOX_NETWORK_DISABLED`, Codex's 0.97 helper): `danger-full-access`
+ * when unsandboxed, `external-sandbox` for full write, else `workspace-write` (with the writable roots, no `/tmp`,
+ * no `$TMPDIR`) or `read-only`. Read-only subpaths and denied paths have no legacy form: enforce the plan itself.
+ */
+export function summarySandboxPolicy(plan: FilesystemPlan): SandboxPolicy {
+  if (!plan.sandboxed) return { type: "danger-full-access" };
+  if (plan.fullWrite) return { type: "external-sandbox", network_access: plan.network };
+  const access = plan.fullRead
+    ? ({ type: "full-access" } as const)
+    : ({ type: "restricted", include_platform_defaults: plan.includePlatformDefaults, readable_roots: plan.readableRoots } as const);
+  const net = plan.network === "enabled";
+  if (plan.writableRoots.length === 0) return { type: "read-only", access, network_access: net };
+  return {
+    type: "workspace-write",
+    writable_roots: plan.writableRoots.map((w) => w.root),
+    read_only_access: access,
+    network_access: net,
+    exclude_tmpdir_env_var: true,
+    exclude_slash_tmp: true,
+  };
+}
+
+/**
+ * Readable roots on Linux: `undefined` when everything is readable; else the plan's readable roots, every
+ * writable root, the Linux platform defaults when asked for, and `extra` (e.g. the shellmcp binary's folder);
+ * only paths that exist, de-duplicated.
+ */
+export function linuxReadableRoots(plan: FilesystemPlan, extra: string[] = []): string[] | undefined {
+  if (plan.fullRead) return undefined;
+  const roots = [
+    ...plan.readableRoots,
+    ...plan.writableRoots.map((w) => w.root),
+    ...(plan.includePlatformDefaults ? LINUX_PLATFORM_READ_DEFAULTS : []),
+    ...extra,
+  ];
+  return [...new Set(roots.filter((r) => existsSync(r)).map(canonical))];
+}
+
+/**
+ * Why Landlock alone cannot enforce a strict plan (it can only grant, never take away below a grant), or
+ * `undefined` when it can. Non-strict (legacy) plans always pass: their `.git`/`.codex` gap is documented.
+ */
+export function landlockCanEnforce(plan: FilesystemPlan): string | undefined {
+  if (!plan.strict) return undefined;
+  const sub = plan.writableRoots.find((w) => w.readOnlySubpaths.length > 0);
+  if (sub !== undefined)
+    return `the permission profile keeps ${sub.readOnlySubpaths[0]} read-only inside the writable ${sub.root}, which Landlock cannot enforce: use the bubblewrap backend (install bubblewrap, or --sandbox-backend bwrap)`;
+  const readArea = (p: string) =>
+    plan.fullRead || plan.readableRoots.some((r) => isUnder(p, r)) || plan.writableRoots.some((w) => isUnder(p, w.root));
+  const d = plan.deniedPaths.find(readArea);
+  if (d !== undefined)
+    return `the permission profile denies ${d} inside a readable folder, which Landlock cannot enforce: use the bubblewrap backend (install bubblewrap, or --sandbox-backend bwrap)`;
+  return undefined;
+}
