@@ -1,0 +1,292 @@
+/**
+ * Bubblewrap: finding and preflighting it ({@link probeBwrap}, with a per-boot cache of successes), and the argv
+ * that builds a run's mount view ({@link planBwrap}: writable roots, read-only re-binds, denied paths, namespaces,
+ * the seccomp program or our inner stage), with the host-side mount points it needs
+ * ({@link releaseBwrapPlan}). Launching it is in ./run.ts.
+ */
+import {
+  chmodSync,
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  readlinkSync,
+  renameSync,
+  rmdirSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
+import { homedir, tmpdir } from "node:os";
+import { dirname, join, sep } from "node:path";
+import { ShellmcpError } from "../../errors.ts";
+import { linuxReadableRoots, serializePermissionProfile } from "../permission-profile.ts";
+import { serializeSandboxPolicy } from "../policy.ts";
+import { planOf, resolveCommand, seccompModeForPlan, type SandboxRun } from "./in-process.ts";
+import { buildFilter } from "./seccomp.ts";
+
+/** Result of probing bubblewrap. */
+export interface BwrapProbe {
+  ok: boolean;
+  path?: string;
+  /** `/proc` cannot be mounted (e.g. nested in a container): run with --no-proc. */
+  noProc?: boolean;
+  /** Why bwrap cannot be used, with the fix. */
+  reason?: string;
+}
+
+/**
+ * Where successful preflights are remembered (per user, outside /tmp): a preflight costs a whole bwrap run, and
+ * its answer only changes with the kernel (boot) or the bwrap binary. Only successes are cached, so a forged
+ * entry cannot downgrade a sandbox to Landlock: at worst bwrap then fails and the command does not run.
+ */
+export const BWRAP_PROBE_CACHE = join(homedir(), ".cache", "shellmcp", "bwrap-probe.json");
+
+function probeCacheKey(path: string, networkRestricted: boolean): string | undefined {
+  try {
+    const boot = readFileSync("/proc/sys/kernel/random/boot_id", "utf8").trim();
+    const st = statSync(path);
+    return `${boot}:${path}:${st.ino}:${st.mtimeMs}:${networkRestricted ? "net-off" : "net-on"}`;
+  } catch {
+    return undefined;
+  }
+}
+
+function readProbeCache(key: string): { noProc: boolean } | undefined {
+  try {
+    const v = JSON.parse(readFileSync(BWRAP_PROBE_CACHE, "utf8")) as Record<string, { noProc?: unknown }>;
+    const e = v[key];
+    return e === undefined ? undefined : { noProc: e.noProc === true };
+  } catch {
+    return undefined;
+  }
+}
+
+function writeProbeCache(key: string, noProc: boolean): void {
+  try {
+    mkdirSync(dirname(BWRAP_PROBE_CACHE), { recursive: true });
+    const tmp = `${BWRAP_PROBE_CACHE}.${process.pid}`;
+    writeFileSync(tmp, JSON.stringify({ [key]: { noProc } }));
+    renameSync(tmp, BWRAP_PROBE_CACHE);
+  } catch {
+    // best effort
+  }
+}
+
+/**
+ * Locate and preflight bubblewrap: `--ro-bind / /`, new namespaces and `/proc`, running `true`. A success is
+ * remembered in {@link BWRAP_PROBE_CACHE} for this boot and this bwrap binary (`SHELLMCP_NO_PROBE_CACHE=1`: always probe).
+ */
+export function probeBwrap(networkRestricted = true): BwrapProbe {
+  const path = resolveCommand("bwrap");
+  if (path === undefined) return { ok: false, reason: "bubblewrap is not installed (apt-get install bubblewrap)" };
+  const key = process.env.SHELLMCP_NO_PROBE_CACHE === "1" ? undefined : probeCacheKey(path, networkRestricted);
+  const cached = key === undefined ? undefined : readProbeCache(key);
+  if (cached !== undefined) return { ok: true, path, ...(cached.noProc ? { noProc: true } : {}) };
+  const r = probeBwrapUncached(path, networkRestricted);
+  if (r.ok && key !== undefined) writeProbeCache(key, r.noProc === true);
+  return r;
+}
+
+function probeBwrapUncached(path: string, networkRestricted: boolean): BwrapProbe {
+  const base = [
+    path,
+    "--ro-bind",
+    "/",
+    "/",
+    "--dev",
+    "/dev",
+    "--unshare-user",
+    "--unshare-pid",
+    "--unshare-ipc",
+    ...(networkRestricted ? ["--unshare-net"] : []),
+    "--die-with-parent",
+  ];
+  const tru = existsSync("/usr/bin/true") ? "/usr/bin/true" : "/bin/true";
+  const run = (extra: string[]) => Bun.spawnSync([...base, ...extra, "--", tru], { stdin: "ignore", stdout: "ignore", stderr: "pipe" });
+  const r = run(["--proc", "/proc"]);
+  if (r.exitCode === 0) return { ok: true, path };
+  const err = r.stderr.toString();
+  if (/Can't mount proc/i.test(err)) {
+    const r2 = run([]);
+    if (r2.exitCode === 0) return { ok: true, path, noProc: true };
+  }
+  let why = err.trim().split("\n").pop() ?? `exit ${r.exitCode}`;
+  if (/namespace|uid map|setting up uid|Operation not permitted|Permission denied/i.test(err)) {
+    why +=
+      " — user namespaces are disabled or restricted here: enable them (`sysctl -w kernel.unprivileged_userns_clone=1`; on Ubuntu 24.04+ also `sysctl -w kernel.apparmor_restrict_unprivileged_userns=0` or an AppArmor profile for bwrap), or use the Landlock backend";
+  }
+  return { ok: false, path, reason: `bubblewrap cannot create its sandbox: ${why}` };
+}
+
+/** The command that starts this binary as the Linux sandbox helper, whatever it is called. */
+function selfHelperCommand(): string[] {
+  const compiled = (process.argv[1] ?? "").startsWith("/$bunfs/");
+  return compiled
+    ? [process.execPath, "--codex-run-as-linux-sandbox"]
+    : [process.execPath, process.argv[1]!, "--codex-run-as-linux-sandbox"];
+}
+
+/** Sort key: fewer path components first, then by name (a stable, total order). */
+function byDepth<T>(path: (t: T) => string): (a: T, b: T) => number {
+  const depth = (p: string) => p.split("/").filter(Boolean).length;
+  return (a, b) => depth(path(a)) - depth(path(b)) || (path(a) < path(b) ? -1 : path(a) > path(b) ? 1 : 0);
+}
+
+/** Mount points that must be created on the host for missing protected paths (removed afterwards). */
+export interface BwrapPlan {
+  argv: string[];
+  /** Empty mount points made on the host for missing protected paths (give them back with {@link releaseBwrapPlan}). */
+  created: string[];
+  /** Private folders made for the plan (removed afterwards with their content). */
+  tempDirs?: string[];
+  /** The command runs as bwrap's child with no inner stage of ours (see {@link planBwrap}). */
+  direct: boolean;
+  /** Direct plans: the seccomp program (BPF bytes) bwrap must read from the `seccompFd` given to {@link planBwrap}. */
+  seccomp?: Uint8Array;
+}
+
+/**
+ * Mount points this process made for missing protected paths, and how many running sandboxes use each:
+ * concurrent calls of one server share them, and the last one out removes it (one call's cleanup must not pull
+ * the mount point from under another's plan).
+ */
+const syntheticMountPoints = new Map<string, number>();
+
+function holdMountPoint(p: string, created: string[]): void {
+  const n = syntheticMountPoints.get(p);
+  if (n === undefined && existsSync(p)) return; // a real folder: not ours
+  if (n === undefined) mkdirSync(p);
+  syntheticMountPoints.set(p, (n ?? 0) + 1);
+  created.push(p);
+}
+
+/** Give back what {@link planBwrap} made on the host, once the sandbox has ended. */
+export function releaseBwrapPlan(plan: BwrapPlan): void {
+  for (const d of plan.tempDirs ?? []) rmSync(d, { recursive: true, force: true });
+  for (const p of [...plan.created].reverse()) {
+    const n = (syntheticMountPoints.get(p) ?? 1) - 1;
+    if (n > 0) {
+      syntheticMountPoints.set(p, n);
+      continue;
+    }
+    syntheticMountPoints.delete(p);
+    try {
+      rmdirSync(p); // only if still empty
+    } catch {
+      // something was put there from outside the sandbox: leave it
+    }
+  }
+}
+
+/**
+ * Build the bwrap argv (docs/sandbox.md, "Bubblewrap backend"). Refuses (throws) when a protected path is a symlink: writing
+ * through it would escape the read-only re-bind (Codex 0.169: "crosses writable symlink").
+ */
+export function planBwrap(bwrap: string, run: SandboxRun, opts: { seccompFd?: number } = {}): BwrapPlan {
+  const { policy } = run;
+  const plan = planOf(run);
+  // Direct: bwrap loads our seccomp program itself (`--seccomp FD`) and execs the command, with no stage of ours
+  // inside. Only when nothing else must be applied inside (restricted reads need Landlock read rules) and the
+  // program is named by an existing absolute path (bwrap 0.8 cannot set argv[0], and `command not found` keeps
+  // its shell-style message and status 127 only from the inner stage).
+  const direct =
+    opts.seccompFd !== undefined &&
+    linuxReadableRoots(plan) === undefined &&
+    run.command[0]!.startsWith("/") &&
+    existsSync(run.command[0]!);
+  const argv = [bwrap, "--new-session", "--die-with-parent"];
+  argv.push(...(plan.fullWrite ? ["--bind", "/", "/"] : ["--ro-bind", "/", "/"]));
+  argv.push("--dev", "/dev");
+  const created: string[] = [];
+  // Mount order decides what wins: a later bind covers an earlier one. Every writable root is bound first,
+  // shallowest first (a nested writable root stays writable); then every read-only re-bind, shallowest first,
+  // so that no writable bind — `/tmp` and `$TMPDIR` included, whatever their order in the policy — can cover
+  // a protected path (a project under /tmp keeps its `.git` read-only).
+  const roots = plan.writableRoots;
+  for (const w of [...roots].sort(byDepth((r) => r.root))) argv.push("--bind", w.root, w.root);
+  const subpaths = [...new Set(roots.flatMap((w) => w.readOnlySubpaths))].sort(byDepth((p) => p));
+  for (const sub of subpaths) {
+    let isLink = false;
+    try {
+      isLink = readlinkSync(sub) !== undefined;
+    } catch {
+      isLink = false;
+    }
+    if (isLink) {
+      throw new ShellmcpError(
+        "SANDBOX_UNAVAILABLE",
+        `cannot enforce sandbox read-only path ${sub} because it crosses writable symlink ${sub}`,
+        { path: sub },
+      );
+    }
+    // Block creation (e.g. a missing .codex in the cwd): an empty read-only directory in its place.
+    holdMountPoint(sub, created);
+    argv.push("--ro-bind", sub, sub);
+  }
+  // Denied paths (permission profiles' `deny`), after every bind so that none re-exposes them: a folder becomes
+  // an empty, unreadable, read-only tmpfs (as Codex 0.169); a file is covered by an empty file of mode 000 bound
+  // read-only (EACCES: no capability inside can override it). A missing one inside a writable root is blocked
+  // from being created the same way.
+  let unreadable: string | undefined;
+  const tempDirs: string[] = [];
+  for (const d of [...plan.deniedPaths].sort(byDepth((p) => p))) {
+    let st: ReturnType<typeof statSync> | undefined;
+    try {
+      st = lstatSync(d);
+    } catch {
+      st = undefined;
+    }
+    if (st?.isSymbolicLink()) {
+      throw new ShellmcpError("SANDBOX_UNAVAILABLE", `cannot enforce sandbox denied path ${d} because it is a symlink`, { path: d });
+    }
+    if (st !== undefined && !st.isDirectory()) {
+      if (unreadable === undefined) {
+        const dir = mkdtempSync(join(tmpdir(), "shellmcp-deny-"));
+        tempDirs.push(dir);
+        unreadable = join(dir, "denied");
+        writeFileSync(unreadable, "", { mode: 0 });
+        chmodSync(unreadable, 0);
+      }
+      argv.push("--ro-bind", unreadable, d);
+      continue;
+    }
+    if (st === undefined) {
+      if (!roots.some((w) => isUnderPath(d, w.root))) continue;
+      holdMountPoint(d, created);
+    }
+    argv.push("--perms", "000", "--tmpfs", d, "--remount-ro", d);
+  }
+  // Hide Codex's app-server socket folder, as Codex 0.169 does: a sandboxed command must not reach a daemon
+  // that runs outside the sandbox. (After the writable binds, which may re-expose /tmp.)
+  const daemonDir = `/tmp/codex-daemon-${process.getuid?.() ?? 0}`;
+  if (existsSync(daemonDir)) argv.push("--perms", "000", "--tmpfs", daemonDir, "--remount-ro", daemonDir);
+  argv.push("--unshare-user", "--unshare-pid", "--unshare-ipc");
+  if (plan.network !== "enabled") argv.push("--unshare-net");
+  if (!run.noProc) argv.push("--proc", "/proc");
+  argv.push("--cap-drop", "ALL");
+  const mode = seccompModeForPlan(plan);
+  if (direct) {
+    if (mode !== undefined) argv.push("--seccomp", String(opts.seccompFd));
+    argv.push("--", ...run.command);
+    return { argv, created, tempDirs, direct: true, seccomp: mode === undefined ? undefined : buildFilter(mode) };
+  }
+  argv.push(
+    "--",
+    ...selfHelperCommand(),
+    "--apply-seccomp-then-exec",
+    "--sandbox-policy-cwd",
+    run.policyCwd,
+    "--sandbox-policy",
+    serializeSandboxPolicy(policy),
+    ...(run.profile !== undefined ? ["--permission-profile", serializePermissionProfile(run.profile)] : []),
+    "--",
+    ...run.command,
+  );
+  return { argv, created, tempDirs, direct: false };
+}
+
+function isUnderPath(path: string, root: string): boolean {
+  return path === root || path.startsWith(root.endsWith(sep) ? root : root + sep);
+}

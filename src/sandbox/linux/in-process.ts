@@ -1,0 +1,146 @@
+/**
+ * A Linux sandbox run ({@link SandboxRun}: policy or permission profile, command, backend), the plan it enforces,
+ * and what is applied in this process: Landlock + seccomp on the current thread (the `landlock` backend, and the
+ * inner stage inside bubblewrap), then the command exec'd in place with a shell-style error when it cannot be.
+ * The backend choice and bubblewrap are in ./run.ts and ./bwrap.ts.
+ */
+import { statSync } from "node:fs";
+import { delimiter, dirname, join } from "node:path";
+import * as libc from "../../../ffi/libc.ts";
+import { ShellmcpError } from "../../errors.ts";
+import { writeStderr } from "../../stderr.ts";
+import {
+  landlockCanEnforce,
+  linuxReadableRoots,
+  planPermissionProfile,
+  planSandboxPolicy,
+  type FilesystemPlan,
+  type PermissionProfile,
+} from "../permission-profile.ts";
+import { hasFullDiskWrite, hasFullNetwork, type SandboxPolicy } from "../policy.ts";
+import { applyLandlock } from "./landlock.ts";
+import { installFilter, type SeccompMode } from "./seccomp.ts";
+
+/** Backend names. */
+export type Backend = "auto" | "bwrap" | "landlock";
+
+/** Exit status when the sandbox cannot be applied (Codex's helper panics with 101). */
+export const SANDBOX_FAILURE_EXIT = 101;
+
+/** What to run. */
+export interface SandboxRun {
+  policy: SandboxPolicy;
+  /** Codex 0.169's permission profile (`--permission-profile`): when present it is enforced instead of `policy`. */
+  profile?: PermissionProfile;
+  /** Folder the policy's roots are computed from (`--sandbox-policy-cwd`). */
+  policyCwd: string;
+  command: string[];
+  backend: Backend;
+  /** Skip `--proc /proc` in bwrap. */
+  noProc?: boolean;
+}
+
+/** The seccomp mode a policy needs (docs/sandbox.md, "seccomp filter"), or undefined for none. */
+export function seccompModeFor(p: SandboxPolicy): SeccompMode | undefined {
+  if (!hasFullNetwork(p)) return "restricted";
+  if (!hasFullDiskWrite(p)) return "vsock";
+  return undefined;
+}
+
+/** Resolve `name` like execvp: names with `/` as given, else the first executable regular file on PATH. */
+export function resolveCommand(name: string, path = process.env.PATH ?? "/usr/local/bin:/usr/bin:/bin"): string | undefined {
+  if (name.includes("/")) return name;
+  for (const dir of path.split(delimiter)) {
+    const p = join(dir === "" ? "." : dir, name);
+    try {
+      const st = statSync(p);
+      if (st.isFile() && (st.mode & 0o111) !== 0) return p;
+    } catch {
+      // not here
+    }
+  }
+  return undefined;
+}
+
+/** Exec `command` in place after resetting signals; on failure print a shell-style error and exit 127/126. */
+export function execCommand(command: string[]): never {
+  const file = resolveCommand(command[0]!);
+  if (file === undefined) {
+    writeStderr(`${command[0]}: command not found\n`);
+    process.exit(127);
+  }
+  libc.resetSignals();
+  const env = Object.entries(process.env).map(([k, v]) => `${k}=${v ?? ""}`);
+  try {
+    libc.execve(file, command, env);
+  } catch (e) {
+    const errno = e instanceof ShellmcpError ? (e.data.errno as number) : 0;
+    writeStderr(`${command[0]}: ${errno ? libc.strerror(errno) : (e as Error).message}\n`);
+    process.exit(errno === libc.ERRNO.ENOENT ? 127 : 126);
+  }
+}
+
+/** The folder holding this binary, readable even under restricted reads (the inner stage must start). */
+function selfDirs(): string[] {
+  return [dirname(process.execPath)];
+}
+
+/** What `run` enforces: its permission profile's plan when it has one, else its policy's. */
+export function planOf(run: Pick<SandboxRun, "policy" | "profile" | "policyCwd">): FilesystemPlan {
+  return run.profile !== undefined ? planPermissionProfile(run.profile, run.policyCwd) : planSandboxPolicy(run.policy, run.policyCwd);
+}
+
+/** The seccomp mode a plan needs: like {@link seccompModeFor}. */
+export function seccompModeForPlan(plan: FilesystemPlan): SeccompMode | undefined {
+  if (plan.network !== "enabled") return "restricted";
+  if (!plan.fullWrite) return "vsock";
+  return undefined;
+}
+
+/**
+ * Apply Landlock + seccomp to this thread per `policy` (or `profile` when given; no exec). Throws
+ * `SANDBOX_UNAVAILABLE`, also when `landlockWrites` and Landlock cannot enforce a profile's read-only subpaths
+ * or denied paths (never less protection than asked for).
+ */
+export function applyInProcess(
+  policy: SandboxPolicy,
+  policyCwd: string,
+  opts: { landlockWrites: boolean },
+  profile?: PermissionProfile,
+): void {
+  const plan = planOf({ policy, profile, policyCwd });
+  if (opts.landlockWrites) {
+    const why = landlockCanEnforce(plan);
+    if (why !== undefined) throw new ShellmcpError("SANDBOX_UNAVAILABLE", `cannot enforce the sandbox: ${why}`);
+  }
+  const roots = plan.writableRoots;
+  const readable = linuxReadableRoots(plan, selfDirs());
+  const mode = seccompModeForPlan(plan);
+  // Landlock first (its rule paths are opened with open(2), which the filter does not touch), then seccomp.
+  // Inside bwrap (landlockWrites false) the mounts already confine writes; Landlock is added only to enforce
+  // restricted reads, with the same writable roots so that it never widens anything.
+  if ((opts.landlockWrites && !plan.fullWrite) || readable !== undefined) {
+    applyLandlock({
+      writableRoots: plan.fullWrite ? ["/"] : roots.map((r) => r.root),
+      readableRoots: readable,
+      networkRestricted: plan.network !== "enabled",
+    });
+  }
+  // Without CAP_SYS_PTRACE nothing inside can read a non-dumpable process's /proc files (serve makes itself
+  // non-dumpable, so its environment, with the secrets the shell does not get, stays unreadable). Landlock only
+  // scopes ptrace attaches, not /proc/<pid>/environ reads; bwrap drops every capability anyway. Dropping from the
+  // bounding set needs CAP_SETPCAP: a non-root user has neither, and nothing to drop.
+  try {
+    libc.prctl(libc.PR.CAPBSET_DROP, libc.CAP_SYS_PTRACE);
+  } catch {
+    // not permitted (non-root): no such capability to lose
+  }
+  if (mode !== undefined) installFilter(mode);
+  else libc.prctl(libc.PR.SET_NO_NEW_PRIVS, 1);
+}
+
+/** Inner stage inside bwrap: seccomp (+ Landlock read rules for restricted reads), then exec. */
+export function innerStage(policy: SandboxPolicy, policyCwd: string, command: string[], profile?: PermissionProfile): never {
+  applyInProcess(policy, policyCwd, { landlockWrites: false }, profile);
+  return execCommand(command);
+}
