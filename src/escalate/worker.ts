@@ -31,17 +31,21 @@
  */
 import * as libc from "../../ffi/libc.ts";
 import { FrameDecoder } from "./protocol.ts";
-import { RECV_CHUNK, type Command, type WorkerEvent } from "./worker-messages.ts";
-import { isEagain, SessionTable, type PollEntry } from "./worker-sessions.ts";
-
-export type { Command, EscalateSpawn, WorkerEvent } from "./worker-messages.ts";
-export {
+import {
   MAX_LISTENER_BUFFERED_BYTES,
   MAX_REQUEST_BYTES,
   MAX_SESSIONS,
   MAX_SESSIONS_PER_LISTENER,
+  RECV_CHUNK,
   SESSION_IO_TIMEOUT_MS,
+  type Command,
+  type EscalateSpawn,
+  type WorkerEvent,
 } from "./worker-messages.ts";
+import { isEagain, SessionTable, type PollEntry } from "./worker-sessions.ts";
+
+export type { Command, EscalateSpawn, WorkerEvent };
+export { MAX_LISTENER_BUFFERED_BYTES, MAX_REQUEST_BYTES, MAX_SESSIONS, MAX_SESSIONS_PER_LISTENER, SESSION_IO_TIMEOUT_MS };
 
 /** The worker's global scope (bun-types does not declare `self` without the DOM lib). */
 const scope = globalThis as unknown as { postMessage(m: unknown): void; onmessage: ((ev: MessageEvent) => void) | null };

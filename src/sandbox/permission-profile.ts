@@ -46,14 +46,25 @@ import type { WritableRoot } from "./policy.ts";
 
 // The code is in two modules, re-exported here so that the API above stays in one place:
 // ./permission-profile-parse.ts (validating and serialising profiles) and ./permission-profile-plan.ts (plans).
-export { parsePermissionProfile, pathFromUri, serializePermissionProfile } from "./permission-profile-parse.ts";
-export {
+import { parsePermissionProfile, pathFromUri, serializePermissionProfile } from "./permission-profile-parse.ts";
+import {
   landlockCanEnforce,
   linuxReadableRoots,
   planPermissionProfile,
   planSandboxPolicy,
   summarySandboxPolicy,
 } from "./permission-profile-plan.ts";
+
+export {
+  landlockCanEnforce,
+  linuxReadableRoots,
+  parsePermissionProfile,
+  pathFromUri,
+  planPermissionProfile,
+  planSandboxPolicy,
+  serializePermissionProfile,
+  summarySandboxPolicy,
+};
 
 /** Access of one entry. `deny` = neither read nor write (wire alias `none`). */
 export type FileSystemAccessMode = "read" | "write" | "deny";
