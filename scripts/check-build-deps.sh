@@ -22,9 +22,9 @@ done
 
 rm -rf "$WORK" && mkdir -p "$WORK"
 cp -a .cache/shells/bash-5.2.15 "$WORK/bash" && cp -a .cache/shells/zsh-5.9 "$WORK/zsh"
-# The same steps as build-shells.sh (its configure flags), traced.
-build='(cd "$1/bash" && patch -s -p1 -i "$2/patches/bash-5.2.15-exec-wrapper.patch" && ./configure -q --without-bash-malloc --disable-nls && make -s bash) & b=$!
-(cd "$1/zsh" && patch -s -p1 -i "$2/patches/zsh-5.9-exec-wrapper.patch" && ./configure -q --disable-dynamic --with-tcsetpgrp --enable-etcdir=/etc/zsh --disable-gdbm --disable-pcre && make -s) || exit
+# The same steps as build-shells.sh (its patches, the in-shell client's source, its configure flags), traced.
+build='(cd "$1/bash" && patch -s -p1 -i "$2/patches/bash-5.2.15-exec-wrapper.patch" && cp "$2/patches/escalate-client.c" . && ./configure -q --without-bash-malloc --disable-nls && make -s bash) & b=$!
+(cd "$1/zsh" && patch -s -p1 -i "$2/patches/zsh-5.9-exec-wrapper.patch" && cp "$2/patches/escalate-client.c" Src/ && ./configure -q --disable-dynamic --with-tcsetpgrp --enable-etcdir=/etc/zsh --disable-gdbm --disable-pcre && make -s) || exit
 wait "$b"'
 strace -f -qq --seccomp-bpf -e trace=execve -e status=successful -o "$WORK/trace" bash -c "$build" build "$WORK" "$ROOT" >"$WORK/build.log" 2>&1 \
   || { echo "check-build-deps: the traced build failed; end of $WORK/build.log:" >&2; tail -n 30 "$WORK/build.log" >&2; exit 1; }
