@@ -282,7 +282,7 @@ export async function serveMain(o: ServeOptions): Promise<number> {
         server: server!,
         maxOutputBytes,
         signal: ctx.signal,
-        decide: (stopwatch) => (req) => decideExec(settings, { elicit: ctx.elicit, paused: (f) => stopwatch.paused(f) }, req),
+        decide: (req, stopwatch) => decideExec(settings, { elicit: ctx.elicit, paused: (f) => stopwatch.paused(f) }, req),
         onProgress:
           ctx.progress === undefined
             ? undefined

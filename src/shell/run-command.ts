@@ -105,8 +105,11 @@ export interface RunCommandOptions {
   sandboxCwd: string;
   launcher: SandboxLauncher;
   server: EscalationServer;
-  /** Decides each exec; receives the call's stopwatch so prompts can pause it. */
-  decide: (stopwatch: Stopwatch) => ListenOptions["decide"];
+  /**
+   * Decides each exec of this call: the escalation request and the call's stopwatch (a prompt pauses it, so the
+   * time a person takes to answer does not count against `timeoutMs`).
+   */
+  decide: (req: Parameters<ListenOptions["decide"]>[0], stopwatch: Stopwatch) => ReturnType<ListenOptions["decide"]>;
   maxOutputBytes: number;
   signal?: AbortSignal;
   onProgress?: (elapsedMs: number, outputBytes: number) => void;
@@ -264,7 +267,7 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
     release();
     return fail(`cannot create this call's cgroup: ${(e as Error).message}`);
   }
-  const listener = o.server.listen({ decide: (r) => o.decide(stopwatch!)(r), boundary, cgroupProcs: cgroup?.procs });
+  const listener = o.server.listen({ decide: (r) => o.decide(r, stopwatch!), boundary, cgroupProcs: cgroup?.procs });
   const killTree = () => {
     cgroup?.kill();
     if (pid > 0) libc.kill(-pid, 9);
