@@ -291,18 +291,23 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
       sandboxed,
     };
   }
+  // The shell joins the call's cgroup before it runs anything, except under direct bubblewrap: there every
+  // sandboxed process is in bwrap's pid namespace, which the kernel kills whole when bwrap's init exits (it dies
+  // with bwrap, --die-with-parent), so the cgroup only needs the escalated programs (the worker moves those in).
+  // Saves a /bin/sh start per call.
+  const trampoline = cgroup !== undefined && launch.bwrap === undefined;
   const [readEnd, writeEnd] = libc.pipe2(libc.SOCK.SOCK_CLOEXEC);
   const seccomp = launch.bwrap?.seccomp === undefined ? undefined : bytesPipe(launch.bwrap.seccomp);
   const stdio: (number | "ignore")[] = ["ignore", writeEnd, writeEnd, listener.clientFd];
   if (seccomp !== undefined) stdio[SECCOMP_FD] = seccomp;
   let proc: ReturnType<typeof Bun.spawn>;
   try {
-    proc = Bun.spawn(cgroup === undefined ? argv : joinCgroupFirst(cgroup.procs, argv), {
+    proc = Bun.spawn(trampoline ? joinCgroupFirst(cgroup!.procs, argv) : argv, {
       cwd: o.workdir,
       env: shellEnvironment(o, listener.shellEnv(o.wrapperPath, ESCALATE_FD), launch.env),
       stdio: stdio as unknown as ["ignore", "pipe", "pipe"],
       detached: true, // setsid: the shell leads its own process group
-      argv0: cgroup === undefined ? argv0 : undefined,
+      argv0: trampoline ? undefined : argv0,
     });
   } catch (e) {
     libc.closeQuiet(readEnd);
