@@ -199,7 +199,7 @@ export async function serveMain(o: ServeOptions): Promise<number> {
   }
 
   const shutdown = async () => {
-    cgroups?.shutdown();
+    await cgroups?.shutdown();
     killSessions(sessions);
     await server?.stop();
   };

@@ -83,8 +83,7 @@ export async function execServerMain(o: ExecServerCliOptions): Promise<number> {
   await Bun.write(Bun.stdout, `${srv.url}\n`);
   return await new Promise<number>((resolve) => {
     const stop = () => {
-      srv.shutdown();
-      resolve(0);
+      void srv.shutdown().then(() => resolve(0));
     };
     process.on("SIGTERM", stop);
     process.on("SIGINT", stop);

@@ -52,8 +52,11 @@ export const DEFAULT_SERVER_OPTIONS: ServerOptions = {
 export interface ExecServer {
   url: string;
   server: Server<ConnData>;
-  /** Kill every process of every session and stop listening. */
-  shutdown(): void;
+  /**
+   * Kill every process of every session, stop listening, and remove the per-process cgroups once the kernel has
+   * emptied them (see {@link CgroupManager.shutdown}). Never rejects.
+   */
+  shutdown(): Promise<void>;
 }
 
 /** Start listening. Throws when the address cannot be bound. */
@@ -217,10 +220,10 @@ export function startExecServer(opts: ServerOptions): ExecServer {
   return {
     url: `ws://${host}:${server.port}`,
     server,
-    shutdown() {
+    async shutdown() {
       sessions.killAll();
-      cgroups?.shutdown();
       server.stop(true);
+      await cgroups?.shutdown();
     },
   };
 }

@@ -15,7 +15,7 @@
  * namespace): then a process that calls `setsid` under the Landlock backend or an escalated program's detached
  * grandchild can outlive its call.
  */
-import { appendFileSync, existsSync, mkdirSync, readFileSync, rmdirSync, writeFileSync } from "node:fs";
+import { appendFileSync, existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import * as libc from "../../ffi/libc.ts";
 import { log } from "../log.ts";
@@ -58,6 +58,7 @@ export class CgroupManager {
     if (env.SHELLMCP_NO_CGROUP === "1") return { error: "turned off by SHELLMCP_NO_CGROUP=1" };
     const own = ownCgroup();
     if ("error" in own) return own;
+    sweepStale(own.dir);
     const base = join(own.dir, `shellmcp-${process.pid}`);
     try {
       mkdirSync(base);
@@ -83,14 +84,45 @@ export class CgroupManager {
     return new CallCgroup(dir);
   }
 
-  /** Kill every call's processes and remove the folders (server shutdown). */
-  shutdown(): void {
+  /**
+   * Server shutdown: kill every call's processes, wait until the kernel has emptied each cgroup (SIGKILL is
+   * delivered asynchronously; up to ~2 s each, in parallel), then remove the folders and the base. Resolves when
+   * done; never rejects (what cannot be removed is logged and left).
+   */
+  async shutdown(): Promise<void> {
+    const calls: CallCgroup[] = [];
     for (let n = 1; n < this.next; n++) {
       const dir = join(this.base, `call-${n}`);
-      if (existsSync(dir)) new CallCgroup(dir).kill();
+      if (existsSync(dir)) calls.push(new CallCgroup(dir));
     }
-    for (let n = 1; n < this.next; n++) tryRmdir(join(this.base, `call-${n}`));
+    for (const c of calls) c.kill(); // all at once first: nothing of any call runs on while we wait for another
+    await Promise.all(calls.map((c) => c.dispose()));
     tryRmdir(this.base);
+  }
+}
+
+/**
+ * Remove the empty `shellmcp-<pid>` folders (and their empty `call-<n>` folders) that servers which no longer run
+ * left in `dir` (a server killed with SIGKILL cannot clean up). Only empty cgroups are removed (rmdir refuses the
+ * others); folders of live pids are left alone. Best effort, never throws.
+ */
+function sweepStale(dir: string): void {
+  let names: string[];
+  try {
+    names = readdirSync(dir);
+  } catch {
+    return;
+  }
+  for (const name of names) {
+    const m = /^shellmcp-(\d+)$/.exec(name);
+    if (m === null || Number(m[1]) === process.pid || existsSync(`/proc/${m[1]}`)) continue;
+    const base = join(dir, name);
+    try {
+      for (const call of readdirSync(base)) if (call.startsWith("call-")) tryRmdir(join(base, call));
+    } catch {
+      continue;
+    }
+    tryRmdir(base);
   }
 }
 
@@ -151,11 +183,15 @@ export class CallCgroup {
     }
   }
 
-  /** Kill what is left, then remove the folder once the kernel has emptied it (retries for up to ~2 s). */
+  /**
+   * Kill what is left, then remove the folder once the kernel has emptied it: retries every 50 ms for up to ~2 s,
+   * killing again every 0.5 s (a member caught mid-fork by the first kill).
+   */
   async dispose(): Promise<void> {
     this.kill();
     for (let i = 0; i < 40; i++) {
       if (tryRmdir(this.dir)) return;
+      if (i % 10 === 9) this.kill();
       await Bun.sleep(50);
     }
     log.warn("a call's cgroup could not be removed", { dir: this.dir, members: this.members() });

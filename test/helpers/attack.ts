@@ -107,6 +107,29 @@ export function pidsWith(tag: string): number[] {
   return out;
 }
 
+/**
+ * One line per pid for a failing test's log: pid, state, ppid, session, cgroup v2 path and argv (spaces for NULs),
+ * so a survivor in CI says where it lived and who held it. Pids that are gone read `pid: gone`.
+ */
+export function describePids(pids: number[]): string {
+  return pids
+    .map((p) => {
+      try {
+        const stat = readFileSync(`/proc/${p}/stat`, "utf8");
+        const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+        const cg =
+          readFileSync(`/proc/${p}/cgroup`, "utf8")
+            .split("\n")
+            .find((l) => l.startsWith("0::")) ?? "no v2";
+        const argv = readFileSync(`/proc/${p}/cmdline`, "utf8").replaceAll("\0", " ").trim();
+        return `${p}: state ${f[0]} ppid ${f[1]} sid ${f[3]} cgroup ${cg} argv ${argv}`;
+      } catch {
+        return `${p}: gone`;
+      }
+    })
+    .join("\n");
+}
+
 /** Kill (SIGKILL) every process whose argv contains `tag`, so a failing test leaves nothing behind. */
 export function killWith(tag: string): void {
   for (const p of pidsWith(tag)) {

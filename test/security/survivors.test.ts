@@ -5,7 +5,7 @@
  * tag in its argv (`sleep 300.<n>`), and the host's /proc is searched for it afterwards.
  */
 import { afterAll, afterEach, describe, expect, test } from "bun:test";
-import { closeAll, confDir, killWith, pidsWith, py, requirePrograms, serveWithPid, waitFor } from "../helpers/attack.ts";
+import { closeAll, confDir, describePids, killWith, pidsWith, py, requirePrograms, serveWithPid, waitFor } from "../helpers/attack.ts";
 
 requirePrograms("setsid", "nohup", "bwrap", "/usr/bin/python3");
 afterAll(closeAll);
@@ -32,6 +32,12 @@ function escapes(): { command: string; tags: string[] } {
 }
 
 const left = (ts: string[]) => ts.flatMap((t) => pidsWith(`sleep\0${t}`));
+/** `left(ts)`, logging each survivor's state, parent, session and cgroup first when there are any. */
+function survivors(ts: string[]): number[] {
+  const pids = left(ts);
+  if (pids.length > 0) console.log(`survivors:\n${describePids(pids)}`);
+  return pids;
+}
 
 const BACKENDS = [
   ["landlock", ["--sandbox-backend", "landlock"], { type: "workspace-write", network_access: false }],
@@ -60,6 +66,7 @@ for (const [name, args, policy] of BACKENDS) {
       expect(f.status === "fulfilled" && f.value.out.output).toBe("started\n");
       // Give the server a moment to finish killing, then look for survivors on the host.
       await waitFor(() => left([...timedOut.tags, ...cancelled.tags, ...finished.tags]).length === 0, 3000);
+      survivors([...timedOut.tags, ...cancelled.tags, ...finished.tags]);
       expect({ timeout: left(timedOut.tags).length, cancel: left(cancelled.tags).length, exit: left(finished.tags).length }).toEqual({
         timeout: 0,
         cancel: 0,
@@ -77,7 +84,7 @@ for (const [name, args, policy] of BACKENDS) {
       await s.close();
       await call;
       await waitFor(() => left(e.tags).length === 0, 3000);
-      expect(left(e.tags).length).toBe(0);
+      expect(survivors(e.tags).length).toBe(0);
     }, 60_000);
   });
 }
@@ -96,7 +103,7 @@ describe("item 7 (escalated): a new-session grandchild of an escalated program e
     const r = await s.shell({ command: cmd, workdir: ws, login: false, timeout_ms: 20000 });
     expect(r.out.output).toContain("spawned");
     await waitFor(() => left([a, b]).length === 0, 3000);
-    expect(left([a, b]).length).toBe(0);
+    expect(survivors([a, b]).length).toBe(0);
     const [c, d] = [tag(), tag()];
     const r2 = await s.shell({
       command: `${py(prog.replace(a, c).replace(b, d)).replace("/usr/bin/python3", "python3")}; sleep 60`,
@@ -106,6 +113,6 @@ describe("item 7 (escalated): a new-session grandchild of an escalated program e
     });
     expect(r2.out.timed_out).toBe(true);
     await waitFor(() => left([c, d]).length === 0, 3000);
-    expect(left([c, d]).length).toBe(0);
+    expect(survivors([c, d]).length).toBe(0);
   }, 60_000);
 });

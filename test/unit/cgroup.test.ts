@@ -1,0 +1,72 @@
+/**
+ * The per-call cgroups (src/shell/cgroup.ts) against the real cgroup v2 hierarchy: shutdown kills every member,
+ * waits for the kernel to empty each cgroup and removes the folders (a server that exits leaves no
+ * `shellmcp-<pid>` behind), and a new manager removes the empty folders of servers that no longer run while
+ * leaving populated ones alone.
+ */
+import { afterEach, describe, expect, test } from "bun:test";
+import { existsSync, mkdirSync, readFileSync, rmdirSync, writeFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { CgroupManager } from "../../src/shell/cgroup.ts";
+import { skipWithout } from "../helpers/prereq.ts";
+
+const probe = CgroupManager.detect();
+const missing = probe instanceof CgroupManager ? undefined : `no writable cgroup v2: ${probe.error}`;
+/** The folder every manager of this process puts its `shellmcp-<pid>` base in. */
+const parent = probe instanceof CgroupManager ? dirname(probe.base) : "";
+if (probe instanceof CgroupManager) await probe.shutdown();
+
+const cleanups: (() => void)[] = [];
+afterEach(() => {
+  for (const c of cleanups.splice(0).reverse()) {
+    try {
+      c();
+    } catch {}
+  }
+});
+
+/** A pid above the kernel's largest pid_max (2^22), so `/proc/<pid>` can never exist. */
+const DEAD = [4194305, 4194306, 4194307];
+
+describe.skipIf(skipWithout("cgroup suite", missing))("per-call cgroups", () => {
+  test("shutdown kills setsid'd members of every call and removes the call folders and the base", async () => {
+    const m = CgroupManager.detect() as CgroupManager;
+    const procs = [m.create(), m.create()].map((cg) => {
+      const p = Bun.spawn(["setsid", "sleep", "300"], { stdio: ["ignore", "ignore", "ignore"] });
+      cleanups.push(() => p.kill(9));
+      cg.add(p.pid);
+      return { cg, p };
+    });
+    expect(procs.map(({ cg }) => cg.members().length)).toEqual([1, 1]);
+    await m.shutdown();
+    // Every member was killed (the exit is observed by its parent, this process) and nothing is left on disk.
+    expect(await Promise.all(procs.map(({ p }) => p.exited))).toEqual([137, 137]);
+    expect(procs.map(({ cg }) => existsSync(cg.dir))).toEqual([false, false]);
+    expect(existsSync(m.base)).toBe(false);
+  });
+
+  test("a new manager removes empty folders of servers that are gone, and leaves populated ones", () => {
+    const [emptyBase, busyBase, noCalls] = DEAD.map((pid) => join(parent, `shellmcp-${pid}`));
+    for (const d of [emptyBase!, busyBase!, noCalls!]) {
+      mkdirSync(d);
+      cleanups.push(() => existsSync(d) && rmdirSync(d));
+    }
+    mkdirSync(join(emptyBase!, "call-1"));
+    mkdirSync(join(emptyBase!, "call-2"));
+    const busyCall = join(busyBase!, "call-1");
+    mkdirSync(busyCall);
+    cleanups.push(() => existsSync(busyCall) && rmdirSync(busyCall));
+    const sleeper = Bun.spawn(["sleep", "300"], { stdio: ["ignore", "ignore", "ignore"] });
+    cleanups.push(() => sleeper.kill(9));
+    writeFileSync(join(busyCall, "cgroup.procs"), String(sleeper.pid));
+    cleanups.push(() => writeFileSync(join(parent, "cgroup.procs"), String(sleeper.pid))); // back out before rmdir
+
+    const m = CgroupManager.detect() as CgroupManager;
+    cleanups.push(() => void m.shutdown());
+    expect(existsSync(emptyBase!)).toBe(false);
+    expect(existsSync(noCalls!)).toBe(false);
+    expect(existsSync(busyCall)).toBe(true); // a populated cgroup is never removed
+    expect(readFileSync(join(busyCall, "cgroup.procs"), "utf8").trim()).toBe(String(sleeper.pid));
+    expect(existsSync(m.base)).toBe(true); // its own base is fresh
+  });
+});
