@@ -29,25 +29,44 @@ function rssMiB(pid: number): number {
   return m ? Number(m[1]) / 1024 : NaN;
 }
 
-async function measure(name: string, rpc: LineRpc): Promise<{ trivial: number; execs: number; idle: number; busy: number }> {
-  const call = async (command: string) => {
-    const t0 = Bun.nanoseconds();
-    const r = await rpc.request("tools/call", { name: "shell", arguments: { command, workdir: work, login: false, timeout_ms: 120000 } });
-    if (r.error !== undefined) throw new Error(`${name}: ${JSON.stringify(r.error)}`);
-    return (Bun.nanoseconds() - t0) / 1e6;
-  };
-  for (let i = 0; i < 3; i++) await call("true");
-  const trivial: number[] = [];
-  for (let i = 0; i < RUNS; i++) trivial.push(await call("true"));
-  const execs: number[] = [];
-  for (let i = 0; i < 5; i++) execs.push(await call("for i in $(seq 200); do /bin/true; done"));
+/** One `shell` call on `rpc` (login: false, in `work`); returns its ms. */
+async function timedCall(name: string, rpc: LineRpc, command: string): Promise<number> {
+  const t0 = Bun.nanoseconds();
+  const r = await rpc.request("tools/call", { name: "shell", arguments: { command, workdir: work, login: false, timeout_ms: 120000 } });
+  if (r.error !== undefined) throw new Error(`${name}: ${JSON.stringify(r.error)}`);
+  return (Bun.nanoseconds() - t0) / 1e6;
+}
+
+/**
+ * Latencies of `command` on every server, interleaved: round i calls each server once, in an order that rotates
+ * every round, so that a slow patch of the machine (this is a VM with CPU steal) hits all of them alike.
+ * Returns each server's samples, in rounds.
+ */
+async function interleaved(servers: { name: string; rpc: LineRpc }[], command: string, rounds: number): Promise<number[][]> {
+  const out = servers.map(() => [] as number[]);
+  for (let i = 0; i < rounds; i++) {
+    for (let k = 0; k < servers.length; k++) {
+      const j = (i + k) % servers.length;
+      out[j]!.push(await timedCall(servers[j]!.name, servers[j]!.rpc, command));
+    }
+  }
+  return out;
+}
+
+/** Median of the per-round ratios a[i] / b[i] (paired: robust to the machine's speed drifting between rounds). */
+function pairedRatio(a: number[], b: number[]): number {
+  return median(a.map((x, i) => x / b[i]!));
+}
+
+/** Server RSS idle, then while 8 `sleep 1.5` calls run. */
+async function memory(name: string, rpc: LineRpc): Promise<{ idle: number; busy: number }> {
   await Bun.sleep(300);
   const idle = rssMiB(rpc.proc.pid);
-  const parallel = Promise.all(Array.from({ length: 8 }, () => call("sleep 1.5")));
+  const parallel = Promise.all(Array.from({ length: 8 }, () => timedCall(name, rpc, "sleep 1.5")));
   await Bun.sleep(800);
   const busy = rssMiB(rpc.proc.pid);
   await parallel;
-  return { trivial: median(trivial), execs: median(execs), idle, busy };
+  return { idle, busy };
 }
 
 const home = join(dir, "home");
@@ -79,46 +98,47 @@ async function initializeLatency(argv: string[], runs = RUNS): Promise<number> {
   return median(ms);
 }
 const oursInit = await initializeLatency([join(ROOT, "dist", "shellmcp"), "serve"]);
-const ours = await startLineRpc([join(ROOT, "dist", "shellmcp"), "serve", "--sandbox", "danger-full-access"], env);
-const o = await measure("shellmcp", ours);
-await ours.close();
-const oursRo = await startLineRpc([join(ROOT, "dist", "shellmcp"), "serve"], env);
-const oRo = await measure("shellmcp read-only", oursRo);
-await oursRo.close();
+const ref = referenceShellToolDir();
+const refArgv =
+  ref === undefined
+    ? undefined
+    : [join(ref, "codex-exec-mcp-server"), "--bash", join(ref, "bash", "debian-12", "bash"), "--execve", join(ref, "codex-execve-wrapper")];
+const servers: { name: string; rpc: LineRpc }[] = [
+  {
+    name: "shellmcp, danger-full-access",
+    rpc: await startLineRpc([join(ROOT, "dist", "shellmcp"), "serve", "--sandbox", "danger-full-access"], env),
+  },
+  { name: "shellmcp, read-only (bwrap)", rpc: await startLineRpc([join(ROOT, "dist", "shellmcp"), "serve"], env) },
+];
+if (refArgv !== undefined) {
+  const theirs = await startLineRpc(refArgv, env);
+  await theirs.request("codex/sandbox-state/update", { sandboxPolicy: { type: "danger-full-access" }, sandboxCwd: work });
+  servers.push({ name: "Codex 0.97.0, danger-full-access", rpc: theirs });
+}
+await interleaved(servers, "true", 3); // warm-up
+const trivial = await interleaved(servers, "true", RUNS);
+const execs = await interleaved(servers, "for i in $(seq 200); do /bin/true; done", 7);
+const mem: { idle: number; busy: number }[] = [];
+for (const s of servers) mem.push(await memory(s.name, s.rpc));
+for (const s of servers) await s.rpc.close();
 
 const fmt = (x: number) => x.toFixed(1).padStart(8);
-console.log(`shell tool over stdio, median (trivial: ${RUNS} calls; 200 execs: 5 calls)`);
+console.log(`shell tool over stdio, median (trivial: ${RUNS} calls; 200 execs: 7 calls; interleaved rounds)`);
 console.log(`${"".padEnd(38)} trivial ms  200-exec ms  RSS idle MiB  RSS 8 calls MiB`);
-console.log(`${"shellmcp, danger-full-access".padEnd(38)}${fmt(o.trivial)}   ${fmt(o.execs)}     ${fmt(o.idle)}       ${fmt(o.busy)}`);
-console.log(
-  `${"shellmcp, read-only (bwrap)".padEnd(38)}${fmt(oRo.trivial)}   ${fmt(oRo.execs)}     ${fmt(oRo.idle)}       ${fmt(oRo.busy)}`,
+servers.forEach((s, i) =>
+  console.log(
+    `${s.name.padEnd(38)}${fmt(median(trivial[i]!))}   ${fmt(median(execs[i]!))}     ${fmt(mem[i]!.idle)}       ${fmt(mem[i]!.busy)}`,
+  ),
 );
-const ref = referenceShellToolDir();
-if (ref === undefined) console.log(`initialize: shellmcp ${oursInit.toFixed(1)} ms (reference not installed (npm i): no ratios)`);
+if (refArgv === undefined) console.log(`initialize: shellmcp ${oursInit.toFixed(1)} ms (reference not installed (npm i): no ratios)`);
 else {
-  const refArgv = [
-    join(ref, "codex-exec-mcp-server"),
-    "--bash",
-    join(ref, "bash", "debian-12", "bash"),
-    "--execve",
-    join(ref, "codex-execve-wrapper"),
-  ];
   const theirsInit = await initializeLatency(refArgv);
   console.log(
     `initialize (spawn → answer), median of ${RUNS}: shellmcp ${oursInit.toFixed(1)} ms, Codex 0.97.0 ${theirsInit.toFixed(1)} ms, ratio ${(oursInit / theirsInit).toFixed(1)}× (target ≤ 20 ms)`,
   );
-  const theirs = await startLineRpc(
-    [join(ref, "codex-exec-mcp-server"), "--bash", join(ref, "bash", "debian-12", "bash"), "--execve", join(ref, "codex-execve-wrapper")],
-    env,
-  );
-  await theirs.request("codex/sandbox-state/update", { sandboxPolicy: { type: "danger-full-access" }, sandboxCwd: work });
-  const t = await measure("reference", theirs);
-  await theirs.close();
   console.log(
-    `${"Codex 0.97.0, danger-full-access".padEnd(38)}${fmt(t.trivial)}   ${fmt(t.execs)}     ${fmt(t.idle)}       ${fmt(t.busy)}`,
-  );
-  console.log(
-    `ratios ours/reference (danger-full-access): trivial ${(o.trivial / t.trivial).toFixed(2)}×, 200 execs ${(o.execs / t.execs).toFixed(2)}×, RSS idle ${(o.idle / t.idle).toFixed(1)}×, RSS busy ${(o.busy / t.busy).toFixed(1)}×`,
+    `ratios ours/reference (danger-full-access, median of paired rounds): trivial ${pairedRatio(trivial[0]!, trivial[2]!).toFixed(2)}×, ` +
+      `200 execs ${pairedRatio(execs[0]!, execs[2]!).toFixed(2)}×, RSS idle ${(mem[0]!.idle / mem[2]!.idle).toFixed(1)}×, RSS busy ${(mem[0]!.busy / mem[2]!.busy).toFixed(1)}×`,
   );
 }
 
@@ -185,6 +205,12 @@ const ourWw = await startWorkspaceWrite(
   [join(ROOT, "dist", "shellmcp"), "serve"],
   codex097 ?? join(ROOT, "dist", "codex-linux-sandbox"),
 );
+// The same with the Landlock backend (the protection Codex 0.97's helper gives: no .git carve-outs), for comparison.
+const ourWwLandlock = await startWorkspaceWrite(
+  "shellmcp-landlock",
+  [join(ROOT, "dist", "shellmcp"), "serve", "--sandbox-backend", "landlock"],
+  codex097 ?? join(ROOT, "dist", "codex-linux-sandbox"),
+);
 let refWw: WwServer | undefined;
 let refWwMissing: string | undefined;
 if (ref === undefined) refWwMissing = "reference @openai/codex-shell-tool-mcp not installed (npm ci)";
@@ -201,22 +227,28 @@ else {
     refWwMissing = (e as Error).message;
   }
 }
-// Interleaved (order alternating each round) so both see the same load from the other core.
-const wwServers = refWw === undefined ? [ourWw] : [ourWw, refWw];
+// Interleaved (order rotating each round) so all see the same load from the other core.
+const wwServers = refWw === undefined ? [ourWw, ourWwLandlock] : [ourWw, ourWwLandlock, refWw];
 for (let i = 0; i < 3; i++) for (const s of wwServers) await shellCall(s, "true", true);
 const wwMs = new Map<WwServer, number[]>(wwServers.map((s) => [s, []]));
 for (let i = 0; i < RUNS; i++) {
-  for (const s of i % 2 === 0 ? wwServers : [...wwServers].reverse()) wwMs.get(s)!.push((await shellCall(s, "true", true)).ms);
+  for (let k = 0; k < wwServers.length; k++) {
+    const s = wwServers[(i + k) % wwServers.length]!;
+    wwMs.get(s)!.push((await shellCall(s, "true", true)).ms);
+  }
 }
 for (const s of wwServers) await s.rpc.close();
 rmSync(ww, { recursive: true, force: true });
-const oursWw = median(wwMs.get(ourWw)!);
 const wwHead = `trivial call, login: true, workspace-write (sandbox checked: inside writable, outside refused), median of ${RUNS}:`;
+const ms = (s: WwServer) => median(wwMs.get(s)!).toFixed(1);
 if (refWw === undefined)
-  console.log(`${wwHead} shellmcp ${oursWw.toFixed(1)} ms; Codex 0.97.0 + 0.97 helper: n/a (${refWwMissing}) (target ≤ 0.8×)`);
-else {
-  const theirsWw = median(wwMs.get(refWw)!);
   console.log(
-    `${wwHead} shellmcp ${oursWw.toFixed(1)} ms, Codex 0.97.0 + 0.97 helper ${theirsWw.toFixed(1)} ms, ratio ${(oursWw / theirsWw).toFixed(2)}× (target ≤ 0.8×)`,
+    `${wwHead} shellmcp ${ms(ourWw)} ms (Landlock backend ${ms(ourWwLandlock)} ms); Codex 0.97.0 + 0.97 helper: n/a (${refWwMissing}) (target ≤ 0.8×)`,
+  );
+else {
+  console.log(
+    `${wwHead} shellmcp (bwrap, the default) ${ms(ourWw)} ms, shellmcp --sandbox-backend landlock ${ms(ourWwLandlock)} ms, ` +
+      `Codex 0.97.0 + 0.97 helper (Landlock) ${ms(refWw)} ms; paired ratios: bwrap ${pairedRatio(wwMs.get(ourWw)!, wwMs.get(refWw)!).toFixed(2)}×, ` +
+      `landlock ${pairedRatio(wwMs.get(ourWwLandlock)!, wwMs.get(refWw)!).toFixed(2)}× (target ≤ 0.8×)`,
   );
 }
