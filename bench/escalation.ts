@@ -13,7 +13,8 @@
  * - reference: Codex 0.97.0's codex-exec-mcp-server + its Rust wrapper + its bundled bash, driven over MCP stdio
  *   (`tools/call shell` under danger-full-access).
  * Per-exec cost = (time of the N-exec command − time of the same command with 0 execs) / N, so the fixed cost of
- * a call (MCP round trip, shell start) cancels out. Median of ROUNDS rounds; the variants alternate in each round.
+ * a call (MCP round trip, shell start) cancels out. Median of ROUNDS rounds; every variant and the reference run in
+ * each round, and ratios are medians of per-round ratios (the VM's speed drifts between rounds).
  *
  *   bun bench/escalation.ts [execs] [rounds]
  */
@@ -28,7 +29,7 @@ import { policyFromSources } from "../src/execpolicy/load.ts";
 import { decideExec, type EscalationSettings } from "../src/mcp/escalation-policy.ts";
 import { INTERCEPT_ENV_VAR, interceptSetFor } from "../src/mcp/intercept-set.ts";
 import { startLineRpc } from "../test/helpers/reference.ts";
-import { median, referenceShellToolDir, ROOT } from "./lib.ts";
+import { median, pairedRatio, referenceShellToolDir, ROOT } from "./lib.ts";
 
 const N = Number(process.argv[2] ?? 200);
 const ROUNDS = Number(process.argv[3] ?? 7);
@@ -120,53 +121,57 @@ async function perExec(run: (script: string) => Promise<number>, into: number[])
   into.push((full - base) / N);
 }
 
-const server = await EscalationServer.start();
-const variants: Variant[] = ["bare", "skip", "client", "minimal", "wrapper"];
-const results: Record<Variant, number[]> = { bare: [], skip: [], client: [], minimal: [], wrapper: [] };
-for (const v of variants) await oursOnce(server, v, loop(10)); // warm-up
-for (let r = 0; r < ROUNDS; r++) for (const v of variants) await perExec((s) => oursOnce(server, v, s), results[v]);
-await server.stop();
-const ours = Object.fromEntries(variants.map((v) => [v, median(results[v])])) as Record<Variant, number>;
-
-console.log(`per exec (${N} × /bin/true in one bash run, decision Run), median of ${ROUNDS}`);
-console.log(`bare patched bash, no interception          ${ours.bare.toFixed(3)} ms`);
-console.log(
-  `skip (program outside the intercept set)    ${ours.skip.toFixed(3)} ms   ${(ours.skip / ours.bare).toFixed(2)}× bare (target ≤ 1.05×)`,
-);
-console.log(`in-shell client + our server (named, Run)   ${ours.client.toFixed(3)} ms`);
-console.log(
-  `in-shell client + minimal responder         ${ours.minimal.toFixed(3)} ms   (the client's own cost; the rest is the server's)`,
-);
-console.log(`codex-execve-wrapper role + our server      ${ours.wrapper.toFixed(3)} ms`);
-
-const ref = referenceShellToolDir();
-if (ref === undefined) {
-  console.log("reference not installed (npm i): skipped");
-} else {
+/** Codex 0.97.0's server + Rust wrapper + bundled bash over MCP stdio (danger-full-access), or undefined. */
+async function startReference(): Promise<{ once: (script: string) => Promise<number>; close: () => Promise<void> } | undefined> {
+  const ref = referenceShellToolDir();
+  if (ref === undefined) return undefined;
   const home = join(dir, "codex-home");
   mkdirSync(home);
   const work = join(dir, "work");
   mkdirSync(work);
   const rpc = await startLineRpc(
     [join(ref, "codex-exec-mcp-server"), "--bash", join(ref, "bash", "debian-12", "bash"), "--execve", join(ref, "codex-execve-wrapper")],
-    {
-      PATH: "/usr/bin:/bin",
-      HOME: "/root",
-      CODEX_HOME: home,
-    },
+    { PATH: "/usr/bin:/bin", HOME: "/root", CODEX_HOME: home },
   );
   await rpc.request("codex/sandbox-state/update", { sandboxPolicy: { type: "danger-full-access" }, sandboxCwd: work });
-  const refOnce = async (script: string) => {
+  const once = async (script: string) => {
     const t0 = Bun.nanoseconds();
     await rpc.request("tools/call", { name: "shell", arguments: { command: script, workdir: work, login: false } });
     return (Bun.nanoseconds() - t0) / 1e6;
   };
-  await refOnce(loop(10));
-  const per: number[] = [];
-  for (let r = 0; r < ROUNDS; r++) await perExec(refOnce, per);
-  const theirs = median(per);
-  await rpc.close();
-  console.log(`reference 0.97.0 (Rust wrapper + server)    ${theirs.toFixed(3)} ms`);
-  console.log(`in-shell client / reference: ${(ours.client / theirs).toFixed(2)}× (target ≤ 0.8×)`);
-  console.log(`wrapper role / reference:    ${(ours.wrapper / theirs).toFixed(2)}×`);
+  return { once, close: () => rpc.close() };
+}
+
+const server = await EscalationServer.start();
+const reference = await startReference();
+const variants: Variant[] = ["bare", "skip", "client", "minimal", "wrapper"];
+const results: Record<Variant | "reference", number[]> = { bare: [], skip: [], client: [], minimal: [], wrapper: [], reference: [] };
+for (const v of variants) await oursOnce(server, v, loop(10)); // warm-up
+await reference?.once(loop(10));
+// Every round runs every variant and the reference back to back, so the per-round ratios cancel the VM's drift.
+for (let r = 0; r < ROUNDS; r++) {
+  for (const v of variants) await perExec((s) => oursOnce(server, v, s), results[v]);
+  if (reference !== undefined) await perExec(reference.once, results.reference);
+}
+await server.stop();
+await reference?.close();
+const ours = Object.fromEntries(variants.map((v) => [v, median(results[v])])) as Record<Variant, number>;
+
+console.log(`per exec (${N} × /bin/true in one bash run, decision Run), median of ${ROUNDS} interleaved rounds`);
+console.log(`bare patched bash, no interception          ${ours.bare.toFixed(3)} ms`);
+console.log(
+  `skip (program outside the intercept set)    ${ours.skip.toFixed(3)} ms   ${pairedRatio(results.skip, results.bare).toFixed(2)}× bare (target ≤ 1.05×)`,
+);
+console.log(`in-shell client + our server (named, Run)   ${ours.client.toFixed(3)} ms`);
+console.log(
+  `in-shell client + minimal responder         ${ours.minimal.toFixed(3)} ms   (the client's own cost; the rest is the server's)`,
+);
+console.log(`codex-execve-wrapper role + our server      ${ours.wrapper.toFixed(3)} ms`);
+if (reference === undefined) {
+  console.log("reference not installed (npm i): skipped");
+} else {
+  console.log(`reference 0.97.0 (Rust wrapper + server)    ${median(results.reference).toFixed(3)} ms`);
+  console.log(`paired ratios (median of per-round ratios):`);
+  console.log(`  in-shell client / reference: ${pairedRatio(results.client, results.reference).toFixed(2)}× (target ≤ 0.8×)`);
+  console.log(`  wrapper role / reference:    ${pairedRatio(results.wrapper, results.reference).toFixed(2)}×`);
 }

@@ -34,6 +34,14 @@ export function median(xs: number[]): number {
 }
 
 /**
+ * Median of the per-round ratios `a[i] / b[i]`, where `a` and `b` were measured alternately in the same rounds:
+ * on a machine whose speed drifts (a shared VM), this cancels the drift that a ratio of two medians keeps.
+ */
+export function pairedRatio(a: number[], b: number[]): number {
+  return median(a.map((x, i) => x / b[i]!));
+}
+
+/**
  * Time `runs` sequential spawns of `argv` (stdio ignored); returns the median wall time of one start in ms.
  * Repeats in `rounds` rounds and takes the median round to damp noise from the other core.
  */

@@ -1,7 +1,8 @@
 /**
  * Cost of running `/bin/true` under the sandbox, as a person would: `shellmcp sandbox linux` per backend
  * (read-only policy), against `codex sandbox -- /bin/true` (0.169, bubblewrap), plain bwrap with a comparable
- * argv, and bare exec. Median of N runs each; ratios against Codex.
+ * argv, bare exec and `shellmcp --version` (the floor: one Bun start). N interleaved rounds; ratios are medians of
+ * per-round ratios, against Codex (read-only) and plain bwrap (workspace-write).
  *
  *   bun bench/sandbox.ts [runs]
  */
@@ -9,49 +10,58 @@ import { mkdirSync, mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { referenceCodex } from "../test/helpers/reference.ts";
-import { median, ROOT, row } from "./lib.ts";
+import { median, pairedRatio, ROOT } from "./lib.ts";
 
 const RUNS = Number(process.argv[2] ?? 40);
 const ours = join(ROOT, "dist", "shellmcp");
 
-function time(argv: string[], env: Record<string, string | undefined> = process.env, opts: { cwd?: string } = {}): number {
-  const per: number[] = [];
-  for (let i = 0; i < RUNS; i++) {
-    const t0 = Bun.nanoseconds();
-    const r = Bun.spawnSync(argv, { cwd: opts.cwd, stdin: "ignore", stdout: "ignore", stderr: "pipe", env: env as Record<string, string> });
-    per.push((Bun.nanoseconds() - t0) / 1e6);
-    if (r.exitCode !== 0) throw new Error(`${argv.join(" ")} failed: ${r.stderr}`);
-  }
-  return median(per);
+/** One run of `argv` (stdio ignored, stderr kept for the error), in ms; throws when it fails. */
+function once(argv: string[], env: Record<string, string | undefined>, cwd?: string): number {
+  const t0 = Bun.nanoseconds();
+  const r = Bun.spawnSync(argv, { cwd, stdin: "ignore", stdout: "ignore", stderr: "pipe", env: env as Record<string, string> });
+  const ms = (Bun.nanoseconds() - t0) / 1e6;
+  if (r.exitCode !== 0) throw new Error(`${argv.join(" ")} failed: ${r.stderr}`);
+  return ms;
 }
 
-const bare = time(["/bin/true"]);
-const bwrap = time([
-  "bwrap",
-  "--new-session",
-  "--die-with-parent",
-  "--ro-bind",
-  "/",
-  "/",
-  "--dev",
-  "/dev",
-  "--unshare-user",
-  "--unshare-pid",
-  "--unshare-ipc",
-  "--unshare-net",
-  "--proc",
-  "/proc",
-  "--",
-  "/bin/true",
-]);
-const landlock = time([ours, "sandbox", "linux", "--backend", "landlock", "--", "/bin/true"]);
-const ourBwrap = time([ours, "sandbox", "linux", "--backend", "bwrap", "--", "/bin/true"]);
+/** A measured command: its argv, environment and working directory. */
+interface Variant {
+  argv: string[];
+  env?: Record<string, string | undefined>;
+  cwd?: string;
+}
+
+const variants: Record<string, Variant> = {};
+variants.bare = { argv: ["/bin/true"] };
+variants.version = { argv: [ours, "--version"] };
+variants.bwrap = {
+  argv: [
+    "bwrap",
+    "--new-session",
+    "--die-with-parent",
+    "--ro-bind",
+    "/",
+    "/",
+    "--dev",
+    "/dev",
+    "--unshare-user",
+    "--unshare-pid",
+    "--unshare-ipc",
+    "--unshare-net",
+    "--proc",
+    "/proc",
+    "--",
+    "/bin/true",
+  ],
+};
+variants.landlock = { argv: [ours, "sandbox", "linux", "--backend", "landlock", "--", "/bin/true"] };
+variants.ourBwrap = { argv: [ours, "sandbox", "linux", "--backend", "bwrap", "--", "/bin/true"] };
 // workspace-write through bwrap (issue 13's target: ≤ 2× plain bwrap with the same mounts).
 const proj = mkdtempSync(join(tmpdir(), "shellmcp-bench-ww-"));
 Bun.spawnSync(["git", "init", "-q", proj]);
-const inProj = { cwd: proj };
-const plainWW = time(
-  [
+variants.plainWW = {
+  cwd: proj,
+  argv: [
     "bwrap",
     "--new-session",
     "--die-with-parent",
@@ -80,32 +90,39 @@ const plainWW = time(
     "--",
     "/bin/true",
   ],
-  process.env,
-  inProj,
-);
-const oursWW = time(
-  [ours, "sandbox", "linux", "--sandbox", "workspace-write", "--backend", "bwrap", "--", "/bin/true"],
-  process.env,
-  inProj,
-);
-const oursWWauto = time([ours, "sandbox", "linux", "--sandbox", "workspace-write", "--", "/bin/true"], process.env, inProj);
+};
+variants.oursWW = { cwd: proj, argv: [ours, "sandbox", "linux", "--sandbox", "workspace-write", "--backend", "bwrap", "--", "/bin/true"] };
+variants.oursWWauto = { cwd: proj, argv: [ours, "sandbox", "linux", "--sandbox", "workspace-write", "--", "/bin/true"] };
 const codex = referenceCodex();
 mkdirSync(process.env.HOME + "/.codex-bench", { recursive: true });
-const theirs =
-  codex === undefined
-    ? undefined
-    : time([codex, "sandbox", "--", "/bin/true"], { ...process.env, CODEX_HOME: process.env.HOME + "/.codex-bench" });
+if (codex !== undefined)
+  variants.codex = { argv: [codex, "sandbox", "--", "/bin/true"], env: { ...process.env, CODEX_HOME: process.env.HOME + "/.codex-bench" } };
 
-console.log(`/bin/true under a read-only sandbox, median of ${RUNS}`);
-row("bare exec", bare, theirs);
-row("plain bwrap", bwrap, theirs);
-row("shellmcp sandbox linux --backend landlock", landlock, theirs);
-row("shellmcp sandbox linux --backend bwrap", ourBwrap, theirs);
-if (theirs !== undefined) row("codex sandbox (0.169, bwrap)", theirs, theirs);
+// Interleaved: each round runs every variant once, so a drift in the VM's speed hits all of them alike.
+const times: Record<string, number[]> = Object.fromEntries(Object.keys(variants).map((k) => [k, []]));
+for (let r = 0; r < RUNS; r++) {
+  for (const [k, v] of Object.entries(variants)) times[k]!.push(once(v.argv, v.env ?? process.env, v.cwd));
+}
+const m = (k: string) => median(times[k]!);
+/** One row: the median and the median of per-round ratios against `base`. */
+function line(name: string, k: string, base?: string): void {
+  const ratio = base === undefined || times[base] === undefined ? "" : `  ${pairedRatio(times[k]!, times[base]!).toFixed(2)}×`;
+  console.log(`${name.padEnd(48)} ${m(k).toFixed(3).padStart(9)} ms${ratio}`);
+}
+const theirs = codex === undefined ? undefined : "codex";
+
+console.log(`/bin/true under a read-only sandbox, median of ${RUNS} interleaved rounds (ratios: median of per-round ratios)`);
+line("bare exec", "bare", theirs);
+line("shellmcp --version (Bun start + CLI)", "version", theirs);
+line("plain bwrap", "bwrap", theirs);
+line("shellmcp sandbox linux --backend landlock", "landlock", theirs);
+line("shellmcp sandbox linux --backend bwrap", "ourBwrap", theirs);
+if (theirs !== undefined) line("codex sandbox (0.169, bwrap)", "codex", theirs);
 else console.log("codex not installed (npm i): no ratios");
 console.log("(ratios are against codex sandbox)");
-console.log(`\nworkspace-write, /bin/true, bwrap, median of ${RUNS}`);
-row("plain bwrap, same mounts", plainWW, plainWW);
-row("shellmcp sandbox linux --backend bwrap", oursWW, plainWW);
-row("shellmcp sandbox linux (auto: + bwrap preflight)", oursWWauto, plainWW);
+console.log(`\nworkspace-write, /bin/true, bwrap`);
+line("plain bwrap, same mounts", "plainWW", "plainWW");
+line("shellmcp --version (Bun start + CLI)", "version", "plainWW");
+line("shellmcp sandbox linux --backend bwrap", "oursWW", "plainWW");
+line("shellmcp sandbox linux (auto: + bwrap preflight)", "oursWWauto", "plainWW");
 console.log("(ratios are against plain bwrap; target ≤ 2×)");

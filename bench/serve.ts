@@ -17,7 +17,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:f
 import { homedir, tmpdir } from "node:os";
 import { join } from "node:path";
 import { startLineRpc, type LineRpc } from "../test/helpers/reference.ts";
-import { codex097Exe, median, referenceShellToolDir, ROOT } from "./lib.ts";
+import { codex097Exe, median, pairedRatio, referenceShellToolDir, ROOT } from "./lib.ts";
 
 const RUNS = Number(process.argv[2] ?? 30);
 const dir = mkdtempSync(join(tmpdir(), "shellmcp-bench-serve-"));
@@ -51,11 +51,6 @@ async function interleaved(servers: { name: string; rpc: LineRpc }[], command: s
     }
   }
   return out;
-}
-
-/** Median of the per-round ratios a[i] / b[i] (paired: robust to the machine's speed drifting between rounds). */
-function pairedRatio(a: number[], b: number[]): number {
-  return median(a.map((x, i) => x / b[i]!));
 }
 
 /** Server RSS idle, then while 8 `sleep 1.5` calls run. */

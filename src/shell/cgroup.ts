@@ -77,9 +77,14 @@ export class CgroupManager {
     return new CgroupManager(base);
   }
 
-  /** A new, empty cgroup for one call. Throws when it cannot be created (the caller fails the call). */
+  /**
+   * A new, empty cgroup for one call. Throws when it cannot be created (the caller fails the call). The base is
+   * created again when it is gone (another server's {@link sweepStale} removes empty bases of pids it cannot
+   * see, e.g. across pid namespaces).
+   */
   create(): CallCgroup {
     const dir = join(this.base, `call-${this.next++}`);
+    mkdirSync(this.base, { recursive: true });
     mkdirSync(dir);
     return new CallCgroup(dir);
   }
