@@ -18,8 +18,8 @@
  *
  *   bun bench/escalation.ts [execs] [rounds]
  */
-import { mkdirSync, mkdtempSync, symlinkSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { mkdirSync, symlinkSync } from "node:fs";
+
 import { join } from "node:path";
 import * as libc from "../ffi/libc.ts";
 import { encodeResponse } from "../src/escalate/protocol.ts";
@@ -29,13 +29,13 @@ import { policyFromSources } from "../src/execpolicy/load.ts";
 import { decideExec, type EscalationSettings } from "../src/mcp/escalation-policy.ts";
 import { INTERCEPT_ENV_VAR, interceptSetFor } from "../src/mcp/intercept-set.ts";
 import { startLineRpc } from "../test/helpers/reference.ts";
-import { median, pairedRatio, referenceShellToolDir, ROOT } from "./lib.ts";
+import { benchDir, median, pairedRatio, referenceShellToolDir, ROOT } from "./lib.ts";
 
 const N = Number(process.argv[2] ?? 200);
 const ROUNDS = Number(process.argv[3] ?? 7);
 const loop = (n: number) => `for i in $(/usr/bin/seq 1 ${n}); do /bin/true; done`;
 
-const dir = mkdtempSync(join(tmpdir(), "shellmcp-bench-"));
+const dir = benchDir("shellmcp-bench-");
 const wrapper = join(dir, "codex-execve-wrapper");
 symlinkSync(join(ROOT, "dist", "shellmcp"), wrapper);
 const bash = join(ROOT, "dist", "shells", "bash");

@@ -8,12 +8,12 @@
  *
  *   bun bench/execpolicy.ts [cli-invocations]
  */
-import { mkdtempSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { writeFileSync } from "node:fs";
+
 import { join } from "node:path";
 import { policyFromSources } from "../src/execpolicy/load.ts";
 import { referenceCodex } from "../test/helpers/reference.ts";
-import { median, ROOT } from "./lib.ts";
+import { benchDir, median, ROOT } from "./lib.ts";
 
 const CLI_RUNS = Number(process.argv[2] ?? 100);
 const PROGRAMS = ["git", "npm", "cargo", "docker", "kubectl", "rm", "ls", "python3", "node", "make"];
@@ -67,7 +67,7 @@ console.log(
 );
 
 // CLI, one process per check.
-const dir = mkdtempSync(join(tmpdir(), "shellmcp-bench-ep-"));
+const dir = benchDir("shellmcp-bench-ep-");
 writeFileSync(join(dir, "bench.rules"), rules);
 function cli(exe: string): number {
   const per: number[] = [];

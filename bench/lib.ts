@@ -2,11 +2,19 @@
  * Shared helpers for bench/ scripts: timing repeated process start-ups, and locating the reference
  * programs from the npm dev dependencies. Benchmarks print figures; they never assert.
  */
-import { existsSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 
 /** Repository root. */
 export const ROOT = resolve(import.meta.dir, "..");
+
+/** A fresh folder `<tmpdir>/<prefix>XXXXXX`, removed with everything in it when the process exits. */
+export function benchDir(prefix: string): string {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  process.on("exit", () => rmSync(dir, { recursive: true, force: true }));
+  return dir;
+}
 
 /** Directory of the reference shell-tool MCP (0.97.0) binaries for this host, or undefined. */
 export function referenceShellToolDir(): string | undefined {

@@ -6,11 +6,11 @@
  *
  *   bun bench/sandbox.ts [runs]
  */
-import { mkdirSync, mkdtempSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { mkdirSync } from "node:fs";
+
 import { join } from "node:path";
 import { referenceCodex } from "../test/helpers/reference.ts";
-import { median, pairedRatio, ROOT } from "./lib.ts";
+import { benchDir, median, pairedRatio, ROOT } from "./lib.ts";
 
 const RUNS = Number(process.argv[2] ?? 40);
 const ours = join(ROOT, "dist", "shellmcp");
@@ -34,8 +34,14 @@ interface Variant {
 const variants: Record<string, Variant> = {};
 variants.bare = { argv: ["/bin/true"] };
 variants.version = { argv: [ours, "--version"] };
-variants.bwrap = {
-  argv: [
+/**
+ * The baseline: bubblewrap run by hand with the namespaces our plans use, read-only `/`, a private `/dev` and
+ * `/proc`, plus `mounts` (binds after the root), then `/bin/true`. Written out here rather than taken from
+ * src/sandbox/linux/bwrap.ts, so that the baseline does not move when our plans do.
+ */
+function plainBwrap(mounts: string[], tail: string[] = []): string[] {
+  const ns = ["--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-net", "--proc", "/proc"];
+  return [
     "bwrap",
     "--new-session",
     "--die-with-parent",
@@ -44,52 +50,25 @@ variants.bwrap = {
     "/",
     "--dev",
     "/dev",
-    "--unshare-user",
-    "--unshare-pid",
-    "--unshare-ipc",
-    "--unshare-net",
-    "--proc",
-    "/proc",
+    ...mounts,
+    ...ns,
+    ...tail,
     "--",
     "/bin/true",
-  ],
-};
+  ];
+}
+variants.bwrap = { argv: plainBwrap([]) };
 variants.landlock = { argv: [ours, "sandbox", "linux", "--backend", "landlock", "--", "/bin/true"] };
 variants.ourBwrap = { argv: [ours, "sandbox", "linux", "--backend", "bwrap", "--", "/bin/true"] };
 // workspace-write through bwrap (issue 13's target: ≤ 2× plain bwrap with the same mounts).
-const proj = mkdtempSync(join(tmpdir(), "shellmcp-bench-ww-"));
+const proj = benchDir("shellmcp-bench-ww-");
 Bun.spawnSync(["git", "init", "-q", proj]);
 variants.plainWW = {
   cwd: proj,
-  argv: [
-    "bwrap",
-    "--new-session",
-    "--die-with-parent",
-    "--ro-bind",
-    "/",
-    "/",
-    "--dev",
-    "/dev",
-    "--bind",
-    "/tmp",
-    "/tmp",
-    "--bind",
-    proj,
-    proj,
-    "--ro-bind",
-    join(proj, ".git"),
-    join(proj, ".git"),
-    "--unshare-user",
-    "--unshare-pid",
-    "--unshare-ipc",
-    "--unshare-net",
-    "--proc",
-    "/proc",
-    "--cap-drop",
-    "ALL",
-    "--",
-    "/bin/true",
-  ],
+  argv: plainBwrap(
+    ["--bind", "/tmp", "/tmp", "--bind", proj, proj, "--ro-bind", join(proj, ".git"), join(proj, ".git")],
+    ["--cap-drop", "ALL"],
+  ),
 };
 variants.oursWW = { cwd: proj, argv: [ours, "sandbox", "linux", "--sandbox", "workspace-write", "--backend", "bwrap", "--", "/bin/true"] };
 variants.oursWWauto = { cwd: proj, argv: [ours, "sandbox", "linux", "--sandbox", "workspace-write", "--", "/bin/true"] };

@@ -14,13 +14,13 @@
  *   bun bench/serve.ts [runs]
  */
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { homedir, tmpdir } from "node:os";
+import { homedir } from "node:os";
 import { join } from "node:path";
 import { startLineRpc, type LineRpc } from "../test/helpers/reference.ts";
-import { codex097Exe, median, pairedRatio, referenceShellToolDir, ROOT } from "./lib.ts";
+import { benchDir, codex097Exe, median, pairedRatio, referenceShellToolDir, ROOT } from "./lib.ts";
 
 const RUNS = Number(process.argv[2] ?? 30);
-const dir = mkdtempSync(join(tmpdir(), "shellmcp-bench-serve-"));
+const dir = benchDir("shellmcp-bench-serve-");
 const work = join(dir, "work");
 mkdirSync(work);
 

@@ -5,13 +5,13 @@
  *
  *   bun bench/startup.ts [runs]
  */
-import { mkdtempSync, symlinkSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { symlinkSync } from "node:fs";
+
 import { join } from "node:path";
-import { ROOT, referenceShellToolDir, row, timeSpawns } from "./lib.ts";
+import { benchDir, referenceShellToolDir, ROOT, row, timeSpawns } from "./lib.ts";
 
 const runs = Number(process.argv[2] ?? 200);
-const dir = mkdtempSync(join(tmpdir(), "shellmcp-bench-"));
+const dir = benchDir("shellmcp-bench-");
 const wrapper = join(dir, "codex-execve-wrapper");
 symlinkSync(join(ROOT, "dist", "shellmcp"), wrapper);
 

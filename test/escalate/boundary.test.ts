@@ -3,7 +3,7 @@
  * and what a sandbox can write (src/sandbox/writable.ts).
  */
 import { describe, expect, test } from "bun:test";
-import { chmodSync, mkdirSync, symlinkSync, writeFileSync } from "node:fs";
+import { chmodSync, mkdirSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { checkEscalation, escalatedEnv, safePath, type EscalationBoundary } from "../../src/escalate/boundary.ts";
 import { parseSandboxPolicy } from "../../src/sandbox/policy.ts";
@@ -54,10 +54,15 @@ describe("writable view", () => {
   test("a symlink in the project pointing at a system file is judged by its target", () => {
     const proj = project();
     symlinkSync("/usr/bin/id", join(proj, "id-link"));
-    symlinkSync(join(proj, "a.sh"), "/tmp/" + `shellmcp-link-${process.pid}`);
-    const bw = writableView(WW, proj, "bwrap", {});
-    expect(canWrite(bw, join(proj, "id-link"))).toBe(false);
-    expect(canWrite(bw, `/tmp/shellmcp-link-${process.pid}`)).toBe(true);
+    const link = `/tmp/shellmcp-link-${process.pid}`; // directly under /tmp (a writable root), not under $TMPDIR
+    symlinkSync(join(proj, "a.sh"), link);
+    try {
+      const bw = writableView(WW, proj, "bwrap", {});
+      expect(canWrite(bw, join(proj, "id-link"))).toBe(false);
+      expect(canWrite(bw, link)).toBe(true);
+    } finally {
+      rmSync(link, { force: true });
+    }
   });
 });
 

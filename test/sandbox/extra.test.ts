@@ -4,8 +4,8 @@
  * sibling, restricted reads, git, multiprocessing, fd hygiene, simulated missing kernel features.
  */
 import { CONF_BASE } from "../helpers/cleanup.ts";
-import { describe, expect, test } from "bun:test";
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { afterEach, describe, expect, test } from "bun:test";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { homedir } from "node:os";
 import { join } from "node:path";
 import { binaryAs, ensureBinary } from "../helpers/binary.ts";
@@ -256,12 +256,17 @@ describe.skipIf(process.platform !== "linux")("missing kernel features fail clos
 });
 
 describe.skipIf(process.platform !== "linux" || skipWithout("bwrap mount-order tests", bwrapMissing))("bwrap mount order", () => {
+  const cleanups: (() => void)[] = [];
+  afterEach(() => {
+    for (const c of cleanups.splice(0)) c();
+  });
   // A read-only re-bind must come after every writable bind that covers it: before the fix, the /tmp bind
   // (added after the cwd's) covered the cwd's read-only .git and made it writable again.
   for (const where of ["/tmp", "TMPDIR"] as const) {
     test(`a project under ${where} keeps .git read-only`, () => {
       const tmpRoot = where === "/tmp" ? "/tmp" : mkdtempSync(join(CONF_BASE, "tmpdir-"));
       const proj = mkdtempSync(join(tmpRoot, "shellmcp-proj-"));
+      cleanups.push(() => rmSync(proj, { recursive: true, force: true })); // /tmp itself: not under the run's folders
       expect(Bun.spawnSync(["git", "init", "-q", proj]).exitCode).toBe(0);
       const before = readFileSync(join(proj, ".git", "config"), "utf8");
       const env: Record<string, string> = where === "TMPDIR" ? { TMPDIR: tmpRoot } : {};

@@ -4,8 +4,8 @@
  * server's or the helper's environment under either backend, and seccomp's network-off filter lets `send()` on a
  * socketpair through while still denying `sendto` with an address.
  */
-import { afterAll, describe, expect, test } from "bun:test";
-import { mkdtempSync, readFileSync } from "node:fs";
+import { afterAll, afterEach, describe, expect, test } from "bun:test";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { closeAll, confDir, hostGit, py, requirePrograms, serveWithPid, token } from "../helpers/attack.ts";
 
@@ -13,11 +13,16 @@ requirePrograms("git", "bwrap", "/usr/bin/python3");
 afterAll(closeAll);
 
 describe("item 5: .git stays read-only under bwrap when the project is under /tmp or $TMPDIR", () => {
+  const made: string[] = [];
+  afterEach(() => {
+    for (const d of made.splice(0)) rmSync(d, { recursive: true, force: true });
+  });
   for (const where of ["/tmp", "$TMPDIR"] as const) {
     test(`project under ${where}: writing .git/config fails inside workspace-write`, async () => {
       const tmpdir = confDir("tmpdir");
       const base = where === "/tmp" ? "/tmp" : tmpdir;
       const repo = mkdtempSync(join(base, "shellmcp-sec-proj-"));
+      made.push(repo); // /tmp itself: not under the run's folders
       hostGit(repo, "init", "-q");
       const before = readFileSync(join(repo, ".git", "config"), "utf8");
       const s = await serveWithPid({ args: ["--sandbox-backend", "bwrap"], env: { TMPDIR: tmpdir } });
