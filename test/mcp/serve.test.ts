@@ -378,3 +378,32 @@ describe.skipIf(skip)("robustness (raw stdio)", () => {
     expect(await noProcessLeft(NAP[102])).toEqual([]);
   });
 });
+
+describe.skipIf(skip)("login: false reads no startup file, whatever the sandbox", () => {
+  // Bash sources ~/.bashrc when it thinks rshd started it: getpeername(0) failing with an errno outside POSIX's
+  // list counts as "a network connection". The network-off seccomp filter answers getpeername with EPERM, so an
+  // unpatched bash (and Codex 0.97's server) runs ~/.bashrc in every `login: false` call, and only when the
+  // network is off. Our bash patch counts EPERM/ENOSYS as "not a connection" (patches/, lib/sh/netconn.c).
+  const CASES = [
+    ["bwrap", { type: "read-only" }],
+    ["bwrap", { type: "workspace-write", network_access: false }],
+    ["bwrap", { type: "workspace-write", network_access: true }],
+    ["landlock", { type: "workspace-write", network_access: false }],
+    ["landlock", { type: "read-only" }],
+    ["bwrap", { type: "danger-full-access" }],
+  ] as const;
+  for (const [backend, policy] of CASES) {
+    test(`${backend}, ${JSON.stringify(policy)}: ~/.bashrc not read with login: false; ~/.profile read with login: true`, async () => {
+      const s = await serve({ args: ["--sandbox-backend", backend] });
+      writeFileSync(join(s.codexHome, ".bashrc"), "echo BASHRC-READ\n");
+      writeFileSync(join(s.codexHome, ".profile"), "echo PROFILE-READ\n");
+      const ws = workspace();
+      expect(await s.sandboxState(policy, ws)).toEqual({});
+      const plain = await s.shell({ command: "echo ran", workdir: ws, login: false });
+      expect(plain.out.output).toBe("ran\n");
+      const login = await s.shell({ command: "echo ran", workdir: ws, login: true });
+      expect(login.out.output).toContain("PROFILE-READ\n");
+      expect(login.out.output).toContain("ran\n");
+    });
+  }
+});
