@@ -189,14 +189,14 @@ export class CallCgroup {
   }
 
   /**
-   * Kill what is left, then remove the folder once the kernel has emptied it: retries every 50 ms for up to ~2 s,
-   * killing again every 0.5 s (a member caught mid-fork by the first kill).
+   * Remove the folder, killing what is left first: an empty cgroup is removed at once (the usual case at the end
+   * of a call, which has already written `cgroup.kill`: no second write); a populated one is killed, then
+   * removed once the kernel has emptied it, retrying every 50 ms for up to ~2 s and killing again every 0.5 s.
    */
   async dispose(): Promise<void> {
-    this.kill();
     for (let i = 0; i < 40; i++) {
       if (tryRmdir(this.dir)) return;
-      if (i % 10 === 9) this.kill();
+      if (i % 10 === 0) this.kill();
       await Bun.sleep(50);
     }
     log.warn("a call's cgroup could not be removed", { dir: this.dir, members: this.members() });

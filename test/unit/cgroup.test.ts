@@ -45,6 +45,19 @@ describe.skipIf(skipWithout("cgroup suite", missing))("per-call cgroups", () => 
     expect(existsSync(m.base)).toBe(false);
   });
 
+  test("dispose of a populated call cgroup kills its members, then removes it; of an empty one, removes it", async () => {
+    const m = CgroupManager.detect() as CgroupManager;
+    cleanups.push(() => void m.shutdown());
+    const busy = m.create();
+    const p = Bun.spawn(["setsid", "sleep", "300"], { stdio: ["ignore", "ignore", "ignore"] });
+    cleanups.push(() => p.kill(9));
+    busy.add(p.pid);
+    const empty = m.create();
+    await Promise.all([busy.dispose(), empty.dispose()]);
+    expect(await p.exited).toBe(137);
+    expect([existsSync(busy.dir), existsSync(empty.dir)]).toEqual([false, false]);
+  });
+
   test("a new manager removes empty folders of servers that are gone, and leaves populated ones", () => {
     const [emptyBase, busyBase, noCalls] = DEAD.map((pid) => join(parent, `shellmcp-${pid}`));
     for (const d of [emptyBase!, busyBase!, noCalls!]) {
