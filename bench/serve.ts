@@ -68,8 +68,8 @@ const home = join(dir, "home");
 mkdirSync(home);
 const env = { PATH: "/usr/bin:/bin", HOME: home, CODEX_HOME: home };
 
-/** Median ms from spawn to the first byte of the `initialize` answer, over `runs` starts. */
-async function initializeLatency(argv: string[], runs = RUNS): Promise<number> {
+/** Ms from spawn to the first byte of the `initialize` answer, for one start of `argv`. */
+async function initializeOnce(argv: string[]): Promise<number> {
   const line =
     JSON.stringify({
       jsonrpc: "2.0",
@@ -77,27 +77,34 @@ async function initializeLatency(argv: string[], runs = RUNS): Promise<number> {
       method: "initialize",
       params: { protocolVersion: "2025-06-18", capabilities: { elicitation: {} }, clientInfo: { name: "bench", version: "0" } },
     }) + "\n";
-  const ms: number[] = [];
-  for (let i = 0; i < runs; i++) {
-    const t0 = Bun.nanoseconds();
-    const p = Bun.spawn(argv, { env, stdin: "pipe", stdout: "pipe", stderr: "ignore" });
-    p.stdin.write(line);
-    p.stdin.flush();
-    const reader = p.stdout.getReader();
-    await reader.read();
-    ms.push((Bun.nanoseconds() - t0) / 1e6);
-    p.stdin.end();
-    p.kill();
-    await p.exited;
-  }
-  return median(ms);
+  const t0 = Bun.nanoseconds();
+  const p = Bun.spawn(argv, { env, stdin: "pipe", stdout: "pipe", stderr: "ignore" });
+  p.stdin.write(line);
+  p.stdin.flush();
+  const reader = p.stdout.getReader();
+  await reader.read();
+  const ms = (Bun.nanoseconds() - t0) / 1e6;
+  p.stdin.end();
+  p.kill();
+  await p.exited;
+  return ms;
 }
-const oursInit = await initializeLatency([join(ROOT, "dist", "shellmcp"), "serve"]);
+
+/** `initialize` latencies of each argv over `runs` rounds, the argvs alternating within each round. */
+async function initializeLatencies(argvs: string[][], runs = RUNS): Promise<number[][]> {
+  const out = argvs.map(() => [] as number[]);
+  for (let i = 0; i < runs; i++) for (let j = 0; j < argvs.length; j++) out[j]!.push(await initializeOnce(argvs[j]!));
+  return out;
+}
 const ref = referenceShellToolDir();
 const refArgv =
   ref === undefined
     ? undefined
     : [join(ref, "codex-exec-mcp-server"), "--bash", join(ref, "bash", "debian-12", "bash"), "--execve", join(ref, "codex-execve-wrapper")];
+const [oursInit, theirsInit] = await initializeLatencies([
+  [join(ROOT, "dist", "shellmcp"), "serve"],
+  ...(refArgv === undefined ? [] : [refArgv]),
+]);
 const servers: { name: string; rpc: LineRpc }[] = [
   {
     name: "shellmcp, danger-full-access",
@@ -125,11 +132,12 @@ servers.forEach((s, i) =>
     `${s.name.padEnd(38)}${fmt(median(trivial[i]!))}   ${fmt(median(execs[i]!))}     ${fmt(mem[i]!.idle)}       ${fmt(mem[i]!.busy)}`,
   ),
 );
-if (refArgv === undefined) console.log(`initialize: shellmcp ${oursInit.toFixed(1)} ms (reference not installed (npm i): no ratios)`);
+if (theirsInit === undefined)
+  console.log(`initialize: shellmcp ${median(oursInit!).toFixed(1)} ms (reference not installed (npm i): no ratios)`);
 else {
-  const theirsInit = await initializeLatency(refArgv);
   console.log(
-    `initialize (spawn → answer), median of ${RUNS}: shellmcp ${oursInit.toFixed(1)} ms, Codex 0.97.0 ${theirsInit.toFixed(1)} ms, ratio ${(oursInit / theirsInit).toFixed(1)}× (target ≤ 20 ms)`,
+    `initialize (spawn → answer), median of ${RUNS} alternating: shellmcp ${median(oursInit!).toFixed(1)} ms, Codex 0.97.0 ${median(theirsInit).toFixed(1)} ms, ` +
+      `paired ratio ${pairedRatio(oursInit!, theirsInit).toFixed(1)}× (target ≤ 20 ms)`,
   );
   console.log(
     `ratios ours/reference (danger-full-access, median of paired rounds): trivial ${pairedRatio(trivial[0]!, trivial[2]!).toFixed(2)}×, ` +
