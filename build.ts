@@ -41,7 +41,9 @@ function runtimeFor(target: string): string {
   if (!existsSync(exe)) {
     rmSync(dir, { recursive: true, force: true });
     mkdirSync(dir, { recursive: true });
-    run(["npm", "pack", "--silent", `${npmName}@${bunVersion}`], dir);
+    // npm's cache goes to .cache/npm, not ~/.npm: a build (and the tests that cross-compile) leaves HOME as it
+    // found it (issue 20).
+    run(["npm", "pack", "--silent", "--cache", join(ROOT, ".cache", "npm"), `${npmName}@${bunVersion}`], dir);
     run(["sh", "-c", "tar xzf *.tgz && rm -f *.tgz"], dir);
   }
   return exe;

@@ -2,7 +2,10 @@
 # Check that the README's first command works on a fresh machine: build a minimal Debian bookworm root with
 # mmdebstrap (variant minbase: no compiler, no Node, no git), copy the committed tree into it (`git archive
 # HEAD`, so nothing uncommitted or ignored leaks in), and run `bash scripts/install.sh && bash scripts/demo.sh`
-# inside it. With --tests, then also run `bash scripts/test.sh` there. Prints the time each phase took.
+# inside it. With --tests, then also run `bash scripts/test.sh` there with CI=true and a new HOME under /tmp (the
+# way .ci/run does; issue 20). Prints the time each phase took.
+# The root is entered with a new mount namespace and pivot_root, not chroot: the kernel refuses new user namespaces
+# to a chrooted process, and the sandbox suites need them.
 # Needs root and network access to deb.debian.org and the npm registry; the root is thrown away afterwards.
 #
 #   bash scripts/fresh-machine.sh [--tests]
@@ -37,7 +40,8 @@ bash scripts/demo.sh | grep -q "hello from shellmcp" || { echo "fresh-machine: d
 e=$(date +%s); echo "fresh-machine: demo.sh took $((e - m)) s"'
 if [ -n "$run_tests" ]; then
   inside="$inside"'
-CI=true bash scripts/test.sh; echo "fresh-machine: test.sh took $(( $(date +%s) - e )) s"'
+export HOME=$(mktemp -d /tmp/fresh-home.XXXXXX); CI=true bash scripts/test.sh
+echo "fresh-machine: test.sh took $(( $(date +%s) - e )) s"'
 fi
 
 start=$(date +%s)
@@ -45,6 +49,17 @@ mmdebstrap --quiet --mode=root --variant=minbase \
   --customize-hook='echo "fresh-machine: base root ready"' \
   --customize-hook="tar-in $tmp/tree.tar /root" \
   ${ca_env:+--customize-hook="tar-in $tmp/ca.tar /root"} \
-  --customize-hook="chroot \"\$1\" env -i $ca_env HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin TERM=dumb bash -c '$inside'" \
-  bookworm /dev/null http://deb.debian.org/debian
+  bookworm "$tmp/root" http://deb.debian.org/debian
+# Enter it with a new mount namespace and pivot_root (no chroot, no bwrap: a chrooted process may not create user
+# namespaces, and bwrap would set no_new_privs and give it a /proc a nested sandbox cannot remount), with the host's
+# /dev, /proc, /sys (its cgroup tree: per-call cgroups), name resolution and network.
+unshare --mount --propagation private -- /bin/sh -ec '
+  r="$1"; shift
+  mount --rbind "$r" "$r"
+  for d in dev proc sys; do mount --rbind "/$d" "$r/$d"; done
+  mount --bind /etc/resolv.conf "$r/etc/resolv.conf"
+  cd "$r"; mkdir -p .oldroot; pivot_root . .oldroot; cd /
+  umount -l /.oldroot; rmdir /.oldroot
+  exec "$@"' fresh-root "$tmp/root" \
+  /usr/bin/env -i $ca_env HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin TERM=dumb bash -c "$inside"
 echo "fresh-machine: passed in $(( $(date +%s) - start )) s"

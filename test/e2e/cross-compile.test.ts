@@ -3,15 +3,9 @@
  * (`@oven/bun-<target>`, cached in .cache/bun-runtimes). Checked from the executables' headers.
  */
 import { describe, expect, test } from "bun:test";
-import { readFileSync } from "node:fs";
-import { join } from "node:path";
-import { BUN, ROOT } from "../helpers/binary.ts";
+import { crossBuild } from "../helpers/binary.ts";
 
-function build(target: string): Buffer {
-  const r = Bun.spawnSync([BUN, join(ROOT, "build.ts"), "--target", target], { cwd: ROOT, stdout: "pipe", stderr: "pipe" });
-  expect(r.exitCode, r.stderr.toString()).toBe(0);
-  return readFileSync(join(ROOT, "dist", `shellmcp-${target}`)).subarray(0, 64);
-}
+const build = (target: string): Buffer => crossBuild(target).subarray(0, 64);
 
 describe("cross-compilation", () => {
   test("linux-arm64: an ELF executable for aarch64", () => {

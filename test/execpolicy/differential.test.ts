@@ -110,7 +110,11 @@ function runCheck(exe: string[], dir: string, c: Case): { status: number; stdout
     "--",
     ...c.argv,
   ];
-  const p = Bun.spawnSync([...exe, "execpolicy", "check", ...args], { cwd: dir, env: { PATH: "/usr/bin:/bin", HOME: "/root" } });
+  // HOME and CODEX_HOME of the test's own (Codex creates $CODEX_HOME/tmp): never the machine's.
+  const p = Bun.spawnSync([...exe, "execpolicy", "check", ...args], {
+    cwd: dir,
+    env: { PATH: "/usr/bin:/bin", HOME: dir, CODEX_HOME: join(dir, ".codex") },
+  });
   return { status: p.exitCode ?? -1, stdout: p.stdout.toString() };
 }
 

@@ -13,7 +13,8 @@ import { constants as osConstants } from "node:os";
 import { resolve } from "node:path";
 import { ShellmcpError } from "../../errors.ts";
 import { policyFromFlags, type SandboxCliOptions } from "../cli.ts";
-import { parsePermissionProfile, planPermissionProfile, planSandboxPolicy, type FilesystemPlan } from "../permission-profile.ts";
+import { parsePermissionProfile } from "../permission-profile.ts";
+import { planPermissionProfile, planSandboxPolicy, type FilesystemPlan } from "../filesystem-plan.ts";
 import { seatbeltLaunch, type SeatbeltHost, type SeatbeltLaunch } from "./seatbelt.ts";
 
 /** Options as commander parses them. */

@@ -23,7 +23,7 @@
 import { lstatSync, readlinkSync, realpathSync } from "node:fs";
 import { basename, dirname, join, normalize, resolve } from "node:path";
 import { isUnder, PROTECTED_NAMES, type WritableRoot } from "../policy.ts";
-import type { FilesystemPlan } from "../permission-profile.ts";
+import type { FilesystemPlan } from "../filesystem-plan.ts";
 import type { WritableView } from "../writable.ts";
 import { BASE_RULES, DYNAMIC_RULE_IDS, NETWORK_RULES, PLATFORM_DEFAULT_RULES, renderRules } from "./rules.ts";
 
@@ -130,11 +130,17 @@ function restrictedForms(p: string, host: SeatbeltHost): string[] {
   return own === full ? [own] : [own, full];
 }
 
-/** Read-only subpaths of one writable root as given (canonical), with the protected names added for legacy plans. */
+/**
+ * Read-only subpaths of one writable root (canonical). Strict plans (permission profiles): as the plan lists them.
+ * Legacy plans: whatever the root lists besides the protected names (a gitdir a `.git` file points at) first, then
+ * `.git`, `.agents`, `.codex` in that fixed order whether or not they exist, so that the policy text never depends
+ * on what happens to exist on the host (a `/tmp/.codex` used to reorder the parameters: issue 20).
+ */
 function ownCarveOuts(plan: FilesystemPlan, w: WritableRoot, host: SeatbeltHost): string[] {
-  const out = w.readOnlySubpaths.flatMap((p) => restrictedForms(p, host));
-  if (!plan.strict) for (const name of PROTECTED_NAMES) out.push(...restrictedForms(join(w.root, name), host));
-  return out;
+  if (plan.strict) return w.readOnlySubpaths.flatMap((p) => restrictedForms(p, host));
+  const fixed = PROTECTED_NAMES.map((name) => join(w.root, name));
+  const others = w.readOnlySubpaths.filter((p) => !fixed.includes(p));
+  return [...others, ...fixed].flatMap((p) => restrictedForms(p, host));
 }
 
 /**

@@ -4,15 +4,7 @@
  * path). They cannot be run here; what runs on a Mac is listed in README.md ("macOS").
  */
 import { describe, expect, test } from "bun:test";
-import { readFileSync } from "node:fs";
-import { join } from "node:path";
-import { BUN, ROOT } from "../../helpers/binary.ts";
-
-function build(target: string): Buffer {
-  const r = Bun.spawnSync([BUN, join(ROOT, "build.ts"), "--target", target], { cwd: ROOT, stdout: "pipe", stderr: "pipe" });
-  expect(r.exitCode, r.stderr.toString()).toBe(0);
-  return readFileSync(join(ROOT, "dist", `shellmcp-${target}`));
-}
+import { crossBuild as build } from "../../helpers/binary.ts";
 
 describe("darwin builds", () => {
   for (const [target, cpu] of [

@@ -263,6 +263,36 @@ describe("Seatbelt golden policies", () => {
   }
 });
 
+describe("the policy text does not depend on what exists on the host (issue 20)", () => {
+  // A writable root of its own (standing in for /tmp or $TMPDIR, whose contents belong to the machine): the
+  // legacy policy must read the same whether or not `.codex`, `.agents` or `.git` exist in it, also when the
+  // root is the cwd and when it is an extra writable root.
+  const host = join(WS, "host-root");
+  const work = join(WS, "host-work");
+  mkdirSync(host);
+  mkdirSync(work);
+  const policy = JSON.stringify({ type: "workspace-write", writable_roots: [host], ...noTmp });
+  for (const [name, cwd] of [
+    ["as an extra writable root", work],
+    ["as the cwd", host],
+  ] as const) {
+    test(name, async () => {
+      const c: Case = { name, cwd, opts: { policy } };
+      const bare = await printPolicy(c);
+      expect(bare.code).toBe(0);
+      expect(bare.out).toContain(`${host.replace(WS_NAME, "sbgold-WS")}/.codex`);
+      for (const present of [[".codex"], [".agents"], [".codex", ".agents"]]) {
+        for (const n of present) mkdirSync(join(host, n));
+        try {
+          expect((await printPolicy(c)).out).toBe(bare.out);
+        } finally {
+          for (const n of present) rmSync(join(host, n), { recursive: true });
+        }
+      }
+    });
+  }
+});
+
 describe("every generated rule traces to a Codex rule (docs/seatbelt.md)", () => {
   const doc = readFileSync(join(ROOT, "docs", "seatbelt.md"), "utf8");
   const tableIds = new Set([...doc.matchAll(/^\| \[([A-Z]\d\d)\] \|/gm)].map((m) => m[1]!));

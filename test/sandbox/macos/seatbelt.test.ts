@@ -15,7 +15,7 @@ import {
   seatbeltShellLaunch,
   seatbeltWritableView,
 } from "../../../src/sandbox/macos/seatbelt.ts";
-import { planSandboxPolicy, type FilesystemPlan } from "../../../src/sandbox/permission-profile.ts";
+import { planSandboxPolicy, type FilesystemPlan } from "../../../src/sandbox/filesystem-plan.ts";
 import { ensureBinary } from "../../helpers/binary.ts";
 
 const WS = mkdtempSync("/tmp/sbunit-");

@@ -3,7 +3,7 @@
  * policy generated from the call's plan, and Codex's markers are added to its environment.
  */
 import { describe, expect, test } from "bun:test";
-import { planSandboxPolicy } from "../../../src/sandbox/permission-profile.ts";
+import { planSandboxPolicy } from "../../../src/sandbox/filesystem-plan.ts";
 import { parseSandboxPolicy } from "../../../src/sandbox/policy.ts";
 import { planLaunch } from "../../../src/shell/run-command.ts";
 import { tempDir } from "../../helpers/binary.ts";
