@@ -9,7 +9,8 @@
  */
 import type { FsMethod } from "./fs-ops.ts";
 import { rpcError, RPC } from "./rpc.ts";
-import { sandboxedArgv, selfCommand, type ExecSandbox } from "./sandbox.ts";
+import { selfCommand } from "../self.ts";
+import { sandboxedArgv, type ExecSandbox } from "./sandbox.ts";
 
 /** Helper answer on stdout. */
 export type FsHelperAnswer =

@@ -1,26 +1,69 @@
 /**
- * `shellmcp exec-server [--listen ws://IP:PORT] [--allow-non-loopback]`: start the exec-server and print its URL
- * (`ws://127.0.0.1:PORT`, one line on stdout) once it listens. Port 0 picks a free port. Only loopback addresses
- * are accepted unless `--allow-non-loopback`: the server has no authentication, so anyone who can reach it can run
- * any command and read or write any file as this user.
+ * `shellmcp exec-server`: the command line of `codex exec-server` 0.169 (names, defaults, error texts), then start
+ * the server.
+ *
+ * - `--listen ws://IP:PORT` (default `ws://127.0.0.1:0`, a free port): prints the URL (one line on stdout) once it
+ *   listens. `--listen stdio` / `stdio://`: JSON-RPC lines on stdin/stdout, nothing else printed, ends at stdin EOF.
+ * - `--ws-auth capability-token|signed-bearer-token` and its flags (./auth.ts); refused with stdio as Codex does.
+ *   Unlike Codex, a non-loopback address without `--ws-auth` needs `--allow-non-loopback` (anyone who can connect
+ *   could run any command as this user).
+ * - `--concurrent-requests COUNT` (≥ 1, default 1), `--linux-sandbox-pid-namespace isolate|inherit` (default
+ *   isolate; sandboxed processes get a pid namespace of their own), `--exit-on-stdin-close` (also
+ *   `CODEX_EXEC_SERVER_EXIT_ON_STDIN_CLOSE`), `-c key=value`, `--enable/--disable FEATURE` (checked against
+ *   0.169's feature names), `--strict-config` ($CODEX_HOME/config.toml must parse).
+ * - `--remote`, `forward` and the other registration flags (OpenAI's cloud: ChatGPT remote environments over the
+ *   Noise relay) are refused as out of scope.
  *
  * Environment: `EXEC_SERVER_DETACHED_SESSION_TTL_MS` (detached-session TTL, default 30000) and
  * `EXEC_SERVER_PROCESS_RETENTION_MS` (closed-process retention, default 30000).
  */
+import { existsSync, readFileSync } from "node:fs";
 import { isIP } from "node:net";
+import { homedir } from "node:os";
+import { join } from "node:path";
+import { ShellmcpError } from "../errors.ts";
 import { writeStderr } from "../stderr.ts";
+import type { AuthRefusal, WsAuthArgs } from "./auth.ts";
+import { setPidNamespaceMode } from "./sandbox.ts";
 import { DEFAULT_SERVER_OPTIONS, startExecServer, type ServerOptions } from "./server.ts";
 
 /** Options as commander parses them. */
-export interface ExecServerCliOptions {
+export interface ExecServerCliOptions extends WsAuthArgs {
   listen?: string;
   allowNonLoopback?: boolean;
   maxMessageBytes?: string;
+  concurrentRequests?: string;
+  linuxSandboxPidNamespace?: string;
+  exitOnStdinClose?: boolean;
+  config?: string[];
+  enable?: string[];
+  disable?: string[];
+  strictConfig?: boolean;
+  /** Codex's network-proxy routing flag: accepted, nothing to route (no proxy is started). */
+  proxyPrivateIpsViaUpstream?: boolean;
+  /** Any of Codex's remote-registration flags (refused). */
+  remote?: string;
+  remoteTransport?: string;
+  environmentId?: string;
+  name?: string;
+  useAgentIdentityAuth?: boolean;
+  registrationBearerStdin?: boolean;
+  executorCredentialStdin?: boolean;
+  chatgptTokenStdin?: boolean;
+  chatgptAccountId?: string;
+  awsSigv4?: boolean;
+  awsProfile?: string;
+  awsRegion?: string;
+  awsService?: string;
 }
+
+/** The message for `--remote`, `forward` and the other registration flags. */
+export const REMOTE_OUT_OF_SCOPE =
+  "remote registration (`--remote`, `forward`, the Noise relay transport and their credential flags) registers this executor with OpenAI's cloud (ChatGPT remote environments); that is out of scope for shellmcp. Listen on `ws://IP:PORT` (with `--ws-auth`) or `stdio` instead";
 
 /** Parse `ws://IP:PORT` as Codex does (an IP literal, IPv6 in brackets; no host names). Throws with Codex's text. */
 export function parseListenUrl(url: string): { hostname: string; port: number } {
-  if (!url.startsWith("ws://")) throw new Error(`unsupported --listen URL \`${url}\`; expected \`ws://IP:PORT\``);
+  if (!url.startsWith("ws://")) throw new Error(`unsupported --listen URL \`${url}\`; expected \`ws://IP:PORT\` or \`stdio\``);
   const rest = url.slice(5);
   const m = /^(?:\[([^\]]+)\]|([^:/]+)):(\d{1,5})$/.exec(rest);
   const host = m?.[1] ?? m?.[2];
@@ -50,27 +93,109 @@ function envMs(name: string, dflt: number): number {
   return n;
 }
 
-/** Run until SIGTERM/SIGINT; returns the exit status. */
+/** A clap-style value error (exit status 2), as Codex prints it. */
+class ValueError extends Error {}
+
+/**
+ * `--strict-config`: Codex refuses unknown fields in `$CODEX_HOME/config.toml`. shellmcp's exec-server reads no
+ * setting from it, so it checks what it can without Codex's whole schema: the file must parse as TOML.
+ */
+async function checkStrictConfig(): Promise<void> {
+  const home = process.env.CODEX_HOME ?? join(homedir(), ".codex");
+  const file = join(home, "config.toml");
+  if (!existsSync(file)) return;
+  const { parse } = await import("smol-toml");
+  try {
+    parse(readFileSync(file, "utf8"));
+  } catch (e) {
+    throw new ShellmcpError("CONFIG", `${file}: ${(e as Error).message.split("\n")[0]}`);
+  }
+}
+
+/** Validate everything, start the server, run until SIGTERM/SIGINT/SIGHUP (or stdin EOF); returns the exit status. */
 export async function execServerMain(o: ExecServerCliOptions): Promise<number> {
   let opts: ServerOptions;
+  let exitOnStdinClose: boolean;
   try {
-    const { hostname, port } = parseListenUrl(o.listen ?? "ws://127.0.0.1:0");
-    if (!isLoopback(hostname) && !o.allowNonLoopback) {
-      throw new Error(
-        `refusing to listen on non-loopback address ${hostname}: the exec-server has no authentication (anyone who can connect can run commands as this user); pass --allow-non-loopback to do it anyway`,
+    const remoteFlags = [
+      o.remote,
+      o.remoteTransport,
+      o.environmentId,
+      o.name,
+      o.useAgentIdentityAuth,
+      o.registrationBearerStdin,
+      o.executorCredentialStdin,
+      o.chatgptTokenStdin,
+      o.chatgptAccountId,
+      o.awsSigv4,
+      o.awsProfile,
+      o.awsRegion,
+      o.awsService,
+    ];
+    if (remoteFlags.some((f) => f !== undefined)) throw new ShellmcpError("USAGE", REMOTE_OUT_OF_SCOPE, { exitStatus: 2 });
+    const pidNs = o.linuxSandboxPidNamespace ?? "isolate";
+    if (pidNs !== "isolate" && pidNs !== "inherit")
+      throw new ValueError(`invalid value '${pidNs}' for '--linux-sandbox-pid-namespace <MODE>': expected 'isolate' or 'inherit'`);
+    let concurrentRequests = DEFAULT_SERVER_OPTIONS.concurrentRequests;
+    if (o.concurrentRequests !== undefined) {
+      const v = o.concurrentRequests;
+      if (!/^\+?\d+$/.test(v))
+        throw new ValueError(`invalid value '${v}' for '--concurrent-requests <COUNT>': invalid digit found in string`);
+      concurrentRequests = Number(v.replace(/^\+/, ""));
+      if (concurrentRequests === 0)
+        throw new ValueError(`invalid value '${v}' for '--concurrent-requests <COUNT>': number would be zero for non-zero type`);
+      if (!Number.isSafeInteger(concurrentRequests))
+        throw new ValueError(`invalid value '${v}' for '--concurrent-requests <COUNT>': number too large to fit in target type`);
+    }
+    const features = [...(o.enable ?? []), ...(o.disable ?? [])];
+    if (features.length > 0) {
+      const { CODEX_FEATURES } = await import("./codex-features.ts");
+      for (const f of features) if (!CODEX_FEATURES.has(f)) throw new ShellmcpError("USAGE", `Unknown feature flag: ${f}`);
+    }
+    if (o.strictConfig === true) await checkStrictConfig();
+    // node:crypto and the auth code are loaded only when a --ws-* flag is given (idle RSS of the plain server).
+    const wsFlags = [o.wsAuth, o.wsTokenFile, o.wsTokenSha256, o.wsSharedSecretFile, o.wsIssuer, o.wsAudience, o.wsMaxClockSkewSeconds];
+    const auth = wsFlags.some((f) => f !== undefined) ? await import("./auth.ts") : undefined;
+    const authSettings = auth?.parseWsAuthArgs(o);
+    const listen = o.listen ?? "ws://127.0.0.1:0";
+    const stdio = listen === "stdio" || listen === "stdio://";
+    if (stdio && authSettings !== undefined) throw new ShellmcpError("USAGE", "WebSocket auth requires a WebSocket listener, not stdio");
+    const { hostname, port } = stdio ? { hostname: "", port: 0 } : parseListenUrl(listen);
+    if (!stdio && !isLoopback(hostname) && authSettings === undefined && !o.allowNonLoopback) {
+      throw new ShellmcpError(
+        "USAGE",
+        `refusing to listen on non-loopback address ${hostname} without authentication (anyone who can connect could run commands as this user): pass --ws-auth capability-token|signed-bearer-token, or --allow-non-loopback to do it anyway`,
+        { exitStatus: 2 },
       );
     }
     const maxMessageBytes = o.maxMessageBytes === undefined ? DEFAULT_SERVER_OPTIONS.maxMessageBytes : Number(o.maxMessageBytes);
     if (!Number.isInteger(maxMessageBytes) || maxMessageBytes < 1024) throw new Error("--max-message-bytes must be an integer ≥ 1024");
+    const policy = auth?.loadWsAuthPolicy(authSettings);
+    const authorize =
+      auth === undefined || policy === undefined
+        ? undefined
+        : (authorization: string | null): AuthRefusal | undefined => auth.authorizeUpgrade(authorization, policy);
+    setPidNamespaceMode(pidNs);
+    exitOnStdinClose = o.exitOnStdinClose === true || /^(1|true|yes|on)$/i.test(process.env.CODEX_EXEC_SERVER_EXIT_ON_STDIN_CLOSE ?? "");
     opts = {
+      transport: stdio ? "stdio" : "websocket",
       hostname,
       port,
+      authorize,
+      concurrentRequests,
       detachedSessionTtlMs: envMs("EXEC_SERVER_DETACHED_SESSION_TTL_MS", DEFAULT_SERVER_OPTIONS.detachedSessionTtlMs),
       processRetentionMs: envMs("EXEC_SERVER_PROCESS_RETENTION_MS", DEFAULT_SERVER_OPTIONS.processRetentionMs),
       maxMessageBytes,
     };
   } catch (e) {
+    if (e instanceof ValueError) {
+      writeStderr(`error: ${e.message}\n\nFor more information, try '--help'.\n`);
+      return 2;
+    }
     writeStderr(`shellmcp exec-server: ${(e as Error).message}\n`);
+    // Codex exits 1 for its auth/config errors (anyhow) and 2 for argument-syntax errors (clap); our refusals of
+    // an address or of remote registration say 2 (`data.exitStatus`).
+    if (e instanceof ShellmcpError) return typeof e.data.exitStatus === "number" ? e.data.exitStatus : 1;
     return 2;
   }
   let srv;
@@ -80,13 +205,29 @@ export async function execServerMain(o: ExecServerCliOptions): Promise<number> {
     writeStderr(`shellmcp exec-server: cannot listen on ${opts.hostname}:${opts.port}: ${(e as Error).message}\n`);
     return 1;
   }
-  await Bun.write(Bun.stdout, `${srv.url}\n`);
+  if (opts.transport !== "stdio") await Bun.write(Bun.stdout, `${srv.url}\n`);
   return await new Promise<number>((resolve) => {
+    let stopping = false;
     const stop = () => {
+      if (stopping) return;
+      stopping = true;
       void srv.shutdown().then(() => resolve(0));
     };
     process.on("SIGTERM", stop);
     process.on("SIGINT", stop);
     process.on("SIGHUP", stop);
+    void srv.ended.then(stop);
+    if (exitOnStdinClose && opts.transport !== "stdio") {
+      void (async () => {
+        try {
+          for await (const _ of Bun.stdin.stream()) {
+            // discard: only the close matters
+          }
+        } catch {
+          // closed
+        }
+        stop();
+      })();
+    }
   });
 }

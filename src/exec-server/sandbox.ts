@@ -11,14 +11,10 @@
  */
 import { existsSync, lstatSync, readdirSync, rmdirSync } from "node:fs";
 import { join } from "node:path";
+import { selfCommand } from "../self.ts";
 import { ShellmcpError } from "../errors.ts";
-import {
-  parsePermissionProfile,
-  planPermissionProfile,
-  serializePermissionProfile,
-  summarySandboxPolicy,
-  type PermissionProfile,
-} from "../sandbox/permission-profile.ts";
+import { parsePermissionProfile, serializePermissionProfile, type PermissionProfile } from "../sandbox/permission-profile.ts";
+import { planPermissionProfile, summarySandboxPolicy } from "../sandbox/filesystem-plan.ts";
 import {
   hasFullDiskWrite,
   hasFullNetwork,
@@ -79,10 +75,15 @@ export function decodeSandbox(v: unknown, fallbackCwd: string, opts: { fsOperati
   return { policy, profile, cwd, sandboxType: "linuxSeccomp" };
 }
 
-/** argv that starts this binary again (compiled: the executable; from source: bun + main.ts). */
-export function selfCommand(): string[] {
-  const compiled = (process.argv[1] ?? "").startsWith("/$bunfs/");
-  return compiled ? [process.execPath] : [process.execPath, process.argv[1]!];
+let inheritPidNamespace = false;
+
+/**
+ * `--linux-sandbox-pid-namespace` of this server (Codex 0.169): `isolate` (default) gives each sandboxed process a
+ * pid namespace of its own (bwrap `--unshare-pid`: it cannot see or signal other processes of this user);
+ * `inherit` passes the helper Codex's `--inherit-pid-namespace` (no pid namespace, the host's /proc).
+ */
+export function setPidNamespaceMode(mode: "isolate" | "inherit"): void {
+  inheritPidNamespace = mode === "inherit";
 }
 
 /** argv that runs `command` under `sb` through our `codex-linux-sandbox` role (bwrap when available). */
@@ -99,6 +100,7 @@ export function sandboxedArgv(sb: ExecSandbox, command: string[]): string[] {
     "--sandbox-policy-cwd",
     sb.cwd,
     ...policy,
+    ...(inheritPidNamespace ? ["--inherit-pid-namespace"] : []),
     "--",
     ...command,
   ];

@@ -4,7 +4,6 @@
  * of sessions — attaching on `initialize`, detaching on disconnect (the session and its processes are kept for
  * the detached TTL, then killed). Outbound backpressure is measured against {@link OUTBOUND_HIGH_WATER_BYTES}.
  */
-import type { ServerWebSocket } from "bun";
 import { log } from "../log.ts";
 import type { ManagedProcess, ProcessEvent } from "./process.ts";
 
@@ -12,13 +11,26 @@ import type { ManagedProcess, ProcessEvent } from "./process.ts";
 export const OUTBOUND_HIGH_WATER_BYTES = 4 * 1024 * 1024;
 
 /**
- * One websocket connection: `session` once `initialize` succeeded; `initSent`/`initialized` the handshake so far;
+ * What a connection writes to: Bun's `ServerWebSocket` for websocket clients, or the stdio transport's adapter
+ * (`--listen stdio`, one JSON message per line on stdout). `getBufferedAmount` is the bytes accepted but not sent
+ * yet (backpressure); `cork` batches the sends `fn` makes.
+ */
+export interface ConnSocket {
+  send(text: string): unknown;
+  close(): void;
+  cork(fn: () => void): unknown;
+  getBufferedAmount(): number;
+}
+
+/**
+ * One client connection (a websocket, or stdin/stdout): `session` once `initialize` succeeded; `initSent`/`initialized` the handshake so far;
  * `queue`/`queuedBytes` inbound messages not handled yet (`busy` while one is); `closed` once it closed or was
- * closed; `drainWaiters` resolve when the socket drains (or closes).
+ * closed; `drainWaiters` resolve when the socket drains (or closes); `inFlight` requests being handled now (at most
+ * `--concurrent-requests`), `slotWaiters` resolve when one of them finishes.
  */
 export interface Conn {
   id: number;
-  ws: ServerWebSocket<ConnData>;
+  ws: ConnSocket;
   peer: string;
   session?: Session;
   initSent: boolean;
@@ -28,6 +40,8 @@ export interface Conn {
   busy: boolean;
   closed: boolean;
   drainWaiters: (() => void)[];
+  inFlight: number;
+  slotWaiters: (() => void)[];
 }
 
 /** Per-websocket data in Bun's server: the peer address (`ip:port`), and the connection once opened. */
@@ -109,6 +123,7 @@ export class SessionRegistry {
   detach(c: Conn): void {
     c.closed = true;
     for (const w of c.drainWaiters.splice(0)) w();
+    for (const w of c.slotWaiters.splice(0)) w();
     const s = c.session;
     if (s === undefined || s.attachment !== c) return;
     s.attachment = undefined;

@@ -92,3 +92,33 @@ export class ExecClient {
     this.ws.close();
   }
 }
+
+/** The `sandbox` Codex 0.169 sends under workspace-write (traces §5). */
+export function workspaceWrite(proj: string): Record<string, unknown> {
+  const special = (kind: string, subpath?: string) => ({ type: "special", value: subpath === undefined ? { kind } : { kind, subpath } });
+  return {
+    permissions: {
+      type: "managed",
+      file_system: {
+        type: "restricted",
+        entries: [
+          { path: special("root"), access: "read" },
+          { path: special("project_roots"), access: "write" },
+          { path: special("slash_tmp"), access: "write" },
+          { path: special("tmpdir"), access: "write" },
+          ...[".git", ".agents", ".codex", ".aws"].map((s) => ({
+            path: special("project_roots", s),
+            access: "read",
+            missing_path_behavior: "skip",
+          })),
+        ],
+      },
+      network: "restricted",
+    },
+    cwd: `file://${proj}`,
+    workspaceRoots: [`file://${proj}`],
+    windowsSandboxLevel: "disabled",
+    windowsSandboxProxySettingsMode: "reconcile",
+    useLegacyLandlock: false,
+  };
+}

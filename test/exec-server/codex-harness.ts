@@ -25,8 +25,9 @@ export interface StartedServer {
 export async function startServer(
   argv: string[] = [ensureBinary(), "exec-server"],
   env: Record<string, string | undefined> = process.env,
+  cwd?: string,
 ): Promise<StartedServer> {
-  const proc = Bun.spawn(argv, { stdin: "ignore", stdout: "pipe", stderr: "pipe", env: env as Record<string, string> });
+  const proc = Bun.spawn(argv, { cwd, stdin: "ignore", stdout: "pipe", stderr: "pipe", env: env as Record<string, string> });
   const reader = proc.stdout.getReader();
   let buf = "";
   const dec = new TextDecoder();
@@ -160,6 +161,14 @@ export async function runCodex(o: {
   steps: (w: { proj: string; outside: string }) => ModelStep[];
   during?: (mock: ResponsesMock) => Promise<void>;
   timeoutMs?: number;
+  /**
+   * Name the server in `$CODEX_HOME/environments.toml` instead of `CODEX_EXEC_SERVER_URL` (the only way the 0.169
+   * client presents a token, `auth_bearer_token`, or spawns a stdio server, `program`/`args`): the file's text,
+   * given the workspace; `serverUrl` is then unused.
+   */
+  environmentsToml?: (w: { proj: string; home: string }) => string;
+  /** Run Codex as this user (its workspace is chowned to it; `setpriv --reuid/--regid --clear-groups`). */
+  asUser?: { uid: number; gid: number };
 }): Promise<CodexRun> {
   const w = makeWorkspace();
   const mock = new ResponsesMock(o.steps(w));
@@ -178,13 +187,19 @@ request_max_retries = 0
 stream_max_retries = 0
 `,
   );
-  const proc = Bun.spawn([CODEX!, "exec", "--skip-git-repo-check", "-C", w.proj, "do the task"], {
+  if (o.environmentsToml !== undefined) writeFileSync(join(w.home, "environments.toml"), o.environmentsToml(w));
+  const prefix: string[] = [];
+  if (o.asUser !== undefined) {
+    Bun.spawnSync(["chown", "-R", `${o.asUser.uid}:${o.asUser.gid}`, w.base]);
+    prefix.push("setpriv", `--reuid=${o.asUser.uid}`, `--regid=${o.asUser.gid}`, "--clear-groups", "--");
+  }
+  const proc = Bun.spawn([...prefix, CODEX!, "exec", "--skip-git-repo-check", "-C", w.proj, "do the task"], {
     cwd: w.proj,
     env: {
       PATH: process.env.PATH ?? "/usr/bin:/bin",
       HOME: w.base,
       CODEX_HOME: w.home,
-      CODEX_EXEC_SERVER_URL: o.serverUrl,
+      ...(o.environmentsToml === undefined ? { CODEX_EXEC_SERVER_URL: o.serverUrl } : {}),
       RUST_LOG: "error",
     },
     stdin: "ignore",

@@ -10,7 +10,7 @@ import { connect } from "node:net";
 import { join } from "node:path";
 import { CONF_BASE } from "../helpers/cleanup.ts";
 import { binaryAs, ensureBinary, run } from "../helpers/binary.ts";
-import { ExecClient } from "./client.ts";
+import { ExecClient, workspaceWrite } from "./client.ts";
 import { startServer, type StartedServer } from "./codex-harness.ts";
 
 let server: StartedServer;
@@ -28,36 +28,6 @@ function workspace(): { proj: string; outside: string } {
   mkdirSync(join(proj, ".git"), { recursive: true });
   mkdirSync(outside, { recursive: true });
   return { proj, outside };
-}
-
-/** The `sandbox` Codex 0.169 sends under workspace-write (traces §5). */
-function workspaceWrite(proj: string): Record<string, unknown> {
-  const special = (kind: string, subpath?: string) => ({ type: "special", value: subpath === undefined ? { kind } : { kind, subpath } });
-  return {
-    permissions: {
-      type: "managed",
-      file_system: {
-        type: "restricted",
-        entries: [
-          { path: special("root"), access: "read" },
-          { path: special("project_roots"), access: "write" },
-          { path: special("slash_tmp"), access: "write" },
-          { path: special("tmpdir"), access: "write" },
-          ...[".git", ".agents", ".codex", ".aws"].map((s) => ({
-            path: special("project_roots", s),
-            access: "read",
-            missing_path_behavior: "skip",
-          })),
-        ],
-      },
-      network: "restricted",
-    },
-    cwd: `file://${proj}`,
-    workspaceRoots: [`file://${proj}`],
-    windowsSandboxLevel: "disabled",
-    windowsSandboxProxySettingsMode: "reconcile",
-    useLegacyLandlock: false,
-  };
 }
 
 function alive(pid: number): boolean {
