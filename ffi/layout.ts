@@ -89,6 +89,16 @@ export const LINUX_SYSCALLS = {
     landlock_restrict_self: 446,
     seccomp: 317,
     gettid: 186,
+    capset: 126,
+    prlimit64: 302,
+    setpriority: 141,
+    sched_setparam: 142,
+    sched_setscheduler: 144,
+    sched_setaffinity: 203,
+    sched_setattr: 314,
+    ioprio_set: 251,
+    migrate_pages: 256,
+    move_pages: 279,
     pidfd_open: 434,
     pidfd_send_signal: 424,
     socket: 41,
@@ -119,6 +129,16 @@ export const LINUX_SYSCALLS = {
     landlock_restrict_self: 446,
     seccomp: 277,
     gettid: 178,
+    capset: 91,
+    prlimit64: 261,
+    setpriority: 140,
+    sched_setparam: 118,
+    sched_setscheduler: 119,
+    sched_setaffinity: 122,
+    sched_setattr: 274,
+    ioprio_set: 30,
+    migrate_pages: 238,
+    move_pages: 239,
     pidfd_open: 434,
     pidfd_send_signal: 424,
     socket: 198,
@@ -158,6 +178,7 @@ export interface SocketConstants {
   AF_UNIX: number;
   SOCK_STREAM: number;
   SOCK_DGRAM: number;
+  SOCK_SEQPACKET: number;
   SOCK_CLOEXEC: number;
   SOCK_NONBLOCK: number;
   SOL_SOCKET: number;
@@ -182,6 +203,7 @@ const LINUX_SOCK: SocketConstants = {
   AF_UNIX: 1,
   SOCK_STREAM: 1,
   SOCK_DGRAM: 2,
+  SOCK_SEQPACKET: 5,
   SOCK_CLOEXEC: 0o2000000,
   SOCK_NONBLOCK: 0o4000,
   SOL_SOCKET: 1,
@@ -205,6 +227,7 @@ const DARWIN_SOCK: SocketConstants = {
   AF_UNIX: 1,
   SOCK_STREAM: 1,
   SOCK_DGRAM: 2,
+  SOCK_SEQPACKET: 5,
   SOCK_CLOEXEC: 0, // no such flag: set FD_CLOEXEC with fcntl
   SOCK_NONBLOCK: 0,
   SOL_SOCKET: 0xffff,

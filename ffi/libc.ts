@@ -50,6 +50,7 @@ const GROUPS = {
   file: {
     flock: { args: [i32, i32], returns: i32 },
     pipe2: { args: [P, i32], returns: i32 },
+    isatty: { args: [i32], returns: i32 },
   },
   spawn: {
     posix_spawn: { args: [P, P, P, P, P, P], returns: i32 },
@@ -433,7 +434,42 @@ export const PR = {
   SET_SECCOMP: 22,
   CAPBSET_DROP: 24,
   SET_CHILD_SUBREAPER: 36,
+  CAP_AMBIENT: 47,
 } as const;
+
+/** `PR_CAP_AMBIENT_CLEAR_ALL`, the `prctl(PR_CAP_AMBIENT, …)` operation that empties the ambient set. */
+export const PR_CAP_AMBIENT_CLEAR_ALL = 4;
+
+/**
+ * Give up every capability for good (Linux): drop each one from the bounding set (needs CAP_SETPCAP, so only a
+ * process that has it, e.g. root, can; one that lacks it has nothing to lose there and is left as is), clear the
+ * ambient set, then set the effective, permitted and inheritable sets to empty with `capset(2)`. After this, an
+ * exec — of a root-owned or setuid program, as root or not — gains no capability. Throws `SYSCALL` when capset
+ * fails.
+ */
+export function dropAllCapabilities(): void {
+  let last = 40;
+  try {
+    last = Number(readFileSync("/proc/sys/kernel/cap_last_cap", "utf8").trim());
+  } catch {
+    // older kernels: 40 covers every capability they know
+  }
+  for (let cap = 0; cap <= last; cap++) {
+    try {
+      prctl(PR.CAPBSET_DROP, cap);
+    } catch {
+      break; // EPERM: no CAP_SETPCAP (not root), nothing in reach to drop
+    }
+  }
+  try {
+    prctl(PR.CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL);
+  } catch {
+    // kernel without ambient capabilities (< 4.3): nothing ambient to clear
+  }
+  const header = new Uint32Array([0x20080522, 0]); // _LINUX_CAPABILITY_VERSION_3, this process
+  const data = new Uint32Array(6); // two { effective, permitted, inheritable }: all empty
+  syscall("capset", syscallNumber("capset"), header, data);
+}
 
 /** `CAP_SYS_PTRACE`: lets a process read any same-user (or, for root, any) process's memory and environment. */
 export const CAP_SYS_PTRACE = 19;
@@ -693,6 +729,11 @@ export function flock(fd: number, op: number): void {
     const e = errno();
     if (e !== ERRNO.EINTR) throw sysError(`flock(${fd}, ${op})`, e);
   }
+}
+
+/** Whether `fd` refers to a terminal (`isatty(3)`: 1 for a tty, 0 otherwise, including a closed fd). */
+export function isatty(fd: number): boolean {
+  return sym("file").isatty(fd) === 1;
 }
 
 /** `pipe2(flags)` → `[readEnd, writeEnd]` (e.g. `O_CLOEXEC` = `SOCK.SOCK_CLOEXEC` on Linux). */

@@ -2,9 +2,10 @@
  * The `shellmcp` command-line interface (commander): `serve`, `sandbox linux|macos`, `debug seatbelt|landlock`,
  * `execpolicy check`, `exec-server`. Each command's implementation is a lazy `import()`.
  */
-import { Command, CommanderError } from "commander";
+import { Command, CommanderError, Option } from "commander";
 import { VERSION } from "./version.ts";
 import { log } from "./log.ts";
+import { writeStderr } from "./stderr.ts";
 
 function collect(value: string, previous: string[]): string[] {
   return [...previous, value];
@@ -42,6 +43,16 @@ export function buildProgram(setExit: (code: number) => void): Command {
     .option("--max-output-bytes <N>", "output cap per call (default 1048576)")
     .option("--use-codex-linux-sandbox-exe", "run commands through the client's codexLinuxSandboxExe instead of this binary's own helper")
     .option("--intercept-all", "send every exec to the escalation server, not just those a rule or the danger heuristic can name (slower)")
+    .option(
+      "-C, --cd <DIR>",
+      "the workspace (writable under --sandbox workspace-write) until the client sends a sandbox state; default: the start folder",
+    )
+    .option("--add-dir <DIR>", "another writable root of that workspace (repeatable)", collect, [])
+    .option("--log-file <PATH>", 'keep everything the server logs in PATH too (default $CODEX_HOME/log/shellmcp.log; "" for none)')
+    .option(
+      "--escalation <WHERE>",
+      "where allowed programs run: room (default: an escalation sandbox) or host (Codex's meaning: unconfined); overrides shellmcp.escalation",
+    )
     .action(async (o: import("./serve.ts").ServeOptions) => {
       const { serveMain } = await import("./serve.ts");
       setExit(await serveMain(o));
@@ -107,18 +118,66 @@ export function buildProgram(setExit: (code: number) => void): Command {
       );
     });
 
-  program
+  const execServer = program
     .command("exec-server")
-    .description("run Codex's websocket JSON-RPC exec server (point Codex at it with CODEX_EXEC_SERVER_URL)")
-    .option("--listen <URL>", "ws://IP:PORT to listen on (default ws://127.0.0.1:0: loopback, a free port; the URL is printed on stdout)")
+    .description('run Codex\'s JSON-RPC exec server (websocket or stdio; see README "shellmcp exec-server")')
+    .option(
+      "--listen <URL>",
+      "ws://IP:PORT to listen on (default ws://127.0.0.1:0: loopback, a free port; the URL is printed on stdout), or stdio / stdio:// (JSON lines on stdin/stdout)",
+    )
+    .option("--ws-auth <MODE>", "authentication for incoming websocket connections: capability-token or signed-bearer-token")
+    .option("--ws-token-file <PATH>", "file holding the capability token (mode 600: refused when group or others can read it)")
+    .option("--ws-token-sha256 <HEX>", "hex SHA-256 digest of the capability token")
+    .option("--ws-shared-secret-file <PATH>", "file holding the HS256 secret of signed JWT bearer tokens (≥ 32 bytes, mode 600)")
+    .option("--ws-issuer <ISSUER>", "expected `iss` of signed JWT bearer tokens")
+    .option("--ws-audience <AUDIENCE>", "expected `aud` of signed JWT bearer tokens")
+    .option("--ws-max-clock-skew-seconds <SECONDS>", "clock skew allowed for `exp`/`nbf`/`iat` of signed JWT bearer tokens (default 30)")
+    .option("--concurrent-requests <COUNT>", "requests handled at once per connection (default 1)")
+    .option(
+      "--linux-sandbox-pid-namespace <MODE>",
+      "isolate (default: each sandboxed process gets its own pid namespace) or inherit (it can signal other processes of this user)",
+    )
+    .option("--exit-on-stdin-close", "exit when standard input closes (also CODEX_EXEC_SERVER_EXIT_ON_STDIN_CLOSE=1)")
+    .option("-c, --config <key=value>", "Codex config override (accepted for compatibility; the exec-server reads no setting)", collect, [])
+    .option("--enable <FEATURE>", "enable a Codex feature (accepted for compatibility; unknown names are refused)", collect, [])
+    .option("--disable <FEATURE>", "disable a Codex feature (accepted for compatibility; unknown names are refused)", collect, [])
+    .option("--strict-config", "fail when $CODEX_HOME/config.toml does not parse")
+    .option(
+      "--proxy-private-ips-via-upstream",
+      "accepted for compatibility with codex exec-server (also CODEX_EXEC_SERVER_PROXY_PRIVATE_IPS_VIA_UPSTREAM); shellmcp's exec-server starts no network proxy",
+    )
     .option(
       "--allow-non-loopback",
-      "allow a --listen address other than 127.0.0.1/::1: there is no authentication, so anyone who can connect can run any command and read or write any file as this user",
+      "allow a ws:// address other than 127.0.0.1/::1 without --ws-auth: anyone who can connect can then run any command and read or write any file as this user",
     )
     .option("--max-message-bytes <N>", "largest inbound websocket message (default 134217728)")
+    // Codex's remote-registration flags: OpenAI's cloud, refused with a message saying so.
+    .addOption(new Option("--remote <URL>").hideHelp())
+    .addOption(new Option("--remote-transport <T>").hideHelp())
+    .addOption(new Option("--environment-id <ID>").hideHelp())
+    .addOption(new Option("--name <NAME>").hideHelp())
+    .addOption(new Option("--use-agent-identity-auth").hideHelp())
+    .addOption(new Option("--registration-bearer-stdin").hideHelp())
+    .addOption(new Option("--executor-credential-stdin").hideHelp())
+    .addOption(new Option("--chatgpt-token-stdin").hideHelp())
+    .addOption(new Option("--chatgpt-account-id <ID>").hideHelp())
+    .addOption(new Option("--aws-sigv4").hideHelp())
+    .addOption(new Option("--aws-profile <PROFILE>").hideHelp())
+    .addOption(new Option("--aws-region <REGION>").hideHelp())
+    .addOption(new Option("--aws-service <SERVICE>").hideHelp())
     .action(async (o: import("./exec-server/main.ts").ExecServerCliOptions) => {
       const { execServerMain } = await import("./exec-server/main.ts");
       setExit(await execServerMain(o));
+    });
+  execServer
+    .command("forward")
+    .description("(refused) Codex's registration of an exec-server with OpenAI's cloud: out of scope for shellmcp")
+    .allowUnknownOption()
+    .allowExcessArguments()
+    .action(async () => {
+      const { REMOTE_OUT_OF_SCOPE } = await import("./exec-server/main.ts");
+      writeStderr(`shellmcp exec-server forward: ${REMOTE_OUT_OF_SCOPE}\n`);
+      setExit(2);
     });
 
   return program;

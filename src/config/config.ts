@@ -178,3 +178,37 @@ export function applyEnvironmentPolicy(p: ShellEnvironmentPolicy, env: Record<st
   }
   return out;
 }
+
+/** shellmcp's own settings for escalated programs (`[shellmcp]` in config.toml; Codex ignores the table). */
+export interface EscalationConfig {
+  /** `escalation`: `room` (default: a bounded escalation sandbox) or `host` (Codex's meaning: unconfined). */
+  mode: "room" | "host";
+  /** `[shellmcp.room_writable]`: program base name → extra paths its room may write (`~/` expanded, absolute). */
+  extraWritable: Record<string, string[]>;
+}
+
+/**
+ * Read `[shellmcp]`: `escalation = "room" | "host"` and `[shellmcp.room_writable]` (`npm = ["~/.npm"]`). `home`
+ * expands a leading `~/`. Throws `CONFIG` naming the key for a wrong type or value, or a relative path.
+ */
+export function escalationConfig(cfg: Config, home: string): EscalationConfig {
+  const t = (cfg.shellmcp ?? {}) as Record<string, unknown>;
+  if (typeof t !== "object" || t === null || Array.isArray(t)) throw new ShellmcpError("CONFIG", "shellmcp must be a table");
+  const mode = t.escalation ?? "room";
+  if (mode !== "room" && mode !== "host")
+    throw new ShellmcpError("CONFIG", `shellmcp.escalation must be "room" or "host" (got ${JSON.stringify(mode)})`);
+  const extraWritable: Record<string, string[]> = {};
+  const rw = (t.room_writable ?? {}) as Record<string, unknown>;
+  if (typeof rw !== "object" || rw === null || Array.isArray(rw))
+    throw new ShellmcpError("CONFIG", "shellmcp.room_writable must be a table");
+  for (const [program, paths] of Object.entries(rw)) {
+    if (!Array.isArray(paths) || !paths.every((p) => typeof p === "string"))
+      throw new ShellmcpError("CONFIG", `shellmcp.room_writable.${program} must be a list of paths`);
+    extraWritable[program] = paths.map((p) => {
+      const abs = p === "~" ? home : p.startsWith("~/") ? `${home}/${p.slice(2)}` : p;
+      if (!abs.startsWith("/")) throw new ShellmcpError("CONFIG", `shellmcp.room_writable.${program}: ${p} is not an absolute path`);
+      return abs;
+    });
+  }
+  return { mode, extraWritable };
+}

@@ -20,8 +20,22 @@
 import { closeSync, existsSync, openSync, readFileSync, readSync, realpathSync, statSync } from "node:fs";
 import { basename, delimiter, dirname, isAbsolute, join, resolve } from "node:path";
 import { gitdirPointer } from "../sandbox/policy.ts";
+import type { RoomSpec } from "../sandbox/room.ts";
 import { canonicalPath, canWrite, type WritableView } from "../sandbox/writable.ts";
 import { PROTOCOL_ENV_VARS } from "./protocol.ts";
+
+/**
+ * What a rule granted, judged against what will really run (issue 21, "identity"): the rule's program token
+ * (`git`, or a path rule's `/usr/bin/git`) and, when `host_executable` lists paths for that name, those paths.
+ * An escalated exec must run the file the token resolves to through the trusted PATH (or one of those paths),
+ * named by `argv[0]` = the token, that file's path or its base name.
+ */
+export interface Grant {
+  /** The first token of the rule that allowed (or prompted for) the exec. */
+  program: string;
+  /** `host_executable` paths for the program's name, when the policy lists any. */
+  hostExecutables?: readonly string[];
+}
 
 /** What the escalation server knows of the sandbox one shell runs in. */
 export interface EscalationBoundary {
@@ -29,6 +43,11 @@ export interface EscalationBoundary {
   baseEnv: Record<string, string>;
   /** Where that shell's sandbox can write. */
   writable: WritableView;
+  /**
+   * How escalated programs are confined (../sandbox/room.ts). Undefined: they run on the host (Codex's meaning;
+   * what `escalation = "host"` asks for).
+   */
+  room?: RoomSpec;
 }
 
 /**
@@ -107,6 +126,7 @@ export function checkEscalation(
   b: EscalationBoundary,
   req: { file: string; argv: readonly string[]; workdir: string },
   env: Record<string, string>,
+  grant?: Grant,
 ): EscalationCheck {
   const w = b.writable;
   for (const [what, p] of [
@@ -124,7 +144,14 @@ export function checkEscalation(
   } catch (e) {
     return { ok: false, reason: `cannot resolve the program or working directory: ${(e as Error).message}` };
   }
+  if (grant !== undefined) {
+    const why = identityMismatch(b, req, path, grant);
+    if (why !== undefined) return { ok: false, reason: why };
+  }
   if (w.full) return { ok: true, path, cwd };
+  const named = replaceableEntry(w, req.file);
+  if (named !== undefined)
+    return { ok: false, reason: `${named}, on the program's path as the command named it, can be replaced by the sandboxed command` };
   const chain = interpreterChain(w, path, env);
   if (typeof chain === "string") return { ok: false, reason: chain };
   if (chain.some((p) => basename(p) === "git")) {
@@ -132,6 +159,68 @@ export function checkEscalation(
     if (why !== undefined) return { ok: false, reason: why };
   }
   return { ok: true, path, cwd };
+}
+
+/** `PATH` the escalation trusts: the shell's starting PATH without entries the sandbox can write. */
+export function trustedPath(b: EscalationBoundary): string {
+  return safePath(b.writable, b.baseEnv.PATH ?? "");
+}
+
+/**
+ * Why `req` is not the program `grant` names (undefined when it is): `argv[0]` must be the rule's token, the
+ * program file's path or its base name (programs dispatch on it: `exec -a git-archive git …` is `git archive`);
+ * the canonical file must be one of the `host_executable` paths, the token itself when it is a path, or else
+ * what the token resolves to through {@link trustedPath} (a `./id` or `PATH=./bin:$PATH id` that the rule's `id`
+ * matched by name is another program).
+ */
+function identityMismatch(
+  b: EscalationBoundary,
+  req: { file: string; argv: readonly string[] },
+  real: string,
+  grant: Grant,
+): string | undefined {
+  const argv0 = req.argv[0] ?? "";
+  const names = new Set([grant.program, basename(grant.program), req.file, basename(req.file)]);
+  if (!names.has(argv0))
+    return `argv[0] ${JSON.stringify(argv0)} is neither the rule's program ${JSON.stringify(grant.program)} nor the file ${req.file}`;
+  let expected: string[];
+  if (grant.hostExecutables !== undefined && grant.hostExecutables.length > 0) expected = [...grant.hostExecutables];
+  else if (isAbsolute(grant.program)) expected = [grant.program];
+  else {
+    const found = lookPath(grant.program, trustedPath(b));
+    if (found === undefined) return `the rule's program ${grant.program} is not on the trusted PATH`;
+    expected = [found];
+  }
+  const canon = (p: string) => {
+    try {
+      return realpathSync(p);
+    } catch {
+      return p;
+    }
+  };
+  if (!expected.some((e) => canon(e) === real))
+    return `${req.file} is not the program the rule names (${grant.program} is ${expected.join(" or ")})`;
+  return undefined;
+}
+
+/**
+ * The first directory entry on `file`'s path, as named (each component judged without following it), that the
+ * sandboxed command could replace: a link `./id -> /bin/sh` in a writable folder is such an entry even though
+ * its target is not writable. Undefined when there is none.
+ */
+function replaceableEntry(w: WritableView, file: string): string | undefined {
+  let dir = "/";
+  for (const name of file.split("/").filter(Boolean)) {
+    const entry = join(canonicalPath(dir), name);
+    const inRoot = w.roots.some((r) => entry !== r && isUnderRoot(entry, r));
+    if (inRoot && !w.readOnly.some((r) => isUnderRoot(entry, r))) return join(dir, name);
+    dir = join(dir, name);
+  }
+  return undefined;
+}
+
+function isUnderRoot(path: string, root: string): boolean {
+  return path === root || path.startsWith(root.endsWith("/") ? root : root + "/");
 }
 
 /** Most `#!` levels the kernel follows (binfmt_script recursion limit). */
@@ -244,6 +333,7 @@ function gitWritable(w: WritableView, argv: readonly string[], workdir: string, 
   }
   const writable = (what: string, p: string) => (canWrite(w, p) ? `git's ${what} ${p} can be written by the sandboxed command` : undefined);
 
+  let workTree: string | undefined;
   if (gitDir === undefined) {
     // Discovery, as git does it: the nearest folder with a .git (or that is a bare repository). Any folder on
     // the way where the sandbox could create a .git would win over the real one.
@@ -251,6 +341,7 @@ function gitWritable(w: WritableView, argv: readonly string[], workdir: string, 
       const dotGit = join(d, ".git");
       if (existsSync(dotGit)) {
         gitDir = gitdirPointer(dotGit) ?? dotGit;
+        workTree = d;
         const why = writable("repository", dotGit);
         if (why !== undefined) return why;
         break;
@@ -283,6 +374,16 @@ function gitWritable(w: WritableView, argv: readonly string[], workdir: string, 
         if (why !== undefined) return why;
       }
       configs.push(join(d, "config"), join(d, "config.worktree"));
+    }
+    // Submodules: git recurses into them (status, diff, fetch…) and runs *their* config and hooks. A submodule's
+    // .git lives in the work tree, where the sandbox may create or replace it.
+    if (workTree !== undefined) {
+      const subs = submodulePaths(gitDir, workTree);
+      if (typeof subs === "string") return subs;
+      for (const sub of subs) {
+        const why = writable("submodule repository", join(workTree, sub, ".git"));
+        if (why !== undefined) return why;
+      }
     }
   }
   const home = env.HOME;
@@ -325,4 +426,95 @@ function gitWritable(w: WritableView, argv: readonly string[], workdir: string, 
     }
   }
   return undefined;
+}
+
+/** Mode of a gitlink (submodule) entry in git's index. */
+const GITLINK_MODE = 0o160000;
+
+/**
+ * Work-tree-relative paths of the submodules of the repository at `gitDir`/`workTree`: every gitlink in the index
+ * (versions 2–4, SHA-1 or SHA-256 object names) and every `path =` of `.gitmodules`. A string (the reason) when
+ * the index cannot be read although `.gitmodules` exists: then the submodules are unknown, and git is not
+ * escalated.
+ */
+export function submodulePaths(gitDir: string, workTree: string): string[] | string {
+  const out = new Set<string>();
+  let gitmodules: string | undefined;
+  try {
+    gitmodules = readFileSync(join(workTree, ".gitmodules"), "utf8");
+  } catch {
+    gitmodules = undefined;
+  }
+  for (const m of (gitmodules ?? "").matchAll(/^\s*path\s*=\s*(.+?)\s*$/gm)) out.add(m[1]!.replace(/^"(.*)"$/, "$1"));
+  let index: Buffer | undefined;
+  try {
+    index = readFileSync(join(gitDir, "index"));
+  } catch {
+    index = undefined; // a new repository has none
+  }
+  if (index !== undefined) {
+    const links = gitlinksOf(index);
+    if (links === undefined) {
+      if (gitmodules !== undefined) return `cannot read ${join(gitDir, "index")} to find the submodules git would enter`;
+    } else for (const l of links) out.add(l);
+  }
+  return [...out];
+}
+
+/** Gitlink paths of an index file, or undefined when it is not an index this parser knows. */
+function gitlinksOf(buf: Buffer): string[] | undefined {
+  if (buf.length < 12 || buf.toString("latin1", 0, 4) !== "DIRC") return undefined;
+  const version = buf.readUInt32BE(4);
+  if (version < 2 || version > 4) return undefined;
+  const count = buf.readUInt32BE(8);
+  // The object name length is not in the index: try SHA-1, then SHA-256; the right one parses to the end.
+  for (const hashLen of [20, 32]) {
+    const links = parseEntries(buf, version, count, hashLen);
+    if (links !== undefined) return links;
+  }
+  return undefined;
+}
+
+function parseEntries(buf: Buffer, version: number, count: number, hashLen: number): string[] | undefined {
+  const links: string[] = [];
+  let off = 12;
+  let prev = "";
+  for (let i = 0; i < count; i++) {
+    const start = off;
+    if (off + 40 + hashLen + 2 > buf.length) return undefined;
+    const mode = buf.readUInt32BE(off + 24);
+    off += 40 + hashLen;
+    const flags = buf.readUInt16BE(off);
+    off += 2;
+    if (flags & 0x4000) {
+      if (version < 3) return undefined;
+      off += 2;
+    }
+    let path: string;
+    if (version === 4) {
+      let strip = 0;
+      let b: number;
+      do {
+        if (off >= buf.length) return undefined;
+        b = buf[off++]!;
+        strip = (strip << 7) | (b & 0x7f);
+        if (b & 0x80) strip += 1;
+      } while (b & 0x80);
+      const end = buf.indexOf(0, off);
+      if (end < 0 || strip > prev.length) return undefined;
+      path = prev.slice(0, prev.length - strip) + buf.toString("utf8", off, end);
+      off = end + 1;
+    } else {
+      const end = buf.indexOf(0, off);
+      if (end < 0) return undefined;
+      path = buf.toString("utf8", off, end);
+      off = start + Math.ceil((end - start + 1) / 8) * 8;
+    }
+    if ((flags & 0xfff) !== 0xfff && (flags & 0xfff) !== Buffer.byteLength(path)) return undefined;
+    prev = path;
+    if ((mode & 0o170000) === GITLINK_MODE) links.push(path);
+  }
+  // What follows the entries: extensions (4-letter signatures) and the trailing checksum.
+  if (off + hashLen > buf.length) return undefined;
+  return links;
 }

@@ -5,7 +5,7 @@
  * one — how it is signalled, and how its exit is read. The session bookkeeping around it is in
  * ./worker-sessions.ts.
  */
-import { existsSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
 import * as libc from "../../ffi/libc.ts";
 import { ShellmcpError } from "../errors.ts";
 import type { EscalateSpawn } from "./worker-messages.ts";
@@ -46,6 +46,7 @@ export function spawnEscalated(
   dests: number[],
   spec: EscalateSpawn,
   procs: string | undefined,
+  outputFd?: number,
 ): { pid: number; viaTrampoline: boolean } {
   if (received.length !== dests.length) {
     received.forEach(libc.closeQuiet);
@@ -58,17 +59,32 @@ export function spawnEscalated(
   // move such fds above every destination first (Codex 0.97 rejected this case; later versions handle it).
   const top = Math.max(2, ...dests) + 1;
   const sources = received.map((fd) => (dests.includes(fd) ? libc.fcntl(fd, libc.SOCK.F_DUPFD_CLOEXEC, top) : fd));
-  const viaTrampoline = procs !== undefined && existsSync(TRAMPOLINE_BASH);
+  // The room passes no terminal (a pager or editor would read keystrokes from it, on the host side of the sandbox):
+  // stdin becomes /dev/null, stdout/stderr the call's output pipe (a copy of it, closed below like the rest).
+  const map: (readonly [number, number])[] = [];
+  sources.forEach((src, i) => {
+    const dest = dests[i]!;
+    if (spec.noTerminals === true && dest <= 2 && libc.isatty(src)) {
+      if (dest > 0 && outputFd !== undefined) {
+        const copy = libc.fcntl(outputFd, libc.SOCK.F_DUPFD_CLOEXEC, top);
+        sources.push(copy);
+        map.push([copy, dest]);
+      }
+      return; // not mapped: /dev/null
+    }
+    map.push([src, dest]);
+  });
+  const viaTrampoline = procs !== undefined && spec.contained !== true && existsSync(TRAMPOLINE_BASH);
   let pid: number;
   try {
     pid = libc.spawn({
       ...(viaTrampoline ? { path: TRAMPOLINE_BASH, argv: trampolineArgv(procs, spec) } : { path: spec.path, argv: spec.argv }),
       env: spec.env,
       cwd: spec.cwd,
-      fdMap: sources.map((src, i) => [src, dests[i]!] as const),
+      fdMap: map,
       devNullStdio: true,
       closeFrom: top,
-      pgroup: 0,
+      ...(spec.setsid === true ? { setsid: true } : { pgroup: 0 }),
     });
   } finally {
     new Set([...received, ...sources]).forEach(libc.closeQuiet);
@@ -88,6 +104,43 @@ export function signalChild(pid: number | undefined, pidfd: number | undefined, 
     libc.kill(-pid, signal);
   } catch {
     // already gone
+  }
+}
+
+/**
+ * Send `signal` to every descendant of `pid` (not `pid` itself), found through `/proc/<pid>/task/<tid>/children`
+ * (a snapshot: a process forked meanwhile is caught by the SIGKILL that follows the grace period). Used for a
+ * room's programs: bwrap's pid-namespace init ignores signals it has no handler for, the program gets it.
+ */
+export function signalDescendants(pid: number, signal: number): void {
+  const seen = new Set<number>([pid]);
+  const queue = [pid];
+  while (queue.length > 0) {
+    const p = queue.shift()!;
+    let tasks: string[];
+    try {
+      tasks = readdirSync(`/proc/${p}/task`);
+    } catch {
+      continue;
+    }
+    for (const t of tasks) {
+      let children: string;
+      try {
+        children = readFileSync(`/proc/${p}/task/${t}/children`, "utf8");
+      } catch {
+        continue;
+      }
+      for (const c of children.split(" ").filter(Boolean).map(Number)) {
+        if (seen.has(c)) continue;
+        seen.add(c);
+        queue.push(c);
+        try {
+          libc.kill(c, signal);
+        } catch {
+          // already gone
+        }
+      }
+    }
   }
 }
 

@@ -15,8 +15,10 @@
  */
 import { ShellmcpError } from "../errors.ts";
 
-/** Environment variables the protocol uses; the wrapper strips them from the env it forwards. */
-export const ESCALATE_SOCKET_ENV_VAR = "CODEX_ESCALATE_SOCKET";
+import { ESCALATE_SOCKET_ENV_VAR } from "../escalation-socket.ts";
+
+/** Environment variables the protocol uses (the socket's is defined with it in ../escalation-socket.ts). */
+export { ESCALATE_SOCKET_ENV_VAR };
 /** Wrapper path variable read by newer patched shells (and ours, first). */
 export const EXEC_WRAPPER_ENV_VAR = "EXEC_WRAPPER";
 /** Wrapper path variable read by the Codex 0.97 bash (and ours, as fallback). */

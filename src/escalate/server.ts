@@ -10,11 +10,14 @@
  *
  * Nothing here knows about MCP or exec policy: `decide` is injected.
  */
+import { existsSync, rmSync } from "node:fs";
 import { isAbsolute, normalize, resolve } from "node:path";
 import * as libc from "../../ffi/libc.ts";
 import { ShellmcpError } from "../errors.ts";
 import { log } from "../log.ts";
-import { checkEscalation, escalatedEnv, type EscalationBoundary } from "./boundary.ts";
+import { roomLaunch } from "../sandbox/linux/room.ts";
+import { workerUrl as workerUrlOf } from "../self.ts";
+import { checkEscalation, escalatedEnv, type EscalationBoundary, type Grant } from "./boundary.ts";
 import {
   encodeFrame,
   BASH_EXEC_WRAPPER_ENV_VAR,
@@ -40,7 +43,14 @@ export interface ResolvedRequest extends EscalateRequest {
  * outside the sandbox, subject to the listener's {@link EscalationBoundary} (which may turn it into `Run`). A
  * throw or rejection denies it (fail closed).
  */
-export type Decide = (request: ResolvedRequest) => Promise<EscalateAction> | EscalateAction;
+export type Decide = (request: ResolvedRequest) => Promise<Decided> | Decided;
+
+/**
+ * A decision as `decide` returns it: the wire's {@link EscalateAction}, and for `Escalate` the {@link Grant} of the
+ * rule behind it (never sent on the wire). An `Escalate` without a grant is checked without identity rules (tests,
+ * embedders that decide by other means).
+ */
+export type Decided = EscalateAction & { grant?: Grant };
 
 /** Options of {@link EscalationServer.listen}. */
 export interface ListenOptions {
@@ -49,6 +59,12 @@ export interface ListenOptions {
   boundary: EscalationBoundary;
   /** `cgroup.procs` of the call's cgroup: escalated programs are moved there as they start. */
   cgroupProcs?: string;
+  /**
+   * A copy of the write end of the call's output pipe, handed to the worker (which closes it): where a room sends
+   * an escalated program's output when the command gave it a terminal. Release it when the shell exits
+   * ({@link EscalationListener.releaseOutput}), or the pipe never reaches EOF.
+   */
+  outputFd?: number;
 }
 
 /** Resolve a request's `file`/`workdir` like later Codex: relative `file` against the request's `workdir`. */
@@ -86,6 +102,11 @@ export class EscalationListener {
       this.clientFdOpen = false;
       libc.closeQuiet(this.clientFd);
     }
+  }
+
+  /** Let go of the call's output pipe (see {@link ListenOptions.outputFd}): call when the shell has exited. */
+  releaseOutput(): void {
+    if (this.options.outputFd !== undefined) this.server.command({ t: "release-output", lid: this.id });
   }
 
   /** Send `signal` to the process group of every live escalated program of this listener. */
@@ -139,9 +160,10 @@ export class EscalationServer {
 
   /**
    * Start the worker; resolves once it is polling. Fails closed with `ESCALATION_UNAVAILABLE` when the worker
-   * errors or is not ready within {@link START_TIMEOUT_MS}. `workerUrl` is for tests.
+   * errors or is not ready within {@link START_TIMEOUT_MS}. `workerUrl` is for tests; by default the worker is the
+   * copy embedded in the executable (never a file on disk, see self.ts) or, from source, ./worker.ts.
    */
-  static async start(workerUrl: string = new URL("./worker.ts", import.meta.url).href): Promise<EscalationServer> {
+  static async start(workerUrl: string = workerUrlOf("escalate/worker")): Promise<EscalationServer> {
     const [mine, theirs] = libc.socketpair(libc.SOCK.AF_UNIX, libc.SOCK.SOCK_STREAM | libc.SOCK.SOCK_CLOEXEC);
     // Not `smol`: it saves ~9 MiB of RSS but costs ~1 ms per intercepted exec in GC (bench/escalation.ts).
     const worker = new Worker(workerUrl);
@@ -171,6 +193,29 @@ export class EscalationServer {
     return server;
   }
 
+  /** Rooms of running escalated programs, by session: what to give back and check once each has ended. */
+  private readonly rooms = new Map<number, { lid: number; release: () => void; mustNotAppear: string[] }>();
+
+  /**
+   * Once an escalated program has ended: give back its room's mount points, and remove any git control file it
+   * created where none existed (a `commondir` would send later git runs on the host to another config).
+   */
+  private afterRoom(sid: number): void {
+    const r = this.rooms.get(sid);
+    if (r === undefined) return;
+    this.rooms.delete(sid);
+    try {
+      r.release();
+    } catch (e) {
+      log.warn("could not release an escalation room", { error: (e as Error).message });
+    }
+    for (const p of r.mustNotAppear) {
+      if (!existsSync(p)) continue;
+      rmSync(p, { recursive: true, force: true });
+      log.warn("removed a git control file an escalated program created", { path: p });
+    }
+  }
+
   private onStartFailure?: (e: Error) => void;
   /** Set when the worker died: nothing can be decided any more, and `listen` refuses. */
   private dead = false;
@@ -181,10 +226,13 @@ export class EscalationServer {
   listen(options: ListenOptions): EscalationListener {
     if (this.stopped) throw new ShellmcpError("ESCALATION_UNAVAILABLE", "escalation server is stopped");
     if (this.dead) throw new ShellmcpError("ESCALATION_UNAVAILABLE", "the escalation worker died; restart the server");
-    const [serverEnd, clientEnd] = libc.socketpair(libc.SOCK.AF_UNIX, libc.SOCK.SOCK_DGRAM | libc.SOCK.SOCK_CLOEXEC);
+    // Seqpacket, not datagram (Codex's): the same one-message-per-handshake wire, but the kernel never sends a
+    // seqpacket message anywhere but to the peer (an address given to sendmsg is ignored), and the sandbox's
+    // seccomp filter allows no datagram socket at all (issue 22: no addressed send to a host socket).
+    const [serverEnd, clientEnd] = libc.socketpair(libc.SOCK.AF_UNIX, libc.SOCK.SOCK_SEQPACKET | libc.SOCK.SOCK_CLOEXEC);
     const l = new EscalationListener(this, this.nextLid++, clientEnd, options);
     this.listeners.set(l.id, l);
-    this.command({ t: "listen", lid: l.id, fd: serverEnd, cgroupProcs: options.cgroupProcs });
+    this.command({ t: "listen", lid: l.id, fd: serverEnd, cgroupProcs: options.cgroupProcs, outputFd: options.outputFd });
     return l;
   }
 
@@ -227,18 +275,23 @@ export class EscalationServer {
         void this.decide(e.lid, e.sid, e.request);
         return;
       case "spawned":
+        log.debug("escalated program spawned", { listener: e.lid, session: e.sid, pid: e.pid });
+        return;
       case "exited":
-        log.debug(`escalated program ${e.t}`, { listener: e.lid, session: e.sid, pid: e.pid });
+        log.debug("escalated program exited", { listener: e.lid, session: e.sid, pid: e.pid });
+        this.afterRoom(e.sid);
         return;
       case "session-error":
         log.warn("escalate session failed", { listener: e.lid, session: e.sid, error: e.message });
         return;
       case "unlistened":
+        for (const [sid, r] of this.rooms) if (r.lid === e.lid) this.afterRoom(sid);
         this.listeners.delete(e.lid);
         this.unlistenWaiters.get(e.lid)?.();
         this.unlistenWaiters.delete(e.lid);
         return;
       case "stopped":
+        for (const sid of [...this.rooms.keys()]) this.afterRoom(sid);
         this.listeners.clear();
         for (const w of this.unlistenWaiters.values()) w();
         this.unlistenWaiters.clear();
@@ -254,18 +307,38 @@ export class EscalationServer {
     try {
       if (l === undefined) throw new ShellmcpError("PROTOCOL", "request for a closed listener");
       const request = resolveRequest(raw);
-      const d = await l.options.decide(request);
-      action = d;
-      if (d.kind === "Escalate") {
+      const { grant, ...wire } = await l.options.decide(request);
+      action = wire as EscalateAction;
+      if (action.kind === "Escalate") {
         const boundary = l.options.boundary;
         const { env, dropped } = escalatedEnv(boundary, request.env);
         if (dropped.length > 0) log.info("escalated program: environment changes not passed on", { file: request.file, dropped });
-        const check = checkEscalation(boundary, request, env);
-        if (check.ok) {
-          spawn = { path: check.path, argv: request.argv, env: Object.entries(env).map(([k, v]) => `${k}=${v}`), cwd: check.cwd };
-        } else {
-          log.info("not escalated: runs inside the sandbox instead", { file: request.file, reason: check.reason });
+        const check = checkEscalation(boundary, request, env, grant);
+        const entries = Object.entries(env).map(([k, v]) => `${k}=${v}`);
+        if (!check.ok) {
+          log.notice("not escalated: runs inside the sandbox instead", { file: request.file, argv: request.argv, reason: check.reason });
           action = { kind: "Run" };
+        } else if (boundary.room === undefined) {
+          spawn = { path: check.path, argv: request.argv, env: entries, cwd: check.cwd };
+          log.notice("escalated", { file: request.file, argv: request.argv, room: "none" });
+        } else {
+          const launch = roomLaunch(boundary.room, check.path, request.argv, check.cwd, entries);
+          if ("unavailable" in launch) {
+            log.warn("no escalation room: runs inside the sandbox instead", { file: request.file, reason: launch.unavailable });
+            action = { kind: "Run" };
+          } else {
+            spawn = {
+              path: launch.path,
+              argv: launch.argv,
+              env: launch.env,
+              cwd: check.cwd,
+              setsid: true,
+              contained: launch.contained,
+              noTerminals: true,
+            };
+            this.rooms.set(sid, { lid, release: launch.release, mustNotAppear: launch.mustNotAppear });
+            log.notice("escalated", { file: request.file, argv: request.argv, room: boundary.room.backend.kind });
+          }
         }
       }
     } catch (err) {

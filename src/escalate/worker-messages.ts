@@ -5,17 +5,33 @@
  */
 import type { EscalateAction, EscalateRequest } from "./protocol.ts";
 
-/** How main asks for an escalated program to be started. */
+/**
+ * How main asks for an escalated program to be started: `path` exec'd with `argv` (argv[0] included), `env`
+ * (KEY=VALUE) and `cwd`.
+ * - `setsid`: a new session without a controlling terminal (the escalation room); else a new process group.
+ * - `contained`: the program runs in a pid namespace of its own (a bwrap room): it is moved into the call's cgroup
+ *   after it starts, with no trampoline (nothing it starts can escape the namespace meanwhile).
+ * - `noTerminals`: received fds 0–2 that are terminals are not passed: stdin becomes /dev/null, stdout/stderr the
+ *   call's output pipe (the listener's `outputFd`), or /dev/null once that is released.
+ */
 export interface EscalateSpawn {
   path: string;
   argv: string[];
   env: string[];
   cwd: string;
+  setsid?: boolean;
+  contained?: boolean;
+  noTerminals?: boolean;
 }
 
-/** Commands main sends to the worker. `cgroupProcs`: the call's `cgroup.procs` file, for escalated children. */
+/**
+ * Commands main sends to the worker. `cgroupProcs`: the call's `cgroup.procs` file, for escalated children;
+ * `outputFd`: a copy of the write end of the call's output pipe, owned by the worker from then on (closed by
+ * `release-output`, or with the listener).
+ */
 export type Command =
-  | { t: "listen"; lid: number; fd: number; cgroupProcs?: string }
+  | { t: "listen"; lid: number; fd: number; cgroupProcs?: string; outputFd?: number }
+  | { t: "release-output"; lid: number }
   | { t: "unlisten"; lid: number; killChildren: boolean }
   | { t: "decision"; sid: number; action: EscalateAction; spawn?: EscalateSpawn }
   | { t: "kill"; lid: number; signal: number }

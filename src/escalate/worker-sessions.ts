@@ -8,7 +8,7 @@
 import { writeFileSync } from "node:fs";
 import * as libc from "../../ffi/libc.ts";
 import { ShellmcpError } from "../errors.ts";
-import { reapExitCode, signalChild, spawnEscalated } from "./escalated-child.ts";
+import { reapExitCode, signalChild, signalDescendants, spawnEscalated } from "./escalated-child.ts";
 import {
   decodeRequest,
   decodeSuperExec,
@@ -77,6 +77,10 @@ interface Listener {
   /** Handshakes refused over a bound (reported once when it starts, and in total when the listener closes). */
   refused: number;
   cgroupProcs?: string;
+  /** Write end of the call's output pipe (terminal stdout/stderr of escalated programs go there instead). */
+  outputFd?: number;
+  /** Every client end is closed (seqpacket EOF): the listener is no longer polled (it would stay readable). */
+  hungUp?: boolean;
 }
 
 /**
@@ -99,7 +103,8 @@ export class SessionTable {
     const entries: PollEntry[] = [];
     for (const [lid, l] of this.listeners) {
       const fd = l.fd;
-      entries.push({ fd, events: libc.POLL.IN, on: () => this.listeners.get(lid)?.fd === fd && this.onListener(lid, l) });
+      if (l.hungUp) continue; // every client end is closed: nothing more can arrive
+      entries.push({ fd, events: libc.POLL.IN, on: (r) => this.listeners.get(lid)?.fd === fd && this.onListener(lid, l, r) });
     }
     let next = Infinity;
     for (const s of this.sessions.values()) {
@@ -144,9 +149,17 @@ export class SessionTable {
   }
 
   /** Take `fd` (a shell run's datagram socket) as listener `lid`; it is made non-blocking. */
-  listen(lid: number, fd: number, cgroupProcs: string | undefined): void {
+  listen(lid: number, fd: number, cgroupProcs: string | undefined, outputFd?: number): void {
     libc.setNonblock(fd, true);
-    this.listeners.set(lid, { fd, sessions: 0, buffered: 0, refused: 0, cgroupProcs });
+    this.listeners.set(lid, { fd, sessions: 0, buffered: 0, refused: 0, cgroupProcs, outputFd });
+  }
+
+  /** Close listener `lid`'s copy of the call's output pipe (the shell has exited: its reader waits for EOF). */
+  releaseOutput(lid: number): void {
+    const l = this.listeners.get(lid);
+    if (l?.outputFd === undefined) return;
+    libc.closeQuiet(l.outputFd);
+    l.outputFd = undefined;
   }
 
   /**
@@ -156,6 +169,7 @@ export class SessionTable {
   unlisten(lid: number, killChildren: boolean): void {
     const l = this.listeners.get(lid);
     if (l !== undefined) libc.closeQuiet(l.fd);
+    this.releaseOutput(lid);
     if (l !== undefined && l.refused > 1)
       this.post({
         t: "session-error",
@@ -188,7 +202,7 @@ export class SessionTable {
 
   // --- handshakes ----------------------------------------------------------------------------------------
 
-  private onListener(lid: number, l: Listener): void {
+  private onListener(lid: number, l: Listener, revents = 0): void {
     // Bounded per readiness: a flood of handshakes cannot keep the loop here.
     for (let i = 0; i < 64; i++) {
       let r: libc.Received;
@@ -201,7 +215,12 @@ export class SessionTable {
       }
       if (r.fds.length !== 1) {
         r.fds.forEach(libc.closeQuiet);
-        if (r.bytes.byteLength === 0 && r.fds.length === 0) return;
+        if (r.bytes.byteLength === 0 && r.fds.length === 0) {
+          // A seqpacket socket reads 0 at end of file: every client end (the shell and its children) is closed.
+          // (A 0-byte message without POLLHUP is just a malformed handshake.)
+          if ((revents & libc.POLL.HUP) !== 0) l.hungUp = true;
+          return;
+        }
         this.post({ t: "session-error", lid, sid: 0, message: `expected 1 fd in datagram handshake, got ${r.fds.length}` });
         continue;
       }
@@ -358,8 +377,9 @@ export class SessionTable {
   private startEscalated(s: Session, dests: number[]): void {
     const received = s.fds;
     s.fds = [];
-    const procs = this.listeners.get(s.lid)?.cgroupProcs;
-    const { pid, viaTrampoline } = spawnEscalated(received, dests, s.spawn!, procs);
+    const listener = this.listeners.get(s.lid);
+    const procs = listener?.cgroupProcs;
+    const { pid, viaTrampoline } = spawnEscalated(received, dests, s.spawn!, procs, listener?.outputFd);
     s.pid = pid;
     s.pidfd = libc.pidfdOpen(pid);
     s.state = "running";
@@ -382,7 +402,10 @@ export class SessionTable {
 
   /** Signal `s`'s escalated child and its process group, while it is unreaped (see {@link signalChild}). */
   private signalChild(s: Session, signal: number): void {
-    signalChild(s.pid, s.pidfd, signal);
+    // A contained child is bwrap's monitor: its death kills the room's whole pid namespace at once. A signal
+    // that asks to end (SIGTERM) goes to what runs inside instead, so that the program has its grace period.
+    if (s.spawn?.contained === true && signal !== 9 && s.pid !== undefined && s.pidfd !== undefined) signalDescendants(s.pid, signal);
+    else signalChild(s.pid, s.pidfd, signal);
   }
 
   private onChildExit(s: Session): void {

@@ -105,7 +105,10 @@ class EscalationWorker {
   private onCommand(c: Command): void {
     switch (c.t) {
       case "listen":
-        this.table.listen(c.lid, c.fd, c.cgroupProcs);
+        this.table.listen(c.lid, c.fd, c.cgroupProcs, c.outputFd);
+        return;
+      case "release-output":
+        this.table.releaseOutput(c.lid);
         return;
       case "unlisten":
         this.table.unlisten(c.lid, c.killChildren);

@@ -29,7 +29,7 @@ import {
   PROTOCOL_ENV_VARS,
   type EscalateRequest,
 } from "./protocol.ts";
-import { keepEscalationSocketAcrossExec } from "./keep-socket.ts";
+import { keepEscalationSocketAcrossExec } from "../escalation-socket.ts";
 import { recvFrame, sendFrame } from "./socket.ts";
 
 /** Exit status for a call without a target path (Codex's clap usage error is 2 as well). */

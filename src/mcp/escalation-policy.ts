@@ -17,10 +17,10 @@
  * gets a clear Deny (or Run in the sandbox, by choice) instead of a hung request.
  */
 import { amendPolicyInMemory, appendAllowRule } from "../execpolicy/amend.ts";
-import { isPolicyDriven, type Policy } from "../execpolicy/policy.ts";
+import { isPolicyDriven, type Evaluation, type Policy } from "../execpolicy/policy.ts";
 import { shlexJoin } from "../execpolicy/shlex.ts";
-import type { EscalateAction } from "../escalate/protocol.ts";
-import type { ResolvedRequest } from "../escalate/server.ts";
+import type { Grant } from "../escalate/boundary.ts";
+import type { Decided, ResolvedRequest } from "../escalate/server.ts";
 import { log } from "../log.ts";
 import { commandMightBeDangerous } from "./heuristics.ts";
 
@@ -44,6 +44,16 @@ export const ELICITATION_SCHEMA = {
   },
 } as const;
 
+/**
+ * The form for a prompt that a `prompt` *rule* produced: no "always allow", which would append an `allow` rule
+ * that changes nothing (the strictest matching rule wins, and the prompt rule stays).
+ */
+export const ELICITATION_SCHEMA_RULE = {
+  type: "object",
+  title: "Execution Permission Request",
+  properties: { reason: ELICITATION_SCHEMA.properties.reason },
+} as const;
+
 /** What to do with a `prompt` when the client cannot ask a human. */
 export type OnPrompt = "deny" | "run-in-sandbox";
 
@@ -59,7 +69,7 @@ export interface EscalationSettings {
 
 /** Per call: how to ask (undefined when the client has no elicitation capability), and the stopwatch. */
 export interface CallHooks {
-  elicit?: (message: string, schema: typeof ELICITATION_SCHEMA) => Promise<ElicitAnswer>;
+  elicit?: (message: string, schema: typeof ELICITATION_SCHEMA | typeof ELICITATION_SCHEMA_RULE) => Promise<ElicitAnswer>;
   /** Run `f` with the call's timeout paused. */
   paused: <T>(f: () => Promise<T>) => Promise<T>;
 }
@@ -68,15 +78,38 @@ function basename(p: string): string {
   return p.slice(p.lastIndexOf("/") + 1);
 }
 
-/** The elicitation message, exactly as Codex: ``Allow agent to run `<file> <args>` in `<workdir>`?``. */
+/**
+ * The elicitation message, as Codex: ``Allow agent to run `<file> <args>` in `<workdir>`?``, plus
+ * `` (as argv[0] `<name>`)`` when `argv[0]` is neither the file's path nor its base name: programs dispatch on
+ * it, so the human must see it (Codex leaves it out).
+ */
 export function elicitationMessage(r: ResolvedRequest): string {
   const args = r.argv.slice(1);
   const cmd = args.length === 0 ? r.file : `${r.file} ${shlexJoin(args)}`;
-  return `Allow agent to run \`${cmd}\` in \`${r.workdir}\`?`;
+  const argv0 = r.argv[0] ?? "";
+  const as = argv0 === r.file || argv0 === basename(r.file) ? "" : ` (as argv[0] \`${argv0}\`)`;
+  return `Allow agent to run \`${cmd}\`${as} in \`${r.workdir}\`?`;
 }
 
-/** Decide one intercepted exec. */
-export async function decideExec(s: EscalationSettings, hooks: CallHooks, r: ResolvedRequest): Promise<EscalateAction> {
+/**
+ * The program a decision grants (see {@link Grant}): the first token of the rule that produced the decision, with
+ * the `host_executable` paths listed for it.
+ */
+function grantOf(s: EscalationSettings, e: Evaluation): Grant | undefined {
+  for (const m of e.matchedRules) {
+    if (!("prefixRuleMatch" in m) || m.prefixRuleMatch.decision !== e.decision) continue;
+    const program = m.prefixRuleMatch.matchedPrefix[0]!;
+    const hostExecutables = program.includes("/") ? undefined : s.policy.hostExecutables.get(program);
+    return hostExecutables === undefined ? { program } : { program, hostExecutables };
+  }
+  return undefined;
+}
+
+/**
+ * Decide one intercepted exec. An `Escalate` carries the {@link Grant} of the rule behind it, which the escalation
+ * boundary checks against what will really run.
+ */
+export async function decideExec(s: EscalationSettings, hooks: CallHooks, r: ResolvedRequest): Promise<Decided> {
   const name = s.preserveProgramPaths ? r.file : basename(r.file);
   const heuristicCmd = [name, ...r.argv.slice(1)];
   const policyCmd = [r.file, ...r.argv.slice(1)];
@@ -84,10 +117,12 @@ export async function decideExec(s: EscalationSettings, hooks: CallHooks, r: Res
     commandMightBeDangerous(heuristicCmd) ? "prompt" : "allow",
   );
   const driven = isPolicyDriven(e);
-  const approved: EscalateAction = driven ? { kind: "Escalate" } : { kind: "Run" };
+  const grant = driven ? grantOf(s, e) : undefined;
+  const approved: Decided = grant !== undefined ? { kind: "Escalate", grant } : { kind: "Run" };
   log.debug("exec decision", { file: r.file, argv: r.argv, decision: e.decision, driven });
   switch (e.decision) {
     case "forbidden":
+      log.notice("denied", { file: r.file, argv: r.argv, reason: "forbidden by policy" });
       return { kind: "Deny", reason: "Execution forbidden by policy" };
     case "allow":
     case undefined:
@@ -95,17 +130,29 @@ export async function decideExec(s: EscalationSettings, hooks: CallHooks, r: Res
     case "prompt":
       break;
   }
-  const key = JSON.stringify([r.file, ...r.argv.slice(1), r.workdir]);
+  // argv[0] is part of what was approved: `exec -a git-archive git …` is another command than `git …`.
+  const key = JSON.stringify([r.file, ...r.argv, r.workdir]);
   const remembered = s.memory.get(key);
   if (remembered === true) return approved;
+  // A prompt *rule* wins over any allow rule (the strictest matching rule wins): the way out is to change it.
+  const promptRule = driven ? e.matchedRules.find((m) => "prefixRuleMatch" in m && m.prefixRuleMatch.decision === "prompt") : undefined;
+  const rulePrefix = promptRule !== undefined && "prefixRuleMatch" in promptRule ? promptRule.prefixRuleMatch.matchedPrefix : undefined;
   if (hooks.elicit === undefined) {
+    log.notice("prompt not asked (the client cannot)", { file: r.file, argv: r.argv, onPrompt: s.onPrompt });
     if (s.onPrompt === "run-in-sandbox") return { kind: "Run" };
+    if (rulePrefix !== undefined)
+      return {
+        kind: "Deny",
+        reason: `this command needs a human's approval: a prompt rule matching ${JSON.stringify(rulePrefix)} asks for it, and this MCP client cannot ask (no elicitation support). To run it without asking, change that rule's decision to "allow" in your rules files (${s.codexHome}/rules/); adding an allow rule changes nothing, because the strictest matching rule wins`,
+      };
     return {
       kind: "Deny",
       reason: `this command needs a human's approval, and this MCP client cannot ask for it (no elicitation support). A human can allow it by adding a rule to ${s.codexHome}/rules/default.rules, e.g. prefix_rule(pattern=${JSON.stringify(heuristicCmd.slice(0, 2))}, decision="allow")`,
     };
   }
-  const answer = await hooks.paused(() => hooks.elicit!(elicitationMessage(r), ELICITATION_SCHEMA));
+  const schema = rulePrefix !== undefined ? ELICITATION_SCHEMA_RULE : ELICITATION_SCHEMA;
+  const answer = await hooks.paused(() => hooks.elicit!(elicitationMessage(r), schema));
+  log.notice("prompted", { file: r.file, argv: r.argv, answer: answer.action });
   switch (answer.action) {
     case "accept":
       s.memory.set(key, true);
@@ -113,13 +160,14 @@ export async function decideExec(s: EscalationSettings, hooks: CallHooks, r: Res
         try {
           appendAllowRule(s.codexHome, heuristicCmd);
           amendPolicyInMemory(s.policy, heuristicCmd);
-          return { kind: "Escalate" }; // now allowed by a rule
+          return { kind: "Escalate", grant: { program: heuristicCmd[0]! } }; // now allowed by a rule
         } catch (err) {
           log.warn("could not add the always-allow rule", { error: (err as Error).message });
         }
       }
       return approved;
     case "decline":
+      log.notice("denied", { file: r.file, argv: r.argv, reason: "declined by the user" });
       return { kind: "Deny", reason: "User declined execution" };
     default:
       return { kind: "Deny", reason: "User cancelled execution" };

@@ -15,14 +15,8 @@
  */
 import { ShellmcpError } from "../errors.ts";
 import { existsSync } from "node:fs";
-import {
-  parsePermissionProfile,
-  pathFromUri,
-  planPermissionProfile,
-  summarySandboxPolicy,
-  type FilesystemPlan,
-  type PermissionProfile,
-} from "../sandbox/permission-profile.ts";
+import { parsePermissionProfile, pathFromUri, type PermissionProfile } from "../sandbox/permission-profile.ts";
+import { planPermissionProfile, summarySandboxPolicy, type FilesystemPlan } from "../sandbox/filesystem-plan.ts";
 import { parseSandboxPolicy, type SandboxPolicy } from "../sandbox/policy.ts";
 import { canonicalPath, LANDLOCK_EXTRA_WRITABLE, type WritableView, type WriteEnforcement } from "../sandbox/writable.ts";
 

@@ -15,6 +15,7 @@ import {
   ErrorCode,
   JSONRPCMessageSchema,
   ListToolsRequestSchema,
+  RootsListChangedNotificationSchema,
   McpError,
   type JSONRPCMessage,
 } from "@modelcontextprotocol/sdk/types.js";
@@ -51,6 +52,11 @@ export interface ToolContext {
   meta?: Record<string, unknown>;
   /** Present when the client declared the `elicitation` capability. */
   elicit?: (message: string, requestedSchema: Record<string, unknown>) => Promise<ElicitAnswer>;
+  /**
+   * Present when the client declared the `roots` capability: its `file://` roots as absolute paths (asked once, and
+   * again after `notifications/roots/list_changed`; an error or a non-file root yields nothing).
+   */
+  roots?: () => Promise<string[]>;
 }
 
 /** Server behaviour supplied by the caller. */
@@ -231,10 +237,24 @@ export async function serveStdio(o: McpServerOptions): Promise<void> {
 
   server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: [o.tool] }));
 
+  let roots: Promise<string[]> | undefined;
+  server.setNotificationHandler(RootsListChangedNotificationSchema, async () => {
+    roots = undefined;
+  });
+  const listRoots = (): Promise<string[]> =>
+    (roots ??= server.listRoots().then(
+      (r) => r.roots.filter((x) => x.uri.startsWith("file://")).map((x) => decodeURIComponent(new URL(x.uri).pathname)),
+      () => {
+        roots = undefined;
+        return [];
+      },
+    ));
+
   server.setRequestHandler(CallToolRequestSchema, async (req, extra) => {
     if (req.params.name !== o.tool.name) throw new RpcError(ErrorCode.InvalidParams, "tool not found");
     const token = extra._meta?.progressToken;
     const canElicit = server.getClientCapabilities()?.elicitation !== undefined;
+    const hasRoots = server.getClientCapabilities()?.roots !== undefined;
     const ctx: ToolContext = {
       signal: extra.signal,
       meta: req.params._meta as Record<string, unknown> | undefined,
@@ -255,6 +275,7 @@ export async function serveStdio(o: McpServerOptions): Promise<void> {
             return { action: r.action, content: r.content as Record<string, unknown> | undefined };
           }
         : undefined,
+      roots: hasRoots ? listRoots : undefined,
     };
     try {
       return (await o.callTool(req.params.arguments, ctx)) as never;

@@ -73,7 +73,7 @@ export async function sandboxLinuxCli(
     return 2;
   }
   if (!hasFullNetwork(policy)) process.env.CODEX_SANDBOX_NETWORK_DISABLED = "1";
-  (await import("../escalate/keep-socket.ts")).keepEscalationSocketAcrossExec();
+  (await import("../escalation-socket.ts")).keepEscalationSocketAcrossExec();
   const backend = (o.backend ?? defaultBackend) as "auto" | "bwrap" | "landlock";
   if (!["auto", "bwrap", "landlock"].includes(backend)) {
     writeStderr(`shellmcp: --backend must be auto, bwrap or landlock (got ${backend})\n`);

@@ -1,20 +1,17 @@
 /**
  * Codex 0.169's `PermissionProfile` — what Codex sends with every `tools/call` in
  * `params._meta["codex/sandbox-state"].permissionProfile` (and what its 0.169 Linux helper takes with
- * `--permission-profile`) — and the {@link FilesystemPlan} every shellmcp backend enforces (bubblewrap, Landlock,
- * Seatbelt, the exec-server). Legacy `SandboxPolicy` values (0.97's `codex/sandbox-state/update`) map onto the
- * same plan with {@link planSandboxPolicy}, so a backend only ever consumes plans.
+ * `--permission-profile`): its types and its wire format. What a backend enforces is the `FilesystemPlan` that
+ * ./filesystem-plan.ts makes of a profile (or of a legacy `SandboxPolicy`); this module knows nothing of plans.
  *
- * API (other modules code against exactly this):
+ * API:
  *
  *   parsePermissionProfile(input: string | unknown): PermissionProfile        throws ShellmcpError "USAGE"
  *   serializePermissionProfile(p: PermissionProfile): string                  Codex's JSON shape
  *   pathFromUri(value: string, what: string): string                          `file://` URI or absolute path → path
- *   planPermissionProfile(p, cwd, env?): FilesystemPlan                       throws "SANDBOX_UNAVAILABLE"
- *   planSandboxPolicy(policy: SandboxPolicy, cwd, env?): FilesystemPlan       the legacy policy as a plan
- *   summarySandboxPolicy(plan: FilesystemPlan): SandboxPolicy                 nearest legacy policy, never wider
- *   linuxReadableRoots(plan, extra?): string[] | undefined                    readable roots incl. platform defaults
- *   landlockCanEnforce(plan): string | undefined                              why Landlock alone cannot (or undefined)
+ *
+ * and in ./filesystem-plan.ts: planPermissionProfile, planSandboxPolicy, summarySandboxPolicy, linuxReadableRoots,
+ * landlockCanEnforce.
  *
  * Wire shape (Codex 0.169, serde: internally tagged on `type`, snake_case):
  *
@@ -42,29 +39,8 @@
  * entries (not supported yet), unknown special kinds other than on `write` entries (an unknown `write` grant is
  * dropped, which only narrows), `..` in a subpath. A plan is never wider than the profile.
  */
-import type { WritableRoot } from "./policy.ts";
-
-// The code is in two modules, re-exported here so that the API above stays in one place:
-// ./permission-profile-parse.ts (validating and serialising profiles) and ./permission-profile-plan.ts (plans).
-import { parsePermissionProfile, pathFromUri, serializePermissionProfile } from "./permission-profile-parse.ts";
-import {
-  landlockCanEnforce,
-  linuxReadableRoots,
-  planPermissionProfile,
-  planSandboxPolicy,
-  summarySandboxPolicy,
-} from "./permission-profile-plan.ts";
-
-export {
-  landlockCanEnforce,
-  linuxReadableRoots,
-  parsePermissionProfile,
-  pathFromUri,
-  planPermissionProfile,
-  planSandboxPolicy,
-  serializePermissionProfile,
-  summarySandboxPolicy,
-};
+import { isAbsolute, normalize } from "node:path";
+import { ShellmcpError } from "../errors.ts";
 
 /** Access of one entry. `deny` = neither read nor write (wire alias `none`). */
 export type FileSystemAccessMode = "read" | "write" | "deny";
@@ -103,30 +79,187 @@ export type PermissionProfile =
   | { type: "disabled" }
   | { type: "external"; network: NetworkSandboxPolicy };
 
+// --- the wire format: validating and serialising profiles ----------------------------------------------------
+
+function invalid(message: string, data: Record<string, unknown> = {}): ShellmcpError {
+  return new ShellmcpError("USAGE", `invalid permission profile: ${message}`, data);
+}
+
+function object(v: unknown, where: string): Record<string, unknown> {
+  if (typeof v !== "object" || v === null || Array.isArray(v)) throw invalid(`\`${where}\` must be an object`);
+  return v as Record<string, unknown>;
+}
+
+function only(o: Record<string, unknown>, allowed: readonly string[], where: string): void {
+  for (const k of Object.keys(o)) {
+    if (!allowed.includes(k))
+      throw invalid(`unknown field \`${k}\` in ${where}, expected one of ${allowed.map((a) => `\`${a}\``).join(", ")}`);
+  }
+}
+
+function network(v: unknown, where: string): NetworkSandboxPolicy {
+  if (v === "restricted" || v === "enabled") return v;
+  throw invalid(`\`${where}\` must be "restricted" or "enabled" (got ${JSON.stringify(v)})`);
+}
+
 /**
- * What a backend enforces, with every path resolved (absolute, symlinks resolved where the path exists).
- *
- * - `sandboxed` false: run with no sandbox at all (profile `disabled`, policy `danger-full-access`).
- * - `fullRead`: everything is readable (except `deniedPaths`); else only `readableRoots` (+ the platform
- *   defaults when `includePlatformDefaults`, + every writable root).
- * - `fullWrite`: everything is writable (profile `external`/unrestricted, policy `external-sandbox`); else only
- *   `writableRoots`, minus each root's `readOnlySubpaths` (which may not exist yet: the backend must then stop
- *   them from being created, e.g. bwrap mounts an empty read-only directory there).
- * - `deniedPaths`: neither readable nor writable (files or folders; a missing one inside a writable root must be
- *   kept from being created, one elsewhere can be ignored).
- * - `network`: `restricted` = no network (seccomp + network namespace), `enabled` = full network.
- * - `strict`: true for permission profiles: a backend that cannot enforce a read-only subpath or a denied path
- *   must refuse (see {@link landlockCanEnforce}). False for legacy policies, whose `.git`/`.codex` protection
- *   Codex's own Landlock helper never enforced (shellmcp warns instead, as before).
+ * A path from Codex: an absolute path, or a `file://` URI (Codex 0.169 sends `sandboxCwd` as one; host empty or
+ * `localhost`; percent-escapes decoded). Throws `USAGE` for other schemes, relative paths, NUL bytes.
  */
-export interface FilesystemPlan {
-  sandboxed: boolean;
-  fullRead: boolean;
-  fullWrite: boolean;
-  readableRoots: string[];
-  includePlatformDefaults: boolean;
-  writableRoots: WritableRoot[];
-  deniedPaths: string[];
-  network: NetworkSandboxPolicy;
-  strict: boolean;
+export function pathFromUri(value: string, what: string): string {
+  let p = value;
+  if (/^[a-zA-Z][a-zA-Z0-9+.-]*:/.test(value)) {
+    let url: URL;
+    try {
+      url = new URL(value);
+    } catch {
+      throw invalid(`\`${what}\` is not a valid URI: ${JSON.stringify(value)}`);
+    }
+    if (url.protocol !== "file:") throw invalid(`\`${what}\` must be a file:// URI or an absolute path (got ${JSON.stringify(value)})`);
+    if (url.host !== "" && url.host !== "localhost") throw invalid(`\`${what}\` names a remote host: ${JSON.stringify(value)}`);
+    try {
+      p = decodeURIComponent(url.pathname);
+    } catch {
+      throw invalid(`\`${what}\` has a bad percent-escape: ${JSON.stringify(value)}`);
+    }
+  }
+  if (p.includes("\0")) throw invalid(`\`${what}\` contains a NUL byte`);
+  if (!isAbsolute(p)) throw invalid(`\`${what}\` must be an absolute path (got ${JSON.stringify(value)})`);
+  return normalize(p);
+}
+
+function parseSpecial(v: unknown): FileSystemSpecialPath {
+  const o = object(v, "value");
+  const kind = o.kind;
+  switch (kind) {
+    case "root":
+    case "minimal":
+    case "tmpdir":
+    case "slash_tmp":
+      only(o, ["kind"], `special path \`${kind}\``);
+      return { kind };
+    case "project_roots":
+    case "current_working_directory": {
+      only(o, ["kind", "subpath"], `special path \`${kind}\``);
+      if (o.subpath === undefined || o.subpath === null) return { kind: "project_roots" };
+      if (typeof o.subpath !== "string") throw invalid("`subpath` must be a string");
+      if (isAbsolute(o.subpath) || o.subpath.split(/[\\/]/).includes("..") || o.subpath.includes("\0")) {
+        throw invalid(`\`subpath\` must be a relative path inside the project (got ${JSON.stringify(o.subpath)})`);
+      }
+      return { kind: "project_roots", subpath: o.subpath };
+    }
+    default:
+      if (typeof kind !== "string" || kind === "") throw invalid("special path needs a `kind`");
+      return { kind: "unknown", name: kind };
+  }
+}
+
+function parsePath(v: unknown): FileSystemPath {
+  const o = object(v, "path");
+  switch (o.type) {
+    case "path":
+      only(o, ["type", "path"], "path");
+      if (typeof o.path !== "string") throw invalid("`path.path` must be a string");
+      return { type: "path", path: pathFromUri(o.path, "path.path") };
+    case "glob_pattern":
+      only(o, ["type", "pattern"], "glob_pattern");
+      if (typeof o.pattern !== "string") throw invalid("`pattern` must be a string");
+      return { type: "glob_pattern", pattern: o.pattern };
+    case "special":
+      only(o, ["type", "value"], "special path");
+      return { type: "special", value: parseSpecial(o.value) };
+    default:
+      throw invalid(`unknown path type ${JSON.stringify(o.type)}, expected \`path\`, \`glob_pattern\` or \`special\``);
+  }
+}
+
+function parseEntry(v: unknown, i: number): FileSystemSandboxEntry {
+  const o = object(v, `entries[${i}]`);
+  only(o, ["path", "access", "missing_path_behavior"], `entries[${i}]`);
+  const access = o.access === "none" ? "deny" : o.access;
+  if (access !== "read" && access !== "write" && access !== "deny")
+    throw invalid(`entries[${i}].access must be "read", "write" or "deny" (got ${JSON.stringify(o.access)})`);
+  const entry: FileSystemSandboxEntry = { path: parsePath(o.path), access };
+  if (o.missing_path_behavior !== undefined && o.missing_path_behavior !== null) {
+    if (o.missing_path_behavior !== "skip")
+      throw invalid(`entries[${i}].missing_path_behavior must be "skip" (got ${JSON.stringify(o.missing_path_behavior)})`);
+    entry.missingPathBehavior = "skip";
+  }
+  return entry;
+}
+
+/**
+ * Validate a profile given as JSON text or a parsed value. Throws `USAGE` naming the problem (unknown type,
+ * field or access value; relative path; bad URI). Mirrors Codex 0.169's deserialiser, except that unknown fields
+ * are errors (a misspelt restriction must not vanish) and `file://` URIs are accepted wherever a path is.
+ */
+export function parsePermissionProfile(input: string | unknown): PermissionProfile {
+  let v: unknown = input;
+  if (typeof input === "string") {
+    try {
+      v = JSON.parse(input);
+    } catch (e) {
+      throw invalid(`not JSON: ${(e as Error).message}`);
+    }
+  }
+  const o = object(v, "permissionProfile");
+  switch (o.type) {
+    case "disabled":
+      only(o, ["type"], "disabled");
+      return { type: "disabled" };
+    case "external":
+      only(o, ["type", "network"], "external");
+      return { type: "external", network: network(o.network ?? "restricted", "network") };
+    case "managed": {
+      only(o, ["type", "file_system", "network"], "managed");
+      const fs = object(o.file_system, "file_system");
+      let fileSystem: ManagedFileSystem;
+      if (fs.type === "unrestricted") {
+        only(fs, ["type"], "file_system");
+        fileSystem = { type: "unrestricted" };
+      } else if (fs.type === "restricted") {
+        only(fs, ["type", "entries", "glob_scan_max_depth"], "file_system");
+        const entries = fs.entries ?? [];
+        if (!Array.isArray(entries)) throw invalid("`file_system.entries` must be a list");
+        fileSystem = { type: "restricted", entries: entries.map(parseEntry) };
+        if (fs.glob_scan_max_depth !== undefined && fs.glob_scan_max_depth !== null) {
+          if (typeof fs.glob_scan_max_depth !== "number" || !Number.isInteger(fs.glob_scan_max_depth) || fs.glob_scan_max_depth < 1)
+            throw invalid("`glob_scan_max_depth` must be a positive integer");
+          fileSystem.globScanMaxDepth = fs.glob_scan_max_depth;
+        }
+      } else throw invalid(`unknown file_system type ${JSON.stringify(fs.type)}, expected \`restricted\` or \`unrestricted\``);
+      return { type: "managed", fileSystem, network: network(o.network ?? "restricted", "network") };
+    }
+    default:
+      throw invalid(`unknown type ${JSON.stringify(o.type)}, expected \`managed\`, \`disabled\` or \`external\``);
+  }
+}
+
+function wirePath(p: FileSystemPath): unknown {
+  if (p.type === "path") return { type: "path", path: p.path };
+  if (p.type === "glob_pattern") return { type: "glob_pattern", pattern: p.pattern };
+  const v = p.value;
+  if (v.kind === "unknown") return { type: "special", value: { kind: v.name } };
+  if (v.kind === "project_roots" && v.subpath !== undefined) return { type: "special", value: { kind: v.kind, subpath: v.subpath } };
+  return { type: "special", value: { kind: v.kind } };
+}
+
+/** One entry in Codex's wire shape (snake_case, `missing_path_behavior` only when set), as serialised and quoted in errors. */
+export function wireEntry(e: FileSystemSandboxEntry): unknown {
+  return { path: wirePath(e.path), access: e.access, ...(e.missingPathBehavior ? { missing_path_behavior: e.missingPathBehavior } : {}) };
+}
+
+/** Codex's JSON for a profile (the shape {@link parsePermissionProfile} reads back; paths as plain paths). */
+export function serializePermissionProfile(p: PermissionProfile): string {
+  if (p.type === "disabled") return JSON.stringify({ type: "disabled" });
+  if (p.type === "external") return JSON.stringify({ type: "external", network: p.network });
+  const fs =
+    p.fileSystem.type === "unrestricted"
+      ? { type: "unrestricted" }
+      : {
+          type: "restricted",
+          entries: p.fileSystem.entries.map(wireEntry),
+          ...(p.fileSystem.globScanMaxDepth !== undefined ? { glob_scan_max_depth: p.fileSystem.globScanMaxDepth } : {}),
+        };
+  return JSON.stringify({ type: "managed", file_system: fs, network: p.network });
 }

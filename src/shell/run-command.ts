@@ -18,7 +18,11 @@ import type { EscalationServer, ListenOptions } from "../escalate/server.ts";
 import { INTERCEPT_ENV_VAR, PROTOCOL_ENV_VARS } from "../escalate/protocol.ts";
 import { hasFullDiskWrite, hasFullNetwork, serializeSandboxPolicy, type SandboxPolicy } from "../sandbox/policy.ts";
 import { writableView, type WritableView, type WriteEnforcement } from "../sandbox/writable.ts";
-import type { FilesystemPlan, PermissionProfile } from "../sandbox/permission-profile.ts";
+import type { EscalationMode, RoomSpec } from "../sandbox/room.ts";
+import { planSandboxPolicy } from "../sandbox/filesystem-plan.ts";
+import { resolveCommand } from "../sandbox/linux/in-process.ts";
+import type { PermissionProfile } from "../sandbox/permission-profile.ts";
+import type { FilesystemPlan } from "../sandbox/filesystem-plan.ts";
 import { seatbeltShellLaunch } from "../sandbox/macos/seatbelt.ts";
 import { bytesPipe, planBwrap, releaseBwrapPlan, SANDBOX_FAILURE_EXIT, type BwrapPlan } from "../sandbox/linux/run.ts";
 import type { CallCgroup, CgroupManager } from "./cgroup.ts";
@@ -125,7 +129,61 @@ export interface RunCommandOptions {
    * to the wrapper.
    */
   interceptSet?: string;
+  /**
+   * Where escalated programs run (../sandbox/room.ts): `room` (default) or `host` (Codex's meaning), and the extra
+   * writable paths per program. `callPlan`: the call's sandbox when it comes from a permission profile (else it is
+   * planned from `policy`).
+   */
+  escalation?: { mode: EscalationMode; extraWritable: Readonly<Record<string, readonly string[]>> };
+  callPlan?: FilesystemPlan;
 }
+
+/** How long escalated programs get between SIGTERM and SIGKILL when their call times out or is cancelled, ms. */
+export const ESCALATED_GRACE_MS = 2000;
+
+/**
+ * The room escalated programs of this call run in: built by the backend the call's own sandbox uses (bubblewrap or
+ * Landlock), on the host when the call is not sandboxed or `escalation = "host"`, and unavailable (they run inside
+ * the call's sandbox) when the backend cannot build one.
+ */
+export function roomFor(
+  o: Pick<RunCommandOptions, "escalation" | "callPlan" | "policy" | "sandboxCwd" | "env" | "launcher">,
+  enforcement: WriteEnforcement,
+): RoomSpec {
+  const extraWritable = o.escalation?.extraWritable ?? {};
+  let call: FilesystemPlan;
+  try {
+    call = o.callPlan ?? planSandboxPolicy(o.policy, o.sandboxCwd, o.env);
+  } catch (e) {
+    return { backend: { kind: "unavailable", reason: (e as Error).message }, call: UNSANDBOXED, extraWritable };
+  }
+  if (o.escalation?.mode === "host" || enforcement === "none") return { backend: { kind: "host" }, call, extraWritable };
+  if (o.launcher.seatbelt !== undefined)
+    return { backend: { kind: "unavailable", reason: "escalation rooms are not built on macOS yet" }, call, extraWritable };
+  if (enforcement === "bwrap") {
+    const bwrap = o.launcher.direct?.bwrap ?? resolveCommand("bwrap");
+    if (bwrap === undefined) return { backend: { kind: "unavailable", reason: "bubblewrap is not installed" }, call, extraWritable };
+    return {
+      backend: { kind: "bwrap", bwrap, noProc: o.launcher.direct?.noProc === true || o.launcher.flags.includes("--no-proc") },
+      call,
+      extraWritable,
+    };
+  }
+  return { backend: { kind: "landlock", helper: [o.launcher.exe] }, call, extraWritable };
+}
+
+/** Placeholder plan when the call's own plan cannot be computed (the room is then unavailable anyway). */
+const UNSANDBOXED: FilesystemPlan = {
+  sandboxed: false,
+  fullRead: true,
+  fullWrite: true,
+  readableRoots: [],
+  includePlatformDefaults: false,
+  writableRoots: [],
+  deniedPaths: [],
+  network: "enabled",
+  strict: false,
+};
 
 /** The POSIX shell that moves itself into the call's cgroup before anything of the call runs. */
 const TRAMPOLINE_SH = "/bin/sh";
@@ -256,9 +314,11 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
   let killed: "timeout" | "cancel" | undefined;
   let stopwatch: Stopwatch | undefined;
   // What an escalation may run is judged against the sandbox as it is now, when the shell starts.
+  const enforcement = launcherEnforcement(sandboxed, o.launcher);
   const boundary: EscalationBoundary = {
     baseEnv: o.env,
-    writable: (o.writable ?? ((e) => writableView(o.policy, o.sandboxCwd, e, o.env)))(launcherEnforcement(sandboxed, o.launcher)),
+    writable: (o.writable ?? ((e) => writableView(o.policy, o.sandboxCwd, e, o.env)))(enforcement),
+    room: roomFor(o, enforcement),
   };
   let cgroup: CallCgroup | undefined;
   try {
@@ -267,11 +327,24 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
     release();
     return fail(`cannot create this call's cgroup: ${(e as Error).message}`);
   }
-  const listener = o.server.listen({ decide: (r) => o.decide(r, stopwatch!), boundary, cgroupProcs: cgroup?.procs });
-  const killTree = () => {
+  // The worker gets its own copy of the output pipe's write end (for escalated programs given a terminal); it is
+  // created after the pipe below, so the listener is opened there.
+  const [readEnd, writeEnd] = libc.pipe2(libc.SOCK.SOCK_CLOEXEC);
+  const outputFd = libc.fcntl(writeEnd, libc.SOCK.F_DUPFD_CLOEXEC, 3);
+  const listener = o.server.listen({ decide: (r) => o.decide(r, stopwatch!), boundary, cgroupProcs: cgroup?.procs, outputFd });
+  // Timeout or cancel: the sandboxed shell's process group dies at once; escalated programs get SIGTERM and
+  // ESCALATED_GRACE_MS to end (git removes its index.lock), then everything left of the call is killed.
+  let graceOver: Promise<void> | undefined;
+  const killAll = () => {
     cgroup?.kill();
     if (pid > 0) libc.kill(-pid, 9);
     listener.signalChildren(9);
+  };
+  const killTree = () => {
+    if (graceOver !== undefined) return;
+    listener.signalChildren(15);
+    if (pid > 0) libc.kill(-pid, 9);
+    graceOver = Bun.sleep(ESCALATED_GRACE_MS).then(killAll);
   };
   stopwatch = new Stopwatch(o.timeoutMs, () => {
     killed ??= "timeout";
@@ -279,6 +352,8 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
   });
   if (stopwatch.expired) {
     release();
+    libc.closeQuiet(readEnd);
+    libc.closeQuiet(writeEnd);
     await listener.close();
     return {
       exitCode: 124,
@@ -296,7 +371,6 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
   // with bwrap, --die-with-parent), so the cgroup only needs the escalated programs (the worker moves those in).
   // Saves a /bin/sh start per call.
   const trampoline = cgroup !== undefined && launch.bwrap === undefined;
-  const [readEnd, writeEnd] = libc.pipe2(libc.SOCK.SOCK_CLOEXEC);
   const seccomp = launch.bwrap?.seccomp === undefined ? undefined : bytesPipe(launch.bwrap.seccomp);
   const stdio: (number | "ignore")[] = ["ignore", writeEnd, writeEnd, listener.clientFd];
   if (seccomp !== undefined) stdio[SECCOMP_FD] = seccomp;
@@ -350,6 +424,10 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
     eof = true;
   })();
   const exitCode = await proc.exited;
+  // The shell is gone: the worker lets go of its copy of the pipe (later escalations of leftovers get /dev/null).
+  listener.releaseOutput();
+  // Killed (timeout, cancel): escalated programs have their grace period, unless they end (and close the pipe) first.
+  if (graceOver !== undefined) await Promise.race([pump, graceOver]);
   // Everything the call started ends with it (background jobs, detached or not); their end closes the pipe.
   cgroup?.kill();
   await Promise.race([pump, Bun.sleep(DRAIN_MS)]);

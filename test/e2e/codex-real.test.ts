@@ -223,16 +223,18 @@ function scenarios(line: "0.169" | "0.97", codexPath: () => string): void {
       codex: codex(),
       sandbox: "read-only",
       rules: RULES,
-      args: ({ outside }) => ({
+      // The allowed program runs in its escalation room (issue 21), which writes the repository it works in: the
+      // project. (Until issue 21 this ran in a folder outside any project: Codex's "on the host" meaning.)
+      args: ({ proj }) => ({
         command: "touch escalate-me && echo ESCALATED_OK; touch other || echo OTHER_REFUSED",
-        workdir: outside,
+        workdir: proj,
         login: false,
       }),
     });
     expect(o.output).toContain("ESCALATED_OK");
     expect(o.output).toContain("OTHER_REFUSED");
-    expect(existsSync(join(o.outside, "escalate-me"))).toBe(true);
-    expect(existsSync(join(o.outside, "other"))).toBe(false);
+    expect(existsSync(join(o.proj, "escalate-me"))).toBe(true);
+    expect(existsSync(join(o.proj, "other"))).toBe(false);
   }, 120_000);
 
   test("a forbidden rule denies: the program never runs", async () => {

@@ -111,7 +111,7 @@ describe("escalated environment", () => {
 });
 
 describe("checkEscalation", () => {
-  test("a system program escalates by its canonical path; a link to it in the project too", () => {
+  test("a system program escalates by its canonical path; a link to it in the project does not (the link can be replaced)", () => {
     const proj = project();
     symlinkSync("/usr/bin/id", join(proj, "id"));
     const b = boundary(proj);
@@ -120,11 +120,9 @@ describe("checkEscalation", () => {
       path: "/usr/bin/id",
       cwd: proj,
     });
-    expect(checkEscalation(b, { file: join(proj, "id"), argv: ["id"], workdir: proj }, b.baseEnv)).toEqual({
-      ok: true,
-      path: "/usr/bin/id",
-      cwd: proj,
-    });
+    const viaLink = checkEscalation(b, { file: join(proj, "id"), argv: ["id"], workdir: proj }, b.baseEnv);
+    expect(viaLink.ok).toBe(false);
+    expect(!viaLink.ok && viaLink.reason).toContain(`${join(proj, "id")}, on the program's path as the command named it, can be replaced`);
   });
 
   test("a program file the sandbox wrote is refused", () => {
@@ -132,7 +130,41 @@ describe("checkEscalation", () => {
     const evil = script(join(proj, "id"), "#!/bin/sh\necho pwned\n");
     const r = checkEscalation(boundary(proj), { file: evil, argv: ["id"], workdir: proj }, {});
     expect(r.ok).toBe(false);
-    expect(!r.ok && r.reason).toContain("program file");
+    expect(!r.ok && r.reason).toContain("can be replaced by the sandboxed command");
+  });
+
+  describe("identity: the file and argv[0] are the program the rule names (issue 21, item 2)", () => {
+    const grant = { program: "id" };
+    test("the rule's id resolves through the trusted PATH; argv[0] may be the token, the path or its base name", () => {
+      const proj = project();
+      const b = boundary(proj);
+      for (const argv0 of ["id", "/usr/bin/id"])
+        expect(checkEscalation(b, { file: "/usr/bin/id", argv: [argv0, "-u"], workdir: proj }, b.baseEnv, grant).ok).toBe(true);
+    });
+    test("another argv[0] is refused: programs dispatch on it (exec -a git-archive git …)", () => {
+      const proj = project();
+      const b = boundary(proj);
+      const r = checkEscalation(b, { file: "/usr/bin/git", argv: ["git-archive", "status"], workdir: proj }, b.baseEnv, { program: "git" });
+      expect(r.ok).toBe(false);
+      expect(!r.ok && r.reason).toContain('argv[0] "git-archive"');
+    });
+    test("a read-only program of the same name elsewhere is not the rule's program", () => {
+      const proj = project();
+      const b = boundary(proj);
+      const r = checkEscalation(b, { file: "/usr/bin/whoami", argv: ["id"], workdir: proj }, b.baseEnv, grant);
+      expect(r.ok).toBe(false);
+      expect(!r.ok && r.reason).toContain("is not the program the rule names");
+    });
+    test("host_executable paths and path rules name the file exactly", () => {
+      const proj = project();
+      const b = boundary(proj);
+      const he = { program: "id", hostExecutables: ["/usr/bin/id"] };
+      expect(checkEscalation(b, { file: "/usr/bin/id", argv: ["id"], workdir: proj }, b.baseEnv, he).ok).toBe(true);
+      expect(checkEscalation(b, { file: "/usr/bin/id", argv: ["id"], workdir: proj }, b.baseEnv, { program: "/usr/bin/id" }).ok).toBe(true);
+      expect(
+        checkEscalation(b, { file: "/usr/bin/whoami", argv: ["whoami"], workdir: proj }, b.baseEnv, { program: "/usr/bin/id" }).ok,
+      ).toBe(false);
+    });
   });
 
   test("a read-only script whose #! interpreter the sandbox wrote is refused; env NAME follows PATH", () => {
@@ -163,6 +195,24 @@ describe("checkEscalation", () => {
 
   describe("git", () => {
     const git = "/usr/bin/git";
+    test("a submodule (gitlink in the index) whose .git the sandbox can write: refused (issue 21, item 4)", () => {
+      const proj = project();
+      const sub = tempDir("bnd-sub-");
+      const g = (cwd: string, ...a: string[]) =>
+        expect(
+          Bun.spawnSync(["git", "-c", "protocol.file.allow=always", "-c", "user.name=t", "-c", "user.email=t@t", ...a], { cwd }).exitCode,
+        ).toBe(0);
+      g(sub, "init", "-q");
+      g(sub, "commit", "-q", "--allow-empty", "-m", "s");
+      g(proj, "submodule", "add", "-q", sub, "mods/sub");
+      const b = boundary(proj);
+      const r = checkEscalation(b, { file: git, argv: ["git", "status"], workdir: proj }, b.baseEnv);
+      expect(r.ok).toBe(false);
+      expect(!r.ok && r.reason).toContain(`submodule repository ${join(proj, "mods", "sub", ".git")}`);
+      // Without .gitmodules the gitlink in the index still counts.
+      rmSync(join(proj, ".gitmodules"));
+      expect(checkEscalation(b, { file: git, argv: ["git", "status"], workdir: proj }, b.baseEnv).ok).toBe(false);
+    });
     test("bwrap, project root with a read-only .git: escalates", () => {
       const proj = project();
       const b = boundary(proj);

@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { readSync, writeSync } from "node:fs";
+import { readFileSync, readSync, writeSync } from "node:fs";
 import { join } from "node:path";
 import * as c from "../../ffi/libc.ts";
 import { ShellmcpError } from "../../src/errors.ts";
@@ -163,6 +163,9 @@ describe.skipIf(process.platform !== "linux")("libc bindings (Linux)", () => {
   test("prctl(PR_SET_NO_NEW_PRIVS) and raw syscall(gettid) in a child", () => {
     const r = run([BUN, join(ROOT, "test", "fixtures", "prctl-child.ts")]);
     expect(r.exitCode).toBe(0);
-    expect(JSON.parse(r.stdout)).toEqual({ before: 0, after: 1, tidIsPid: true });
+    // `before` is whatever this process inherited (a container or bwrap may have set it already): the flag the
+    // child reads back must equal the one this test process reads from the kernel for itself.
+    const mine = Number(readFileSync("/proc/self/status", "utf8").match(/^NoNewPrivs:\s*(\d)/m)?.[1]);
+    expect(JSON.parse(r.stdout)).toEqual({ before: mine, after: 1, tidIsPid: true });
   });
 });

@@ -6,16 +6,10 @@
  */
 import { existsSync, mkdirSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { homedir } from "node:os";
 import { startServe, type Session, type StartOptions } from "./mcp.ts";
+import { CONF_BASE } from "./test-dirs.ts";
 
-/**
- * This run's workspace folder: the same path as cleanup.ts's CONF_BASE (which `bun test` preloads and removes
- * after the run); not imported from there so that test/security/reference-table.ts can run outside `bun test`.
- */
-const CONF_BASE = join(homedir(), ".cache", "shellmcp-conf", `run-${process.pid}`);
-
-/** A fresh directory under this run's CONF_BASE (outside /tmp, so not a writable root unless made one). */
+/** A fresh directory under this run's CONF_BASE (outside every default writable root, see test-dirs.ts). */
 export function confDir(prefix: string): string {
   const d = join(CONF_BASE, `${prefix}-${Math.random().toString(36).slice(2, 10)}`);
   mkdirSync(d, { recursive: true });

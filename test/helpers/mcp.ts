@@ -6,14 +6,12 @@ import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 import { ElicitRequestSchema, EmptyResultSchema, type ElicitResult } from "@modelcontextprotocol/sdk/types.js";
 import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { homedir } from "node:os";
 import { ensureBinary } from "./binary.ts";
+import { CONF_BASE } from "./test-dirs.ts";
 
-/** A fresh folder under ~/.cache/shellmcp-conf/run-<pid> (the test run's workspace folder, see cleanup.ts). */
+/** A fresh folder under the run's CONF_BASE (outside every default writable root, see test-dirs.ts). */
 function homeOutsideTmp(): string {
-  const base = join(homedir(), ".cache", "shellmcp-conf", `run-${process.pid}`);
-  mkdirSync(base, { recursive: true });
-  return mkdtempSync(join(base, "home-"));
+  return mkdtempSync(join(CONF_BASE, "home-"));
 }
 
 /** Parsed text result of the shell tool. */
@@ -47,6 +45,10 @@ export interface StartOptions {
   onElicit?: (message: string, schema: unknown) => Promise<ElicitResult> | ElicitResult;
   env?: Record<string, string>;
   codexHome?: string;
+  /** argv that starts the server instead of `dist/shellmcp` (`serve` and `args` are appended). */
+  command?: string[];
+  /** The server's working folder (default: this process's). */
+  cwd?: string;
 }
 
 /** Start `shellmcp serve` and connect the SDK client to it. */
@@ -58,9 +60,11 @@ export async function startServe(o: StartOptions = {}): Promise<Session> {
     mkdirSync(join(codexHome, "rules"), { recursive: true });
     writeFileSync(join(codexHome, "rules", "default.rules"), o.rules);
   }
+  const [command, ...prefix] = o.command ?? [ensureBinary()];
   const transport = new StdioClientTransport({
-    command: ensureBinary(),
-    args: ["serve", ...(o.args ?? [])],
+    command: command!,
+    args: [...prefix, "serve", ...(o.args ?? [])],
+    cwd: o.cwd,
     env: { PATH: "/usr/local/bin:/usr/bin:/bin", HOME: codexHome, CODEX_HOME: codexHome, LC_ALL: "C", ...o.env },
     stderr: "pipe",
   });

@@ -29,10 +29,14 @@ async function serve(o: Parameters<typeof startServe>[0] = {}) {
   sessions.push(s);
   return s;
 }
-/** A workspace outside /tmp (so read-only really means read-only for it). */
+/**
+ * A workspace outside /tmp (so read-only really means read-only for it), and a git repository: an escalated
+ * program's room writes the repository it runs in (issue 21), nothing else the read-only sandbox cannot.
+ */
 function workspace(): string {
   const d = join(CONF_BASE, `ws-${Math.random().toString(36).slice(2)}`);
   require("node:fs").mkdirSync(d, { recursive: true });
+  expect(Bun.spawnSync(["git", "init", "-q", d]).exitCode).toBe(0);
   return d;
 }
 
@@ -165,7 +169,10 @@ describe.skipIf(skip)("shellmcp serve (SDK client, compiled binary)", () => {
     const ws = workspace();
     const r = await s.shell({ command: "touch x", workdir: ws, login: false });
     expect(r.out.output).toContain("needs a human's approval");
-    expect(r.out.output).toContain("rules/default.rules");
+    // A prompt *rule* asked: adding an allow rule would change nothing (the strictest rule wins), so the reason
+    // says to change that rule (issue 22, item 7).
+    expect(r.out.output).toContain('a prompt rule matching ["touch"] asks for it');
+    expect(r.out.output).toContain(`change that rule's decision to "allow" in your rules files (${s.codexHome}/rules/)`);
     expect(existsSync(join(ws, "x"))).toBe(false);
     const t = await serve({ rules: 'prefix_rule(pattern = ["touch"], decision = "prompt")\n', args: ["--on-prompt", "run-in-sandbox"] });
     const r2 = await t.shell({ command: "touch y", workdir: ws, login: false });
@@ -318,15 +325,37 @@ describe.skipIf(skip)("shellmcp serve (SDK client, compiled binary)", () => {
     expect(existsSync(join(ws, "z"))).toBe(true); // escalated through zsh's interception
   });
 
-  test("a broken rules file: serve refuses to start and names it", async () => {
-    const home = tempDir();
-    require("node:fs").mkdirSync(join(home, "rules"));
-    writeFileSync(join(home, "rules", "default.rules"), 'prefix_rule(pattern = ["rm"], decision = "forbiden")\n');
-    const { ensureBinary } = await import("../helpers/binary.ts");
-    const r = Bun.spawnSync([ensureBinary(), "serve"], { env: { PATH: "/usr/bin:/bin", CODEX_HOME: home }, stdin: "ignore" });
-    expect(r.exitCode).toBe(1);
-    expect(r.stderr.toString()).toContain(`failed to parse policy at ${join(home, "rules", "default.rules")}`);
-    expect(r.stderr.toString()).toContain("invalid decision: forbiden");
+  test("a broken rules file or config: the server stays up, tools/list answers, every call fails closed naming the file", async () => {
+    for (const [what, setup] of [
+      [
+        "rules",
+        (home: string) => writeFileSync(join(home, "rules", "default.rules"), 'prefix_rule(pattern = ["rm"], decision = "forbiden")\n'),
+      ],
+      ["config", (home: string) => writeFileSync(join(home, "config.toml"), '[shellmcp]\nescalation = "everywhere"\n')],
+    ] as const) {
+      const home = tempDir();
+      require("node:fs").mkdirSync(join(home, "rules"));
+      setup(home);
+      const s = await serve({ codexHome: home });
+      const { tools } = await s.client.listTools();
+      expect(tools.map((t) => t.name)).toEqual(["shell"]);
+      const ws = workspace();
+      for (let i = 0; i < 2; i++) {
+        const r = (await s.client.callTool({ name: "shell", arguments: { command: "touch ran", workdir: ws } })) as {
+          isError?: boolean;
+          content: { text: string }[];
+        };
+        expect(r.isError).toBe(true);
+        const text = r.content[0]!.text;
+        expect(text).toStartWith("shellmcp cannot run commands: ");
+        if (what === "rules") {
+          expect(text).toContain(`failed to parse policy at ${join(home, "rules", "default.rules")}`);
+          expect(text).toContain("invalid decision: forbiden");
+        } else expect(text).toContain('shellmcp.escalation must be "room" or "host"');
+        expect(existsSync(join(ws, "ran"))).toBe(false);
+      }
+      expect(s.stderr()).toContain("shellmcp serve: ");
+    }
   });
 });
 

@@ -289,17 +289,21 @@ for (const backend of ["landlock", "bwrap"] as const) {
   describe.skipIf(
     process.platform !== "linux" || noPython() || (backend === "bwrap" && skipWithout("network-off tests (bwrap)", bwrapMissing)),
   )(`network off (${backend})`, () => {
-    test("send() on an AF_UNIX socketpair works; sendto with an address and AF_INET sockets stay denied", () => {
+    test("send() on an AF_UNIX socketpair works; no datagram socket, no addressed send (sendto, sendmsg), no AF_INET", () => {
       const b = box();
       const script = [
         "import socket",
         "a, b = socket.socketpair(); a.send(b'hi'); print('send', b.recv(2).decode())",
-        "u = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)",
-        "try:\n    u.sendto(b'x', '/tmp/none.sock'); print('sendto-addr allowed')\nexcept OSError as e:\n    print('sendto-addr', e.errno)",
+        "s, t = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET); s.send(b'sp'); print('seqpacket', t.recv(2).decode())",
+        "for ty in (socket.SOCK_DGRAM, socket.SOCK_RAW):\n    try:\n        socket.socket(socket.AF_UNIX, ty); print('dgram allowed')\n    except OSError as e:\n        print('dgram', e.errno)",
+        "try:\n    socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM); print('dgram pair allowed')\nexcept OSError as e:\n    print('dgram pair', e.errno)",
+        "try:\n    a.sendto(b'x', '/tmp/none.sock'); print('sendto-addr allowed')\nexcept OSError as e:\n    print('sendto-addr', e.errno)",
+        "try:\n    a.sendmsg([b'x'], [], 0, '/tmp/none.sock'); print('sendmsg-addr allowed')\nexcept OSError as e:\n    print('sendmsg-addr', e.errno)",
         "try:\n    socket.socket(socket.AF_INET, socket.SOCK_DGRAM); print('inet allowed')\nexcept OSError as e:\n    print('inet', e.errno)",
       ].join("\n");
       const r = run(backend, WW, b.cwd, ["python3", "-c", script]);
-      expect(r.out).toBe("send hi\nsendto-addr 1\ninet 1\n");
+      // EPERM (1) from the filter; EISCONN (106) from the kernel for an address on a connected stream socket.
+      expect(r.out).toBe("send hi\nseqpacket sp\ndgram 1\ndgram 1\ndgram pair 1\nsendto-addr 1\nsendmsg-addr 106\ninet 1\n");
     });
   });
 }

@@ -7,16 +7,18 @@ import { mkdirSync, mkdtempSync, realpathSync, rmSync, symlinkSync, writeFileSyn
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import {
-  landlockCanEnforce,
-  linuxReadableRoots,
   parsePermissionProfile,
   pathFromUri,
-  planPermissionProfile,
-  planSandboxPolicy,
   serializePermissionProfile,
-  summarySandboxPolicy,
   type PermissionProfile,
 } from "../../src/sandbox/permission-profile.ts";
+import {
+  landlockCanEnforce,
+  linuxReadableRoots,
+  planPermissionProfile,
+  planSandboxPolicy,
+  summarySandboxPolicy,
+} from "../../src/sandbox/filesystem-plan.ts";
 import { parseSandboxPolicy } from "../../src/sandbox/policy.ts";
 import { ShellmcpError } from "../../src/errors.ts";
 import { canWrite } from "../../src/sandbox/writable.ts";

@@ -6,7 +6,7 @@
  * verdict is a marker file in a host directory that is not a writable root of the sandbox.
  */
 import { afterAll, describe, expect, test } from "bun:test";
-import { chmodSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
+import { chmodSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { buildPreload, closeAll, confDir, exists, hostGit, requirePrograms, serveWithPid, token } from "../helpers/attack.ts";
 
@@ -82,23 +82,28 @@ describe("item 3: a program file the sandbox could write is never escalated", ()
     const { ws, outside, run } = await setup(RULES);
     const marker = join(outside, "symlink-ran");
     const ro = confDir("ro-link");
+    const evilTmp = `/tmp/shellmcp-evil-${token()}`;
     symlinkSync(join(ws, "evil", "id"), join(ro, "id"));
     // And a symlink inside the project itself, to a file in /tmp (a writable root).
     const r = await run(
       `mkdir -p evil && printf '%s' '${fake(marker)}' > evil/id && chmod +x evil/id && PATH=${ro}:$PATH id; ` +
-        `t=$(mktemp -d /tmp/evil.XXXXXX) && printf '%s' '${fake(marker)}' > $t/real && chmod +x $t/real && mkdir -p lnk && ln -sf $t/real lnk/id && PATH=$PWD/lnk:$PATH id; echo end`,
+        `t=${evilTmp} && mkdir $t && printf '%s' '${fake(marker)}' > $t/real && chmod +x $t/real && mkdir -p lnk && ln -sf $t/real lnk/id && PATH=$PWD/lnk:$PATH id; echo end`,
     );
+    rmSync(evilTmp, { recursive: true, force: true }); // directly under /tmp: not the run's TMPDIR
     expect(r.output).toContain("end");
     expect(exists(marker)).toBe(false);
   }, 60_000);
 
   test("a genuine allowed program still escalates (the rule keeps working)", async () => {
-    const { run } = await setup('prefix_rule(pattern=["touch"], decision="allow")\n');
-    // read-only sandbox would refuse; escalated touch writes outside the workspace's writable roots.
+    const { ws, run } = await setup('prefix_rule(pattern=["touch"], decision="allow")\n');
+    // The sandbox keeps the repository's .git read-only; the escalated touch runs in its room, which writes the
+    // repository (issue 21) — and nothing outside it.
+    expect(Bun.spawnSync(["git", "init", "-q", ws]).exitCode).toBe(0);
     const target = confDir("escalated-target");
-    const r = await run(`touch ${target}/made && echo ok`);
-    expect(r.output).toContain("ok");
-    expect(exists(join(target, "made"))).toBe(true);
+    const r = await run(`touch .git/made && echo ok; touch ${target}/made 2>/dev/null || echo outside-refused`);
+    expect(r.output).toContain("ok\noutside-refused");
+    expect(exists(join(ws, ".git", "made"))).toBe(true);
+    expect(exists(join(target, "made"))).toBe(false);
   }, 60_000);
 });
 

@@ -6,10 +6,10 @@
  * The 0.97 server delegates sandboxing to the client's `codexLinuxSandboxExe`: Codex 0.97's own binary
  * (`@openai/codex-0.97`, arg0 `codex-linux-sandbox`), as Codex 0.97 itself would pass it.
  */
-import { existsSync, mkdirSync, mkdtempSync } from "node:fs";
-import { homedir } from "node:os";
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { ensureBinary, ROOT, tempDir } from "../helpers/binary.ts";
+import { CONF_BASE, RUN_TMP } from "../helpers/test-dirs.ts";
 import { referenceShellToolDir, startLineRpc, type LineRpc } from "../helpers/reference.ts";
 import {
   buildPreload,
@@ -45,8 +45,7 @@ const BWRAP_BROKEN =
   bwrapProbe.exitCode !== 0
     ? `bwrap: n/a (the 0.97 helper fails: ${bwrapProbe.stderr.toString().match(/build-time bubblewrap is not available[^\n]*/)?.[0] ?? `exit ${bwrapProbe.exitCode}`})`
     : undefined;
-const BASE = join(homedir(), ".cache", "shellmcp-conf", `reftable-${process.pid}`);
-mkdirSync(BASE, { recursive: true });
+const BASE = CONF_BASE;
 const dir = (p: string) => mkdtempSync(join(BASE, `${p}-`));
 
 interface Ref {
@@ -314,6 +313,7 @@ await attempt("5 .git under /tmp (bwrap)", async () => {
     const o = await r.shell("echo '[x]' >> .git/config; echo rc=$?");
     out.push(`${bwrap ? "bwrap" : "landlock"}: write .git/config ${o.output.includes("rc=0") ? "SUCCEEDS" : "fails"}`);
     await r.close();
+    rmSync(ws, { recursive: true, force: true });
   }
   return out.join("; ");
 });
@@ -378,4 +378,5 @@ await attempt("10 network off: socketpair send / UDP sendto", async () => {
 
 console.log("\n| attack | Rust reference 0.97 |\n| --- | --- |");
 for (const [a, b] of rows) console.log(`| ${a} | ${b} |`);
+for (const d of [CONF_BASE, RUN_TMP]) rmSync(d, { recursive: true, force: true });
 process.exit(0);

@@ -1,5 +1,6 @@
 /**
- * Bubblewrap: finding and preflighting it ({@link probeBwrap}, with a per-boot cache of successes), and the argv
+ * Bubblewrap: finding and preflighting it ({@link probeBwrap}, with a verified per-boot cache of full-strength
+ * successes in ./bwrap-probe-cache.ts), and the argv
  * that builds a run's mount view ({@link planBwrap}: writable roots, read-only re-binds, denied paths, namespaces,
  * the seccomp program or our inner stage), with the host-side mount points it needs
  * ({@link releaseBwrapPlan}). Launching it is in ./run.ts.
@@ -10,18 +11,19 @@ import {
   lstatSync,
   mkdirSync,
   mkdtempSync,
-  readFileSync,
   readlinkSync,
-  renameSync,
   rmdirSync,
   rmSync,
   statSync,
   writeFileSync,
 } from "node:fs";
-import { homedir, tmpdir } from "node:os";
-import { dirname, join, sep } from "node:path";
+import { tmpdir } from "node:os";
+import { join, sep } from "node:path";
 import { ShellmcpError } from "../../errors.ts";
-import { linuxReadableRoots, serializePermissionProfile } from "../permission-profile.ts";
+import { selfCommand } from "../../self.ts";
+import { forgetProbe, probedFullStrength, probeKey, rememberFullStrength } from "./bwrap-probe-cache.ts";
+import { serializePermissionProfile } from "../permission-profile.ts";
+import { linuxReadableRoots, type FilesystemPlan } from "../filesystem-plan.ts";
 import { serializeSandboxPolicy } from "../policy.ts";
 import { planOf, resolveCommand, seccompModeForPlan, type SandboxRun } from "./in-process.ts";
 import { buildFilter } from "./seccomp.ts";
@@ -37,56 +39,30 @@ export interface BwrapProbe {
 }
 
 /**
- * Where successful preflights are remembered (per user, outside /tmp): a preflight costs a whole bwrap run, and
- * its answer only changes with the kernel (boot) or the bwrap binary. Only successes are cached, so a forged
- * entry cannot downgrade a sandbox to Landlock: at worst bwrap then fails and the command does not run.
- */
-export const BWRAP_PROBE_CACHE = join(homedir(), ".cache", "shellmcp", "bwrap-probe.json");
-
-function probeCacheKey(path: string, networkRestricted: boolean): string | undefined {
-  try {
-    const boot = readFileSync("/proc/sys/kernel/random/boot_id", "utf8").trim();
-    const st = statSync(path);
-    return `${boot}:${path}:${st.ino}:${st.mtimeMs}:${networkRestricted ? "net-off" : "net-on"}`;
-  } catch {
-    return undefined;
-  }
-}
-
-function readProbeCache(key: string): { noProc: boolean } | undefined {
-  try {
-    const v = JSON.parse(readFileSync(BWRAP_PROBE_CACHE, "utf8")) as Record<string, { noProc?: unknown }>;
-    const e = v[key];
-    return e === undefined ? undefined : { noProc: e.noProc === true };
-  } catch {
-    return undefined;
-  }
-}
-
-function writeProbeCache(key: string, noProc: boolean): void {
-  try {
-    mkdirSync(dirname(BWRAP_PROBE_CACHE), { recursive: true });
-    const tmp = `${BWRAP_PROBE_CACHE}.${process.pid}`;
-    writeFileSync(tmp, JSON.stringify({ [key]: { noProc } }));
-    renameSync(tmp, BWRAP_PROBE_CACHE);
-  } catch {
-    // best effort
-  }
-}
-
-/**
- * Locate and preflight bubblewrap: `--ro-bind / /`, new namespaces and `/proc`, running `true`. A success is
- * remembered in {@link BWRAP_PROBE_CACHE} for this boot and this bwrap binary (`SHELLMCP_NO_PROBE_CACHE=1`: always probe).
+ * Locate and preflight bubblewrap. A full-strength success is remembered for this boot and this bwrap binary in a
+ * verified runtime folder (./bwrap-probe-cache.ts; `SHELLMCP_NO_PROBE_CACHE=1`: always probe); a degraded one
+ * (`--no-proc`) or a failure is probed every time.
  */
 export function probeBwrap(networkRestricted = true): BwrapProbe {
   const path = resolveCommand("bwrap");
   if (path === undefined) return { ok: false, reason: "bubblewrap is not installed (apt-get install bubblewrap)" };
-  const key = process.env.SHELLMCP_NO_PROBE_CACHE === "1" ? undefined : probeCacheKey(path, networkRestricted);
-  const cached = key === undefined ? undefined : readProbeCache(key);
-  if (cached !== undefined) return { ok: true, path, ...(cached.noProc ? { noProc: true } : {}) };
+  const key = probeKey(path, networkRestricted);
+  if (key !== undefined && probedFullStrength(key)) return { ok: true, path };
   const r = probeBwrapUncached(path, networkRestricted);
-  if (r.ok && key !== undefined) writeProbeCache(key, r.noProc === true);
+  if (r.ok && r.noProc !== true && key !== undefined) rememberFullStrength(key);
   return r;
+}
+
+/**
+ * bubblewrap at `path` failed after its preflight passed (a cached success gone stale: user namespaces disabled
+ * since, a changed AppArmor policy): forget the cached success, so that the next probe runs bwrap again and falls
+ * back to Landlock or explains.
+ */
+export function forgetBwrapProbe(path: string): void {
+  for (const net of [true, false]) {
+    const key = probeKey(path, net);
+    if (key !== undefined) forgetProbe(key);
+  }
 }
 
 function probeBwrapUncached(path: string, networkRestricted: boolean): BwrapProbe {
@@ -122,10 +98,7 @@ function probeBwrapUncached(path: string, networkRestricted: boolean): BwrapProb
 
 /** The command that starts this binary as the Linux sandbox helper, whatever it is called. */
 function selfHelperCommand(): string[] {
-  const compiled = (process.argv[1] ?? "").startsWith("/$bunfs/");
-  return compiled
-    ? [process.execPath, "--codex-run-as-linux-sandbox"]
-    : [process.execPath, process.argv[1]!, "--codex-run-as-linux-sandbox"];
+  return [...selfCommand(), "--codex-run-as-linux-sandbox"];
 }
 
 /** Sort key: fewer path components first, then by name (a stable, total order). */
@@ -197,9 +170,45 @@ export function planBwrap(bwrap: string, run: SandboxRun, opts: { seccompFd?: nu
     run.command[0]!.startsWith("/") &&
     existsSync(run.command[0]!);
   const argv = [bwrap, "--new-session", "--die-with-parent"];
+  const created: string[] = [];
+  const tempDirs: string[] = [];
+  argv.push(...bwrapMounts(plan, created, tempDirs));
+  argv.push("--unshare-user", ...(run.inheritPidNamespace === true ? [] : ["--unshare-pid"]), "--unshare-ipc");
+  if (plan.network !== "enabled") argv.push("--unshare-net");
+  if (!run.noProc && run.inheritPidNamespace !== true) argv.push("--proc", "/proc");
+  argv.push("--cap-drop", "ALL");
+  const mode = seccompModeForPlan(plan);
+  if (direct) {
+    if (mode !== undefined) argv.push("--seccomp", String(opts.seccompFd));
+    argv.push("--", ...run.command);
+    return { argv, created, tempDirs, direct: true, seccomp: mode === undefined ? undefined : buildFilter(mode) };
+  }
+  argv.push(
+    "--",
+    ...selfHelperCommand(),
+    "--apply-seccomp-then-exec",
+    "--sandbox-policy-cwd",
+    run.policyCwd,
+    "--sandbox-policy",
+    serializeSandboxPolicy(policy),
+    ...(run.profile !== undefined ? ["--permission-profile", serializePermissionProfile(run.profile)] : []),
+    "--",
+    ...run.command,
+  );
+  return { argv, created, tempDirs, direct: false };
+}
+
+/**
+ * The mount part of a bwrap argv for `plan` (docs/sandbox.md, "Bubblewrap backend"): `/` read-only (or writable),
+ * a fresh `/dev`, every writable root, then every read-only re-bind, then the denied paths, then Codex's daemon
+ * folder hidden. Host-side mount points it creates are appended to `created`, temporary folders to `tempDirs`
+ * (give both back with {@link releaseBwrapPlan}). Throws `SANDBOX_UNAVAILABLE` when a protected or denied path is a
+ * symlink. Shared by the call's sandbox ({@link planBwrap}) and the escalation room (./room.ts).
+ */
+export function bwrapMounts(plan: FilesystemPlan, created: string[], tempDirs: string[]): string[] {
+  const argv: string[] = [];
   argv.push(...(plan.fullWrite ? ["--bind", "/", "/"] : ["--ro-bind", "/", "/"]));
   argv.push("--dev", "/dev");
-  const created: string[] = [];
   // Mount order decides what wins: a later bind covers an earlier one. Every writable root is bound first,
   // shallowest first (a nested writable root stays writable); then every read-only re-bind, shallowest first,
   // so that no writable bind — `/tmp` and `$TMPDIR` included, whatever their order in the policy — can cover
@@ -230,7 +239,6 @@ export function planBwrap(bwrap: string, run: SandboxRun, opts: { seccompFd?: nu
   // read-only (EACCES: no capability inside can override it). A missing one inside a writable root is blocked
   // from being created the same way.
   let unreadable: string | undefined;
-  const tempDirs: string[] = [];
   for (const d of [...plan.deniedPaths].sort(byDepth((p) => p))) {
     let st: ReturnType<typeof statSync> | undefined;
     try {
@@ -262,29 +270,7 @@ export function planBwrap(bwrap: string, run: SandboxRun, opts: { seccompFd?: nu
   // that runs outside the sandbox. (After the writable binds, which may re-expose /tmp.)
   const daemonDir = `/tmp/codex-daemon-${process.getuid?.() ?? 0}`;
   if (existsSync(daemonDir)) argv.push("--perms", "000", "--tmpfs", daemonDir, "--remount-ro", daemonDir);
-  argv.push("--unshare-user", "--unshare-pid", "--unshare-ipc");
-  if (plan.network !== "enabled") argv.push("--unshare-net");
-  if (!run.noProc) argv.push("--proc", "/proc");
-  argv.push("--cap-drop", "ALL");
-  const mode = seccompModeForPlan(plan);
-  if (direct) {
-    if (mode !== undefined) argv.push("--seccomp", String(opts.seccompFd));
-    argv.push("--", ...run.command);
-    return { argv, created, tempDirs, direct: true, seccomp: mode === undefined ? undefined : buildFilter(mode) };
-  }
-  argv.push(
-    "--",
-    ...selfHelperCommand(),
-    "--apply-seccomp-then-exec",
-    "--sandbox-policy-cwd",
-    run.policyCwd,
-    "--sandbox-policy",
-    serializeSandboxPolicy(policy),
-    ...(run.profile !== undefined ? ["--permission-profile", serializePermissionProfile(run.profile)] : []),
-    "--",
-    ...run.command,
-  );
-  return { argv, created, tempDirs, direct: false };
+  return argv;
 }
 
 function isUnderPath(path: string, root: string): boolean {

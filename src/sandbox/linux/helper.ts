@@ -4,7 +4,7 @@
  *
  *   codex-linux-sandbox --sandbox-policy-cwd DIR (--sandbox-policy JSON | --permission-profile JSON)
  *                       [--command-cwd DIR] [--use-bwrap-sandbox] [--backend auto|bwrap|landlock] [--no-proc]
- *                       -- CMD [ARG…]
+ *                       [--inherit-pid-namespace] -- CMD [ARG…]
  *
  * `--permission-profile` (Codex 0.169's helper flag: a `PermissionProfile`, see permission-profile.ts) wins over
  * `--sandbox-policy`; `--command-cwd` is accepted for Codex 0.169 compatibility (the command runs in the
@@ -15,16 +15,11 @@
  * inner stage inside bwrap. Exit status: the command's; 2 for usage errors; 101 when the sandbox cannot be
  * applied (the command is then never run).
  */
-import { keepEscalationSocketAcrossExec } from "../../escalate/keep-socket.ts";
+import { keepEscalationSocketAcrossExec } from "../../escalation-socket.ts";
 import { ShellmcpError } from "../../errors.ts";
 import { writeStderr } from "../../stderr.ts";
-import {
-  parsePermissionProfile,
-  pathFromUri,
-  planPermissionProfile,
-  summarySandboxPolicy,
-  type PermissionProfile,
-} from "../permission-profile.ts";
+import { parsePermissionProfile, pathFromUri, type PermissionProfile } from "../permission-profile.ts";
+import { planPermissionProfile, summarySandboxPolicy } from "../filesystem-plan.ts";
 import { parseSandboxPolicy, type SandboxPolicy } from "../policy.ts";
 import { innerStage, runSandboxed, SANDBOX_FAILURE_EXIT, type Backend } from "./run.ts";
 
@@ -32,7 +27,7 @@ import { innerStage, runSandboxed, SANDBOX_FAILURE_EXIT, type Backend } from "./
 export const HELPER_USAGE_EXIT = 2;
 
 const USAGE =
-  "usage: codex-linux-sandbox --sandbox-policy-cwd DIR (--sandbox-policy JSON | --permission-profile JSON) [--command-cwd DIR] [--use-bwrap-sandbox] [--backend auto|bwrap|landlock] [--no-proc] -- CMD [ARG...]";
+  "usage: codex-linux-sandbox --sandbox-policy-cwd DIR (--sandbox-policy JSON | --permission-profile JSON) [--command-cwd DIR] [--use-bwrap-sandbox] [--backend auto|bwrap|landlock] [--no-proc] [--inherit-pid-namespace] -- CMD [ARG...]";
 
 interface HelperArgs {
   policyCwd?: string;
@@ -40,12 +35,13 @@ interface HelperArgs {
   profileJson?: string;
   backend: Backend;
   noProc: boolean;
+  inheritPidNamespace: boolean;
   inner: boolean;
   command: string[];
 }
 
 function parse(args: string[]): HelperArgs {
-  const o: HelperArgs = { backend: "landlock", noProc: false, inner: false, command: [] };
+  const o: HelperArgs = { backend: "landlock", noProc: false, inheritPidNamespace: false, inner: false, command: [] };
   for (let i = 0; i < args.length; i++) {
     const a = args[i]!;
     const value = () => {
@@ -85,6 +81,9 @@ function parse(args: string[]): HelperArgs {
       case "--no-proc":
         o.noProc = true;
         break;
+      case "--inherit-pid-namespace":
+        o.inheritPidNamespace = true;
+        break;
       case "--apply-seccomp-then-exec":
         o.inner = true;
         break;
@@ -121,7 +120,15 @@ export async function linuxSandboxMain(args: string[]): Promise<number> {
   try {
     if (o.policyJson === undefined) policy = summarySandboxPolicy(planPermissionProfile(profile!, o.policyCwd));
     if (o.inner) return innerStage(policy, o.policyCwd, o.command, profile);
-    return await runSandboxed({ policy, profile, policyCwd: o.policyCwd, command: o.command, backend: o.backend, noProc: o.noProc });
+    return await runSandboxed({
+      policy,
+      profile,
+      policyCwd: o.policyCwd,
+      command: o.command,
+      backend: o.backend,
+      noProc: o.noProc,
+      inheritPidNamespace: o.inheritPidNamespace,
+    });
   } catch (e) {
     writeStderr(`codex-linux-sandbox: ${(e as Error).message}\n`);
     return e instanceof ShellmcpError && e.code === "USAGE" ? HELPER_USAGE_EXIT : SANDBOX_FAILURE_EXIT;

@@ -9,14 +9,14 @@ import { delimiter, dirname, join } from "node:path";
 import * as libc from "../../../ffi/libc.ts";
 import { ShellmcpError } from "../../errors.ts";
 import { writeStderr } from "../../stderr.ts";
+import { type PermissionProfile } from "../permission-profile.ts";
 import {
   landlockCanEnforce,
   linuxReadableRoots,
   planPermissionProfile,
   planSandboxPolicy,
   type FilesystemPlan,
-  type PermissionProfile,
-} from "../permission-profile.ts";
+} from "../filesystem-plan.ts";
 import { hasFullDiskWrite, hasFullNetwork, type SandboxPolicy } from "../policy.ts";
 import { applyLandlock } from "./landlock.ts";
 import { installFilter, type SeccompMode } from "./seccomp.ts";
@@ -38,6 +38,8 @@ export interface SandboxRun {
   backend: Backend;
   /** Skip `--proc /proc` in bwrap. */
   noProc?: boolean;
+  /** `--inherit-pid-namespace` (Codex 0.169): keep the caller's pid namespace and /proc (bwrap: no --unshare-pid). */
+  inheritPidNamespace?: boolean;
 }
 
 /** The seccomp mode a policy needs (docs/sandbox.md, "seccomp filter"), or undefined for none. */
@@ -126,15 +128,11 @@ export function applyInProcess(
       networkRestricted: plan.network !== "enabled",
     });
   }
-  // Without CAP_SYS_PTRACE nothing inside can read a non-dumpable process's /proc files (serve makes itself
-  // non-dumpable, so its environment, with the secrets the shell does not get, stays unreadable). Landlock only
-  // scopes ptrace attaches, not /proc/<pid>/environ reads; bwrap drops every capability anyway. Dropping from the
-  // bounding set needs CAP_SETPCAP: a non-root user has neither, and nothing to drop.
-  try {
-    libc.prctl(libc.PR.CAPBSET_DROP, libc.CAP_SYS_PTRACE);
-  } catch {
-    // not permitted (non-root): no such capability to lose
-  }
+  // No capability survives into the sandbox (issue 22, item 1): a root command kept every one of them (mknod of
+  // /dev/kmsg, sethostname, reading any process's environ with CAP_SYS_PTRACE). bwrap drops them all too
+  // (--cap-drop ALL); here the bounding, ambient, effective, permitted and inheritable sets are emptied before
+  // the exec. A non-root user has none to drop.
+  libc.dropAllCapabilities();
   if (mode !== undefined) installFilter(mode);
   else libc.prctl(libc.PR.SET_NO_NEW_PRIVS, 1);
 }

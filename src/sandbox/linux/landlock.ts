@@ -39,6 +39,11 @@ export const FS = {
 export const FILE_RIGHTS = FS.EXECUTE | FS.WRITE_FILE | FS.READ_FILE | FS.TRUNCATE | FS.IOCTL_DEV;
 /** Read rights. */
 export const READ_RIGHTS = FS.EXECUTE | FS.READ_FILE | FS.READ_DIR;
+/**
+ * What a writable root grants: every right a workspace needs, but no device creation (`MAKE_CHAR`, `MAKE_BLOCK`:
+ * a root command could make a `/dev/kmsg` node in the project) and no ioctls on devices (`IOCTL_DEV`).
+ */
+export const WRITE_RIGHTS = 0xffff & ~(FS.MAKE_CHAR | FS.MAKE_BLOCK | FS.IOCTL_DEV);
 
 /** All FS rights known to `abi`. */
 export function fsRightsForAbi(abi: number): number {
@@ -122,9 +127,9 @@ export function applyLandlock(spec: LandlockSpec, env: Record<string, string | u
   };
   if (spec.readableRoots === undefined) add("/", READ_RIGHTS);
   else for (const r of spec.readableRoots) add(r, READ_RIGHTS);
-  add("/dev/null", 0xffff);
-  add("/dev/shm", 0xffff);
-  for (const r of spec.writableRoots) add(r, 0xffff);
+  add("/dev/null", FS.READ_FILE | FS.WRITE_FILE);
+  add("/dev/shm", WRITE_RIGHTS);
+  for (const r of spec.writableRoots) add(r, WRITE_RIGHTS);
 
   let rulesetFd = -1;
   try {

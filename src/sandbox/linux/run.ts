@@ -36,7 +36,7 @@ export {
   type Backend,
   type SandboxRun,
 } from "./in-process.ts";
-export { BWRAP_PROBE_CACHE, planBwrap, probeBwrap, releaseBwrapPlan, type BwrapPlan, type BwrapProbe } from "./bwrap.ts";
+export { planBwrap, probeBwrap, releaseBwrapPlan, type BwrapPlan, type BwrapProbe } from "./bwrap.ts";
 
 /** fds this process inherited from its parent (not CLOEXEC): the command must get them too (e.g. the escalation socket). */
 function inheritedFds(): number[] {

@@ -6,7 +6,18 @@
  *   x86_64: nr ≥ 0x40000000     → ERRNO(EPERM) (x32 ABI aliases)
  *   sendto (restricted mode)    → ALLOW only if args[4] (dest_addr) == NULL in both halves, else ERRNO(EPERM)
  *   nr ∈ deny list              → ERRNO(EPERM)
- *   socket/socketpair           → ALLOW only if args[0] == AF_UNIX in both 32-bit halves, else ERRNO(EPERM)
+ *   socket/socketpair           → ALLOW only if args[0] == AF_UNIX in both 32-bit halves and, in restricted mode,
+ *                                 the type (args[1] & SOCK_TYPE_MASK) is SOCK_STREAM or SOCK_SEQPACKET, else
+ *                                 ERRNO(EPERM). No datagram socket can exist in the sandbox, so no send can carry
+ *                                 a destination: the kernel refuses an address on a connected stream socket and
+ *                                 ignores it on a seqpacket one (the escalation socket is a seqpacket pair).
+ *                                 seccomp cannot read sendmsg's msghdr, so this is how addressed sendmsg/sendmmsg
+ *                                 to a host socket (journald, syslog) is stopped.
+ *   prlimit64, setpriority, sched_setparam/setscheduler/setaffinity/setattr, ioprio_set, migrate_pages,
+ *   move_pages                  → ALLOW only on the caller (the pid/who argument 0; prlimit64 on another pid only
+ *                                 to read, new limit NULL), else ERRNO(EPERM): a sandboxed command cannot lower the
+ *                                 server's RLIMIT_NOFILE or renice the user's other processes (issue 22, item 2;
+ *                                 under bwrap the pid namespace hides them anyway). Every mode.
  *   otherwise                   → ALLOW
  * Modes: `restricted` (network off): the full list above; `vsock` (network on, filesystem restricted): deny
  * AF_VSOCK sockets and io_uring only, as Codex 0.169; none when both are unrestricted.
@@ -54,6 +65,11 @@ const LD_W_ABS = 0x20;
 const JEQ_K = 0x15;
 const JGE_K = 0x35;
 const RET_K = 0x06;
+const ALU_AND_K = 0x54;
+/** Mask of the socket type in socket(2)'s second argument (the rest are SOCK_NONBLOCK / SOCK_CLOEXEC). */
+const SOCK_TYPE_MASK = 0xf;
+const SOCK_STREAM = 1;
+const SOCK_SEQPACKET = 5;
 const X32_SYSCALL_BIT = 0x40000000;
 const SECCOMP_SET_MODE_FILTER = 1;
 
@@ -79,6 +95,18 @@ function assemble(prog: Insn[]): Uint8Array {
   });
   return out;
 }
+
+/** Syscalls that may only act on the calling process (their pid argument must be 0). */
+type SelfOnly =
+  | "prlimit64"
+  | "setpriority"
+  | "sched_setparam"
+  | "sched_setscheduler"
+  | "sched_setaffinity"
+  | "sched_setattr"
+  | "ioprio_set"
+  | "migrate_pages"
+  | "move_pages";
 
 /** Build the BPF program for `mode` on `arch` (default: this machine). */
 export function buildFilter(mode: SeccompMode, arch: "linux-x64" | "linux-arm64" = L.arch as "linux-x64" | "linux-arm64"): Uint8Array {
@@ -108,14 +136,51 @@ export function buildFilter(mode: SeccompMode, arch: "linux-x64" | "linux-arm64"
       ? RESTRICTED_DENY.filter((n) => n !== "sendto")
       : (["io_uring_setup", "io_uring_enter", "io_uring_register"] as const);
   for (const name of deny) p.push({ code: JEQ_K, jt: "deny", jf: 0, k: nr[name]! });
+  // Calls that act on another process by pid: only on the caller. Each block ends by reloading nr for the next.
+  const argIsZero = (arg: number, ok: string, bad: string) => {
+    p.push({ code: LD_W_ABS, jt: 0, jf: 0, k: 16 + 8 * arg + 4 });
+    p.push({ code: JEQ_K, jt: 0, jf: bad, k: 0 });
+    p.push({ code: LD_W_ABS, jt: 0, jf: 0, k: 16 + 8 * arg });
+    p.push({ code: JEQ_K, jt: ok, jf: bad, k: 0 });
+  };
+  const byPid: [SelfOnly, number][] = [
+    ["prlimit64", 0],
+    ["setpriority", 1],
+    ["sched_setparam", 0],
+    ["sched_setscheduler", 0],
+    ["sched_setaffinity", 0],
+    ["sched_setattr", 0],
+    ["ioprio_set", 1],
+    ["migrate_pages", 0],
+    ["move_pages", 0],
+  ];
+  byPid.forEach(([name, arg], i) => {
+    const next = `pid-${i + 1}`;
+    p.push({ code: JEQ_K, jt: 0, jf: next, k: nr[name]! });
+    if (name === "prlimit64") {
+      argIsZero(0, "allow", `prlimit-read-${i}`);
+      p.push({ code: LD_W_ABS, jt: 0, jf: 0, k: 0, label: `prlimit-read-${i}` });
+      argIsZero(2, "allow", "deny"); // new_limit == NULL: reading another process's limits
+    } else argIsZero(arg, "allow", "deny");
+    p.push({ code: LD_W_ABS, jt: 0, jf: 0, k: 0, label: next });
+  });
   // socket / socketpair: look at args[0] (low word at offset 16, high word at 20).
   const family = (name: "socket" | "socketpair", next: string) => {
     p.push({ code: JEQ_K, jt: 0, jf: next, k: nr[name]! });
     p.push({ code: LD_W_ABS, jt: 0, jf: 0, k: 20 });
     p.push({ code: JEQ_K, jt: 0, jf: "deny", k: 0 }); // high word must be 0 (no truncation games)
     p.push({ code: LD_W_ABS, jt: 0, jf: 0, k: 16 });
-    if (mode === "restricted") p.push({ code: JEQ_K, jt: "allow", jf: "deny", k: AF_UNIX });
-    else p.push({ code: JEQ_K, jt: "deny", jf: "allow", k: AF_VSOCK });
+    if (mode === "restricted") {
+      p.push({ code: JEQ_K, jt: 0, jf: "deny", k: AF_UNIX });
+      // The type: args[1] (low word at 24, high word at 28), stream or seqpacket only (SOCK_RAW is a datagram
+      // socket for AF_UNIX).
+      p.push({ code: LD_W_ABS, jt: 0, jf: 0, k: 28 });
+      p.push({ code: JEQ_K, jt: 0, jf: "deny", k: 0 });
+      p.push({ code: LD_W_ABS, jt: 0, jf: 0, k: 24 });
+      p.push({ code: ALU_AND_K, jt: 0, jf: 0, k: SOCK_TYPE_MASK });
+      p.push({ code: JEQ_K, jt: "allow", jf: 0, k: SOCK_STREAM });
+      p.push({ code: JEQ_K, jt: "allow", jf: "deny", k: SOCK_SEQPACKET });
+    } else p.push({ code: JEQ_K, jt: "deny", jf: "allow", k: AF_VSOCK });
   };
   family("socket", "socketpair");
   p.push({ code: LD_W_ABS, jt: 0, jf: 0, k: 0, label: "socketpair" }); // reload nr (harmless when reached by fallthrough)

@@ -2,16 +2,49 @@
  * Planning: a Codex 0.169 permission profile or a legacy `SandboxPolicy`, resolved against the sandbox cwd, as
  * the {@link FilesystemPlan} every backend enforces; the nearest legacy policy of a plan; the Linux readable
  * roots of a plan; whether Landlock alone can enforce it. What a profile means (most specific entry wins, deny >
- * write > read, symlinks, missing paths, fail closed) is documented in ./permission-profile.ts, which re-exports
- * this module's API.
+ * write > read, symlinks, missing paths, fail closed) is documented in ./permission-profile.ts, which this module
+ * imports (and which imports nothing from here).
  */
 import { existsSync, lstatSync, realpathSync, statSync } from "node:fs";
 import { basename, dirname, isAbsolute, join, normalize, sep } from "node:path";
 import { ShellmcpError } from "../errors.ts";
 import { log } from "../log.ts";
-import type { FileSystemAccessMode, FilesystemPlan, NetworkSandboxPolicy, PermissionProfile } from "./permission-profile.ts";
-import { pathFromUri, wireEntry } from "./permission-profile-parse.ts";
+import {
+  pathFromUri,
+  wireEntry,
+  type FileSystemAccessMode,
+  type NetworkSandboxPolicy,
+  type PermissionProfile,
+} from "./permission-profile.ts";
 import { isUnder, LINUX_PLATFORM_READ_DEFAULTS, readableRoots, writableRoots, type SandboxPolicy, type WritableRoot } from "./policy.ts";
+
+/**
+ * What a backend enforces, with every path resolved (absolute, symlinks resolved where the path exists).
+ *
+ * - `sandboxed` false: run with no sandbox at all (profile `disabled`, policy `danger-full-access`).
+ * - `fullRead`: everything is readable (except `deniedPaths`); else only `readableRoots` (+ the platform
+ *   defaults when `includePlatformDefaults`, + every writable root).
+ * - `fullWrite`: everything is writable (profile `external`/unrestricted, policy `external-sandbox`); else only
+ *   `writableRoots`, minus each root's `readOnlySubpaths` (which may not exist yet: the backend must then stop
+ *   them from being created, e.g. bwrap mounts an empty read-only directory there).
+ * - `deniedPaths`: neither readable nor writable (files or folders; a missing one inside a writable root must be
+ *   kept from being created, one elsewhere can be ignored).
+ * - `network`: `restricted` = no network (seccomp + network namespace), `enabled` = full network.
+ * - `strict`: true for permission profiles: a backend that cannot enforce a read-only subpath or a denied path
+ *   must refuse (see {@link landlockCanEnforce}). False for legacy policies, whose `.git`/`.codex` protection
+ *   Codex's own Landlock helper never enforced (shellmcp warns instead, as before).
+ */
+export interface FilesystemPlan {
+  sandboxed: boolean;
+  fullRead: boolean;
+  fullWrite: boolean;
+  readableRoots: string[];
+  includePlatformDefaults: boolean;
+  writableRoots: WritableRoot[];
+  deniedPaths: string[];
+  network: NetworkSandboxPolicy;
+  strict: boolean;
+}
 
 /** `p` with symlinks resolved: the whole path if it exists, else its parent's real path + its name. */
 function canonical(p: string): string {

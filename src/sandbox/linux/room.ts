@@ -1,0 +1,154 @@
+/**
+ * Building the escalation room on Linux (../room.ts says what the room is): the argv that starts one escalated
+ * program in it.
+ *
+ * - bubblewrap: the room's mounts (`/` read-only, the room's writable roots, the git control paths re-bound
+ *   read-only, the call's denied paths), its own user, pid and ipc namespaces, its own `/proc`, no capabilities,
+ *   the host's network. The pid namespace contains everything the program starts (a `setsid` or double fork
+ *   included) and dies with bwrap, which dies with the escalation worker.
+ * - Landlock: this binary's sandbox helper with a permission profile of the room's writable roots and full
+ *   network. Landlock cannot keep a file inside a writable folder read-only, so a git dir the call's sandbox could
+ *   not write stays read-only in a Landlock room (git's writes there fail; bubblewrap is the backend that makes
+ *   escalated git work).
+ * - Either way, a call with restricted reads gets no room (its read rules would need the inner stage): the
+ *   program runs inside the call's sandbox instead.
+ *
+ * bwrap 0.8 cannot set `argv[0]`: when the judged `argv[0]` differs from the program path, the host's
+ * `/bin/bash --norc --noprofile -c 'exec -a "$0" "$@"'` starts it inside the room (`BASH_ENV` and `ENV` unset).
+ */
+import { existsSync, realpathSync, statSync } from "node:fs";
+import { serializePermissionProfile, type FileSystemSandboxEntry, type PermissionProfile } from "../permission-profile.ts";
+import { nonInteractiveEnv, planRoom, type RoomPlan, type RoomSpec } from "../room.ts";
+import { bwrapMounts, releaseBwrapPlan } from "./bwrap.ts";
+
+/** The host bash that sets `argv[0]` inside the room. */
+const EXEC_AS_BASH = "/bin/bash";
+
+/** How to start one escalated program: `path` is exec'd with `argv` and `env`; `release` runs once it has ended. */
+export interface RoomLaunch {
+  path: string;
+  argv: string[];
+  env: string[];
+  /** The program runs in a pid namespace of its own (nothing it starts can outlive the room's process). */
+  contained: boolean;
+  /** Control files that did not exist and must not exist after the program (see ../room.ts). */
+  mustNotAppear: string[];
+  /** The room that was planned (undefined on the host). */
+  room?: RoomPlan;
+  /** Give back what building the room made on the host (mount points, temporary folders). */
+  release: () => void;
+}
+
+/**
+ * argv that execs `program` with `argv` exactly (argv[0] included), inside the room: the path itself when argv[0]
+ * is that path; argv[0] alone when it is a bare name that `path` (the program's `PATH`) resolves to `program`
+ * (bwrap execs with `execvp`, so it finds the same file: the common case, `git` found on the trusted PATH);
+ * otherwise through the host bash's `exec -a`.
+ */
+export function execAs(program: string, argv: readonly string[], path = ""): string[] {
+  const argv0 = argv[0]!;
+  if (argv0 === program) return [...argv];
+  if (!argv0.includes("/") && firstOnPath(argv0, path) === program) return [...argv];
+  if (!existsSync(EXEC_AS_BASH)) return [program, ...argv.slice(1)];
+  return [EXEC_AS_BASH, "--norc", "--noprofile", "-c", 'exec -a "$0" "$@"', argv0, program, ...argv.slice(1)];
+}
+
+/** The canonical path of the first executable `name` on `path`, as `execvp` searches it (undefined: none). */
+function firstOnPath(name: string, path: string): string | undefined {
+  for (const dir of path.split(":")) {
+    if (dir === "" || !dir.startsWith("/")) continue;
+    const p = `${dir}/${name}`;
+    try {
+      if (statSync(p).isFile()) return (statSync(p).mode & 0o111) !== 0 ? realpathSync(p) : undefined;
+    } catch {
+      // not here
+    }
+  }
+  return undefined;
+}
+
+/**
+ * Plan and build the room for `program` (canonical path) with `argv`, in `cwd`, with environment `env` (KEY=VALUE).
+ * Returns the launch, or `{ unavailable }` with the reason when no room can be built (the caller then runs the
+ * program inside the call's sandbox). Throws nothing: a failure to plan is a reason too.
+ */
+export function roomLaunch(
+  spec: RoomSpec,
+  program: string,
+  argv: readonly string[],
+  cwd: string,
+  env: readonly string[],
+): RoomLaunch | { unavailable: string } {
+  const quiet = nonInteractiveEnv(env);
+  const b = spec.backend;
+  if (b.kind === "host" || !spec.call.sandboxed)
+    return { path: program, argv: [...argv], env: quiet, contained: false, mustNotAppear: [], release: () => {} };
+  if (b.kind === "unavailable") return { unavailable: b.reason };
+  if (!spec.call.fullRead) return { unavailable: "the call's sandbox restricts reads, which an escalation room does not reproduce yet" };
+  let room: RoomPlan;
+  try {
+    room = planRoom(spec, cwd, program);
+  } catch (e) {
+    return { unavailable: `cannot plan the escalation room: ${(e as Error).message}` };
+  }
+  const pathVar = quiet.find((e) => e.startsWith("PATH="))?.slice(5) ?? "";
+  const inner = execAs(program, argv, pathVar);
+  if (b.kind === "bwrap") {
+    const created: string[] = [];
+    const tempDirs: string[] = [];
+    let mounts: string[];
+    try {
+      mounts = bwrapMounts(room.plan, created, tempDirs);
+    } catch (e) {
+      releaseBwrapPlan({ argv: [], created, tempDirs, direct: false });
+      return { unavailable: (e as Error).message };
+    }
+    const full = [
+      b.bwrap,
+      "--die-with-parent",
+      ...mounts,
+      "--unshare-user",
+      "--unshare-pid",
+      "--unshare-ipc",
+      ...(b.noProc ? [] : ["--proc", "/proc"]),
+      "--cap-drop",
+      "ALL",
+      "--chdir",
+      cwd,
+      "--",
+      ...inner,
+    ];
+    return {
+      path: b.bwrap,
+      argv: full,
+      env: quiet,
+      contained: true,
+      mustNotAppear: room.mustNotAppear,
+      room,
+      release: () => releaseBwrapPlan({ argv: [], created, tempDirs, direct: false }),
+    };
+  }
+  // Landlock: the room's writable roots without carve-outs (Landlock cannot enforce them), minus git dirs the call
+  // itself could not write (their config would become writable).
+  const callRoots = new Set(spec.call.writableRoots.map((w) => w.root));
+  const gitDirs = new Set(room.repository?.gitDirs ?? []);
+  const entries: FileSystemSandboxEntry[] = [{ path: { type: "special", value: { kind: "root" } }, access: "read" }];
+  for (const w of room.plan.writableRoots) {
+    if (gitDirs.has(w.root) && !callRoots.has(w.root)) continue;
+    entries.push({ path: { type: "path", path: w.root }, access: "write" });
+  }
+  for (const d of room.plan.deniedPaths) entries.push({ path: { type: "path", path: d }, access: "deny" });
+  const profile: PermissionProfile = { type: "managed", fileSystem: { type: "restricted", entries }, network: "enabled" };
+  const full = [
+    ...b.helper,
+    "--sandbox-policy-cwd",
+    cwd,
+    "--permission-profile",
+    serializePermissionProfile(profile),
+    "--backend",
+    "landlock",
+    "--",
+    ...inner,
+  ];
+  return { path: full[0]!, argv: full, env: quiet, contained: false, mustNotAppear: room.mustNotAppear, room, release: () => {} };
+}

@@ -1,0 +1,64 @@
+/**
+ * Which Linux sandbox backend `serve` runs calls under (`--sandbox-backend`): bubblewrap when asked or when its
+ * preflight passes (`auto`), else Landlock + seccomp with a warning. The preflight waits for the first call that
+ * needs a backend. Once bubblewrap is known to work, calls start it directly (no helper stage of ours).
+ */
+import type { PermissionProfile } from "../sandbox/permission-profile.ts";
+import { forgetBwrapProbe } from "../sandbox/linux/bwrap.ts";
+import { probeBwrap } from "../sandbox/linux/run.ts";
+import type { SandboxLauncher } from "../shell/run-command.ts";
+import { ShellmcpError } from "../errors.ts";
+import { writeStderr } from "../stderr.ts";
+
+/** The backend choice of one server. */
+export class BackendChoice {
+  /** Set once the preflight has passed: where bwrap is, so calls can start it directly. */
+  private bwrapDirect: { bwrap: string; noProc: boolean } | undefined;
+  private probed: string[] | undefined;
+
+  /** `kind`: `auto`, `bwrap` or `landlock`; throws `USAGE` for anything else. */
+  constructor(private readonly kind: string = "auto") {
+    if (kind !== "auto" && kind !== "bwrap" && kind !== "landlock")
+      throw new ShellmcpError("USAGE", `--sandbox-backend must be auto, bwrap or landlock (got ${kind})`);
+  }
+
+  /** The helper's backend flags for a call (`--backend bwrap|landlock`, `--no-proc`); probes on first use. */
+  flags(): string[] {
+    if (this.kind === "landlock") return ["--backend", "landlock"];
+    if (this.kind === "bwrap") {
+      // With bwrap forced, a failed preflight leaves the helper to run it and fail closed with the reason.
+      const probe = probeBwrap(true);
+      if (probe.ok) this.bwrapDirect = { bwrap: probe.path!, noProc: probe.noProc === true };
+      return ["--backend", "bwrap", ...(probe.noProc ? ["--no-proc"] : [])];
+    }
+    if (this.probed !== undefined) return this.probed;
+    const probe = probeBwrap(true);
+    if (!probe.ok)
+      writeStderr(
+        `shellmcp: ${probe.reason}; commands run under Landlock + seccomp, which does not protect .git/.codex inside writable roots\n`,
+      );
+    this.probed = ["--backend", probe.ok ? "bwrap" : "landlock", ...(probe.noProc ? ["--no-proc"] : [])];
+    if (probe.ok) this.bwrapDirect = { bwrap: probe.path!, noProc: probe.noProc === true };
+    return this.probed;
+  }
+
+  /**
+   * Whether a call's result is bubblewrap itself failing before the command ran (its `bwrap: …` message, status
+   * 1) after the preflight had passed; if so, forget the preflight (here and in the cache) so that the next call
+   * probes again, and return the explanation to append.
+   */
+  bwrapFailed(r: { exitCode: number; output: string }, launcher: SandboxLauncher): string | undefined {
+    if (launcher.direct === undefined || r.exitCode !== 1 || !r.output.startsWith("bwrap: ")) return undefined;
+    forgetBwrapProbe(launcher.direct.bwrap);
+    this.bwrapDirect = undefined;
+    this.probed = undefined;
+    return `shellmcp: bubblewrap failed although its preflight had passed (${r.output.split("\n")[0]}); the next call probes it again and runs under Landlock if it still fails`;
+  }
+
+  /** The direct bwrap launch for `flags` (undefined unless they select bwrap and its preflight passed). */
+  direct(flags: string[], profile?: PermissionProfile): SandboxLauncher["direct"] {
+    return flags[0] === "--backend" && flags[1] === "bwrap" && this.bwrapDirect !== undefined
+      ? { ...this.bwrapDirect, profile }
+      : undefined;
+  }
+}

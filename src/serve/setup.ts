@@ -1,0 +1,143 @@
+/**
+ * Everything `serve` reads and checks before it serves, in one place: `CODEX_HOME`, `config.toml` (with `-c`),
+ * the shell environment policy, the `.rules` files, the escalation settings, the shell, the initial sandbox
+ * policy, the output cap and the sandbox backend. Any error is a `ShellmcpError` whose message names the file,
+ * key or flag.
+ */
+import { existsSync } from "node:fs";
+import { homedir } from "node:os";
+import { dirname, join, resolve } from "node:path";
+import { applyEnvironmentPolicy, escalationConfig, loadConfig, shellEnvironmentPolicy, type EscalationConfig } from "../config/config.ts";
+import { ShellmcpError } from "../errors.ts";
+import { loadPolicy, resolveCodexHome } from "../execpolicy/discovery.ts";
+import { log } from "../log.ts";
+import type { EscalationSettings, OnPrompt } from "../mcp/escalation-policy.ts";
+import type { SandboxState } from "../mcp/sandbox-state.ts";
+import { parseSandboxPolicy, type SandboxPolicy } from "../sandbox/policy.ts";
+import { DEFAULT_MAX_OUTPUT_BYTES } from "../shell/output.ts";
+import { BackendChoice } from "./backend.ts";
+
+/** `serve` options (see the CLI for their flags). */
+export interface ServeOptions {
+  /** The OS to serve for (default `process.platform`; injected by tests of the macOS path). */
+  platform?: NodeJS.Platform;
+  shell?: string;
+  bash?: string;
+  execve?: string;
+  sandbox?: string;
+  sandboxBackend?: string;
+  preserveProgramPaths?: boolean;
+  onPrompt?: string;
+  rules: string[];
+  config: string[];
+  maxOutputBytes?: string;
+  useCodexLinuxSandboxExe?: boolean;
+  /** `--intercept-all`: give the shell no intercept set, so every exec goes through the escalation server. */
+  interceptAll?: boolean;
+  /** `--escalation room|host` (overrides `shellmcp.escalation` in config.toml). */
+  escalation?: string;
+  /** `--cd DIR` (Codex's flag): the workspace until the client sends a sandbox state (default: the start folder). */
+  cd?: string;
+  /** `--add-dir DIR` (Codex's flag, repeatable): more writable roots of that workspace under workspace-write. */
+  addDir?: string[];
+  /** `--log-file PATH` ("" for none): where everything the server logs is kept too. */
+  logFile?: string;
+}
+
+/** What `serve` runs with, as read at start. */
+export interface ServeSetup {
+  codexHome: string;
+  /** The rules and how prompts are handled (shared by every call). */
+  settings: EscalationSettings;
+  /** The shells' environment: this process's, after `shell_environment_policy`. */
+  env: Record<string, string>;
+  shellPath: string;
+  /** The sandbox state until the client sends one (`--sandbox`). */
+  initialState: SandboxState;
+  maxOutputBytes: number;
+  escalation: EscalationConfig;
+  backend: BackendChoice;
+}
+
+/** Read and check everything `serve` needs (see the top of this file). Throws `ShellmcpError`. */
+export function loadServeSetup(o: ServeOptions): ServeSetup {
+  const codexHome = resolveCodexHome();
+  const cfg = loadConfig(codexHome, o.config);
+  const env = applyEnvironmentPolicy(shellEnvironmentPolicy(cfg), process.env);
+  const escalation = escalationConfig(cfg, homedir());
+  if (o.escalation !== undefined) {
+    if (o.escalation !== "room" && o.escalation !== "host")
+      throw new ShellmcpError("USAGE", `--escalation must be room or host (got ${o.escalation})`);
+    escalation.mode = o.escalation;
+  }
+  if (escalation.mode === "host") log.warn("escalation = host: allowed programs run unconfined on the host (Codex's meaning)");
+  const { policy, files } = loadPolicy({ codexHome, cwd: process.cwd(), extraRules: o.rules, config: cfg });
+  log.info("rules loaded", { files, rules: policy.ruleCount });
+  const onPrompt = (o.onPrompt ?? "deny") as OnPrompt;
+  if (onPrompt !== "deny" && onPrompt !== "run-in-sandbox")
+    throw new ShellmcpError("USAGE", `--on-prompt must be deny or run-in-sandbox (got ${o.onPrompt})`);
+  const settings: EscalationSettings = {
+    policy,
+    codexHome,
+    preserveProgramPaths: o.preserveProgramPaths ?? false,
+    onPrompt,
+    memory: new Map(),
+  };
+  const shell = o.bash ?? o.shell ?? process.env.CODEX_BASH_PATH ?? "bash";
+  const shellPath = shell === "bash" || shell === "zsh" ? defaultShell(shell) : resolve(shell);
+  if (!existsSync(shellPath)) throw new ShellmcpError("CONFIG", `shell not found: ${shellPath}`);
+  let maxOutputBytes = DEFAULT_MAX_OUTPUT_BYTES;
+  if (o.maxOutputBytes !== undefined) {
+    maxOutputBytes = Number(o.maxOutputBytes);
+    if (!Number.isInteger(maxOutputBytes) || maxOutputBytes < 1024)
+      throw new ShellmcpError("USAGE", "--max-output-bytes must be an integer ≥ 1024");
+  }
+  return {
+    codexHome,
+    settings,
+    env,
+    shellPath,
+    initialState: pinnedWorkspace(o),
+    maxOutputBytes,
+    escalation,
+    backend: new BackendChoice(o.sandboxBackend ?? "auto"),
+  };
+}
+
+/** The patched `kind` shell beside this executable (`<dir>/shells/bash|zsh`). Throws `CONFIG` when missing. */
+function defaultShell(kind: string): string {
+  const p = join(dirname(process.execPath), "shells", kind);
+  if (!existsSync(p))
+    throw new ShellmcpError("CONFIG", `no patched ${kind} at ${p}: build it with scripts/build-shells.sh, or pass --shell PATH`);
+  return p;
+}
+
+/**
+ * The sandbox state until the client sends one — all a client other than Codex ever has (issue 22, item 5): the
+ * policy `--sandbox` names, pinned to the server's workspace: `--cd DIR` or the folder `serve` started in, plus
+ * `--add-dir` folders as writable roots. The model's `workdir` never widens it: a command run elsewhere runs
+ * there read-only. Throws `USAGE` for a missing folder.
+ */
+function pinnedWorkspace(o: ServeOptions): SandboxState {
+  const cwd = resolve(o.cd ?? process.cwd());
+  const extra = (o.addDir ?? []).map((d) => resolve(cwd, d));
+  for (const d of [cwd, ...extra]) if (!existsSync(d)) throw new ShellmcpError("USAGE", `--cd/--add-dir: no such folder ${d}`);
+  let policy = initialPolicy(o.sandbox);
+  if (policy.type === "workspace-write") policy = { ...policy, writable_roots: [...policy.writable_roots, ...extra] };
+  log.info("workspace until the client sends a sandbox state", { cwd, policy: policy.type, addDir: extra });
+  return { policy, sandboxCwd: cwd, useBwrap: false, useLegacyLandlock: false };
+}
+
+/** The policy `--sandbox MODE` names (default read-only). Throws `USAGE`. */
+function initialPolicy(mode: string | undefined): SandboxPolicy {
+  switch (mode ?? "read-only") {
+    case "read-only":
+      return { type: "read-only", access: { type: "full-access" }, network_access: false };
+    case "workspace-write":
+      return parseSandboxPolicy({ type: "workspace-write" });
+    case "danger-full-access":
+      return { type: "danger-full-access" };
+    default:
+      throw new ShellmcpError("USAGE", `--sandbox must be read-only, workspace-write or danger-full-access (got ${mode})`);
+  }
+}

@@ -1,0 +1,42 @@
+/**
+ * Is the shell patched? (issue 22, item 6). An unpatched shell execs programs itself, so no rule applies and no
+ * escalation happens, silently: `serve --shell /bin/bash` with `rm` forbidden deleted the file. Before the first
+ * call, the shell runs one probe exec under a listener of its own; the exec must reach the escalation server
+ * (through the in-shell client or the exec wrapper). If it does not, the shell is refused.
+ */
+import type { EscalationServer } from "../escalate/server.ts";
+import { INTERCEPT_ENV_VAR } from "../escalate/protocol.ts";
+
+/** How long the probe may take before the shell is judged unpatched, ms. */
+export const SHELL_CHECK_TIMEOUT_MS = 10_000;
+/** The program the probe execs (the decision is Run, so it really runs, harmlessly). */
+const PROBE = "/bin/true";
+
+/**
+ * Run `shellPath -c /bin/true` with interception on and resolve with `undefined` when its exec reached `server`,
+ * or with the reason it is refused.
+ */
+export async function checkShellIntercepts(server: EscalationServer, shellPath: string, wrapperPath: string): Promise<string | undefined> {
+  let reached = false;
+  const l = server.listen({
+    decide: () => {
+      reached = true;
+      return { kind: "Run" };
+    },
+    boundary: { baseEnv: {}, writable: { full: false, roots: [], readOnly: [] } },
+  });
+  try {
+    const env = { PATH: "/usr/bin:/bin", ...l.shellEnv(wrapperPath, 3), [INTERCEPT_ENV_VAR]: "*" };
+    const p = Bun.spawn([shellPath, "-c", PROBE], { env, stdio: ["ignore", "ignore", "ignore", l.clientFd] });
+    l.releaseClientFd();
+    const timer = setTimeout(() => p.kill(9), SHELL_CHECK_TIMEOUT_MS);
+    await p.exited;
+    clearTimeout(timer);
+  } catch (e) {
+    return `cannot run the shell ${shellPath}: ${(e as Error).message}`;
+  } finally {
+    await l.close();
+  }
+  if (reached) return undefined;
+  return `the shell ${shellPath} does not hand its execs to shellmcp (it is not a patched shell), so no rule would apply: use the patched bash or zsh (scripts/build-shells.sh builds them into dist/shells/; --shell bash|zsh), or --shell PATH to another patched shell`;
+}
