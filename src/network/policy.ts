@@ -40,7 +40,8 @@ export interface NetworkPolicy {
 }
 
 /** Why a request was refused: Codex's reasons (`reasons.rs`), plus `sni_mismatch` (a shellmcp check). */
-export type BlockReason = "not_allowed" | "not_allowed_local" | "denied" | "policy_denied" | "method_not_allowed" | "mitm_required" | "sni_mismatch";
+export type BlockReason =
+  "not_allowed" | "not_allowed_local" | "denied" | "policy_denied" | "method_not_allowed" | "mitm_required" | "sni_mismatch";
 
 /** Codex 0.169's message per reason (`responses.rs`); `policy_denied`, `mitm_required`, `sni_mismatch` are ours. */
 export const BLOCK_MESSAGES: Record<BlockReason, string> = {
@@ -100,7 +101,13 @@ function bool(v: unknown, where: string): boolean {
  * Unknown keys are refused (Codex: `deny_unknown_fields`); `domains` entries are validated as Codex does
  * ({@link normalizePattern}). Warnings (ports dropped) go to `warn`.
  */
-function applyNetworkTable(p: NetworkPolicy, t: Record<string, unknown>, where: string, warn: (m: string) => void, featureTable: boolean): void {
+function applyNetworkTable(
+  p: NetworkPolicy,
+  t: Record<string, unknown>,
+  where: string,
+  warn: (m: string) => void,
+  featureTable: boolean,
+): void {
   for (const k of Object.keys(t)) {
     if (!NETWORK_KEYS.has(k)) throw new ShellmcpError("CONFIG", `${where}: unknown field \`${k}\``, { key: `${where}.${k}` });
   }
@@ -117,7 +124,10 @@ function applyNetworkTable(p: NetworkPolicy, t: Record<string, unknown>, where: 
   if (t.domains !== undefined) {
     for (const [raw, decision] of Object.entries(table(t.domains, `${where}.domains`))) {
       if (decision !== "allow" && decision !== "deny")
-        throw new ShellmcpError("CONFIG", `${where}.domains.${JSON.stringify(raw)}: unknown variant \`${String(decision)}\`, expected \`allow\` or \`deny\``);
+        throw new ShellmcpError(
+          "CONFIG",
+          `${where}.domains.${JSON.stringify(raw)}: unknown variant \`${String(decision)}\`, expected \`allow\` or \`deny\``,
+        );
       const pat = normalizePattern(raw, decision, warn);
       const [mine, other] = decision === "allow" ? [p.allow, p.deny] : [p.deny, p.allow];
       const i = other.indexOf(pat);
@@ -148,7 +158,8 @@ export function readNetworkPolicy(cfg: Config, rules: Policy | undefined, warn: 
       throw new ShellmcpError("CONFIG", `default_permissions refers to undefined profile \`${name}\``, { key: "default_permissions" });
     if (profile !== undefined) {
       const prof = table(profile, `permissions.${name}`);
-      if (prof.network !== undefined) applyNetworkTable(p, table(prof.network, `permissions.${name}.network`), `permissions.${name}.network`, warn, false);
+      if (prof.network !== undefined)
+        applyNetworkTable(p, table(prof.network, `permissions.${name}.network`), `permissions.${name}.network`, warn, false);
     }
   }
   if (typeof np === "object") applyNetworkTable(p, np as Record<string, unknown>, "features.network_proxy", warn, true);

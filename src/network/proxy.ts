@@ -88,6 +88,11 @@ export class CallProxy {
     this.max = o.maxConnections ?? MAX_CONNECTIONS;
   }
 
+  /** The policy this proxy enforces. */
+  get policy(): NetworkPolicy {
+    return this.o.policy;
+  }
+
   /** Listen on ephemeral ports of 127.0.0.1 (SOCKS5 only when the policy enables it). */
   async listenLoopback(): Promise<ProxyPorts> {
     const http = await this.listen((s) => this.onHttp(s), { host: "127.0.0.1", port: 0 });
@@ -113,7 +118,7 @@ export class CallProxy {
     this.servers.length = 0;
   }
 
-  private listen(handler: (s: net.Socket) => void, where: net.ListenOptions): Promise<number> {
+  private listen(handler: (s: net.Socket) => void, where: net.ListenOptions | { fd: number }): Promise<number> {
     const srv = net.createServer({ allowHalfOpen: true, pauseOnConnect: true }, (s) => {
       if (this.closed || this.clientCount() >= this.max) {
         s.destroy();
@@ -125,7 +130,7 @@ export class CallProxy {
     this.servers.push(srv);
     return new Promise((resolve, reject) => {
       srv.once("error", reject);
-      srv.listen(where, () => {
+      srv.listen(where as net.ListenOptions, () => {
         srv.off("error", reject);
         const a = srv.address();
         resolve(typeof a === "object" && a !== null ? a.port : 0);
@@ -212,10 +217,11 @@ export class CallProxy {
     }
     const r = await this.open(target.host, target.port, h.method);
     if ("refused" in r) {
-      this.refuse(target.host, target.port, "http", r.refused);
+      const shown = normalizeTarget(target.host)?.host ?? target.host;
+      this.refuse(shown, target.port, "http", r.refused);
       const body = JSON.stringify({
         status: "blocked",
-        host: target.host,
+        host: shown,
         reason: r.refused,
         decision: "deny",
         source: "baseline_policy",
@@ -242,7 +248,7 @@ export class CallProxy {
     if (a === undefined) return answer(client, 400, "Bad Request", "text/plain", "invalid CONNECT target");
     const r = this.o.policy.mode === "limited" ? { refused: "mitm_required" as const } : await this.open(a.host, a.port);
     if ("refused" in r) {
-      this.refuse(a.host, a.port, "https_connect", r.refused);
+      this.refuse(normalizeTarget(a.host)?.host ?? a.host, a.port, "https_connect", r.refused);
       return answer(client, 403, "Forbidden", "text/plain", BLOCK_MESSAGES[r.refused], PROXY_ERROR_HEADER[r.refused]);
     }
     if ("failed" in r) return answer(client, 502, "Bad Gateway", "text/plain", `upstream unavailable: ${r.failed}`);

@@ -122,7 +122,10 @@ enable_socks5 = false
     expect(readNetworkPolicy(cfg(prof('[permissions.p.network.domains]\n"*" = "allow"')), undefined).allow).toEqual(["*"]);
     // Codex's keys shellmcp does not act on are accepted.
     expect(() =>
-      readNetworkPolicy(cfg(prof('proxy_url = "http://127.0.0.1:3128"\nsocks_url = "x"\nallow_upstream_proxy = false\nenable_socks5_udp = false')), undefined),
+      readNetworkPolicy(
+        cfg(prof('proxy_url = "http://127.0.0.1:3128"\nsocks_url = "x"\nallow_upstream_proxy = false\nenable_socks5_udp = false')),
+        undefined,
+      ),
     ).not.toThrow();
   });
 
@@ -182,9 +185,28 @@ describe("patterns and normalisation", () => {
   });
 
   test("non-public addresses", () => {
-    for (const ip of ["127.0.0.2", "10.1.2.3", "172.16.0.1", "192.168.1.1", "169.254.169.254", "100.64.0.1", "0.0.0.0", "224.0.0.1", "255.255.255.255", "192.0.2.1", "::1", "::", "fe80::1", "fd00::1", "fc00::1", "ff02::1", "64:ff9b::7f00:1"])
+    for (const ip of [
+      "127.0.0.2",
+      "10.1.2.3",
+      "172.16.0.1",
+      "192.168.1.1",
+      "169.254.169.254",
+      "100.64.0.1",
+      "0.0.0.0",
+      "224.0.0.1",
+      "255.255.255.255",
+      "192.0.2.1",
+      "::1",
+      "::",
+      "fe80::1",
+      "fd00::1",
+      "fc00::1",
+      "ff02::1",
+      "64:ff9b::7f00:1",
+    ])
       expect(isNonPublicIp(canonicalIp(ip)!)).toBe(true);
-    for (const ip of ["1.1.1.1", "8.8.8.8", "172.32.0.1", "2606:4700::1111", "64:ff9b::808:808"]) expect(isNonPublicIp(canonicalIp(ip)!)).toBe(false);
+    for (const ip of ["1.1.1.1", "8.8.8.8", "172.32.0.1", "2606:4700::1111", "64:ff9b::808:808"])
+      expect(isNonPublicIp(canonicalIp(ip)!)).toBe(false);
   });
 
   test("limited mode methods", () => {
@@ -195,7 +217,13 @@ describe("patterns and normalisation", () => {
 });
 
 describe("decisions (Codex 0.169's order)", () => {
-  const pub = { "allowed.test": ["93.184.216.34"], "api.allowed.test": ["93.184.216.35"], "local.test": ["127.0.0.1"], "deep.test": ["1.2.3.4"], "a.deep.test": ["1.2.3.5"] };
+  const pub = {
+    "allowed.test": ["93.184.216.34"],
+    "api.allowed.test": ["93.184.216.35"],
+    "local.test": ["127.0.0.1"],
+    "deep.test": ["1.2.3.4"],
+    "a.deep.test": ["1.2.3.5"],
+  };
 
   test("allowed, not allowed, case and trailing dot, port ignored", async () => {
     const p = policy({ allow: ["allowed.test"] });
@@ -216,7 +244,8 @@ describe("decisions (Codex 0.169's order)", () => {
 
   test("IP spellings of a denied address are denied", async () => {
     const p = policy({ allow: ["*"], deny: ["127.0.0.1", "localhost"] });
-    for (const h of ["2130706433", "127.1", "0x7f.0.0.1", "[::ffff:127.0.0.1]", "localhost.", "LOCALHOST"]) expect(await reason(p, h)).toBe("denied");
+    for (const h of ["2130706433", "127.1", "0x7f.0.0.1", "[::ffff:127.0.0.1]", "localhost.", "LOCALHOST"])
+      expect(await reason(p, h)).toBe("denied");
     // 127.0.0.2 is not denied; without allow_local_binding it is local and not listed exactly.
     expect(await reason(p, "127.0.0.2")).toBe("not_allowed_local");
     expect(await reason({ ...p, allowLocalBinding: true }, "127.0.0.2")).toBe("allowed");
@@ -232,7 +261,9 @@ describe("decisions (Codex 0.169's order)", () => {
     // A lookup failure for the local check fails closed.
     expect(await reason(policy({ allow: ["gone.test"] }), "gone.test", pub)).toBe("not_allowed_local");
     // A name resolving to a denied literal: policy_denied (0.169, spec §7).
-    expect(await reason(policy({ allow: ["local.test"], deny: ["127.0.0.1"], allowLocalBinding: true }), "local.test", pub)).toBe("policy_denied");
+    expect(await reason(policy({ allow: ["local.test"], deny: ["127.0.0.1"], allowLocalBinding: true }), "local.test", pub)).toBe(
+      "policy_denied",
+    );
   });
 
   test("names that are not allowed (or denied) are never looked up", async () => {

@@ -42,11 +42,13 @@ beforeAll(async () => {
     fetch(req) {
       const u = new URL(req.url);
       if (u.pathname === "/big") return new Response(BIG);
-      return new Response(`${req.method} ${u.pathname} host=${req.headers.get("host")} conn=${req.headers.get("connection")} proxy=${req.headers.get("proxy-authorization")}`);
+      return new Response(
+        `${req.method} ${u.pathname} host=${req.headers.get("host")} conn=${req.headers.get("connection")} proxy=${req.headers.get("proxy-authorization")}`,
+      );
     },
   });
   port = server.port!;
-  echo = net.createServer((s) => s.on("data", (d) => echoed.push(d)).on("error", () => undefined));
+  echo = net.createServer((s) => s.on("data", (d) => echoed.push(d as Buffer)).on("error", () => undefined));
   await new Promise<void>((r) => echo.listen(0, "127.0.0.1", () => r()));
   echoPort = (echo.address() as net.AddressInfo).port;
 });
@@ -77,7 +79,7 @@ async function raw(p: number, data: string | Buffer): Promise<string> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     const s = net.connect(p, "127.0.0.1", () => s.write(data));
-    s.on("data", (d) => chunks.push(d));
+    s.on("data", (d) => chunks.push(d as Buffer));
     s.on("close", () => resolve(Buffer.concat(chunks).toString("latin1")));
     s.on("error", reject);
     setTimeout(() => s.destroy(), 10_000);
@@ -87,7 +89,13 @@ async function raw(p: number, data: string | Buffer): Promise<string> {
 describe("plain HTTP (absolute-form)", () => {
   test("allowed host reaches the server with origin-form, Connection: close, Proxy-* dropped", async () => {
     await withProxy({ allow: ["allowed.test"] }, async (p) => {
-      const r = await curl(["-x", `http://127.0.0.1:${p.http}`, "-H", "Proxy-Authorization: Basic eA==", `http://allowed.test:${port}/x?y=1`]);
+      const r = await curl([
+        "-x",
+        `http://127.0.0.1:${p.http}`,
+        "-H",
+        "Proxy-Authorization: Basic eA==",
+        `http://allowed.test:${port}/x?y=1`,
+      ]);
       expect(r.err).toBe("");
       expect(r.out).toBe(`GET /x host=allowed.test:${port} conn=close proxy=null`);
     });
@@ -139,7 +147,10 @@ describe("plain HTTP (absolute-form)", () => {
   test("limited mode: GET passes, POST is 403 method_not_allowed, CONNECT and SOCKS refused", async () => {
     const proxy = await withProxy({ allow: ["allowed.test"], mode: "limited" }, async (p) => {
       expect((await curl(["-x", `http://127.0.0.1:${p.http}`, `http://allowed.test:${port}/g`])).out).toStartWith("GET /g");
-      const post = await raw(p.http, `POST http://allowed.test:${port}/ HTTP/1.1\r\nHost: allowed.test:${port}\r\nContent-Length: 0\r\n\r\n`);
+      const post = await raw(
+        p.http,
+        `POST http://allowed.test:${port}/ HTTP/1.1\r\nHost: allowed.test:${port}\r\nContent-Length: 0\r\n\r\n`,
+      );
       expect(post).toContain("x-proxy-error: blocked-by-method-policy\r\n");
       expect(post).toContain('"message":"Method not allowed in limited mode."');
       expect((await curl(["-p", "-x", `http://127.0.0.1:${p.http}`, `http://allowed.test:${port}/`])).code).toBe(56);
@@ -220,9 +231,21 @@ describe("bounds and backpressure", () => {
   test("30 MB through a rate-limited client arrives byte-identical (plain and CONNECT)", async () => {
     const dir = tempDir("shellmcp-proxy-");
     await withProxy({ allow: ["allowed.test"] }, async (p) => {
-      for (const [name, extra] of [["plain", []], ["tunnel", ["-p"]]] as const) {
+      for (const [name, extra] of [
+        ["plain", []],
+        ["tunnel", ["-p"]],
+      ] as const) {
         const file = join(dir, name);
-        const r = await curl([...extra, "--limit-rate", "20M", "-x", `http://127.0.0.1:${p.http}`, "-o", file, `http://allowed.test:${port}/big`]);
+        const r = await curl([
+          ...extra,
+          "--limit-rate",
+          "20M",
+          "-x",
+          `http://127.0.0.1:${p.http}`,
+          "-o",
+          file,
+          `http://allowed.test:${port}/big`,
+        ]);
         expect(r.err).toBe("");
         const got = readFileSync(file);
         expect(got.length).toBe(BIG.length);

@@ -164,7 +164,12 @@ export function planBwrap(bwrap: string, run: SandboxRun, opts: { seccompFd?: nu
   // inside. Only when nothing else must be applied inside (restricted reads need Landlock read rules) and the
   // program is named by an existing absolute path (bwrap 0.8 cannot set argv[0], and `command not found` keeps
   // its shell-style message and status 127 only from the inner stage).
+  // Proxy mode needs our inner stage (it builds the bridge's listeners inside the namespace).
+  const proxy = run.networkProxy;
+  if (proxy !== undefined && proxy.fd === undefined)
+    throw new ShellmcpError("SANDBOX_UNAVAILABLE", "network proxy mode under bubblewrap needs the bridge fd");
   const direct =
+    proxy === undefined &&
     opts.seccompFd !== undefined &&
     linuxReadableRoots(plan) === undefined &&
     run.command[0]!.startsWith("/") &&
@@ -174,7 +179,7 @@ export function planBwrap(bwrap: string, run: SandboxRun, opts: { seccompFd?: nu
   const tempDirs: string[] = [];
   argv.push(...bwrapMounts(plan, created, tempDirs));
   argv.push("--unshare-user", ...(run.inheritPidNamespace === true ? [] : ["--unshare-pid"]), "--unshare-ipc");
-  if (plan.network !== "enabled") argv.push("--unshare-net");
+  if (plan.network !== "enabled" || proxy !== undefined) argv.push("--unshare-net");
   if (!run.noProc && run.inheritPidNamespace !== true) argv.push("--proc", "/proc");
   argv.push("--cap-drop", "ALL");
   const mode = seccompModeForPlan(plan);
@@ -192,6 +197,7 @@ export function planBwrap(bwrap: string, run: SandboxRun, opts: { seccompFd?: nu
     "--sandbox-policy",
     serializeSandboxPolicy(policy),
     ...(run.profile !== undefined ? ["--permission-profile", serializePermissionProfile(run.profile)] : []),
+    ...(proxy !== undefined ? ["--network-proxy-fd", String(proxy.fd), "--network-proxy-ports", proxy.ports.join(",")] : []),
     "--",
     ...run.command,
   );
