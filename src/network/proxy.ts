@@ -18,7 +18,9 @@
  * connections at a time, {@link HEAD_TIMEOUT_MS} to send a head.
  */
 import { promises as dns } from "node:dns";
+import { readlinkSync } from "node:fs";
 import * as net from "node:net";
+import { closeQuiet } from "../../ffi/libc.ts";
 import { log } from "../log.ts";
 import {
   BLOCK_MESSAGES,
@@ -62,7 +64,18 @@ export interface CallProxyOptions {
   lookup?: Lookup;
   /** Client connections at a time (default {@link MAX_CONNECTIONS}). */
   maxConnections?: number;
+  /**
+   * Ask a person about a host refused `not_allowed` (only that reason: `denied` and `not_allowed_local` are final,
+   * as in Codex): resolves with how long a yes holds, or undefined for no (declined, timed out, or no way to ask).
+   * One question per host at a time: concurrent requests for it wait for the same answer.
+   */
+  ask?: (q: { host: string; port: number; protocol: ProxyProtocol }) => Promise<ApprovalScope | undefined>;
+  /** Hosts a person allowed for the whole session (shared by the server's calls; "session" and "always" add to it). */
+  sessionAllowed?: Set<string>;
 }
+
+/** How long a person's yes holds: this call, this session (server), or always (a `network_rule` is appended). */
+export type ApprovalScope = "once" | "session" | "always";
 
 /** Ports a {@link CallProxy} listens on (host loopback) — `socks` absent when SOCKS5 is off. */
 export interface ProxyPorts {
@@ -105,8 +118,22 @@ export class CallProxy {
    * serves HTTP, `fds.socks` SOCKS5. The fds belong to the proxy from here on (closed by {@link close}).
    */
   async adopt(fds: { http: number; socks?: number }): Promise<void> {
-    await this.listen((s) => this.onHttp(s), { fd: fds.http });
-    if (fds.socks !== undefined) await this.listen((s) => this.onSocks(s), { fd: fds.socks });
+    for (const fd of fds.socks === undefined ? [fds.http] : [fds.http, fds.socks]) this.adopted.set(fd, fdTarget(fd));
+    if (!this.closed) await this.listen((s) => this.onHttp(s), { fd: fds.http });
+    if (!this.closed && fds.socks !== undefined) await this.listen((s) => this.onSocks(s), { fd: fds.socks });
+    if (this.closed) this.releaseAdopted(); // the call ended while they were on their way
+  }
+
+  /** Adopted fds and what each referred to (`socket:[inode]`), so a number reused since is never closed. */
+  private readonly adopted = new Map<number, string | undefined>();
+
+  /**
+   * Close the adopted listening fds. A `net.Server` listening on a handed-in fd does not close it under Bun, and the
+   * fd would keep the call's namespace listener alive: closed here, unless the number now names something else.
+   */
+  private releaseAdopted(): void {
+    for (const [fd, target] of this.adopted) if (target !== undefined && fdTarget(fd) === target) closeQuiet(fd);
+    this.adopted.clear();
   }
 
   /** Stop listening and end every connection of the call (nothing of it stays open after the call). */
@@ -116,6 +143,7 @@ export class CallProxy {
     this.sockets.clear();
     await Promise.all(this.servers.map((srv) => new Promise<void>((r) => srv.close(() => r()))));
     this.servers.length = 0;
+    this.releaseAdopted();
   }
 
   private listen(handler: (s: net.Socket) => void, where: net.ListenOptions | { fd: number }): Promise<number> {
@@ -159,16 +187,58 @@ export class CallProxy {
     log.info("network request refused", { ...r });
   }
 
-  /** Decide and dial: the upstream socket, or why not (a refusal, or an upstream failure). */
+  /** Hosts a person allowed for this call only. */
+  private readonly callAllowed = new Set<string>();
+  /** Questions in flight, by host. */
+  private readonly asking = new Map<string, Promise<ApprovalScope | undefined>>();
+  /**
+   * Runs a question to a person; the call's stopwatch sets it so that time spent waiting for the answer does not
+   * count against the command's timeout (default: runs it as is).
+   */
+  pauseWhile: <T>(f: () => Promise<T>) => Promise<T> = (f) => f();
+
+  /** The policy with the hosts people allowed (this call's and the session's) as exact allow entries. */
+  private effectivePolicy(): NetworkPolicy {
+    const extra = [...this.callAllowed, ...(this.o.sessionAllowed ?? [])];
+    return extra.length === 0 ? this.o.policy : { ...this.o.policy, allow: [...this.o.policy.allow, ...extra] };
+  }
+
+  /** Ask about `host` once for any number of concurrent requests; remember a yes for its scope. */
+  private approve(host: string, port: number, protocol: ProxyProtocol): Promise<ApprovalScope | undefined> {
+    let q = this.asking.get(host);
+    if (q === undefined) {
+      q = this.pauseWhile(() => this.o.ask!({ host, port, protocol }))
+        .catch(() => undefined)
+        .then((scope) => {
+          if (scope === "once") this.callAllowed.add(host);
+          else if (scope !== undefined) this.o.sessionAllowed?.add(host) ?? this.callAllowed.add(host);
+          this.asking.delete(host);
+          return scope;
+        });
+      this.asking.set(host, q);
+    }
+    return q;
+  }
+
+  /** Decide (asking a person about a `not_allowed` host when possible) and dial: the upstream socket, or why not. */
   private async open(
     host: string,
     port: number,
+    protocol: ProxyProtocol,
     method?: string,
   ): Promise<{ upstream: net.Socket } | { refused: BlockReason } | { failed: string }> {
-    const d = await decideHost(this.o.policy, host, this.lookup);
+    let policy = this.effectivePolicy();
+    let d = await decideHost(policy, host, this.lookup);
+    const t = normalizeTarget(host);
+    if (!d.allowed && d.reason === "not_allowed" && this.o.ask !== undefined && t !== undefined && !this.closed) {
+      if ((await this.approve(t.host, port, protocol)) !== undefined) {
+        policy = this.effectivePolicy();
+        d = await decideHost(policy, host, this.lookup);
+      }
+    }
     if (!d.allowed) return { refused: d.reason };
-    if (method !== undefined && !methodAllowed(this.o.policy.mode, method)) return { refused: "method_not_allowed" };
-    const candidates = d.addresses.filter((a) => dialAllowed(this.o.policy, host, a));
+    if (method !== undefined && !methodAllowed(policy.mode, method)) return { refused: "method_not_allowed" };
+    const candidates = d.addresses.filter((a) => dialAllowed(policy, host, a));
     if (d.addresses.length > 0 && candidates.length === 0) return { refused: "not_allowed_local" };
     if (candidates.length === 0) return { failed: `cannot resolve ${host}` };
     let last = "";
@@ -215,7 +285,7 @@ export class CallProxy {
           return badRequest("Host header does not match request target");
       }
     }
-    const r = await this.open(target.host, target.port, h.method);
+    const r = await this.open(target.host, target.port, "http", h.method);
     if ("refused" in r) {
       const shown = normalizeTarget(target.host)?.host ?? target.host;
       this.refuse(shown, target.port, "http", r.refused);
@@ -246,7 +316,7 @@ export class CallProxy {
   private async onConnect(client: net.Socket, h: HttpHead, rest: Buffer): Promise<void> {
     const a = parseAuthority(h.target, undefined);
     if (a === undefined) return answer(client, 400, "Bad Request", "text/plain", "invalid CONNECT target");
-    const r = this.o.policy.mode === "limited" ? { refused: "mitm_required" as const } : await this.open(a.host, a.port);
+    const r = this.o.policy.mode === "limited" ? { refused: "mitm_required" as const } : await this.open(a.host, a.port, "https_connect");
     if ("refused" in r) {
       this.refuse(normalizeTarget(a.host)?.host ?? a.host, a.port, "https_connect", r.refused);
       return answer(client, 403, "Forbidden", "text/plain", BLOCK_MESSAGES[r.refused], PROXY_ERROR_HEADER[r.refused]);
@@ -297,7 +367,7 @@ export class CallProxy {
         client.end(reply(7)); // command not supported (UDP ASSOCIATE, BIND)
         return;
       }
-      const r = this.o.policy.mode === "limited" ? { refused: "method_not_allowed" as const } : await this.open(host, port);
+      const r = this.o.policy.mode === "limited" ? { refused: "method_not_allowed" as const } : await this.open(host, port, "socks5_tcp");
       if ("refused" in r) {
         this.refuse(normalizeTarget(host)?.host ?? host, port, "socks5_tcp", r.refused);
         client.end(reply(2));
@@ -314,6 +384,15 @@ export class CallProxy {
     } catch {
       client.destroy();
     }
+  }
+}
+
+/** What fd `fd` of this process refers to (`socket:[123]`), or undefined when it is not open. */
+function fdTarget(fd: number): string | undefined {
+  try {
+    return readlinkSync(`/proc/self/fd/${fd}`);
+  } catch {
+    return undefined;
   }
 }
 

@@ -22,6 +22,7 @@ import type { ServeOptions, ServeSetup } from "./setup.ts";
 import { hasFullDiskWrite, hasFullNetwork } from "../sandbox/policy.ts";
 import { CallProxy, type ProxyRefusal } from "../network/proxy.ts";
 import { BLOCK_MESSAGES } from "../network/policy.ts";
+import { networkAsker } from "../mcp/network-approval.ts";
 
 /** What every call of one server shares. */
 export interface ServeRuntime {
@@ -132,7 +133,13 @@ export async function handleShellCall(
   const server = await rt.server();
   const refused = await rt.shellRefused();
   if (refused !== undefined) return errorResult(`shellmcp cannot run commands: ${refused}.`);
-  const proxy = proxied ? new CallProxy({ policy: setup.network }) : undefined;
+  const proxy = proxied
+    ? new CallProxy({
+        policy: setup.network,
+        ask: networkAsker(ctx.elicit, setup.settings.codexHome),
+        sessionAllowed: setup.networkApproved,
+      })
+    : undefined;
   const r = await runCommand({
     networkProxy: proxy,
     command: a.command,

@@ -60,6 +60,8 @@ export interface ServeSetup {
   backend: BackendChoice;
   /** The network policy of proxy mode (`[features] network_proxy`, `[permissions.<p>.network]`, `network_rule`s). */
   network: NetworkPolicy;
+  /** Hosts a person allowed for this session (network proxy mode's "session" and "always" answers). */
+  networkApproved: Set<string>;
 }
 
 /** Read and check everything `serve` needs (see the top of this file). Throws `ShellmcpError`. */
@@ -113,6 +115,7 @@ export function loadServeSetup(o: ServeOptions): ServeSetup {
     escalation,
     backend: new BackendChoice(o.sandboxBackend ?? "auto"),
     network,
+    networkApproved: new Set(),
   };
 }
 

@@ -408,6 +408,8 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
     killed ??= "timeout";
     killTree();
   });
+  // Time a person takes to answer a network question does not count against the timeout either.
+  if (o.networkProxy !== undefined) o.networkProxy.pauseWhile = (f) => stopwatch!.paused(f);
   if (stopwatch.expired) {
     release();
     libc.closeQuiet(readEnd);

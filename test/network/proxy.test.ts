@@ -227,6 +227,53 @@ describe("SOCKS5", () => {
   });
 });
 
+describe("asking a person about not_allowed hosts", () => {
+  test("asked once per host (concurrent requests share the answer); denied and local hosts never asked; scopes", async () => {
+    const questions: string[] = [];
+    const answers: Record<string, "once" | "session" | undefined> = { "other.test": "once", "api.allowed.test": "session" };
+    const sessionAllowed = new Set<string>();
+    const ask = async (q: { host: string; port: number; protocol: string }) => {
+      questions.push(`${q.host}:${q.port} ${q.protocol}`);
+      await Bun.sleep(50);
+      return answers[q.host];
+    };
+    const lookupAll = async (h: string) => (h === "nowhere.test" ? Promise.reject(new Error("ENOTFOUND")) : ["127.0.0.1"]);
+    const make = () =>
+      new CallProxy({
+        policy: { ...emptyNetworkPolicy(), enabled: true, allowLocalBinding: true, allow: [], deny: ["a.deep.test"] },
+        lookup: lookupAll,
+        ask,
+        sessionAllowed,
+      });
+    const first = make();
+    const p = await first.listenLoopback();
+    const get = (host: string) =>
+      curl(["-o", "/dev/null", "-w", "%{http_code}", "-x", `http://127.0.0.1:${p.http}`, `http://${host}:${port}/`]);
+    const codes = await Promise.all([
+      get("other.test"),
+      get("other.test"),
+      get("OTHER.test."),
+      get("api.allowed.test"),
+      get("a.deep.test"),
+      get("declined.test"),
+    ]);
+    expect(codes.map((c) => c.out)).toEqual(["200", "200", "200", "200", "403", "403"]);
+    expect(questions.sort()).toEqual([`api.allowed.test:${port} http`, `declined.test:${port} http`, `other.test:${port} http`]);
+    expect(first.refusals.map((r) => `${r.host} ${r.reason}`).sort()).toEqual(["a.deep.test denied", "declined.test not_allowed"]);
+    await first.close();
+    // A new call: "once" is forgotten, "session" holds.
+    questions.length = 0;
+    const second = make();
+    const p2 = await second.listenLoopback();
+    const get2 = (host: string) =>
+      curl(["-o", "/dev/null", "-w", "%{http_code}", "-x", `http://127.0.0.1:${p2.http}`, `http://${host}:${port}/`]);
+    expect((await get2("api.allowed.test")).out).toBe("200");
+    expect((await get2("other.test")).out).toBe("200");
+    expect(questions).toEqual([`other.test:${port} http`]);
+    await second.close();
+  });
+});
+
 describe("bounds and backpressure", () => {
   test("30 MB through a rate-limited client arrives byte-identical (plain and CONNECT)", async () => {
     const dir = tempDir("shellmcp-proxy-");
