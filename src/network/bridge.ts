@@ -59,6 +59,39 @@ export function sendNamespaceListeners(fd: number, ports: readonly number[]): vo
 }
 
 /**
+ * Server side, for the escalation rooms of a call (each room is a namespace of its own that sends its listeners
+ * over the same socketpair, as many times as rooms start): hand every message's `count` listeners to `onListeners`
+ * until `until` resolves, then close `serverFd`. Polls the non-blocking socket (at most every 20 ms while idle).
+ */
+export async function watchNamespaceListeners(
+  serverFd: number,
+  count: number,
+  onListeners: (fds: number[]) => void,
+  until: Promise<unknown>,
+): Promise<void> {
+  let done = false;
+  void until.then(() => (done = true));
+  try {
+    for (let wait = 1; !done;) {
+      let got = false;
+      try {
+        const r = libc.recvmsg(serverFd, TAG.length, count, libc.SOCK.MSG_DONTWAIT);
+        if (r.fds.length === count && Buffer.from(r.bytes).equals(Buffer.from(TAG))) onListeners(r.fds);
+        else r.fds.forEach(libc.closeQuiet);
+        got = r.bytes.length > 0 || r.fds.length > 0;
+        if (!got) return; // every sender end is closed
+      } catch (e) {
+        if (!(e instanceof ShellmcpError) || e.data.errname !== "EAGAIN") return;
+      }
+      wait = got ? 1 : Math.min(wait * 2, 20);
+      if (!got) await Bun.sleep(wait);
+    }
+  } finally {
+    libc.closeQuiet(serverFd);
+  }
+}
+
+/**
  * Server side: wait (polling the non-blocking `serverFd`, never blocking the event loop) for the listeners sent by
  * {@link sendNamespaceListeners}, at most `timeoutMs` or until `gone` resolves (the sandbox ended). Resolves with
  * the fds (`count` of them); rejects with `SANDBOX_UNAVAILABLE` otherwise. Closes `serverFd` either way.

@@ -28,7 +28,7 @@ import { bytesPipe, planBwrap, releaseBwrapPlan, SANDBOX_FAILURE_EXIT, type Bwra
 import type { CallCgroup, CgroupManager } from "./cgroup.ts";
 import { CappedOutput } from "./output.ts";
 import type { CallProxy } from "../network/proxy.ts";
-import { bridgePair, NAMESPACE_PORTS, PROXY_BRIDGE_FD, receiveNamespaceListeners } from "../network/bridge.ts";
+import { bridgePair, NAMESPACE_PORTS, PROXY_BRIDGE_FD, receiveNamespaceListeners, watchNamespaceListeners } from "../network/bridge.ts";
 import { proxyEnvironment } from "../network/env.ts";
 import { Stopwatch } from "./stopwatch.ts";
 
@@ -338,10 +338,22 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
       proxyEnv = proxyEnvironment(ports, np.allowLocalBinding);
     }
   }
+  // Escalation rooms of a bubblewrap call get namespaces of their own, bridged the same way over one more pair
+  // (kept for the whole call); Landlock rooms are limited to the call's loopback ports.
+  let roomBridge: { serverFd: number; childFd: number } | undefined;
+  let roomProxy: RoomSpec["proxy"];
+  if (proxySpec !== undefined) {
+    if (bridge !== undefined) {
+      roomBridge = bridgePair();
+      roomProxy = { ports: proxySpec.ports, bridgeFd: roomBridge.childFd, env: proxyEnv! };
+    } else roomProxy = { ports: proxySpec.ports, env: proxyEnv! };
+  }
   const closeBridge = () => {
-    if (bridge === undefined) return;
-    libc.closeQuiet(bridge.serverFd);
-    libc.closeQuiet(bridge.childFd);
+    for (const b of [bridge, roomBridge]) {
+      if (b === undefined) continue;
+      libc.closeQuiet(b.serverFd);
+      libc.closeQuiet(b.childFd);
+    }
   };
   let launch: Launch;
   try {
@@ -376,7 +388,7 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
   const boundary: EscalationBoundary = {
     baseEnv: o.env,
     writable: (o.writable ?? ((e) => writableView(o.policy, o.sandboxCwd, e, o.env)))(enforcement),
-    room: roomFor(o, enforcement),
+    room: roomProxy === undefined ? roomFor(o, enforcement) : { ...roomFor(o, enforcement), proxy: roomProxy },
   };
   let cgroup: CallCgroup | undefined;
   try {
@@ -466,6 +478,19 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
   // The bridge: the namespace's listeners arrive once the inner stage has made them; the proxy accepts on them.
   // Anything failing here ends the call (fail closed: the namespace has no other way out).
   let bridgeError: string | undefined;
+  let roomsWatched: Promise<void> | undefined;
+  let callEnded: () => void = () => undefined;
+  if (roomBridge !== undefined) {
+    const proxy = o.networkProxy!;
+    const count = proxySpec!.ports.length;
+    const ended = new Promise<void>((r) => (callEnded = r));
+    roomsWatched = watchNamespaceListeners(
+      roomBridge.serverFd,
+      count,
+      (fds) => void proxy.adopt(fds.length === 2 ? { http: fds[0]!, socks: fds[1]! } : { http: fds[0]! }),
+      ended,
+    );
+  }
   if (bridge !== undefined) {
     libc.closeQuiet(bridge.childFd);
     const proxy = o.networkProxy!;
@@ -521,9 +546,17 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
   o.track?.(pid, false);
   // Stops interception for leftovers and kills this call's escalated programs. The commands reach the worker
   // synchronously inside close(); only its acknowledgement is not awaited, so the answer is not delayed by it.
-  void listener.close();
+  const listenerClosed = listener.close();
   void cgroup?.dispose();
   release();
+  if (roomBridge !== undefined) {
+    // The worker may still be starting a room with the bridge's child end: close it once the worker has let go of
+    // the listener (its rooms killed), then stop watching (that closes the server end).
+    await listenerClosed.catch(() => undefined);
+    libc.closeQuiet(roomBridge.childFd);
+    callEnded();
+    await roomsWatched;
+  }
 
   const sig = proc.signalCode === null || proc.signalCode === undefined ? undefined : String(proc.signalCode);
   const code = sig !== undefined ? 128 + (osConstants.signals[sig as NodeJS.Signals] ?? 0) : exitCode;

@@ -86,13 +86,14 @@ async function serve(
   backend: "bwrap" | "landlock",
   env: Record<string, string> = {},
   onElicit?: StartOptions["onElicit"],
+  rules: string = RULES,
 ): Promise<AttackSession & { ws: string }> {
   const codexHome = join(CONF_BASE, `home-${Math.random().toString(36).slice(2)}`);
   mkdirSync(codexHome, { recursive: true });
   writeFileSync(join(codexHome, "config.toml"), config);
   const s = await serveWithPid({
     codexHome,
-    rules: RULES,
+    rules,
     command: ["bwrap", "--dev-bind", "/", "/", "--bind", hosts, "/etc/hosts", "--", ensureBinary()],
     args: ["--sandbox-backend", backend],
     env,
@@ -367,6 +368,27 @@ describe.skipIf(skip)("network proxy mode: local targets, asking about unknown h
       'network_rule(host="rule-me.test", protocol="https", decision="allow", justification="Allow https_connect access to rule-me.test")\n',
     );
   });
+});
+
+describe.skipIf(skip)("network proxy mode: escalated programs go through the same proxy", () => {
+  for (const backend of ["bwrap", "landlock"] as const) {
+    test(`${backend}: a program escalated by a rule runs in its room with the proxy only`, async () => {
+      const codexRules = 'prefix_rule(pattern=["curl"], decision="allow")\n';
+      const s = await serve(CONFIG(), backend, {}, undefined, RULES + codexRules);
+      const o = await sh(
+        s,
+        [
+          `curl -sS http://allowed.test:${port}/`,
+          `curl -sS -o /dev/null -w '%{http_code}\\n' http://other.test:${port}/`,
+          `curl -sS --noproxy '*' --max-time 5 http://127.0.0.1:${port}/; echo "direct=$?"`,
+        ].join("; "),
+      );
+      expect(o.output).toContain(`hello GET allowed.test:${port}\n403\n`);
+      expect(o.output).toContain("direct=7");
+      expect(o.output).toContain(`shellmcp: network access refused: other.test:${port} (http): not_allowed`);
+      expect(s.stderr()).toMatch(new RegExp(`escalated.*curl.*${backend === "bwrap" ? "bwrap" : "landlock"}`));
+    });
+  }
 });
 
 const abi = landlockAbi();

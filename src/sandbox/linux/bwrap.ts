@@ -97,7 +97,7 @@ function probeBwrapUncached(path: string, networkRestricted: boolean): BwrapProb
 }
 
 /** The command that starts this binary as the Linux sandbox helper, whatever it is called. */
-function selfHelperCommand(): string[] {
+export function selfHelperCommand(): string[] {
   return [...selfCommand(), "--codex-run-as-linux-sandbox"];
 }
 
