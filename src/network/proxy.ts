@@ -637,3 +637,20 @@ function answer(sock: net.Socket, status: number, phrase: string, type: string, 
   ].join("\r\n");
   sock.end(head + body);
 }
+
+/**
+ * The lines appended to a call's output naming every host the proxy refused, with the reason (the model otherwise
+ * sees only `curl: (56)`): `shellmcp: network access refused: other.test:443 (https_connect): not_allowed — Domain
+ * not in allowlist.` Repeats are counted, at most 20 lines.
+ */
+export function refusalReport(refusals: readonly ProxyRefusal[]): string {
+  const counts = new Map<string, number>();
+  for (const r of refusals) {
+    const host = r.host.includes(":") ? `[${r.host}]` : r.host;
+    const k = `${host}:${r.port} (${r.protocol}): ${r.reason} — ${BLOCK_MESSAGES[r.reason]}`;
+    counts.set(k, (counts.get(k) ?? 0) + 1);
+  }
+  const lines = [...counts].slice(0, 20).map(([k, n]) => `shellmcp: network access refused: ${k}${n > 1 ? ` (${n} times)` : ""}\n`);
+  if (counts.size > 20) lines.push(`shellmcp: … and ${counts.size - 20} more refused destinations\n`);
+  return lines.join("");
+}

@@ -20,8 +20,7 @@ import type { CgroupManager } from "../shell/cgroup.ts";
 import { runCommand, type RunCommandOptions, type SandboxLauncher } from "../shell/run-command.ts";
 import type { ServeOptions, ServeSetup } from "./setup.ts";
 import { hasFullDiskWrite, hasFullNetwork } from "../sandbox/policy.ts";
-import { CallProxy, type ProxyRefusal } from "../network/proxy.ts";
-import { BLOCK_MESSAGES } from "../network/policy.ts";
+import { CallProxy, refusalReport } from "../network/proxy.ts";
 import { networkAsker } from "../mcp/network-approval.ts";
 
 /** What every call of one server shares. */
@@ -185,21 +184,4 @@ export async function handleShellCall(
 export function proxyModeFor(setup: Pick<ServeSetup, "network">, snap: SandboxState): boolean {
   if (!setup.network.enabled || !hasFullNetwork(snap.policy)) return false;
   return snap.policy.type !== "danger-full-access" && !hasFullDiskWrite(snap.policy);
-}
-
-/**
- * The lines appended to a call's output naming every host the proxy refused, with the reason (the model otherwise
- * sees only `curl: (56)`): `shellmcp: network access refused: other.test:443 (https_connect): not_allowed — Domain
- * not in allowlist.` Repeats are counted, at most 20 lines.
- */
-export function refusalReport(refusals: readonly ProxyRefusal[]): string {
-  const counts = new Map<string, number>();
-  for (const r of refusals) {
-    const host = r.host.includes(":") ? `[${r.host}]` : r.host;
-    const k = `${host}:${r.port} (${r.protocol}): ${r.reason} — ${BLOCK_MESSAGES[r.reason]}`;
-    counts.set(k, (counts.get(k) ?? 0) + 1);
-  }
-  const lines = [...counts].slice(0, 20).map(([k, n]) => `shellmcp: network access refused: ${k}${n > 1 ? ` (${n} times)` : ""}\n`);
-  if (counts.size > 20) lines.push(`shellmcp: … and ${counts.size - 20} more refused destinations\n`);
-  return lines.join("");
 }

@@ -391,6 +391,62 @@ describe.skipIf(skip)("network proxy mode: escalated programs go through the sam
   }
 });
 
+describe.skipIf(skip)("shellmcp sandbox linux --allow-domain / --deny-domain", () => {
+  const codexHome = join(CONF_BASE, "cli-codex-home");
+  mkdirSync(codexHome, { recursive: true });
+  const cli = async (args: string[], script: string) => {
+    const p = Bun.spawn(
+      [
+        "bwrap",
+        "--dev-bind",
+        "/",
+        "/",
+        "--bind",
+        hosts,
+        "/etc/hosts",
+        "--",
+        ensureBinary(),
+        "sandbox",
+        "linux",
+        ...args,
+        "--",
+        "bash",
+        "-c",
+        script,
+      ],
+      {
+        cwd: workspace(),
+        env: { PATH: "/usr/local/bin:/usr/bin:/bin", HOME: CONF_BASE, CODEX_HOME: codexHome },
+        stdout: "pipe",
+        stderr: "pipe",
+      },
+    );
+    const [out, err] = [await new Response(p.stdout).text(), await new Response(p.stderr).text()];
+    return { code: await p.exited, out, err };
+  };
+  for (const backend of ["bwrap", "landlock"] as const) {
+    test(`${backend}: allowed, denied (deny wins), not allowed; no direct egress; refusals on stderr`, async () => {
+      const r = await cli(
+        ["--backend", backend, "--full-auto", "--allow-domain", "**.deep.test", "--deny-domain", "a.deep.test", "--allow-local-binding"],
+        `curl -sS http://b.deep.test:${port}/; for h in a.deep.test other.test; do curl -sS -o /dev/null -w '%{http_code}\\n' http://$h:${port}/; done; ` +
+          `curl -sS --noproxy '*' --max-time 5 http://127.0.0.1:${port}/ 2>/dev/null; echo "direct=$?"; exit 3`,
+      );
+      expect(r.out).toBe(`hello GET b.deep.test:${port}\n403\n403\ndirect=7\n`);
+      expect(r.code).toBe(3);
+      expect(r.err).toBe(
+        `shellmcp: network access refused: a.deep.test:${port} (http): denied — Domain denied by the sandbox policy.\n` +
+          `shellmcp: network access refused: other.test:${port} (http): not_allowed — Domain not in allowlist.\n`,
+      );
+    });
+  }
+
+  test("a deny * is refused with Codex's message", async () => {
+    const r = await cli(["--deny-domain", "*"], "true");
+    expect(r.code).toBe(2);
+    expect(r.err).toContain("invalid value for network.denied_domains: *");
+  });
+});
+
 const abi = landlockAbi();
 describe.skipIf(skip || skipWithout("Landlock proxy suite", abi >= 4 ? undefined : `Landlock ABI ${abi} < 4`))(
   "network proxy mode, Landlock backend",

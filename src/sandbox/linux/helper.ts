@@ -16,6 +16,7 @@
  * applied (the command is then never run).
  */
 import { keepEscalationSocketAcrossExec } from "../../escalation-socket.ts";
+import { setCloexec } from "../../../ffi/libc.ts";
 import { ShellmcpError } from "../../errors.ts";
 import { writeStderr } from "../../stderr.ts";
 import { parsePermissionProfile, pathFromUri, type PermissionProfile } from "../permission-profile.ts";
@@ -135,6 +136,8 @@ export async function linuxSandboxMain(args: string[]): Promise<number> {
   }
   keepEscalationSocketAcrossExec();
   try {
+    // Bun marks inherited fds close-on-exec: the bridge fd must reach bubblewrap's inner stage.
+    if (o.proxyFd !== undefined && !o.inner) setCloexec(o.proxyFd, false);
     if (o.policyJson === undefined) policy = summarySandboxPolicy(planPermissionProfile(profile!, o.policyCwd));
     if (o.proxyFd !== undefined && o.proxyPorts === undefined)
       throw new ShellmcpError("USAGE", "--network-proxy-fd needs --network-proxy-ports");
