@@ -121,10 +121,6 @@ export async function handleShellCall(
   // Network proxy mode: the feature is on and this call's sandbox has the network (Codex: without the feature,
   // enabled network stays full network).
   const proxied = proxyModeFor(setup, snap);
-  if (proxied && rt.platform === "darwin")
-    return errorResult(
-      "shellmcp refused to run the command: network proxy mode ([features] network_proxy) is not available on macOS yet; turn the network off for this session or the feature off",
-    );
   if (proxied && l.launcher.direct === undefined && l.launcher.exe !== rt.helperExe)
     return errorResult(
       "shellmcp refused to run the command: network proxy mode cannot be enforced by Codex's own sandbox helper (--use-codex-linux-sandbox-exe); run without that flag",

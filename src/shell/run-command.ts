@@ -78,12 +78,17 @@ export function planLaunch(
   proxy?: ProxySpec,
 ): Launch {
   if (o.launcher.seatbelt !== undefined) {
-    const l = seatbeltShellLaunch(o.launcher.seatbelt.plan, {
-      shellPath: o.shellPath,
-      login: o.login,
-      command: o.command,
-      exePath: o.wrapperPath,
-    });
+    const l = seatbeltShellLaunch(
+      o.launcher.seatbelt.plan,
+      {
+        shellPath: o.shellPath,
+        login: o.login,
+        command: o.command,
+        exePath: o.wrapperPath,
+      },
+      undefined,
+      proxy === undefined ? undefined : { ports: proxy.ports, allowLocalBinding: proxy.allowLocalBinding === true },
+    );
     return { argv: l.argv, sandboxed: l.sandboxed, env: l.env };
   }
   const viaHelper = shellArgv(o, proxy);
@@ -162,6 +167,8 @@ export interface RunCommandOptions {
 export interface ProxySpec {
   fd?: number;
   ports: number[];
+  /** macOS: `allow_local_binding` (Seatbelt's local rules). */
+  allowLocalBinding?: boolean;
 }
 
 /** How long escalated programs get between SIGTERM and SIGKILL when their call times out or is cancelled, ms. */
@@ -325,16 +332,14 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
   let proxyEnv: Record<string, string> | undefined;
   if (o.networkProxy !== undefined && sandboxedGuess) {
     const np = o.networkProxy.policy;
-    if (o.launcher.seatbelt !== undefined)
-      return fail("network proxy mode is not available on macOS yet: turn the network off or run without [features] network_proxy");
-    if (launcherEnforcement(true, o.launcher) === "bwrap") {
+    if (launcherEnforcement(true, o.launcher) === "bwrap" && o.launcher.seatbelt === undefined) {
       bridge = bridgePair();
       const ports = np.enableSocks5 ? { http: NAMESPACE_PORTS.http, socks: NAMESPACE_PORTS.socks } : { http: NAMESPACE_PORTS.http };
       proxySpec = { fd: PROXY_BRIDGE_FD, ports: Object.values(ports) };
       proxyEnv = proxyEnvironment(ports, np.allowLocalBinding);
     } else {
       const ports = await o.networkProxy.listenLoopback();
-      proxySpec = { ports: Object.values(ports) };
+      proxySpec = { ports: Object.values(ports), allowLocalBinding: np.allowLocalBinding };
       proxyEnv = proxyEnvironment(ports, np.allowLocalBinding);
     }
   }
