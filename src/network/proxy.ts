@@ -287,7 +287,7 @@ export class CallProxy {
     }
     const r = await this.open(target.host, target.port, "http", h.method);
     if ("refused" in r) {
-      const shown = normalizeTarget(target.host)?.host ?? target.host;
+      const shown = displayHost(target.host);
       this.refuse(shown, target.port, "http", r.refused);
       const body = JSON.stringify({
         status: "blocked",
@@ -318,7 +318,7 @@ export class CallProxy {
     if (a === undefined) return answer(client, 400, "Bad Request", "text/plain", "invalid CONNECT target");
     const r = this.o.policy.mode === "limited" ? { refused: "mitm_required" as const } : await this.open(a.host, a.port, "https_connect");
     if ("refused" in r) {
-      this.refuse(normalizeTarget(a.host)?.host ?? a.host, a.port, "https_connect", r.refused);
+      this.refuse(displayHost(a.host), a.port, "https_connect", r.refused);
       return answer(client, 403, "Forbidden", "text/plain", BLOCK_MESSAGES[r.refused], PROXY_ERROR_HEADER[r.refused]);
     }
     if ("failed" in r) return answer(client, 502, "Bad Gateway", "text/plain", `upstream unavailable: ${r.failed}`);
@@ -369,7 +369,7 @@ export class CallProxy {
       }
       const r = this.o.policy.mode === "limited" ? { refused: "method_not_allowed" as const } : await this.open(host, port, "socks5_tcp");
       if ("refused" in r) {
-        this.refuse(normalizeTarget(host)?.host ?? host, port, "socks5_tcp", r.refused);
+        this.refuse(displayHost(host), port, "socks5_tcp", r.refused);
         client.end(reply(2));
         return;
       }
@@ -394,6 +394,16 @@ function fdTarget(fd: number): string | undefined {
   } catch {
     return undefined;
   }
+}
+
+/**
+ * The host as Codex 0.169 names it in a refusal (`normalize_host`): trimmed, lowercase, without brackets and one
+ * trailing dot, but in the spelling the request used (`2130706435`, not `127.0.0.3`; observed side by side).
+ */
+export function displayHost(raw: string): string {
+  let h = raw.trim().toLowerCase();
+  if (h.startsWith("[") && h.endsWith("]")) h = h.slice(1, -1);
+  return h.endsWith(".") ? h.slice(0, -1) : h;
 }
 
 /** Hop-by-hop headers dropped when forwarding (`Proxy-*` too; `Connection: close` is added). */
