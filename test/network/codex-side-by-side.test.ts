@@ -91,7 +91,8 @@ function script(): string {
 }
 
 async function run(argv: string[], codexHome = home): Promise<string> {
-  const p = Bun.spawn(["bwrap", "--dev-bind", "/", "/", "--bind", hosts, "/etc/hosts", "--", ...argv], {
+  // A private /tmp too: Codex leaves /tmp/codex-bwrap-synthetic-mount-targets-<uid> and /tmp/codex-daemon-<uid> behind.
+  const p = Bun.spawn(["bwrap", "--dev-bind", "/", "/", "--bind", hosts, "/etc/hosts", "--tmpfs", "/tmp", "--", ...argv], {
     cwd: ws,
     env: { PATH: "/usr/local/bin:/usr/bin:/bin", HOME: codexHome, CODEX_HOME: codexHome, TMPDIR: "/tmp", LC_ALL: "C" },
     stdout: "pipe",
