@@ -41,8 +41,12 @@ export const MAX_HEAD_BYTES = 64 * 1024;
 export const MAX_HELLO_BYTES = 16 * 1024 + 5;
 /** Time a client has to send its head (or SOCKS5 frames, or its first tunnel bytes), ms. */
 export const HEAD_TIMEOUT_MS = 30_000;
-/** Client connections one call's proxy serves at a time; more are closed at once. */
-export const MAX_CONNECTIONS = 256;
+/**
+ * Client connections one call's proxy serves at a time; more are closed at once. With a reader that stops, each
+ * connection holds about 2 MiB in the server (Bun reads 512 KiB chunks and keeps one on each side), so a call's
+ * proxy holds at most about 256 MiB (bench/network.ts).
+ */
+export const MAX_CONNECTIONS = 128;
 /** Time an upstream connection may take to open, ms. */
 export const CONNECT_TIMEOUT_MS = 15_000;
 
