@@ -307,6 +307,50 @@ describe.skipIf(skip)("network proxy mode, bubblewrap backend (compiled binary, 
   });
 });
 
+describe.skipIf(skip)("network proxy mode: Codex 0.169's per-call permission profile", () => {
+  test('`network: "enabled"` in the call\'s _meta: proxied; `"restricted"`: no network at all', async () => {
+    const s = await serve(CONFIG(), "bwrap");
+    const meta = (network: "enabled" | "restricted") => ({
+      "codex/sandbox-state": {
+        permissionProfile: {
+          type: "managed",
+          file_system: {
+            type: "restricted",
+            entries: [
+              { path: { type: "special", value: { kind: "root" } }, access: "read" },
+              { path: { type: "path", path: s.ws }, access: "write" },
+            ],
+          },
+          network,
+        },
+        sandboxCwd: `file://${s.ws}`,
+        useLegacyLandlock: false,
+      },
+    });
+    const call = async (network: "enabled" | "restricted") => {
+      const raw = (await s.client.callTool(
+        {
+          name: "shell",
+          arguments: {
+            command: `curl -sS --max-time 5 http://allowed.test:${port}/; curl -sS -o /dev/null -w '%{http_code}\\n' --max-time 5 http://other.test:${port}/; echo "proxy=\${HTTP_PROXY-none}"`,
+            workdir: s.ws,
+            login: false,
+          },
+          _meta: meta(network),
+        },
+        undefined,
+        { timeout: 60_000 },
+      )) as { content: { text: string }[] };
+      return (JSON.parse(raw.content[0]!.text) as { output: string }).output;
+    };
+    const on = await call("enabled");
+    expect(on).toContain(`hello GET allowed.test:${port}\n403\nproxy=http://127.0.0.1:3128\n`);
+    const off = await call("restricted");
+    expect(off).toContain("proxy=none");
+    expect(off).not.toContain("hello");
+  });
+});
+
 describe.skipIf(skip)("network proxy mode: limited mode, feature off", () => {
   test("limited mode: GET passes, POST is refused (method_not_allowed), CONNECT refused", async () => {
     const s = await serve(CONFIG('mode = "limited"'), "bwrap");
