@@ -63,6 +63,7 @@ export interface ProxyRefusal {
 
 /** Options of {@link CallProxy}. */
 export interface CallProxyOptions {
+  /** What the proxy allows (src/network/policy.ts); people's answers add exact entries on top. */
   policy: NetworkPolicy;
   /** Name lookup (default: the system resolver, every address). Only allow-listed names are passed to it. */
   lookup?: Lookup;

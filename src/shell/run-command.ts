@@ -165,7 +165,9 @@ export interface RunCommandOptions {
 
 /** How proxy mode reaches the sandbox helper: the ports TCP may reach and, under bubblewrap, the bridge fd. */
 export interface ProxySpec {
+  /** bubblewrap: the bridge socket's fd number in the sandbox ({@link PROXY_BRIDGE_FD}). */
   fd?: number;
+  /** The ports TCP may reach: in the call's namespace (bubblewrap) or the proxy's on the host's loopback. */
   ports: number[];
   /** macOS: `allow_local_binding` (Seatbelt's local rules). */
   allowLocalBinding?: boolean;
