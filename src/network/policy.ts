@@ -215,7 +215,7 @@ export function normalizePattern(raw: string, decision: "allow" | "deny", warn: 
     if (decision === "deny") throw invalid();
     return h;
   }
-  if (!/^[a-z0-9*?._:%-]+$/.test(h) || h.includes("..")) throw invalid();
+  if (!/^[a-z0-9*?._:%_-]+$/.test(h) || h.includes("..")) throw invalid();
   const ip = canonicalIp(h);
   return ip ?? h;
 }
@@ -273,7 +273,7 @@ export function normalizeTarget(raw: string): Target | undefined {
   let h = raw.trim().toLowerCase();
   if (h.startsWith("[") && h.endsWith("]")) h = h.slice(1, -1);
   if (h.endsWith(".")) h = h.slice(0, -1);
-  if (h === "" || !/^[a-z0-9._:-]+$/.test(h)) return undefined;
+  if (h === "" || !/^[a-z0-9._:_-]+$/.test(h)) return undefined;
   const ip = canonicalIp(h);
   if (ip !== undefined) return { host: ip, ip };
   if (h.includes(":")) return undefined;

@@ -232,6 +232,7 @@ describe("decisions (Codex 0.169's order)", () => {
     expect(await reason(p, "other.test", pub)).toBe("not_allowed");
     expect(await reason(p, "", pub)).toBe("not_allowed");
     expect(await reason(p, "bad host", pub)).toBe("not_allowed");
+    expect(await reason(policy({ allow: ["my_host.test"] }), "MY_HOST.test", { "my_host.test": ["93.184.216.36"] })).toBe("allowed");
   });
 
   test("deny wins over allow, wildcard forms", async () => {
