@@ -177,6 +177,11 @@ export class CallProxy {
   }
 
   private track(s: net.Socket, client: boolean): void {
+    if (this.closed) {
+      s.on("error", () => undefined); // later writes to it are dropped, never thrown
+      s.destroy(); // an upstream connection that opened after the call ended
+      return;
+    }
     this.sockets.add(s);
     if (client) this.clients++;
     s.on("error", () => s.destroy());
