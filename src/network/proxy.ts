@@ -151,14 +151,18 @@ export class CallProxy {
     this.releaseAdopted();
   }
 
-  private listen(handler: (s: net.Socket) => void, where: net.ListenOptions | { fd: number }): Promise<number> {
+  private listen(handler: (s: net.Socket) => Promise<void>, where: net.ListenOptions | { fd: number }): Promise<number> {
     const srv = net.createServer({ allowHalfOpen: true, pauseOnConnect: true }, (s) => {
       if (this.closed || this.clientCount() >= this.max) {
         s.destroy();
         return;
       }
       this.track(s, true);
-      handler(s);
+      // A failure in one connection's handling ends that connection, never the server.
+      handler(s).catch((e: unknown) => {
+        log.warn("network proxy connection failed", { error: (e as Error).message });
+        s.destroy();
+      });
     });
     this.servers.push(srv);
     return new Promise((resolve, reject) => {
