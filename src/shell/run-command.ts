@@ -402,6 +402,7 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
     cgroup = o.cgroups?.create();
   } catch (e) {
     release();
+    closeBridge();
     return fail(`cannot create this call's cgroup: ${(e as Error).message}`);
   }
   // The worker gets its own copy of the output pipe's write end (for escalated programs given a terminal); it is
@@ -431,6 +432,7 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
   if (o.networkProxy !== undefined) o.networkProxy.pauseWhile = (f) => stopwatch!.paused(f);
   if (stopwatch.expired) {
     release();
+    closeBridge();
     libc.closeQuiet(readEnd);
     libc.closeQuiet(writeEnd);
     await listener.close();
