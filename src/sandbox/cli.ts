@@ -89,15 +89,18 @@ export async function sandboxLinuxCli(
     writeStderr(`shellmcp: ${(e as Error).message}\n`);
     return 2;
   }
-  let network: NetworkPolicy;
-  try {
-    network = cliNetworkPolicy(o);
-  } catch (e) {
-    writeStderr(`shellmcp: ${(e as Error).message}\n`);
-    return 2;
-  }
+  // The config is read only when the network is on for a sandboxed command: nothing else depends on it here.
   const sandboxed = policy.type !== "danger-full-access" && !(hasFullDiskWrite(policy) && hasFullNetwork(policy));
-  if (network.enabled && hasFullNetwork(policy) && sandboxed) return runProxied(command, policy, network, o);
+  if (hasFullNetwork(policy) && sandboxed) {
+    let network: NetworkPolicy;
+    try {
+      network = cliNetworkPolicy(o);
+    } catch (e) {
+      writeStderr(`shellmcp: ${(e as Error).message}\n`);
+      return 2;
+    }
+    if (network.enabled) return runProxied(command, policy, network, o);
+  }
   if (!hasFullNetwork(policy)) process.env.CODEX_SANDBOX_NETWORK_DISABLED = "1";
   (await import("../escalation-socket.ts")).keepEscalationSocketAcrossExec();
   const backend = (o.backend ?? defaultBackend) as "auto" | "bwrap" | "landlock";
