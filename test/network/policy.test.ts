@@ -151,6 +151,18 @@ enable_socks5 = false
   });
 });
 
+describe("examples/config/network.toml", () => {
+  test("is a valid policy: the registries and the git host allowed, gist denied, nothing else", async () => {
+    const text = await Bun.file(new URL("../../examples/config/network.toml", import.meta.url)).text();
+    const p = readNetworkPolicy(parseToml(text) as Config, undefined);
+    expect(p.enabled).toBe(true);
+    const pub = { "registry.npmjs.org": ["104.16.0.1"], "pypi.org": ["151.101.0.223"], "github.com": ["140.82.112.3"] };
+    for (const h of Object.keys(pub)) expect(await reason(p, h, pub)).toBe("allowed");
+    expect(await reason(p, "gist.github.com", pub)).toBe("denied");
+    expect(await reason(p, "pastebin.com", pub)).toBe("not_allowed");
+  });
+});
+
 describe("patterns and normalisation", () => {
   test("pattern forms", () => {
     expect(hostMatches("*.allowed.test", "api.allowed.test")).toBe(true);
