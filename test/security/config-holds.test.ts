@@ -9,7 +9,9 @@
  * Item 2, the sandboxed tree cannot change limits, priorities or scheduling of processes outside it: from a
  * Landlock sandbox (same pid namespace as the host), prlimit on the server's RLIMIT_NOFILE used to make every later
  * call fail ("socketpair: Too many open files"); renice and taskset likewise reached any same-user process.
- * Signals are scoped by Landlock ABI ≥ 6 (kernel 6.12; README, "Running as root / in containers").
+ * Signals are scoped by Landlock ABI ≥ 6 (kernel 6.12); below it (the ABI lowered here with
+ * SHELLMCP_SIMULATE_LANDLOCK_ABI) a root server runs each command as pid 1 of its own pid namespace, and anyone
+ * else is refused (test/sandbox/extra.test.ts; README, "Running as root / in containers").
  *
  * Item 4 (the part not covered by test/unit/bwrap-probe-cache.test.ts and test/e2e/self-contained.test.ts): when
  * bubblewrap fails after its preflight passed, the call says so, the cached success is forgotten, and the next
@@ -177,6 +179,29 @@ describe.skipIf(skipWithout("configuration suite", shellsMissing()))("issue 22: 
     expect(nice()).toBe(niceBefore);
     expect((await s.shell({ command: "echo still-serving", workdir: ws, login: false })).out.output).toBe("still-serving\n");
   }, 60_000);
+
+  test.skipIf(skipWithout("item 2 below Landlock ABI 6 (run as root)", isRoot ? undefined : "the pid namespace needs root"))(
+    "item 2 (landlock, ABI lowered to 5, root): the command cannot signal the server or a host process; later calls still work",
+    async () => {
+      const host = Bun.spawn(["sleep", "60"]);
+      try {
+        const s = await serveWithPid({ args: ["--sandbox-backend", "landlock"], env: { SHELLMCP_SIMULATE_LANDLOCK_ABI: "5" } });
+        const ws = confDir("pidns-ws");
+        const probe = (pid: number) => `kill -0 ${pid} 2>/dev/null && echo REACHED-${pid} || echo refused`;
+        const r = await s.shell({
+          command: `${probe(s.pid)}; ${probe(host.pid)}; kill -STOP ${s.pid} 2>/dev/null; echo done`,
+          workdir: ws,
+          login: false,
+        });
+        expect(r.out.output).toBe("refused\nrefused\ndone\n");
+        expect(require("node:fs").readFileSync(`/proc/${s.pid}/status`, "utf8")).not.toMatch(/^State:\s+T/m); // not stopped
+        expect((await s.shell({ command: "echo still-serving", workdir: ws, login: false })).out.output).toBe("still-serving\n");
+      } finally {
+        host.kill(9);
+      }
+    },
+    60_000,
+  );
 
   test("item 4: bubblewrap failing after a passed preflight is explained, then re-probed and replaced by Landlock", async () => {
     const dir = confDir("fake-bwrap");

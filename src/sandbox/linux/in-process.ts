@@ -5,6 +5,7 @@
  * The backend choice and bubblewrap are in ./run.ts and ./bwrap.ts.
  */
 import { statSync } from "node:fs";
+import { constants as osConstants } from "node:os";
 import { delimiter, dirname, join } from "node:path";
 import * as libc from "../../../ffi/libc.ts";
 import { ShellmcpError } from "../../errors.ts";
@@ -79,6 +80,30 @@ export function execCommand(command: string[]): never {
     const errno = e instanceof ShellmcpError ? (e.data.errno as number) : 0;
     writeStderr(`${command[0]}: ${errno ? libc.strerror(errno) : (e as Error).message}\n`);
     process.exit(errno === libc.ERRNO.ENOENT ? 127 : 126);
+  }
+}
+
+/**
+ * Wait for `pid`, the init (pid 1) of a pid namespace this process started, and pass its status on. SIGINT,
+ * SIGTERM, SIGHUP and SIGQUIT sent to this process go to it; since a namespace's init only receives the signals it
+ * handles, SIGKILL follows after `graceMs` (ms) if it is still there. Resolves with the exit status (128+N for
+ * death by signal N). The wait polls (no pidfd the event loop could await): 1 ms at first, backing off to 20 ms.
+ */
+export async function waitForNamespaceInit(pid: number, graceMs = 1000): Promise<number> {
+  const forward = (sig: NodeJS.Signals): void => {
+    libc.kill(pid, osConstants.signals[sig]);
+    setTimeout(() => libc.kill(pid, osConstants.signals.SIGKILL), graceMs).unref();
+  };
+  const relayed = ["SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT"] as const;
+  for (const sig of relayed) process.on(sig, forward);
+  try {
+    for (let delay = 1; ; delay = Math.min(delay * 2, 20)) {
+      const st = libc.waitpidNoHang(pid);
+      if (st !== undefined) return st.signal !== undefined ? 128 + st.signal : st.code;
+      await Bun.sleep(delay);
+    }
+  } finally {
+    for (const sig of relayed) process.off(sig, forward);
   }
 }
 
