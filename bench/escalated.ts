@@ -25,6 +25,8 @@ import { writableView } from "../src/sandbox/writable.ts";
 import { startLineRpc } from "../test/helpers/reference.ts";
 import { benchDir, median, pairedRatio, referenceShellToolDir, ROOT } from "./lib.ts";
 
+// One "escalated" notice per exec would flood the output (and its write is not what is measured).
+process.env.SHELLMCP_LOG ??= "warn";
 const N = Number(process.argv[2] ?? 50);
 const ROUNDS = Number(process.argv[3] ?? 7);
 const loop = (n: number) => `for i in $(/usr/bin/seq 1 ${n}); do /bin/true; done`;
