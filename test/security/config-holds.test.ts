@@ -203,6 +203,63 @@ describe.skipIf(skipWithout("configuration suite", shellsMissing()))("issue 22: 
     60_000,
   );
 
+  test.skipIf(skipWithout("item 2 as an unprivileged user (run as root)", isRoot ? undefined : "needs root to create a user"))(
+    "item 2 (landlock), an unprivileged user (created here): a process of the same user is out of reach (limits, priority, signals)",
+    () => {
+      const user = `smcq${process.pid}`;
+      expect(Bun.spawnSync(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", user]).exitCode).toBe(0);
+      const id = (f: string) => Number(Bun.spawnSync(["id", f, user]).stdout.toString().trim());
+      const as = ["setpriv", `--reuid=${id("-u")}`, `--regid=${id("-g")}`, "--clear-groups"];
+      const victim = Bun.spawn([...as, "sleep", "60"]);
+      try {
+        const ws = mkdtempSync(join(CONF_BASE, "pid-user-"));
+        chownSync(ws, id("-u"), id("-g"));
+        const attack = [
+          py(
+            `import resource\ntry:\n    resource.prlimit(${victim.pid}, resource.RLIMIT_NOFILE, (8, 8)); print("PRLIMIT-SET")\nexcept OSError as e:\n    print("prlimit refused")`,
+          ),
+          `renice -n 19 -p ${victim.pid} >/dev/null 2>&1 && echo RENICED || echo renice-refused`,
+          `kill -STOP ${victim.pid} 2>/dev/null && echo STOPPED || echo kill-refused`,
+        ].join("; ");
+        const sandboxed = (cmd: string) =>
+          Bun.spawnSync(
+            [
+              ...as,
+              ensureBinary(),
+              "sandbox",
+              "linux",
+              "--backend",
+              "landlock",
+              "--sandbox",
+              "workspace-write",
+              "--",
+              "/bin/sh",
+              "-c",
+              cmd,
+            ],
+            {
+              cwd: ws,
+              env: { PATH: "/usr/bin:/bin", HOME: ws },
+              stderr: "pipe",
+            },
+          );
+        const r = sandboxed(attack);
+        expect({ out: r.stdout.toString(), err: r.stderr.toString() }).toMatchObject({
+          out: "prlimit refused\nrenice-refused\nkill-refused\n",
+        });
+        expect(require("node:fs").readFileSync(`/proc/${victim.pid}/limits`, "utf8")).not.toMatch(/Max open files\s+8\s/);
+        expect(require("node:fs").readFileSync(`/proc/${victim.pid}/status`, "utf8")).not.toMatch(/^State:\s+T/m);
+        // Control: the same user outside the sandbox does reach it.
+        const control = Bun.spawnSync([...as, "/bin/sh", "-c", `kill -0 ${victim.pid} && echo reached`], { stderr: "pipe" });
+        expect(control.stdout.toString()).toBe("reached\n");
+      } finally {
+        victim.kill(9);
+        Bun.spawnSync(["userdel", user]);
+      }
+    },
+    60_000,
+  );
+
   test("item 4: bubblewrap failing after a passed preflight is explained, then re-probed and replaced by Landlock", async () => {
     const dir = confDir("fake-bwrap");
     const broken = join(dir, "broken");
