@@ -89,6 +89,27 @@ function caps(out: string): Record<string, string> {
 const ZERO = "0000000000000000";
 const isRoot = process.getuid?.() === 0;
 
+/** A user created for one test (`useradd`; `remove()` deletes it), the `setpriv` prefix that becomes it, and a folder it owns. */
+function createdUser(prefix: string) {
+  const name = `${prefix}${process.pid}`;
+  expect(Bun.spawnSync(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", name]).exitCode).toBe(0);
+  const id = (f: string) => Number(Bun.spawnSync(["id", f, name]).stdout.toString().trim());
+  const as = ["setpriv", `--reuid=${id("-u")}`, `--regid=${id("-g")}`, "--clear-groups"];
+  const ws = mkdtempSync(join(CONF_BASE, `${prefix}-ws-`));
+  chownSync(ws, id("-u"), id("-g"));
+  return { as, ws, remove: () => Bun.spawnSync(["userdel", name]) };
+}
+
+/** `shellmcp sandbox linux --backend landlock --sandbox workspace-write -- /bin/sh -c cmd` as `user`, in its folder. */
+function landlockAs(user: { as: string[]; ws: string }, cmd: string) {
+  const argv = [...user.as, ensureBinary(), "sandbox", "linux", "--backend", "landlock", "--sandbox", "workspace-write"];
+  return Bun.spawnSync([...argv, "--", "/bin/sh", "-c", cmd], {
+    cwd: user.ws,
+    env: { PATH: "/usr/bin:/bin", HOME: user.ws },
+    stderr: "pipe",
+  });
+}
+
 describe.skipIf(skipWithout("configuration suite", shellsMissing()))("issue 22: every configuration holds", () => {
   requirePrograms("python3", "bwrap");
   describe.skipIf(
@@ -110,40 +131,17 @@ describe.skipIf(skipWithout("configuration suite", shellsMissing()))("issue 22: 
     }
 
     test("an unprivileged user (created here), landlock: no capability, no_new_privs, mknod refused", () => {
-      const user = `smcp${process.pid}`;
-      expect(Bun.spawnSync(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", user]).exitCode).toBe(0);
+      const user = createdUser("smcp");
       try {
-        const id = (f: string) => Number(Bun.spawnSync(["id", f, user]).stdout.toString().trim());
-        const ws = mkdtempSync(join(CONF_BASE, "caps-user-"));
-        chownSync(ws, id("-u"), id("-g"));
-        const r = Bun.spawnSync(
-          [
-            "setpriv",
-            `--reuid=${id("-u")}`,
-            `--regid=${id("-g")}`,
-            "--clear-groups",
-            ensureBinary(),
-            "sandbox",
-            "linux",
-            "--backend",
-            "landlock",
-            "--sandbox",
-            "workspace-write",
-            "--",
-            "/bin/sh",
-            "-c",
-            PRIVILEGES,
-          ],
-          { cwd: ws, env: { PATH: "/usr/bin:/bin", HOME: ws }, stderr: "pipe" },
-        );
+        const r = landlockAs(user, PRIVILEGES);
         const out = r.stdout.toString();
         expect({ code: r.exitCode, err: r.stderr.toString() }).toMatchObject({ code: 0 });
         // A user without CAP_SETPCAP cannot empty its bounding set; no_new_privs means nothing in it is gained.
         expect(caps(out)).toMatchObject({ CapInh: ZERO, CapPrm: ZERO, CapEff: ZERO, CapAmb: ZERO, NoNewPrivs: "1" });
         expect(out).toContain("mknod-refused");
-        expect(existsSync(join(ws, "kmsg"))).toBe(false);
+        expect(existsSync(join(user.ws, "kmsg"))).toBe(false);
       } finally {
-        Bun.spawnSync(["userdel", user]);
+        user.remove();
       }
     }, 60_000);
   });
@@ -206,14 +204,9 @@ describe.skipIf(skipWithout("configuration suite", shellsMissing()))("issue 22: 
   test.skipIf(skipWithout("item 2 as an unprivileged user (run as root)", isRoot ? undefined : "needs root to create a user"))(
     "item 2 (landlock), an unprivileged user (created here): a process of the same user is out of reach (limits, priority, signals)",
     () => {
-      const user = `smcq${process.pid}`;
-      expect(Bun.spawnSync(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", user]).exitCode).toBe(0);
-      const id = (f: string) => Number(Bun.spawnSync(["id", f, user]).stdout.toString().trim());
-      const as = ["setpriv", `--reuid=${id("-u")}`, `--regid=${id("-g")}`, "--clear-groups"];
-      const victim = Bun.spawn([...as, "sleep", "60"]);
+      const user = createdUser("smcq");
+      const victim = Bun.spawn([...user.as, "sleep", "60"]);
       try {
-        const ws = mkdtempSync(join(CONF_BASE, "pid-user-"));
-        chownSync(ws, id("-u"), id("-g"));
         const attack = [
           py(
             `import resource\ntry:\n    resource.prlimit(${victim.pid}, resource.RLIMIT_NOFILE, (8, 8)); print("PRLIMIT-SET")\nexcept OSError as e:\n    print("prlimit refused")`,
@@ -221,40 +214,18 @@ describe.skipIf(skipWithout("configuration suite", shellsMissing()))("issue 22: 
           `renice -n 19 -p ${victim.pid} >/dev/null 2>&1 && echo RENICED || echo renice-refused`,
           `kill -STOP ${victim.pid} 2>/dev/null && echo STOPPED || echo kill-refused`,
         ].join("; ");
-        const sandboxed = (cmd: string) =>
-          Bun.spawnSync(
-            [
-              ...as,
-              ensureBinary(),
-              "sandbox",
-              "linux",
-              "--backend",
-              "landlock",
-              "--sandbox",
-              "workspace-write",
-              "--",
-              "/bin/sh",
-              "-c",
-              cmd,
-            ],
-            {
-              cwd: ws,
-              env: { PATH: "/usr/bin:/bin", HOME: ws },
-              stderr: "pipe",
-            },
-          );
-        const r = sandboxed(attack);
+        const r = landlockAs(user, attack);
         expect({ out: r.stdout.toString(), err: r.stderr.toString() }).toMatchObject({
           out: "prlimit refused\nrenice-refused\nkill-refused\n",
         });
         expect(require("node:fs").readFileSync(`/proc/${victim.pid}/limits`, "utf8")).not.toMatch(/Max open files\s+8\s/);
         expect(require("node:fs").readFileSync(`/proc/${victim.pid}/status`, "utf8")).not.toMatch(/^State:\s+T/m);
         // Control: the same user outside the sandbox does reach it.
-        const control = Bun.spawnSync([...as, "/bin/sh", "-c", `kill -0 ${victim.pid} && echo reached`], { stderr: "pipe" });
+        const control = Bun.spawnSync([...user.as, "/bin/sh", "-c", `kill -0 ${victim.pid} && echo reached`], { stderr: "pipe" });
         expect(control.stdout.toString()).toBe("reached\n");
       } finally {
         victim.kill(9);
-        Bun.spawnSync(["userdel", user]);
+        user.remove();
       }
     },
     60_000,
