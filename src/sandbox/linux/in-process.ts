@@ -8,6 +8,7 @@ import { statSync } from "node:fs";
 import { delimiter, dirname, join } from "node:path";
 import * as libc from "../../../ffi/libc.ts";
 import { ShellmcpError } from "../../errors.ts";
+import { portableShellBases } from "../../shell/portable-shells.ts";
 import { writeStderr } from "../../stderr.ts";
 import { type PermissionProfile } from "../permission-profile.ts";
 import {
@@ -82,9 +83,12 @@ export function execCommand(command: string[]): never {
   }
 }
 
-/** The folder holding this binary, readable even under restricted reads (the inner stage must start). */
+/**
+ * The folder holding this binary and the base folders of the portable shells it extracts (`serve` starts the
+ * shell from there), readable even under restricted reads: the inner stage and the shell must start.
+ */
 function selfDirs(): string[] {
-  return [dirname(process.execPath)];
+  return [dirname(process.execPath), ...portableShellBases()];
 }
 
 /** What `run` enforces: its permission profile's plan when it has one, else its policy's. */
