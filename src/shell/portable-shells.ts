@@ -38,7 +38,7 @@ import {
   writeSync,
 } from "node:fs";
 import { homedir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { ShellmcpError } from "../errors.ts";
 import { log } from "../log.ts";
 import { IS_COMPILED } from "../self.ts";
@@ -84,6 +84,21 @@ function ensureFolder(path: string, uid: number): string | undefined {
     if ((e as NodeJS.ErrnoException).code !== "EEXIST") return `${path}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`;
   }
   return folderProblem(path, uid);
+}
+
+/**
+ * {@link ensureFolder} for a base folder, creating its missing parents (mode 0700: `~/.cache` on a new account)
+ * except under `/run`, whose per-user folders belong to the system (a missing `/run/user/<uid>` means none).
+ */
+function ensureBase(base: string, uid: number): string | undefined {
+  if (!base.startsWith("/run/")) {
+    try {
+      mkdirSync(dirname(base), { recursive: true, mode: 0o700 });
+    } catch (e) {
+      return `${dirname(base)}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`;
+    }
+  }
+  return ensureFolder(base, uid);
 }
 
 /** SHA-256 of `bytes`, hex. */
@@ -148,7 +163,7 @@ export function installPortableShell(kind: PortableShellKind, bytes: Uint8Array,
   const digest = sha256(bytes);
   const refused: string[] = [];
   for (const base of bases) {
-    const problem = ensureFolder(base, uid) ?? ensureFolder(join(base, `${CONTENT_DIR_PREFIX}${digest.slice(0, 16)}`), uid);
+    const problem = ensureBase(base, uid) ?? ensureFolder(join(base, `${CONTENT_DIR_PREFIX}${digest.slice(0, 16)}`), uid);
     if (problem !== undefined) {
       refused.push(problem);
       continue;
@@ -182,7 +197,7 @@ export function roleLink(name: string, target: string = process.execPath, bases:
   const sub = `roles-${sha256(new TextEncoder().encode(target)).slice(0, 16)}`;
   const refused: string[] = [];
   for (const base of bases) {
-    const problem = ensureFolder(base, uid) ?? ensureFolder(join(base, sub), uid);
+    const problem = ensureBase(base, uid) ?? ensureFolder(join(base, sub), uid);
     if (problem !== undefined) {
       refused.push(problem);
       continue;

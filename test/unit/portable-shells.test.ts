@@ -3,7 +3,7 @@
  * replaced when changed, never written through a folder that is not ours.
  */
 import { describe, expect, test } from "bun:test";
-import { chmodSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, readlinkSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, readlinkSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { isErrorCode } from "../../src/errors.ts";
 import { installPortableShell, portableShellBases, roleLink } from "../../src/shell/portable-shells.ts";
@@ -31,6 +31,14 @@ describe("portable shells", () => {
     const ino = lstatSync(p).ino;
     expect(installPortableShell("bash", SHELL, [b])).toBe(p);
     expect(lstatSync(p).ino).toBe(ino); // not rewritten
+  });
+
+  test("a missing ~/.cache is created (a new account); /run/user/<uid> never is", () => {
+    const home = mkdtempSync(join(CONF_BASE, "home-"));
+    const p = installPortableShell("bash", SHELL, ["/run/user/4242424/shellmcp", join(home, ".cache", "shellmcp")]);
+    expect(p.startsWith(join(home, ".cache", "shellmcp") + "/")).toBe(true);
+    expect(lstatSync(join(home, ".cache")).mode & 0o777).toBe(0o700);
+    expect(existsSync("/run/user/4242424")).toBe(false);
   });
 
   test("a changed, re-moded or replaced-by-symlink shell is replaced on the next start", () => {
