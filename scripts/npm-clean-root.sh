@@ -14,7 +14,7 @@
 #   trixie    glibc 2.41, Node.js 20, npm 9; with bubblewrap
 # The launcher's optionalDependencies (@shellmcp/<target>) are served from dist/release/ by a local registry on
 # 127.0.0.1 (scripts/clean-root/registry.cjs): the same resolution npm does against the public registry, which is
-# not used. The release artifacts are built first when missing (`bun build.ts --release`, linux-x64 only).
+# not used. The release artifacts are built first (`bun build.ts --release`, linux-x64 only).
 #
 #   bash scripts/npm-clean-root.sh [bullseye] [trixie]     (default: both)
 #
@@ -48,10 +48,12 @@ if ! command -v mmdebstrap >/dev/null; then
   DEBIAN_FRONTEND=noninteractive apt_retry install -y -qq --no-install-recommends mmdebstrap >/dev/null
 fi
 
-if [ ! -f "$REL/shellmcp-$VERSION.tgz" ] || [ ! -f "$REL/shellmcp-linux-x64-$VERSION.tgz" ]; then
+# The artifacts under test are built from this tree each run (~20 s), unless SHELLMCP_CLEAN_ROOT_REUSE=1 and they
+# exist.
+if [ "${SHELLMCP_CLEAN_ROOT_REUSE:-0}" != 1 ] || [ ! -f "$REL/shellmcp-$VERSION.tgz" ] || [ ! -f "$REL/shellmcp-linux-x64-$VERSION.tgz" ]; then
   echo "npm-clean-root: building the release artifacts (linux-x64)"
-  [ -x dist/shells-static/linux-x64/bash ] || bash scripts/build-shells-static.sh
-  SHELLMCP_RELEASE_TARGETS=linux-x64 node_modules/.bin/bun build.ts --release
+  bash scripts/build-shells-static.sh
+  SHELLMCP_RELEASE_TARGETS=linux-x64 node_modules/.bin/bun build.ts --release >/dev/null
 fi
 
 # make_root SUITE EXTRA_PACKAGES: the cached root .cache/clean-roots/SUITE (built once).

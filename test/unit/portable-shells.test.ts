@@ -3,7 +3,18 @@
  * replaced when changed, never written through a folder that is not ours.
  */
 import { describe, expect, test } from "bun:test";
-import { chmodSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, readlinkSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import {
+  chmodSync,
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  readlinkSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
 import { join } from "node:path";
 import { isErrorCode } from "../../src/errors.ts";
 import { installPortableShell, portableShellBases, roleLink } from "../../src/shell/portable-shells.ts";
