@@ -48,13 +48,14 @@ OUT=$ROOT/dist/shells-static/$platform
 LOG=$WORK/build.log
 STAMP=$OUT/.stamp
 
-# name  pool-path  sha256 (bash_5.2.15-2.dsc, zsh_5.9-4.dsc, ncurses_6.4-4.dsc of Debian bookworm)
+# name  pool-path  sha256 (bash_5.2.15-2.dsc, zsh_5.9-4.dsc, ncurses_6.4-4.dsc, musl_1.2.3-1.dsc of Debian bookworm)
 SOURCES="
 bash_5.2.15.orig.tar.gz      b/bash     7a315bc0e9d90713159e4390ec1096a41e4f33cd8cc3d1a749a8e5ad56600f51
 bash_5.2.15-2.debian.tar.xz  b/bash     998f8ea5b754a734ae7d8306e149c43d713ddfcf49623a036004b729237dbcca
 zsh_5.9.orig.tar.xz          z/zsh      9b8d1ecedd5b5e81fbf1918e876752a7dd948e05c1a0dba10ab863842d45acd5
 zsh_5.9-4.debian.tar.xz      z/zsh      44ff8339a70cc3aaad2d336f23fc5903fe73fa7d7d3518a7af9205275ca72ac8
 ncurses_6.4.orig.tar.gz      n/ncurses  6931283d9ac87c5073f30b6290c4c75f21632bb4fc3603ac8100812bed248159
+musl_1.2.3.orig.tar.gz       m/musl     7d5b0b6062521e4627e099e4c9dc8248d32a30285e959b7eecaa780cf8cfd4a4
 "
 
 want=$({ echo "$arch"; echo "$SOURCES"; cat patches/bash-5.2.15-exec-wrapper.patch patches/zsh-5.9-exec-wrapper.patch \
@@ -81,27 +82,31 @@ step() {
   fi
 }
 
-# The compiler. x86_64: musl-gcc from musl-tools. aarch64: Debian has no packaged musl cross compiler for
-# bookworm (musl-tools ships the native musl-gcc wrapper only); musl-dev:arm64 (multiarch) plus
-# gcc-aarch64-linux-gnu can be combined through musl's specs file, which is what CC_AARCH64 may name.
+# The compiler. x86_64: musl-gcc from musl-tools. aarch64: Debian packages no musl cross compiler (musl-tools has
+# the native musl-gcc only, and musl-dev:arm64 needs a multiarch host), so musl 1.2.3 itself (Debian's orig
+# tarball, pinned below) is built here with Debian's cross gcc (gcc-aarch64-linux-gnu), which gives a musl-gcc
+# wrapper for it; CC_AARCH64 may name another musl cross compiler instead.
+BUILD_CC=gcc
 if [ "$arch" = x86_64 ]; then
   CC=${CC_X86_64:-musl-gcc}
   HOST=x86_64-linux-musl
+  STRIP=strip
+  need_tools="musl-gcc:musl-tools"
 else
-  CC=${CC_AARCH64:-aarch64-linux-musl-gcc}
+  CC=${CC_AARCH64:-$WORK/musl/bin/musl-gcc}
   HOST=aarch64-linux-musl
+  STRIP=aarch64-linux-gnu-strip
+  need_tools="aarch64-linux-gnu-gcc:gcc-aarch64-linux-gnu"
 fi
 need=()
-command -v "${CC%% *}" >/dev/null || need+=(musl-tools)
-for t in curl:curl patch:patch make:make xz:xz-utils; do command -v "${t%%:*}" >/dev/null || need+=("${t#*:}"); done
+for t in $need_tools gcc:gcc curl:curl patch:patch make:make xz:xz-utils; do command -v "${t%%:*}" >/dev/null || need+=("${t#*:}"); done
 if [ "${#need[@]}" -gt 0 ]; then
-  if [ "$arch" = x86_64 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     . scripts/apt.sh
     apt_retry update -qq
     DEBIAN_FRONTEND=noninteractive apt_retry install -y -qq --no-install-recommends "${need[@]}" >/dev/null
   else
-    echo "build-shells-static: missing ${need[*]} (for $arch: compiler '$CC')." >&2
-    [ "$arch" = aarch64 ] && echo "  aarch64 needs a musl cross compiler named by CC_AARCH64 (see the comment above)." >&2
+    echo "build-shells-static: missing ${need[*]} (apt-get install them as root)" >&2
     exit 1
   fi
 fi
@@ -147,12 +152,21 @@ step "sources: our exec-wrapper patches" sh -c "patch -d '$WORK/bash-5.2.15' -p1
 
 SYSROOT=$WORK/sysroot
 jobs=$(nproc)
+
+if [ "$arch" = aarch64 ] && [ -z "${CC_AARCH64:-}" ]; then
+  step "musl: unpack" unpack musl-1.2.3 musl_1.2.3.orig.tar.gz
+  cd "$WORK/musl-1.2.3"
+  step "musl: configure (cross, aarch64-linux-gnu-gcc)" ./configure --target=aarch64-linux-gnu CROSS_COMPILE=aarch64-linux-gnu- \
+    --prefix="$WORK/musl" --syslibdir="$WORK/musl/lib" --disable-shared --enable-wrapper=gcc
+  step "musl: make" make -j"$jobs"
+  step "musl: install into the build folder" make install
+fi
 export CC CFLAGS="-Os -fno-plt -ffunction-sections -fdata-sections" LDFLAGS="-static -Wl,--gc-sections"
 
 # ncurses: only the terminfo library (libtinfo.a), reading the terminfo database where distributions keep it.
 # Both shells only need its termcap functions (tgetent, tgetstr, tputs); zsh's curses module is left out.
 cd "$WORK/ncurses-6.4"
-step "ncurses: configure" ./configure --host="$HOST" --prefix="$SYSROOT" --with-termlib --without-shared --without-cxx \
+step "ncurses: configure" ./configure --build="$(gcc -dumpmachine)" --host="$HOST" --with-build-cc="$BUILD_CC" --prefix="$SYSROOT" --with-termlib --without-shared --without-cxx \
   --without-cxx-binding --without-ada --without-progs --without-tests --without-manpages --without-debug \
   --disable-db-install --without-gpm --disable-widec --enable-termcap --disable-home-terminfo \
   --with-default-terminfo-dir=/usr/share/terminfo \
@@ -164,21 +178,23 @@ step "ncurses: install into the build sysroot" make install.libs
 # strtoimax test inverted (a usable libc strtoimax adds bash's own copy, which then clashes with musl's libc.a):
 # bash_cv_func_strtoimax=no keeps it out.
 cd "$WORK/bash-5.2.15"
-step "bash: configure" env bash_cv_func_strtoimax=no CPPFLAGS="-I$SYSROOT/include" LDFLAGS="$LDFLAGS -L$SYSROOT/lib" \
-  ./configure --host="$HOST" --without-bash-malloc --disable-nls --enable-static-link --with-curses
+step "bash: configure" env bash_cv_func_strtoimax=no CC_FOR_BUILD="$BUILD_CC" CPPFLAGS="-I$SYSROOT/include" \
+  LDFLAGS="$LDFLAGS -L$SYSROOT/lib" ./configure --build="$(gcc -dumpmachine)" --host="$HOST" --without-bash-malloc --disable-nls --enable-static-link --with-curses
 step "bash: make" make -j"$jobs" bash
 install -m 0755 bash "$OUT/bash"
 
 # zsh: every module linked in (--disable-dynamic); the same startup files as Debian's zsh (/etc/zsh).
 cd "$WORK/zsh-5.9"
 step "zsh: configure" env CPPFLAGS="-I$SYSROOT/include" LDFLAGS="$LDFLAGS -L$SYSROOT/lib" LIBS="-ltinfo" \
-  ./configure --host="$HOST" --disable-dynamic --with-tcsetpgrp --enable-etcdir=/etc/zsh --disable-gdbm \
+  ./configure --build="$(gcc -dumpmachine)" --host="$HOST" --disable-dynamic --with-tcsetpgrp --enable-etcdir=/etc/zsh --disable-gdbm \
   --disable-pcre --disable-cap --with-term-lib=tinfo
 # Link in every module that needs no library we lack (configure leaves the optional ones out when not dynamic):
 # what Debian's zsh loads on demand (zsh/stat, zsh/system, zsh/zpty, zsh/net/tcp, zsh/regex, zsh/mathfunc, …) is
 # in the binary and autoloads the same way. Left out: attr, cap, curses, db/gdbm, pcre (libraries), example.
 static_mods="clone datetime deltochar files langinfo mapfile mathfunc nearcolor newuser param/private regex net/socket
   stat system net/tcp watch zftp zprof zpty zselect"
+# config.modules is made by make from configure's output: make it first, or make remakes it over the edit.
+make config.modules >>"$LOG" 2>&1
 for m in $static_mods; do
   sed -i "s|^\(name=zsh/$m .*\)link=no|\1link=static|" config.modules
 done
@@ -186,14 +202,16 @@ echo "zsh modules linked in: $(grep -c 'link=static' config.modules)" >>"$LOG"
 step "zsh: make" make -j"$jobs"
 install -m 0755 Src/zsh "$OUT/zsh"
 
-strip "$OUT/bash" "$OUT/zsh" 2>/dev/null || true
+"$STRIP" "$OUT/bash" "$OUT/zsh"
 if file "$OUT/bash" 2>/dev/null | grep -q dynamically; then
   echo "build-shells-static: $OUT/bash is dynamically linked" >&2
   exit 1
 fi
 echo "$want" >"$STAMP"
 summary="built in $(( $(date +%s) - start )) s: ${OUT#"$ROOT"/}/bash ($(stat -c %s "$OUT/bash") bytes), ${OUT#"$ROOT"/}/zsh ($(stat -c %s "$OUT/zsh") bytes)"
-if [ "$arch" = "$(uname -m)" ]; then
-  summary="$summary; $("$OUT/bash" -c 'echo bash $BASH_VERSION'), $("$OUT/zsh" -c 'echo zsh $ZSH_VERSION')"
+run_it=
+[ "$arch" = "$(uname -m)" ] || run_it=$(command -v "qemu-$arch" || true) # qemu-user, when installed
+if [ "$arch" = "$(uname -m)" ] || [ -n "$run_it" ]; then
+  summary="$summary; ${run_it:+under $(basename "$run_it"): }$($run_it "$OUT/bash" -c 'echo bash $BASH_VERSION'), $($run_it "$OUT/zsh" -c 'echo zsh $ZSH_VERSION')"
 fi
 progress "$summary"
