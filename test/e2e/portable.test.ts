@@ -5,8 +5,9 @@
  * replaces a copy that was changed before the next start.
  */
 import { afterAll, describe, expect, test } from "bun:test";
-import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { portableShellBases } from "../../src/shell/portable-shells.ts";
 import { ensureBinary, ROOT } from "../helpers/binary.ts";
 import { startServe, type Session } from "../helpers/mcp.ts";
 import { skipWithout } from "../helpers/prereq.ts";
@@ -27,8 +28,14 @@ function portableMissing(): string | undefined {
 
 const RULES = 'prefix_rule(pattern=["rm"], decision="forbidden")\n';
 const sessions: Session[] = [];
+/** Executable copies made here: each gets role links in a `roles-<hash of its path>` folder, removed at the end. */
+const copies: string[] = [];
 afterAll(async () => {
   for (const s of sessions) await s.close();
+  for (const exe of copies) {
+    const sub = `roles-${new Bun.CryptoHasher("sha256").update(exe).digest("hex").slice(0, 16)}`;
+    for (const base of portableShellBases()) rmSync(join(base, sub), { recursive: true, force: true });
+  }
 });
 
 describe.skipIf(skipWithout("portable shells (one file to run)", portableMissing()))("the executable alone", () => {
@@ -38,6 +45,7 @@ describe.skipIf(skipWithout("portable shells (one file to run)", portableMissing
     const exe = join(dir, "shellmcp");
     copyFileSync(ensureBinary(), exe);
     chmodSync(exe, 0o755);
+    copies.push(exe);
     return exe;
   }
 
