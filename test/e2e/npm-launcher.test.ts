@@ -4,7 +4,7 @@
  * what to do when npm left the platform package out, and its package names the repository's version throughout.
  */
 import { describe, expect, test } from "bun:test";
-import { copyFileSync, mkdirSync, mkdtempSync, readFileSync } from "node:fs";
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { releaseVersion } from "../../scripts/release.ts";
 import { ensureBinary, ROOT, run } from "../helpers/binary.ts";
@@ -44,6 +44,22 @@ describe.skipIf(skipWithout("npm launcher", toolMissing("node", "npm")))("npm la
     expect(r.exitCode).toBe(1);
     expect(r.stderr).toContain(`the package @shellmcp/${process.platform}-${process.arch}`);
     expect(r.stderr).toContain("is not installed");
+  });
+
+  test("macOS without the patched shells: the launcher says how to build them, before anything starts", () => {
+    const dir = mkdtempSync(join(CONF_BASE, "launcher-mac-"));
+    const asMac = join(dir, "as-mac.cjs");
+    writeFileSync(asMac, 'Object.defineProperty(process, "platform", { value: "darwin" });\n');
+    const env = { PATH: process.env.PATH, SHELLMCP_BINARY: "/bin/false" };
+    const r = run(["node", "-r", asMac, LAUNCHER, "serve"], { env });
+    expect(r.exitCode).toBe(1);
+    expect(r.stderr).toContain("the patched shells are missing");
+    expect(r.stderr).toContain("bash scripts/build-shells-macos.sh");
+    expect(r.stderr).toContain("SHELLMCP_SHELLS_DIR=<clone>/dist/shells npx -y shellmcp serve");
+    // With the shells named, it starts the executable (here /bin/false: status 1, nothing said).
+    writeFileSync(join(dir, "bash"), "");
+    const ok = run(["node", "-r", asMac, LAUNCHER, "serve"], { env: { ...env, SHELLMCP_SHELLS_DIR: dir } });
+    expect(ok).toEqual({ exitCode: 1, stdout: "", stderr: "" });
   });
 
   test("npm pack of the launcher: the files, the version, one optional dependency per platform", () => {

@@ -17,6 +17,7 @@ import {
 } from "node:fs";
 import { join } from "node:path";
 import { isErrorCode } from "../../src/errors.ts";
+import { defaultShell } from "../../src/serve/setup.ts";
 import { installPortableShell, portableShellBases, roleLink } from "../../src/shell/portable-shells.ts";
 import { CONF_BASE } from "../helpers/test-dirs.ts";
 
@@ -98,5 +99,30 @@ describe("portable shells", () => {
     rmSync(link);
     symlinkSync("/elsewhere", link);
     expect(readlinkSync(roleLink("codex-execve-wrapper", "/opt/x/shellmcp", [b]))).toBe("/opt/x/shellmcp");
+  });
+
+  test("serve's default shell: SHELLMCP_SHELLS_DIR first; on macOS without shells, how to build them", () => {
+    const dir = mkdtempSync(join(CONF_BASE, "shells-"));
+    writeFileSync(join(dir, "zsh"), "");
+    const saved = process.env.SHELLMCP_SHELLS_DIR;
+    try {
+      process.env.SHELLMCP_SHELLS_DIR = dir;
+      expect(defaultShell("zsh", "linux")).toBe(join(dir, "zsh"));
+      expect(() => defaultShell("bash", "linux")).toThrow(`SHELLMCP_SHELLS_DIR=${dir} holds no bash`);
+      delete process.env.SHELLMCP_SHELLS_DIR;
+      // From source nothing is embedded and Bun's folder has no shells/: the macOS message.
+      let err: unknown;
+      try {
+        defaultShell("bash", "darwin");
+      } catch (e) {
+        err = e;
+      }
+      expect(isErrorCode(err, "CONFIG")).toBe(true);
+      expect((err as Error).message).toContain("bash scripts/build-shells-macos.sh");
+      expect((err as Error).message).toContain("SHELLMCP_SHELLS_DIR=<clone>/dist/shells");
+    } finally {
+      if (saved === undefined) delete process.env.SHELLMCP_SHELLS_DIR;
+      else process.env.SHELLMCP_SHELLS_DIR = saved;
+    }
   });
 });
