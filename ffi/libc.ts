@@ -10,7 +10,7 @@
  * Landlock/seccomp/prctl are Linux-only and throw there.
  */
 import { dlopen, FFIType, ptr, read, toArrayBuffer, CString, type ConvertFns, type Pointer } from "bun:ffi";
-import { readFileSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 import { ShellmcpError } from "../src/errors.ts";
 import { archLayout, cmsgLen, cmsgSpace, hostArch, maxSignal, type ArchLayout, type SyscallName } from "./layout.ts";
 
@@ -59,7 +59,7 @@ const GROUPS = {
     posix_spawn_file_actions_adddup2: { args: [P, i32, i32], returns: i32 },
     posix_spawn_file_actions_addopen: { args: [P, i32, P, i32, u32], returns: i32 },
     posix_spawn_file_actions_addchdir_np: { args: [P, P], returns: i32 },
-    posix_spawn_file_actions_addclosefrom_np: { args: [P, i32], returns: i32 },
+    posix_spawn_file_actions_addclose: { args: [P, i32], returns: i32 },
     posix_spawnattr_init: { args: [P], returns: i32 },
     posix_spawnattr_destroy: { args: [P], returns: i32 },
     posix_spawnattr_setflags: { args: [P, i16], returns: i32 },
@@ -70,6 +70,10 @@ const GROUPS = {
     sigemptyset: { args: [P], returns: i32 },
     waitpid: { args: [i32, P, i32], returns: i32 },
     kill: { args: [i32, i32], returns: i32 },
+  },
+  // glibc ≥ 2.34 only (bullseye has 2.31): bound on its own so that its absence leaves `spawn` working.
+  spawnClosefrom: {
+    posix_spawn_file_actions_addclosefrom_np: { args: [P, i32], returns: i32 },
   },
   kernel: {
     prctl: { args: [i64, u64, u64, u64, u64], returns: i32 },
@@ -606,6 +610,44 @@ export interface PreparedSpawn {
   dispose(): void;
 }
 
+/** Whether libc has `posix_spawn_file_actions_addclosefrom_np` (glibc ≥ 2.34); undefined until first asked. */
+let hasCloseFrom: boolean | undefined;
+
+/**
+ * For tests: make {@link spawn} close fds as on a libc without `posix_spawn_file_actions_addclosefrom_np` (`false`),
+ * or probe libc again (`undefined`).
+ */
+export function setSpawnCloseFromForTest(available: boolean | undefined): void {
+  hasCloseFrom = available;
+}
+
+/**
+ * Add "close every fd ≥ `from`" to `fa`: `posix_spawn_file_actions_addclosefrom_np` where libc has it (glibc ≥
+ * 2.34), else one `addclose` per fd this process has open at or above `from` (read from `/proc/self/fd`), except
+ * the dup2 destinations in `keep`. glibc ignores EBADF for a close action, so an fd closed meanwhile is harmless;
+ * one opened meanwhile by another thread is not in the list, but Bun opens its fds close-on-exec.
+ */
+function addCloseFrom(fa: Uint8Array, from: number, keep: ReadonlySet<number>): void {
+  if (hasCloseFrom === undefined) {
+    try {
+      sym("spawnClosefrom");
+      hasCloseFrom = true;
+    } catch {
+      hasCloseFrom = false;
+    }
+  }
+  if (hasCloseFrom) {
+    spawnCheck("posix_spawn_file_actions_addclosefrom_np", sym("spawnClosefrom").posix_spawn_file_actions_addclosefrom_np(fa, from));
+    return;
+  }
+  const s = sym("spawn");
+  for (const name of readdirSync(process.platform === "darwin" ? "/dev/fd" : "/proc/self/fd")) {
+    const fd = Number(name);
+    if (!Number.isInteger(fd) || fd < from || keep.has(fd)) continue;
+    spawnCheck("posix_spawn_file_actions_addclose", s.posix_spawn_file_actions_addclose(fa, fd));
+  }
+}
+
 /**
  * Everything {@link spawn} does before its posix_spawn call, so that the call itself can happen in a window where
  * nothing else may run on this thread (e.g. between `unshare(CLONE_NEWPID)` and the `setns` that undoes it, when
@@ -635,9 +677,7 @@ export function prepareSpawn(spec: SpawnSpec): PreparedSpawn {
         if (!mapped.has(fd)) spawnCheck("posix_spawn_file_actions_addopen", s.posix_spawn_file_actions_addopen(fa, fd, devNull, O_RDWR, 0));
       }
     }
-    if (spec.closeFrom !== false) {
-      spawnCheck("posix_spawn_file_actions_addclosefrom_np", s.posix_spawn_file_actions_addclosefrom_np(fa, spec.closeFrom ?? 3));
-    }
+    if (spec.closeFrom !== false) addCloseFrom(fa, spec.closeFrom ?? 3, mapped);
     if (spec.cwd !== undefined) {
       const cwd = cstr(spec.cwd, "cwd");
       keep.push(cwd);

@@ -9,6 +9,7 @@ import { constants as osConstants } from "node:os";
 import { delimiter, dirname, join } from "node:path";
 import * as libc from "../../../ffi/libc.ts";
 import { ShellmcpError } from "../../errors.ts";
+import { portableShellBases } from "../../shell/portable-shells.ts";
 import { writeStderr } from "../../stderr.ts";
 import { type PermissionProfile } from "../permission-profile.ts";
 import {
@@ -107,9 +108,12 @@ export async function waitForNamespaceInit(pid: number, graceMs = 1000): Promise
   }
 }
 
-/** The folder holding this binary, readable even under restricted reads (the inner stage must start). */
+/**
+ * The folder holding this binary and the base folders of the portable shells it extracts (`serve` starts the
+ * shell from there), readable even under restricted reads: the inner stage and the shell must start.
+ */
 function selfDirs(): string[] {
-  return [dirname(process.execPath)];
+  return [dirname(process.execPath), ...portableShellBases()];
 }
 
 /** What `run` enforces: its permission profile's plan when it has one, else its policy's. */
