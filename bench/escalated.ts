@@ -23,8 +23,10 @@ import { planSandboxPolicy } from "../src/sandbox/filesystem-plan.ts";
 import type { RoomSpec } from "../src/sandbox/room.ts";
 import { writableView } from "../src/sandbox/writable.ts";
 import { startLineRpc } from "../test/helpers/reference.ts";
-import { benchDir, median, pairedRatio, referenceShellToolDir, ROOT } from "./lib.ts";
+import { benchDir, median, pairedRatio, perExec, referenceShellToolDir, ROOT } from "./lib.ts";
 
+// One "escalated" notice per exec would flood the output (and its write is not what is measured).
+process.env.SHELLMCP_LOG ??= "warn";
 const N = Number(process.argv[2] ?? 50);
 const ROUNDS = Number(process.argv[3] ?? 7);
 const loop = (n: number) => `for i in $(/usr/bin/seq 1 ${n}); do /bin/true; done`;
@@ -61,12 +63,6 @@ async function oursOnce(server: EscalationServer, variant: Variant, script: stri
   return t;
 }
 
-async function perExec(run: (script: string) => Promise<number>, into: number[]): Promise<void> {
-  const base = await run(loop(0));
-  const full = await run(loop(N));
-  into.push((full - base) / N);
-}
-
 async function startReference(): Promise<{ once: (script: string) => Promise<number>; close: () => Promise<void> } | undefined> {
   const ref = referenceShellToolDir();
   if (ref === undefined) return undefined;
@@ -96,8 +92,8 @@ const results: Record<Variant | "reference", number[]> = { room: [], host: [], r
 for (const v of variants) await oursOnce(server, v, loop(5)); // warm-up
 await reference?.once(loop(5));
 for (let r = 0; r < ROUNDS; r++) {
-  for (const v of variants) await perExec((s) => oursOnce(server, v, s), results[v]);
-  if (reference !== undefined) await perExec(reference.once, results.reference);
+  for (const v of variants) await perExec((s) => oursOnce(server, v, s), loop, N, results[v]);
+  if (reference !== undefined) await perExec(reference.once, loop, N, results.reference);
 }
 await server.stop();
 await reference?.close();

@@ -29,7 +29,7 @@ import { policyFromSources } from "../src/execpolicy/load.ts";
 import { decideExec, type EscalationSettings } from "../src/mcp/escalation-policy.ts";
 import { INTERCEPT_ENV_VAR, interceptSetFor } from "../src/mcp/intercept-set.ts";
 import { startLineRpc } from "../test/helpers/reference.ts";
-import { benchDir, median, pairedRatio, referenceShellToolDir, ROOT } from "./lib.ts";
+import { benchDir, median, pairedRatio, perExec, referenceShellToolDir, ROOT } from "./lib.ts";
 
 const N = Number(process.argv[2] ?? 200);
 const ROUNDS = Number(process.argv[3] ?? 7);
@@ -115,12 +115,6 @@ async function oursOnce(server: EscalationServer, variant: Variant, script: stri
   return t;
 }
 
-async function perExec(run: (script: string) => Promise<number>, into: number[]): Promise<void> {
-  const base = await run(loop(0));
-  const full = await run(loop(N));
-  into.push((full - base) / N);
-}
-
 /** Codex 0.97.0's server + Rust wrapper + bundled bash over MCP stdio (danger-full-access), or undefined. */
 async function startReference(): Promise<{ once: (script: string) => Promise<number>; close: () => Promise<void> } | undefined> {
   const ref = referenceShellToolDir();
@@ -150,8 +144,8 @@ for (const v of variants) await oursOnce(server, v, loop(10)); // warm-up
 await reference?.once(loop(10));
 // Every round runs every variant and the reference back to back, so the per-round ratios cancel the VM's drift.
 for (let r = 0; r < ROUNDS; r++) {
-  for (const v of variants) await perExec((s) => oursOnce(server, v, s), results[v]);
-  if (reference !== undefined) await perExec(reference.once, results.reference);
+  for (const v of variants) await perExec((s) => oursOnce(server, v, s), loop, N, results[v]);
+  if (reference !== undefined) await perExec(reference.once, loop, N, results.reference);
 }
 await server.stop();
 await reference?.close();

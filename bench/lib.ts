@@ -70,3 +70,19 @@ export function row(name: string, ms: number, base?: number): void {
   const ratio = base === undefined ? "" : `  ${(ms / base).toFixed(2)}×`;
   console.log(`${name.padEnd(44)} ${ms.toFixed(3).padStart(9)} ms${ratio}`);
 }
+
+/**
+ * Per-exec cost of one variant, pushed to `into` (ms): `run` times a bash script (ms from spawn to exit), once with
+ * a loop of 0 execs and once with `n`; the difference divided by `n` leaves out the shell's own start and end.
+ * `loop(n)` builds the script.
+ */
+export async function perExec(
+  run: (script: string) => Promise<number>,
+  loop: (n: number) => string,
+  n: number,
+  into: number[],
+): Promise<void> {
+  const base = await run(loop(0));
+  const full = await run(loop(n));
+  into.push((full - base) / n);
+}

@@ -10,7 +10,7 @@
  * Landlock/seccomp/prctl are Linux-only and throw there.
  */
 import { dlopen, FFIType, ptr, read, toArrayBuffer, CString, type ConvertFns, type Pointer } from "bun:ffi";
-import { readFileSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 import { ShellmcpError } from "../src/errors.ts";
 import { archLayout, cmsgLen, cmsgSpace, hostArch, maxSignal, type ArchLayout, type SyscallName } from "./layout.ts";
 
@@ -64,7 +64,7 @@ const GROUPS = {
     posix_spawn_file_actions_adddup2: { args: [P, i32, i32], returns: i32 },
     posix_spawn_file_actions_addopen: { args: [P, i32, P, i32, u32], returns: i32 },
     posix_spawn_file_actions_addchdir_np: { args: [P, P], returns: i32 },
-    posix_spawn_file_actions_addclosefrom_np: { args: [P, i32], returns: i32 },
+    posix_spawn_file_actions_addclose: { args: [P, i32], returns: i32 },
     posix_spawnattr_init: { args: [P], returns: i32 },
     posix_spawnattr_destroy: { args: [P], returns: i32 },
     posix_spawnattr_setflags: { args: [P, i16], returns: i32 },
@@ -75,6 +75,10 @@ const GROUPS = {
     sigemptyset: { args: [P], returns: i32 },
     waitpid: { args: [i32, P, i32], returns: i32 },
     kill: { args: [i32, i32], returns: i32 },
+  },
+  // glibc ≥ 2.34 only (bullseye has 2.31): bound on its own so that its absence leaves `spawn` working.
+  spawnClosefrom: {
+    posix_spawn_file_actions_addclosefrom_np: { args: [P, i32], returns: i32 },
   },
   kernel: {
     prctl: { args: [i64, u64, u64, u64, u64], returns: i32 },
@@ -501,6 +505,28 @@ export function dropAllCapabilities(): void {
   syscall("capset", syscallNumber("capset"), header, data);
 }
 
+/** `CLONE_NEWPID` (<linux/sched.h>): a new pid namespace for the children the calling thread creates next. */
+export const CLONE_NEWPID = 0x20000000;
+
+/**
+ * `unshare(flags)` on the calling thread (Linux). With {@link CLONE_NEWPID} the caller stays where it is and its
+ * next child becomes pid 1 of a new pid namespace; that needs CAP_SYS_ADMIN (root, or a user namespace of its
+ * own). Throws `SYSCALL` with errno (EPERM without the capability, EINVAL for flags a multi-threaded process may
+ * not unshare, e.g. CLONE_NEWUSER).
+ */
+export function unshare(flags: number): void {
+  syscall("unshare", syscallNumber("unshare"), flags);
+}
+
+/**
+ * `setns(fd, nstype)` (Linux): join the namespace `fd` refers to. For a pid namespace (`CLONE_NEWPID`) this sets
+ * the namespace of the thread's next children only; joining the caller's own (`/proc/thread-self/ns/pid`) undoes an
+ * {@link unshare}. Needs CAP_SYS_ADMIN. Throws `SYSCALL` with errno.
+ */
+export function setns(fd: number, nstype: number): void {
+  syscall("setns", syscallNumber("setns"), fd, nstype);
+}
+
 /** `CAP_SYS_PTRACE`: lets a process read any same-user (or, for root, any) process's memory and environment. */
 export const CAP_SYS_PTRACE = 19;
 
@@ -583,8 +609,9 @@ export interface SpawnSpec {
   fdMap?: readonly (readonly [number, number])[];
   /** Destination fds among 0, 1, 2 that get /dev/null when `fdMap` does not provide them. */
   devNullStdio?: boolean;
-  /** Close every fd at or above this number in the child (after the dups). Default 3. */
-  closeFrom?: number;
+  /** Close every fd at or above this number in the child (after the dups). Default 3; `false`: close none (the
+   * child inherits every fd not marked close-on-exec, as with a plain exec). */
+  closeFrom?: number | false;
   /** Process group: 0 = a new group led by the child; a pid = join that group; undefined = inherit. */
   pgroup?: number;
   /** `setsid()` in the child (new session and group). */
@@ -605,20 +632,68 @@ function spawnCheck(call: string, rc: number): void {
   if (rc !== 0) throw sysError(call, rc);
 }
 
+/** A {@link SpawnSpec} turned into posix_spawn's arguments: {@link PreparedSpawn.start} then only calls posix_spawn. */
+export interface PreparedSpawn {
+  /** posix_spawn with the prepared arguments → the child's pid. No JS allocation before the call. Throws `SYSCALL`. */
+  start(): number;
+  /** Free the attribute and file-action objects (once, after the last start). */
+  dispose(): void;
+}
+
+/** Whether libc has `posix_spawn_file_actions_addclosefrom_np` (glibc ≥ 2.34); undefined until first asked. */
+let hasCloseFrom: boolean | undefined;
+
 /**
- * Start a program with exact control over its fds, signals, process group and cwd, via glibc's
- * `posix_spawn` (clone+exec; no fork of this multi-threaded process). In the child: every signal disposition is
- * reset to default and the mask cleared (Bun ignores SIGPIPE), `fdMap` dups are applied, 0/1/2 not mapped get
- * /dev/null when `devNullStdio`, every other fd ≥ `closeFrom` is closed (nothing of ours leaks), then chdir and
- * exec. Returns the child's pid; throws `SYSCALL` (e.g. ENOENT for a missing program or cwd).
+ * For tests: make {@link spawn} close fds as on a libc without `posix_spawn_file_actions_addclosefrom_np` (`false`),
+ * or probe libc again (`undefined`).
  */
-export function spawn(spec: SpawnSpec): number {
+export function setSpawnCloseFromForTest(available: boolean | undefined): void {
+  hasCloseFrom = available;
+}
+
+/**
+ * Add "close every fd ≥ `from`" to `fa`: `posix_spawn_file_actions_addclosefrom_np` where libc has it (glibc ≥
+ * 2.34), else one `addclose` per fd this process has open at or above `from` (read from `/proc/self/fd`), except
+ * the dup2 destinations in `keep`. glibc ignores EBADF for a close action, so an fd closed meanwhile is harmless;
+ * one opened meanwhile by another thread is not in the list, but Bun opens its fds close-on-exec.
+ */
+function addCloseFrom(fa: Uint8Array, from: number, keep: ReadonlySet<number>): void {
+  if (hasCloseFrom === undefined) {
+    try {
+      sym("spawnClosefrom");
+      hasCloseFrom = true;
+    } catch {
+      hasCloseFrom = false;
+    }
+  }
+  if (hasCloseFrom) {
+    spawnCheck("posix_spawn_file_actions_addclosefrom_np", sym("spawnClosefrom").posix_spawn_file_actions_addclosefrom_np(fa, from));
+    return;
+  }
+  const s = sym("spawn");
+  for (const name of readdirSync(process.platform === "darwin" ? "/dev/fd" : "/proc/self/fd")) {
+    const fd = Number(name);
+    if (!Number.isInteger(fd) || fd < from || keep.has(fd)) continue;
+    spawnCheck("posix_spawn_file_actions_addclose", s.posix_spawn_file_actions_addclose(fa, fd));
+  }
+}
+
+/**
+ * Everything {@link spawn} does before its posix_spawn call, so that the call itself can happen in a window where
+ * nothing else may run on this thread (e.g. between `unshare(CLONE_NEWPID)` and the `setns` that undoes it, when
+ * the thread must not create threads). Throws `SYSCALL` when an attribute cannot be set.
+ */
+export function prepareSpawn(spec: SpawnSpec): PreparedSpawn {
   const s = sym("spawn");
   const fa = new Uint8Array(FILE_ACTIONS_BYTES);
   const attr = new Uint8Array(SPAWNATTR_BYTES);
   spawnCheck("posix_spawn_file_actions_init", s.posix_spawn_file_actions_init(fa));
   spawnCheck("posix_spawnattr_init", s.posix_spawnattr_init(attr));
   const keep: unknown[] = [];
+  const dispose = () => {
+    s.posix_spawn_file_actions_destroy(fa);
+    s.posix_spawnattr_destroy(attr);
+  };
   try {
     const mapped = new Set<number>();
     for (const [src, dst] of spec.fdMap ?? []) {
@@ -632,7 +707,7 @@ export function spawn(spec: SpawnSpec): number {
         if (!mapped.has(fd)) spawnCheck("posix_spawn_file_actions_addopen", s.posix_spawn_file_actions_addopen(fa, fd, devNull, O_RDWR, 0));
       }
     }
-    spawnCheck("posix_spawn_file_actions_addclosefrom_np", s.posix_spawn_file_actions_addclosefrom_np(fa, spec.closeFrom ?? 3));
+    if (spec.closeFrom !== false) addCloseFrom(fa, spec.closeFrom ?? 3, mapped);
     if (spec.cwd !== undefined) {
       const cwd = cstr(spec.cwd, "cwd");
       keep.push(cwd);
@@ -643,6 +718,7 @@ export function spawn(spec: SpawnSpec): number {
     const none = new Uint8Array(L.sigsetBytes);
     s.sigfillset(all);
     s.sigemptyset(none);
+    keep.push(all, none);
     spawnCheck("posix_spawnattr_setsigdefault", s.posix_spawnattr_setsigdefault(attr, all));
     spawnCheck("posix_spawnattr_setsigmask", s.posix_spawnattr_setsigmask(attr, none));
     if (spec.setsid) flags |= POSIX_SPAWN_SETSID;
@@ -656,15 +732,35 @@ export function spawn(spec: SpawnSpec): number {
     const argv = cstrArray(spec.argv, "argv");
     const env = cstrArray(spec.env, "env");
     const pid = new Int32Array(1);
-    spawnCheck(
-      `posix_spawn(${typeof spec.path === "string" ? spec.path : Buffer.from(spec.path).toString()})`,
-      s.posix_spawn(pid, path, fa, attr, argv.array, env.array),
-    );
-    keepAlive(path, argv.keep, env.keep, all, none, keep);
-    return pid[0]!;
+    const what = `posix_spawn(${typeof spec.path === "string" ? spec.path : Buffer.from(spec.path).toString()})`;
+    return {
+      start(): number {
+        const rc = s.posix_spawn(pid, path, fa, attr, argv.array, env.array);
+        keepAlive(path, argv.keep, env.keep, keep);
+        spawnCheck(what, rc);
+        return pid[0]!;
+      },
+      dispose,
+    };
+  } catch (e) {
+    dispose();
+    throw e;
+  }
+}
+
+/**
+ * Start a program with exact control over its fds, signals, process group and cwd, via glibc's
+ * `posix_spawn` (clone+exec; no fork of this multi-threaded process). In the child: every signal disposition is
+ * reset to default and the mask cleared (Bun ignores SIGPIPE), `fdMap` dups are applied, 0/1/2 not mapped get
+ * /dev/null when `devNullStdio`, every other fd ≥ `closeFrom` is closed (nothing of ours leaks), then chdir and
+ * exec. Returns the child's pid; throws `SYSCALL` (e.g. ENOENT for a missing program or cwd).
+ */
+export function spawn(spec: SpawnSpec): number {
+  const p = prepareSpawn(spec);
+  try {
+    return p.start();
   } finally {
-    s.posix_spawn_file_actions_destroy(fa);
-    s.posix_spawnattr_destroy(attr);
+    p.dispose();
   }
 }
 

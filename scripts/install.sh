@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install everything shellmcp needs on a fresh Debian bookworm machine (as root), then build it:
 # system packages (scripts/apt.sh lists them), Node and npm when missing, npm dependencies (Bun comes from the
-# npm registry), the patched bash and zsh, the binary. Idempotent: a second run only rebuilds the binary.
+# npm registry), the patched bash and zsh (Debian-built, and static ones for other machines), the binary. Idempotent: a second run only rebuilds the binary.
 set -euo pipefail
 # Nothing fails silently: name the command and line that stopped the script.
 trap 'echo "install: failed (exit status $?) at line $LINENO: $BASH_COMMAND" >&2' ERR
@@ -23,4 +23,7 @@ if [ ! -x node_modules/.bin/bun ] || [ package-lock.json -nt node_modules/.packa
 fi
 
 bash scripts/build-shells.sh
+# The portable (static, musl) shells the executable carries for machines without a shells/ folder beside it
+# (issue 25): ~3 min on 2 cores the first time, cached in .cache/shells-static/ afterwards.
+bash scripts/build-shells-static.sh
 node_modules/.bin/bun build.ts

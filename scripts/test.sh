@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Run every test: formatting check (Prettier, config in .prettierrc.json), type-check, then `bun test` (its summary
-# line ends the output). Under CI=true a missing formatter is an error, like any missing prerequisite.
+# Run every test: formatting check (Prettier, config in .prettierrc.json), type-check, the portable-shell suites and
+# the clean-root npm test (issue 25), then `bun test` (its summary line ends the output). Under CI=true a missing formatter is an error, like any missing prerequisite.
 #
 # The tests never depend on this machine's HOME or temporary folder: `bun test` runs with a HOME that is new and lies
 # under the temporary folder, and a TMPDIR that is new and empty; both are removed afterwards. The HOME and TMPDIR
@@ -18,6 +18,20 @@ else
 fi
 node_modules/.bin/tsc --noEmit -p .
 
+# Issue 25, first (a failure stops here): the shell, escalation and differential suites again with the portable
+# shells in place of the Debian-built ones, then `npx -y ./shellmcp-<version>.tgz serve` as a non-root user in
+# clean bullseye and trixie roots (needs root: mmdebstrap and mount namespaces; roots cached in .cache/clean-roots/).
+bash scripts/test-portable-shells.sh
+if [ "$(id -u)" = 0 ]; then
+  bash scripts/npm-clean-root.sh
+elif [ "${CI:-}" = true ] || [ "${CI:-}" = 1 ]; then
+  echo "test.sh: the clean-root npm test needs root" >&2
+  exit 1
+else
+  echo "test.sh: SKIP the clean-root npm test (scripts/npm-clean-root.sh): it needs root" >&2
+fi
+
+# Then every test with the Debian-built shells; its summary line ends the output.
 run_dir=$(mktemp -d "${TMPDIR:-/tmp}/shellmcp-test.XXXXXX")
 trap 'rm -rf "$run_dir"' EXIT
 mkdir "$run_dir/home" "$run_dir/tmp"

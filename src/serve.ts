@@ -4,8 +4,7 @@
  * the sandbox backend choice, one call) and below (exec policy, escalation server, sandbox, shell, MCP).
  */
 import * as libc from "../ffi/libc.ts";
-import { existsSync, mkdtempSync, symlinkSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { EscalationServer } from "./escalate/server.ts";
 import { resolveCodexHome } from "./execpolicy/discovery.ts";
@@ -18,6 +17,7 @@ import { errorResult, handleShellCall, type ServeRuntime } from "./serve/call.ts
 import { checkShellIntercepts } from "./serve/shell-check.ts";
 import { loadServeSetup, type ServeOptions, type ServeSetup } from "./serve/setup.ts";
 import { CgroupManager } from "./shell/cgroup.ts";
+import { roleLink } from "./shell/portable-shells.ts";
 import { killSessions } from "./shell/sessions.ts";
 import { writeStderr } from "./stderr.ts";
 import { VERSION } from "./version.ts";
@@ -172,12 +172,10 @@ function startRuntime(o: ServeOptions, setup: ServeSetup, platform: NodeJS.Platf
   };
 }
 
-/** Path of a file named `name` that runs this binary: `<dir of binary>/name` if present, else a private symlink. */
+/** Path of a file named `name` that runs this binary: `<dir of binary>/name` if present, else a checked symlink (`roleLink`). */
 function selfAs(name: string): string {
   const beside = join(dirname(process.execPath), name);
   if (existsSync(beside)) return beside;
-  const dir = mkdtempSync(join(tmpdir(), "shellmcp-arg0-"));
-  const link = join(dir, name);
-  symlinkSync(process.execPath, link);
-  return link;
+  // Not in the temporary folder, which is a writable root of most sandboxes: a checked link of our own.
+  return roleLink(name);
 }

@@ -322,7 +322,7 @@ export class EscalationServer {
           spawn = { path: check.path, argv: request.argv, env: entries, cwd: check.cwd };
           log.notice("escalated", { file: request.file, argv: request.argv, room: "none" });
         } else {
-          const launch = roomLaunch(boundary.room, check.path, request.argv, check.cwd, entries);
+          const launch = roomLaunch(boundary.room, check.path, request.argv, check.cwd, entries, request.file);
           if ("unavailable" in launch) {
             log.warn("no escalation room: runs inside the sandbox instead", { file: request.file, reason: launch.unavailable });
             action = { kind: "Run" };

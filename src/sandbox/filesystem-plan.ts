@@ -5,7 +5,7 @@
  * write > read, symlinks, missing paths, fail closed) is documented in ./permission-profile.ts, which this module
  * imports (and which imports nothing from here).
  */
-import { existsSync, lstatSync, realpathSync, statSync } from "node:fs";
+import { existsSync, lstatSync, realpathSync } from "node:fs";
 import { basename, dirname, isAbsolute, join, normalize, sep } from "node:path";
 import { ShellmcpError } from "../errors.ts";
 import { log } from "../log.ts";
@@ -16,7 +16,15 @@ import {
   type NetworkSandboxPolicy,
   type PermissionProfile,
 } from "./permission-profile.ts";
-import { isUnder, LINUX_PLATFORM_READ_DEFAULTS, readableRoots, writableRoots, type SandboxPolicy, type WritableRoot } from "./policy.ts";
+import {
+  isDir,
+  isUnder,
+  LINUX_PLATFORM_READ_DEFAULTS,
+  readableRoots,
+  writableRoots,
+  type SandboxPolicy,
+  type WritableRoot,
+} from "./policy.ts";
 
 /**
  * What a backend enforces, with every path resolved (absolute, symlinks resolved where the path exists).
@@ -66,14 +74,6 @@ function canonicalParent(p: string): string {
     return join(realpathSync(dirname(p)), basename(p));
   } catch {
     return normalize(p);
-  }
-}
-
-function isDir(p: string): boolean {
-  try {
-    return statSync(p).isDirectory();
-  } catch {
-    return false;
   }
 }
 

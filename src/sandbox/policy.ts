@@ -210,7 +210,8 @@ function canonical(p: string): string {
   }
 }
 
-function isDir(p: string): boolean {
+/** Whether `p` is a directory (symlinks followed); false when it does not exist or cannot be read. */
+export function isDir(p: string): boolean {
   try {
     return statSync(p).isDirectory();
   } catch {

@@ -15,6 +15,7 @@ import type { EscalationSettings, OnPrompt } from "../mcp/escalation-policy.ts";
 import type { SandboxState } from "../mcp/sandbox-state.ts";
 import { parseSandboxPolicy, type SandboxPolicy } from "../sandbox/policy.ts";
 import { DEFAULT_MAX_OUTPUT_BYTES } from "../shell/output.ts";
+import { embeddedShell, installPortableShell } from "../shell/portable-shells.ts";
 import { BackendChoice } from "./backend.ts";
 import { readNetworkPolicy, type NetworkPolicy } from "../network/policy.ts";
 
@@ -119,12 +120,40 @@ export function loadServeSetup(o: ServeOptions): ServeSetup {
   };
 }
 
-/** The patched `kind` shell beside this executable (`<dir>/shells/bash|zsh`). Throws `CONFIG` when missing. */
-function defaultShell(kind: string): string {
-  const p = join(dirname(process.execPath), "shells", kind);
-  if (!existsSync(p))
-    throw new ShellmcpError("CONFIG", `no patched ${kind} at ${p}: build it with scripts/build-shells.sh, or pass --shell PATH`);
-  return p;
+/**
+ * The patched `kind` shell `serve` runs by default, first found of:
+ * 1. `$SHELLMCP_SHELLS_DIR/<kind>` when that variable is set (e.g. the macOS shells built by
+ *    scripts/build-shells-macos.sh);
+ * 2. `<dir>/shells/<kind>` beside this executable (a from-source install: `dist/shells/`, Debian-built);
+ * 3. the portable shell this executable carries, copied to a checked folder outside every writable root
+ *    (`src/shell/portable-shells.ts`; the npm packages and release tarballs for Linux).
+ * Throws `CONFIG` saying how to get one when none exists (on macOS: build them with scripts/build-shells-macos.sh).
+ */
+export function defaultShell(kind: "bash" | "zsh", platform: NodeJS.Platform = process.platform): string {
+  const fromEnv = process.env.SHELLMCP_SHELLS_DIR;
+  if (fromEnv !== undefined && fromEnv !== "") {
+    const p = join(resolve(fromEnv), kind);
+    if (!existsSync(p)) throw new ShellmcpError("CONFIG", `SHELLMCP_SHELLS_DIR=${fromEnv} holds no ${kind} (${p})`);
+    return p;
+  }
+  const beside = join(dirname(process.execPath), "shells", kind);
+  if (existsSync(beside)) return beside;
+  const bytes = embeddedShell(kind);
+  if (bytes !== undefined) return installPortableShell(kind, bytes);
+  if (platform === "darwin")
+    throw new ShellmcpError(
+      "CONFIG",
+      `no patched ${kind}: on macOS shellmcp cannot carry its shells (they are built on a Mac). In a clone of shellmcp's ` +
+        `repository run "bash scripts/build-shells-macos.sh" (needs the Xcode command line ` +
+        `tools and autoconf), then start serve with SHELLMCP_SHELLS_DIR=<clone>/dist/shells, or --shell <clone>/dist/shells/${kind}`,
+      { kind },
+    );
+  throw new ShellmcpError(
+    "CONFIG",
+    `no patched ${kind} at ${beside} and none embedded in this executable: build it with scripts/build-shells.sh ` +
+      `(or scripts/build-shells-static.sh, then rebuild), or pass --shell PATH`,
+    { kind },
+  );
 }
 
 /**

@@ -197,53 +197,20 @@ describe("exec-server --ws-auth capability-token", () => {
         expect(id.stdout.trim()).toBe(String(uid));
         expect(asUser(["cat", tokenFile]).exitCode).not.toBe(0);
         const port = s.url.split(":").pop();
-        const curl = (auth: string[]) =>
+        /** HTTP status of a websocket upgrade to `port` sent by that user with `curl` (extra args: headers). */
+        const upgradeAs = (port: string | undefined, extra: string[] = [], seconds = 3) =>
           asUser([
-            "curl",
-            "-s",
-            "-m",
-            "3",
-            "-o",
-            "/dev/null",
-            "-w",
-            "%{http_code}",
-            "-H",
-            "Connection: Upgrade",
-            "-H",
-            "Upgrade: websocket",
-            "-H",
-            "Sec-WebSocket-Version: 13",
-            "-H",
-            "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
-            ...auth,
-            `http://127.0.0.1:${port}/`,
+            ...["curl", "-s", "-m", String(seconds), "-o", "/dev/null", "-w", "%{http_code}"],
+            ...["-H", "Connection: Upgrade", "-H", "Upgrade: websocket", "-H", "Sec-WebSocket-Version: 13"],
+            ...["-H", "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==", ...extra, `http://127.0.0.1:${port}/`],
           ]).stdout;
+        const curl = (auth: string[]) => upgradeAs(port, auth);
         expect(curl([])).toBe("401");
         expect(curl(["-H", "Authorization: Bearer guessed"])).toBe("401");
         // Without --ws-auth the same user gets in (what the issue reported): the refusal is the token's doing.
         const open = await server([]);
         const openPort = open.url.split(":").pop();
-        expect(
-          asUser([
-            "curl",
-            "-s",
-            "-m",
-            "2",
-            "-o",
-            "/dev/null",
-            "-w",
-            "%{http_code}",
-            "-H",
-            "Connection: Upgrade",
-            "-H",
-            "Upgrade: websocket",
-            "-H",
-            "Sec-WebSocket-Version: 13",
-            "-H",
-            "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
-            `http://127.0.0.1:${openPort}/`,
-          ]).stdout,
-        ).toBe("101");
+        expect(upgradeAs(openPort, [], 2)).toBe("101");
         // The real Codex 0.169 as that user: without the token its turn gets no execution environment; against the
         // server without --ws-auth the same turn runs its command as the server's user.
         if (CODEX !== undefined) {

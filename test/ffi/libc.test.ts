@@ -102,6 +102,39 @@ describe.skipIf(process.platform !== "linux")("libc bindings (Linux)", () => {
     }
   });
 
+  // glibc < 2.34 (Debian bullseye) has no posix_spawn_file_actions_addclosefrom_np: spawn closes each open fd instead.
+  for (const closeFrom of [true, false]) {
+    test(`spawn closes every fd but the mapped ones (${closeFrom ? "addclosefrom_np" : "per-fd close, glibc < 2.34"})`, async () => {
+      const [r, w] = c.pipe2(0); // not close-on-exec: would leak without the close actions
+      const [leak] = c.pipe2(0);
+      c.setSpawnCloseFromForTest(closeFrom ? undefined : false);
+      try {
+        const pid = c.spawn({
+          path: "/bin/sh",
+          argv: ["sh", "-c", "ls /proc/self/fd >&3"],
+          env: [],
+          fdMap: [[w, 3]],
+          closeFrom: 4,
+          devNullStdio: true,
+        });
+        c.close(w);
+        let st: c.WaitStatus | undefined;
+        while ((st = c.waitpidNoHang(pid)) === undefined) await Bun.sleep(5);
+        expect(st).toEqual({ code: 0 });
+        const buf = Buffer.alloc(256);
+        const n = readSync(r, buf);
+        // 0-2 (/dev/null), 3 (the pipe), and the fd `ls` opens for /proc/self/fd (4): nothing of ours (leak, r),
+        // nor any other fd this process holds without close-on-exec.
+        const fds = buf.subarray(0, n).toString().trim().split("\n").map(Number);
+        expect(fds).toEqual([0, 1, 2, 3, 4]);
+        expect([leak, r].every((fd) => fd > 4)).toBe(true);
+      } finally {
+        c.setSpawnCloseFromForTest(undefined);
+        [r, leak].forEach(c.closeQuiet);
+      }
+    });
+  }
+
   test("errno and strerror: close of a bad fd", () => {
     const e = catchErr(() => c.close(987654));
     expect(e.code).toBe("SYSCALL");

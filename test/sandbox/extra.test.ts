@@ -10,6 +10,7 @@ import { homedir } from "node:os";
 import { join } from "node:path";
 import { binaryAs, ensureBinary } from "../helpers/binary.ts";
 import { skipWithout, toolMissing } from "../helpers/prereq.ts";
+import { landlockAbi } from "../../src/sandbox/linux/landlock.ts";
 
 const bwrapUsable = Bun.spawnSync(["bwrap", "--ro-bind", "/", "/", "--unshare-user", "--unshare-pid", "--", "/bin/true"]).exitCode === 0;
 const bwrapMissing = bwrapUsable ? undefined : "bubblewrap missing or unusable here";
@@ -28,9 +29,10 @@ function box() {
   return { cwd, outside };
 }
 
-function run(backend: string, policy: unknown, cwd: string, cmd: string[], env: Record<string, string> = {}) {
+function run(backend: string, policy: unknown, cwd: string, cmd: string[], env: Record<string, string> = {}, flags: string[] = []) {
   const argv = [
     binaryAs("codex-linux-sandbox"),
+    ...flags,
     "--backend",
     backend,
     "--sandbox-policy-cwd",
@@ -219,6 +221,87 @@ describe.skipIf(process.platform !== "linux")("missing kernel features fail clos
     expect(r.err).toContain("bubblewrap");
     expect(existsSync(join(b.cwd, "ran"))).toBe(false);
   });
+
+  // Issue 22, item 2: Landlock scopes signals from ABI 6 only. Below it, the command runs as pid 1 of a pid
+  // namespace of its own (root), or not at all (anyone else). The control run keeps the host's pid namespace
+  // (--inherit-pid-namespace) and does reach the host process, so the first test can fail.
+  const isRoot = process.getuid?.() === 0;
+  const reach = (pid: number) => `echo pid=$$; kill -0 ${pid} 2>/dev/null && echo REACHED || echo not-reached; exit 7`;
+  test.skipIf(skipWithout("the pid-namespace test (run as root)", isRoot ? undefined : "needs root"))(
+    "Landlock ABI 5, root: the command is pid 1 of its own pid namespace, host processes are out of reach, the status passes",
+    () => {
+      const b = box();
+      const host = Bun.spawn(["sleep", "60"]);
+      try {
+        const abi5 = { SHELLMCP_SIMULATE_LANDLOCK_ABI: "5" };
+        const r = run("landlock", WW, b.cwd, ["bash", "-c", reach(host.pid)], abi5);
+        expect({ code: r.code, out: r.out }).toEqual({ code: 7, out: "pid=1\nnot-reached\n" });
+        const control = run("landlock", WW, b.cwd, ["bash", "-c", reach(host.pid)], abi5, ["--inherit-pid-namespace"]);
+        expect(control.out).toContain("REACHED");
+        expect(control.out).not.toContain("pid=1\n");
+      } finally {
+        host.kill(9);
+      }
+    },
+  );
+
+  test.skipIf(skipWithout("the pid-namespace test (run as root)", isRoot ? undefined : "needs root"))(
+    "Landlock ABI 5, root: SIGTERM to the sandbox ends the command it started",
+    async () => {
+      const b = box();
+      const marker = `${40000 + (process.pid % 20000)}`;
+      const p = Bun.spawn(
+        [
+          binaryAs("codex-linux-sandbox"),
+          "--backend",
+          "landlock",
+          "--sandbox-policy-cwd",
+          b.cwd,
+          "--sandbox-policy",
+          JSON.stringify(WW),
+          "--",
+          "sleep",
+          marker,
+        ],
+        { cwd: b.cwd, env: { PATH: "/usr/bin:/bin", SHELLMCP_SIMULATE_LANDLOCK_ABI: "5" }, stdout: "ignore", stderr: "pipe" },
+      );
+      const running = () =>
+        Bun.spawnSync(["pgrep", "-x", "-f", `sleep ${marker}`])
+          .stdout.toString()
+          .trim();
+      for (let i = 0; i < 100 && running() === ""; i++) await Bun.sleep(50);
+      expect(running()).not.toBe("");
+      p.kill("SIGTERM");
+      expect(await p.exited).toBe(128 + 9); // pid 1 ignores an unhandled SIGTERM; SIGKILL follows after the grace
+      expect(running()).toBe("");
+    },
+    20_000,
+  );
+
+  test.skipIf(skipWithout("the pid-namespace test (run as root)", isRoot ? undefined : "needs root to become another user"))(
+    "Landlock ABI 5, not root: refused with what to do; the command never runs",
+    () => {
+      const r = Bun.spawnSync(
+        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", ensureBinary(), "sandbox", "linux", "--backend", "landlock"].concat(
+          ["--sandbox", "read-only", "--", "bash", "-c", "echo RAN"],
+        ),
+        { cwd: "/", env: { PATH: "/usr/bin:/bin", SHELLMCP_SIMULATE_LANDLOCK_ABI: "5" }, stdout: "pipe", stderr: "pipe" },
+      );
+      expect(r.stdout.toString()).toBe("");
+      expect(r.stderr.toString()).toContain("Landlock ABI 5 on this kernel cannot keep a sandboxed command from signalling");
+      expect(r.stderr.toString()).toContain("Install bubblewrap");
+      expect(r.exitCode).not.toBe(0);
+      // The same user on this kernel's real ABI, where it scopes signals, runs it.
+      if (landlockAbi() < 6) return;
+      const real = Bun.spawnSync(
+        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", ensureBinary(), "sandbox", "linux", "--backend", "landlock"].concat(
+          ["--sandbox", "read-only", "--", "bash", "-c", "echo RAN"],
+        ),
+        { cwd: "/", env: { PATH: "/usr/bin:/bin" }, stdout: "pipe", stderr: "pipe" },
+      );
+      expect(real.stdout.toString()).toBe("RAN\n");
+    },
+  );
 
   test("Landlock ABI 1 still confines writes", () => {
     const b = box();

@@ -9,7 +9,9 @@
  * Item 2, the sandboxed tree cannot change limits, priorities or scheduling of processes outside it: from a
  * Landlock sandbox (same pid namespace as the host), prlimit on the server's RLIMIT_NOFILE used to make every later
  * call fail ("socketpair: Too many open files"); renice and taskset likewise reached any same-user process.
- * Signals are scoped by Landlock ABI ≥ 6 (kernel 6.12; README, "Running as root / in containers").
+ * Signals are scoped by Landlock ABI ≥ 6 (kernel 6.12); below it (the ABI lowered here with
+ * SHELLMCP_SIMULATE_LANDLOCK_ABI) a root server runs each command as pid 1 of its own pid namespace, and anyone
+ * else is refused (test/sandbox/extra.test.ts; README, "Running as root / in containers").
  *
  * Item 4 (the part not covered by test/unit/bwrap-probe-cache.test.ts and test/e2e/self-contained.test.ts): when
  * bubblewrap fails after its preflight passed, the call says so, the cached success is forgotten, and the next
@@ -87,6 +89,27 @@ function caps(out: string): Record<string, string> {
 const ZERO = "0000000000000000";
 const isRoot = process.getuid?.() === 0;
 
+/** A user created for one test (`useradd`; `remove()` deletes it), the `setpriv` prefix that becomes it, and a folder it owns. */
+function createdUser(prefix: string) {
+  const name = `${prefix}${process.pid}`;
+  expect(Bun.spawnSync(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", name]).exitCode).toBe(0);
+  const id = (f: string) => Number(Bun.spawnSync(["id", f, name]).stdout.toString().trim());
+  const as = ["setpriv", `--reuid=${id("-u")}`, `--regid=${id("-g")}`, "--clear-groups"];
+  const ws = mkdtempSync(join(CONF_BASE, `${prefix}-ws-`));
+  chownSync(ws, id("-u"), id("-g"));
+  return { as, ws, remove: () => Bun.spawnSync(["userdel", name]) };
+}
+
+/** `shellmcp sandbox linux --backend landlock --sandbox workspace-write -- /bin/sh -c cmd` as `user`, in its folder. */
+function landlockAs(user: { as: string[]; ws: string }, cmd: string) {
+  const argv = [...user.as, ensureBinary(), "sandbox", "linux", "--backend", "landlock", "--sandbox", "workspace-write"];
+  return Bun.spawnSync([...argv, "--", "/bin/sh", "-c", cmd], {
+    cwd: user.ws,
+    env: { PATH: "/usr/bin:/bin", HOME: user.ws },
+    stderr: "pipe",
+  });
+}
+
 describe.skipIf(skipWithout("configuration suite", shellsMissing()))("issue 22: every configuration holds", () => {
   requirePrograms("python3", "bwrap");
   describe.skipIf(
@@ -108,40 +131,17 @@ describe.skipIf(skipWithout("configuration suite", shellsMissing()))("issue 22: 
     }
 
     test("an unprivileged user (created here), landlock: no capability, no_new_privs, mknod refused", () => {
-      const user = `smcp${process.pid}`;
-      expect(Bun.spawnSync(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", user]).exitCode).toBe(0);
+      const user = createdUser("smcp");
       try {
-        const id = (f: string) => Number(Bun.spawnSync(["id", f, user]).stdout.toString().trim());
-        const ws = mkdtempSync(join(CONF_BASE, "caps-user-"));
-        chownSync(ws, id("-u"), id("-g"));
-        const r = Bun.spawnSync(
-          [
-            "setpriv",
-            `--reuid=${id("-u")}`,
-            `--regid=${id("-g")}`,
-            "--clear-groups",
-            ensureBinary(),
-            "sandbox",
-            "linux",
-            "--backend",
-            "landlock",
-            "--sandbox",
-            "workspace-write",
-            "--",
-            "/bin/sh",
-            "-c",
-            PRIVILEGES,
-          ],
-          { cwd: ws, env: { PATH: "/usr/bin:/bin", HOME: ws }, stderr: "pipe" },
-        );
+        const r = landlockAs(user, PRIVILEGES);
         const out = r.stdout.toString();
         expect({ code: r.exitCode, err: r.stderr.toString() }).toMatchObject({ code: 0 });
         // A user without CAP_SETPCAP cannot empty its bounding set; no_new_privs means nothing in it is gained.
         expect(caps(out)).toMatchObject({ CapInh: ZERO, CapPrm: ZERO, CapEff: ZERO, CapAmb: ZERO, NoNewPrivs: "1" });
         expect(out).toContain("mknod-refused");
-        expect(existsSync(join(ws, "kmsg"))).toBe(false);
+        expect(existsSync(join(user.ws, "kmsg"))).toBe(false);
       } finally {
-        Bun.spawnSync(["userdel", user]);
+        user.remove();
       }
     }, 60_000);
   });
@@ -177,6 +177,59 @@ describe.skipIf(skipWithout("configuration suite", shellsMissing()))("issue 22: 
     expect(nice()).toBe(niceBefore);
     expect((await s.shell({ command: "echo still-serving", workdir: ws, login: false })).out.output).toBe("still-serving\n");
   }, 60_000);
+
+  test.skipIf(skipWithout("item 2 below Landlock ABI 6 (run as root)", isRoot ? undefined : "the pid namespace needs root"))(
+    "item 2 (landlock, ABI lowered to 5, root): the command cannot signal the server or a host process; later calls still work",
+    async () => {
+      const host = Bun.spawn(["sleep", "60"]);
+      try {
+        const s = await serveWithPid({ args: ["--sandbox-backend", "landlock"], env: { SHELLMCP_SIMULATE_LANDLOCK_ABI: "5" } });
+        const ws = confDir("pidns-ws");
+        const probe = (pid: number) => `kill -0 ${pid} 2>/dev/null && echo REACHED-${pid} || echo refused`;
+        const r = await s.shell({
+          command: `${probe(s.pid)}; ${probe(host.pid)}; kill -STOP ${s.pid} 2>/dev/null; echo done`,
+          workdir: ws,
+          login: false,
+        });
+        expect(r.out.output).toBe("refused\nrefused\ndone\n");
+        expect(require("node:fs").readFileSync(`/proc/${s.pid}/status`, "utf8")).not.toMatch(/^State:\s+T/m); // not stopped
+        expect((await s.shell({ command: "echo still-serving", workdir: ws, login: false })).out.output).toBe("still-serving\n");
+      } finally {
+        host.kill(9);
+      }
+    },
+    60_000,
+  );
+
+  test.skipIf(skipWithout("item 2 as an unprivileged user (run as root)", isRoot ? undefined : "needs root to create a user"))(
+    "item 2 (landlock), an unprivileged user (created here): a process of the same user is out of reach (limits, priority, signals)",
+    () => {
+      const user = createdUser("smcq");
+      const victim = Bun.spawn([...user.as, "sleep", "60"]);
+      try {
+        const attack = [
+          py(
+            `import resource\ntry:\n    resource.prlimit(${victim.pid}, resource.RLIMIT_NOFILE, (8, 8)); print("PRLIMIT-SET")\nexcept OSError as e:\n    print("prlimit refused")`,
+          ),
+          `renice -n 19 -p ${victim.pid} >/dev/null 2>&1 && echo RENICED || echo renice-refused`,
+          `kill -STOP ${victim.pid} 2>/dev/null && echo STOPPED || echo kill-refused`,
+        ].join("; ");
+        const r = landlockAs(user, attack);
+        expect({ out: r.stdout.toString(), err: r.stderr.toString() }).toMatchObject({
+          out: "prlimit refused\nrenice-refused\nkill-refused\n",
+        });
+        expect(require("node:fs").readFileSync(`/proc/${victim.pid}/limits`, "utf8")).not.toMatch(/Max open files\s+8\s/);
+        expect(require("node:fs").readFileSync(`/proc/${victim.pid}/status`, "utf8")).not.toMatch(/^State:\s+T/m);
+        // Control: the same user outside the sandbox does reach it.
+        const control = Bun.spawnSync([...user.as, "/bin/sh", "-c", `kill -0 ${victim.pid} && echo reached`], { stderr: "pipe" });
+        expect(control.stdout.toString()).toBe("reached\n");
+      } finally {
+        victim.kill(9);
+        user.remove();
+      }
+    },
+    60_000,
+  );
 
   test("item 4: bubblewrap failing after a passed preflight is explained, then re-probed and replaced by Landlock", async () => {
     const dir = confDir("fake-bwrap");

@@ -158,7 +158,6 @@ export function releaseBwrapPlan(plan: BwrapPlan): void {
  * through it would escape the read-only re-bind (Codex 0.169: "crosses writable symlink").
  */
 export function planBwrap(bwrap: string, run: SandboxRun, opts: { seccompFd?: number } = {}): BwrapPlan {
-  const { policy } = run;
   const plan = planOf(run);
   // Direct: bwrap loads our seccomp program itself (`--seccomp FD`) and execs the command, with no stage of ours
   // inside. Only when nothing else must be applied inside (restricted reads need Landlock read rules) and the
@@ -188,20 +187,35 @@ export function planBwrap(bwrap: string, run: SandboxRun, opts: { seccompFd?: nu
     argv.push("--", ...run.command);
     return { argv, created, tempDirs, direct: true, seccomp: mode === undefined ? undefined : buildFilter(mode) };
   }
-  argv.push(
-    "--",
+  argv.push("--", ...selfHelperArgv(run, ["--apply-seccomp-then-exec"]));
+  return { argv, created, tempDirs, direct: false };
+}
+
+/**
+ * argv that runs `run` again through this binary's sandbox helper role (`codex-linux-sandbox`), with `flags`
+ * first: the bwrap inner stage (`--apply-seccomp-then-exec`), or the Landlock run started as a pid namespace's init
+ * (src/sandbox/linux/run.ts). The policy, the permission profile when there is one, network proxy mode's bridge fd
+ * and ports, and the command are passed as given.
+ */
+export function selfHelperArgv(
+  run: Pick<SandboxRun, "policy" | "profile" | "policyCwd" | "command" | "networkProxy">,
+  flags: string[],
+): string[] {
+  const proxy = run.networkProxy;
+  return [
     ...selfHelperCommand(),
-    "--apply-seccomp-then-exec",
+    ...flags,
     "--sandbox-policy-cwd",
     run.policyCwd,
     "--sandbox-policy",
-    serializeSandboxPolicy(policy),
+    serializeSandboxPolicy(run.policy),
     ...(run.profile !== undefined ? ["--permission-profile", serializePermissionProfile(run.profile)] : []),
-    ...(proxy !== undefined ? ["--network-proxy-fd", String(proxy.fd), "--network-proxy-ports", proxy.ports.join(",")] : []),
+    ...(proxy === undefined
+      ? []
+      : [...(proxy.fd !== undefined ? ["--network-proxy-fd", String(proxy.fd)] : []), "--network-proxy-ports", proxy.ports.join(",")]),
     "--",
     ...run.command,
-  );
-  return { argv, created, tempDirs, direct: false };
+  ];
 }
 
 /**

@@ -5,9 +5,11 @@
  * The backend choice and bubblewrap are in ./run.ts and ./bwrap.ts.
  */
 import { statSync } from "node:fs";
+import { constants as osConstants } from "node:os";
 import { delimiter, dirname, join } from "node:path";
 import * as libc from "../../../ffi/libc.ts";
 import { ShellmcpError } from "../../errors.ts";
+import { portableShellBases } from "../../shell/portable-shells.ts";
 import { writeStderr } from "../../stderr.ts";
 import { type PermissionProfile } from "../permission-profile.ts";
 import {
@@ -90,9 +92,36 @@ export function execCommand(command: string[]): never {
   }
 }
 
-/** The folder holding this binary, readable even under restricted reads (the inner stage must start). */
+/**
+ * Wait for `pid`, the init (pid 1) of a pid namespace this process started, and pass its status on. SIGINT,
+ * SIGTERM, SIGHUP and SIGQUIT sent to this process go to it; since a namespace's init only receives the signals it
+ * handles, SIGKILL follows after `graceMs` (ms) if it is still there. Resolves with the exit status (128+N for
+ * death by signal N). The wait polls (no pidfd the event loop could await): 1 ms at first, backing off to 20 ms.
+ */
+export async function waitForNamespaceInit(pid: number, graceMs = 1000): Promise<number> {
+  const forward = (sig: NodeJS.Signals): void => {
+    libc.kill(pid, osConstants.signals[sig]);
+    setTimeout(() => libc.kill(pid, osConstants.signals.SIGKILL), graceMs).unref();
+  };
+  const relayed = ["SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT"] as const;
+  for (const sig of relayed) process.on(sig, forward);
+  try {
+    for (let delay = 1; ; delay = Math.min(delay * 2, 20)) {
+      const st = libc.waitpidNoHang(pid);
+      if (st !== undefined) return st.signal !== undefined ? 128 + st.signal : st.code;
+      await Bun.sleep(delay);
+    }
+  } finally {
+    for (const sig of relayed) process.off(sig, forward);
+  }
+}
+
+/**
+ * The folder holding this binary and the base folders of the portable shells it extracts (`serve` starts the
+ * shell from there), readable even under restricted reads: the inner stage and the shell must start.
+ */
 function selfDirs(): string[] {
-  return [dirname(process.execPath)];
+  return [dirname(process.execPath), ...portableShellBases()];
 }
 
 /** What `run` enforces: its permission profile's plan when it has one, else its policy's. */

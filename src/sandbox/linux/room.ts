@@ -43,13 +43,17 @@ export interface RoomLaunch {
 
 /**
  * argv that execs `program` with `argv` exactly (argv[0] included), inside the room: the path itself when argv[0]
- * is that path; argv[0] alone when it is a bare name that `path` (the program's `PATH`) resolves to `program`
+ * is that path, or is the absolute path the command named the program by (`named`, the request's file, whose
+ * components the boundary checked); argv[0] alone when it is a bare name that `path` (the program's `PATH`) resolves to `program`
  * (bwrap execs with `execvp`, so it finds the same file: the common case, `git` found on the trusted PATH);
  * otherwise through the host bash's `exec -a`.
  */
-export function execAs(program: string, argv: readonly string[], path = ""): string[] {
+export function execAs(program: string, argv: readonly string[], path = "", named?: string): string[] {
   const argv0 = argv[0]!;
   if (argv0 === program) return [...argv];
+  // argv[0] is the path the command named the program by (`/bin/true` for /usr/bin/true on a merged /usr): the
+  // boundary has checked every component of that path as not sandbox-writable, so it names the same file.
+  if (named !== undefined && argv0 === named && named.startsWith("/")) return [...argv];
   if (!argv0.includes("/") && firstOnPath(argv0, path) === program) return [...argv];
   if (!existsSync(EXEC_AS_BASH)) return [program, ...argv.slice(1)];
   return [EXEC_AS_BASH, "--norc", "--noprofile", "-c", 'exec -a "$0" "$@"', argv0, program, ...argv.slice(1)];
@@ -70,7 +74,8 @@ function firstOnPath(name: string, path: string): string | undefined {
 }
 
 /**
- * Plan and build the room for `program` (canonical path) with `argv`, in `cwd`, with environment `env` (KEY=VALUE).
+ * Plan and build the room for `program` (canonical path) with `argv`, in `cwd`, with environment `env` (KEY=VALUE);
+ * `named` is the path the command named the program by (the escalation request's file), judged by the boundary.
  * Returns the launch, or `{ unavailable }` with the reason when no room can be built (the caller then runs the
  * program inside the call's sandbox). Throws nothing: a failure to plan is a reason too.
  */
@@ -80,6 +85,7 @@ export function roomLaunch(
   argv: readonly string[],
   cwd: string,
   env: readonly string[],
+  named?: string,
 ): RoomLaunch | { unavailable: string } {
   const proxy = spec.proxy;
   const quiet = nonInteractiveEnv(env);
@@ -107,7 +113,7 @@ export function roomLaunch(
     return { unavailable: `cannot plan the escalation room: ${(e as Error).message}` };
   }
   const pathVar = quiet.find((e) => e.startsWith("PATH="))?.slice(5) ?? "";
-  const program0 = execAs(program, argv, pathVar);
+  const program0 = execAs(program, argv, pathVar, named);
   // Proxy mode under bubblewrap: this binary's inner stage builds the bridge's listeners in the room's network
   // namespace and installs the proxy seccomp filter before it execs the program.
   const inner =

@@ -16,14 +16,15 @@
  * applied in this process (Landlock, seccomp, exec in place, the inner stage) is in ./in-process.ts; probing
  * bubblewrap and building its argv in ./bwrap.ts. Both are re-exported here.
  */
-import { readdirSync, writeSync } from "node:fs";
+import { closeSync, openSync, readdirSync, writeSync } from "node:fs";
 import { constants as osConstants } from "node:os";
 import * as libc from "../../../ffi/libc.ts";
 import { ShellmcpError } from "../../errors.ts";
 import { writeStderr } from "../../stderr.ts";
 import type { SandboxPolicy } from "../policy.ts";
-import { planBwrap, probeBwrap, releaseBwrapPlan, type BwrapProbe } from "./bwrap.ts";
-import { applyInProcess, execCommand, planOf, type SandboxRun } from "./in-process.ts";
+import { planBwrap, probeBwrap, releaseBwrapPlan, selfHelperArgv, type BwrapProbe } from "./bwrap.ts";
+import { applyInProcess, execCommand, planOf, waitForNamespaceInit, type SandboxRun } from "./in-process.ts";
+import { landlockAbi } from "./landlock.ts";
 
 export {
   applyInProcess,
@@ -114,6 +115,7 @@ export async function runSandboxed(run: SandboxRun): Promise<number> {
 
   if (backend === "bwrap" && needsFs) return runBwrap(probe!.path!, { ...run, noProc: run.noProc || probe!.noProc });
   // Landlock (or seccomp only, for external-sandbox).
+  if (needsFs && needsOwnPidNamespace(run)) return runInOwnPidNamespace(run);
   applyInProcess(
     run.policy,
     run.policyCwd,
@@ -121,4 +123,57 @@ export async function runSandboxed(run: SandboxRun): Promise<number> {
     run.profile,
   );
   return execCommand(run.command);
+}
+
+/**
+ * Whether a Landlock run needs a pid namespace of its own to keep the command from signalling processes outside it
+ * (issue 22, item 2): Landlock scopes signals from ABI 6 (Linux 6.12) only. ABI 0 is left to applyLandlock's own
+ * error; `--inherit-pid-namespace` keeps the caller's namespace as asked (and marks the run already inside one).
+ */
+function needsOwnPidNamespace(run: SandboxRun): boolean {
+  const abi = landlockAbi();
+  return abi >= 1 && abi < 6 && run.inheritPidNamespace !== true;
+}
+
+/**
+ * Run `run` under Landlock as pid 1 of a new pid namespace, where the pids of processes outside it mean nothing
+ * (`kill`, `prlimit`… cannot name them). This process unshares the namespace for its thread's next child, starts
+ * this binary's helper role again in it (`--inherit-pid-namespace`: that child applies Landlock, seccomp and the
+ * capability drop to itself and execs the command, which so becomes the namespace's init), then joins its own
+ * namespace again at once: a Bun thread whose children would land in another pid namespace cannot create threads
+ * (clone with CLONE_THREAD fails with EINVAL, and Bun aborts), so nothing but the posix_spawn runs in between.
+ * Needs CAP_SYS_ADMIN (root); otherwise throws `SANDBOX_UNAVAILABLE` with what to do rather than run with unscoped
+ * signals. Resolves with the command's status ({@link waitForNamespaceInit}).
+ */
+async function runInOwnPidNamespace(run: SandboxRun): Promise<number> {
+  const argv = selfHelperArgv(run, ["--backend", "landlock", "--inherit-pid-namespace"]);
+  const env = Object.entries(process.env).map(([k, v]) => `${k}=${v ?? ""}`);
+  const prepared = libc.prepareSpawn({ path: argv[0]!, argv, env, closeFrom: false });
+  const own = openSync("/proc/thread-self/ns/pid", "r");
+  let pid: number;
+  try {
+    try {
+      libc.unshare(libc.CLONE_NEWPID);
+    } catch (e) {
+      const abi = landlockAbi();
+      throw new ShellmcpError(
+        "SANDBOX_UNAVAILABLE",
+        `Landlock ABI ${abi} on this kernel cannot keep a sandboxed command from signalling your other processes ` +
+          `(signal scoping needs Linux 6.12, Landlock ABI 6), and a pid namespace of its own needs root ` +
+          `(${(e as Error).message}). Install bubblewrap and allow unprivileged user namespaces (the default ` +
+          `backend then uses bubblewrap), run on Linux 6.12 or later, or run as root`,
+        { abi },
+        { cause: e },
+      );
+    }
+    try {
+      pid = prepared.start();
+    } finally {
+      libc.setns(own, libc.CLONE_NEWPID);
+    }
+  } finally {
+    closeSync(own);
+    prepared.dispose();
+  }
+  return waitForNamespaceInit(pid);
 }
