@@ -437,7 +437,7 @@ describe.skipIf(skip)("network proxy mode: escalated programs go through the sam
 describe.skipIf(skip)("shellmcp sandbox linux --allow-domain / --deny-domain", () => {
   const codexHome = join(CONF_BASE, "cli-codex-home");
   mkdirSync(codexHome, { recursive: true });
-  const cli = async (args: string[], script: string) => {
+  const cli = async (args: string[], script: string, env: Record<string, string> = {}) => {
     const p = Bun.spawn(
       [
         "bwrap",
@@ -459,7 +459,7 @@ describe.skipIf(skip)("shellmcp sandbox linux --allow-domain / --deny-domain", (
       ],
       {
         cwd: workspace(),
-        env: { PATH: "/usr/local/bin:/usr/bin:/bin", HOME: CONF_BASE, CODEX_HOME: codexHome },
+        env: { PATH: "/usr/local/bin:/usr/bin:/bin", HOME: CONF_BASE, CODEX_HOME: codexHome, ...env },
         stdout: "pipe",
         stderr: "pipe",
       },
@@ -482,6 +482,18 @@ describe.skipIf(skip)("shellmcp sandbox linux --allow-domain / --deny-domain", (
       );
     });
   }
+
+  test.skipIf(process.getuid?.() !== 0 || landlockAbi() < 4)(
+    "Landlock below ABI 6 (simulated 5) runs the command as its own pid namespace's init with the proxy rules kept",
+    async () => {
+      const r = await cli(
+        ["--backend", "landlock", "--full-auto", "--allow-domain", "allowed.test", "--allow-local-binding"],
+        `echo "pid=$$"; curl -sS http://allowed.test:${port}/; curl -sS --noproxy '*' --max-time 5 http://127.0.0.1:${port}/ 2>/dev/null; echo "direct=$?"`,
+        { SHELLMCP_SIMULATE_LANDLOCK_ABI: "5" },
+      );
+      expect(r.out).toBe(`pid=1\nhello GET allowed.test:${port}\ndirect=7\n`);
+    },
+  );
 
   test("a deny * is refused with Codex's message", async () => {
     const r = await cli(["--deny-domain", "*"], "true");
