@@ -483,17 +483,19 @@ describe.skipIf(skip)("shellmcp sandbox linux --allow-domain / --deny-domain", (
     });
   }
 
-  test.skipIf(process.getuid?.() !== 0 || landlockAbi() < 4)(
-    "Landlock below ABI 6 (simulated 5) runs the command as its own pid namespace's init with the proxy rules kept",
-    async () => {
-      const r = await cli(
-        ["--backend", "landlock", "--full-auto", "--allow-domain", "allowed.test", "--allow-local-binding"],
-        `echo "pid=$$"; curl -sS http://allowed.test:${port}/; curl -sS --noproxy '*' --max-time 5 http://127.0.0.1:${port}/ 2>/dev/null; echo "direct=$?"`,
-        { SHELLMCP_SIMULATE_LANDLOCK_ABI: "5" },
-      );
-      expect(r.out).toBe(`pid=1\nhello GET allowed.test:${port}\ndirect=7\n`);
-    },
-  );
+  test.skipIf(
+    skipWithout(
+      "Landlock proxy mode in its own pid namespace",
+      process.getuid?.() !== 0 ? "needs root (unshare of a pid namespace)" : landlockAbi() < 4 ? "Landlock ABI < 4" : undefined,
+    ),
+  )("Landlock below ABI 6 (simulated 5) runs the command as its own pid namespace's init with the proxy rules kept", async () => {
+    const r = await cli(
+      ["--backend", "landlock", "--full-auto", "--allow-domain", "allowed.test", "--allow-local-binding"],
+      `echo "pid=$$"; curl -sS http://allowed.test:${port}/; curl -sS --noproxy '*' --max-time 5 http://127.0.0.1:${port}/ 2>/dev/null; echo "direct=$?"`,
+      { SHELLMCP_SIMULATE_LANDLOCK_ABI: "5" },
+    );
+    expect(r.out).toBe(`pid=1\nhello GET allowed.test:${port}\ndirect=7\n`);
+  });
 
   test("a deny * is refused with Codex's message", async () => {
     const r = await cli(["--deny-domain", "*"], "true");
