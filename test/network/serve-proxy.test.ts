@@ -283,6 +283,20 @@ describe.skipIf(skip)("network proxy mode, bubblewrap backend (compiled binary, 
     expect(o.output).toBe(`${BIG_SHA}\n     50 200\n`);
   }, 90_000);
 
+  test("parallel calls each get their own namespace and proxy; refusals stay with their call", async () => {
+    const rs = await Promise.all(
+      ["allowed.test", "other.test", "b.deep.test", "a.deep.test"].map((h) =>
+        sh(s, `curl -sS -o /dev/null -w '%{http_code}\\n' http://${h}:${port}/`),
+      ),
+    );
+    expect(rs.map((r) => r.output.split("\n")[0])).toEqual(["200", "403", "200", "403"]);
+    expect(rs[0]!.output).not.toContain("refused");
+    expect(rs[1]!.output).toContain("other.test");
+    expect(rs[1]!.output).not.toContain("a.deep.test");
+    expect(rs[3]!.output).toContain("a.deep.test");
+    expect(rs[3]!.output).not.toContain("other.test");
+  });
+
   test("nothing of a call stays open in the server after it (no listener, no socket per call)", async () => {
     const pid = serverPid(s);
     const call = () => sh(s, `curl -sS -o /dev/null http://allowed.test:${port}/; curl -sS -o /dev/null http://other.test:${port}/`);
