@@ -47,6 +47,8 @@ export const HEAD_TIMEOUT_MS = 30_000;
  * proxy holds at most about 256 MiB (bench/network.ts).
  */
 export const MAX_CONNECTIONS = 128;
+/** Refusals one call records (and logs); later ones are still refused, not recorded. */
+export const MAX_RECORDED_REFUSALS = 1000;
 /** Time an upstream connection may take to open, ms. */
 export const CONNECT_TIMEOUT_MS = 15_000;
 
@@ -197,6 +199,8 @@ export class CallProxy {
 
   private refuse(host: string, port: number, protocol: ProxyProtocol, reason: BlockReason): void {
     const r = { host, port, protocol, reason };
+    // Bounded: a command that loops on refused requests keeps the first MAX_RECORDED_REFUSALS (logged up to there).
+    if (this.refusals.length >= MAX_RECORDED_REFUSALS) return;
     this.refusals.push(r);
     log.info("network request refused", { ...r });
   }
