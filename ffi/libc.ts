@@ -39,6 +39,11 @@ const GROUPS = {
     poll: { args: [P, u64, i32], returns: i32 },
     getsockopt: { args: [i32, i32, i32, P, P], returns: i32 },
   },
+  listen: {
+    socket: { args: [i32, i32, i32], returns: i32 },
+    bind: { args: [i32, P, u32], returns: i32 },
+    listen: { args: [i32, i32], returns: i32 },
+  },
   exec: {
     execve: { args: [P, P, P], returns: i32 },
     sigaction: { args: [i32, P, P], returns: i32 },
@@ -219,6 +224,31 @@ export function getsockoptInt(fd: number, opt: number): number {
   const len = new Uint32Array([4]);
   check("getsockopt", sym("socket").getsockopt(fd, SOCK.SOL_SOCKET, opt, v, len));
   return v[0]!;
+}
+
+/** `AF_INET` (Linux and darwin). */
+export const AF_INET = 2;
+
+/**
+ * A listening TCP socket on `127.0.0.1:port` (Linux `sockaddr_in` layout: family, big-endian port, address, zero
+ * padding) with `backlog` pending connections; `SOCK_CLOEXEC`. Throws `SYSCALL` (e.g. `EADDRINUSE`); the socket
+ * is closed on failure. Used inside a network namespace for the proxy bridge (src/network/bridge.ts).
+ */
+export function listenLoopbackTcp(port: number, backlog: number): number {
+  const fd = check("socket", sym("listen").socket(AF_INET, SOCK.SOCK_STREAM | SOCK.SOCK_CLOEXEC, 0));
+  try {
+    const sa = new Uint8Array(16);
+    const v = new DataView(sa.buffer);
+    v.setUint16(0, AF_INET, true);
+    v.setUint16(2, port, false);
+    sa.set([127, 0, 0, 1], 4);
+    check("bind", sym("listen").bind(fd, sa, 16));
+    check("listen", sym("listen").listen(fd, backlog));
+  } catch (e) {
+    closeQuiet(fd);
+    throw e;
+  }
+  return fd;
 }
 
 /** Maximum fds in one `SCM_RIGHTS` message, as Codex (`too many fds`). */

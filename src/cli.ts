@@ -85,8 +85,19 @@ export function buildProgram(setExit: (code: number) => void): Command {
       .option("--permission-profile <JSON>", "a Codex 0.169 permission profile JSON instead of the flags above")
       .option("--print-policy", "print the Seatbelt policy and the sandbox-exec argv instead of running (any OS)");
 
+  /** Network proxy mode for a person (docs/network.md): the config's policy plus these entries. */
+  const linuxOptions = (c: Command) =>
+    sandboxOptions(c)
+      .option(
+        "--allow-domain <HOST>",
+        "network only through the proxy, which allows HOST (Codex patterns: *.x, **.x; repeatable)",
+        collect,
+        [],
+      )
+      .option("--deny-domain <HOST>", "the proxy refuses HOST (deny wins; repeatable)", collect, [])
+      .option("--allow-local-binding", "the proxy allows local and private addresses without an exact entry");
   const sandbox = program.command("sandbox").description("run a command under the sandbox, for a person");
-  sandboxOptions(
+  linuxOptions(
     sandbox.command("linux").alias("landlock").description("run CMD under the Linux sandbox (bubblewrap or Landlock + seccomp)"),
   ).action(runLinux("auto"));
   macosOptions(sandbox.command("macos").alias("seatbelt").description("run CMD under Seatbelt (macOS; --print-policy anywhere)")).action(
@@ -94,7 +105,7 @@ export function buildProgram(setExit: (code: number) => void): Command {
   );
 
   const debug = program.command("debug").description("Codex's older names for the sandbox commands");
-  sandboxOptions(debug.command("landlock").description("alias of `sandbox linux --backend landlock`")).action(runLinux("landlock"));
+  linuxOptions(debug.command("landlock").description("alias of `sandbox linux --backend landlock`")).action(runLinux("landlock"));
   macosOptions(debug.command("seatbelt").description("alias of `sandbox macos`")).action(runMacos);
 
   const execpolicy = program.command("execpolicy").description("exec policy tools");

@@ -57,7 +57,8 @@ export function spawnEscalated(
   }
   // A received fd whose number is also a destination would be overwritten by an earlier dup2 in the child:
   // move such fds above every destination first (Codex 0.97 rejected this case; later versions handle it).
-  const top = Math.max(2, ...dests) + 1;
+  const extraDests = (spec.extraFds ?? []).map(([, d]) => d);
+  const top = Math.max(2, ...dests, ...extraDests) + 1;
   const sources = received.map((fd) => (dests.includes(fd) ? libc.fcntl(fd, libc.SOCK.F_DUPFD_CLOEXEC, top) : fd));
   // The room passes no terminal (a pager or editor would read keystrokes from it, on the host side of the sandbox):
   // stdin becomes /dev/null, stdout/stderr the call's output pipe (a copy of it, closed below like the rest).
@@ -74,6 +75,11 @@ export function spawnEscalated(
     }
     map.push([src, dest]);
   });
+  for (const [src, dest] of spec.extraFds ?? []) {
+    const copy = libc.fcntl(src, libc.SOCK.F_DUPFD_CLOEXEC, top);
+    sources.push(copy);
+    map.push([copy, dest]);
+  }
   const viaTrampoline = procs !== undefined && spec.contained !== true && existsSync(TRAMPOLINE_BASH);
   let pid: number;
   try {

@@ -335,6 +335,7 @@ export class EscalationServer {
               setsid: true,
               contained: launch.contained,
               noTerminals: true,
+              ...(launch.extraFds !== undefined ? { extraFds: launch.extraFds } : {}),
             };
             this.rooms.set(sid, { lid, release: launch.release, mustNotAppear: launch.mustNotAppear });
             log.notice("escalated", { file: request.file, argv: request.argv, room: boundary.room.backend.kind });

@@ -22,6 +22,11 @@ export interface EscalateSpawn {
   setsid?: boolean;
   contained?: boolean;
   noTerminals?: boolean;
+  /**
+   * More fds for the child, `[fd in this process, fd number in the child]`: the call's network proxy bridge for a
+   * room in proxy mode (src/network/bridge.ts). The source fds belong to the call and stay open here.
+   */
+  extraFds?: [number, number][];
 }
 
 /**

@@ -1,6 +1,7 @@
 /**
  * "Always allow" amendments (docs/execpolicy.md, "Amendments"): append
  *   prefix_rule(pattern=["tok1", "tok2"], decision="allow")
+ * (or, for a network host, Codex's `network_rule(host=…, protocol=…, decision="allow", justification=…)`)
  * to `$CODEX_HOME/rules/default.rules`, exactly as Codex writes it, so the files stay compatible with Codex's
  * loader and de-duplication. Tokens are JSON-escaped (serde_json rules). The append happens under an exclusive
  * `flock` on the file, skips a line that is already present, adds a missing final newline first, and writes
@@ -28,6 +29,34 @@ export function appendAllowRule(codexHome: string, tokens: readonly string[]): {
     if ((e as NodeJS.ErrnoException).code !== "EEXIST") throw e;
   }
   return appendLine(join(dir, "default.rules"), line);
+}
+
+/** `network_rule` protocols (Codex's names; `https` is what a CONNECT is recorded as). */
+export type NetworkRuleProtocol = "http" | "https" | "socks5_tcp" | "socks5_udp";
+
+/**
+ * The amendment Codex writes when a person allows a host for good (`execpolicy/src/amend.rs`):
+ * `network_rule(host="api.github.com", protocol="https", decision="allow", justification="Allow https_connect access to api.github.com")`.
+ * `wire` is the protocol the request came by (`http`, `https_connect`, `socks5_tcp`), named in the justification.
+ */
+export function networkAmendmentLine(host: string, protocol: NetworkRuleProtocol, wire: string): string {
+  return `network_rule(host=${JSON.stringify(host)}, protocol=${JSON.stringify(protocol)}, decision="allow", justification=${JSON.stringify(`Allow ${wire} access to ${host}`)})`;
+}
+
+/** Append an allowing `network_rule` for `host` to `<codexHome>/rules/default.rules` (as {@link appendAllowRule}). */
+export function appendNetworkAllowRule(
+  codexHome: string,
+  host: string,
+  protocol: NetworkRuleProtocol,
+  wire: string,
+): { path: string; added: boolean } {
+  const dir = join(codexHome, "rules");
+  try {
+    mkdirSync(dir, { mode: 0o755 });
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== "EEXIST") throw e;
+  }
+  return appendLine(join(dir, "default.rules"), networkAmendmentLine(host, protocol, wire));
 }
 
 function appendLine(path: string, line: string): { path: string; added: boolean } {

@@ -3,7 +3,14 @@
  *
  *   shellmcp sandbox linux [--sandbox read-only|workspace-write|danger-full-access | --full-auto]
  *                          [--add-dir DIR]… [--network] [--backend auto|bwrap|landlock] [--policy JSON]
- *                          [--no-proc] [-C DIR] -- CMD…
+ *                          [--no-proc] [-C DIR] [--allow-domain H]… [--deny-domain H]… [--allow-local-binding]
+ *                          -- CMD…
+ *
+ * Network proxy mode (docs/network.md) when `--allow-domain`/`--deny-domain` is given (they turn the network on),
+ * or with `--network` when `$CODEX_HOME/config.toml` turns `[features] network_proxy` on: the config's domain
+ * policy plus the flags' entries, the proxy in this process, the command as its child under the helper (bubblewrap
+ * with the bridge, else Landlock ABI ≥ 4). Refused hosts are listed on stderr when the command ends. `.rules`
+ * `network_rule`s are not applied here, as in `codex sandbox`.
  *
  * Acts as the spawner too: sets `CODEX_SANDBOX_NETWORK_DISABLED=1` when the network is off (as Codex does).
  * The exit status is the command's (141 for `yes | head -1`: SIGPIPE is reset, unlike Codex).
@@ -11,7 +18,10 @@
 import { resolve } from "node:path";
 import { ShellmcpError } from "../errors.ts";
 import { writeStderr } from "../stderr.ts";
-import { hasFullNetwork, parseSandboxPolicy, type SandboxPolicy } from "./policy.ts";
+import { hasFullDiskWrite, hasFullNetwork, parseSandboxPolicy, serializeSandboxPolicy, type SandboxPolicy } from "./policy.ts";
+import { loadConfig } from "../config/config.ts";
+import { resolveCodexHome } from "../execpolicy/discovery.ts";
+import { normalizePattern, readNetworkPolicy, type NetworkPolicy } from "../network/policy.ts";
 
 /** Options as commander parses them. */
 export interface SandboxCliOptions {
@@ -23,10 +33,17 @@ export interface SandboxCliOptions {
   policy?: string;
   noProc?: boolean;
   cd?: string;
+  /** `--allow-domain` entries (proxy mode). */
+  allowDomain?: string[];
+  /** `--deny-domain` entries (proxy mode). */
+  denyDomain?: string[];
+  /** `--allow-local-binding` (proxy mode). */
+  allowLocalBinding?: boolean;
 }
 
 /** Build the policy the flags describe. Throws `USAGE` for contradictions. */
 export function policyFromFlags(o: SandboxCliOptions): SandboxPolicy {
+  if ((o.allowDomain?.length ?? 0) > 0 || (o.denyDomain?.length ?? 0) > 0) o = { ...o, network: o.policy === undefined ? true : o.network };
   if (o.policy !== undefined) {
     if (o.sandbox !== undefined || o.fullAuto || o.addDir.length > 0 || o.network)
       throw new ShellmcpError("USAGE", "--policy cannot be combined with --sandbox, --full-auto, --add-dir or --network");
@@ -72,6 +89,18 @@ export async function sandboxLinuxCli(
     writeStderr(`shellmcp: ${(e as Error).message}\n`);
     return 2;
   }
+  // The config is read only when the network is on for a sandboxed command: nothing else depends on it here.
+  const sandboxed = policy.type !== "danger-full-access" && !(hasFullDiskWrite(policy) && hasFullNetwork(policy));
+  if (hasFullNetwork(policy) && sandboxed) {
+    let network: NetworkPolicy;
+    try {
+      network = cliNetworkPolicy(o);
+    } catch (e) {
+      writeStderr(`shellmcp: ${(e as Error).message}\n`);
+      return 2;
+    }
+    if (network.enabled) return runProxied(command, policy, network, o);
+  }
   if (!hasFullNetwork(policy)) process.env.CODEX_SANDBOX_NETWORK_DISABLED = "1";
   (await import("../escalation-socket.ts")).keepEscalationSocketAcrossExec();
   const backend = (o.backend ?? defaultBackend) as "auto" | "bwrap" | "landlock";
@@ -85,4 +114,113 @@ export async function sandboxLinuxCli(
     writeStderr(`shellmcp: ${(e as Error).message}\n`);
     return SANDBOX_FAILURE_EXIT;
   }
+}
+
+/**
+ * The network policy of `sandbox linux`: `$CODEX_HOME/config.toml`'s (no `.rules`, as `codex sandbox`), plus
+ * `--allow-domain`/`--deny-domain` entries (which turn proxy mode on) and `--allow-local-binding`. Throws `CONFIG`
+ * for an entry Codex refuses (a deny `*`).
+ */
+export function cliNetworkPolicy(o: SandboxCliOptions): NetworkPolicy {
+  const p = readNetworkPolicy(loadConfig(resolveCodexHome()), undefined, (m) => writeStderr(`shellmcp: ${m}\n`));
+  const allow = o.allowDomain ?? [];
+  const deny = o.denyDomain ?? [];
+  if (allow.length > 0 || deny.length > 0) p.enabled = true;
+  for (const d of deny) {
+    const pat = normalizePattern(d, "deny");
+    p.allow = p.allow.filter((a) => a !== pat);
+    if (!p.deny.includes(pat)) p.deny.push(pat);
+  }
+  for (const a of allow) {
+    const pat = normalizePattern(a, "allow");
+    if (!p.deny.includes(pat) && !p.allow.includes(pat)) p.allow.push(pat);
+  }
+  if (o.allowLocalBinding) p.allowLocalBinding = true;
+  return p;
+}
+
+/**
+ * Proxy mode for a person: the proxy in this process, the command as a child under this binary's helper (bubblewrap
+ * with the bridge when it works, else Landlock ABI ≥ 4), refusals on stderr at the end. Returns the command's
+ * exit status (128+N for a signal), or 101 when the sandbox or the bridge cannot be built.
+ */
+async function runProxied(command: string[], policy: SandboxPolicy, network: NetworkPolicy, o: SandboxCliOptions): Promise<number> {
+  const { CallProxy, refusalReport } = await import("../network/proxy.ts");
+  const { bridgePair, NAMESPACE_PORTS, PROXY_BRIDGE_FD, receiveNamespaceListeners } = await import("../network/bridge.ts");
+  const { proxyEnvironment } = await import("../network/env.ts");
+  const { probeBwrap, SANDBOX_FAILURE_EXIT } = await import("./linux/run.ts");
+  const { selfHelperCommand } = await import("./linux/bwrap.ts");
+
+  const { closeQuiet } = await import("../../ffi/libc.ts");
+  const requested = o.backend ?? "auto";
+  if (!["auto", "bwrap", "landlock"].includes(requested)) {
+    writeStderr(`shellmcp: --backend must be auto, bwrap or landlock (got ${requested})\n`);
+    return 2;
+  }
+  let backend: "bwrap" | "landlock" = "landlock";
+  let noProc = o.noProc === true;
+  if (requested !== "landlock") {
+    const probe = probeBwrap(true);
+    if (probe.ok) {
+      backend = "bwrap";
+      noProc ||= probe.noProc === true;
+    } else if (requested === "bwrap") {
+      writeStderr(`shellmcp: ${probe.reason}\n`);
+      return SANDBOX_FAILURE_EXIT;
+    } else writeStderr(`shellmcp: ${probe.reason}; using Landlock, whose proxy mode is weaker (docs/network.md)\n`);
+  }
+  const proxy = new CallProxy({ policy: network });
+  const bridge = backend === "bwrap" ? bridgePair() : undefined;
+  const ports =
+    bridge !== undefined
+      ? network.enableSocks5
+        ? { http: NAMESPACE_PORTS.http, socks: NAMESPACE_PORTS.socks }
+        : { http: NAMESPACE_PORTS.http }
+      : await proxy.listenLoopback();
+  const argv = [
+    ...selfHelperCommand(),
+    "--backend",
+    backend,
+    ...(noProc ? ["--no-proc"] : []),
+    "--network-proxy-ports",
+    Object.values(ports).join(","),
+    ...(bridge !== undefined ? ["--network-proxy-fd", String(PROXY_BRIDGE_FD)] : []),
+    "--sandbox-policy-cwd",
+    process.cwd(),
+    "--sandbox-policy",
+    serializeSandboxPolicy(policy),
+    "--",
+    ...command,
+  ];
+  const stdio: (number | "inherit" | "ignore")[] = ["inherit", "inherit", "inherit"];
+  if (bridge !== undefined) stdio.push("ignore", "ignore", bridge.childFd);
+  const env = { ...process.env, ...proxyEnvironment(ports, network.allowLocalBinding) };
+  delete env.CODEX_SANDBOX_NETWORK_DISABLED;
+  let child: ReturnType<typeof Bun.spawn>;
+  try {
+    child = Bun.spawn(argv, { stdio: stdio as ["inherit", "inherit", "inherit"], env });
+  } catch (e) {
+    writeStderr(`shellmcp: cannot start the sandbox helper: ${(e as Error).message}\n`);
+    if (bridge !== undefined) [bridge.serverFd, bridge.childFd].forEach(closeQuiet);
+    await proxy.close();
+    return SANDBOX_FAILURE_EXIT;
+  }
+  if (bridge !== undefined) {
+    closeQuiet(bridge.childFd);
+    receiveNamespaceListeners(bridge.serverFd, Object.keys(ports).length, child.exited)
+      .then((fds) => proxy.adopt(fds.length === 2 ? { http: fds[0]!, socks: fds[1]! } : { http: fds[0]! }))
+      .catch((e: unknown) => {
+        if (child.exitCode !== null) return;
+        writeStderr(`shellmcp: the network proxy bridge failed, the command was stopped: ${(e as Error).message}\n`);
+        child.kill(9);
+      });
+  }
+  const forward = (sig: NodeJS.Signals) => () => child.kill(sig);
+  for (const s of ["SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT"] as const) process.on(s, forward(s));
+  const code = await child.exited;
+  await proxy.close();
+  if (proxy.refusals.length > 0) writeStderr(refusalReport(proxy.refusals));
+  const sig = child.signalCode;
+  if (sig !== null && sig !== undefined) return 128 + ((await import("node:os")).constants.signals[sig as NodeJS.Signals] ?? 0);
+  return code;
 }

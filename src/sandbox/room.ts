@@ -7,7 +7,7 @@
  *   what git executes or reads commands from: each git dir's `config`, `config.worktree`, `commondir`, `hooks/`,
  *   `info/`, and the same in every submodule git dir under `modules/` — plus the extra paths the user names for that
  *   program (`[shellmcp.room_writable]`); HOME's dotfiles, `/etc`, other projects and caches stay read-only;
- * - the network is on (the usual reason to escalate);
+ * - the network is on (the usual reason to escalate), through the call's proxy in network proxy mode;
  * - no terminal: a new session without a controlling terminal, terminal fds replaced (the worker does that), and a
  *   non-interactive environment ({@link NON_INTERACTIVE_ENV}) whatever the request said.
  *
@@ -47,7 +47,17 @@ export interface RoomSpec {
   call: FilesystemPlan;
   /** Extra writable paths by program base name (`npm` → `["/home/u/.npm"]`), absolute. */
   extraWritable: Readonly<Record<string, readonly string[]>>;
+  /**
+   * Network proxy mode (docs/network.md): escalated programs reach the network only through the call's proxy.
+   * bubblewrap rooms get a private network namespace whose listeners (`ports`, made by the inner stage) are sent over
+   * `bridgeFd` (the call's room bridge, mapped to fd {@link ROOM_BRIDGE_FD}); Landlock rooms may connect only to
+   * `ports` (the proxy's host-loopback ports). `env`: the proxy variables for the program.
+   */
+  proxy?: { ports: number[]; bridgeFd?: number; env: Readonly<Record<string, string>> };
 }
+
+/** fd number of the proxy bridge in a bubblewrap room. */
+export const ROOM_BRIDGE_FD = 5;
 
 /**
  * What every escalated program's environment says, whatever the request said: editors that do nothing (`true`:

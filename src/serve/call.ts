@@ -19,6 +19,9 @@ import { log } from "../log.ts";
 import type { CgroupManager } from "../shell/cgroup.ts";
 import { runCommand, type RunCommandOptions, type SandboxLauncher } from "../shell/run-command.ts";
 import type { ServeOptions, ServeSetup } from "./setup.ts";
+import { hasFullDiskWrite, hasFullNetwork } from "../sandbox/policy.ts";
+import { CallProxy, refusalReport } from "../network/proxy.ts";
+import { networkAsker } from "../mcp/network-approval.ts";
 
 /** What every call of one server shares. */
 export interface ServeRuntime {
@@ -115,10 +118,25 @@ export async function handleShellCall(
   }
   const l = launcherFor(rt, snap, a.workdir);
   if ("content" in l) return l;
+  // Network proxy mode: the feature is on and this call's sandbox has the network (Codex: without the feature,
+  // enabled network stays full network).
+  const proxied = proxyModeFor(setup, snap);
+  if (proxied && l.launcher.direct === undefined && l.launcher.exe !== rt.helperExe)
+    return errorResult(
+      "shellmcp refused to run the command: network proxy mode cannot be enforced by Codex's own sandbox helper (--use-codex-linux-sandbox-exe); run without that flag",
+    );
   const server = await rt.server();
   const refused = await rt.shellRefused();
   if (refused !== undefined) return errorResult(`shellmcp cannot run commands: ${refused}.`);
+  const proxy = proxied
+    ? new CallProxy({
+        policy: setup.network,
+        ask: networkAsker(ctx.elicit, setup.settings.codexHome),
+        sessionAllowed: setup.networkApproved,
+      })
+    : undefined;
   const r = await runCommand({
+    networkProxy: proxy,
     command: a.command,
     workdir: a.workdir,
     login: a.login,
@@ -143,7 +161,8 @@ export async function handleShellCall(
     interceptSet: rt.options.interceptAll ? undefined : interceptSetFor(setup.settings.policy),
     escalation: setup.escalation,
     callPlan: l.callPlan,
-  });
+  }).finally(() => proxy?.close());
+  if (proxy !== undefined && proxy.refusals.length > 0) r.output += refusalReport(proxy.refusals);
   if (r.spawnError !== undefined) throw new ShellmcpError("PROTOCOL", r.spawnError);
   const stale = setup.backend.bwrapFailed(r, l.launcher);
   if (stale !== undefined) {
@@ -151,4 +170,14 @@ export async function handleShellCall(
     return formatResult({ ...r, output: `${r.output}${stale}\n` });
   }
   return formatResult(r);
+}
+
+/**
+ * Whether a call runs in network proxy mode: `[features] network_proxy` is on, the call's sandbox has the network
+ * (0.97's `network_access: true`, 0.169's `network: "enabled"`, `--sandbox` flags) and the call is sandboxed at
+ * all (`danger-full-access` and full-access external sandboxes run as before).
+ */
+export function proxyModeFor(setup: Pick<ServeSetup, "network">, snap: SandboxState): boolean {
+  if (!setup.network.enabled || !hasFullNetwork(snap.policy)) return false;
+  return snap.policy.type !== "danger-full-access" && !hasFullDiskWrite(snap.policy);
 }

@@ -17,6 +17,7 @@ import { parseSandboxPolicy, type SandboxPolicy } from "../sandbox/policy.ts";
 import { DEFAULT_MAX_OUTPUT_BYTES } from "../shell/output.ts";
 import { embeddedShell, installPortableShell } from "../shell/portable-shells.ts";
 import { BackendChoice } from "./backend.ts";
+import { readNetworkPolicy, type NetworkPolicy } from "../network/policy.ts";
 
 /** `serve` options (see the CLI for their flags). */
 export interface ServeOptions {
@@ -58,6 +59,10 @@ export interface ServeSetup {
   maxOutputBytes: number;
   escalation: EscalationConfig;
   backend: BackendChoice;
+  /** The network policy of proxy mode (`[features] network_proxy`, `[permissions.<p>.network]`, `network_rule`s). */
+  network: NetworkPolicy;
+  /** Hosts a person allowed for this session (network proxy mode's "session" and "always" answers). */
+  networkApproved: Set<string>;
 }
 
 /** Read and check everything `serve` needs (see the top of this file). Throws `ShellmcpError`. */
@@ -74,6 +79,14 @@ export function loadServeSetup(o: ServeOptions): ServeSetup {
   if (escalation.mode === "host") log.warn("escalation = host: allowed programs run unconfined on the host (Codex's meaning)");
   const { policy, files } = loadPolicy({ codexHome, cwd: process.cwd(), extraRules: o.rules, config: cfg });
   log.info("rules loaded", { files, rules: policy.ruleCount });
+  const network = readNetworkPolicy(cfg, policy, (m) => log.warn(m));
+  if (network.enabled)
+    log.info("network proxy mode for calls with network", {
+      allow: network.allow,
+      deny: network.deny,
+      mode: network.mode,
+      allowLocalBinding: network.allowLocalBinding,
+    });
   const onPrompt = (o.onPrompt ?? "deny") as OnPrompt;
   if (onPrompt !== "deny" && onPrompt !== "run-in-sandbox")
     throw new ShellmcpError("USAGE", `--on-prompt must be deny or run-in-sandbox (got ${o.onPrompt})`);
@@ -102,6 +115,8 @@ export function loadServeSetup(o: ServeOptions): ServeSetup {
     maxOutputBytes,
     escalation,
     backend: new BackendChoice(o.sandboxBackend ?? "auto"),
+    network,
+    networkApproved: new Set(),
   };
 }
 

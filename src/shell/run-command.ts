@@ -27,6 +27,9 @@ import { seatbeltShellLaunch } from "../sandbox/macos/seatbelt.ts";
 import { bytesPipe, planBwrap, releaseBwrapPlan, SANDBOX_FAILURE_EXIT, type BwrapPlan } from "../sandbox/linux/run.ts";
 import type { CallCgroup, CgroupManager } from "./cgroup.ts";
 import { CappedOutput } from "./output.ts";
+import type { CallProxy } from "../network/proxy.ts";
+import { bridgePair, NAMESPACE_PORTS, PROXY_BRIDGE_FD, receiveNamespaceListeners, watchNamespaceListeners } from "../network/bridge.ts";
+import { proxyEnvironment } from "../network/env.ts";
 import { Stopwatch } from "./stopwatch.ts";
 
 /** Time the output pipe may stay open after the shell exited, ms. */
@@ -72,26 +75,41 @@ export interface Launch {
  */
 export function planLaunch(
   o: Pick<RunCommandOptions, "shellPath" | "login" | "command" | "policy" | "sandboxCwd" | "launcher" | "wrapperPath">,
+  proxy?: ProxySpec,
 ): Launch {
   if (o.launcher.seatbelt !== undefined) {
-    const l = seatbeltShellLaunch(o.launcher.seatbelt.plan, {
-      shellPath: o.shellPath,
-      login: o.login,
-      command: o.command,
-      exePath: o.wrapperPath,
-    });
+    const l = seatbeltShellLaunch(
+      o.launcher.seatbelt.plan,
+      {
+        shellPath: o.shellPath,
+        login: o.login,
+        command: o.command,
+        exePath: o.wrapperPath,
+      },
+      undefined,
+      proxy === undefined ? undefined : { ports: proxy.ports, allowLocalBinding: proxy.allowLocalBinding === true },
+    );
     return { argv: l.argv, sandboxed: l.sandboxed, env: l.env };
   }
-  const viaHelper = shellArgv(o);
+  const viaHelper = shellArgv(o, proxy);
   const d = o.launcher.direct;
   if (!viaHelper.sandboxed || d === undefined) return viaHelper;
   const shell = [o.shellPath, o.login ? "-lc" : "-c", o.command];
   const plan = planBwrap(
     d.bwrap,
-    { policy: o.policy, profile: d.profile, policyCwd: o.sandboxCwd, command: shell, backend: "bwrap", noProc: d.noProc },
+    {
+      policy: o.policy,
+      profile: d.profile,
+      policyCwd: o.sandboxCwd,
+      command: shell,
+      backend: "bwrap",
+      noProc: d.noProc,
+      ...(proxy !== undefined ? { networkProxy: proxy } : {}),
+    },
     { seccompFd: SECCOMP_FD },
   );
-  if (plan.direct) return { argv: plan.argv, sandboxed: true, bwrap: plan };
+  // Proxy mode: bwrap starts our inner stage itself (it builds the bridge), still with no helper process before it.
+  if (plan.direct || proxy !== undefined) return { argv: plan.argv, sandboxed: true, bwrap: plan };
   releaseBwrapPlan(plan); // the plan needs our inner stage: let the helper build it
   return viaHelper;
 }
@@ -136,6 +154,23 @@ export interface RunCommandOptions {
    */
   escalation?: { mode: EscalationMode; extraWritable: Readonly<Record<string, readonly string[]>> };
   callPlan?: FilesystemPlan;
+  /**
+   * Network proxy mode (docs/network.md): the call's proxy. Under bubblewrap the command gets a private network
+   * namespace whose only listeners are handed to it (src/network/bridge.ts); under Landlock it listens on the
+   * host's loopback and TCP connect is limited to its ports. The proxy variables are set for the command. The
+   * caller closes the proxy after the call.
+   */
+  networkProxy?: CallProxy;
+}
+
+/** How proxy mode reaches the sandbox helper: the ports TCP may reach and, under bubblewrap, the bridge fd. */
+export interface ProxySpec {
+  /** bubblewrap: the bridge socket's fd number in the sandbox ({@link PROXY_BRIDGE_FD}). */
+  fd?: number;
+  /** The ports TCP may reach: in the call's namespace (bubblewrap) or the proxy's on the host's loopback. */
+  ports: number[];
+  /** macOS: `allow_local_binding` (Seatbelt's local rules). */
+  allowLocalBinding?: boolean;
 }
 
 /** How long escalated programs get between SIGTERM and SIGKILL when their call times out or is cancelled, ms. */
@@ -239,7 +274,10 @@ export interface RunCommandResult {
 }
 
 /** The argv that starts the shell, through the sandbox helper when the policy needs one. */
-export function shellArgv(o: Pick<RunCommandOptions, "shellPath" | "login" | "command" | "policy" | "sandboxCwd" | "launcher">): {
+export function shellArgv(
+  o: Pick<RunCommandOptions, "shellPath" | "login" | "command" | "policy" | "sandboxCwd" | "launcher">,
+  proxy?: ProxySpec,
+): {
   argv: string[];
   argv0?: string;
   sandboxed: boolean;
@@ -251,6 +289,9 @@ export function shellArgv(o: Pick<RunCommandOptions, "shellPath" | "login" | "co
     argv: [
       o.launcher.exe,
       ...o.launcher.flags,
+      ...(proxy === undefined
+        ? []
+        : ["--network-proxy-ports", proxy.ports.join(","), ...(proxy.fd !== undefined ? ["--network-proxy-fd", String(proxy.fd)] : [])]),
       "--sandbox-policy-cwd",
       o.sandboxCwd,
       "--sandbox-policy",
@@ -286,10 +327,46 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
       `workdir ${o.workdir}: ${(e as NodeJS.ErrnoException).code === "ENOENT" ? "No such file or directory (os error 2)" : (e as Error).message}`,
     );
   }
+  // Proxy mode: under bubblewrap a bridge into the namespace at fixed in-namespace ports; under Landlock the
+  // proxy's own loopback ports.
+  let proxySpec: ProxySpec | undefined;
+  let bridge: { serverFd: number; childFd: number } | undefined;
+  let proxyEnv: Record<string, string> | undefined;
+  if (o.networkProxy !== undefined && sandboxedGuess) {
+    const np = o.networkProxy.policy;
+    if (launcherEnforcement(true, o.launcher) === "bwrap" && o.launcher.seatbelt === undefined) {
+      bridge = bridgePair();
+      const ports = np.enableSocks5 ? { http: NAMESPACE_PORTS.http, socks: NAMESPACE_PORTS.socks } : { http: NAMESPACE_PORTS.http };
+      proxySpec = { fd: PROXY_BRIDGE_FD, ports: Object.values(ports) };
+      proxyEnv = proxyEnvironment(ports, np.allowLocalBinding);
+    } else {
+      const ports = await o.networkProxy.listenLoopback();
+      proxySpec = { ports: Object.values(ports), allowLocalBinding: np.allowLocalBinding };
+      proxyEnv = proxyEnvironment(ports, np.allowLocalBinding);
+    }
+  }
+  // Escalation rooms of a bubblewrap call get namespaces of their own, bridged the same way over one more pair
+  // (kept for the whole call); Landlock rooms are limited to the call's loopback ports.
+  let roomBridge: { serverFd: number; childFd: number } | undefined;
+  let roomProxy: RoomSpec["proxy"];
+  if (proxySpec !== undefined) {
+    if (bridge !== undefined) {
+      roomBridge = bridgePair();
+      roomProxy = { ports: proxySpec.ports, bridgeFd: roomBridge.childFd, env: proxyEnv! };
+    } else roomProxy = { ports: proxySpec.ports, env: proxyEnv! };
+  }
+  const closeBridge = () => {
+    for (const b of [bridge, roomBridge]) {
+      if (b === undefined) continue;
+      libc.closeQuiet(b.serverFd);
+      libc.closeQuiet(b.childFd);
+    }
+  };
   let launch: Launch;
   try {
-    launch = planLaunch(o);
+    launch = planLaunch(o, proxySpec);
   } catch (e) {
+    closeBridge();
     // A sandbox that cannot be built as asked (e.g. a protected path that is a symlink): fail closed, as the
     // helper does (status 101, the reason in the output).
     const msg = `shellmcp: ${(e as Error).message}\n`;
@@ -318,13 +395,14 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
   const boundary: EscalationBoundary = {
     baseEnv: o.env,
     writable: (o.writable ?? ((e) => writableView(o.policy, o.sandboxCwd, e, o.env)))(enforcement),
-    room: roomFor(o, enforcement),
+    room: roomProxy === undefined ? roomFor(o, enforcement) : { ...roomFor(o, enforcement), proxy: roomProxy },
   };
   let cgroup: CallCgroup | undefined;
   try {
     cgroup = o.cgroups?.create();
   } catch (e) {
     release();
+    closeBridge();
     return fail(`cannot create this call's cgroup: ${(e as Error).message}`);
   }
   // The worker gets its own copy of the output pipe's write end (for escalated programs given a terminal); it is
@@ -350,8 +428,11 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
     killed ??= "timeout";
     killTree();
   });
+  // Time a person takes to answer a network question does not count against the timeout either.
+  if (o.networkProxy !== undefined) o.networkProxy.pauseWhile = (f) => stopwatch!.paused(f);
   if (stopwatch.expired) {
     release();
+    closeBridge();
     libc.closeQuiet(readEnd);
     libc.closeQuiet(writeEnd);
     await listener.close();
@@ -374,11 +455,15 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
   const seccomp = launch.bwrap?.seccomp === undefined ? undefined : bytesPipe(launch.bwrap.seccomp);
   const stdio: (number | "ignore")[] = ["ignore", writeEnd, writeEnd, listener.clientFd];
   if (seccomp !== undefined) stdio[SECCOMP_FD] = seccomp;
+  if (bridge !== undefined) {
+    if (stdio[SECCOMP_FD] === undefined) stdio[SECCOMP_FD] = "ignore";
+    stdio[PROXY_BRIDGE_FD] = bridge.childFd;
+  }
   let proc: ReturnType<typeof Bun.spawn>;
   try {
     proc = Bun.spawn(trampoline ? joinCgroupFirst(cgroup!.procs, argv) : argv, {
       cwd: o.workdir,
-      env: shellEnvironment(o, listener.shellEnv(o.wrapperPath, ESCALATE_FD), launch.env),
+      env: shellEnvironment(o, listener.shellEnv(o.wrapperPath, ESCALATE_FD), { ...launch.env, ...proxyEnv }),
       stdio: stdio as unknown as ["ignore", "pipe", "pipe"],
       detached: true, // setsid: the shell leads its own process group
       argv0: trampoline ? undefined : argv0,
@@ -387,6 +472,7 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
     libc.closeQuiet(readEnd);
     libc.closeQuiet(writeEnd);
     if (seccomp !== undefined) libc.closeQuiet(seccomp);
+    closeBridge();
     release();
     stopwatch.dispose();
     await listener.close();
@@ -398,6 +484,34 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
   libc.closeQuiet(writeEnd);
   if (seccomp !== undefined) libc.closeQuiet(seccomp);
   listener.releaseClientFd();
+  // The bridge: the namespace's listeners arrive once the inner stage has made them; the proxy accepts on them.
+  // Anything failing here ends the call (fail closed: the namespace has no other way out).
+  let bridgeError: string | undefined;
+  let roomsWatched: Promise<void> | undefined;
+  let callEnded: () => void = () => undefined;
+  if (roomBridge !== undefined) {
+    const proxy = o.networkProxy!;
+    const count = proxySpec!.ports.length;
+    const ended = new Promise<void>((r) => (callEnded = r));
+    roomsWatched = watchNamespaceListeners(
+      roomBridge.serverFd,
+      count,
+      (fds) => void proxy.adopt(fds.length === 2 ? { http: fds[0]!, socks: fds[1]! } : { http: fds[0]! }),
+      ended,
+    );
+  }
+  if (bridge !== undefined) {
+    libc.closeQuiet(bridge.childFd);
+    const proxy = o.networkProxy!;
+    const count = proxySpec!.ports.length;
+    void receiveNamespaceListeners(bridge.serverFd, count, proc.exited)
+      .then((fds) => proxy.adopt(fds.length === 2 ? { http: fds[0]!, socks: fds[1]! } : { http: fds[0]! }))
+      .catch((e: unknown) => {
+        if (proc.exitCode !== null || proc.signalCode !== null) return; // ended first: its own output says why
+        bridgeError = `shellmcp: the network proxy bridge failed, the command was stopped: ${(e as Error).message}\n`;
+        killAll();
+      });
+  }
 
   const onAbort = () => {
     killed ??= "cancel";
@@ -441,15 +555,23 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
   o.track?.(pid, false);
   // Stops interception for leftovers and kills this call's escalated programs. The commands reach the worker
   // synchronously inside close(); only its acknowledgement is not awaited, so the answer is not delayed by it.
-  void listener.close();
+  const listenerClosed = listener.close();
   void cgroup?.dispose();
   release();
+  if (roomBridge !== undefined) {
+    // The worker may still be starting a room with the bridge's child end: close it once the worker has let go of
+    // the listener (its rooms killed), then stop watching (that closes the server end).
+    await listenerClosed.catch(() => undefined);
+    libc.closeQuiet(roomBridge.childFd);
+    callEnded();
+    await roomsWatched;
+  }
 
   const sig = proc.signalCode === null || proc.signalCode === undefined ? undefined : String(proc.signalCode);
   const code = sig !== undefined ? 128 + (osConstants.signals[sig as NodeJS.Signals] ?? 0) : exitCode;
   return {
     exitCode: code,
-    output: out.text(),
+    output: bridgeError === undefined ? out.text() : out.text() + bridgeError,
     durationMs: performance.now() - t0,
     timedOut: killed === "timeout",
     cancelled: killed === "cancel",

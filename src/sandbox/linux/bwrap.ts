@@ -97,7 +97,7 @@ function probeBwrapUncached(path: string, networkRestricted: boolean): BwrapProb
 }
 
 /** The command that starts this binary as the Linux sandbox helper, whatever it is called. */
-function selfHelperCommand(): string[] {
+export function selfHelperCommand(): string[] {
   return [...selfCommand(), "--codex-run-as-linux-sandbox"];
 }
 
@@ -163,7 +163,12 @@ export function planBwrap(bwrap: string, run: SandboxRun, opts: { seccompFd?: nu
   // inside. Only when nothing else must be applied inside (restricted reads need Landlock read rules) and the
   // program is named by an existing absolute path (bwrap 0.8 cannot set argv[0], and `command not found` keeps
   // its shell-style message and status 127 only from the inner stage).
+  // Proxy mode needs our inner stage (it builds the bridge's listeners inside the namespace).
+  const proxy = run.networkProxy;
+  if (proxy !== undefined && proxy.fd === undefined)
+    throw new ShellmcpError("SANDBOX_UNAVAILABLE", "network proxy mode under bubblewrap needs the bridge fd");
   const direct =
+    proxy === undefined &&
     opts.seccompFd !== undefined &&
     linuxReadableRoots(plan) === undefined &&
     run.command[0]!.startsWith("/") &&
@@ -173,7 +178,7 @@ export function planBwrap(bwrap: string, run: SandboxRun, opts: { seccompFd?: nu
   const tempDirs: string[] = [];
   argv.push(...bwrapMounts(plan, created, tempDirs));
   argv.push("--unshare-user", ...(run.inheritPidNamespace === true ? [] : ["--unshare-pid"]), "--unshare-ipc");
-  if (plan.network !== "enabled") argv.push("--unshare-net");
+  if (plan.network !== "enabled" || proxy !== undefined) argv.push("--unshare-net");
   if (!run.noProc && run.inheritPidNamespace !== true) argv.push("--proc", "/proc");
   argv.push("--cap-drop", "ALL");
   const mode = seccompModeForPlan(plan);
@@ -189,10 +194,14 @@ export function planBwrap(bwrap: string, run: SandboxRun, opts: { seccompFd?: nu
 /**
  * argv that runs `run` again through this binary's sandbox helper role (`codex-linux-sandbox`), with `flags`
  * first: the bwrap inner stage (`--apply-seccomp-then-exec`), or the Landlock run started as a pid namespace's init
- * (src/sandbox/linux/run.ts). The policy, the permission profile when there is one, and the command are passed
- * as given.
+ * (src/sandbox/linux/run.ts). The policy, the permission profile when there is one, network proxy mode's bridge fd
+ * and ports, and the command are passed as given.
  */
-export function selfHelperArgv(run: Pick<SandboxRun, "policy" | "profile" | "policyCwd" | "command">, flags: string[]): string[] {
+export function selfHelperArgv(
+  run: Pick<SandboxRun, "policy" | "profile" | "policyCwd" | "command" | "networkProxy">,
+  flags: string[],
+): string[] {
+  const proxy = run.networkProxy;
   return [
     ...selfHelperCommand(),
     ...flags,
@@ -201,6 +210,9 @@ export function selfHelperArgv(run: Pick<SandboxRun, "policy" | "profile" | "pol
     "--sandbox-policy",
     serializeSandboxPolicy(run.policy),
     ...(run.profile !== undefined ? ["--permission-profile", serializePermissionProfile(run.profile)] : []),
+    ...(proxy === undefined
+      ? []
+      : [...(proxy.fd !== undefined ? ["--network-proxy-fd", String(proxy.fd)] : []), "--network-proxy-ports", proxy.ports.join(",")]),
     "--",
     ...run.command,
   ];

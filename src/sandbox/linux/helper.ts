@@ -4,7 +4,7 @@
  *
  *   codex-linux-sandbox --sandbox-policy-cwd DIR (--sandbox-policy JSON | --permission-profile JSON)
  *                       [--command-cwd DIR] [--use-bwrap-sandbox] [--backend auto|bwrap|landlock] [--no-proc]
- *                       [--inherit-pid-namespace] -- CMD [ARG…]
+ *                       [--inherit-pid-namespace] [--network-proxy-ports P[,Q] [--network-proxy-fd N]] -- CMD [ARG…]
  *
  * `--permission-profile` (Codex 0.169's helper flag: a `PermissionProfile`, see permission-profile.ts) wins over
  * `--sandbox-policy`; `--command-cwd` is accepted for Codex 0.169 compatibility (the command runs in the
@@ -16,6 +16,7 @@
  * applied (the command is then never run).
  */
 import { keepEscalationSocketAcrossExec } from "../../escalation-socket.ts";
+import { setCloexec } from "../../../ffi/libc.ts";
 import { ShellmcpError } from "../../errors.ts";
 import { writeStderr } from "../../stderr.ts";
 import { parsePermissionProfile, pathFromUri, type PermissionProfile } from "../permission-profile.ts";
@@ -27,7 +28,7 @@ import { innerStage, runSandboxed, SANDBOX_FAILURE_EXIT, type Backend } from "./
 export const HELPER_USAGE_EXIT = 2;
 
 const USAGE =
-  "usage: codex-linux-sandbox --sandbox-policy-cwd DIR (--sandbox-policy JSON | --permission-profile JSON) [--command-cwd DIR] [--use-bwrap-sandbox] [--backend auto|bwrap|landlock] [--no-proc] [--inherit-pid-namespace] -- CMD [ARG...]";
+  "usage: codex-linux-sandbox --sandbox-policy-cwd DIR (--sandbox-policy JSON | --permission-profile JSON) [--command-cwd DIR] [--use-bwrap-sandbox] [--backend auto|bwrap|landlock] [--no-proc] [--inherit-pid-namespace] [--network-proxy-ports P[,Q] [--network-proxy-fd N]] -- CMD [ARG...]";
 
 interface HelperArgs {
   policyCwd?: string;
@@ -38,6 +39,10 @@ interface HelperArgs {
   inheritPidNamespace: boolean;
   inner: boolean;
   command: string[];
+  /** `--network-proxy-fd N`: the bridge socket (bubblewrap proxy mode, src/network/bridge.ts). */
+  proxyFd?: number;
+  /** `--network-proxy-ports P[,Q]`: proxy mode; the ports TCP may reach (see SandboxRun.networkProxy). */
+  proxyPorts?: number[];
 }
 
 function parse(args: string[]): HelperArgs {
@@ -84,6 +89,19 @@ function parse(args: string[]): HelperArgs {
       case "--inherit-pid-namespace":
         o.inheritPidNamespace = true;
         break;
+      case "--network-proxy-fd": {
+        const n = v();
+        if (!/^\d+$/.test(n)) throw new ShellmcpError("USAGE", `--network-proxy-fd must be an fd number (got ${n})`);
+        o.proxyFd = Number(n);
+        break;
+      }
+      case "--network-proxy-ports": {
+        const ps = v().split(",");
+        if (!ps.every((p) => /^\d{1,5}$/.test(p) && Number(p) >= 1 && Number(p) <= 65535))
+          throw new ShellmcpError("USAGE", `--network-proxy-ports must be ports separated by commas`);
+        o.proxyPorts = ps.map(Number);
+        break;
+      }
       case "--apply-seccomp-then-exec":
         o.inner = true;
         break;
@@ -118,9 +136,16 @@ export async function linuxSandboxMain(args: string[]): Promise<number> {
   }
   keepEscalationSocketAcrossExec();
   try {
+    // Bun marks inherited fds close-on-exec: the bridge fd must reach bubblewrap's inner stage.
+    if (o.proxyFd !== undefined && !o.inner) setCloexec(o.proxyFd, false);
     if (o.policyJson === undefined) policy = summarySandboxPolicy(planPermissionProfile(profile!, o.policyCwd));
-    if (o.inner) return innerStage(policy, o.policyCwd, o.command, profile);
+    if (o.proxyFd !== undefined && o.proxyPorts === undefined)
+      throw new ShellmcpError("USAGE", "--network-proxy-fd needs --network-proxy-ports");
+    const networkProxy =
+      o.proxyPorts === undefined ? undefined : { ports: o.proxyPorts, ...(o.proxyFd !== undefined ? { fd: o.proxyFd } : {}) };
+    if (o.inner) return innerStage(policy, o.policyCwd, o.command, profile, networkProxy);
     return await runSandboxed({
+      networkProxy,
       policy,
       profile,
       policyCwd: o.policyCwd,

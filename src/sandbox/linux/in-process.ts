@@ -22,6 +22,7 @@ import {
 import { hasFullDiskWrite, hasFullNetwork, type SandboxPolicy } from "../policy.ts";
 import { applyLandlock } from "./landlock.ts";
 import { installFilter, type SeccompMode } from "./seccomp.ts";
+import { sendNamespaceListeners } from "../../network/bridge.ts";
 
 /** Backend names. */
 export type Backend = "auto" | "bwrap" | "landlock";
@@ -42,6 +43,13 @@ export interface SandboxRun {
   noProc?: boolean;
   /** `--inherit-pid-namespace` (Codex 0.169): keep the caller's pid namespace and /proc (bwrap: no --unshare-pid). */
   inheritPidNamespace?: boolean;
+  /**
+   * Network proxy mode (docs/network.md): the command reaches the network only through the call's proxy. With
+   * `fd` (bubblewrap): a private network namespace whose only listeners, on `ports` of 127.0.0.1, are made by the
+   * inner stage and sent to the server over `fd` (src/network/bridge.ts). Without (Landlock): TCP connect limited
+   * to `ports`, the proxy's ports on the host's loopback. Seccomp in `proxy` mode either way.
+   */
+  networkProxy?: { fd?: number; ports: number[] };
 }
 
 /** The seccomp mode a policy needs (docs/sandbox.md, "seccomp filter"), or undefined for none. */
@@ -121,9 +129,10 @@ export function planOf(run: Pick<SandboxRun, "policy" | "profile" | "policyCwd">
   return run.profile !== undefined ? planPermissionProfile(run.profile, run.policyCwd) : planSandboxPolicy(run.policy, run.policyCwd);
 }
 
-/** The seccomp mode a plan needs: like {@link seccompModeFor}. */
-export function seccompModeForPlan(plan: FilesystemPlan): SeccompMode | undefined {
+/** The seccomp mode a plan needs: like {@link seccompModeFor}; `proxy` in network proxy mode. */
+export function seccompModeForPlan(plan: FilesystemPlan, proxied = false): SeccompMode | undefined {
   if (plan.network !== "enabled") return "restricted";
+  if (proxied) return "proxy";
   if (!plan.fullWrite) return "vsock";
   return undefined;
 }
@@ -136,7 +145,7 @@ export function seccompModeForPlan(plan: FilesystemPlan): SeccompMode | undefine
 export function applyInProcess(
   policy: SandboxPolicy,
   policyCwd: string,
-  opts: { landlockWrites: boolean },
+  opts: { landlockWrites: boolean; proxied?: boolean; proxyPorts?: number[] },
   profile?: PermissionProfile,
 ): void {
   const plan = planOf({ policy, profile, policyCwd });
@@ -146,15 +155,17 @@ export function applyInProcess(
   }
   const roots = plan.writableRoots;
   const readable = linuxReadableRoots(plan, selfDirs());
-  const mode = seccompModeForPlan(plan);
+  const mode = seccompModeForPlan(plan, opts.proxied === true);
+  const proxyPorts = opts.landlockWrites && plan.network === "enabled" ? opts.proxyPorts : undefined;
   // Landlock first (its rule paths are opened with open(2), which the filter does not touch), then seccomp.
   // Inside bwrap (landlockWrites false) the mounts already confine writes; Landlock is added only to enforce
   // restricted reads, with the same writable roots so that it never widens anything.
-  if ((opts.landlockWrites && !plan.fullWrite) || readable !== undefined) {
+  if ((opts.landlockWrites && !plan.fullWrite) || readable !== undefined || proxyPorts !== undefined) {
     applyLandlock({
       writableRoots: plan.fullWrite ? ["/"] : roots.map((r) => r.root),
       readableRoots: readable,
       networkRestricted: plan.network !== "enabled",
+      ...(proxyPorts !== undefined ? { connectTcpPorts: proxyPorts } : {}),
     });
   }
   // No capability survives into the sandbox (issue 22, item 1): a root command kept every one of them (mknod of
@@ -166,8 +177,21 @@ export function applyInProcess(
   else libc.prctl(libc.PR.SET_NO_NEW_PRIVS, 1);
 }
 
-/** Inner stage inside bwrap: seccomp (+ Landlock read rules for restricted reads), then exec. */
-export function innerStage(policy: SandboxPolicy, policyCwd: string, command: string[], profile?: PermissionProfile): never {
-  applyInProcess(policy, policyCwd, { landlockWrites: false }, profile);
+/**
+ * Inner stage inside bwrap: in proxy mode first the bridge's listeners (made in this namespace and sent to the
+ * server over `proxy.fd`), then seccomp (+ Landlock read rules for restricted reads), then exec.
+ */
+export function innerStage(
+  policy: SandboxPolicy,
+  policyCwd: string,
+  command: string[],
+  profile?: PermissionProfile,
+  proxy?: SandboxRun["networkProxy"],
+): never {
+  if (proxy !== undefined) {
+    if (proxy.fd === undefined) throw new ShellmcpError("SANDBOX_UNAVAILABLE", "network proxy mode inside bubblewrap needs the bridge fd");
+    sendNamespaceListeners(proxy.fd, proxy.ports);
+  }
+  applyInProcess(policy, policyCwd, { landlockWrites: false, proxied: proxy !== undefined }, profile);
   return execCommand(command);
 }

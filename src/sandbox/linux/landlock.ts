@@ -55,6 +55,7 @@ export function fsRightsForAbi(abi: number): number {
 
 const CREATE_RULESET_VERSION = 1;
 const RULE_PATH_BENEATH = 1;
+const RULE_NET_PORT = 2;
 const NET_BIND_TCP = 1;
 const NET_CONNECT_TCP = 2;
 const SCOPE_ABSTRACT_UNIX_SOCKET = 1;
@@ -86,7 +87,16 @@ export interface LandlockSpec {
   writableRoots: string[];
   /** Block TCP bind/connect (ABI ≥ 4) and scope abstract UNIX sockets (ABI ≥ 6). */
   networkRestricted: boolean;
+  /**
+   * Proxy mode (docs/network.md, "Landlock"): TCP bind denied and TCP connect allowed only to these ports (any
+   * address: Landlock's port rules cannot name one), abstract UNIX sockets scoped (ABI ≥ 6). Needs ABI ≥ 4: below,
+   * {@link applyLandlock} refuses (never a wider network).
+   */
+  connectTcpPorts?: readonly number[];
 }
+
+/** Landlock ABI that brought TCP port rules (Linux 6.7). */
+export const LANDLOCK_NET_ABI = 4;
 
 /** What was enforced, for reports and tests. */
 export interface LandlockReport {
@@ -108,12 +118,21 @@ export function applyLandlock(spec: LandlockSpec, env: Record<string, string | u
       { abi },
     );
   }
+  const proxied = spec.connectTcpPorts !== undefined;
+  if (proxied && abi < LANDLOCK_NET_ABI) {
+    throw new ShellmcpError(
+      "SANDBOX_UNAVAILABLE",
+      `network proxy mode under Landlock needs Landlock ABI ${LANDLOCK_NET_ABI} (Linux 6.7+) to limit TCP connections to the proxy; this kernel has ABI ${abi}. Install bubblewrap (apt-get install bubblewrap) for the bwrap backend, or turn the network off for this call`,
+      { abi },
+    );
+  }
+  const restrictNet = spec.networkRestricted || proxied;
   const handledFs = fsRightsForAbi(abi);
   const attr = new Uint8Array(24); // { u64 handled_access_fs; u64 handled_access_net; u64 scoped }
   const av = new DataView(attr.buffer);
   av.setBigUint64(0, BigInt(handledFs), true);
-  if (spec.networkRestricted && abi >= 4) av.setBigUint64(8, BigInt(NET_BIND_TCP | NET_CONNECT_TCP), true);
-  if (abi >= 6) av.setBigUint64(16, BigInt(SCOPE_SIGNAL | (spec.networkRestricted ? SCOPE_ABSTRACT_UNIX_SOCKET : 0)), true);
+  if (restrictNet && abi >= 4) av.setBigUint64(8, BigInt(NET_BIND_TCP | NET_CONNECT_TCP), true);
+  if (abi >= 6) av.setBigUint64(16, BigInt(SCOPE_SIGNAL | (restrictNet ? SCOPE_ABSTRACT_UNIX_SOCKET : 0)), true);
 
   const rules: { path: string; access: number }[] = [];
   const add = (path: string, access: number) => {
@@ -146,6 +165,13 @@ export function applyLandlock(spec: LandlockSpec, env: Record<string, string | u
       } finally {
         closeSync(fd);
       }
+    }
+    for (const port of spec.connectTcpPorts ?? []) {
+      const nb = new Uint8Array(16); // packed { u64 allowed_access; u64 port }
+      const nv = new DataView(nb.buffer);
+      nv.setBigUint64(0, BigInt(NET_CONNECT_TCP), true);
+      nv.setBigUint64(8, BigInt(port), true);
+      syscall("landlock_add_rule", L.sys.landlock_add_rule!, rulesetFd, RULE_NET_PORT, nb, 0);
     }
     prctl(PR.SET_NO_NEW_PRIVS, 1);
     syscall("landlock_restrict_self", L.sys.landlock_restrict_self!, rulesetFd, 0);

@@ -18,8 +18,8 @@
  */
 import { existsSync, realpathSync, statSync } from "node:fs";
 import { serializePermissionProfile, type FileSystemSandboxEntry, type PermissionProfile } from "../permission-profile.ts";
-import { nonInteractiveEnv, planRoom, type RoomPlan, type RoomSpec } from "../room.ts";
-import { bwrapMounts, releaseBwrapPlan } from "./bwrap.ts";
+import { nonInteractiveEnv, planRoom, ROOM_BRIDGE_FD, type RoomPlan, type RoomSpec } from "../room.ts";
+import { bwrapMounts, releaseBwrapPlan, selfHelperCommand } from "./bwrap.ts";
 
 /** The host bash that sets `argv[0]` inside the room. */
 const EXEC_AS_BASH = "/bin/bash";
@@ -37,6 +37,8 @@ export interface RoomLaunch {
   room?: RoomPlan;
   /** Give back what building the room made on the host (mount points, temporary folders). */
   release: () => void;
+  /** More fds for the program (`[fd here, fd in the child]`): the proxy bridge of a bubblewrap room. */
+  extraFds?: [number, number][];
 }
 
 /**
@@ -85,8 +87,21 @@ export function roomLaunch(
   env: readonly string[],
   named?: string,
 ): RoomLaunch | { unavailable: string } {
+  const proxy = spec.proxy;
   const quiet = nonInteractiveEnv(env);
+  if (proxy !== undefined) {
+    // The proxy variables win over the request's (set after the environment policy, as for the call).
+    const keys = new Set(Object.keys(proxy.env));
+    quiet.splice(
+      0,
+      quiet.length,
+      ...quiet.filter((e) => !keys.has(e.slice(0, e.indexOf("=")))),
+      ...Object.entries(proxy.env).map(([k, v]) => `${k}=${v}`),
+    );
+  }
   const b = spec.backend;
+  if (proxy !== undefined && b.kind === "bwrap" && proxy.bridgeFd === undefined)
+    return { unavailable: "network proxy mode: no bridge for a bubblewrap room" };
   if (b.kind === "host" || !spec.call.sandboxed)
     return { path: program, argv: [...argv], env: quiet, contained: false, mustNotAppear: [], release: () => {} };
   if (b.kind === "unavailable") return { unavailable: b.reason };
@@ -98,7 +113,26 @@ export function roomLaunch(
     return { unavailable: `cannot plan the escalation room: ${(e as Error).message}` };
   }
   const pathVar = quiet.find((e) => e.startsWith("PATH="))?.slice(5) ?? "";
-  const inner = execAs(program, argv, pathVar, named);
+  const program0 = execAs(program, argv, pathVar, named);
+  // Proxy mode under bubblewrap: this binary's inner stage builds the bridge's listeners in the room's network
+  // namespace and installs the proxy seccomp filter before it execs the program.
+  const inner =
+    proxy !== undefined && b.kind === "bwrap"
+      ? [
+          ...selfHelperCommand(),
+          "--apply-seccomp-then-exec",
+          "--sandbox-policy-cwd",
+          cwd,
+          "--sandbox-policy",
+          '{"type":"external-sandbox","network_access":"enabled"}',
+          "--network-proxy-fd",
+          String(ROOM_BRIDGE_FD),
+          "--network-proxy-ports",
+          proxy.ports.join(","),
+          "--",
+          ...program0,
+        ]
+      : program0;
   if (b.kind === "bwrap") {
     const created: string[] = [];
     const tempDirs: string[] = [];
@@ -116,6 +150,7 @@ export function roomLaunch(
       "--unshare-user",
       "--unshare-pid",
       "--unshare-ipc",
+      ...(proxy !== undefined ? ["--unshare-net"] : []),
       ...(b.noProc ? [] : ["--proc", "/proc"]),
       "--cap-drop",
       "ALL",
@@ -132,6 +167,7 @@ export function roomLaunch(
       mustNotAppear: room.mustNotAppear,
       room,
       release: () => releaseBwrapPlan({ argv: [], created, tempDirs, direct: false }),
+      ...(proxy !== undefined ? { extraFds: [[proxy.bridgeFd!, ROOM_BRIDGE_FD] as [number, number]] } : {}),
     };
   }
   // Landlock: the room's writable roots without carve-outs (Landlock cannot enforce them), minus git dirs the call
@@ -153,6 +189,7 @@ export function roomLaunch(
     serializePermissionProfile(profile),
     "--backend",
     "landlock",
+    ...(proxy !== undefined ? ["--network-proxy-ports", proxy.ports.join(",")] : []),
     "--",
     ...inner,
   ];

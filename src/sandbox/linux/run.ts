@@ -94,14 +94,20 @@ async function runBwrap(bwrap: string, run: SandboxRun): Promise<number> {
 export async function runSandboxed(run: SandboxRun): Promise<number> {
   if (run.command.length === 0) throw new ShellmcpError("USAGE", "No command specified to execute.");
   const plan = planOf(run);
+  if (!plan.sandboxed && run.networkProxy !== undefined)
+    throw new ShellmcpError("SANDBOX_UNAVAILABLE", "network proxy mode needs a sandboxed policy (this one is unrestricted)");
   if (!plan.sandboxed) return execCommand(run.command);
-  const needsFs = !plan.fullWrite || !plan.fullRead || plan.deniedPaths.length > 0;
+  // Proxy mode with a bridge fd is bubblewrap's (a private network namespace), whatever the filesystem needs.
+  const bridged = run.networkProxy?.fd !== undefined;
+  if (bridged && run.backend === "landlock")
+    throw new ShellmcpError("SANDBOX_UNAVAILABLE", "network proxy mode: a bridge fd was given to the Landlock backend");
+  const needsFs = bridged || !plan.fullWrite || !plan.fullRead || plan.deniedPaths.length > 0;
   let backend = run.backend;
   let probe: BwrapProbe | undefined;
   if (backend !== "landlock" && needsFs) {
-    probe = probeBwrap(plan.network !== "enabled");
+    probe = probeBwrap(plan.network !== "enabled" || bridged);
     if (!probe.ok) {
-      if (backend === "bwrap") throw new ShellmcpError("SANDBOX_UNAVAILABLE", probe.reason!);
+      if (backend === "bwrap" || bridged) throw new ShellmcpError("SANDBOX_UNAVAILABLE", probe.reason!);
       writeStderr(`shellmcp: ${probe.reason}; using Landlock instead, which does not protect .git/.codex inside writable roots\n`);
       backend = "landlock";
     } else backend = "bwrap";
@@ -110,7 +116,12 @@ export async function runSandboxed(run: SandboxRun): Promise<number> {
   if (backend === "bwrap" && needsFs) return runBwrap(probe!.path!, { ...run, noProc: run.noProc || probe!.noProc });
   // Landlock (or seccomp only, for external-sandbox).
   if (needsFs && needsOwnPidNamespace(run)) return runInOwnPidNamespace(run);
-  applyInProcess(run.policy, run.policyCwd, { landlockWrites: true }, run.profile);
+  applyInProcess(
+    run.policy,
+    run.policyCwd,
+    { landlockWrites: true, proxied: run.networkProxy !== undefined, proxyPorts: run.networkProxy?.ports },
+    run.profile,
+  );
   return execCommand(run.command);
 }
 

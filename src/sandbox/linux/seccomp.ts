@@ -52,8 +52,27 @@ export const RESTRICTED_DENY = [
   "io_uring_register",
 ] as const;
 
-/** Filter modes. */
-export type SeccompMode = "restricted" | "vsock";
+/**
+ * Filter modes: `restricted` (network off), `vsock` (network on, filesystem restricted), `proxy` (network only
+ * through the call's proxy, docs/network.md): `socket` only AF_INET/AF_INET6 streams (no new AF_UNIX socket can
+ * reach a host daemon or bypass the bridge; no UDP, raw or netlink), `socketpair` only AF_UNIX streams/seqpackets,
+ * `sendto` only without an address and `sendmsg` never with `MSG_FASTOPEN` (no connect by the back door), and
+ * `ptrace`, `process_vm_*`, `io_uring_*` denied.
+ */
+export type SeccompMode = "restricted" | "vsock" | "proxy";
+
+/** Syscalls denied outright in `proxy` mode. */
+export const PROXY_DENY = [
+  "ptrace",
+  "process_vm_readv",
+  "process_vm_writev",
+  "io_uring_setup",
+  "io_uring_enter",
+  "io_uring_register",
+] as const;
+const AF_INET = 2;
+const AF_INET6 = 10;
+const MSG_FASTOPEN = 0x20000000;
 
 const AF_UNIX = 1;
 const AF_VSOCK = 40;
@@ -64,6 +83,7 @@ const RET_ALLOW = 0x7fff0000;
 const LD_W_ABS = 0x20;
 const JEQ_K = 0x15;
 const JGE_K = 0x35;
+const JSET_K = 0x45;
 const RET_K = 0x06;
 const ALU_AND_K = 0x54;
 /** Mask of the socket type in socket(2)'s second argument (the rest are SOCK_NONBLOCK / SOCK_CLOEXEC). */
@@ -119,7 +139,14 @@ export function buildFilter(mode: SeccompMode, arch: "linux-x64" | "linux-arm64"
     { code: LD_W_ABS, jt: 0, jf: 0, k: 0 }, // seccomp_data.nr
   ];
   if (arch === "linux-x64") p.push({ code: JGE_K, jt: "deny", jf: 0, k: X32_SYSCALL_BIT });
-  if (mode === "restricted") {
+  if (mode === "proxy") {
+    // sendmsg(fd, msg, flags): MSG_FASTOPEN would connect a TCP socket without connect(2).
+    p.push({ code: JEQ_K, jt: 0, jf: "not-sendmsg", k: nr.sendmsg! });
+    p.push({ code: LD_W_ABS, jt: 0, jf: 0, k: 16 + 8 * 2 }); // args[2], low word
+    p.push({ code: JSET_K, jt: "deny", jf: "allow", k: MSG_FASTOPEN });
+    p.push({ code: LD_W_ABS, jt: 0, jf: 0, k: 0, label: "not-sendmsg" });
+  }
+  if (mode === "restricted" || mode === "proxy") {
     // libc's send(fd, buf, len, flags) is sendto(fd, buf, len, flags, NULL, 0): allow it, so that a connected
     // AF_UNIX socketpair works (Python's socket.send, IPC libraries). Any destination address stays denied.
     // Only AF_UNIX sockets can be created under this filter, so nothing reaches the network this way that
@@ -134,7 +161,9 @@ export function buildFilter(mode: SeccompMode, arch: "linux-x64" | "linux-arm64"
   const deny =
     mode === "restricted"
       ? RESTRICTED_DENY.filter((n) => n !== "sendto")
-      : (["io_uring_setup", "io_uring_enter", "io_uring_register"] as const);
+      : mode === "proxy"
+        ? PROXY_DENY
+        : (["io_uring_setup", "io_uring_enter", "io_uring_register"] as const);
   for (const name of deny) p.push({ code: JEQ_K, jt: "deny", jf: 0, k: nr[name]! });
   // Calls that act on another process by pid: only on the caller. Each block ends by reloading nr for the next.
   const argIsZero = (arg: number, ok: string, bad: string) => {
@@ -170,7 +199,16 @@ export function buildFilter(mode: SeccompMode, arch: "linux-x64" | "linux-arm64"
     p.push({ code: LD_W_ABS, jt: 0, jf: 0, k: 20 });
     p.push({ code: JEQ_K, jt: 0, jf: "deny", k: 0 }); // high word must be 0 (no truncation games)
     p.push({ code: LD_W_ABS, jt: 0, jf: 0, k: 16 });
-    if (mode === "restricted") {
+    if (mode === "proxy" && name === "socket") {
+      // AF_INET or AF_INET6, and a stream.
+      p.push({ code: JEQ_K, jt: "inet", jf: 0, k: AF_INET });
+      p.push({ code: JEQ_K, jt: 0, jf: "deny", k: AF_INET6 });
+      p.push({ code: LD_W_ABS, jt: 0, jf: 0, k: 28, label: "inet" });
+      p.push({ code: JEQ_K, jt: 0, jf: "deny", k: 0 });
+      p.push({ code: LD_W_ABS, jt: 0, jf: 0, k: 24 });
+      p.push({ code: ALU_AND_K, jt: 0, jf: 0, k: SOCK_TYPE_MASK });
+      p.push({ code: JEQ_K, jt: "allow", jf: "deny", k: SOCK_STREAM });
+    } else if (mode === "restricted" || mode === "proxy") {
       p.push({ code: JEQ_K, jt: 0, jf: "deny", k: AF_UNIX });
       // The type: args[1] (low word at 24, high word at 28), stream or seqpacket only (SOCK_RAW is a datagram
       // socket for AF_UNIX).

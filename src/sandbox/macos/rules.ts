@@ -268,6 +268,8 @@ export const DYNAMIC_RULE_IDS = {
   restrictedRead: "R02",
   fullWrite: "W01",
   rootsWrite: "W02",
+  proxyOutbound: "N05",
+  proxyLocal: "N06",
 } as const;
 
 /** Render rules as SBPL: each form preceded by `; [ID] why`. */

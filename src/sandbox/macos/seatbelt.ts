@@ -25,7 +25,7 @@ import { basename, dirname, join, normalize, resolve } from "node:path";
 import { isUnder, PROTECTED_NAMES, type WritableRoot } from "../policy.ts";
 import type { FilesystemPlan } from "../filesystem-plan.ts";
 import type { WritableView } from "../writable.ts";
-import { BASE_RULES, DYNAMIC_RULE_IDS, NETWORK_RULES, PLATFORM_DEFAULT_RULES, renderRules } from "./rules.ts";
+import { BASE_RULES, DYNAMIC_RULE_IDS, NETWORK_RULES, PLATFORM_DEFAULT_RULES, renderRules, type SeatbeltRule } from "./rules.ts";
 
 /** Absolute path of sandbox-exec: never looked up on PATH (a planted `sandbox-exec` would run unsandboxed). */
 export const SANDBOX_EXEC_PATH = "/usr/bin/sandbox-exec";
@@ -79,6 +79,12 @@ export interface SeatbeltOptions {
   /** Extra readable roots when reads are restricted (e.g. this binary's folder, the patched shell's folder). */
   extraReadableRoots?: string[];
   host?: SeatbeltHost;
+  /**
+   * Network proxy mode (docs/network.md): with the network enabled, outbound connections only to the proxy's
+   * loopback `ports` (instead of any); `allowLocalBinding` adds local bind, inbound and outbound on localhost, as
+   * Codex 0.169 (without its `*:53` DNS rule). An empty port list leaves no outbound rule (fail closed).
+   */
+  proxy?: { ports: readonly number[]; allowLocalBinding: boolean };
 }
 
 /** A generated policy: the text and its `-D` parameters in order. */
@@ -216,7 +222,8 @@ export function seatbeltPolicy(plan: FilesystemPlan, o: SeatbeltOptions = {}): S
   }
 
   const sections = ["(version 1)", rendered("base"), read.text, write.text];
-  if (plan.network === "enabled") sections.push(rendered("network"));
+  if (plan.network === "enabled" && o.proxy !== undefined) sections.push(renderRules(proxyNetworkRules(o.proxy)));
+  else if (plan.network === "enabled") sections.push(rendered("network"));
   if (plan.includePlatformDefaults && !plan.fullRead) sections.push(rendered("platform"));
   return { text: sections.filter((s) => s !== "").join("\n") + "\n", params: [...read.params, ...write.params] };
 }
@@ -237,7 +244,9 @@ export interface SeatbeltLaunch {
  * command as is, without markers, as Codex does. Throws `USAGE`-free: an empty command is the caller's error.
  */
 export function seatbeltLaunch(plan: FilesystemPlan, command: string[], o: SeatbeltOptions = {}): SeatbeltLaunch {
-  const open = !plan.sandboxed || (plan.fullWrite && plan.fullRead && plan.network === "enabled" && plan.deniedPaths.length === 0);
+  const open =
+    !plan.sandboxed ||
+    (plan.fullWrite && plan.fullRead && plan.network === "enabled" && plan.deniedPaths.length === 0 && o.proxy === undefined);
   if (open) return { argv: [...command], env: {}, sandboxed: false };
   const policy = seatbeltPolicy(plan, o);
   const env: Record<string, string> = { CODEX_SANDBOX: "seatbelt" };
@@ -260,9 +269,37 @@ export function seatbeltShellLaunch(
   plan: FilesystemPlan,
   shell: { shellPath: string; login: boolean; command: string; exePath: string },
   host?: SeatbeltHost,
+  proxy?: SeatbeltOptions["proxy"],
 ): SeatbeltLaunch {
   const argv = [shell.shellPath, shell.login ? "-lc" : "-c", shell.command];
-  return seatbeltLaunch(plan, argv, { extraReadableRoots: [dirname(shell.shellPath), dirname(shell.exePath)], host });
+  return seatbeltLaunch(plan, argv, {
+    extraReadableRoots: [dirname(shell.shellPath), dirname(shell.exePath)],
+    host,
+    ...(proxy !== undefined ? { proxy } : {}),
+  });
+}
+
+/**
+ * The network section of proxy mode: rule N05 (outbound only to the proxy's loopback ports, Codex's
+ * `(remote ip "localhost:<port>")` per port), N06 with `allow_local_binding`, then Codex's system-service rules
+ * N02–N04 (TLS certificate checks, network configuration). Ports are numbers, never user text.
+ */
+export function proxyNetworkRules(proxy: NonNullable<SeatbeltOptions["proxy"]>): SeatbeltRule[] {
+  const ports = proxy.ports.filter((p) => Number.isInteger(p) && p > 0 && p < 65536);
+  const rules: SeatbeltRule[] = [];
+  if (ports.length > 0)
+    rules.push({
+      id: DYNAMIC_RULE_IDS.proxyOutbound,
+      why: "network proxy mode: outbound connections only to the proxy's loopback ports",
+      sbpl: ports.map((p) => `(allow network-outbound (remote ip "localhost:${p}"))`).join("\n"),
+    });
+  if (proxy.allowLocalBinding)
+    rules.push({
+      id: DYNAMIC_RULE_IDS.proxyLocal,
+      why: "allow_local_binding: bind anywhere, inbound and outbound on localhost",
+      sbpl: '(allow network-bind (local ip "*:*"))\n(allow network-inbound (local ip "localhost:*"))\n(allow network-outbound (remote ip "localhost:*"))',
+    });
+  return [...rules, ...NETWORK_RULES.filter((r) => r.id !== "N01")];
 }
 
 /** Folders the platform defaults (rule P08) make writable when reads are restricted. */

@@ -1,0 +1,76 @@
+/**
+ * Asking a person about a host the network policy does not list (`not_allowed`; issue 24): the MCP elicitation
+ * "Allow network access to host:port?" with how long a yes holds — this command only, this session, or always
+ * (Codex's amendment: a `network_rule` appended to `$CODEX_HOME/rules/default.rules`). No elicitation capability,
+ * a decline, a cancel or no answer within {@link NETWORK_ASK_TIMEOUT_MS} → refused.
+ */
+import { appendNetworkAllowRule, type NetworkRuleProtocol } from "../execpolicy/amend.ts";
+import { log } from "../log.ts";
+import type { ApprovalScope, ProxyProtocol } from "../network/proxy.ts";
+import type { ElicitAnswer } from "./escalation-policy.ts";
+
+/** How long a network question waits for its answer, ms (then the request is refused). */
+export const NETWORK_ASK_TIMEOUT_MS = 5 * 60_000;
+
+/** The form: one choice of scope (MCP elicitation: a string with `enum`). */
+export const NETWORK_ELICITATION_SCHEMA = {
+  type: "object",
+  title: "Network Access Request",
+  properties: {
+    scope: {
+      type: "string",
+      title: "Allow for",
+      description: "once: this command only; session: until the server stops; always: adds a network_rule to ~/.codex/rules/default.rules",
+      enum: ["once", "session", "always"],
+      enumNames: ["This command", "This session", "Always"],
+      default: "once",
+    },
+  },
+} as const;
+
+/** The question: `Allow network access to other.test:443? (the command's https_connect request is not in the allow list)`. */
+export function networkElicitationMessage(host: string, port: number, protocol: ProxyProtocol): string {
+  const h = host.includes(":") ? `[${host}]` : host;
+  return `Allow network access to ${h}:${port}? (the command's ${protocol} request is not in the network allow list)`;
+}
+
+/** `network_rule`'s protocol for a request that came by `wire`. */
+function ruleProtocol(wire: ProxyProtocol): NetworkRuleProtocol {
+  return wire === "https_connect" ? "https" : wire;
+}
+
+/**
+ * The proxy's `ask` for one call, given the client's `elicit` (undefined: no elicitation capability, so no
+ * question and every unknown host is refused). "always" appends the rule to `codexHome`'s rules file; a failure
+ * to write it is logged and the yes holds for the session.
+ */
+export function networkAsker(
+  elicit: ((message: string, schema: Record<string, unknown>) => Promise<ElicitAnswer>) | undefined,
+  codexHome: string,
+  timeoutMs = NETWORK_ASK_TIMEOUT_MS,
+): ((q: { host: string; port: number; protocol: ProxyProtocol }) => Promise<ApprovalScope | undefined>) | undefined {
+  if (elicit === undefined) return undefined;
+  return async ({ host, port, protocol }) => {
+    let timer: Timer | undefined;
+    const timeout = new Promise<undefined>((r) => (timer = setTimeout(() => r(undefined), timeoutMs)));
+    const answer = await Promise.race([
+      elicit(networkElicitationMessage(host, port, protocol), NETWORK_ELICITATION_SCHEMA as unknown as Record<string, unknown>),
+      timeout,
+    ]).finally(() => clearTimeout(timer));
+    if (answer === undefined || answer.action !== "accept") {
+      log.notice("network host not approved", { host, port, protocol, answer: answer?.action ?? "timeout" });
+      return undefined;
+    }
+    const raw = answer.content?.scope;
+    const scope: ApprovalScope = raw === "session" || raw === "always" ? raw : "once";
+    if (scope === "always") {
+      try {
+        appendNetworkAllowRule(codexHome, host, ruleProtocol(protocol), protocol);
+      } catch (e) {
+        log.warn("could not add the network_rule", { host, error: (e as Error).message });
+      }
+    }
+    log.notice("network host approved", { host, port, protocol, scope });
+    return scope;
+  };
+}

@@ -1,0 +1,684 @@
+/**
+ * The proxy of one call (docs/network.md): an HTTP proxy (absolute-form requests and `CONNECT`) and a SOCKS5 proxy
+ * (`CONNECT` only), in the server process, on `node:net` streams (so backpressure holds end to end: `pipe()` pauses
+ * a fast side until the slow one drains — Bun.Socket's `write()` may write less than asked and must not be used
+ * naively, see the spec's 30 MB trap).
+ *
+ * Listeners are per call ({@link CallProxy}): either its own on host loopback (Landlock backend), or listening
+ * sockets made inside the call's network namespace and handed over (bubblewrap backend, ./bridge.ts). Every
+ * refusal is recorded on the call ({@link CallProxy.refusals}) and answered as Codex 0.169 does:
+ * - plain HTTP: `403 Forbidden`, `content-type: application/json`, `x-proxy-error: blocked-by-…`, body
+ *   `{"status":"blocked","host":…,"reason":…,"decision":"deny","source":"baseline_policy","protocol":"http","port":…,"message":…}`;
+ * - CONNECT: `403 Forbidden`, `content-type: text/plain`, the same `x-proxy-error`, the message as body;
+ * - SOCKS5: reply `0x02` (connection not allowed by ruleset).
+ * One request per plain-HTTP connection (the upstream connection is fixed to the checked host and the request is
+ * sent with `Connection: close`), a `Host` header that differs from the absolute-form target is a `400`, and after
+ * a CONNECT the first bytes are read: a TLS ClientHello whose server name differs from the CONNECT host closes the
+ * tunnel (a shellmcp check Codex lacks). Bounded: heads of {@link MAX_HEAD_BYTES}, {@link MAX_CONNECTIONS} client
+ * connections at a time, {@link HEAD_TIMEOUT_MS} to send a head.
+ */
+import { promises as dns } from "node:dns";
+import { readlinkSync } from "node:fs";
+import * as net from "node:net";
+import { closeQuiet } from "../../ffi/libc.ts";
+import { log } from "../log.ts";
+import {
+  BLOCK_MESSAGES,
+  canonicalIp,
+  decideHost,
+  dialAllowed,
+  methodAllowed,
+  normalizeTarget,
+  PROXY_ERROR_HEADER,
+  type BlockReason,
+  type Lookup,
+  type NetworkPolicy,
+} from "./policy.ts";
+
+/** Largest request head (request line + headers) or SOCKS5 frame read before a decision, bytes. */
+export const MAX_HEAD_BYTES = 64 * 1024;
+/** Largest ClientHello waited for after a CONNECT, bytes (a TLS record is at most 16 KiB + 5). */
+export const MAX_HELLO_BYTES = 16 * 1024 + 5;
+/** Time a client has to send its head (or SOCKS5 frames, or its first tunnel bytes), ms. */
+export const HEAD_TIMEOUT_MS = 30_000;
+/**
+ * Client connections one call's proxy serves at a time; more are closed at once. With a reader that stops, each
+ * connection holds about 2 MiB in the server (Bun reads 512 KiB chunks and keeps one on each side), so a call's
+ * proxy holds at most about 256 MiB (bench/network.ts).
+ */
+export const MAX_CONNECTIONS = 128;
+/** Refusals one call records (and logs); later ones are still refused, not recorded. */
+export const MAX_RECORDED_REFUSALS = 1000;
+/** Time an upstream connection may take to open, ms. */
+export const CONNECT_TIMEOUT_MS = 15_000;
+
+/** Which way a request came: Codex's protocol names (`network_rule`'s `https` is `https_connect` on the wire). */
+export type ProxyProtocol = "http" | "https_connect" | "socks5_tcp";
+
+/** One refused request of a call. */
+export interface ProxyRefusal {
+  host: string;
+  port: number;
+  protocol: ProxyProtocol;
+  reason: BlockReason;
+}
+
+/** Options of {@link CallProxy}. */
+export interface CallProxyOptions {
+  /** What the proxy allows (src/network/policy.ts); people's answers add exact entries on top. */
+  policy: NetworkPolicy;
+  /** Name lookup (default: the system resolver, every address). Only allow-listed names are passed to it. */
+  lookup?: Lookup;
+  /** Client connections at a time (default {@link MAX_CONNECTIONS}). */
+  maxConnections?: number;
+  /**
+   * Ask a person about a host refused `not_allowed` (only that reason: `denied` and `not_allowed_local` are final,
+   * as in Codex): resolves with how long a yes holds, or undefined for no (declined, timed out, or no way to ask).
+   * One question per host at a time: concurrent requests for it wait for the same answer.
+   */
+  ask?: (q: { host: string; port: number; protocol: ProxyProtocol }) => Promise<ApprovalScope | undefined>;
+  /** Hosts a person allowed for the whole session (shared by the server's calls; "session" and "always" add to it). */
+  sessionAllowed?: Set<string>;
+}
+
+/** How long a person's yes holds: this call, this session (server), or always (a `network_rule` is appended). */
+export type ApprovalScope = "once" | "session" | "always";
+
+/** Ports a {@link CallProxy} listens on (host loopback) — `socks` absent when SOCKS5 is off. */
+export interface ProxyPorts {
+  http: number;
+  socks?: number;
+}
+
+const systemLookup: Lookup = async (host) => (await dns.lookup(host, { all: true, verbatim: true })).map((a) => a.address);
+
+/** The proxy of one call: listeners, live connections, and the refusals to report. */
+export class CallProxy {
+  /** Every refusal of this call, in order (what the tool result reports). */
+  readonly refusals: ProxyRefusal[] = [];
+  private readonly servers: net.Server[] = [];
+  private readonly sockets = new Set<net.Socket>();
+  private readonly lookup: Lookup;
+  private readonly max: number;
+  private closed = false;
+
+  /** A proxy enforcing `o.policy`; it listens once {@link listenLoopback} or {@link adopt} is called. */
+  constructor(private readonly o: CallProxyOptions) {
+    this.lookup = o.lookup ?? systemLookup;
+    this.max = o.maxConnections ?? MAX_CONNECTIONS;
+  }
+
+  /** The policy this proxy enforces. */
+  get policy(): NetworkPolicy {
+    return this.o.policy;
+  }
+
+  /** Listen on ephemeral ports of 127.0.0.1 (SOCKS5 only when the policy enables it). */
+  async listenLoopback(): Promise<ProxyPorts> {
+    const http = await this.listen((s) => this.onHttp(s), { host: "127.0.0.1", port: 0 });
+    const socks = this.o.policy.enableSocks5 ? await this.listen((s) => this.onSocks(s), { host: "127.0.0.1", port: 0 }) : undefined;
+    return socks === undefined ? { http } : { http, socks };
+  }
+
+  /**
+   * Accept on listening sockets made elsewhere (inside the call's network namespace, ./bridge.ts): `fds.http`
+   * serves HTTP, `fds.socks` SOCKS5. The fds belong to the proxy from here on (closed by {@link close}).
+   */
+  async adopt(fds: { http: number; socks?: number }): Promise<void> {
+    for (const fd of fds.socks === undefined ? [fds.http] : [fds.http, fds.socks]) this.adopted.set(fd, fdTarget(fd));
+    if (!this.closed) await this.listen((s) => this.onHttp(s), { fd: fds.http });
+    if (!this.closed && fds.socks !== undefined) await this.listen((s) => this.onSocks(s), { fd: fds.socks });
+    if (this.closed) this.releaseAdopted(); // the call ended while they were on their way
+  }
+
+  /** Adopted fds and what each referred to (`socket:[inode]`), so a number reused since is never closed. */
+  private readonly adopted = new Map<number, string | undefined>();
+
+  /**
+   * Close the adopted listening fds. A `net.Server` listening on a handed-in fd does not close it under Bun, and the
+   * fd would keep the call's namespace listener alive: closed here, unless the number now names something else.
+   */
+  private releaseAdopted(): void {
+    for (const [fd, target] of this.adopted) if (target !== undefined && fdTarget(fd) === target) closeQuiet(fd);
+    this.adopted.clear();
+  }
+
+  /** Stop listening and end every connection of the call (nothing of it stays open after the call). */
+  async close(): Promise<void> {
+    this.closed = true;
+    for (const s of this.sockets) s.destroy();
+    this.sockets.clear();
+    await Promise.all(this.servers.map((srv) => new Promise<void>((r) => srv.close(() => r()))));
+    this.servers.length = 0;
+    this.releaseAdopted();
+  }
+
+  private listen(handler: (s: net.Socket) => Promise<void>, where: net.ListenOptions | { fd: number }): Promise<number> {
+    const srv = net.createServer({ allowHalfOpen: true, pauseOnConnect: true }, (s) => {
+      if (this.closed || this.clientCount() >= this.max) {
+        s.destroy();
+        return;
+      }
+      this.track(s, true);
+      // A failure in one connection's handling ends that connection, never the server.
+      handler(s).catch((e: unknown) => {
+        log.warn("network proxy connection failed", { error: (e as Error).message });
+        s.destroy();
+      });
+    });
+    this.servers.push(srv);
+    return new Promise((resolve, reject) => {
+      srv.once("error", reject);
+      srv.listen(where as net.ListenOptions, () => {
+        srv.off("error", reject);
+        const a = srv.address();
+        resolve(typeof a === "object" && a !== null ? a.port : 0);
+      });
+    });
+  }
+
+  private clients = 0;
+  private clientCount(): number {
+    return this.clients;
+  }
+
+  private track(s: net.Socket, client: boolean): void {
+    if (this.closed) {
+      s.on("error", () => undefined); // later writes to it are dropped, never thrown
+      s.destroy(); // an upstream connection that opened after the call ended
+      return;
+    }
+    this.sockets.add(s);
+    if (client) this.clients++;
+    s.on("error", () => s.destroy());
+    s.once("close", () => {
+      this.sockets.delete(s);
+      if (client) this.clients--;
+    });
+  }
+
+  private refuse(host: string, port: number, protocol: ProxyProtocol, reason: BlockReason): void {
+    const r = { host, port, protocol, reason };
+    // Bounded: a command that loops on refused requests keeps the first MAX_RECORDED_REFUSALS (logged up to there).
+    if (this.refusals.length >= MAX_RECORDED_REFUSALS) return;
+    this.refusals.push(r);
+    log.info("network request refused", { ...r });
+  }
+
+  /** Hosts a person allowed for this call only. */
+  private readonly callAllowed = new Set<string>();
+  /** Questions in flight, by host. */
+  private readonly asking = new Map<string, Promise<ApprovalScope | undefined>>();
+  /**
+   * Runs a question to a person; the call's stopwatch sets it so that time spent waiting for the answer does not
+   * count against the command's timeout (default: runs it as is).
+   */
+  pauseWhile: <T>(f: () => Promise<T>) => Promise<T> = (f) => f();
+
+  /** The policy with the hosts people allowed (this call's and the session's) as exact allow entries. */
+  private effectivePolicy(): NetworkPolicy {
+    const extra = [...this.callAllowed, ...(this.o.sessionAllowed ?? [])];
+    return extra.length === 0 ? this.o.policy : { ...this.o.policy, allow: [...this.o.policy.allow, ...extra] };
+  }
+
+  /** Ask about `host` once for any number of concurrent requests; remember a yes for its scope. */
+  private approve(host: string, port: number, protocol: ProxyProtocol): Promise<ApprovalScope | undefined> {
+    let q = this.asking.get(host);
+    if (q === undefined) {
+      q = this.pauseWhile(() => this.o.ask!({ host, port, protocol }))
+        .catch(() => undefined)
+        .then((scope) => {
+          if (scope === "once") this.callAllowed.add(host);
+          else if (scope !== undefined) this.o.sessionAllowed?.add(host) ?? this.callAllowed.add(host);
+          this.asking.delete(host);
+          return scope;
+        });
+      this.asking.set(host, q);
+    }
+    return q;
+  }
+
+  /** Decide (asking a person about a `not_allowed` host when possible) and dial: the upstream socket, or why not. */
+  private async open(
+    host: string,
+    port: number,
+    protocol: ProxyProtocol,
+    method?: string,
+  ): Promise<{ upstream: net.Socket } | { refused: BlockReason } | { failed: string }> {
+    let policy = this.effectivePolicy();
+    let d = await decideHost(policy, host, this.lookup);
+    const t = normalizeTarget(host);
+    if (!d.allowed && d.reason === "not_allowed" && this.o.ask !== undefined && t !== undefined && !this.closed) {
+      if ((await this.approve(t.host, port, protocol)) !== undefined) {
+        policy = this.effectivePolicy();
+        d = await decideHost(policy, host, this.lookup);
+      }
+    }
+    if (!d.allowed) return { refused: d.reason };
+    if (method !== undefined && !methodAllowed(policy.mode, method)) return { refused: "method_not_allowed" };
+    const candidates = d.addresses.filter((a) => dialAllowed(policy, host, a));
+    if (d.addresses.length > 0 && candidates.length === 0) return { refused: "not_allowed_local" };
+    if (candidates.length === 0) return { failed: `cannot resolve ${host}` };
+    let last = "";
+    for (const address of candidates) {
+      if (this.closed) return { failed: "the call ended" };
+      try {
+        return { upstream: await dial(address, port) };
+      } catch (e) {
+        last = (e as Error).message;
+      }
+    }
+    return { failed: last };
+  }
+
+  // -------------------------------------------------------------------------------------------------------
+  // HTTP
+
+  private async onHttp(client: net.Socket): Promise<void> {
+    let head: { value: HttpHead; rest: Buffer };
+    try {
+      head = await readFrame(client, parseHttpHead, MAX_HEAD_BYTES);
+    } catch {
+      client.destroy();
+      return;
+    }
+    const h = head.value;
+    if (h.method === "CONNECT") return this.onConnect(client, h, head.rest);
+    const badRequest = (msg: string) => answer(client, 400, "Bad Request", "text/plain", msg);
+    let target: { host: string; port: number; path: string };
+    const hostHeader = h.headers.find(([k]) => k === "host")?.[1];
+    if (h.target.startsWith("/")) {
+      // Origin-form sent to the proxy: routed by Host, as Codex does.
+      const a = hostHeader === undefined ? undefined : parseAuthority(hostHeader, 80);
+      if (a === undefined) return badRequest("missing or invalid Host header");
+      target = { ...a, path: h.target };
+    } else {
+      const m = /^http:\/\/([^/?#]*)([^#]*)/i.exec(h.target);
+      const a = m === null || m[1]!.includes("@") ? undefined : parseAuthority(m[1]!, 80);
+      if (a === undefined) return badRequest("invalid request target");
+      target = { ...a, path: m![2] === "" ? "/" : m![2]!.startsWith("/") ? m![2]! : `/${m![2]}` };
+      if (hostHeader !== undefined) {
+        const ha = parseAuthority(hostHeader, 80);
+        if (ha === undefined || !sameHost(ha.host, target.host) || ha.port !== target.port)
+          return badRequest("Host header does not match request target");
+      }
+    }
+    const r = await this.open(target.host, target.port, "http", h.method);
+    if ("refused" in r) {
+      const shown = displayHost(target.host);
+      this.refuse(shown, target.port, "http", r.refused);
+      const body = JSON.stringify({
+        status: "blocked",
+        host: shown,
+        reason: r.refused,
+        decision: "deny",
+        source: "baseline_policy",
+        protocol: "http",
+        port: target.port,
+        message: BLOCK_MESSAGES[r.refused],
+      });
+      return answer(client, 403, "Forbidden", "application/json", body, PROXY_ERROR_HEADER[r.refused]);
+    }
+    if ("failed" in r) return answer(client, 502, "Bad Gateway", "text/plain", `upstream unavailable: ${r.failed}`);
+    const up = r.upstream;
+    this.track(up, false);
+    const lines = [`${h.method} ${target.path} ${h.version}`];
+    for (const [k, v, raw] of h.headers) if (!HOP_BY_HOP.has(k) && !k.startsWith("proxy-")) lines.push(`${raw}: ${v}`);
+    if (hostHeader === undefined) lines.push(`Host: ${h.target.slice(7).split(/[/?#]/)[0]}`);
+    lines.push("Connection: close", "", "");
+    up.write(lines.join("\r\n"));
+    if (head.rest.length > 0) up.write(head.rest);
+    splice(client, up);
+  }
+
+  private async onConnect(client: net.Socket, h: HttpHead, rest: Buffer): Promise<void> {
+    const a = parseAuthority(h.target, undefined);
+    if (a === undefined) return answer(client, 400, "Bad Request", "text/plain", "invalid CONNECT target");
+    const r = this.o.policy.mode === "limited" ? { refused: "mitm_required" as const } : await this.open(a.host, a.port, "https_connect");
+    if ("refused" in r) {
+      this.refuse(displayHost(a.host), a.port, "https_connect", r.refused);
+      return answer(client, 403, "Forbidden", "text/plain", BLOCK_MESSAGES[r.refused], PROXY_ERROR_HEADER[r.refused]);
+    }
+    if ("failed" in r) return answer(client, 502, "Bad Gateway", "text/plain", `upstream unavailable: ${r.failed}`);
+    const up = r.upstream;
+    this.track(up, false);
+    client.write("HTTP/1.1 200 Connection established\r\n\r\n");
+    // Server-first protocols (ssh) must not wait for the check: upstream → client flows at once.
+    up.pipe(client);
+    let first: { value: string | null; rest: Buffer };
+    try {
+      first = await readFrame(client, parseClientHelloSni, MAX_HELLO_BYTES, rest);
+    } catch {
+      client.destroy();
+      up.destroy();
+      return;
+    }
+    if (first.value !== null && !sameHost(first.value, a.host)) {
+      this.refuse(a.host, a.port, "https_connect", "sni_mismatch");
+      client.destroy();
+      up.destroy();
+      return;
+    }
+    if (first.rest.length > 0) up.write(first.rest);
+    client.pipe(up);
+    linkLifetimes(client, up);
+    client.resume();
+  }
+
+  // -------------------------------------------------------------------------------------------------------
+  // SOCKS5 (RFC 1928), CONNECT only, no authentication
+
+  private async onSocks(client: net.Socket): Promise<void> {
+    let rest: Buffer;
+    try {
+      const g = await readFrame(client, parseSocksGreeting, 300);
+      if (!g.value.includes(0)) {
+        client.end(Buffer.from([5, 0xff]));
+        return;
+      }
+      client.write(Buffer.from([5, 0]));
+      const req = await readFrame(client, parseSocksRequest, 300, g.rest);
+      rest = req.rest;
+      const { cmd, host, port } = req.value;
+      const reply = (code: number) => Buffer.from([5, code, 0, 1, 0, 0, 0, 0, 0, 0]);
+      if (cmd !== 1) {
+        client.end(reply(7)); // command not supported (UDP ASSOCIATE, BIND)
+        return;
+      }
+      const r = this.o.policy.mode === "limited" ? { refused: "method_not_allowed" as const } : await this.open(host, port, "socks5_tcp");
+      if ("refused" in r) {
+        this.refuse(displayHost(host), port, "socks5_tcp", r.refused);
+        client.end(reply(2));
+        return;
+      }
+      if ("failed" in r) {
+        client.end(reply(5));
+        return;
+      }
+      this.track(r.upstream, false);
+      client.write(reply(0));
+      if (rest.length > 0) r.upstream.write(rest);
+      splice(client, r.upstream);
+    } catch {
+      client.destroy();
+    }
+  }
+}
+
+/** What fd `fd` of this process refers to (`socket:[123]`), or undefined when it is not open. */
+function fdTarget(fd: number): string | undefined {
+  try {
+    return readlinkSync(`/proc/self/fd/${fd}`);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The host as Codex 0.169 names it in a refusal (`normalize_host`): trimmed, lowercase, without brackets and one
+ * trailing dot, but in the spelling the request used (`2130706435`, not `127.0.0.3`; observed side by side).
+ */
+export function displayHost(raw: string): string {
+  let h = raw.trim().toLowerCase();
+  if (h.startsWith("[") && h.endsWith("]")) h = h.slice(1, -1);
+  return h.endsWith(".") ? h.slice(0, -1) : h;
+}
+
+/** Hop-by-hop headers dropped when forwarding (`Proxy-*` too; `Connection: close` is added). */
+const HOP_BY_HOP = new Set(["connection", "keep-alive", "te", "trailer", "upgrade", "proxy-connection", "proxy-authorization"]);
+
+/** Whether two hosts are the same after normalisation (case, trailing dot, IP spellings). */
+function sameHost(a: string, b: string): boolean {
+  const x = normalizeTarget(a);
+  const y = normalizeTarget(b);
+  return x !== undefined && y !== undefined && x.host === y.host;
+}
+
+/** `host[:port]` or `[v6][:port]` → host and port (`defaultPort` when absent; required when undefined). */
+export function parseAuthority(s: string, defaultPort: number | undefined): { host: string; port: number } | undefined {
+  let host: string;
+  let port: string | undefined;
+  const t = s.trim();
+  if (t.startsWith("[")) {
+    const close = t.indexOf("]");
+    if (close < 0) return undefined;
+    host = t.slice(1, close);
+    const after = t.slice(close + 1);
+    if (after !== "" && !after.startsWith(":")) return undefined;
+    port = after === "" ? undefined : after.slice(1);
+  } else {
+    const i = t.lastIndexOf(":");
+    if (i >= 0 && t.indexOf(":") !== i) return undefined; // unbracketed IPv6
+    host = i >= 0 ? t.slice(0, i) : t;
+    port = i >= 0 ? t.slice(i + 1) : undefined;
+  }
+  if (host === "") return undefined;
+  if (port === undefined) return defaultPort === undefined ? undefined : { host, port: defaultPort };
+  if (!/^\d{1,5}$/.test(port) || Number(port) < 1 || Number(port) > 65535) return undefined;
+  return { host, port: Number(port) };
+}
+
+/** A parsed request head: method, target, version, headers as `[lowercase name, value, name as sent]`. */
+export interface HttpHead {
+  method: string;
+  target: string;
+  version: string;
+  headers: [string, string, string][];
+}
+
+/** Parse a request head from `buf` once it holds `\r\n\r\n`; throws on a malformed one. */
+export function parseHttpHead(buf: Buffer): { value: HttpHead; used: number } | undefined {
+  const end = buf.indexOf("\r\n\r\n");
+  if (end < 0) return undefined;
+  const lines = buf.subarray(0, end).toString("latin1").split("\r\n");
+  const m = /^([A-Z]+) (\S+) (HTTP\/1\.[01])$/.exec(lines[0]!);
+  if (m === null) throw new Error("bad request line");
+  const headers: [string, string, string][] = [];
+  for (const l of lines.slice(1)) {
+    const i = l.indexOf(":");
+    if (i <= 0 || /\s/.test(l.slice(0, i))) throw new Error("bad header");
+    headers.push([l.slice(0, i).toLowerCase(), l.slice(i + 1).trim(), l.slice(0, i)]);
+  }
+  return { value: { method: m[1]!, target: m[2]!, version: m[3]!, headers }, used: end + 4 };
+}
+
+function parseSocksGreeting(buf: Buffer): { value: number[]; used: number } | undefined {
+  if (buf.length < 2) return undefined;
+  if (buf[0] !== 5) throw new Error("not SOCKS5");
+  const n = buf[1]!;
+  if (buf.length < 2 + n) return undefined;
+  return { value: [...buf.subarray(2, 2 + n)], used: 2 + n };
+}
+
+function parseSocksRequest(buf: Buffer): { value: { cmd: number; host: string; port: number }; used: number } | undefined {
+  if (buf.length < 5) return undefined;
+  if (buf[0] !== 5) throw new Error("not SOCKS5");
+  const cmd = buf[1]!;
+  const atyp = buf[3]!;
+  let host: string;
+  let at: number;
+  if (atyp === 1) {
+    if (buf.length < 10) return undefined;
+    host = [...buf.subarray(4, 8)].join(".");
+    at = 8;
+  } else if (atyp === 3) {
+    const n = buf[4]!;
+    if (buf.length < 5 + n + 2) return undefined;
+    host = buf.subarray(5, 5 + n).toString("latin1");
+    at = 5 + n;
+  } else if (atyp === 4) {
+    if (buf.length < 22) return undefined;
+    const words: string[] = [];
+    for (let i = 0; i < 8; i++) words.push(buf.readUInt16BE(4 + 2 * i).toString(16));
+    host = canonicalIp(words.join(":")) ?? words.join(":");
+    at = 20;
+  } else throw new Error("bad address type");
+  return { value: { cmd, host, port: buf.readUInt16BE(at) }, used: at + 2 };
+}
+
+/**
+ * The server name of a TLS ClientHello at the start of `buf`: the name, `null` when the bytes are not TLS or the
+ * hello carries no server name, undefined while incomplete. Throws for a malformed hello. Consumes nothing.
+ */
+export function parseClientHelloSni(buf: Buffer): { value: string | null; used: number } | undefined {
+  if (buf.length === 0) return undefined;
+  if (buf[0] !== 0x16) return { value: null, used: 0 };
+  if (buf.length < 5) return undefined;
+  const recLen = buf.readUInt16BE(3);
+  if (buf.length < 5 + recLen) return undefined;
+  const b = buf.subarray(5, 5 + recLen);
+  const need = (n: number) => {
+    if (n > b.length) throw new Error("truncated ClientHello");
+  };
+  need(4);
+  if (b[0] !== 1) throw new Error("not a ClientHello");
+  let p = 4 + 2 + 32; // type, length, version, random
+  need(p + 1);
+  p += 1 + b[p]!; // session id
+  need(p + 2);
+  p += 2 + b.readUInt16BE(p); // cipher suites
+  need(p + 1);
+  p += 1 + b[p]!; // compression methods
+  if (p + 2 > b.length) return { value: null, used: 0 }; // no extensions
+  const extEnd = p + 2 + b.readUInt16BE(p);
+  p += 2;
+  need(extEnd);
+  while (p + 4 <= extEnd) {
+    const type = b.readUInt16BE(p);
+    const len = b.readUInt16BE(p + 2);
+    p += 4;
+    need(p + len);
+    if (type === 0) {
+      let q = p + 2;
+      while (q + 3 <= p + len) {
+        const nameType = b[q]!;
+        const nameLen = b.readUInt16BE(q + 1);
+        need(q + 3 + nameLen);
+        if (nameType === 0) return { value: b.subarray(q + 3, q + 3 + nameLen).toString("latin1"), used: 0 };
+        q += 3 + nameLen;
+      }
+      return { value: null, used: 0 };
+    }
+    p += len;
+  }
+  return { value: null, used: 0 };
+}
+
+/**
+ * Read from paused `sock` until `parse` recognises a frame (at most `maxBytes`, within {@link HEAD_TIMEOUT_MS});
+ * resolves with its value and the bytes after it, leaving the socket paused. Rejects on a malformed or oversized
+ * frame, a timeout, or the peer going away.
+ */
+function readFrame<T>(
+  sock: net.Socket,
+  parse: (buf: Buffer) => { value: T; used: number } | undefined,
+  maxBytes: number,
+  initial: Buffer = Buffer.alloc(0),
+): Promise<{ value: T; rest: Buffer }> {
+  return new Promise((resolve, reject) => {
+    let buf = initial;
+    const done = (err: Error | undefined, v?: { value: T; rest: Buffer }) => {
+      clearTimeout(timer);
+      sock.off("data", onData);
+      sock.off("end", onEnd);
+      sock.off("close", onEnd);
+      sock.pause();
+      if (err !== undefined) reject(err);
+      else resolve(v!);
+    };
+    const attempt = () => {
+      let r: { value: T; used: number } | undefined;
+      try {
+        r = parse(buf);
+      } catch (e) {
+        return done(e as Error);
+      }
+      if (r !== undefined) return done(undefined, { value: r.value, rest: buf.subarray(r.used) });
+      if (buf.length >= maxBytes) return done(new Error("frame too large"));
+    };
+    const onData = (d: Buffer) => {
+      buf = buf.length === 0 ? d : Buffer.concat([buf, d]);
+      attempt();
+    };
+    const onEnd = () => done(new Error("peer went away"));
+    const timer = setTimeout(() => done(new Error("timeout")), HEAD_TIMEOUT_MS);
+    sock.on("data", onData);
+    sock.once("end", onEnd);
+    sock.once("close", onEnd);
+    if (buf.length > 0) attempt();
+    sock.resume();
+  });
+}
+
+/** Open a TCP connection to `address:port` (paused, half-open allowed), within {@link CONNECT_TIMEOUT_MS}. */
+function dial(address: string, port: number): Promise<net.Socket> {
+  return new Promise((resolve, reject) => {
+    const s = net.connect({ host: address, port, allowHalfOpen: true });
+    const timer = setTimeout(() => {
+      s.destroy();
+      reject(new Error("connect timeout"));
+    }, CONNECT_TIMEOUT_MS);
+    s.once("connect", () => {
+      clearTimeout(timer);
+      s.removeAllListeners("error");
+      resolve(s);
+    });
+    s.once("error", (e) => {
+      clearTimeout(timer);
+      s.destroy();
+      reject(e);
+    });
+  });
+}
+
+/** Relay both ways with backpressure; either side failing ends both. */
+function splice(a: net.Socket, b: net.Socket): void {
+  a.pipe(b);
+  b.pipe(a);
+  linkLifetimes(a, b);
+  a.resume();
+}
+
+/** Either side failing ends both; a side fully closed ends the other's writing. */
+function linkLifetimes(a: net.Socket, b: net.Socket): void {
+  const kill = () => {
+    a.destroy();
+    b.destroy();
+  };
+  a.once("error", kill);
+  b.once("error", kill);
+  // Half-closes propagate through pipe(); once one side is fully closed, the other has nothing left to do.
+  a.once("close", () => b.writableEnded || b.end());
+  b.once("close", () => a.writableEnded || a.end());
+}
+
+/** Send a complete answer and close (one request per proxy connection). */
+function answer(sock: net.Socket, status: number, phrase: string, type: string, body: string, proxyError?: string): void {
+  const head = [
+    `HTTP/1.1 ${status} ${phrase}`,
+    `content-type: ${type}`,
+    ...(proxyError === undefined ? [] : [`x-proxy-error: ${proxyError}`]),
+    `content-length: ${Buffer.byteLength(body)}`,
+    "connection: close",
+    "",
+    "",
+  ].join("\r\n");
+  sock.end(head + body);
+}
+
+/**
+ * The lines appended to a call's output naming every host the proxy refused, with the reason (the model otherwise
+ * sees only `curl: (56)`): `shellmcp: network access refused: other.test:443 (https_connect): not_allowed — Domain
+ * not in allowlist.` Repeats are counted, at most 20 lines.
+ */
+export function refusalReport(refusals: readonly ProxyRefusal[]): string {
+  const counts = new Map<string, number>();
+  for (const r of refusals) {
+    const host = r.host.includes(":") ? `[${r.host}]` : r.host;
+    const k = `${host}:${r.port} (${r.protocol}): ${r.reason} — ${BLOCK_MESSAGES[r.reason]}`;
+    counts.set(k, (counts.get(k) ?? 0) + 1);
+  }
+  const lines = [...counts].slice(0, 20).map(([k, n]) => `shellmcp: network access refused: ${k}${n > 1 ? ` (${n} times)` : ""}\n`);
+  if (counts.size > 20) lines.push(`shellmcp: … and ${counts.size - 20} more refused destinations\n`);
+  return lines.join("");
+}
