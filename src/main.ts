@@ -35,7 +35,10 @@ async function main(): Promise<number> {
     case ROLES.WRAPPER:
       return (await import("./escalate/wrapper.ts")).wrapperMain(args);
     case ROLES.LINUX_SANDBOX:
-      return (await import("./sandbox/linux/helper.ts")).linuxSandboxMain(args);
+      // Named both ways (argv[0] and the flag, as `serve` starts its helper through trampolines that may drop argv[0]).
+      return (await import("./sandbox/linux/helper.ts")).linuxSandboxMain(
+        args[0] === "--codex-run-as-linux-sandbox" ? args.slice(1) : args,
+      );
     case ROLES.FS_HELPER:
       return (await import("./fs-helper/main.ts")).fsHelperMain(args);
     default:

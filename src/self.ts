@@ -11,6 +11,8 @@
  * before any file on disk (checked: a planted `/$bunfs/root/…` or `./escalate/worker.ts` is never loaded).
  */
 
+import { existsSync } from "node:fs";
+
 /** Prefix of every module path inside a compiled Bun executable (Linux and macOS). */
 export const EMBEDDED_ROOT = "/$bunfs/root/";
 
@@ -30,7 +32,36 @@ export function workerUrl(srcRelative: string): string {
   return IS_COMPILED ? `${EMBEDDED_ROOT}${srcRelative}.js` : new URL(`./${srcRelative}.ts`, import.meta.url).href;
 }
 
-/** argv that starts this program again: the executable alone when compiled; Bun plus the entry script from source. */
+/**
+ * argv that starts this program again by its path: the executable alone when compiled; Bun plus the entry script
+ * from source. For a command that runs inside a sandbox's own mount namespace (bwrap's inner stage, the codex-fs
+ * role inside a sandbox), where the path is looked up in the sandbox's view of the files.
+ */
 export function selfCommand(): string[] {
   return IS_COMPILED ? [process.execPath] : [process.execPath, Bun.main];
+}
+
+let selfExe: string | undefined;
+
+/**
+ * The kernel's name for the file this process runs: `/proc/<pid>/exe` (not `/proc/self/exe`, which a trampoline
+ * such as the cgroup `/bin/sh` would resolve to itself), valid while this process lives — it opens the file this
+ * process was started from even when its path has since been replaced. `process.execPath` where `/proc` is not
+ * mounted. Linux only ({@link selfExecCommand}).
+ */
+export function selfExePath(): string {
+  if (selfExe === undefined) selfExe = existsSync(`/proc/${process.pid}/exe`) ? `/proc/${process.pid}/exe` : process.execPath;
+  return selfExe;
+}
+
+/**
+ * argv that starts this program again from this process (or a program it starts outside any sandbox, such as the
+ * cgroup trampoline), while it lives: compiled on Linux, {@link selfExePath} — the file this process was started
+ * from, even when its path has since been replaced (a sandboxed command that can write the folder of the
+ * executable, `~/.npm/_npx/…` under a writable HOME, could put another program there; exec'd by path, that program
+ * would be the next sandbox helper, outside every sandbox). Elsewhere (macOS, or from source) {@link selfCommand}.
+ * The role is chosen by argv[0] or a `--codex-run-as-*` flag, never by this path's name.
+ */
+export function selfExecCommand(): string[] {
+  return IS_COMPILED && process.platform === "linux" ? [selfExePath()] : selfCommand();
 }

@@ -17,10 +17,13 @@ import { errorResult, handleShellCall, type ServeRuntime } from "./serve/call.ts
 import { checkShellIntercepts } from "./serve/shell-check.ts";
 import { loadServeSetup, type ServeOptions, type ServeSetup } from "./serve/setup.ts";
 import { CgroupManager } from "./shell/cgroup.ts";
+import { helperCommand } from "./shell/run-command.ts";
 import { roleLink } from "./shell/portable-shells.ts";
 import { killSessions } from "./shell/sessions.ts";
 import { writeStderr } from "./stderr.ts";
 import { VERSION } from "./version.ts";
+import { IS_COMPILED, selfExePath } from "./self.ts";
+import { serializeSandboxPolicy } from "./sandbox/policy.ts";
 
 export type { ServeOptions } from "./serve/setup.ts";
 
@@ -129,6 +132,9 @@ function hardenServerProcess(platform: NodeJS.Platform, shellEnv: Record<string,
 function startRuntime(o: ServeOptions, setup: ServeSetup, platform: NodeJS.Platform): ServeRuntime & { shutdown: () => Promise<void> } {
   let server: EscalationServer | undefined;
   const wrapperPath = o.execve ?? selfAs("codex-execve-wrapper");
+  // The sandbox helper runs outside every sandbox, started by this process: as the file this process runs
+  // (/proc/<pid>/exe on Linux, role by argv[0]), never by a path a sandboxed command might have replaced.
+  const helperExe = platform === "linux" && IS_COMPILED ? selfExePath() : selfAs("codex-linux-sandbox");
   const serverReady = EscalationServer.start().then(
     (s) => (server = s),
     (e: unknown) => {
@@ -139,7 +145,22 @@ function startRuntime(o: ServeOptions, setup: ServeSetup, platform: NodeJS.Platf
   // The shell must hand its execs to the server (an unpatched one would run every command with no rule applied):
   // checked once, beside the MCP session; calls wait for the answer and fail closed with it.
   const shellChecked = serverReady.then(async (s) => {
-    const why = await checkShellIntercepts(s, setup.shellPath, wrapperPath);
+    const sandbox =
+      platform === "linux"
+        ? {
+            prefix: [
+              ...helperCommand(helperExe),
+              ...setup.backend.flags(),
+              "--sandbox-policy-cwd",
+              "/",
+              "--sandbox-policy",
+              serializeSandboxPolicy({ type: "read-only", access: { type: "full-access" }, network_access: false }),
+              "--",
+            ],
+            argv0: "codex-linux-sandbox",
+          }
+        : undefined;
+    const why = await checkShellIntercepts(s, setup.shellPath, wrapperPath, sandbox);
     if (why !== undefined) writeStderr(`shellmcp serve: ${why}\n`);
     return why;
   });
@@ -163,7 +184,7 @@ function startRuntime(o: ServeOptions, setup: ServeSetup, platform: NodeJS.Platf
     options: o,
     platform,
     wrapperPath,
-    helperExe: selfAs("codex-linux-sandbox"),
+    helperExe,
     server: async () => serverReady,
     shellRefused: () => shellChecked,
     sessions,
@@ -172,7 +193,10 @@ function startRuntime(o: ServeOptions, setup: ServeSetup, platform: NodeJS.Platf
   };
 }
 
-/** Path of a file named `name` that runs this binary: `<dir of binary>/name` if present, else a checked symlink (`roleLink`). */
+/**
+ * Path of a file named `name` that runs this binary: `<dir of binary>/name` if present, else a checked symlink
+ * (`roleLink`). For the exec wrapper, which runs inside the call's sandbox and is looked up there by path.
+ */
 function selfAs(name: string): string {
   const beside = join(dirname(process.execPath), name);
   if (existsSync(beside)) return beside;

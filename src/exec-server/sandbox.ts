@@ -11,7 +11,7 @@
  */
 import { existsSync, lstatSync, readdirSync, rmdirSync } from "node:fs";
 import { join } from "node:path";
-import { selfCommand } from "../self.ts";
+import { selfExecCommand } from "../self.ts";
 import { ShellmcpError } from "../errors.ts";
 import { parsePermissionProfile, serializePermissionProfile, type PermissionProfile } from "../sandbox/permission-profile.ts";
 import { planPermissionProfile, summarySandboxPolicy } from "../sandbox/filesystem-plan.ts";
@@ -93,7 +93,7 @@ export function sandboxedArgv(sb: ExecSandbox, command: string[]): string[] {
       ? ["--permission-profile", serializePermissionProfile(sb.profile)]
       : ["--sandbox-policy", serializeSandboxPolicy(sb.policy)];
   return [
-    ...selfCommand(),
+    ...selfExecCommand(),
     "--codex-run-as-linux-sandbox",
     "--backend",
     "auto",

@@ -178,7 +178,7 @@ async function runProxied(command: string[], policy: SandboxPolicy, network: Net
         : { http: NAMESPACE_PORTS.http }
       : await proxy.listenLoopback();
   const argv = [
-    ...selfHelperCommand(),
+    ...selfHelperCommand("here"),
     "--backend",
     backend,
     ...(noProc ? ["--no-proc"] : []),

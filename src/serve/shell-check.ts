@@ -3,6 +3,11 @@
  * escalation happens, silently: `serve --shell /bin/bash` with `rm` forbidden deleted the file. Before the first
  * call, the shell runs one probe exec under a listener of its own; the exec must reach the escalation server
  * (through the in-shell client or the exec wrapper). If it does not, the shell is refused.
+ *
+ * The probe runs inside a read-only, network-off sandbox (the caller's `sandbox` prefix: this binary's sandbox helper
+ * on Linux), like every call: the shell file may lie where a sandboxed command could have replaced it (`--shell`
+ * in a project, `shells/` beside an executable in a writable folder), and must then not run outside a sandbox
+ * at the next start either.
  */
 import type { EscalationServer } from "../escalate/server.ts";
 import { INTERCEPT_ENV_VAR } from "../escalate/protocol.ts";
@@ -14,9 +19,15 @@ const PROBE = "/bin/true";
 
 /**
  * Run `shellPath -c /bin/true` with interception on and resolve with `undefined` when its exec reached `server`,
- * or with the reason it is refused.
+ * or with the reason it is refused. `sandbox`: argv prefix (and argv[0]) that runs the shell inside a sandbox,
+ * e.g. `codex-linux-sandbox … --sandbox-policy <read-only> --`; without it the shell runs as is (macOS).
  */
-export async function checkShellIntercepts(server: EscalationServer, shellPath: string, wrapperPath: string): Promise<string | undefined> {
+export async function checkShellIntercepts(
+  server: EscalationServer,
+  shellPath: string,
+  wrapperPath: string,
+  sandbox?: { prefix: string[]; argv0: string },
+): Promise<string | undefined> {
   let reached = false;
   const l = server.listen({
     decide: () => {
@@ -27,7 +38,11 @@ export async function checkShellIntercepts(server: EscalationServer, shellPath: 
   });
   try {
     const env = { PATH: "/usr/bin:/bin", ...l.shellEnv(wrapperPath, 3), [INTERCEPT_ENV_VAR]: "*" };
-    const p = Bun.spawn([shellPath, "-c", PROBE], { env, stdio: ["ignore", "ignore", "ignore", l.clientFd] });
+    const p = Bun.spawn([...(sandbox?.prefix ?? []), shellPath, "-c", PROBE], {
+      env,
+      stdio: ["ignore", "ignore", "ignore", l.clientFd],
+      ...(sandbox !== undefined ? { argv0: sandbox.argv0 } : {}),
+    });
     l.releaseClientFd();
     const timer = setTimeout(() => p.kill(9), SHELL_CHECK_TIMEOUT_MS);
     await p.exited;

@@ -31,6 +31,7 @@ import type { CallProxy } from "../network/proxy.ts";
 import { bridgePair, NAMESPACE_PORTS, PROXY_BRIDGE_FD, receiveNamespaceListeners, watchNamespaceListeners } from "../network/bridge.ts";
 import { proxyEnvironment } from "../network/env.ts";
 import { Stopwatch } from "./stopwatch.ts";
+import { selfExePath } from "../self.ts";
 
 /** Time the output pipe may stay open after the shell exited, ms. */
 export const DRAIN_MS = 2000;
@@ -204,7 +205,7 @@ export function roomFor(
       extraWritable,
     };
   }
-  return { backend: { kind: "landlock", helper: [o.launcher.exe] }, call, extraWritable };
+  return { backend: { kind: "landlock", helper: helperCommand(o.launcher.exe) }, call, extraWritable };
 }
 
 /** Placeholder plan when the call's own plan cannot be computed (the room is then unavailable anyway). */
@@ -273,6 +274,15 @@ export interface RunCommandResult {
   spawnError?: string;
 }
 
+/**
+ * argv that starts the sandbox helper `exe`: this binary's own ({@link selfExePath}, `/proc/<pid>/exe`) gets its role
+ * by flag, since a trampoline that execs it (the cgroup `/bin/sh`, the room's `exec -a` bash) does not keep argv[0];
+ * another helper (Codex's `codexLinuxSandboxExe`, a role link) is named as is.
+ */
+export function helperCommand(exe: string): string[] {
+  return exe === selfExePath() ? [exe, "--codex-run-as-linux-sandbox"] : [exe];
+}
+
 /** The argv that starts the shell, through the sandbox helper when the policy needs one. */
 export function shellArgv(
   o: Pick<RunCommandOptions, "shellPath" | "login" | "command" | "policy" | "sandboxCwd" | "launcher">,
@@ -287,7 +297,7 @@ export function shellArgv(
     return { argv: shell, sandboxed: false };
   return {
     argv: [
-      o.launcher.exe,
+      ...helperCommand(o.launcher.exe),
       ...o.launcher.flags,
       ...(proxy === undefined
         ? []

@@ -34,13 +34,13 @@
  * (until issue 22 a datagram socketpair, which the kernel lets address any datagram socket).
  */
 import { afterAll, describe, expect, test } from "bun:test";
-import { chownSync, existsSync, mkdtempSync } from "node:fs";
+import { chmodSync, chownSync, copyFileSync, existsSync, mkdtempSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { closeAll, confDir, py, requirePrograms, serveWithPid } from "../helpers/attack.ts";
 import { ensureBinary } from "../helpers/binary.ts";
 import { skipWithout } from "../helpers/prereq.ts";
-import { CONF_BASE } from "../helpers/test-dirs.ts";
-import { shellsMissing } from "../helpers/shells.ts";
+import { assertOutside, CONF_BASE } from "../helpers/test-dirs.ts";
+import { patchedShell, shellsMissing } from "../helpers/shells.ts";
 
 afterAll(closeAll);
 
@@ -248,6 +248,38 @@ describe.skipIf(skipWithout("configuration suite", shellsMissing()))("issue 22: 
     expect(await call()).toContain("bubblewrap failed although its preflight had passed");
     expect(await call()).toBe("ran\n"); // probed again: Landlock now
     expect(s.stderr()).toContain("commands run under Landlock + seccomp");
+  }, 60_000);
+
+  // Item 4, the executable itself: installed where a sandboxed command can write (npx puts it under ~/.npm/_npx, and
+  // HOME may be a writable root), the sandbox helper that `serve` starts for each call must still be the program
+  // that started: `serve` execs itself as /proc/<pid>/exe, never by its path or a role link beside it.
+  test("item 4: a command that replaces the executable and its role links beside it decides nothing outside its sandbox", async () => {
+    const dir = confDir("exe-writable");
+    const exe = join(dir, "shellmcp");
+    copyFileSync(ensureBinary(), exe);
+    chmodSync(exe, 0o755);
+    for (const role of ["codex-linux-sandbox", "codex-execve-wrapper"]) symlinkSync("shellmcp", join(dir, role));
+    const outside = assertOutside(confDir("exe-outside"));
+    const s = await serveWithPid({ command: [exe], args: ["--sandbox-backend", "landlock", "--sandbox", "workspace-write"], cwd: dir });
+    const evil = `#!/bin/sh\necho escaped > ${outside}/marker\n`;
+    const replace = `printf '${evil}' > evil && chmod +x evil && mv -f evil shellmcp && echo replaced`;
+    expect((await s.shell({ command: replace, workdir: dir, login: false })).out.output).toBe("replaced\n");
+    expect(readFileSync(exe, "utf8")).toContain("escaped"); // the file at the executable's path is the command's now
+    expect((await s.shell({ command: "echo second call", workdir: dir, login: false })).out.output).toBe("second call\n");
+    expect(existsSync(join(outside, "marker"))).toBe(false);
+  }, 60_000);
+
+  // Item 6, the start-up check of the shell: it runs the shell once, inside a read-only sandbox like every call, so a
+  // shell file a command could have replaced (here: one that writes outside, then runs the patched bash) runs
+  // nowhere else either.
+  test("item 6: the start-up shell check runs the shell inside a sandbox", async () => {
+    const dir = confDir("probe-shell");
+    const outside = assertOutside(confDir("probe-outside"));
+    const fake = join(dir, "bash");
+    writeFileSync(fake, `#!/bin/sh\n{ echo ran >> ${outside}/marker; } 2>/dev/null\nexec ${patchedShell("bash")} "$@"\n`, { mode: 0o755 });
+    const s = await serveWithPid({ args: ["--shell", fake, "--sandbox", "workspace-write"], cwd: dir });
+    expect((await s.shell({ command: "echo ok", workdir: dir, login: false })).out.output).toBe("ok\n"); // passed the check
+    expect(existsSync(join(outside, "marker"))).toBe(false);
   }, 60_000);
 
   test("item 5: a client's MCP roots join the workspace (the workdir still does not)", async () => {

@@ -20,7 +20,7 @@ import {
 import { tmpdir } from "node:os";
 import { join, sep } from "node:path";
 import { ShellmcpError } from "../../errors.ts";
-import { selfCommand } from "../../self.ts";
+import { selfCommand, selfExecCommand } from "../../self.ts";
 import { forgetProbe, probedFullStrength, probeKey, rememberFullStrength } from "./bwrap-probe-cache.ts";
 import { serializePermissionProfile } from "../permission-profile.ts";
 import { linuxReadableRoots, type FilesystemPlan } from "../filesystem-plan.ts";
@@ -96,9 +96,13 @@ function probeBwrapUncached(path: string, networkRestricted: boolean): BwrapProb
   return { ok: false, path, reason: `bubblewrap cannot create its sandbox: ${why}` };
 }
 
-/** The command that starts this binary as the Linux sandbox helper, whatever it is called. */
-export function selfHelperCommand(): string[] {
-  return [...selfCommand(), "--codex-run-as-linux-sandbox"];
+/**
+ * The command that starts this binary as the Linux sandbox helper, whatever it is called: by its path for a command
+ * run inside a sandbox (`from: "inside"`, the default: bwrap's inner stage), or as the file this process runs for a
+ * process this one starts itself (`"here"`: {@link selfExecCommand}, which a replaced file cannot redirect).
+ */
+export function selfHelperCommand(from: "inside" | "here" = "inside"): string[] {
+  return [...(from === "here" ? selfExecCommand() : selfCommand()), "--codex-run-as-linux-sandbox"];
 }
 
 /** Sort key: fewer path components first, then by name (a stable, total order). */
@@ -195,15 +199,16 @@ export function planBwrap(bwrap: string, run: SandboxRun, opts: { seccompFd?: nu
  * argv that runs `run` again through this binary's sandbox helper role (`codex-linux-sandbox`), with `flags`
  * first: the bwrap inner stage (`--apply-seccomp-then-exec`), or the Landlock run started as a pid namespace's init
  * (src/sandbox/linux/run.ts). The policy, the permission profile when there is one, network proxy mode's bridge fd
- * and ports, and the command are passed as given.
+ * and ports, and the command are passed as given; `from` as in {@link selfHelperCommand}.
  */
 export function selfHelperArgv(
   run: Pick<SandboxRun, "policy" | "profile" | "policyCwd" | "command" | "networkProxy">,
   flags: string[],
+  from: "inside" | "here" = "inside",
 ): string[] {
   const proxy = run.networkProxy;
   return [
-    ...selfHelperCommand(),
+    ...selfHelperCommand(from),
     ...flags,
     "--sandbox-policy-cwd",
     run.policyCwd,

@@ -146,7 +146,7 @@ function needsOwnPidNamespace(run: SandboxRun): boolean {
  * signals. Resolves with the command's status ({@link waitForNamespaceInit}).
  */
 async function runInOwnPidNamespace(run: SandboxRun): Promise<number> {
-  const argv = selfHelperArgv(run, ["--backend", "landlock", "--inherit-pid-namespace"]);
+  const argv = selfHelperArgv(run, ["--backend", "landlock", "--inherit-pid-namespace"], "here");
   const env = Object.entries(process.env).map(([k, v]) => `${k}=${v ?? ""}`);
   const prepared = libc.prepareSpawn({ path: argv[0]!, argv, env, closeFrom: false });
   const own = openSync("/proc/thread-self/ns/pid", "r");
