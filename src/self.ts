@@ -44,23 +44,30 @@ export function selfCommand(): string[] {
 let selfExe: string | undefined;
 
 /**
- * The kernel's name for the file this process runs: `/proc/<pid>/exe` (not `/proc/self/exe`, which a trampoline
- * such as the cgroup `/bin/sh` would resolve to itself), valid while this process lives — it opens the file this
- * process was started from even when its path has since been replaced. `process.execPath` where `/proc` is not
- * mounted. Linux only ({@link selfExecCommand}).
+ * The kernel's name for the file this process runs: `/proc/self/exe`, exec'd by this process's own children
+ * before their exec (posix_spawn, Bun.spawn) — it opens the file this process was started from even when its
+ * path has since been replaced. Only a direct child may exec it: a trampoline (the cgroup `/bin/sh`, the room's
+ * bash) would resolve it to itself, and `/proc/<pid>/exe` of the non-dumpable `serve` is closed to its children
+ * unless they are root; callers spawn it directly and move the child into its cgroup afterwards
+ * (see {@link isSelfExe}). `process.execPath` where `/proc` is not mounted. Linux only ({@link selfExecCommand}).
  */
 export function selfExePath(): string {
-  if (selfExe === undefined) selfExe = existsSync(`/proc/${process.pid}/exe`) ? `/proc/${process.pid}/exe` : process.execPath;
+  if (selfExe === undefined) selfExe = existsSync("/proc/self/exe") ? "/proc/self/exe" : process.execPath;
   return selfExe;
 }
 
+/** Whether `path` is {@link selfExePath} (the program must then be spawned directly, never through a trampoline). */
+export function isSelfExe(path: string | undefined): boolean {
+  return path !== undefined && path.startsWith("/proc/") && path === selfExePath();
+}
+
 /**
- * argv that starts this program again from this process (or a program it starts outside any sandbox, such as the
- * cgroup trampoline), while it lives: compiled on Linux, {@link selfExePath} — the file this process was started
- * from, even when its path has since been replaced (a sandboxed command that can write the folder of the
- * executable, `~/.npm/_npx/…` under a writable HOME, could put another program there; exec'd by path, that program
- * would be the next sandbox helper, outside every sandbox). Elsewhere (macOS, or from source) {@link selfCommand}.
- * The role is chosen by argv[0] or a `--codex-run-as-*` flag, never by this path's name.
+ * argv that starts this program again from this process, spawned directly by it (outside any sandbox): compiled on
+ * Linux, {@link selfExePath} — the file this process was started from, even when its path has since been replaced
+ * (a sandboxed command that can write the folder of the executable, `~/.npm/_npx/…` under a writable HOME, could put
+ * another program there; exec'd by path, that program would be the next sandbox helper, outside every sandbox).
+ * Elsewhere (macOS, or from source) {@link selfCommand}. The role is chosen by argv[0] or a `--codex-run-as-*`
+ * flag, never by this path's name.
  */
 export function selfExecCommand(): string[] {
   return IS_COMPILED && process.platform === "linux" ? [selfExePath()] : selfCommand();

@@ -9,6 +9,7 @@ import { existsSync, readdirSync, readFileSync } from "node:fs";
 import * as libc from "../../ffi/libc.ts";
 import { ShellmcpError } from "../errors.ts";
 import type { EscalateSpawn } from "./worker-messages.ts";
+import { isSelfExe } from "../self.ts";
 
 /** The host's bash, used as a trampoline into a call's cgroup (it can exec with a chosen argv[0]). */
 const TRAMPOLINE_BASH = "/bin/bash";
@@ -80,11 +81,16 @@ export function spawnEscalated(
     sources.push(copy);
     map.push([copy, dest]);
   }
-  const viaTrampoline = procs !== undefined && spec.contained !== true && existsSync(TRAMPOLINE_BASH);
+  // Our own helper (a Landlock room: /proc/self/exe, argv [exe, --codex-run-as-linux-sandbox, …]) is spawned
+  // directly (bash would exec itself) and joins the cgroup itself, first thing (`--join-cgroup`).
+  const selfJoins = procs !== undefined && spec.contained !== true && isSelfExe(spec.path);
+  const viaTrampoline = procs !== undefined && spec.contained !== true && !selfJoins && existsSync(TRAMPOLINE_BASH);
   let pid: number;
   try {
     pid = libc.spawn({
-      ...(viaTrampoline ? { path: TRAMPOLINE_BASH, argv: trampolineArgv(procs, spec) } : { path: spec.path, argv: spec.argv }),
+      ...(viaTrampoline
+        ? { path: TRAMPOLINE_BASH, argv: trampolineArgv(procs, spec) }
+        : { path: spec.path, argv: selfJoins ? [...spec.argv.slice(0, 2), "--join-cgroup", procs!, ...spec.argv.slice(2)] : spec.argv }),
       env: spec.env,
       cwd: spec.cwd,
       fdMap: map,
@@ -95,7 +101,7 @@ export function spawnEscalated(
   } finally {
     new Set([...received, ...sources]).forEach(libc.closeQuiet);
   }
-  return { pid, viaTrampoline };
+  return { pid, viaTrampoline: viaTrampoline || selfJoins }; // either way it is in the cgroup before it runs anything
 }
 
 /**

@@ -13,6 +13,7 @@ import { constants as osConstants } from "node:os";
 import { join } from "node:path";
 import { log } from "../log.ts";
 import type { CallCgroup, CgroupManager } from "../shell/cgroup.ts";
+import { isSelfExe } from "../self.ts";
 import { errnoOf, osErrorText } from "./fs-ops.ts";
 import { encodeBase64, rpcError, RPC } from "./rpc.ts";
 import { mountPointCandidates, removeLeftoverMountPoints, sandboxedArgv, type ExecSandbox } from "./sandbox.ts";
@@ -222,7 +223,10 @@ export class ManagedProcess {
       }
       // The trampoline joins the cgroup before the program's first instruction; it keeps `arg0` only when it is
       // the program's own name (dash has no `exec -a`), else the process is moved in right after the spawn.
-      if (argv0 === undefined || argv0 === argv[0] || spec.sandbox !== undefined) {
+      // Our own sandbox helper (/proc/self/exe) is never trampolined (the shell would exec itself): it joins the
+      // cgroup itself before it starts anything (`--join-cgroup`, after its role flag).
+      if (isSelfExe(argv[0])) argv.splice(2, 0, "--join-cgroup", this.cgroup.procs);
+      else if (argv0 === undefined || argv0 === argv[0] || spec.sandbox !== undefined) {
         argv = cgroupTrampoline(this.cgroup.procs, argv, spec.env.PWD !== undefined);
         argv0 = undefined;
       }

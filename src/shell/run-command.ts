@@ -31,7 +31,7 @@ import type { CallProxy } from "../network/proxy.ts";
 import { bridgePair, NAMESPACE_PORTS, PROXY_BRIDGE_FD, receiveNamespaceListeners, watchNamespaceListeners } from "../network/bridge.ts";
 import { proxyEnvironment } from "../network/env.ts";
 import { Stopwatch } from "./stopwatch.ts";
-import { selfExePath } from "../self.ts";
+import { isSelfExe, selfExePath } from "../self.ts";
 
 /** Time the output pipe may stay open after the shell exited, ms. */
 export const DRAIN_MS = 2000;
@@ -461,7 +461,11 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
   // sandboxed process is in bwrap's pid namespace, which the kernel kills whole when bwrap's init exits (it dies
   // with bwrap, --die-with-parent), so the cgroup only needs the escalated programs (the worker moves those in).
   // Saves a /bin/sh start per call.
-  const trampoline = cgroup !== undefined && launch.bwrap === undefined;
+  // Our own helper (/proc/self/exe) cannot go through the trampoline (the shell would exec itself): it joins the
+  // cgroup itself, first thing (`--join-cgroup`), before it starts anything of the call.
+  const selfHelper = isSelfExe(argv[0]);
+  const trampoline = cgroup !== undefined && launch.bwrap === undefined && !selfHelper;
+  if (cgroup !== undefined && launch.bwrap === undefined && selfHelper) argv.splice(2, 0, "--join-cgroup", cgroup.procs);
   const seccomp = launch.bwrap?.seccomp === undefined ? undefined : bytesPipe(launch.bwrap.seccomp);
   const stdio: (number | "ignore")[] = ["ignore", writeEnd, writeEnd, listener.clientFd];
   if (seccomp !== undefined) stdio[SECCOMP_FD] = seccomp;

@@ -4,7 +4,7 @@
  *
  *   codex-linux-sandbox --sandbox-policy-cwd DIR (--sandbox-policy JSON | --permission-profile JSON)
  *                       [--command-cwd DIR] [--use-bwrap-sandbox] [--backend auto|bwrap|landlock] [--no-proc]
- *                       [--inherit-pid-namespace] [--network-proxy-ports P[,Q] [--network-proxy-fd N]] -- CMD [ARG…]
+ *                       [--inherit-pid-namespace] [--join-cgroup PATH] [--network-proxy-ports P[,Q] [--network-proxy-fd N]] -- CMD [ARG…]
  *
  * `--permission-profile` (Codex 0.169's helper flag: a `PermissionProfile`, see permission-profile.ts) wins over
  * `--sandbox-policy`; `--command-cwd` is accepted for Codex 0.169 compatibility (the command runs in the
@@ -15,6 +15,7 @@
  * inner stage inside bwrap. Exit status: the command's; 2 for usage errors; 101 when the sandbox cannot be
  * applied (the command is then never run).
  */
+import { writeFileSync } from "node:fs";
 import { keepEscalationSocketAcrossExec } from "../../escalation-socket.ts";
 import { setCloexec } from "../../../ffi/libc.ts";
 import { ShellmcpError } from "../../errors.ts";
@@ -37,6 +38,8 @@ interface HelperArgs {
   backend: Backend;
   noProc: boolean;
   inheritPidNamespace: boolean;
+  /** `--join-cgroup PATH` (ours): a `cgroup.procs` file this process writes its pid into before anything else. */
+  joinCgroup?: string;
   inner: boolean;
   command: string[];
   /** `--network-proxy-fd N`: the bridge socket (bubblewrap proxy mode, src/network/bridge.ts). */
@@ -89,6 +92,9 @@ function parse(args: string[]): HelperArgs {
       case "--inherit-pid-namespace":
         o.inheritPidNamespace = true;
         break;
+      case "--join-cgroup":
+        o.joinCgroup = v();
+        break;
       case "--network-proxy-fd": {
         const n = v();
         if (!/^\d+$/.test(n)) throw new ShellmcpError("USAGE", `--network-proxy-fd must be an fd number (got ${n})`);
@@ -133,6 +139,17 @@ export async function linuxSandboxMain(args: string[]): Promise<number> {
   } catch (e) {
     writeStderr(`codex-linux-sandbox: ${(e as Error).message}\n${USAGE}\n`);
     return HELPER_USAGE_EXIT;
+  }
+  if (o.joinCgroup !== undefined) {
+    // Started directly by `serve` (as /proc/self/exe, which no trampoline can exec), this process joins its call's
+    // cgroup itself, before it starts anything: the kernel has moved it once the write returns, so everything of
+    // the call is in the cgroup from its first instruction. Not accounted, it must not run (the trampoline's 126).
+    try {
+      writeFileSync(o.joinCgroup, String(process.pid));
+    } catch (e) {
+      writeStderr(`codex-linux-sandbox: cannot join the call's cgroup: ${(e as Error).message}\n`);
+      return 126;
+    }
   }
   keepEscalationSocketAcrossExec();
   try {
