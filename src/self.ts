@@ -61,6 +61,22 @@ export function isSelfExe(path: string | undefined): boolean {
   return path !== undefined && path.startsWith("/proc/") && path === selfExePath();
 }
 
+/** Variables that make a compiled Bun executable something else: the bun CLI itself, or a preload. */
+const BUN_RUNTIME_VARS = ["BUN_BE_BUN", "BUN_OPTIONS"];
+
+/**
+ * `env` without the variables that would turn this executable into the bun CLI (`BUN_BE_BUN`: it then loads a
+ * `bunfig.toml` preload from its working folder, the sandbox's workspace) or add a preload (`BUN_OPTIONS`), for a
+ * process that runs it outside every sandbox (the sandbox helper). A new object; `env` is not changed. The
+ * command the helper runs inside the sandbox does not get them either.
+ */
+export function envForSelf<T extends Record<string, string | undefined>>(env: T): T {
+  if (!BUN_RUNTIME_VARS.some((k) => k in env)) return env;
+  const copy = { ...env };
+  for (const k of BUN_RUNTIME_VARS) delete copy[k];
+  return copy;
+}
+
 /**
  * argv that starts this program again from this process, spawned directly by it (outside any sandbox): compiled on
  * Linux, {@link selfExePath} — the file this process was started from, even when its path has since been replaced

@@ -13,7 +13,7 @@ import { constants as osConstants } from "node:os";
 import { join } from "node:path";
 import { log } from "../log.ts";
 import type { CallCgroup, CgroupManager } from "../shell/cgroup.ts";
-import { isSelfExe } from "../self.ts";
+import { envForSelf, isSelfExe } from "../self.ts";
 import { errnoOf, osErrorText } from "./fs-ops.ts";
 import { encodeBase64, rpcError, RPC } from "./rpc.ts";
 import { mountPointCandidates, removeLeftoverMountPoints, sandboxedArgv, type ExecSandbox } from "./sandbox.ts";
@@ -237,7 +237,7 @@ export class ManagedProcess {
         this.openStreams = 1;
         this.proc = Bun.spawn(argv, {
           cwd: spec.cwd,
-          env: spec.env,
+          env: isSelfExe(argv[0]) ? envForSelf(spec.env) : spec.env,
           argv0,
           terminal: {
             cols: 80,
@@ -250,7 +250,7 @@ export class ManagedProcess {
         this.openStreams = 2;
         this.proc = Bun.spawn(argv, {
           cwd: spec.cwd,
-          env: spec.env,
+          env: isSelfExe(argv[0]) ? envForSelf(spec.env) : spec.env,
           argv0,
           stdin: spec.pipeStdin ? "pipe" : "ignore",
           stdout: "pipe",

@@ -41,12 +41,18 @@ export async function checkShellIntercepts(
     const p = Bun.spawn([...(sandbox?.prefix ?? []), shellPath, "-c", PROBE], {
       env,
       stdio: ["ignore", "ignore", "ignore", l.clientFd],
+      detached: true, // its own process group: whatever the shell left running is killed with it below
       ...(sandbox !== undefined ? { argv0: sandbox.argv0 } : {}),
     });
     l.releaseClientFd();
     const timer = setTimeout(() => p.kill(9), SHELL_CHECK_TIMEOUT_MS);
     await p.exited;
     clearTimeout(timer);
+    try {
+      process.kill(-p.pid, "SIGKILL"); // a planted shell's background job must not outlive the check
+    } catch {
+      // the group is gone
+    }
   } catch (e) {
     return `cannot run the shell ${shellPath}: ${(e as Error).message}`;
   } finally {

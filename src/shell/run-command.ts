@@ -20,7 +20,7 @@ import { hasFullDiskWrite, hasFullNetwork, serializeSandboxPolicy, type SandboxP
 import { writableView, type WritableView, type WriteEnforcement } from "../sandbox/writable.ts";
 import type { EscalationMode, RoomSpec } from "../sandbox/room.ts";
 import { planSandboxPolicy } from "../sandbox/filesystem-plan.ts";
-import { resolveCommand } from "../sandbox/linux/in-process.ts";
+import { findBwrap } from "../sandbox/linux/bwrap.ts";
 import type { PermissionProfile } from "../sandbox/permission-profile.ts";
 import type { FilesystemPlan } from "../sandbox/filesystem-plan.ts";
 import { seatbeltShellLaunch } from "../sandbox/macos/seatbelt.ts";
@@ -31,7 +31,7 @@ import type { CallProxy } from "../network/proxy.ts";
 import { bridgePair, NAMESPACE_PORTS, PROXY_BRIDGE_FD, receiveNamespaceListeners, watchNamespaceListeners } from "../network/bridge.ts";
 import { proxyEnvironment } from "../network/env.ts";
 import { Stopwatch } from "./stopwatch.ts";
-import { isSelfExe, selfExePath } from "../self.ts";
+import { envForSelf, isSelfExe, selfExePath } from "../self.ts";
 
 /** Time the output pipe may stay open after the shell exited, ms. */
 export const DRAIN_MS = 2000;
@@ -197,7 +197,7 @@ export function roomFor(
   if (o.launcher.seatbelt !== undefined)
     return { backend: { kind: "unavailable", reason: "escalation rooms are not built on macOS yet" }, call, extraWritable };
   if (enforcement === "bwrap") {
-    const bwrap = o.launcher.direct?.bwrap ?? resolveCommand("bwrap");
+    const bwrap = o.launcher.direct?.bwrap ?? findBwrap().path;
     if (bwrap === undefined) return { backend: { kind: "unavailable", reason: "bubblewrap is not installed" }, call, extraWritable };
     return {
       backend: { kind: "bwrap", bwrap, noProc: o.launcher.direct?.noProc === true || o.launcher.flags.includes("--no-proc") },
@@ -477,7 +477,9 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
   try {
     proc = Bun.spawn(trampoline ? joinCgroupFirst(cgroup!.procs, argv) : argv, {
       cwd: o.workdir,
-      env: shellEnvironment(o, listener.shellEnv(o.wrapperPath, ESCALATE_FD), { ...launch.env, ...proxyEnv }),
+      env: (selfHelper ? envForSelf : (e: Record<string, string>) => e)(
+        shellEnvironment(o, listener.shellEnv(o.wrapperPath, ESCALATE_FD), { ...launch.env, ...proxyEnv }),
+      ),
       stdio: stdio as unknown as ["ignore", "pipe", "pipe"],
       detached: true, // setsid: the shell leads its own process group
       argv0: trampoline ? undefined : argv0,

@@ -268,6 +268,28 @@ describe("processes", () => {
 });
 
 describe("sandboxing (Codex 0.169 permission profiles)", () => {
+  // The sandbox helper is this executable; BUN_BE_BUN in the client's env would make it the bun CLI, which loads a
+  // bunfig.toml preload from its working folder (the project) outside every sandbox. The helper never gets it.
+  test("a client's BUN_BE_BUN and a project bunfig.toml preload run nothing outside the sandbox", async () => {
+    const c = await ExecClient.connect(server.url);
+    await c.init();
+    const { proj, outside } = workspace();
+    writeFileSync(join(proj, "evil.ts"), `require("node:fs").writeFileSync(${JSON.stringify(join(outside, "preloaded"))}, "x");\n`);
+    writeFileSync(join(proj, "bunfig.toml"), 'preload = ["./evil.ts"]\n');
+    await c.call("process/start", {
+      processId: "bun-be-bun",
+      argv: ["/bin/sh", "-c", "echo ran; echo ${BUN_BE_BUN:-unset}"],
+      cwd: `file://${proj}`,
+      env: { PATH: "/usr/bin:/bin", BUN_BE_BUN: "1", BUN_OPTIONS: "--preload ./evil.ts" },
+      tty: false,
+      sandbox: workspaceWrite(proj),
+    });
+    const done = await c.collect("bun-be-bun");
+    expect(done.output).toBe("ran\nunset\n");
+    expect(existsSync(join(outside, "preloaded"))).toBe(false);
+    c.close();
+  });
+
   test("a workspace-write process writes the project, not outside it and not .git; no mount points are left after a kill", async () => {
     const c = await ExecClient.connect(server.url);
     await c.init();

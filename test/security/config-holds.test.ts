@@ -240,7 +240,7 @@ describe.skipIf(skipWithout("configuration suite", shellsMissing()))("issue 22: 
       `#!/bin/sh\nif [ -e ${broken} ]; then echo "bwrap: setting up uid map: Permission denied" >&2; exit 1; fi\nexec ${real} "$@"\n`,
       { mode: 0o755 },
     );
-    const s = await serveWithPid({ env: { PATH: `${dir}:/usr/local/bin:/usr/bin:/bin` } });
+    const s = await serveWithPid({ env: { SHELLMCP_BWRAP: join(dir, "bwrap") } });
     const ws = confDir("fake-bwrap-ws");
     const call = async () => (await s.shell({ command: "echo ran", workdir: ws, login: false })).out.output;
     expect(await call()).toBe("ran\n");

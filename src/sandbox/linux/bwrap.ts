@@ -38,13 +38,38 @@ export interface BwrapProbe {
   reason?: string;
 }
 
+/** Folders searched for `bwrap`, in order: the system's, never the caller's `PATH` (see {@link findBwrap}). */
+export const BWRAP_DIRS = ["/usr/bin", "/bin", "/usr/local/bin", "/usr/sbin", "/sbin"];
+
+/** Environment variable naming the bubblewrap to use (an absolute path), for an install outside {@link BWRAP_DIRS}. */
+export const BWRAP_ENV = "SHELLMCP_BWRAP";
+
+/**
+ * The bubblewrap to run: `$SHELLMCP_BWRAP` when set (an absolute path, the operator's choice), else the first
+ * executable `bwrap` in {@link BWRAP_DIRS}; undefined when there is none, or a reason when `$SHELLMCP_BWRAP` is
+ * unusable. bwrap runs outside every sandbox, so it is never looked up on `PATH`: PATH often has folders under
+ * HOME first (`~/.local/bin`), and a command whose sandbox can write HOME would choose the program that builds the
+ * next sandboxes (issue 22).
+ */
+export function findBwrap(env: Record<string, string | undefined> = process.env): { path?: string; reason?: string } {
+  const chosen = env[BWRAP_ENV];
+  if (chosen !== undefined && chosen !== "") {
+    if (!chosen.startsWith("/")) return { reason: `${BWRAP_ENV} must be an absolute path (got ${chosen})` };
+    return existsSync(chosen) ? { path: chosen } : { reason: `bubblewrap is not installed: ${BWRAP_ENV}=${chosen} does not exist` };
+  }
+  const path = resolveCommand("bwrap", BWRAP_DIRS.join(":"));
+  return path === undefined ? {} : { path };
+}
+
 /**
  * Locate and preflight bubblewrap. A full-strength success is remembered for this boot and this bwrap binary in a
  * verified runtime folder (./bwrap-probe-cache.ts; `SHELLMCP_NO_PROBE_CACHE=1`: always probe); a degraded one
  * (`--no-proc`) or a failure is probed every time.
  */
 export function probeBwrap(networkRestricted = true): BwrapProbe {
-  const path = resolveCommand("bwrap");
+  const found = findBwrap();
+  if (found.reason !== undefined) return { ok: false, reason: found.reason };
+  const path = found.path;
   if (path === undefined) return { ok: false, reason: "bubblewrap is not installed (apt-get install bubblewrap)" };
   const key = probeKey(path, networkRestricted);
   if (key !== undefined && probedFullStrength(key)) return { ok: true, path };
