@@ -29,6 +29,16 @@ import { addressOf, L, PR, prctl, syscall } from "../../../ffi/libc.ts";
 import { archLayout, LINUX_SYSCALLS } from "../../../ffi/layout.ts";
 import { ShellmcpError } from "../../errors.ts";
 
+/** Process-inspection and io_uring syscalls, denied in every network-restricting mode. */
+const PROXY_DENY_LIST = [
+  "ptrace",
+  "process_vm_readv",
+  "process_vm_writev",
+  "io_uring_setup",
+  "io_uring_enter",
+  "io_uring_register",
+] as const;
+
 /** Syscalls Codex 0.169 denies outright in `restricted` mode (we allow `sendto` with a NULL address: see buildFilter). */
 export const RESTRICTED_DENY = [
   "connect",
@@ -44,12 +54,7 @@ export const RESTRICTED_DENY = [
   "recvmmsg",
   "getsockopt",
   "setsockopt",
-  "ptrace",
-  "process_vm_readv",
-  "process_vm_writev",
-  "io_uring_setup",
-  "io_uring_enter",
-  "io_uring_register",
+  ...PROXY_DENY_LIST,
 ] as const;
 
 /**
@@ -61,15 +66,8 @@ export const RESTRICTED_DENY = [
  */
 export type SeccompMode = "restricted" | "vsock" | "proxy";
 
-/** Syscalls denied outright in `proxy` mode. */
-export const PROXY_DENY = [
-  "ptrace",
-  "process_vm_readv",
-  "process_vm_writev",
-  "io_uring_setup",
-  "io_uring_enter",
-  "io_uring_register",
-] as const;
+/** Syscalls denied outright in `proxy` mode (and, with the socket calls, in `restricted` mode). */
+export const PROXY_DENY = PROXY_DENY_LIST;
 const AF_INET = 2;
 const AF_INET6 = 10;
 const MSG_FASTOPEN = 0x20000000;
