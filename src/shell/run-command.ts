@@ -20,7 +20,7 @@ import { hasFullDiskWrite, hasFullNetwork, serializeSandboxPolicy, type SandboxP
 import { writableView, type WritableView, type WriteEnforcement } from "../sandbox/writable.ts";
 import type { EscalationMode, RoomSpec } from "../sandbox/room.ts";
 import { planSandboxPolicy } from "../sandbox/filesystem-plan.ts";
-import { findBwrap } from "../sandbox/linux/bwrap.ts";
+import { findBwrap, openSelfExe } from "../sandbox/linux/bwrap.ts";
 import type { PermissionProfile } from "../sandbox/permission-profile.ts";
 import type { FilesystemPlan } from "../sandbox/filesystem-plan.ts";
 import { seatbeltShellLaunch } from "../sandbox/macos/seatbelt.ts";
@@ -58,6 +58,8 @@ export interface SandboxLauncher {
 
 /** fd number of the seccomp program bwrap reads in a direct launch. */
 const SECCOMP_FD = 4;
+/** fd of the genuine executable for bwrap's `--ro-bind-fd` when serve starts bwrap with our inner stage (proxy mode). */
+const SELF_EXE_FD = 6;
 
 /** How one shell is started: its argv, and what to give back when it has ended. */
 export interface Launch {
@@ -107,7 +109,7 @@ export function planLaunch(
       noProc: d.noProc,
       ...(proxy !== undefined ? { networkProxy: proxy } : {}),
     },
-    { seccompFd: SECCOMP_FD },
+    { seccompFd: SECCOMP_FD, ...(openSelfExe() !== undefined ? { selfFd: SELF_EXE_FD } : {}) },
   );
   // Proxy mode: bwrap starts our inner stage itself (it builds the bridge), still with no helper process before it.
   if (plan.direct || proxy !== undefined) return { argv: plan.argv, sandboxed: true, bwrap: plan };
@@ -472,6 +474,11 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
   if (bridge !== undefined) {
     if (stdio[SECCOMP_FD] === undefined) stdio[SECCOMP_FD] = "ignore";
     stdio[PROXY_BRIDGE_FD] = bridge.childFd;
+  }
+  const selfExe = launch.bwrap !== undefined && !launch.bwrap.direct ? openSelfExe() : undefined;
+  if (selfExe !== undefined) {
+    for (let fd = 0; fd < SELF_EXE_FD; fd++) stdio[fd] ??= "ignore";
+    stdio[SELF_EXE_FD] = selfExe; // bwrap binds it over the executable's path for our inner stage
   }
   let proc: ReturnType<typeof Bun.spawn>;
   try {

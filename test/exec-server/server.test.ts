@@ -268,6 +268,50 @@ describe("processes", () => {
 });
 
 describe("sandboxing (Codex 0.169 permission profiles)", () => {
+  // bwrap's inner stage (which installs the seccomp filter) is this executable, found by its path inside the sandbox.
+  // An unsandboxed process replaced the file at that path; a later sandboxed process whose plan needs the inner
+  // stage (a command by bare name) gets the genuine file bound over the path from an fd of the running one, or, as
+  // here where the running file's path was replaced (bwrap binds by the fd's path), is refused with what to do.
+  test("a file put at the executable's path never runs as bubblewrap's inner stage", async () => {
+    const dir = join(CONF_BASE, `exe-copy-${process.pid}`);
+    mkdirSync(dir, { recursive: true });
+    const exe = join(dir, "shellmcp");
+    writeFileSync(exe, readFileSync(ensureBinary()), { mode: 0o755 });
+    const own = await startServer([exe, "exec-server"]);
+    try {
+      const c = await ExecClient.connect(own.url);
+      await c.init();
+      const evil = `#!/bin/sh\necho EVIL-INNER-STAGE\nexit 0\n`;
+      // Keep the genuine file linked (an upgrade in place would too), then put another file at its path.
+      await c.call("process/start", {
+        processId: "replace",
+        argv: ["/bin/sh", "-c", `ln ${exe} ${exe}.kept && printf '${evil}' > ${exe}.new && chmod +x ${exe}.new && mv -f ${exe}.new ${exe}`],
+        cwd: dir,
+        env: { PATH: "/usr/bin:/bin" },
+        tty: false,
+        sandbox: null,
+      });
+      expect((await c.collect("replace")).exitCode).toBe(0);
+      expect(readFileSync(exe, "utf8")).toContain("EVIL-INNER-STAGE");
+      const { proj } = workspace();
+      await c.call("process/start", {
+        processId: "inner",
+        argv: ["sh", "-c", "echo inner-ok"],
+        cwd: `file://${proj}`,
+        env: { PATH: "/usr/bin:/bin" },
+        tty: false,
+        sandbox: workspaceWrite(proj),
+      });
+      const done = await c.collect("inner");
+      expect(done.output).not.toContain("EVIL-INNER-STAGE");
+      expect(done.output).toContain("was replaced or removed after this process started"); // closed, with the fix
+      expect(done.exitCode).not.toBe(0);
+      c.close();
+    } finally {
+      await own.stop();
+    }
+  }, 60_000);
+
   // The sandbox helper is this executable; BUN_BE_BUN in the client's env would make it the bun CLI, which loads a
   // bunfig.toml preload from its working folder (the project) outside every sandbox. The helper never gets it.
   test("a client's BUN_BE_BUN and a project bunfig.toml preload run nothing outside the sandbox", async () => {

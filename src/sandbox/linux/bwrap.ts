@@ -11,6 +11,7 @@ import {
   lstatSync,
   mkdirSync,
   mkdtempSync,
+  openSync,
   readlinkSync,
   rmdirSync,
   rmSync,
@@ -20,7 +21,7 @@ import {
 import { tmpdir } from "node:os";
 import { join, sep } from "node:path";
 import { ShellmcpError } from "../../errors.ts";
-import { selfCommand, selfExecCommand } from "../../self.ts";
+import { IS_COMPILED, selfCommand, selfExecCommand } from "../../self.ts";
 import { forgetProbe, probedFullStrength, probeKey, rememberFullStrength } from "./bwrap-probe-cache.ts";
 import { serializePermissionProfile } from "../permission-profile.ts";
 import { linuxReadableRoots, type FilesystemPlan } from "../filesystem-plan.ts";
@@ -121,6 +122,24 @@ function probeBwrapUncached(path: string, networkRestricted: boolean): BwrapProb
   return { ok: false, path, reason: `bubblewrap cannot create its sandbox: ${why}` };
 }
 
+let selfExeFd: number | undefined;
+
+/**
+ * A read-only fd of the file this process runs (`/proc/self/exe`: the genuine executable even when its path has
+ * since been replaced), opened once and kept (close-on-exec): given to bubblewrap as `--ro-bind-fd` so the inner
+ * stage inside the sandbox is that file ({@link planBwrap}). Undefined where it cannot be opened (no /proc).
+ */
+export function openSelfExe(): number | undefined {
+  if (selfExeFd === undefined) {
+    try {
+      selfExeFd = openSync("/proc/self/exe", "r");
+    } catch {
+      return undefined;
+    }
+  }
+  return selfExeFd;
+}
+
 /**
  * The command that starts this binary as the Linux sandbox helper, whatever it is called: by its path for a command
  * run inside a sandbox (`from: "inside"`, the default: bwrap's inner stage), or as the file this process runs for a
@@ -186,7 +205,7 @@ export function releaseBwrapPlan(plan: BwrapPlan): void {
  * Build the bwrap argv (docs/sandbox.md, "Bubblewrap backend"). Refuses (throws) when a protected path is a symlink: writing
  * through it would escape the read-only re-bind (Codex 0.169: "crosses writable symlink").
  */
-export function planBwrap(bwrap: string, run: SandboxRun, opts: { seccompFd?: number } = {}): BwrapPlan {
+export function planBwrap(bwrap: string, run: SandboxRun, opts: { seccompFd?: number; selfFd?: number } = {}): BwrapPlan {
   const plan = planOf(run);
   // Direct: bwrap loads our seccomp program itself (`--seccomp FD`) and execs the command, with no stage of ours
   // inside. Only when nothing else must be applied inside (restricted reads need Landlock read rules) and the
@@ -215,6 +234,26 @@ export function planBwrap(bwrap: string, run: SandboxRun, opts: { seccompFd?: nu
     if (mode !== undefined) argv.push("--seccomp", String(opts.seccompFd));
     argv.push("--", ...run.command);
     return { argv, created, tempDirs, direct: true, seccomp: mode === undefined ? undefined : buildFilter(mode) };
+  }
+  // The inner stage is this executable, found by its path inside the sandbox's view. With `selfFd` (an fd of the
+  // file this process runs, {@link openSelfExe}) that path shows the genuine file, bound over whatever lies there
+  // now: a file an earlier call put at the executable's path never runs as the stage that installs the filter.
+  // bwrap binds by the fd's path, so a genuine file whose path was replaced or removed cannot be bound: refused
+  // with what to do (closed), never run from the path.
+  if (IS_COMPILED && opts.selfFd !== undefined) {
+    let running = "";
+    try {
+      running = readlinkSync("/proc/self/exe");
+    } catch {
+      // no /proc: the path it is
+    }
+    if (running.endsWith(" (deleted)"))
+      throw new ShellmcpError(
+        "SANDBOX_UNAVAILABLE",
+        `the shellmcp executable at ${process.execPath} was replaced or removed after this process started, so the ` +
+          `sandbox's inner stage cannot be the program that is running: restart shellmcp`,
+      );
+    argv.push("--ro-bind-fd", String(opts.selfFd), process.execPath);
   }
   argv.push("--", ...selfHelperArgv(run, ["--apply-seccomp-then-exec"]));
   return { argv, created, tempDirs, direct: false };

@@ -22,7 +22,7 @@ import * as libc from "../../../ffi/libc.ts";
 import { ShellmcpError } from "../../errors.ts";
 import { writeStderr } from "../../stderr.ts";
 import type { SandboxPolicy } from "../policy.ts";
-import { planBwrap, probeBwrap, releaseBwrapPlan, selfHelperArgv, type BwrapProbe } from "./bwrap.ts";
+import { openSelfExe, planBwrap, probeBwrap, releaseBwrapPlan, selfHelperArgv, type BwrapProbe } from "./bwrap.ts";
 import { applyInProcess, execCommand, planOf, waitForNamespaceInit, type SandboxRun } from "./in-process.ts";
 import { landlockAbi } from "./landlock.ts";
 
@@ -69,11 +69,13 @@ export function bytesPipe(bytes: Uint8Array): number {
 async function runBwrap(bwrap: string, run: SandboxRun): Promise<number> {
   const fds = inheritedFds();
   const seccompFd = Math.max(2, ...fds) + 1;
-  const plan = planBwrap(bwrap, run, { seccompFd });
+  const self = openSelfExe();
+  const plan = planBwrap(bwrap, run, { seccompFd, ...(self !== undefined ? { selfFd: seccompFd + 1 } : {}) });
   const stdio: (number | "inherit" | "ignore")[] = ["inherit", "inherit", "inherit"];
   for (let fd = 3; fd <= (fds[fds.length - 1] ?? 2); fd++) stdio.push(fds.includes(fd) ? fd : "ignore");
   const bpf = plan.seccomp === undefined ? undefined : bytesPipe(plan.seccomp);
-  if (bpf !== undefined) stdio.push(bpf);
+  stdio.push(bpf ?? "ignore"); // at seccompFd
+  if (self !== undefined) stdio.push(self); // at seccompFd + 1
   const child = Bun.spawn(plan.argv, { stdio: stdio as ["inherit", "inherit", "inherit"], env: process.env });
   if (bpf !== undefined) libc.closeQuiet(bpf);
   const forward = (sig: NodeJS.Signals) => () => child.kill(sig);
