@@ -278,6 +278,37 @@ describe.skipIf(process.platform !== "linux")("missing kernel features fail clos
     20_000,
   );
 
+  test.skipIf(skipWithout("the pid-namespace test (run as root)", isRoot ? undefined : "needs root"))(
+    "Landlock ABI 5, root: a SIGKILLed sandbox takes its pid namespace with it",
+    async () => {
+      const b = box();
+      const marker = `${40000 + ((process.pid + 7) % 20000)}`;
+      const p = Bun.spawn(
+        [
+          binaryAs("codex-linux-sandbox"),
+          "--backend",
+          "landlock",
+          "--sandbox-policy-cwd",
+          b.cwd,
+          "--sandbox-policy",
+          JSON.stringify(WW),
+        ].concat(["--", "sleep", marker]),
+        { cwd: b.cwd, env: { PATH: "/usr/bin:/bin", SHELLMCP_SIMULATE_LANDLOCK_ABI: "5" }, stdout: "ignore", stderr: "ignore" },
+      );
+      const running = () =>
+        Bun.spawnSync(["pgrep", "-x", "-f", `sleep ${marker}`])
+          .stdout.toString()
+          .trim();
+      for (let i = 0; i < 100 && running() === ""; i++) await Bun.sleep(50);
+      expect(running()).not.toBe("");
+      p.kill("SIGKILL");
+      await p.exited;
+      for (let i = 0; i < 40 && running() !== ""; i++) await Bun.sleep(50);
+      expect(running()).toBe("");
+    },
+    20_000,
+  );
+
   test.skipIf(skipWithout("the pid-namespace test (run as root)", isRoot ? undefined : "needs root to become another user"))(
     "Landlock ABI 5, not root: refused with what to do; the command never runs",
     () => {

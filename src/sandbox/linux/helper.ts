@@ -16,8 +16,8 @@
  * applied (the command is then never run).
  */
 import { writeFileSync } from "node:fs";
+import { PR, prctl, setCloexec } from "../../../ffi/libc.ts";
 import { keepEscalationSocketAcrossExec } from "../../escalation-socket.ts";
-import { setCloexec } from "../../../ffi/libc.ts";
 import { ShellmcpError } from "../../errors.ts";
 import { writeStderr } from "../../stderr.ts";
 import { parsePermissionProfile, pathFromUri, type PermissionProfile } from "../permission-profile.ts";
@@ -149,6 +149,15 @@ export async function linuxSandboxMain(args: string[]): Promise<number> {
     } catch (e) {
       writeStderr(`codex-linux-sandbox: cannot join the call's cgroup: ${(e as Error).message}\n`);
       return 126;
+    }
+  }
+  if (o.inheritPidNamespace && process.pid === 1) {
+    // The init of the pid namespace our own helper made (Landlock below ABI 6, src/sandbox/linux/run.ts): it dies
+    // with that helper, even a SIGKILLed one (the kernel then kills the whole namespace), and survives exec.
+    try {
+      prctl(PR.SET_PDEATHSIG, 9);
+    } catch {
+      // not Linux: no such namespace either
     }
   }
   keepEscalationSocketAcrossExec();
