@@ -271,9 +271,13 @@ describe.skipIf(process.platform !== "linux")("missing kernel features fail clos
           .trim();
       for (let i = 0; i < 100 && running() === ""; i++) await Bun.sleep(50);
       expect(running()).not.toBe("");
-      p.kill("SIGTERM");
-      expect(await p.exited).toBe(128 + 9); // pid 1 ignores an unhandled SIGTERM; SIGKILL follows after the grace
-      expect(running()).toBe("");
+      try {
+        p.kill("SIGTERM");
+        expect(await p.exited).toBe(128 + 9); // pid 1 ignores an unhandled SIGTERM; SIGKILL follows after the grace
+        expect(running()).toBe("");
+      } finally {
+        Bun.spawnSync(["pkill", "-9", "-x", "-f", `sleep ${marker}`]);
+      }
     },
     20_000,
   );
@@ -301,10 +305,14 @@ describe.skipIf(process.platform !== "linux")("missing kernel features fail clos
           .trim();
       for (let i = 0; i < 100 && running() === ""; i++) await Bun.sleep(50);
       expect(running()).not.toBe("");
-      p.kill("SIGKILL");
-      await p.exited;
-      for (let i = 0; i < 40 && running() !== ""; i++) await Bun.sleep(50);
-      expect(running()).toBe("");
+      try {
+        p.kill("SIGKILL");
+        await p.exited;
+        for (let i = 0; i < 40 && running() !== ""; i++) await Bun.sleep(50);
+        expect(running()).toBe("");
+      } finally {
+        Bun.spawnSync(["pkill", "-9", "-x", "-f", `sleep ${marker}`]); // nothing outlives the test, whatever it found
+      }
     },
     20_000,
   );
