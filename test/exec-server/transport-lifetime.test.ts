@@ -76,8 +76,9 @@ describe("exec-server dies with its processes", () => {
       tty: false,
     });
     await c.waitFor((m) => m.method === "process/output");
-    expect(await until(() => processesWith(marker).length >= 3, 5000)).toBe(true);
-    expect(processesWith(marker).some((p) => p.includes("sleep 302"))).toBe(true);
+    // All three running (`setsid` may still be itself, not yet `sleep 302`, right after the output: wait for it).
+    const running = () => ["sleep 301", "sleep 302", "sleep 303"].every((n) => processesWith(marker).some((p) => p.includes(n)));
+    expect(await until(running, 5000)).toBe(true);
     const base = cgroupBaseOf(s.proc.pid);
     s.proc.kill("SIGKILL");
     await s.proc.exited;
