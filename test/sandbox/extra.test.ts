@@ -245,38 +245,43 @@ describe.skipIf(process.platform !== "linux")("missing kernel features fail clos
     },
   );
 
+  /** `codex-linux-sandbox` under Landlock with the ABI lowered to 5, running `sleep <marker>`; `running()` finds it. */
+  async function sleeperInPidNamespace(marker: string) {
+    const b = box();
+    const argv = [
+      binaryAs("codex-linux-sandbox"),
+      "--backend",
+      "landlock",
+      "--sandbox-policy-cwd",
+      b.cwd,
+      "--sandbox-policy",
+      JSON.stringify(WW),
+    ];
+    const p = Bun.spawn([...argv, "--", "sleep", marker], {
+      cwd: b.cwd,
+      env: { PATH: "/usr/bin:/bin", SHELLMCP_SIMULATE_LANDLOCK_ABI: "5" },
+      stdout: "ignore",
+      stderr: "ignore",
+    });
+    const running = () =>
+      Bun.spawnSync(["pgrep", "-x", "-f", `sleep ${marker}`])
+        .stdout.toString()
+        .trim();
+    for (let i = 0; i < 100 && running() === ""; i++) await Bun.sleep(50);
+    expect(running()).not.toBe("");
+    return { p, running, cleanUp: () => Bun.spawnSync(["pkill", "-9", "-x", "-f", `sleep ${marker}`]) };
+  }
+
   test.skipIf(skipWithout("the pid-namespace test (run as root)", isRoot ? undefined : "needs root"))(
     "Landlock ABI 5, root: SIGTERM to the sandbox ends the command it started",
     async () => {
-      const b = box();
-      const marker = `${40000 + (process.pid % 20000)}`;
-      const p = Bun.spawn(
-        [
-          binaryAs("codex-linux-sandbox"),
-          "--backend",
-          "landlock",
-          "--sandbox-policy-cwd",
-          b.cwd,
-          "--sandbox-policy",
-          JSON.stringify(WW),
-          "--",
-          "sleep",
-          marker,
-        ],
-        { cwd: b.cwd, env: { PATH: "/usr/bin:/bin", SHELLMCP_SIMULATE_LANDLOCK_ABI: "5" }, stdout: "ignore", stderr: "pipe" },
-      );
-      const running = () =>
-        Bun.spawnSync(["pgrep", "-x", "-f", `sleep ${marker}`])
-          .stdout.toString()
-          .trim();
-      for (let i = 0; i < 100 && running() === ""; i++) await Bun.sleep(50);
-      expect(running()).not.toBe("");
+      const { p, running, cleanUp } = await sleeperInPidNamespace(`${40000 + (process.pid % 20000)}`);
       try {
         p.kill("SIGTERM");
         expect(await p.exited).toBe(128 + 9); // pid 1 ignores an unhandled SIGTERM; SIGKILL follows after the grace
         expect(running()).toBe("");
       } finally {
-        Bun.spawnSync(["pkill", "-9", "-x", "-f", `sleep ${marker}`]);
+        cleanUp(); // nothing outlives the test, whatever it found
       }
     },
     20_000,
@@ -285,33 +290,14 @@ describe.skipIf(process.platform !== "linux")("missing kernel features fail clos
   test.skipIf(skipWithout("the pid-namespace test (run as root)", isRoot ? undefined : "needs root"))(
     "Landlock ABI 5, root: a SIGKILLed sandbox takes its pid namespace with it",
     async () => {
-      const b = box();
-      const marker = `${40000 + ((process.pid + 7) % 20000)}`;
-      const p = Bun.spawn(
-        [
-          binaryAs("codex-linux-sandbox"),
-          "--backend",
-          "landlock",
-          "--sandbox-policy-cwd",
-          b.cwd,
-          "--sandbox-policy",
-          JSON.stringify(WW),
-        ].concat(["--", "sleep", marker]),
-        { cwd: b.cwd, env: { PATH: "/usr/bin:/bin", SHELLMCP_SIMULATE_LANDLOCK_ABI: "5" }, stdout: "ignore", stderr: "ignore" },
-      );
-      const running = () =>
-        Bun.spawnSync(["pgrep", "-x", "-f", `sleep ${marker}`])
-          .stdout.toString()
-          .trim();
-      for (let i = 0; i < 100 && running() === ""; i++) await Bun.sleep(50);
-      expect(running()).not.toBe("");
+      const { p, running, cleanUp } = await sleeperInPidNamespace(`${40000 + ((process.pid + 7) % 20000)}`);
       try {
         p.kill("SIGKILL");
         await p.exited;
         for (let i = 0; i < 40 && running() !== ""; i++) await Bun.sleep(50);
         expect(running()).toBe("");
       } finally {
-        Bun.spawnSync(["pkill", "-9", "-x", "-f", `sleep ${marker}`]); // nothing outlives the test, whatever it found
+        cleanUp();
       }
     },
     20_000,
