@@ -20,6 +20,8 @@ import { startLineRpc, type LineRpc } from "../test/helpers/reference.ts";
 import { benchDir, codex097Exe, median, pairedRatio, referenceShellToolDir, ROOT } from "./lib.ts";
 
 const RUNS = Number(process.argv[2] ?? 30);
+/** `SHELLMCP_BENCH_BINARY`: another build of shellmcp to measure (e.g. the build before a change), else dist/shellmcp. */
+const OURS = process.env.SHELLMCP_BENCH_BINARY ?? join(ROOT, "dist", "shellmcp");
 const dir = benchDir("shellmcp-bench-serve-");
 const work = join(dir, "work");
 mkdirSync(work);
@@ -102,15 +104,15 @@ const refArgv =
     ? undefined
     : [join(ref, "codex-exec-mcp-server"), "--bash", join(ref, "bash", "debian-12", "bash"), "--execve", join(ref, "codex-execve-wrapper")];
 const [oursInit, theirsInit] = await initializeLatencies([
-  [join(ROOT, "dist", "shellmcp"), "serve"],
+  [OURS, "serve"],
   ...(refArgv === undefined ? [] : [refArgv]),
 ]);
 const servers: { name: string; rpc: LineRpc }[] = [
   {
     name: "shellmcp, danger-full-access",
-    rpc: await startLineRpc([join(ROOT, "dist", "shellmcp"), "serve", "--sandbox", "danger-full-access"], env),
+    rpc: await startLineRpc([OURS, "serve", "--sandbox", "danger-full-access"], env),
   },
-  { name: "shellmcp, read-only (bwrap)", rpc: await startLineRpc([join(ROOT, "dist", "shellmcp"), "serve"], env) },
+  { name: "shellmcp, read-only (bwrap)", rpc: await startLineRpc([OURS, "serve"], env) },
 ];
 if (refArgv !== undefined) {
   const theirs = await startLineRpc(refArgv, env);
@@ -205,13 +207,13 @@ async function startWorkspaceWrite(name: string, argv: string[], helper: string)
 
 const ourWw = await startWorkspaceWrite(
   "shellmcp",
-  [join(ROOT, "dist", "shellmcp"), "serve"],
+  [OURS, "serve"],
   codex097 ?? join(ROOT, "dist", "codex-linux-sandbox"),
 );
 // The same with the Landlock backend (the protection Codex 0.97's helper gives: no .git carve-outs), for comparison.
 const ourWwLandlock = await startWorkspaceWrite(
   "shellmcp-landlock",
-  [join(ROOT, "dist", "shellmcp"), "serve", "--sandbox-backend", "landlock"],
+  [OURS, "serve", "--sandbox-backend", "landlock"],
   codex097 ?? join(ROOT, "dist", "codex-linux-sandbox"),
 );
 let refWw: WwServer | undefined;
