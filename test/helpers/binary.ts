@@ -6,7 +6,6 @@ import { expect } from "bun:test";
 import { existsSync, mkdtempSync, readFileSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { RUN_TMP } from "./test-dirs.ts";
 
 /** Repository root. */
 export const ROOT = resolve(import.meta.dir, "..", "..");
@@ -57,12 +56,14 @@ export function run(argv: string[], opts: { cwd?: string; env?: Record<string, s
 
 /**
  * Cross-compile with `build.ts --target <target>` and return the executable's bytes (`dist/shellmcp-<target>`).
- * Bun's own cache (it may install what the target needs) goes to a HOME under the run's TMPDIR, and build.ts keeps
+ * Bun's own cache (it may install what the target needs) goes to a HOME under the run's TMPDIR (`tmpdir()`: the
+ * test preload points it at the run's own folder; not imported from test-dirs.ts, whose import makes folders — the
+ * benches import this file), and build.ts keeps
  * npm's cache in `.cache/npm`, so the host's HOME is left as it was (issue 20). Fails the test with build.ts's
  * stderr when the build fails.
  */
 export function crossBuild(target: string): Buffer {
-  const env = { ...process.env, HOME: join(RUN_TMP, "xcompile-home") };
+  const env = { ...process.env, HOME: join(tmpdir(), "xcompile-home") };
   const r = Bun.spawnSync([BUN, join(ROOT, "build.ts"), "--target", target], { cwd: ROOT, env, stdout: "pipe", stderr: "pipe" });
   expect(r.exitCode, r.stderr.toString()).toBe(0);
   return readFileSync(join(ROOT, "dist", `shellmcp-${target}`));
