@@ -103,10 +103,7 @@ const refArgv =
   ref === undefined
     ? undefined
     : [join(ref, "codex-exec-mcp-server"), "--bash", join(ref, "bash", "debian-12", "bash"), "--execve", join(ref, "codex-execve-wrapper")];
-const [oursInit, theirsInit] = await initializeLatencies([
-  [OURS, "serve"],
-  ...(refArgv === undefined ? [] : [refArgv]),
-]);
+const [oursInit, theirsInit] = await initializeLatencies([[OURS, "serve"], ...(refArgv === undefined ? [] : [refArgv])]);
 const servers: { name: string; rpc: LineRpc }[] = [
   {
     name: "shellmcp, danger-full-access",
@@ -205,11 +202,7 @@ async function startWorkspaceWrite(name: string, argv: string[], helper: string)
   return s;
 }
 
-const ourWw = await startWorkspaceWrite(
-  "shellmcp",
-  [OURS, "serve"],
-  codex097 ?? join(ROOT, "dist", "codex-linux-sandbox"),
-);
+const ourWw = await startWorkspaceWrite("shellmcp", [OURS, "serve"], codex097 ?? join(ROOT, "dist", "codex-linux-sandbox"));
 // The same with the Landlock backend (the protection Codex 0.97's helper gives: no .git carve-outs), for comparison.
 const ourWwLandlock = await startWorkspaceWrite(
   "shellmcp-landlock",
