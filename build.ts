@@ -64,7 +64,7 @@ export function hostTarget(): string {
 
 /**
  * Stage the portable shells of `target` in `dist/embed/` for `src/shell/embedded-shells.ts`: copies of
- * `dist/shells-static/<target>/{bash,zsh}`, or empty files when there are none. Returns whether shells were staged.
+ * `dist/shells-static/<target>/{bash,zsh,room-launcher}`, or empty files when there are none. Returns whether shells were staged.
  */
 export function stageShells(target: string): boolean {
   const from = join(ROOT, "dist", "shells-static", target);
@@ -75,6 +75,10 @@ export function stageShells(target: string): boolean {
     if (have) copyFileSync(join(from, k), join(to, k));
     else writeFileSync(join(to, k), "");
   }
+  // The room launcher (scripts/build-room-launcher.sh): without it, each escalated program gets a room of its own.
+  const launcher = join(from, "room-launcher");
+  if (target.startsWith("linux-") && existsSync(launcher)) copyFileSync(launcher, join(to, "room-launcher"));
+  else writeFileSync(join(to, "room-launcher"), "");
   return have;
 }
 

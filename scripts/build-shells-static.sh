@@ -64,6 +64,7 @@ want=$({ echo "$arch"; echo "$SOURCES"; cat patches/bash-5.2.15-exec-wrapper.pat
   patches/escalate-client.c scripts/build-shells-static.sh; } | sha256sum | cut -d' ' -f1)
 if [ -z "$force" ] && [ -x "$OUT/bash" ] && [ -x "$OUT/zsh" ] && [ "$(cat "$STAMP" 2>/dev/null)" = "$want" ]; then
   echo "portable shells up to date in ${OUT#"$ROOT"/}"
+  bash "$ROOT/scripts/build-room-launcher.sh" "$arch"
   exit 0
 fi
 
@@ -217,3 +218,4 @@ if [ "$arch" = "$(uname -m)" ] || [ -n "$run_it" ]; then
   summary="$summary; ${run_it:+under $(basename "$run_it"): }$($run_it "$OUT/bash" -c 'echo bash $BASH_VERSION'), $($run_it "$OUT/zsh" -c 'echo zsh $ZSH_VERSION')"
 fi
 progress "$summary"
+bash "$ROOT/scripts/build-room-launcher.sh" "$arch"

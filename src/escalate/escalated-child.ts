@@ -105,6 +105,34 @@ export function spawnEscalated(
 }
 
 /**
+ * The fds a program of a kept room gets (src/escalate/worker-rooms.ts), from the fds the wrapper sent (`received`,
+ * owned from here on) for `dests`: as for every room program, a terminal on 0–2 is never passed — stdin becomes
+ * /dev/null (left out: the launcher opens it), stdout/stderr a copy of the call's output pipe (`outputFd`), or
+ * /dev/null once that is released. Returns the fds to send (owned by the caller) and their numbers in the program.
+ */
+export function roomProgramFds(received: number[], dests: number[], outputFd: number | undefined): { fds: number[]; dests: number[] } {
+  if (received.length !== dests.length) {
+    received.forEach(libc.closeQuiet);
+    throw new ShellmcpError(
+      "PROTOCOL",
+      `mismatched number of fds in SuperExecMessage: ${dests.length} in the message, ${received.length} from the control message`,
+    );
+  }
+  const out: { fds: number[]; dests: number[] } = { fds: [], dests: [] };
+  received.forEach((fd, i) => {
+    const dest = dests[i]!;
+    if (dest <= 2 && libc.isatty(fd)) {
+      libc.closeQuiet(fd);
+      if (dest === 0 || outputFd === undefined) return;
+      fd = libc.fcntl(outputFd, libc.SOCK.F_DUPFD_CLOEXEC, 3);
+    }
+    out.fds.push(fd);
+    out.dests.push(dest);
+  });
+  return out;
+}
+
+/**
  * Signal an escalated child's process group, only while the child is unreaped (so its pid, and so its group
  * id, cannot have been reused); the child itself through its pidfd. Does nothing when `pid` or `pidfd` is
  * undefined; errors (the child already gone) are ignored.

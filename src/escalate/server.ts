@@ -15,7 +15,9 @@ import { isAbsolute, normalize, resolve } from "node:path";
 import * as libc from "../../ffi/libc.ts";
 import { ShellmcpError } from "../errors.ts";
 import { log } from "../log.ts";
-import { roomLaunch } from "../sandbox/linux/room.ts";
+import { buildRoom, prepareRoom, roomLaunch } from "../sandbox/linux/room.ts";
+import { launcherArgv, roomLauncherPath } from "../sandbox/linux/room-launcher.ts";
+import type { RoomSpec } from "../sandbox/room.ts";
 import { workerUrl as workerUrlOf } from "../self.ts";
 import { checkEscalation, escalatedEnv, type EscalationBoundary, type Grant } from "./boundary.ts";
 import {
@@ -75,6 +77,23 @@ export function resolveRequest(r: EscalateRequest): ResolvedRequest {
 }
 
 /** One shell run's listener. */
+/**
+ * A room's program (or a kept room) has ended: give back what building the room made on the host, and remove any
+ * git control file that appeared where none existed (`mustNotAppear`, ../sandbox/room.ts).
+ */
+function settleRoom(r: { release: () => void; mustNotAppear: readonly string[] }): void {
+  try {
+    r.release();
+  } catch (e) {
+    log.warn("could not release an escalation room", { error: (e as Error).message });
+  }
+  for (const p of r.mustNotAppear) {
+    if (!existsSync(p)) continue;
+    rmSync(p, { recursive: true, force: true });
+    log.warn("removed a git control file an escalated program created", { path: p });
+  }
+}
+
 export class EscalationListener {
   private closed = false;
   private clientFdOpen = true;
@@ -195,6 +214,21 @@ export class EscalationServer {
 
   /** Rooms of running escalated programs, by session: what to give back and check once each has ended. */
   private readonly rooms = new Map<number, { lid: number; release: () => void; mustNotAppear: string[] }>();
+  /** Kept rooms (src/escalate/worker-rooms.ts) by `lid:rid`: what to give back and check once each has ended. */
+  private readonly kept = new Map<string, { release: () => void; mustNotAppear: string[] }>();
+  /** Each open listener's kept rooms: room id by key (src/sandbox/linux/room.ts, {@link prepareRoom}). */
+  private readonly roomIds = new Map<number, Map<string, number>>();
+  private nextRid = 1;
+
+  /** A kept room has ended: give back its mount points, check its control files, and never name it again. */
+  private afterKeptRoom(lid: number, rid: number): void {
+    const ids = this.roomIds.get(lid);
+    for (const [key, id] of ids ?? []) if (id === rid) ids!.delete(key);
+    const k = this.kept.get(`${lid}:${rid}`);
+    if (k === undefined) return;
+    this.kept.delete(`${lid}:${rid}`);
+    settleRoom(k);
+  }
 
   /**
    * Once an escalated program has ended: give back its room's mount points, and remove any git control file it
@@ -204,16 +238,7 @@ export class EscalationServer {
     const r = this.rooms.get(sid);
     if (r === undefined) return;
     this.rooms.delete(sid);
-    try {
-      r.release();
-    } catch (e) {
-      log.warn("could not release an escalation room", { error: (e as Error).message });
-    }
-    for (const p of r.mustNotAppear) {
-      if (!existsSync(p)) continue;
-      rmSync(p, { recursive: true, force: true });
-      log.warn("removed a git control file an escalated program created", { path: p });
-    }
+    settleRoom(r);
   }
 
   private onStartFailure?: (e: Error) => void;
@@ -284,14 +309,19 @@ export class EscalationServer {
       case "session-error":
         log.warn("escalate session failed", { listener: e.lid, session: e.sid, error: e.message });
         return;
+      case "room-ended":
+        this.afterKeptRoom(e.lid, e.rid);
+        return;
       case "unlistened":
         for (const [sid, r] of this.rooms) if (r.lid === e.lid) this.afterRoom(sid);
+        this.roomIds.delete(e.lid);
         this.listeners.delete(e.lid);
         this.unlistenWaiters.get(e.lid)?.();
         this.unlistenWaiters.delete(e.lid);
         return;
       case "stopped":
         for (const sid of [...this.rooms.keys()]) this.afterRoom(sid);
+        for (const key of [...this.kept.keys()]) this.afterKeptRoom(Number(key.split(":")[0]), Number(key.split(":")[1]));
         this.listeners.clear();
         for (const w of this.unlistenWaiters.values()) w();
         this.unlistenWaiters.clear();
@@ -304,6 +334,7 @@ export class EscalationServer {
     const l = this.listeners.get(lid);
     let action: EscalateAction;
     let spawn: EscalateSpawn | undefined;
+    let kept: ReturnType<EscalationServer["inKeptRoom"]>;
     try {
       if (l === undefined) throw new ShellmcpError("PROTOCOL", "request for a closed listener");
       const request = resolveRequest(raw);
@@ -321,6 +352,16 @@ export class EscalationServer {
         } else if (boundary.room === undefined) {
           spawn = { path: check.path, argv: request.argv, env: entries, cwd: check.cwd };
           log.notice("escalated", { file: request.file, argv: request.argv, room: "none" });
+        } else if ((kept = this.inKeptRoom(lid, boundary.room, check.path, request.argv, check.cwd, entries)) !== undefined) {
+          if ("unavailable" in kept) {
+            log.warn("no escalation room: runs inside the sandbox instead", { file: request.file, reason: kept.unavailable });
+            action = { kind: "Run" };
+          } else {
+            spawn = kept;
+            // Checked after each program too (the room's own check comes when it ends).
+            this.rooms.set(sid, { lid, release: () => {}, mustNotAppear: this.kept.get(`${lid}:${kept.room.rid}`)?.mustNotAppear ?? [] });
+            log.notice("escalated", { file: request.file, argv: request.argv, room: boundary.room.backend.kind, kept: kept.room.rid });
+          }
         } else {
           const launch = roomLaunch(boundary.room, check.path, request.argv, check.cwd, entries, request.file);
           if ("unavailable" in launch) {
@@ -350,5 +391,45 @@ export class EscalationServer {
       spawn = undefined;
     }
     if (!this.stopped) this.command({ t: "decision", sid, action, spawn });
+  }
+
+  /**
+   * The spawn that runs `program` (canonical path, exec'd with `argv` exactly) in a kept room of listener `lid`: the
+   * room of the same walls when one is open, else a new one (its start goes with this decision). Undefined when no
+   * kept room applies (no room launcher, or no room at all: the caller builds a room of its own, or runs on the
+   * host); `{ unavailable }` when the room cannot be built (the program then runs inside the call's sandbox).
+   */
+  private inKeptRoom(
+    lid: number,
+    spec: RoomSpec,
+    program: string,
+    argv: string[],
+    cwd: string,
+    env: string[],
+  ): (EscalateSpawn & { room: NonNullable<EscalateSpawn["room"]> }) | { unavailable: string } | undefined {
+    const launcher = roomLauncherPath();
+    if (launcher === undefined || (spec.backend.kind !== "bwrap" && spec.backend.kind !== "landlock")) return undefined;
+    const prepared = prepareRoom(spec, program, cwd, env);
+    if (prepared.kind === "unavailable") return { unavailable: prepared.reason };
+    if (prepared.kind === "host") return undefined;
+    const ids = this.roomIds.get(lid) ?? new Map<string, number>();
+    this.roomIds.set(lid, ids);
+    const base = { path: program, argv, env: prepared.env, cwd, setsid: true, noTerminals: true };
+    const rid = ids.get(prepared.key);
+    if (rid !== undefined) return { ...base, room: { rid } };
+    const built = buildRoom(spec, prepared.room, cwd, prepared.env, launcherArgv(launcher, spec.backend.kind === "bwrap"));
+    if ("unavailable" in built) return built;
+    const id = this.nextRid++;
+    ids.set(prepared.key, id);
+    this.kept.set(`${lid}:${id}`, { release: built.release, mustNotAppear: prepared.room.mustNotAppear });
+    const start = {
+      path: built.path,
+      argv: built.argv,
+      env: built.env,
+      cwd,
+      contained: built.contained,
+      ...(built.extraFds ? { extraFds: built.extraFds } : {}),
+    };
+    return { ...base, room: { rid: id, start } };
   }
 }

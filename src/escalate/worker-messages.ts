@@ -27,6 +27,24 @@ export interface EscalateSpawn {
    * room in proxy mode (src/network/bridge.ts). The source fds belong to the call and stay open here.
    */
   extraFds?: [number, number][];
+  /**
+   * Run the program in kept room `rid` of its listener (src/escalate/worker-rooms.ts) instead of starting `path`
+   * itself: `path`, `argv`, `env` and `cwd` are then the program's, exec'd by the room's launcher. `start` comes with
+   * the first decision that names the room, which opens it.
+   */
+  room?: { rid: number; start?: RoomStart };
+}
+
+/** How to start a kept room: `path` (bwrap, or the sandbox helper) with `argv` ending in the room launcher. */
+export interface RoomStart {
+  path: string;
+  argv: string[];
+  env: string[];
+  cwd: string;
+  /** A pid namespace of its own (bubblewrap): moved into the call's cgroup once started. */
+  contained: boolean;
+  /** More fds for the room (`[fd here, fd in the room]`): the proxy bridge. */
+  extraFds?: [number, number][];
 }
 
 /**
@@ -50,6 +68,8 @@ export type WorkerEvent =
   | { t: "exited"; lid: number; sid: number; pid: number; exitCode: number }
   | { t: "session-error"; lid: number; sid: number; message: string }
   | { t: "unlistened"; lid: number }
+  /** Kept room `rid` of listener `lid` has ended (main gives back its mount points and checks its control files). */
+  | { t: "room-ended"; lid: number; rid: number }
   | { t: "stopped" };
 
 /** Largest `EscalateRequest` frame, bytes. Codex's requests carry the whole environment (≤ ARG_MAX, 2 MiB by default). */

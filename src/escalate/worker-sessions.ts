@@ -9,6 +9,7 @@ import { writeFileSync } from "node:fs";
 import * as libc from "../../ffi/libc.ts";
 import { ShellmcpError } from "../errors.ts";
 import { reapExitCode, signalChild, signalDescendants, spawnEscalated } from "./escalated-child.ts";
+import { KeptRooms } from "./worker-rooms.ts";
 import {
   decodeRequest,
   decodeSuperExec,
@@ -67,6 +68,8 @@ interface Session {
   spawn?: EscalateSpawn;
   pid?: number;
   pidfd?: number;
+  /** The kept room its program runs in (instead of `pid`/`pidfd`). */
+  inRoom?: number;
 }
 
 interface Listener {
@@ -92,8 +95,14 @@ export class SessionTable {
   private readonly listeners = new Map<number, Listener>();
   private readonly sessions = new Map<number, Session>();
   private nextSid = 1;
+  private readonly rooms: KeptRooms;
 
-  constructor(private readonly post: (e: WorkerEvent) => void) {}
+  constructor(private readonly post: (e: WorkerEvent) => void) {
+    this.rooms = new KeptRooms(post, (sid, exitCode) => {
+      const s = this.sessions.get(sid);
+      if (s?.inRoom !== undefined) this.childEnded(s, exitCode, -1);
+    });
+  }
 
   /**
    * The poll entries of every listener and session for one round, and the earliest session deadline
@@ -106,6 +115,7 @@ export class SessionTable {
       if (l.hungUp) continue; // every client end is closed: nothing more can arrive
       entries.push({ fd, events: libc.POLL.IN, on: (r) => this.listeners.get(lid)?.fd === fd && this.onListener(lid, l, r) });
     }
+    entries.push(...this.rooms.pollEntries());
     let next = Infinity;
     for (const s of this.sessions.values()) {
       const { state, fd } = s;
@@ -184,6 +194,7 @@ export class SessionTable {
       // Sessions not waiting for a child belong to a finished run: fail them closed.
       if (s.state !== "running" && s.state !== "orphaned") this.endSession(s);
     }
+    this.rooms.closeListener(lid, killChildren);
   }
 
   /** Send `signal` to every escalated child of listener `lid`. */
@@ -197,6 +208,7 @@ export class SessionTable {
       this.signalChild(s, 9);
       this.endSession(s);
     }
+    this.rooms.shutdown();
     for (const l of this.listeners.values()) libc.closeQuiet(l.fd);
   }
 
@@ -365,6 +377,9 @@ export class SessionTable {
       if (action.kind === "Escalate") {
         if (spawn === undefined) throw new ShellmcpError("PROTOCOL", "Escalate decision without a spawn spec");
         s.spawn = spawn;
+        // A kept room opens with the decision that first names it: before any program's fds can arrive for it.
+        if (spawn.room?.start !== undefined)
+          this.rooms.open(s.lid, spawn.room.rid, spawn.room.start, this.listeners.get(s.lid)?.cgroupProcs);
         this.queue(s, encodeResponse(action), "answering", "superexec");
       } else {
         this.queue(s, encodeResponse(action), "answering", "done");
@@ -378,6 +393,14 @@ export class SessionTable {
     const received = s.fds;
     s.fds = [];
     const listener = this.listeners.get(s.lid);
+    const room = s.spawn!.room;
+    if (room !== undefined) {
+      const pid = this.rooms.start(s.lid, room.rid, s.sid, received, dests, s.spawn!, listener?.outputFd);
+      s.inRoom = room.rid;
+      s.state = "running";
+      this.post({ t: "spawned", lid: s.lid, sid: s.sid, pid });
+      return;
+    }
     const procs = listener?.cgroupProcs;
     const { pid, viaTrampoline } = spawnEscalated(received, dests, s.spawn!, procs, listener?.outputFd);
     s.pid = pid;
@@ -402,6 +425,10 @@ export class SessionTable {
 
   /** Signal `s`'s escalated child and its process group, while it is unreaped (see {@link signalChild}). */
   private signalChild(s: Session, signal: number): void {
+    if (s.inRoom !== undefined) {
+      this.rooms.signal(s.lid, s.inRoom, s.sid, signal);
+      return;
+    }
     // A contained child is bwrap's monitor: its death kills the room's whole pid namespace at once. A signal
     // that asks to end (SIGTERM) goes to what runs inside instead, so that the program has its grace period.
     if (s.spawn?.contained === true && signal !== 9 && s.pid !== undefined && s.pidfd !== undefined) signalDescendants(s.pid, signal);
@@ -409,12 +436,19 @@ export class SessionTable {
   }
 
   private onChildExit(s: Session): void {
-    const exitCode = reapExitCode(s.pid!);
+    const pid = s.pid!;
+    const exitCode = reapExitCode(pid);
     if (exitCode === undefined) return;
-    this.post({ t: "exited", lid: s.lid, sid: s.sid, pid: s.pid!, exitCode });
     libc.closeQuiet(s.pidfd!);
     s.pidfd = undefined;
     s.pid = undefined;
+    this.childEnded(s, exitCode, pid);
+  }
+
+  /** `s`'s program has ended with `exitCode` (`pid`: its pid, −1 in a kept room): report it, unless orphaned. */
+  private childEnded(s: Session, exitCode: number, pid: number): void {
+    s.inRoom = undefined;
+    this.post({ t: "exited", lid: s.lid, sid: s.sid, pid, exitCode });
     if (s.state === "orphaned") {
       this.forget(s);
       return;
@@ -438,7 +472,7 @@ export class SessionTable {
     s.deadline = undefined;
     libc.closeQuiet(s.fd);
     s.fd = -1;
-    if (s.pid !== undefined) {
+    if (s.pid !== undefined || s.inRoom !== undefined) {
       // The wrapper that waits for this child is gone (killed, e.g. by `timeout`): pass the termination on to
       // the child's process group, and keep polling its pidfd so it is reaped when it ends.
       this.signalChild(s, 15);

@@ -8,3 +8,7 @@ declare module "*/embed/zsh" {
   const path: string;
   export default path;
 }
+declare module "*/embed/room-launcher" {
+  const path: string;
+  export default path;
+}

@@ -7,6 +7,7 @@
  */
 import bash from "../../dist/embed/bash" with { type: "file" };
 import zsh from "../../dist/embed/zsh" with { type: "file" };
+import roomLauncher from "../../dist/embed/room-launcher" with { type: "file" };
 
-/** Path of each embedded shell inside the executable (an empty file: none embedded). */
-export const EMBEDDED_SHELLS: Readonly<Record<"bash" | "zsh", string>> = { bash, zsh };
+/** Path of each embedded program inside the executable (an empty file: none embedded). */
+export const EMBEDDED_SHELLS: Readonly<Record<"bash" | "zsh" | "room-launcher", string>> = { bash, zsh, "room-launcher": roomLauncher };

@@ -73,20 +73,17 @@ function firstOnPath(name: string, path: string): string | undefined {
   return undefined;
 }
 
+/** What {@link prepareRoom} found: no room (the host), no room possible, or the room's plan and its reuse key. */
+export type PreparedRoom =
+  { kind: "host"; env: string[] } | { kind: "unavailable"; reason: string } | { kind: "room"; room: RoomPlan; env: string[]; key: string };
+
 /**
- * Plan and build the room for `program` (canonical path) with `argv`, in `cwd`, with environment `env` (KEY=VALUE);
- * `named` is the path the command named the program by (the escalation request's file), judged by the boundary.
- * Returns the launch, or `{ unavailable }` with the reason when no room can be built (the caller then runs the
- * program inside the call's sandbox). Throws nothing: a failure to plan is a reason too.
+ * The first, side-effect-free half of building a room: the program's environment (non-interactive, the proxy's
+ * variables winning over the request's), whether a room applies, and its plan. `key` is equal for two programs
+ * exactly when their rooms would have the same walls (backend, plan, proxy): a kept room (./room-launcher.ts) is
+ * reused by key. Throws nothing: a failure to plan is a reason.
  */
-export function roomLaunch(
-  spec: RoomSpec,
-  program: string,
-  argv: readonly string[],
-  cwd: string,
-  env: readonly string[],
-  named?: string,
-): RoomLaunch | { unavailable: string } {
+export function prepareRoom(spec: RoomSpec, program: string, cwd: string, env: readonly string[]): PreparedRoom {
   const proxy = spec.proxy;
   const quiet = nonInteractiveEnv(env);
   if (proxy !== undefined) {
@@ -101,22 +98,38 @@ export function roomLaunch(
   }
   const b = spec.backend;
   if (proxy !== undefined && b.kind === "bwrap" && proxy.bridgeFd === undefined)
-    return { unavailable: "network proxy mode: no bridge for a bubblewrap room" };
-  if (b.kind === "host" || !spec.call.sandboxed)
-    return { path: program, argv: [...argv], env: quiet, contained: false, mustNotAppear: [], release: () => {} };
-  if (b.kind === "unavailable") return { unavailable: b.reason };
-  if (!spec.call.fullRead) return { unavailable: "the call's sandbox restricts reads, which an escalation room does not reproduce yet" };
+    return { kind: "unavailable", reason: "network proxy mode: no bridge for a bubblewrap room" };
+  if (b.kind === "host" || !spec.call.sandboxed) return { kind: "host", env: quiet };
+  if (b.kind === "unavailable") return { kind: "unavailable", reason: b.reason };
+  if (!spec.call.fullRead)
+    return { kind: "unavailable", reason: "the call's sandbox restricts reads, which an escalation room does not reproduce yet" };
   let room: RoomPlan;
   try {
     room = planRoom(spec, cwd, program);
   } catch (e) {
-    return { unavailable: `cannot plan the escalation room: ${(e as Error).message}` };
+    return { kind: "unavailable", reason: `cannot plan the escalation room: ${(e as Error).message}` };
   }
-  const pathVar = quiet.find((e) => e.startsWith("PATH="))?.slice(5) ?? "";
-  const program0 = execAs(program, argv, pathVar, named);
+  const key = JSON.stringify([b, room.plan, proxy?.ports ?? null]);
+  return { kind: "room", room, env: quiet, key };
+}
+
+/**
+ * The second half: the argv that starts `inner` (an argv, run with `env`) inside the room `room` planned by
+ * {@link prepareRoom}, starting in `cwd`. bubblewrap rooms make mount points on the host (given back by
+ * `release`). Returns `{ unavailable }` when the mounts cannot be planned.
+ */
+export function buildRoom(
+  spec: RoomSpec,
+  room: RoomPlan,
+  cwd: string,
+  env: string[],
+  inner: string[],
+): Omit<RoomLaunch, "mustNotAppear" | "room"> | { unavailable: string } {
+  const b = spec.backend;
+  const proxy = spec.proxy;
   // Proxy mode under bubblewrap: this binary's inner stage builds the bridge's listeners in the room's network
   // namespace and installs the proxy seccomp filter before it execs the program.
-  const inner =
+  const staged =
     proxy !== undefined && b.kind === "bwrap"
       ? [
           ...selfHelperCommand(),
@@ -130,9 +143,9 @@ export function roomLaunch(
           "--network-proxy-ports",
           proxy.ports.join(","),
           "--",
-          ...program0,
+          ...inner,
         ]
-      : program0;
+      : inner;
   if (b.kind === "bwrap") {
     const created: string[] = [];
     const tempDirs: string[] = [];
@@ -157,19 +170,18 @@ export function roomLaunch(
       "--chdir",
       cwd,
       "--",
-      ...inner,
+      ...staged,
     ];
     return {
       path: b.bwrap,
       argv: full,
-      env: quiet,
+      env,
       contained: true,
-      mustNotAppear: room.mustNotAppear,
-      room,
       release: () => releaseBwrapPlan({ argv: [], created, tempDirs, direct: false }),
       ...(proxy !== undefined ? { extraFds: [[proxy.bridgeFd!, ROOM_BRIDGE_FD] as [number, number]] } : {}),
     };
   }
+  if (b.kind !== "landlock") return { unavailable: `no room backend (${b.kind})` };
   // Landlock: the room's writable roots without carve-outs (Landlock cannot enforce them), minus git dirs the call
   // itself could not write (their config would become writable).
   const callRoots = new Set(spec.call.writableRoots.map((w) => w.root));
@@ -191,7 +203,32 @@ export function roomLaunch(
     "landlock",
     ...(proxy !== undefined ? ["--network-proxy-ports", proxy.ports.join(",")] : []),
     "--",
-    ...inner,
+    ...staged,
   ];
-  return { path: full[0]!, argv: full, env: quiet, contained: false, mustNotAppear: room.mustNotAppear, room, release: () => {} };
+  return { path: full[0]!, argv: full, env, contained: false, release: () => {} };
+}
+
+/**
+ * Plan and build a room of its own for `program` (canonical path) with `argv`, in `cwd`, with environment `env`
+ * (KEY=VALUE); `named` is the path the command named the program by (the escalation request's file), judged by
+ * the boundary. The room lives as long as the program (a kept room that serves every program of a call is
+ * ./room-launcher.ts). Returns the launch, or `{ unavailable }` with the reason when no room can be built (the
+ * caller then runs the program inside the call's sandbox). Throws nothing: a failure to plan is a reason too.
+ */
+export function roomLaunch(
+  spec: RoomSpec,
+  program: string,
+  argv: readonly string[],
+  cwd: string,
+  env: readonly string[],
+  named?: string,
+): RoomLaunch | { unavailable: string } {
+  const prepared = prepareRoom(spec, program, cwd, env);
+  if (prepared.kind === "unavailable") return { unavailable: prepared.reason };
+  if (prepared.kind === "host")
+    return { path: program, argv: [...argv], env: prepared.env, contained: false, mustNotAppear: [], release: () => {} };
+  const pathVar = prepared.env.find((e) => e.startsWith("PATH="))?.slice(5) ?? "";
+  const built = buildRoom(spec, prepared.room, cwd, prepared.env, execAs(program, argv, pathVar, named));
+  if ("unavailable" in built) return built;
+  return { ...built, mustNotAppear: prepared.room.mustNotAppear, room: prepared.room };
 }

@@ -1,0 +1,383 @@
+/*
+ * shellmcp room launcher: the one process that stays inside an escalation room for the rest of a `shell` call
+ * and starts each escalated program of that call in it (src/sandbox/linux/room-launcher.ts describes the room's
+ * life; this file only speaks the wire below). Built statically against musl by scripts/build-shells-static.sh
+ * and carried inside the executable, so starting a program in an existing room costs a fork and an exec instead
+ * of a new bubblewrap (or a new sandbox helper) each time.
+ *
+ * Usage: room-launcher [--contained]   with fd 3 a SOCK_STREAM Unix socket to the escalation worker.
+ *   --contained: the room is a pid namespace of its own (bubblewrap): once no program of the room runs, every
+ *   other process in it is killed (kill(-1, SIGKILL)), as when each program had a room of its own.
+ *
+ * Worker -> launcher, frames on fd 3: u32 length (little endian, of what follows), then
+ *   'S' spawn: u32 id, u32 nfds, nfds x i32 destination fd numbers, then NUL-terminated strings: path, cwd,
+ *              u32 argc, argc strings, u32 envc, envc strings (the counts are u32 between the strings).
+ *              The frame's nfds fds travel as SCM_RIGHTS with its first byte (a stream socket never delivers
+ *              them after the bytes they came with), and are taken in order from the fds received so far.
+ *   'K' kill:  u32 id, i32 signal: the program's process group (it is a session leader) gets the signal.
+ * Launcher -> worker, 12-byte records: u32 kind (1 spawned: value = pid inside the room, or -errno when fork
+ *   failed; 2 exited: value = the wait status), u32 id, i32 value.
+ *
+ * Each program: fork; in the child a new session (no controlling terminal), default signal dispositions and an
+ * empty signal mask, the received fds on their destination numbers, /dev/null for any of 0-2 not given, every
+ * other fd closed, chdir, execve(path, argv, env) with argv[0] exactly as given. A failed chdir or exec prints
+ * one line on the program's stderr and exits 126 (not executable) or 127 (anything else), as a shell does.
+ * EOF on fd 3 (the worker closed the room, or died): every process of the room gets SIGKILL, the launcher exits.
+ * A malformed frame: the launcher says why on its stderr and exits 2 (fail closed; the room ends).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <sys/syscall.h>
+
+/* close_range has number 436 on every architecture (the unified syscall table). */
+#define SYS_close_range_nr 436
+
+#define SOCK_FD 3
+#define MAX_FRAME (16u * 1024 * 1024)
+#define MAX_FDS 64
+#define MAX_QUEUED_FDS 1024
+#define MAX_PROGRAMS 4096
+
+static int contained;
+
+struct program {
+  pid_t pid;
+  uint32_t id;
+};
+static struct program programs[MAX_PROGRAMS];
+static int nprograms;
+
+static int fdq[MAX_QUEUED_FDS];
+static int nfdq;
+
+static void die(const char *what) {
+  fprintf(stderr, "room-launcher: %s\n", what);
+  if (contained) kill(-1, SIGKILL);
+  _exit(2);
+}
+
+static void send_record(uint32_t kind, uint32_t id, int32_t value) {
+  unsigned char rec[12];
+  memcpy(rec, &kind, 4);
+  memcpy(rec + 4, &id, 4);
+  memcpy(rec + 8, &value, 4);
+  size_t off = 0;
+  while (off < sizeof rec) {
+    ssize_t n = send(SOCK_FD, rec + off, sizeof rec - off, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      /* The worker is gone: the room ends. */
+      if (contained) kill(-1, SIGKILL);
+      _exit(0);
+    }
+    off += (size_t)n;
+  }
+}
+
+/* Kill every child of this process that is not a running program (orphans re-parented here: we are a subreaper);
+   in a room that is a pid namespace of its own, every process but its init and this one. */
+static void kill_leftovers(void) {
+  if (contained) kill(-1, SIGKILL);
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)getpid(), (int)getpid());
+  FILE *f = fopen(path, "re");
+  if (f == NULL) return;
+  long pid;
+  while (fscanf(f, "%ld", &pid) == 1) {
+    int known = 0;
+    for (int i = 0; i < nprograms; i++)
+      if (programs[i].pid == (pid_t)pid) known = 1;
+    if (!known) kill((pid_t)pid, SIGKILL);
+  }
+  fclose(f);
+}
+
+struct reader {
+  const unsigned char *p, *end;
+  int bad;
+};
+
+static uint32_t rd_u32(struct reader *r) {
+  uint32_t v = 0;
+  if (r->end - r->p < 4) {
+    r->bad = 1;
+    return 0;
+  }
+  memcpy(&v, r->p, 4);
+  r->p += 4;
+  return v;
+}
+
+static char *rd_str(struct reader *r) {
+  const unsigned char *nul = memchr(r->p, 0, (size_t)(r->end - r->p));
+  if (nul == NULL) {
+    r->bad = 1;
+    return NULL;
+  }
+  char *s = (char *)r->p;
+  r->p = nul + 1;
+  return s;
+}
+
+static char **rd_strings(struct reader *r) {
+  uint32_t n = rd_u32(r);
+  if (r->bad || n > (uint32_t)(r->end - r->p)) {
+    r->bad = 1;
+    return NULL;
+  }
+  char **v = calloc((size_t)n + 1, sizeof(char *));
+  if (v == NULL) die("out of memory");
+  for (uint32_t i = 0; i < n; i++) {
+    v[i] = rd_str(r);
+    if (r->bad) {
+      free(v);
+      return NULL;
+    }
+  }
+  return v;
+}
+
+/* close_range(2) (Linux 5.9), or a loop over the fd numbers below the soft limit where it is missing. */
+static void close_from_to(unsigned lo, unsigned hi) {
+  if (syscall(SYS_close_range_nr, lo, hi, 0) == 0) return;
+  long max = sysconf(_SC_OPEN_MAX);
+  if (max < 0 || max > 65536) max = 65536;
+  for (unsigned fd = lo; fd <= hi && fd < (unsigned)max; fd++) close((int)fd);
+}
+
+static void child(int nfds, const int *fds, const int32_t *dests, const char *path, const char *cwd, char **argv,
+                  char **envp) {
+  sigset_t none;
+  sigemptyset(&none);
+  for (int s = 1; s < 65; s++) signal(s, SIG_DFL);
+  sigprocmask(SIG_SETMASK, &none, NULL);
+  setsid();
+  int top = 3;
+  for (int i = 0; i < nfds; i++)
+    if (dests[i] + 1 > top) top = dests[i] + 1;
+  if (top < SOCK_FD + 1) top = SOCK_FD + 1;
+  /* Sources above every destination first, so no dup2 overwrites a source still to be placed. */
+  int src[MAX_FDS];
+  for (int i = 0; i < nfds; i++) {
+    src[i] = fcntl(fds[i], F_DUPFD, top + MAX_FDS);
+    if (src[i] < 0) _exit(127);
+  }
+  int given[3] = {0, 0, 0};
+  for (int i = 0; i < nfds; i++) {
+    if (dup2(src[i], dests[i]) < 0) _exit(127);
+    if (dests[i] <= 2) given[dests[i]] = 1;
+  }
+  for (int d = 0; d <= 2; d++) {
+    if (given[d]) continue;
+    int n = open("/dev/null", d == 0 ? O_RDONLY : O_WRONLY);
+    if (n < 0 || (n != d && dup2(n, d) < 0)) _exit(127);
+    if (n != d) close(n);
+  }
+  /* Close everything else: every fd from 3 up that is not a destination (the worker's socket, the sources). */
+  int sorted[MAX_FDS];
+  int ns = 0;
+  for (int i = 0; i < nfds; i++) {
+    int d = dests[i], j = ns;
+    while (j > 0 && sorted[j - 1] > d) {
+      sorted[j] = sorted[j - 1];
+      j--;
+    }
+    sorted[j] = d;
+    ns++;
+  }
+  unsigned lo = 3;
+  for (int i = 0; i < ns; i++) {
+    if ((unsigned)sorted[i] < lo) continue;
+    if ((unsigned)sorted[i] > lo) close_from_to(lo, (unsigned)sorted[i] - 1);
+    lo = (unsigned)sorted[i] + 1;
+  }
+  close_from_to(lo, ~0u);
+  if (chdir(cwd) != 0) {
+    dprintf(2, "shellmcp: %s: cannot enter %s: %s\n", argv[0] != NULL ? argv[0] : path, cwd, strerror(errno));
+    _exit(127);
+  }
+  execve(path, argv, envp);
+  int err = errno;
+  dprintf(2, "shellmcp: %s: %s\n", path, strerror(err));
+  _exit(err == EACCES || err == ENOEXEC || err == EISDIR ? 126 : 127);
+}
+
+static void on_spawn(struct reader *r) {
+  uint32_t id = rd_u32(r);
+  uint32_t nfds = rd_u32(r);
+  if (r->bad || nfds > MAX_FDS || (uint32_t)nfds > (uint32_t)nfdq) die("bad spawn frame (fds)");
+  int32_t dests[MAX_FDS];
+  for (uint32_t i = 0; i < nfds; i++) {
+    dests[i] = (int32_t)rd_u32(r);
+    if (dests[i] < 0 || dests[i] > 1023) die("bad spawn frame (destination fd)");
+  }
+  char *path = rd_str(r);
+  char *cwd = rd_str(r);
+  char **argv = rd_strings(r);
+  char **envp = r->bad ? NULL : rd_strings(r);
+  if (r->bad || argv == NULL || envp == NULL || argv[0] == NULL) die("bad spawn frame");
+  int fds[MAX_FDS];
+  memcpy(fds, fdq, nfds * sizeof(int));
+  memmove(fdq, fdq + nfds, (size_t)(nfdq - (int)nfds) * sizeof(int));
+  nfdq -= (int)nfds;
+  pid_t pid = nprograms >= MAX_PROGRAMS ? (errno = EAGAIN, -1) : fork();
+  if (pid == 0) child((int)nfds, fds, dests, path, cwd, argv, envp);
+  int err = errno;
+  for (uint32_t i = 0; i < nfds; i++) close(fds[i]);
+  free(argv);
+  free(envp);
+  if (pid < 0) {
+    send_record(1, id, -err);
+    send_record(2, id, 127 << 8);
+    return;
+  }
+  programs[nprograms].pid = pid;
+  programs[nprograms].id = id;
+  nprograms++;
+  send_record(1, id, (int32_t)pid);
+}
+
+static void on_kill(struct reader *r) {
+  uint32_t id = rd_u32(r);
+  int32_t sig = (int32_t)rd_u32(r);
+  if (r->bad || sig < 0 || sig > 64) die("bad kill frame");
+  for (int i = 0; i < nprograms; i++)
+    if (programs[i].id == id) {
+      kill(-programs[i].pid, sig);
+      kill(programs[i].pid, sig);
+    }
+}
+
+static void reap(void) {
+  int status;
+  pid_t pid;
+  while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+    for (int i = 0; i < nprograms; i++) {
+      if (programs[i].pid != pid) continue;
+      uint32_t id = programs[i].id;
+      programs[i] = programs[--nprograms];
+      send_record(2, id, (int32_t)status);
+      break;
+    }
+  }
+  if (nprograms == 0) kill_leftovers();
+}
+
+int main(int argc, char **argv) {
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--contained") == 0)
+      contained = 1;
+    else {
+      fprintf(stderr, "usage: room-launcher [--contained]  (fd 3: the escalation worker's socket)\n");
+      return 2;
+    }
+  }
+  int type;
+  socklen_t tl = sizeof type;
+  if (getsockopt(SOCK_FD, SOL_SOCKET, SO_TYPE, &type, &tl) != 0 || type != SOCK_STREAM) die("fd 3 is not a stream socket");
+  fcntl(SOCK_FD, F_SETFD, FD_CLOEXEC);
+  prctl(PR_SET_CHILD_SUBREAPER, 1);
+  signal(SIGPIPE, SIG_IGN);
+  sigset_t chld;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  sigprocmask(SIG_BLOCK, &chld, NULL);
+  int sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (sfd < 0) die("signalfd failed");
+
+  size_t cap = 64 * 1024, len = 0;
+  unsigned char *buf = malloc(cap);
+  if (buf == NULL) die("out of memory");
+  for (;;) {
+    struct pollfd pf[2] = {{SOCK_FD, POLLIN, 0}, {sfd, POLLIN, 0}};
+    if (poll(pf, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      die("poll failed");
+    }
+    if (pf[1].revents != 0) {
+      struct signalfd_siginfo si;
+      while (read(sfd, &si, sizeof si) > 0) {
+      }
+      reap();
+    }
+    if (pf[0].revents == 0) continue;
+    if (cap - len < 64 * 1024) {
+      if (cap >= MAX_FRAME + 8 + 64 * 1024) die("frame too large");
+      cap *= 2;
+      buf = realloc(buf, cap);
+      if (buf == NULL) die("out of memory");
+    }
+    struct iovec iov = {buf + len, cap - len};
+    union {
+      struct cmsghdr h;
+      char space[CMSG_SPACE(sizeof(int) * MAX_FDS)];
+    } ctl;
+    struct msghdr m = {0};
+    m.msg_iov = &iov;
+    m.msg_iovlen = 1;
+    m.msg_control = ctl.space;
+    m.msg_controllen = sizeof ctl.space;
+    ssize_t n = recvmsg(SOCK_FD, &m, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+    if (n < 0) {
+      if (errno == EINTR || errno == EAGAIN) continue;
+      n = 0;
+    }
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&m); c != NULL; c = CMSG_NXTHDR(&m, c)) {
+      if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+      int k = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+      for (int i = 0; i < k; i++) {
+        int fd;
+        memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+        if (nfdq >= MAX_QUEUED_FDS) die("too many fds queued");
+        fdq[nfdq++] = fd;
+      }
+    }
+    if ((m.msg_flags & MSG_CTRUNC) != 0) die("fds truncated");
+    if (n == 0) {
+      /* The worker closed the room: nothing of it may outlive this. As the subreaper, every process of the room
+         ends up a child of this one once its parent is gone: kill and reap until no child is left. */
+      for (int i = 0; i < nprograms; i++) kill(-programs[i].pid, SIGKILL);
+      nprograms = 0;
+      for (;;) {
+        kill_leftovers();
+        if (waitpid(-1, NULL, 0) < 0 && errno == ECHILD) break;
+      }
+      return 0;
+    }
+    len += (size_t)n;
+    size_t off = 0;
+    while (len - off >= 4) {
+      uint32_t flen;
+      memcpy(&flen, buf + off, 4);
+      if (flen == 0 || flen > MAX_FRAME) die("bad frame length");
+      if (len - off - 4 < flen) break;
+      struct reader r = {buf + off + 4 + 1, buf + off + 4 + flen, 0};
+      switch (buf[off + 4]) {
+      case 'S':
+        on_spawn(&r);
+        break;
+      case 'K':
+        on_kill(&r);
+        break;
+      default:
+        die("unknown frame");
+      }
+      off += 4 + flen;
+    }
+    memmove(buf, buf + off, len - off);
+    len -= off;
+  }
+}
