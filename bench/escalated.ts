@@ -3,7 +3,10 @@
  * allowed by `prefix_rule(pattern=["true"], decision="allow")`, so each is decided Escalate, started, and waited for.
  *
  * - room (bwrap): our in-shell client → our EscalationServer → the program in its escalation room (bubblewrap with
- *   its own user, pid and ipc namespaces and /proc, the call's read-only plan plus the repository), as `serve` does;
+ *   its own user, pid and ipc namespaces and /proc, the call's read-only plan plus the repository), as `serve` does:
+ *   a kept room (src/sandbox/linux/room-launcher.ts), built by the first exec of the run and reused by the others;
+ *   `SHELLMCP_ROOM_LAUNCHER=off` measures a room of its own per exec instead;
+ * - room (landlock): the same with the Landlock backend (the compiled `dist/shellmcp` as the helper);
  * - host: the same with `escalation = "host"` (Codex's meaning: started directly), to show what the room costs;
  * - reference: Codex 0.97.0's codex-exec-mcp-server + its Rust wrapper + its bundled bash over MCP stdio, with the
  *   same rule (its escalated program runs on the host).
@@ -21,6 +24,7 @@ import { INTERCEPT_ENV_VAR, interceptSetFor } from "../src/mcp/intercept-set.ts"
 import { resolveCommand } from "../src/sandbox/linux/in-process.ts";
 import { planSandboxPolicy } from "../src/sandbox/filesystem-plan.ts";
 import type { RoomSpec } from "../src/sandbox/room.ts";
+import { roomLauncherPath } from "../src/sandbox/linux/room-launcher.ts";
 import { writableView } from "../src/sandbox/writable.ts";
 import { startLineRpc } from "../test/helpers/reference.ts";
 import { benchDir, median, pairedRatio, perExec, referenceShellToolDir, ROOT } from "./lib.ts";
@@ -44,13 +48,23 @@ const bwrap = resolveCommand("bwrap");
 if (bwrap === undefined) throw new Error("bench/escalated.ts needs bubblewrap (apt-get install bubblewrap)");
 const room: RoomSpec = { backend: { kind: "bwrap", bwrap, noProc: false }, call: planSandboxPolicy(readOnly, work, {}), extraWritable: {} };
 
-type Variant = "room" | "host";
+// The compiled binary's helper role (from source, this process's own command would be the bench itself).
+const landlockRoom: RoomSpec = {
+  ...room,
+  backend: { kind: "landlock", helper: [join(ROOT, "dist", "shellmcp"), "--codex-run-as-linux-sandbox"] },
+};
+
+type Variant = "room" | "landlock" | "host";
 
 async function oursOnce(server: EscalationServer, variant: Variant, script: string): Promise<number> {
   const baseEnv = { PATH: "/usr/bin:/bin" };
   const l = server.listen({
     decide: (r) => decideExec(settings, { paused: (f) => f() }, r),
-    boundary: { baseEnv, writable: writableView(readOnly, work, "bwrap", {}), ...(variant === "room" ? { room } : {}) },
+    boundary: {
+      baseEnv,
+      writable: writableView(readOnly, work, variant === "landlock" ? "landlock" : "bwrap", {}),
+      ...(variant === "room" ? { room } : variant === "landlock" ? { room: landlockRoom } : {}),
+    },
   });
   const env = { ...baseEnv, ...l.shellEnv("/nonexistent-wrapper", 3), [INTERCEPT_ENV_VAR]: interceptSetFor(policy) };
   const t0 = Bun.nanoseconds();
@@ -87,8 +101,8 @@ async function startReference(): Promise<{ once: (script: string) => Promise<num
 
 const server = await EscalationServer.start();
 const reference = await startReference();
-const variants: Variant[] = ["room", "host"];
-const results: Record<Variant | "reference", number[]> = { room: [], host: [], reference: [] };
+const variants: Variant[] = ["room", "landlock", "host"];
+const results: Record<Variant | "reference", number[]> = { room: [], landlock: [], host: [], reference: [] };
 for (const v of variants) await oursOnce(server, v, loop(5)); // warm-up
 await reference?.once(loop(5));
 for (let r = 0; r < ROUNDS; r++) {
@@ -98,14 +112,16 @@ for (let r = 0; r < ROUNDS; r++) {
 await server.stop();
 await reference?.close();
 
-console.log(`per escalated exec (${N} × allowed /bin/true in one bash run), median of ${ROUNDS} interleaved rounds`);
+const kept = roomLauncherPath() !== undefined ? "kept room" : "a room per exec (no room launcher)";
+console.log(`per escalated exec (${N} × allowed /bin/true in one bash run), median of ${ROUNDS} interleaved rounds; ${kept}`);
 console.log(`room (bwrap) + in-shell client + our server   ${median(results.room).toFixed(3)} ms`);
+console.log(`room (landlock)                               ${median(results.landlock).toFixed(3)} ms`);
 console.log(`host (escalation = "host")                    ${median(results.host).toFixed(3)} ms`);
 if (reference === undefined) {
   console.log("reference not installed (npm ci): skipped");
 } else {
   console.log(`reference 0.97.0 (Rust wrapper + server, host) ${median(results.reference).toFixed(3)} ms`);
   console.log(
-    `paired ratios: room / reference ${pairedRatio(results.room, results.reference).toFixed(2)}× (target ≤ 1.5×), host / reference ${pairedRatio(results.host, results.reference).toFixed(2)}×, room / host ${pairedRatio(results.room, results.host).toFixed(2)}×`,
+    `paired ratios: room / reference ${pairedRatio(results.room, results.reference).toFixed(2)}× (target ≤ 1.5×), landlock room / reference ${pairedRatio(results.landlock, results.reference).toFixed(2)}×, host / reference ${pairedRatio(results.host, results.reference).toFixed(2)}×, room / host ${pairedRatio(results.room, results.host).toFixed(2)}×`,
   );
 }

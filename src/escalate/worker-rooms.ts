@@ -7,8 +7,8 @@
  *
  * Lifetime: a room is opened when main's decision that first names it arrives (before its program's fds do, so two
  * programs deciding at once cannot race to open it); closed (its socket shut: the launcher kills whatever is left
- * in it and exits) when its listener has closed and none of its programs runs, or at once with SIGKILL to the room
- * when the listener's children are killed (a call's timeout or cancel) or the worker stops. When the room's process
+ * in it and exits) when its listener has closed and none of its programs runs, or at once when the listener's
+ * children are killed (a call's timeout or cancel) or the worker stops (see {@link KeptRooms.kill}). When the room's process
  * has ended, every program still counted in it ends with 126 and main hears `room-ended` (to give back its mount
  * points and check its git control files).
  */
@@ -49,6 +49,8 @@ interface Room {
   programs: Set<number>;
   /** Its listener has closed: the room closes once no program runs. */
   closing: boolean;
+  /** A pid namespace of its own (bubblewrap): SIGKILL to its process ends everything in it. */
+  contained: boolean;
 }
 
 const keyOf = (lid: number, rid: number) => `${lid}:${rid}`;
@@ -87,7 +89,18 @@ export class KeptRooms {
     }
     const pidfd = libc.pidfdOpen(pid);
     libc.setNonblock(mine, true);
-    const room: Room = { lid, rid, fd: mine, pid, pidfd, out: [], reader: new LauncherRecordReader(), programs: new Set(), closing: false };
+    const room: Room = {
+      lid,
+      rid,
+      fd: mine,
+      pid,
+      pidfd,
+      out: [],
+      reader: new LauncherRecordReader(),
+      programs: new Set(),
+      closing: false,
+      contained: start.contained,
+    };
     this.rooms.set(key, room);
     if (procs !== undefined && !viaTrampoline) {
       try {
@@ -243,10 +256,15 @@ export class KeptRooms {
     room.out = [];
   }
 
-  /** End the room now: SIGKILL to its process (a bubblewrap room's pid namespace goes with it), socket closed. */
+  /**
+   * End the room now. A bubblewrap room: SIGKILL to bwrap takes its whole pid namespace. A Landlock room shares the
+   * host's pid namespace, where killing the launcher would orphan the programs: its socket is closed instead (the
+   * launcher kills and reaps everything it started, as their subreaper), with a SIGCONT in case a program of the
+   * room stopped it. Either way the room's pidfd settles the rest.
+   */
   private kill(room: Room): void {
     try {
-      libc.pidfdSendSignal(room.pidfd, 9);
+      libc.pidfdSendSignal(room.pidfd, room.contained ? 9 : 18);
     } catch {
       // already gone
     }

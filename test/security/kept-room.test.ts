@@ -100,6 +100,23 @@ describe.skipIf(skipWithout("kept room suite", shellsMissing()))("kept rooms: on
         expect(out).toContain("end");
       }, 60_000);
 
+      test("a call's timeout ends what runs in its room, a setsid'd descendant included", async () => {
+        const s = await serveWithPid({ rules: RULES, args: ["--sandbox-backend", backend] });
+        const ws = confDir("kept-timeout");
+        const marker = `34${Math.floor(Math.random() * 1e6)}`;
+        // It ignores SIGTERM: only the end of the room (after the grace period) can stop it.
+        const py = `import signal, subprocess, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); subprocess.Popen(["sleep", "${marker}"], start_new_session=True); time.sleep(${marker})`;
+        const r = await s.shell({ command: `python3 -c '${py}'`, workdir: ws, login: false, timeout_ms: 1500 });
+        expect(JSON.stringify(r.out)).toMatch(/timed out|timeout|124|exit_code/i);
+        let left: number[] = [];
+        for (let i = 0; i < 80; i++) {
+          left = [...pidsWith(`sleep ${marker}`), ...pidsWith(`time.sleep\\(${marker}`)];
+          if (left.length === 0) break;
+          await Bun.sleep(50);
+        }
+        expect(left).toEqual([]);
+      }, 60_000);
+
       test("the room lives while its call runs, and nothing of it is left once the call has ended", async () => {
         const s = await serveWithPid({ rules: RULES, args: ["--sandbox-backend", backend] });
         const ws = confDir("kept-end");
