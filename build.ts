@@ -26,6 +26,11 @@ const pkg = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as { ve
 
 /** Worker entrypoints, each embedded in the executable. */
 const WORKER_ENTRYPOINTS = ["src/escalate/worker.ts"];
+/**
+ * The roles src/main.ts loads by path (each a bundle of its own, so that a role parses only its own code at start).
+ * The worker's and these bundles each carry their own copy of what they share; a process loads main's and one.
+ */
+const ROLE_ENTRYPOINTS = ["src/cli.ts", "src/escalate/wrapper.ts", "src/sandbox/linux/helper.ts", "src/fs-helper/main.ts"];
 
 /** Cross-compilation targets: our name → [Bun's --target, npm package with that runtime]. */
 export const TARGETS: Record<string, [string, string]> = {
@@ -107,7 +112,7 @@ export function compile(outfile: string, target?: string): void {
   }
   // Workers must be entrypoints of their own: a Worker path not embedded in the executable would be loaded
   // from disk relative to the cwd, i.e. from the untrusted repository.
-  cmd.push(join(ROOT, "src", "main.ts"), ...WORKER_ENTRYPOINTS.map((w) => join(ROOT, w)));
+  cmd.push(join(ROOT, "src", "main.ts"), ...[...WORKER_ENTRYPOINTS, ...ROLE_ENTRYPOINTS].map((w) => join(ROOT, w)));
   run(cmd);
 }
 

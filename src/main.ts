@@ -1,7 +1,10 @@
 /**
  * Entry point of the single `shellmcp` executable. Dispatches on the basename of argv[0] before anything
- * heavy is loaded (every role is a lazy `import()`), because the same binary is exec'd by the patched shell
- * for every program as `codex-execve-wrapper`, and that start-up is the project's hottest path.
+ * heavy is loaded, because the same binary is exec'd by the patched shell for every program as
+ * `codex-execve-wrapper`, the sandbox helper starts every Landlock call, and those start-ups are the project's
+ * hottest paths. Each role is an entrypoint of its own in the compiled executable (build.ts): a role loads only
+ * its own bundle (the helper's is 65 KB, the CLI's with the MCP SDK 0.9 MB), never the others' — Bun parses a
+ * whole bundle at start, lazy `import()`s included, which cost every helper start ~5 ms.
  *
  * | argv[0] basename       | role                                   |
  * |------------------------|----------------------------------------|
@@ -23,6 +26,15 @@ export const ROLES = {
 /** How long `serve` waits for the client's first line before loading everything else, ms. */
 const EARLY_INITIALIZE_WAIT_MS = 100;
 
+/**
+ * The module of a role, by its path under `src/` without extension: the bundle build.ts embedded for it
+ * (`/$bunfs/root/<path>.js`) in the compiled executable, the source file otherwise. A computed specifier, so that
+ * the bundler leaves the role out of this entry's bundle.
+ */
+function role(srcRelative: string): string {
+  return Bun.main.startsWith("/$bunfs/root/") ? `/$bunfs/root/${srcRelative}.js` : new URL(`./${srcRelative}.ts`, import.meta.url).href;
+}
+
 /** Basename of a path (no `node:path` import: keeps the wrapper's import graph empty). */
 function basename(p: string): string {
   const i = p.lastIndexOf("/");
@@ -33,25 +45,27 @@ async function main(): Promise<number> {
   const args = process.argv.slice(2);
   switch (basename(process.argv0)) {
     case ROLES.WRAPPER:
-      return (await import("./escalate/wrapper.ts")).wrapperMain(args);
+      return ((await import(role("escalate/wrapper"))) as typeof import("./escalate/wrapper.ts")).wrapperMain(args);
     case ROLES.LINUX_SANDBOX:
       // Named both ways (argv[0] and the flag, as `serve` starts its helper through trampolines that may drop argv[0]).
-      return (await import("./sandbox/linux/helper.ts")).linuxSandboxMain(
+      return ((await import(role("sandbox/linux/helper"))) as typeof import("./sandbox/linux/helper.ts")).linuxSandboxMain(
         args[0] === "--codex-run-as-linux-sandbox" ? args.slice(1) : args,
       );
     case ROLES.FS_HELPER:
-      return (await import("./fs-helper/main.ts")).fsHelperMain(args);
+      return ((await import(role("fs-helper/main"))) as typeof import("./fs-helper/main.ts")).fsHelperMain(args);
     default:
       // Codex's convention for reaching a role without arg0 (our bwrap inner stage uses it).
-      if (args[0] === "--codex-run-as-fs-helper") return (await import("./fs-helper/main.ts")).fsHelperMain(args.slice(1));
-      if (args[0] === "--codex-run-as-linux-sandbox") return (await import("./sandbox/linux/helper.ts")).linuxSandboxMain(args.slice(1));
+      if (args[0] === "--codex-run-as-fs-helper")
+        return ((await import(role("fs-helper/main"))) as typeof import("./fs-helper/main.ts")).fsHelperMain(args.slice(1));
+      if (args[0] === "--codex-run-as-linux-sandbox")
+        return ((await import(role("sandbox/linux/helper"))) as typeof import("./sandbox/linux/helper.ts")).linuxSandboxMain(args.slice(1));
       // `serve`: answer MCP initialize before the CLI parser and the MCP SDK load (see mcp/early-initialize.ts).
       // Clients send it at once; a client that does not gets its answer from the SDK once loaded, ≤ 100 ms later.
       if (args[0] === "serve") {
         const first = (await import("./mcp/early-initialize.ts")).startEarlyInitialize();
         await Promise.race([first, new Promise((r) => setTimeout(r, EARLY_INITIALIZE_WAIT_MS))]);
       }
-      return (await import("./cli.ts")).cliMain(args);
+      return ((await import(role("cli"))) as typeof import("./cli.ts")).cliMain(args);
   }
 }
 

@@ -34,7 +34,13 @@ export interface EarlyInput {
   answeredId(): string | number | undefined;
 }
 
-let early: EarlyInput | undefined;
+/**
+ * Where the early input waits for the transport: on the global object, not in a module variable, because the
+ * compiled executable bundles each role apart (build.ts): main.ts's copy of this module starts the reading, the
+ * CLI bundle's copy (mcp/server.ts) takes it.
+ */
+const EARLY_KEY = Symbol.for("shellmcp.earlyInput");
+const holder = globalThis as unknown as { [EARLY_KEY]?: EarlyInput };
 
 function isObject(v: unknown): v is Record<string, unknown> {
   return typeof v === "object" && v !== null && !Array.isArray(v);
@@ -109,13 +115,13 @@ export function startEarlyInitialize(): Promise<void> {
       yield value;
     }
   }
-  early = { source: source(), answeredId: () => answered };
+  holder[EARLY_KEY] = { source: source(), answeredId: () => answered };
   return first;
 }
 
 /** The early input, once (the transport takes it); `undefined` when {@link startEarlyInitialize} did not run. */
 export function takeEarlyInput(): EarlyInput | undefined {
-  const e = early;
-  early = undefined;
+  const e = holder[EARLY_KEY];
+  delete holder[EARLY_KEY];
   return e;
 }
