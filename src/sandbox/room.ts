@@ -11,8 +11,8 @@
  * - no terminal: a new session without a controlling terminal, terminal fds replaced (the worker does that), and a
  *   non-interactive environment ({@link NON_INTERACTIVE_ENV}) whatever the request said.
  *
- * This module plans the room (pure planning over the filesystem); the Linux backends build it
- * (./linux/room.ts: bubblewrap with its own user, pid and ipc namespaces, or Landlock through the helper), and the
+ * This module plans the room (pure planning over the filesystem); the backends build it (./linux/room.ts:
+ * bubblewrap with its own user, pid and ipc namespaces, Landlock through the helper, or Seatbelt on macOS), and the
  * escalation server starts programs in it. `escalation = "host"` keeps Codex's meaning (the program runs on the
  * host with the user's full power).
  *
@@ -37,6 +37,11 @@ export type RoomBackend =
   | { kind: "bwrap"; bwrap: string; noProc: boolean }
   /** Landlock + seccomp through this binary's sandbox helper (`helper`: the argv that starts it). */
   | { kind: "landlock"; helper: string[] }
+  /**
+   * Seatbelt on macOS: `/usr/bin/sandbox-exec` with a policy generated from the room's plan (its read-only paths
+   * inside writable roots included: Seatbelt excludes them by path). `allowLocalBinding`: proxy mode's local rules.
+   */
+  | { kind: "seatbelt"; allowLocalBinding: boolean }
   /** A room cannot be built here: escalated programs run inside the call's sandbox instead (never on the host). */
   | { kind: "unavailable"; reason: string };
 

@@ -180,12 +180,12 @@ export interface ProxySpec {
 export const ESCALATED_GRACE_MS = 2000;
 
 /**
- * The room escalated programs of this call run in: built by the backend the call's own sandbox uses (bubblewrap or
- * Landlock), on the host when the call is not sandboxed or `escalation = "host"`, and unavailable (they run inside
+ * The room escalated programs of this call run in: built by the backend the call's own sandbox uses (bubblewrap,
+ * Landlock or Seatbelt), on the host when the call is not sandboxed or `escalation = "host"`, and unavailable (they run inside
  * the call's sandbox) when the backend cannot build one.
  */
 export function roomFor(
-  o: Pick<RunCommandOptions, "escalation" | "callPlan" | "policy" | "sandboxCwd" | "env" | "launcher">,
+  o: Pick<RunCommandOptions, "escalation" | "callPlan" | "policy" | "sandboxCwd" | "env" | "launcher" | "networkProxy">,
   enforcement: WriteEnforcement,
 ): RoomSpec {
   const extraWritable = o.escalation?.extraWritable ?? {};
@@ -197,7 +197,7 @@ export function roomFor(
   }
   if (o.escalation?.mode === "host" || enforcement === "none") return { backend: { kind: "host" }, call, extraWritable };
   if (o.launcher.seatbelt !== undefined)
-    return { backend: { kind: "unavailable", reason: "escalation rooms are not built on macOS yet" }, call, extraWritable };
+    return { backend: { kind: "seatbelt", allowLocalBinding: o.networkProxy?.policy.allowLocalBinding === true }, call, extraWritable };
   if (enforcement === "bwrap") {
     const bwrap = o.launcher.direct?.bwrap ?? findBwrap().path;
     if (bwrap === undefined) return { backend: { kind: "unavailable", reason: "bubblewrap is not installed" }, call, extraWritable };

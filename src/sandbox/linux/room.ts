@@ -19,6 +19,7 @@
 import { existsSync, realpathSync, statSync } from "node:fs";
 import { serializePermissionProfile, type FileSystemSandboxEntry, type PermissionProfile } from "../permission-profile.ts";
 import { nonInteractiveEnv, planRoom, ROOM_BRIDGE_FD, type RoomPlan, type RoomSpec } from "../room.ts";
+import { seatbeltLaunch } from "../macos/seatbelt.ts";
 import { bwrapMounts, releaseBwrapPlan, selfHelperCommand } from "./bwrap.ts";
 
 /** The host bash that sets `argv[0]` inside the room. */
@@ -85,7 +86,8 @@ export type PreparedRoom =
  */
 export function prepareRoom(spec: RoomSpec, program: string, cwd: string, env: readonly string[]): PreparedRoom {
   const proxy = spec.proxy;
-  const quiet = nonInteractiveEnv(env);
+  // The room's network is on: the call's "network disabled" marker (Codex's) does not describe it.
+  const quiet = nonInteractiveEnv(env).filter((e) => !e.startsWith("CODEX_SANDBOX_NETWORK_DISABLED="));
   if (proxy !== undefined) {
     // The proxy variables win over the request's (set after the environment policy, as for the call).
     const keys = new Set(Object.keys(proxy.env));
@@ -179,6 +181,23 @@ export function buildRoom(
       contained: true,
       release: () => releaseBwrapPlan({ argv: [], created, tempDirs, direct: false }),
       ...(proxy !== undefined ? { extraFds: [[proxy.bridgeFd!, ROOM_BRIDGE_FD] as [number, number]] } : {}),
+    };
+  }
+  if (b.kind === "seatbelt") {
+    // macOS: the plan as a Seatbelt policy (the proxy's loopback ports only, in proxy mode). No pid namespace.
+    const launch = seatbeltLaunch(
+      room.plan,
+      staged,
+      proxy === undefined ? {} : { proxy: { ports: proxy.ports, allowLocalBinding: b.allowLocalBinding } },
+    );
+    const marks = Object.entries(launch.env).map(([k, v]) => `${k}=${v}`);
+    const keys = new Set(Object.keys(launch.env));
+    return {
+      path: launch.argv[0]!,
+      argv: launch.argv,
+      env: [...env.filter((e) => !keys.has(e.slice(0, e.indexOf("=")))), ...marks],
+      contained: false,
+      release: () => {},
     };
   }
   if (b.kind !== "landlock") return { unavailable: `no room backend (${b.kind})` };
