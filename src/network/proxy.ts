@@ -577,7 +577,9 @@ function dial(address: string, port: number): Promise<Sock> {
       },
       (e: unknown) => {
         clearTimeout(timer);
-        reject(e as Error);
+        // Bun says "Failed to connect" and keeps the reason in `code`: name both (what node:net's message said).
+        const code = (e as NodeJS.ErrnoException).code;
+        reject(new Error(code === undefined ? (e as Error).message : `connect ${code} ${address}:${port}`));
       },
     );
   });
