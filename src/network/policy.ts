@@ -223,12 +223,18 @@ export function normalizePattern(raw: string, decision: "allow" | "deny", warn: 
 // ---------------------------------------------------------------------------------------------------------
 // Hosts and addresses
 
+/** A dotted-quad IPv4 address in canonical form: each octet 0–255 in decimal without a leading zero. */
+const CANONICAL_V4 = /^(?:(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)$/;
+
 /**
  * Canonical IP of `host` when it is an IP literal in any WHATWG spelling (`2130706433`, `127.1`, `0x7f.0.0.1`,
  * `::FFFF:127.0.0.1` → `127.0.0.1`; IPv6 compressed, lowercase; IPv4-mapped IPv6 as its IPv4), else undefined.
  * `host` has no brackets.
  */
 export function canonicalIp(host: string): string | undefined {
+  // Already canonical (four decimal octets, no leading zeros: `010` is octal to WHATWG): the common case, without
+  // the URL parser.
+  if (CANONICAL_V4.test(host)) return host;
   if (host.includes(":")) {
     let u: string;
     try {
@@ -269,7 +275,21 @@ export interface Target {
  * canonicalise IP spellings. Undefined when it cannot be a host (empty, spaces, control characters, `/`, `@`,
  * or anything the WHATWG host parser refuses): such a request is refused `not_allowed`.
  */
-export function normalizeTarget(raw: string): Target | undefined {
+export function normalizeTarget(raw: string): Readonly<Target> | undefined {
+  const known = targetCache.get(raw);
+  if (known !== undefined) return known ?? undefined;
+  const t = normalizeTargetUncached(raw);
+  // A pure function of the string, asked several times per request (decision, re-check, Host/SNI comparison).
+  if (targetCache.size >= TARGET_CACHE_SIZE) targetCache.clear();
+  targetCache.set(raw, t ?? null);
+  return t;
+}
+
+/** Hosts {@link normalizeTarget} remembers (the cache is emptied when full). */
+const TARGET_CACHE_SIZE = 512;
+const targetCache = new Map<string, Readonly<Target> | null>();
+
+function normalizeTargetUncached(raw: string): Target | undefined {
   let h = raw.trim().toLowerCase();
   if (h.startsWith("[") && h.endsWith("]")) h = h.slice(1, -1);
   if (h.endsWith(".")) h = h.slice(0, -1);

@@ -1,8 +1,7 @@
 /**
  * The proxy of one call (docs/network.md): an HTTP proxy (absolute-form requests and `CONNECT`) and a SOCKS5 proxy
- * (`CONNECT` only), in the server process, on `node:net` streams (so backpressure holds end to end: `pipe()` pauses
- * a fast side until the slow one drains — Bun.Socket's `write()` may write less than asked and must not be used
- * naively, see the spec's 30 MB trap).
+ * (`CONNECT` only), in the server process, on Bun's native sockets through ./relay.ts (backpressure end to end: a
+ * short `write()` keeps its remainder and pauses the sending side until it is written — the spec's 30 MB trap).
  *
  * Listeners are per call ({@link CallProxy}): either its own on host loopback (Landlock backend), or listening
  * sockets made inside the call's network namespace and handed over (bubblewrap backend, ./bridge.ts). Every
@@ -19,7 +18,6 @@
  */
 import { promises as dns } from "node:dns";
 import { readlinkSync } from "node:fs";
-import * as net from "node:net";
 import { closeQuiet } from "../../ffi/libc.ts";
 import { log } from "../log.ts";
 import {
@@ -34,6 +32,9 @@ import {
   type Lookup,
   type NetworkPolicy,
 } from "./policy.ts";
+import { answerAndClose, type Conn, handlers, kill, newConn, pair, readFrame, send, startRelay } from "./relay.ts";
+
+type Sock = Bun.Socket<Conn>;
 
 /** Largest request head (request line + headers) or SOCKS5 frame read before a decision, bytes. */
 export const MAX_HEAD_BYTES = 64 * 1024;
@@ -43,8 +44,8 @@ export const MAX_HELLO_BYTES = 16 * 1024 + 5;
 export const HEAD_TIMEOUT_MS = 30_000;
 /**
  * Client connections one call's proxy serves at a time; more are closed at once. With a reader that stops, each
- * connection holds about 2 MiB in the server (Bun reads 512 KiB chunks and keeps one on each side), so a call's
- * proxy holds at most about 256 MiB (bench/network.ts).
+ * connection holds at most one read chunk (up to 512 KiB) in the server, so a call's proxy stays bounded
+ * (bench/network.ts measures it).
  */
 export const MAX_CONNECTIONS = 128;
 /** Refusals one call records (and logs); later ones are still refused, not recorded. */
@@ -96,8 +97,8 @@ const systemLookup: Lookup = async (host) => (await dns.lookup(host, { all: true
 export class CallProxy {
   /** Every refusal of this call, in order (what the tool result reports). */
   readonly refusals: ProxyRefusal[] = [];
-  private readonly servers: net.Server[] = [];
-  private readonly sockets = new Set<net.Socket>();
+  private readonly listeners: Bun.SocketListener<Conn>[] = [];
+  private readonly sockets = new Set<Sock>();
   private readonly lookup: Lookup;
   private readonly max: number;
   private closed = false;
@@ -115,8 +116,8 @@ export class CallProxy {
 
   /** Listen on ephemeral ports of 127.0.0.1 (SOCKS5 only when the policy enables it). */
   async listenLoopback(): Promise<ProxyPorts> {
-    const http = await this.listen((s) => this.onHttp(s), { host: "127.0.0.1", port: 0 });
-    const socks = this.o.policy.enableSocks5 ? await this.listen((s) => this.onSocks(s), { host: "127.0.0.1", port: 0 }) : undefined;
+    const http = this.listen((s) => this.onHttp(s), { hostname: "127.0.0.1", port: 0 });
+    const socks = this.o.policy.enableSocks5 ? this.listen((s) => this.onSocks(s), { hostname: "127.0.0.1", port: 0 }) : undefined;
     return socks === undefined ? { http } : { http, socks };
   }
 
@@ -126,8 +127,8 @@ export class CallProxy {
    */
   async adopt(fds: { http: number; socks?: number }): Promise<void> {
     for (const fd of fds.socks === undefined ? [fds.http] : [fds.http, fds.socks]) this.adopted.set(fd, fdTarget(fd));
-    if (!this.closed) await this.listen((s) => this.onHttp(s), { fd: fds.http });
-    if (!this.closed && fds.socks !== undefined) await this.listen((s) => this.onSocks(s), { fd: fds.socks });
+    if (!this.closed) this.listen((s) => this.onHttp(s), { fd: fds.http });
+    if (!this.closed && fds.socks !== undefined) this.listen((s) => this.onSocks(s), { fd: fds.socks });
     if (this.closed) this.releaseAdopted(); // the call ended while they were on their way
   }
 
@@ -135,8 +136,8 @@ export class CallProxy {
   private readonly adopted = new Map<number, string | undefined>();
 
   /**
-   * Close the adopted listening fds. A `net.Server` listening on a handed-in fd does not close it under Bun, and the
-   * fd would keep the call's namespace listener alive: closed here, unless the number now names something else.
+   * Close the adopted listening fds that are still open (a listener's `stop()` closes its fd; one never listened on,
+   * because the call ended first, is closed here), unless the number now names something else.
    */
   private releaseAdopted(): void {
     for (const [fd, target] of this.adopted) if (target !== undefined && fdTarget(fd) === target) closeQuiet(fd);
@@ -146,55 +147,56 @@ export class CallProxy {
   /** Stop listening and end every connection of the call (nothing of it stays open after the call). */
   async close(): Promise<void> {
     this.closed = true;
-    for (const s of this.sockets) s.destroy();
+    for (const l of this.listeners) l.stop(false);
+    this.listeners.length = 0;
+    for (const s of [...this.sockets]) kill(s);
     this.sockets.clear();
-    await Promise.all(this.servers.map((srv) => new Promise<void>((r) => srv.close(() => r()))));
-    this.servers.length = 0;
     this.releaseAdopted();
   }
 
-  private listen(handler: (s: net.Socket) => Promise<void>, where: net.ListenOptions | { fd: number }): Promise<number> {
-    const srv = net.createServer({ allowHalfOpen: true, pauseOnConnect: true }, (s) => {
-      if (this.closed || this.clientCount() >= this.max) {
-        s.destroy();
-        return;
-      }
-      this.track(s, true);
-      // A failure in one connection's handling ends that connection, never the server.
-      handler(s).catch((e: unknown) => {
-        log.warn("network proxy connection failed", { error: (e as Error).message });
-        s.destroy();
-      });
+  /**
+   * Accept on `where` (a loopback address, or a listening fd handed in — `Bun.listen` takes `fd` though its types
+   * do not say so): the port listened on (0 for an fd).
+   */
+  private listen(handler: (s: Sock) => Promise<void>, where: { hostname: string; port: number } | { fd: number }): number {
+    const l = Bun.listen<Conn>({
+      ...(where as { hostname: string; port: number }),
+      allowHalfOpen: true,
+      socket: {
+        ...handlers,
+        open: (s) => {
+          s.data = newConn();
+          if (this.closed || this.clients >= this.max) {
+            kill(s);
+            return;
+          }
+          this.track(s, true);
+          // A failure in one connection's handling ends that connection, never the listener.
+          handler(s).catch((e: unknown) => {
+            log.warn("network proxy connection failed", { error: (e as Error).message });
+            if (s.data.peer !== undefined) kill(s.data.peer);
+            kill(s);
+          });
+        },
+      },
     });
-    this.servers.push(srv);
-    return new Promise((resolve, reject) => {
-      srv.once("error", reject);
-      srv.listen(where as net.ListenOptions, () => {
-        srv.off("error", reject);
-        const a = srv.address();
-        resolve(typeof a === "object" && a !== null ? a.port : 0);
-      });
-    });
+    this.listeners.push(l);
+    return "fd" in where ? 0 : l.port;
   }
 
   private clients = 0;
-  private clientCount(): number {
-    return this.clients;
-  }
 
-  private track(s: net.Socket, client: boolean): void {
+  private track(s: Sock, client: boolean): void {
     if (this.closed) {
-      s.on("error", () => undefined); // later writes to it are dropped, never thrown
-      s.destroy(); // an upstream connection that opened after the call ended
+      kill(s); // an upstream connection that opened after the call ended
       return;
     }
     this.sockets.add(s);
     if (client) this.clients++;
-    s.on("error", () => s.destroy());
-    s.once("close", () => {
+    s.data.onClose = () => {
       this.sockets.delete(s);
       if (client) this.clients--;
-    });
+    };
   }
 
   private refuse(host: string, port: number, protocol: ProxyProtocol, reason: BlockReason): void {
@@ -244,7 +246,7 @@ export class CallProxy {
     port: number,
     protocol: ProxyProtocol,
     method?: string,
-  ): Promise<{ upstream: net.Socket } | { refused: BlockReason } | { failed: string }> {
+  ): Promise<{ upstream: Sock } | { refused: BlockReason } | { failed: string }> {
     let policy = this.effectivePolicy();
     let d = await decideHost(policy, host, this.lookup);
     const t = normalizeTarget(host);
@@ -274,16 +276,15 @@ export class CallProxy {
   // -------------------------------------------------------------------------------------------------------
   // HTTP
 
-  private async onHttp(client: net.Socket): Promise<void> {
-    let head: { value: HttpHead; rest: Buffer };
+  private async onHttp(client: Sock): Promise<void> {
+    let h: HttpHead;
     try {
-      head = await readFrame(client, parseHttpHead, MAX_HEAD_BYTES);
+      h = await readFrame(client, parseHttpHead, MAX_HEAD_BYTES, HEAD_TIMEOUT_MS);
     } catch {
-      client.destroy();
+      kill(client);
       return;
     }
-    const h = head.value;
-    if (h.method === "CONNECT") return this.onConnect(client, h, head.rest);
+    if (h.method === "CONNECT") return this.onConnect(client, h);
     const badRequest = (msg: string) => answer(client, 400, "Bad Request", "text/plain", msg);
     let target: { host: string; port: number; path: string };
     const hostHeader = h.headers.find(([k]) => k === "host")?.[1];
@@ -322,16 +323,18 @@ export class CallProxy {
     if ("failed" in r) return answer(client, 502, "Bad Gateway", "text/plain", `upstream unavailable: ${r.failed}`);
     const up = r.upstream;
     this.track(up, false);
+    if (client.data.closed) return kill(up);
     const lines = [`${h.method} ${target.path} ${h.version}`];
     for (const [k, v, raw] of h.headers) if (!HOP_BY_HOP.has(k) && !k.startsWith("proxy-")) lines.push(`${raw}: ${v}`);
     if (hostHeader === undefined) lines.push(`Host: ${h.target.slice(7).split(/[/?#]/)[0]}`);
     lines.push("Connection: close", "", "");
-    up.write(lines.join("\r\n"));
-    if (head.rest.length > 0) up.write(head.rest);
-    splice(client, up);
+    pair(client, up);
+    send(up, lines.join("\r\n"));
+    startRelay(up);
+    startRelay(client); // the bytes after the head go first
   }
 
-  private async onConnect(client: net.Socket, h: HttpHead, rest: Buffer): Promise<void> {
+  private async onConnect(client: Sock, h: HttpHead): Promise<void> {
     const a = parseAuthority(h.target, undefined);
     if (a === undefined) return answer(client, 400, "Bad Request", "text/plain", "invalid CONNECT target");
     const r = this.o.policy.mode === "limited" ? { refused: "mitm_required" as const } : await this.open(a.host, a.port, "https_connect");
@@ -342,65 +345,55 @@ export class CallProxy {
     if ("failed" in r) return answer(client, 502, "Bad Gateway", "text/plain", `upstream unavailable: ${r.failed}`);
     const up = r.upstream;
     this.track(up, false);
-    client.write("HTTP/1.1 200 Connection established\r\n\r\n");
+    if (client.data.closed) return kill(up);
+    send(client, "HTTP/1.1 200 Connection established\r\n\r\n");
     // Server-first protocols (ssh) must not wait for the check: upstream → client flows at once.
-    up.pipe(client);
-    let first: { value: string | null; rest: Buffer };
+    pair(client, up);
+    startRelay(up);
+    let sni: string | null;
     try {
-      first = await readFrame(client, parseClientHelloSni, MAX_HELLO_BYTES, rest);
+      // Consumes nothing: the hello and whatever follows it stay in the client's inbox for the relay.
+      sni = await readFrame(client, parseClientHelloSni, MAX_HELLO_BYTES, HEAD_TIMEOUT_MS);
     } catch {
-      client.destroy();
-      up.destroy();
+      kill(client);
+      kill(up);
       return;
     }
-    if (first.value !== null && !sameHost(first.value, a.host)) {
+    if (sni !== null && !sameHost(sni, a.host)) {
       this.refuse(a.host, a.port, "https_connect", "sni_mismatch");
-      client.destroy();
-      up.destroy();
+      kill(client);
+      kill(up);
       return;
     }
-    if (first.rest.length > 0) up.write(first.rest);
-    client.pipe(up);
-    linkLifetimes(client, up);
-    client.resume();
+    startRelay(client);
   }
 
   // -------------------------------------------------------------------------------------------------------
   // SOCKS5 (RFC 1928), CONNECT only, no authentication
 
-  private async onSocks(client: net.Socket): Promise<void> {
-    let rest: Buffer;
+  private async onSocks(client: Sock): Promise<void> {
     try {
-      const g = await readFrame(client, parseSocksGreeting, 300);
-      if (!g.value.includes(0)) {
-        client.end(Buffer.from([5, 0xff]));
-        return;
-      }
-      client.write(Buffer.from([5, 0]));
-      const req = await readFrame(client, parseSocksRequest, 300, g.rest);
-      rest = req.rest;
-      const { cmd, host, port } = req.value;
+      const methods = await readFrame(client, parseSocksGreeting, 300, HEAD_TIMEOUT_MS);
+      if (!methods.includes(0)) return answerAndClose(client, Buffer.from([5, 0xff]));
+      send(client, Buffer.from([5, 0]));
+      const { cmd, host, port } = await readFrame(client, parseSocksRequest, 300, HEAD_TIMEOUT_MS);
       const reply = (code: number) => Buffer.from([5, code, 0, 1, 0, 0, 0, 0, 0, 0]);
-      if (cmd !== 1) {
-        client.end(reply(7)); // command not supported (UDP ASSOCIATE, BIND)
-        return;
-      }
+      if (cmd !== 1) return answerAndClose(client, reply(7)); // command not supported (UDP ASSOCIATE, BIND)
       const r = this.o.policy.mode === "limited" ? { refused: "method_not_allowed" as const } : await this.open(host, port, "socks5_tcp");
       if ("refused" in r) {
         this.refuse(displayHost(host), port, "socks5_tcp", r.refused);
-        client.end(reply(2));
-        return;
+        return answerAndClose(client, reply(2));
       }
-      if ("failed" in r) {
-        client.end(reply(5));
-        return;
-      }
-      this.track(r.upstream, false);
-      client.write(reply(0));
-      if (rest.length > 0) r.upstream.write(rest);
-      splice(client, r.upstream);
+      if ("failed" in r) return answerAndClose(client, reply(5));
+      const up = r.upstream;
+      this.track(up, false);
+      if (client.data.closed) return kill(up);
+      send(client, reply(0));
+      pair(client, up);
+      startRelay(up);
+      startRelay(client); // the bytes after the request go first
     } catch {
-      client.destroy();
+      kill(client);
     }
   }
 }
@@ -565,95 +558,35 @@ export function parseClientHelloSni(buf: Buffer): { value: string | null; used: 
 }
 
 /**
- * Read from paused `sock` until `parse` recognises a frame (at most `maxBytes`, within {@link HEAD_TIMEOUT_MS});
- * resolves with its value and the bytes after it, leaving the socket paused. Rejects on a malformed or oversized
- * frame, a timeout, or the peer going away.
+ * Open a TCP connection to `address:port` (an IP literal: nothing is resolved here), half-open allowed, within
+ * {@link CONNECT_TIMEOUT_MS}. Rejects when it fails or times out (a connection that opens after the timeout is
+ * closed at once).
  */
-function readFrame<T>(
-  sock: net.Socket,
-  parse: (buf: Buffer) => { value: T; used: number } | undefined,
-  maxBytes: number,
-  initial: Buffer = Buffer.alloc(0),
-): Promise<{ value: T; rest: Buffer }> {
+function dial(address: string, port: number): Promise<Sock> {
   return new Promise((resolve, reject) => {
-    let buf = initial;
-    const done = (err: Error | undefined, v?: { value: T; rest: Buffer }) => {
-      clearTimeout(timer);
-      sock.off("data", onData);
-      sock.off("end", onEnd);
-      sock.off("close", onEnd);
-      sock.pause();
-      if (err !== undefined) reject(err);
-      else resolve(v!);
-    };
-    const attempt = () => {
-      let r: { value: T; used: number } | undefined;
-      try {
-        r = parse(buf);
-      } catch (e) {
-        return done(e as Error);
-      }
-      if (r !== undefined) return done(undefined, { value: r.value, rest: buf.subarray(r.used) });
-      if (buf.length >= maxBytes) return done(new Error("frame too large"));
-    };
-    const onData = (d: Buffer) => {
-      buf = buf.length === 0 ? d : Buffer.concat([buf, d]);
-      attempt();
-    };
-    const onEnd = () => done(new Error("peer went away"));
-    const timer = setTimeout(() => done(new Error("timeout")), HEAD_TIMEOUT_MS);
-    sock.on("data", onData);
-    sock.once("end", onEnd);
-    sock.once("close", onEnd);
-    if (buf.length > 0) attempt();
-    sock.resume();
-  });
-}
-
-/** Open a TCP connection to `address:port` (paused, half-open allowed), within {@link CONNECT_TIMEOUT_MS}. */
-function dial(address: string, port: number): Promise<net.Socket> {
-  return new Promise((resolve, reject) => {
-    const s = net.connect({ host: address, port, allowHalfOpen: true });
+    let late = false;
     const timer = setTimeout(() => {
-      s.destroy();
+      late = true;
       reject(new Error("connect timeout"));
     }, CONNECT_TIMEOUT_MS);
-    s.once("connect", () => {
-      clearTimeout(timer);
-      s.removeAllListeners("error");
-      resolve(s);
-    });
-    s.once("error", (e) => {
-      clearTimeout(timer);
-      s.destroy();
-      reject(e);
-    });
+    Bun.connect<Conn>({ hostname: address, port, allowHalfOpen: true, data: newConn(), socket: handlers }).then(
+      (s) => {
+        if (late) return kill(s);
+        clearTimeout(timer);
+        resolve(s);
+      },
+      (e: unknown) => {
+        clearTimeout(timer);
+        // Bun says "Failed to connect" and keeps the reason in `code`: name both (what node:net's message said).
+        const code = (e as NodeJS.ErrnoException).code;
+        reject(new Error(code === undefined ? (e as Error).message : `connect ${code} ${address}:${port}`));
+      },
+    );
   });
-}
-
-/** Relay both ways with backpressure; either side failing ends both. */
-function splice(a: net.Socket, b: net.Socket): void {
-  a.pipe(b);
-  b.pipe(a);
-  linkLifetimes(a, b);
-  a.resume();
-}
-
-/** Either side failing ends both; a side fully closed ends the other's writing. */
-function linkLifetimes(a: net.Socket, b: net.Socket): void {
-  const kill = () => {
-    a.destroy();
-    b.destroy();
-  };
-  a.once("error", kill);
-  b.once("error", kill);
-  // Half-closes propagate through pipe(); once one side is fully closed, the other has nothing left to do.
-  a.once("close", () => b.writableEnded || b.end());
-  b.once("close", () => a.writableEnded || a.end());
 }
 
 /** Send a complete answer and close (one request per proxy connection). */
-function answer(sock: net.Socket, status: number, phrase: string, type: string, body: string, proxyError?: string): void {
+function answer(sock: Sock, status: number, phrase: string, type: string, body: string, proxyError?: string): void {
   const head = [
     `HTTP/1.1 ${status} ${phrase}`,
     `content-type: ${type}`,
@@ -663,7 +596,7 @@ function answer(sock: net.Socket, status: number, phrase: string, type: string, 
     "",
     "",
   ].join("\r\n");
-  sock.end(head + body);
+  answerAndClose(sock, Buffer.from(head + body));
 }
 
 /**

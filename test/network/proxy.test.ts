@@ -1,8 +1,8 @@
 /**
  * The call proxy (src/network/proxy.ts) in this process, with local servers only and an injected name lookup
  * (test names map to 127.0.0.1; every name asked is recorded): Codex 0.169's wire answers for plain HTTP, CONNECT
- * and SOCKS5, one request per connection, the Host check, the SNI check, limited mode, the connection bound, and a
- * 30 MB download through a rate-limited curl arriving byte-identical.
+ * and SOCKS5, one request per connection, the Host check, the SNI check, half-closes through tunnels, limited mode,
+ * the connection bound, and a 30 MB download through a rate-limited curl arriving byte-identical.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createHash, randomBytes } from "node:crypto";
@@ -171,6 +171,47 @@ describe("CONNECT", () => {
       );
       expect((await curl(["-p", "-x", `http://127.0.0.1:${p.http}`, `http://other.test:${port}/`])).code).toBe(56);
     });
+  });
+
+  test("half-closes pass through CONNECT and SOCKS5 tunnels (a server that answers after the client's FIN)", async () => {
+    const after = net.createServer({ allowHalfOpen: true }, (s) => {
+      let got = "";
+      s.on("data", (d) => (got += d));
+      s.on("end", () => s.end(`after FIN: ${got}`));
+    });
+    await new Promise<void>((r) => after.listen(0, "127.0.0.1", () => r()));
+    const ap = (after.address() as net.AddressInfo).port;
+    /** Open a tunnel with `open` (bytes to send, bytes of the proxy's answer), send `msg`, half-close, read to the end. */
+    const through = (to: number, open: Buffer, answerBytes: (buf: Buffer) => number | undefined, msg: string) =>
+      new Promise<string>((resolve, reject) => {
+        const s = net.connect({ port: to, host: "127.0.0.1", allowHalfOpen: true }, () => s.write(open));
+        let buf = Buffer.alloc(0);
+        let open_ = false;
+        s.on("data", (d) => {
+          buf = Buffer.concat([buf, d as Buffer]);
+          const n = open_ ? undefined : answerBytes(buf);
+          if (n !== undefined) {
+            open_ = true;
+            buf = buf.subarray(n);
+            s.end(msg); // FIN after the message: the server answers only then
+          }
+        });
+        s.on("close", () => resolve(buf.toString("latin1")));
+        s.on("error", reject);
+      });
+    try {
+      const proxy = await withProxy({ allow: ["allowed.test"] }, async (p) => {
+        const head = (b: Buffer) => (b.indexOf("\r\n\r\n") < 0 ? undefined : b.indexOf("\r\n\r\n") + 4);
+        const connect = Buffer.from(`CONNECT allowed.test:${ap} HTTP/1.1\r\nHost: allowed.test:${ap}\r\n\r\n`);
+        expect(await through(p.http, connect, head, "via CONNECT")).toBe("after FIN: via CONNECT");
+        const name = Buffer.from("allowed.test");
+        const socks = Buffer.from([5, 1, 0, 5, 1, 0, 3, name.length, ...name, ap >> 8, ap & 255]);
+        expect(await through(p.socks!, socks, (b) => (b.length >= 12 ? 12 : undefined), "via SOCKS5")).toBe("after FIN: via SOCKS5");
+      });
+      expect(proxy.refusals).toEqual([]);
+    } finally {
+      after.close();
+    }
   });
 
   test("a TLS ClientHello naming another host closes the tunnel; the same name passes", async () => {
