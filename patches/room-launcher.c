@@ -42,6 +42,20 @@
 #include <unistd.h>
 #include <sys/syscall.h>
 
+/* Landlock's ABI (linux/landlock.h; musl-gcc has no kernel headers): the constants and the rule this file uses. */
+#define LANDLOCK_CREATE_RULESET_VERSION (1U << 0)
+#define LANDLOCK_ACCESS_FS_EXECUTE (1ULL << 0)
+#define LANDLOCK_RULE_PATH_BENEATH 1
+struct landlock_path_beneath_attr {
+  uint64_t allowed_access;
+  int32_t parent_fd;
+} __attribute__((packed));
+#ifndef SYS_landlock_create_ruleset
+#define SYS_landlock_create_ruleset 444
+#define SYS_landlock_add_rule 445
+#define SYS_landlock_restrict_self 446
+#endif
+
 /* close_range has number 436 on every architecture (the unified syscall table). */
 #define SYS_close_range_nr 436
 
@@ -63,10 +77,23 @@ static int nprograms;
 static int fdq[MAX_QUEUED_FDS];
 static int nfdq;
 
+static void kill_leftovers(void);
+
+/* End everything this launcher started, then exit `code`: as the subreaper, every process of the room ends up a
+   child of this one once its parent is gone, so kill and reap until no child is left. */
+static void end_room(int code) {
+  for (int i = 0; i < nprograms; i++) kill(-programs[i].pid, SIGKILL);
+  nprograms = 0;
+  for (;;) {
+    kill_leftovers();
+    if (waitpid(-1, NULL, 0) < 0 && errno == ECHILD) break;
+  }
+  _exit(code);
+}
+
 static void die(const char *what) {
   fprintf(stderr, "room-launcher: %s\n", what);
-  if (contained) kill(-1, SIGKILL);
-  _exit(2);
+  end_room(2);
 }
 
 static void send_record(uint32_t kind, uint32_t id, int32_t value) {
@@ -78,11 +105,7 @@ static void send_record(uint32_t kind, uint32_t id, int32_t value) {
   while (off < sizeof rec) {
     ssize_t n = send(SOCK_FD, rec + off, sizeof rec - off, MSG_NOSIGNAL);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      /* The worker is gone: the room ends. */
-      if (contained) kill(-1, SIGKILL);
-      _exit(0);
-    }
+    if (n <= 0) end_room(0); /* the worker is gone: the room ends */
     off += (size_t)n;
   }
 }
@@ -158,6 +181,31 @@ static void close_from_to(unsigned lo, unsigned hi) {
   for (unsigned fd = lo; fd <= hi && fd < (unsigned)max; fd++) close((int)fd);
 }
 
+/*
+ * Put the program in a Landlock domain nested in the launcher's, best effort (no Landlock: nothing to do). A
+ * process may never ptrace (so neither read memory nor take fds with pidfd_getfd from) a process of a less
+ * nested domain, whatever its capabilities, and with ABI 6's signal scope it may not signal it either: a program
+ * of the room cannot reach the launcher's socket, forge its records, or kill or stop it. The ruleset restricts
+ * nothing else: it handles execution only, and allows it beneath `/`.
+ */
+static void nest_landlock(void) {
+  int abi = (int)syscall(SYS_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
+  if (abi < 1) return;
+  struct {
+    uint64_t handled_access_fs, handled_access_net, scoped;
+  } attr = {LANDLOCK_ACCESS_FS_EXECUTE, 0, abi >= 6 ? 2 /* LANDLOCK_SCOPE_SIGNAL */ : 0};
+  size_t size = abi >= 6 ? sizeof attr : abi >= 4 ? 2 * sizeof(uint64_t) : sizeof(uint64_t);
+  int rs = (int)syscall(SYS_landlock_create_ruleset, &attr, size, 0);
+  if (rs < 0) return;
+  int root = open("/", O_PATH | O_CLOEXEC);
+  struct landlock_path_beneath_attr beneath = {.allowed_access = LANDLOCK_ACCESS_FS_EXECUTE, .parent_fd = root};
+  if (root >= 0 && syscall(SYS_landlock_add_rule, rs, LANDLOCK_RULE_PATH_BENEATH, &beneath, 0) == 0 &&
+      prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0)
+    syscall(SYS_landlock_restrict_self, rs, 0);
+  if (root >= 0) close(root);
+  close(rs);
+}
+
 static void child(int nfds, const int *fds, const int32_t *dests, const char *path, const char *cwd, char **argv,
                   char **envp) {
   sigset_t none;
@@ -165,6 +213,7 @@ static void child(int nfds, const int *fds, const int32_t *dests, const char *pa
   for (int s = 1; s < 65; s++) signal(s, SIG_DFL);
   sigprocmask(SIG_SETMASK, &none, NULL);
   setsid();
+  nest_landlock();
   int top = 3;
   for (int i = 0; i < nfds; i++)
     if (dests[i] + 1 > top) top = dests[i] + 1;
@@ -290,6 +339,10 @@ int main(int argc, char **argv) {
   if (getsockopt(SOCK_FD, SOL_SOCKET, SO_TYPE, &type, &tl) != 0 || type != SOCK_STREAM) die("fd 3 is not a stream socket");
   fcntl(SOCK_FD, F_SETFD, FD_CLOEXEC);
   prctl(PR_SET_CHILD_SUBREAPER, 1);
+  /* Not dumpable: a program of the room (same uid, same namespaces) may not ptrace this process, read its memory or
+     take its socket with pidfd_getfd without CAP_SYS_PTRACE (which a bubblewrap room has dropped); a program's own
+     exec makes it dumpable again. The nested Landlock domain of each program (nest_landlock) holds even for root. */
+  prctl(PR_SET_DUMPABLE, 0);
   signal(SIGPIPE, SIG_IGN);
   sigset_t chld;
   sigemptyset(&chld);
@@ -346,17 +399,7 @@ int main(int argc, char **argv) {
       }
     }
     if ((m.msg_flags & MSG_CTRUNC) != 0) die("fds truncated");
-    if (n == 0) {
-      /* The worker closed the room: nothing of it may outlive this. As the subreaper, every process of the room
-         ends up a child of this one once its parent is gone: kill and reap until no child is left. */
-      for (int i = 0; i < nprograms; i++) kill(-programs[i].pid, SIGKILL);
-      nprograms = 0;
-      for (;;) {
-        kill_leftovers();
-        if (waitpid(-1, NULL, 0) < 0 && errno == ECHILD) break;
-      }
-      return 0;
-    }
+    if (n == 0) end_room(0); /* the worker closed the room: nothing of it may outlive this */
     len += (size_t)n;
     size_t off = 0;
     while (len - off >= 4) {

@@ -16,7 +16,7 @@ import * as libc from "../../ffi/libc.ts";
 import { ShellmcpError } from "../errors.ts";
 import { log } from "../log.ts";
 import { buildRoom, prepareRoom, roomLaunch } from "../sandbox/linux/room.ts";
-import { launcherArgv, roomLauncherPath } from "../sandbox/linux/room-launcher.ts";
+import { launcherArgv, MAX_KEPT_ROOMS_PER_CALL, roomLauncherPath } from "../sandbox/linux/room-launcher.ts";
 import type { RoomSpec } from "../sandbox/room.ts";
 import { workerUrl as workerUrlOf } from "../self.ts";
 import { checkEscalation, escalatedEnv, type EscalationBoundary, type Grant } from "./boundary.ts";
@@ -396,8 +396,8 @@ export class EscalationServer {
   /**
    * The spawn that runs `program` (canonical path, exec'd with `argv` exactly) in a kept room of listener `lid`: the
    * room of the same walls when one is open, else a new one (its start goes with this decision). Undefined when no
-   * kept room applies (no room launcher, or no room at all: the caller builds a room of its own, or runs on the
-   * host); `{ unavailable }` when the room cannot be built (the program then runs inside the call's sandbox).
+   * kept room applies (no room launcher, the call holds {@link MAX_KEPT_ROOMS_PER_CALL} already, or no room at all:
+   * the caller builds a room of its own, or runs on the host); `{ unavailable }` when the room cannot be built (the program then runs inside the call's sandbox).
    */
   private inKeptRoom(
     lid: number,
@@ -417,6 +417,7 @@ export class EscalationServer {
     const base = { path: program, argv, env: prepared.env, cwd, setsid: true, noTerminals: true };
     const rid = ids.get(prepared.key);
     if (rid !== undefined) return { ...base, room: { rid } };
+    if (ids.size >= MAX_KEPT_ROOMS_PER_CALL) return undefined; // a room of its own (see the bound's docs)
     const built = buildRoom(spec, prepared.room, cwd, prepared.env, launcherArgv(launcher, spec.backend.kind === "bwrap"));
     if ("unavailable" in built) return built;
     const id = this.nextRid++;

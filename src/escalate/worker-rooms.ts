@@ -85,6 +85,9 @@ export class KeptRooms {
       ({ pid, viaTrampoline } = spawnEscalated([theirs], [LAUNCHER_SOCKET_FD], { ...start, setsid: true }, procs));
     } catch (e) {
       libc.closeQuiet(mine);
+      // Never started: main gives back what it planned for it, and plans a new room for the next program.
+      this.endedRooms.add(key);
+      this.post({ t: "room-ended", lid, rid });
       throw e;
     }
     const pidfd = libc.pidfdOpen(pid);

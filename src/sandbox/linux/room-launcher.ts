@@ -28,6 +28,14 @@ import type { PreparedRoom } from "./room.ts";
 
 export type { PreparedRoom };
 
+/**
+ * Kept rooms one call may hold at once. The key is the room's plan, which follows the repository a program runs
+ * in: without a bound, a call that creates `.git` folders and enters each would keep a room (three processes, two
+ * fds of the shared escalation worker, its mount points) per folder until it ends. Past the bound, a program gets
+ * a room of its own, which ends with it.
+ */
+export const MAX_KEPT_ROOMS_PER_CALL = 4;
+
 /** The fd number of the worker's socket in the launcher. */
 export const LAUNCHER_SOCKET_FD = 3;
 /** Largest frame the launcher accepts (bytes after the length). */
