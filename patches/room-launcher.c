@@ -45,6 +45,7 @@
 /* Landlock's ABI (linux/landlock.h; musl-gcc has no kernel headers): the constants and the rule this file uses. */
 #define LANDLOCK_CREATE_RULESET_VERSION (1U << 0)
 #define LANDLOCK_ACCESS_FS_EXECUTE (1ULL << 0)
+#define LANDLOCK_ACCESS_FS_REFER (1ULL << 13)
 #define LANDLOCK_RULE_PATH_BENEATH 1
 struct landlock_path_beneath_attr {
   uint64_t allowed_access;
@@ -186,19 +187,22 @@ static void close_from_to(unsigned lo, unsigned hi) {
  * process may never ptrace (so neither read memory nor take fds with pidfd_getfd from) a process of a less
  * nested domain, whatever its capabilities, and with ABI 6's signal scope it may not signal it either: a program
  * of the room cannot reach the launcher's socket, forge its records, or kill or stop it. The ruleset restricts
- * nothing else: it handles execution only, and allows it beneath `/`.
+ * nothing else: it handles execution and "refer" (moving a file to another folder) and allows both beneath `/`. A
+ * domain that does not handle "refer" refuses every such move with EXDEV (git's object store, any `mv` between
+ * folders): ABI 1 has no "refer", so no nesting there.
  */
 static void nest_landlock(void) {
   int abi = (int)syscall(SYS_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
-  if (abi < 1) return;
+  if (abi < 2) return;
+  const uint64_t access = LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_REFER;
   struct {
     uint64_t handled_access_fs, handled_access_net, scoped;
-  } attr = {LANDLOCK_ACCESS_FS_EXECUTE, 0, abi >= 6 ? 2 /* LANDLOCK_SCOPE_SIGNAL */ : 0};
+  } attr = {access, 0, abi >= 6 ? 2 /* LANDLOCK_SCOPE_SIGNAL */ : 0};
   size_t size = abi >= 6 ? sizeof attr : abi >= 4 ? 2 * sizeof(uint64_t) : sizeof(uint64_t);
   int rs = (int)syscall(SYS_landlock_create_ruleset, &attr, size, 0);
   if (rs < 0) return;
   int root = open("/", O_PATH | O_CLOEXEC);
-  struct landlock_path_beneath_attr beneath = {.allowed_access = LANDLOCK_ACCESS_FS_EXECUTE, .parent_fd = root};
+  struct landlock_path_beneath_attr beneath = {.allowed_access = access, .parent_fd = root};
   if (root >= 0 && syscall(SYS_landlock_add_rule, rs, LANDLOCK_RULE_PATH_BENEATH, &beneath, 0) == 0 &&
       prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0)
     syscall(SYS_landlock_restrict_self, rs, 0);

@@ -121,6 +121,16 @@ describe("room launcher", () => {
     expect(exitCodeOf((await l.next(9, "exited")).value)).toBe(128 + 15);
   });
 
+  test('a program may move files between folders (its nested Landlock domain handles "refer": git\'s object store needs it)', async () => {
+    const l = launcher();
+    const out = pipe();
+    const dir = join(CONF_BASE, `refer-${Math.random().toString(36).slice(2, 8)}`);
+    const script = `mkdir -p "$0/a" "$0/b" && : > "$0/a/f" && mv "$0/a/f" "$0/b/f" && ln "$0/b/f" "$0/a/g" && echo moved`;
+    l.send(spawnFrame(1, [1, 2], "/bin/sh", "/", ["sh", "-c", script.replaceAll("$0", dir)], ["PATH=/usr/bin:/bin"]), [out.w, out.w]);
+    expect(exitCodeOf((await l.next(1, "exited")).value)).toBe(0);
+    expect(await out.text()).toBe("moved\n");
+  });
+
   test("closing its socket kills every program and ends it", async () => {
     const l = launcher();
     const marker = `${4400000 + Math.floor(Math.random() * 99999)}`;
