@@ -12,24 +12,13 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import { existsSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { closeAll, confDir, serveWithPid } from "../helpers/attack.ts";
+import { closeAll, confDir, pidsWith, serveWithPid } from "../helpers/attack.ts";
 import { skipWithout } from "../helpers/prereq.ts";
 import { shellsMissing } from "../helpers/shells.ts";
 
 afterAll(closeAll);
 
 const RULES = ['prefix_rule(pattern=["cat"], decision="allow")', 'prefix_rule(pattern=["python3"], decision="allow")'].join("\n") + "\n";
-
-/** Host pids whose command line holds `marker`. */
-function pidsWith(marker: string): number[] {
-  const r = Bun.spawnSync(["pgrep", "-f", marker]);
-  return r.stdout
-    .toString()
-    .split("\n")
-    .filter(Boolean)
-    .map(Number)
-    .filter((p) => p !== process.pid);
-}
 
 /** Takes the launcher's socket (fd 3 of its parent) and tells the worker that programs 1..1999 exited 42. */
 const FORGE = `
@@ -98,7 +87,7 @@ describe.skipIf(skipWithout("kept room attack suite", shellsMissing()))("kept ro
     writeFileSync(join(ws, "k.py"), KILL_PARENT(marker));
     const r = await s.shell({ command: `python3 k.py; echo rc=$?; sleep 1`, workdir: ws, login: false, timeout_ms: 20_000 });
     await Bun.sleep(1500);
-    const left = pidsWith(`sleep ${marker}`);
+    const left = pidsWith(`sleep\0${marker}`);
     for (const p of left) process.kill(p, "SIGKILL");
     // Found: "launcher killed", rc=126, and the sleep alive after the call (reparented to the host's init).
     expect({ left, out: r.out.output }).toEqual({ left: [], out: expect.not.stringContaining("launcher killed") });

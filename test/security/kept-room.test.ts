@@ -11,7 +11,7 @@
  */
 import { afterAll, describe, expect, test } from "bun:test";
 import { readdirSync, readFileSync } from "node:fs";
-import { closeAll, confDir, serveWithPid, token } from "../helpers/attack.ts";
+import { closeAll, confDir, pidsWith, serveWithPid, token } from "../helpers/attack.ts";
 import { skipWithout } from "../helpers/prereq.ts";
 import { shellsMissing } from "../helpers/shells.ts";
 
@@ -20,17 +20,6 @@ afterAll(closeAll);
 /** The parent pid (field 4) of each `cat /proc/self/stat` line in `out`. */
 function parents(out: string): number[] {
   return [...out.matchAll(/^\d+ \(cat\) \S+ (\d+) /gm)].map((m) => Number(m[1]));
-}
-
-/** Host pids whose command line holds `marker`. */
-function pidsWith(marker: string): number[] {
-  const r = Bun.spawnSync(["pgrep", "-f", marker]);
-  return r.stdout
-    .toString()
-    .split("\n")
-    .filter(Boolean)
-    .map(Number)
-    .filter((p) => p !== process.pid);
 }
 
 const RULES =
@@ -84,7 +73,7 @@ describe.skipIf(skipWithout("kept room suite", shellsMissing()))("kept rooms: on
         // It runs while the program runs (the test could see it) …
         let seen = false;
         for (let i = 0; i < 60 && !seen; i++) {
-          seen = pidsWith(`sleep ${marker}`).length > 0;
+          seen = pidsWith(`sleep\0${marker}`).length > 0;
           if (!seen) await Bun.sleep(50);
         }
         expect(seen).toBe(true);
@@ -92,7 +81,7 @@ describe.skipIf(skipWithout("kept room suite", shellsMissing()))("kept rooms: on
         let gone = false;
         for (let i = 0; i < 50 && !gone; i++) {
           await Bun.sleep(50);
-          gone = pidsWith(`sleep ${marker}`).length === 0;
+          gone = pidsWith(`sleep\0${marker}`).length === 0;
         }
         expect({ gone, done }).toEqual({ gone: true, done: false });
         const out = (await call).out.output;
@@ -110,7 +99,7 @@ describe.skipIf(skipWithout("kept room suite", shellsMissing()))("kept rooms: on
         expect(JSON.stringify(r.out)).toMatch(/timed out|timeout|124|exit_code/i);
         let left: number[] = [];
         for (let i = 0; i < 80; i++) {
-          left = [...pidsWith(`sleep ${marker}`), ...pidsWith(`time.sleep\\(${marker}`)];
+          left = [...pidsWith(`sleep\0${marker}`), ...pidsWith(`time.sleep(${marker})`)];
           if (left.length === 0) break;
           await Bun.sleep(50);
         }
