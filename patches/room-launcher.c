@@ -342,11 +342,12 @@ int main(int argc, char **argv) {
   socklen_t tl = sizeof type;
   if (getsockopt(SOCK_FD, SOL_SOCKET, SO_TYPE, &type, &tl) != 0 || type != SOCK_STREAM) die("fd 3 is not a stream socket");
   fcntl(SOCK_FD, F_SETFD, FD_CLOEXEC);
-  prctl(PR_SET_CHILD_SUBREAPER, 1);
+  /* Both are what keeps the room bounded: without them, no room (the worker reports it ended; fail closed). */
+  if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) die("cannot become the room's subreaper");
   /* Not dumpable: a program of the room (same uid, same namespaces) may not ptrace this process, read its memory or
      take its socket with pidfd_getfd without CAP_SYS_PTRACE (which a bubblewrap room has dropped); a program's own
      exec makes it dumpable again. The nested Landlock domain of each program (nest_landlock) holds even for root. */
-  prctl(PR_SET_DUMPABLE, 0);
+  if (prctl(PR_SET_DUMPABLE, 0) != 0) die("cannot make itself non-dumpable");
   signal(SIGPIPE, SIG_IGN);
   sigset_t chld;
   sigemptyset(&chld);

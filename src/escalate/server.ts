@@ -16,7 +16,7 @@ import * as libc from "../../ffi/libc.ts";
 import { ShellmcpError } from "../errors.ts";
 import { log } from "../log.ts";
 import { buildRoom, prepareRoom, roomLaunch } from "../sandbox/linux/room.ts";
-import { launcherArgv, MAX_KEPT_ROOMS_PER_CALL, roomLauncherPath } from "../sandbox/linux/room-launcher.ts";
+import { keepsRooms, launcherArgv, MAX_KEPT_ROOMS_PER_CALL, roomLauncherPath } from "../sandbox/linux/room-launcher.ts";
 import type { RoomSpec } from "../sandbox/room.ts";
 import { workerUrl as workerUrlOf } from "../self.ts";
 import { checkEscalation, escalatedEnv, type EscalationBoundary, type Grant } from "./boundary.ts";
@@ -396,7 +396,7 @@ export class EscalationServer {
   /**
    * The spawn that runs `program` (canonical path, exec'd with `argv` exactly) in a kept room of listener `lid`: the
    * room of the same walls when one is open, else a new one (its start goes with this decision). Undefined when no
-   * kept room applies (no room launcher, the call holds {@link MAX_KEPT_ROOMS_PER_CALL} already, or no room at all:
+   * kept room applies (no room launcher, a Landlock kernel below ABI 6 ({@link keepsRooms}), the call holds {@link MAX_KEPT_ROOMS_PER_CALL} already, or no room at all:
    * the caller builds a room of its own, or runs on the host); `{ unavailable }` when the room cannot be built (the program then runs inside the call's sandbox).
    */
   private inKeptRoom(
@@ -408,7 +408,8 @@ export class EscalationServer {
     env: string[],
   ): (EscalateSpawn & { room: NonNullable<EscalateSpawn["room"]> }) | { unavailable: string } | undefined {
     const launcher = roomLauncherPath();
-    if (launcher === undefined || (spec.backend.kind !== "bwrap" && spec.backend.kind !== "landlock")) return undefined;
+    if (launcher === undefined || (spec.backend.kind !== "bwrap" && spec.backend.kind !== "landlock") || !keepsRooms(spec.backend.kind))
+      return undefined;
     const prepared = prepareRoom(spec, program, cwd, env);
     if (prepared.kind === "unavailable") return { unavailable: prepared.reason };
     if (prepared.kind === "host") return undefined;

@@ -14,6 +14,7 @@ import { ensureBinary } from "../helpers/binary.ts";
 import { referenceCodex } from "../helpers/reference.ts";
 import { skipWithout, toolMissing } from "../helpers/prereq.ts";
 import { shellsMissing } from "../helpers/shells.ts";
+import { agentNetworkConfig } from "../helpers/network.ts";
 
 const codex = referenceCodex();
 const skip = skipWithout(
@@ -43,20 +44,10 @@ beforeAll(() => {
 });
 
 function config(allowLocalBinding: boolean): string {
-  return `default_permissions = "agent"
-[features]
-network_proxy = true
-[permissions.agent]
-extends = ":workspace"
-[permissions.agent.network]
-enabled = true
-allow_local_binding = ${allowLocalBinding}
-[permissions.agent.network.domains]
-"allowed.test" = "allow"
-"**.deep.test" = "allow"
-"a.deep.test" = "deny"
-"127.0.0.3" = "deny"
-`;
+  return agentNetworkConfig({
+    allowLocalBinding,
+    domains: { "allowed.test": "allow", "**.deep.test": "allow", "a.deep.test": "deny", "127.0.0.3": "deny" },
+  });
 }
 afterAll(() => upstream.stop(true));
 

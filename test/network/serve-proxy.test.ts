@@ -16,6 +16,7 @@ import { shellsMissing } from "../helpers/shells.ts";
 import { skipWithout, toolMissing } from "../helpers/prereq.ts";
 import { landlockAbi } from "../../src/sandbox/linux/landlock.ts";
 import type { StartOptions } from "../helpers/mcp.ts";
+import { agentNetworkConfig } from "../helpers/network.ts";
 
 const skip = skipWithout("network proxy suite", shellsMissing() ?? toolMissing("bwrap", "curl", "perl"));
 const BIG = randomBytes(30 * 1024 * 1024);
@@ -55,23 +56,12 @@ afterAll(async () => {
   upstream.stop(true);
 });
 
-const CONFIG = (extra = "") => `
-default_permissions = "agent"
-[features]
-network_proxy = true
-[permissions.agent]
-extends = ":workspace"
-[permissions.agent.network]
-enabled = true
-allow_local_binding = true
-${extra}
-[permissions.agent.network.domains]
-"allowed.test" = "allow"
-"*.sub.test" = "allow"
-"**.deep.test" = "allow"
-"a.deep.test" = "deny"
-"127.0.0.3" = "deny"
-`;
+const CONFIG = (extra = "") =>
+  agentNetworkConfig({
+    allowLocalBinding: true,
+    extra,
+    domains: { "allowed.test": "allow", "*.sub.test": "allow", "**.deep.test": "allow", "a.deep.test": "deny", "127.0.0.3": "deny" },
+  });
 const RULES = 'network_rule(host="rule.test", protocol="https", decision="allow")\n';
 
 function workspace(): string {

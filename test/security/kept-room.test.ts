@@ -129,6 +129,26 @@ describe.skipIf(skipWithout("kept room suite", shellsMissing()))("kept rooms: on
       }, 60_000);
     });
   }
+
+  const isRoot = process.getuid?.() === 0;
+  test.skipIf(skipWithout("kept rooms below Landlock ABI 6 (run as root)", isRoot ? undefined : "Landlock below ABI 6 needs root"))(
+    "landlock below ABI 6 (no signal scope): no kept room, each program gets a room of its own",
+    async () => {
+      const s = await serveWithPid({ rules: RULES, args: ["--sandbox-backend", "landlock"], env: { SHELLMCP_SIMULATE_LANDLOCK_ABI: "5" } });
+      const ws = confDir("kept-abi5");
+      const call = s.shell({ command: "cat /proc/self/stat; sleep 2; echo end", workdir: ws, login: false });
+      let launchers = 0;
+      for (let i = 0; i < 20; i++) {
+        await Bun.sleep(50);
+        launchers += descendants(s.pid).filter((c) => c.includes("room-launcher")).length;
+      }
+      const out = (await call).out.output;
+      expect(out).toContain("(cat)");
+      expect(out).toContain("end");
+      expect(launchers).toBe(0);
+    },
+    30_000,
+  );
 });
 
 /** Command lines of every descendant of `pid` (through /proc/<pid>/task/<tid>/children of every thread). */

@@ -24,6 +24,7 @@ import { join } from "node:path";
 import { log } from "../../log.ts";
 import { IS_COMPILED } from "../../self.ts";
 import { embeddedShell, installPortableShell } from "../../shell/portable-shells.ts";
+import { landlockAbi } from "./landlock.ts";
 import type { PreparedRoom } from "./room.ts";
 
 export type { PreparedRoom };
@@ -70,6 +71,21 @@ export function roomLauncherPath(): string | undefined {
   }
   found = { path };
   return path;
+}
+
+let landlockScopes: boolean | undefined;
+
+/**
+ * Whether rooms of `kind` may be kept. A kept room's programs must not reach their launcher: under bubblewrap the
+ * launcher is not dumpable and the room has no capabilities; under Landlock the launcher runs with the user's
+ * (root's: CAP_SYS_PTRACE) credentials in the programs' pid namespace, and only the programs' nested domain with
+ * ABI 6's signal scope keeps them from killing or stopping it (or, for root, from taking its socket). Below ABI 6
+ * each Landlock program gets a room of its own (the kernel is probed once per process).
+ */
+export function keepsRooms(kind: "bwrap" | "landlock"): boolean {
+  if (kind === "bwrap") return true;
+  landlockScopes ??= landlockAbi() >= 6;
+  return landlockScopes;
 }
 
 /** The launcher's argv inside a room: `--contained` when the room is a pid namespace of its own. */
