@@ -31,7 +31,7 @@ export function setLogFile(path: string): string | undefined {
   let fd: number | undefined;
   try {
     mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
-    fd = openSync(path, constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT | constants.O_NOFOLLOW, 0o600);
+    fd = openSync(path, constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT | constants.O_NOFOLLOW | constants.O_NONBLOCK, 0o600);
     const st = fstatSync(fd);
     if (!st.isFile() || st.nlink !== 1 || st.uid !== process.getuid?.())
       throw new Error(`${path} is not a regular file of this user with a single link`);

@@ -7,11 +7,11 @@
  * not use are ignored, as Codex ignores keys it does not know. The file is parsed once per server; rules
  * discovery (trusted projects) reads the same parsed tree, `-c` overrides included.
  */
-import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import picomatch from "picomatch";
 import { parse as parseToml, TomlError } from "smol-toml";
 import { ShellmcpError } from "../errors.ts";
+import { readUntrustedText } from "../sandbox/untrusted-fs.ts";
 
 /** A parsed config tree. */
 export type Config = Record<string, unknown>;
@@ -89,7 +89,10 @@ export function parseConfigText(text: string, file: string): Config {
 /** Load `<codexHome>/config.toml` (empty if missing) and apply `overrides`. Throws `CONFIG` for bad TOML. */
 export function loadConfig(codexHome: string, overrides: readonly string[] = []): Config {
   const file = join(codexHome, "config.toml");
-  const cfg: Config = existsSync(file) ? parseConfigText(readFileSync(file, "utf8"), file) : {};
+  // config.toml may lie where a sandbox could write: never block on a FIFO there, never follow a planted link blindly.
+  const r = readUntrustedText(file, { follow: true });
+  if (!r.ok && r.why !== "missing") throw new ShellmcpError("CONFIG", `cannot read ${file}: ${r.reason}`);
+  const cfg: Config = r.ok ? parseConfigText(r.text, file) : {};
   for (const o of overrides) {
     const { path, value } = parseOverride(o);
     setPath(cfg, path, value);

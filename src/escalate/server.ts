@@ -10,16 +10,17 @@
  *
  * Nothing here knows about MCP or exec policy: `decide` is injected.
  */
-import { existsSync, rmSync } from "node:fs";
+import { existsSync, lstatSync, rmSync } from "node:fs";
 import { isAbsolute, normalize, resolve } from "node:path";
 import * as libc from "../../ffi/libc.ts";
 import { ShellmcpError } from "../errors.ts";
 import { log } from "../log.ts";
-import { buildRoom, prepareRoom, roomLaunch } from "../sandbox/linux/room.ts";
+import { buildRoom, roomLaunch, type PreparedRoom } from "../sandbox/linux/room.ts";
 import { keepsRooms, launcherArgv, MAX_KEPT_ROOMS_PER_CALL, roomLauncherPath } from "../sandbox/linux/room-launcher.ts";
 import type { RoomSpec } from "../sandbox/room.ts";
 import { workerUrl as workerUrlOf } from "../self.ts";
-import { checkEscalation, escalatedEnv, type EscalationBoundary, type Grant } from "./boundary.ts";
+import { escalatedEnv, type EscalationBoundary, type Grant } from "./boundary.ts";
+import { Inspector } from "./inspector-client.ts";
 import {
   encodeFrame,
   BASH_EXEC_WRAPPER_ENV_VAR,
@@ -76,7 +77,15 @@ export function resolveRequest(r: EscalateRequest): ResolvedRequest {
   return { ...r, file, workdir, rawFile: r.file };
 }
 
-/** One shell run's listener. */
+/** Whether `p` is a symbolic link (`existsSync` follows links: a dangling one reads as absent). */
+function isLink(p: string): boolean {
+  try {
+    return lstatSync(p).isSymbolicLink();
+  } catch {
+    return false;
+  }
+}
+
 /**
  * A room's program (or a kept room) has ended: give back what building the room made on the host, and remove any
  * git control file that appeared where none existed (`mustNotAppear`, ../sandbox/room.ts).
@@ -88,7 +97,7 @@ function settleRoom(r: { release: () => void; mustNotAppear: readonly string[] }
     log.warn("could not release an escalation room", { error: (e as Error).message });
   }
   for (const p of r.mustNotAppear) {
-    if (!existsSync(p)) continue;
+    if (!existsSync(p) && !isLink(p)) continue;
     rmSync(p, { recursive: true, force: true });
     log.warn("removed a git control file an escalated program created", { path: p });
   }
@@ -241,6 +250,25 @@ export class EscalationServer {
     settleRoom(r);
   }
 
+  /** Inspects each `Escalate` decision off the main thread (./inspector-client.ts). */
+  private readonly inspector = new Inspector();
+
+  /**
+   * Remove, now, every git control file that a running room's program created where none existed (`mustNotAppear`
+   * of the rooms in use): run before each decision, so no decision (nor a later git on the host) follows a
+   * `commondir` a room program has just written, however long that program runs. Only `lstat` and `unlink`: nothing
+   * here can block on what the sandbox made.
+   */
+  private sweepControlFiles(): void {
+    for (const r of [...this.rooms.values(), ...this.kept.values()]) {
+      for (const p of r.mustNotAppear) {
+        if (!existsSync(p) && !isLink(p)) continue;
+        rmSync(p, { recursive: true, force: true });
+        log.warn("removed a git control file an escalated program created", { path: p });
+      }
+    }
+  }
+
   private onStartFailure?: (e: Error) => void;
   /** Set when the worker died: nothing can be decided any more, and `listen` refuses. */
   private dead = false;
@@ -273,6 +301,7 @@ export class EscalationServer {
   async stop(): Promise<void> {
     if (this.stopped) return this.stoppedPromise;
     this.stopped = true;
+    this.inspector.stop();
     for (const l of this.listeners.values()) l.releaseClientFd();
     this.command({ t: "stop" });
     const timeout = new Promise<"timeout">((res) => setTimeout(() => res("timeout"), EscalationServer.STOP_TIMEOUT_MS).unref());
@@ -344,7 +373,11 @@ export class EscalationServer {
         const boundary = l.options.boundary;
         const { env, dropped } = escalatedEnv(boundary, request.env);
         if (dropped.length > 0) log.info("escalated program: environment changes not passed on", { file: request.file, dropped });
-        const check = checkEscalation(boundary, request, env, grant);
+        this.sweepControlFiles();
+        // Every file the decision reads is read by the inspector, off this thread and under a deadline.
+        const inspected = await this.inspector.inspect({ boundary, request, env, ...(grant !== undefined ? { grant } : {}) });
+        const check = inspected.ok ? inspected.check : { ok: false as const, reason: inspected.error };
+        const prepared = inspected.ok ? inspected.prepared : undefined;
         const entries = Object.entries(env).map(([k, v]) => `${k}=${v}`);
         if (!check.ok) {
           log.notice("not escalated: runs inside the sandbox instead", { file: request.file, argv: request.argv, reason: check.reason });
@@ -352,7 +385,7 @@ export class EscalationServer {
         } else if (boundary.room === undefined) {
           spawn = { path: check.path, argv: request.argv, env: entries, cwd: check.cwd };
           log.notice("escalated", { file: request.file, argv: request.argv, room: "none" });
-        } else if ((kept = this.inKeptRoom(lid, boundary.room, check.path, request.argv, check.cwd, entries)) !== undefined) {
+        } else if ((kept = this.inKeptRoom(lid, boundary.room, prepared!, check.path, request.argv, check.cwd)) !== undefined) {
           if ("unavailable" in kept) {
             log.warn("no escalation room: runs inside the sandbox instead", { file: request.file, reason: kept.unavailable });
             action = { kind: "Run" };
@@ -363,7 +396,7 @@ export class EscalationServer {
             log.notice("escalated", { file: request.file, argv: request.argv, room: boundary.room.backend.kind, kept: kept.room.rid });
           }
         } else {
-          const launch = roomLaunch(boundary.room, check.path, request.argv, check.cwd, entries, request.file);
+          const launch = roomLaunch(boundary.room, check.path, request.argv, check.cwd, entries, request.file, prepared);
           if ("unavailable" in launch) {
             log.warn("no escalation room: runs inside the sandbox instead", { file: request.file, reason: launch.unavailable });
             action = { kind: "Run" };
@@ -402,15 +435,14 @@ export class EscalationServer {
   private inKeptRoom(
     lid: number,
     spec: RoomSpec,
+    prepared: PreparedRoom,
     program: string,
     argv: string[],
     cwd: string,
-    env: string[],
   ): (EscalateSpawn & { room: NonNullable<EscalateSpawn["room"]> }) | { unavailable: string } | undefined {
     const launcher = roomLauncherPath();
     if (launcher === undefined || (spec.backend.kind !== "bwrap" && spec.backend.kind !== "landlock") || !keepsRooms(spec.backend.kind))
       return undefined;
-    const prepared = prepareRoom(spec, program, cwd, env);
     if (prepared.kind === "unavailable") return { unavailable: prepared.reason };
     if (prepared.kind === "host") return undefined;
     const ids = this.roomIds.get(lid) ?? new Map<string, number>();
