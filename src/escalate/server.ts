@@ -68,6 +68,29 @@ export interface ListenOptions {
    * ({@link EscalationListener.releaseOutput}), or the pipe never reaches EOF.
    */
   outputFd?: number;
+  /**
+   * Where to say, for the call's result, that an `Escalate` decision was turned into a run inside the sandbox
+   * (the boundary refused the program, no room could be built, the inspection failed) and why: a model passes
+   * it on to the human, who would otherwise see only a program failing inside the sandbox.
+   */
+  notice?: (text: string) => void;
+}
+
+/** Most notices one listener (one call) passes on ({@link EscalationListener.notice}). */
+export const MAX_NOTICES = 8;
+
+/** `s` with every control, bidi and format character shown escaped (`\u001b`): text a sandbox chose reaches a human. */
+function visible(s: string): string {
+  return s.replace(
+    /[\u0000-\u001f\u007f-\u009f\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]/g,
+    (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`,
+  );
+}
+
+/** argv as one short line for a notice: at most 120 characters, controls shown escaped. */
+function shortArgv(argv: readonly string[]): string {
+  const line = visible(argv.join(" "));
+  return line.length > 120 ? `${line.slice(0, 117)}...` : line;
 }
 
 /** Resolve a request's `file`/`workdir` like later Codex: relative `file` against the request's `workdir`. */
@@ -122,6 +145,23 @@ export class EscalationListener {
    */
   shellEnv(wrapperPath: string, childFd: number): Record<string, string> {
     return { [ESCALATE_SOCKET_ENV_VAR]: String(childFd), [EXEC_WRAPPER_ENV_VAR]: wrapperPath, [BASH_EXEC_WRAPPER_ENV_VAR]: wrapperPath };
+  }
+
+  private readonly noticed = new Set<string>();
+
+  /**
+   * Tell the call's result (through {@link ListenOptions.notice}) that a program the rules let out ran inside the
+   * sandbox instead, and why: once per distinct program and reason, at most {@link MAX_NOTICES} per call.
+   */
+  notice(argv: readonly string[], reason: string): void {
+    const say = this.options.notice;
+    if (say === undefined) return;
+    const text = `\`${shortArgv(argv)}\` ran inside the sandbox, not escalated: ${visible(reason).slice(0, 400)}`;
+    if (this.noticed.has(text)) return;
+    this.noticed.add(text);
+    if (this.noticed.size <= MAX_NOTICES) say(text);
+    else if (this.noticed.size === MAX_NOTICES + 1)
+      say("more programs ran inside the sandbox instead of escalating (see the server's log)");
   }
 
   /** Close this process's copy of the client fd (call once the shell has its own copy). */
@@ -381,6 +421,7 @@ export class EscalationServer {
         const entries = Object.entries(env).map(([k, v]) => `${k}=${v}`);
         if (!check.ok) {
           log.notice("not escalated: runs inside the sandbox instead", { file: request.file, argv: request.argv, reason: check.reason });
+          l.notice(request.argv, check.reason);
           action = { kind: "Run" };
         } else if (boundary.room === undefined) {
           spawn = { path: check.path, argv: request.argv, env: entries, cwd: check.cwd };
@@ -388,6 +429,7 @@ export class EscalationServer {
         } else if ((kept = this.inKeptRoom(lid, boundary.room, prepared!, check.path, request.argv, check.cwd)) !== undefined) {
           if ("unavailable" in kept) {
             log.warn("no escalation room: runs inside the sandbox instead", { file: request.file, reason: kept.unavailable });
+            l.notice(request.argv, `no escalation room: ${kept.unavailable}`);
             action = { kind: "Run" };
           } else {
             spawn = kept;
@@ -399,6 +441,7 @@ export class EscalationServer {
           const launch = roomLaunch(boundary.room, check.path, request.argv, check.cwd, entries, request.file, prepared);
           if ("unavailable" in launch) {
             log.warn("no escalation room: runs inside the sandbox instead", { file: request.file, reason: launch.unavailable });
+            l.notice(request.argv, `no escalation room: ${launch.unavailable}`);
             action = { kind: "Run" };
           } else {
             spawn = {

@@ -135,7 +135,9 @@ export async function handleShellCall(
         sessionAllowed: setup.networkApproved,
       })
     : undefined;
+  const notices: string[] = [];
   const r = await runCommand({
+    notice: (text) => notices.push(text),
     networkProxy: proxy,
     command: a.command,
     workdir: a.workdir,
@@ -163,6 +165,7 @@ export async function handleShellCall(
     callPlan: l.callPlan,
   }).finally(() => proxy?.close());
   if (proxy !== undefined && proxy.refusals.length > 0) r.output += refusalReport(proxy.refusals);
+  if (notices.length > 0) r.output += notices.map((n) => `\nshellmcp: ${n}`).join("") + "\n";
   if (r.spawnError !== undefined) throw new ShellmcpError("PROTOCOL", r.spawnError);
   const stale = setup.backend.bwrapFailed(r, l.launcher);
   if (stale !== undefined) {

@@ -150,6 +150,8 @@ export interface RunCommandOptions {
    * to the wrapper.
    */
   interceptSet?: string;
+  /** Told when an `Escalate` decision ran inside the sandbox instead, and why (../escalate/server.ts `ListenOptions.notice`). */
+  notice?: (text: string) => void;
   /**
    * Where escalated programs run (../sandbox/room.ts): `room` (default) or `host` (Codex's meaning), and the extra
    * writable paths per program. `callPlan`: the call's sandbox when it comes from a permission profile (else it is
@@ -421,7 +423,13 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
   // created after the pipe below, so the listener is opened there.
   const [readEnd, writeEnd] = libc.pipe2(libc.SOCK.SOCK_CLOEXEC);
   const outputFd = libc.fcntl(writeEnd, libc.SOCK.F_DUPFD_CLOEXEC, 3);
-  const listener = o.server.listen({ decide: (r) => o.decide(r, stopwatch!), boundary, cgroupProcs: cgroup?.procs, outputFd });
+  const listener = o.server.listen({
+    decide: (r) => o.decide(r, stopwatch!),
+    boundary,
+    cgroupProcs: cgroup?.procs,
+    outputFd,
+    notice: o.notice,
+  });
   // Timeout or cancel: the sandboxed shell's process group dies at once; escalated programs get SIGTERM and
   // ESCALATED_GRACE_MS to end (git removes its index.lock), then everything left of the call is killed.
   let graceOver: Promise<void> | undefined;

@@ -59,6 +59,8 @@ describe.skipIf(skipWithout("server inputs suite", missing))("issue 34: the serv
           // business; the server must answer this call by its timeout and the next one at once.
           const r = await withDeadline(run("mkfifo .gitmodules && git status --short; echo rc=$?", 4_000), 20_000, "the attack call");
           expect(typeof r.exit_code).toBe("number");
+          // The result says the allowed git ran inside the sandbox, and why (a FIFO, or a writable .git under Landlock).
+          expect(r.output).toMatch(/shellmcp: `git status --short` ran inside the sandbox, not escalated: .*(a FIFO|can be written)/);
           await stillAnswers(run);
         }, 60_000);
 
@@ -70,6 +72,7 @@ describe.skipIf(skipWithout("server inputs suite", missing))("issue 34: the serv
             "the attack call",
           );
           expect(r.output).toContain(".git"); // ls ran (inside the sandbox: the layout cannot be trusted)
+          expect(r.output).toMatch(/shellmcp: `ls -a` ran inside the sandbox, not escalated: .*cannot be trusted: .*commondir is not a regular file \(a FIFO\)/);
           await stillAnswers(run);
         }, 60_000);
 
