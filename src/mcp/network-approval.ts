@@ -1,7 +1,9 @@
 /**
  * Asking a person about a host the network policy does not list (`not_allowed`; issue 24): the MCP elicitation
- * "Allow network access to host:port?" with how long a yes holds — this command only, this session, or always
- * (Codex's amendment: a `network_rule` appended to `$CODEX_HOME/rules/default.rules`). No elicitation capability,
+ * "Allow network access to host:port?" with how long a yes holds — this command only, this session (both for
+ * that host, port and protocol only: a yes for `host:443` is no yes for `host:22`), or always (Codex's amendment:
+ * a `network_rule` appended to `$CODEX_HOME/rules/default.rules`, which names the host: every port of it, as the
+ * option says). No elicitation capability,
  * a decline, a cancel or no answer within {@link NETWORK_ASK_TIMEOUT_MS} → refused.
  */
 import { appendNetworkAllowRule, type NetworkRuleProtocol } from "../execpolicy/amend.ts";
@@ -20,9 +22,10 @@ export const NETWORK_ELICITATION_SCHEMA = {
     scope: {
       type: "string",
       title: "Allow for",
-      description: "once: this command only; session: until the server stops; always: adds a network_rule to ~/.codex/rules/default.rules",
+      description:
+        "once: this command, this host and port only; session: this host and port until the server stops; always: every port of this host, from now on (adds a network_rule to ~/.codex/rules/default.rules)",
       enum: ["once", "session", "always"],
-      enumNames: ["This command", "This session", "Always"],
+      enumNames: ["This command (this port)", "This session (this port)", "Always (any port of this host)"],
       default: "once",
     },
   },
