@@ -10,6 +10,7 @@ import { appendNetworkAllowRule, type NetworkRuleProtocol } from "../execpolicy/
 import { log } from "../log.ts";
 import type { ApprovalScope, ProxyProtocol } from "../network/proxy.ts";
 import type { ElicitAnswer } from "./escalation-policy.ts";
+import { bounded } from "../safe-text.ts";
 
 /** How long a network question waits for its answer, ms (then the request is refused). */
 export const NETWORK_ASK_TIMEOUT_MS = 5 * 60_000;
@@ -33,7 +34,8 @@ export const NETWORK_ELICITATION_SCHEMA = {
 
 /** The question: `Allow network access to other.test:443? (the command's https_connect request is not in the allow list)`. */
 export function networkElicitationMessage(host: string, port: number, protocol: ProxyProtocol): string {
-  const h = host.includes(":") ? `[${host}]` : host;
+  // The host is the command's choice: rendered (../safe-text.ts) and bounded like every part of a question.
+  const h = bounded(host.includes(":") ? `[${host}]` : host, 256);
   return `Allow network access to ${h}:${port}? (the command's ${protocol} request is not in the network allow list)`;
 }
 

@@ -20,6 +20,7 @@ import { promises as dns } from "node:dns";
 import { readlinkSync } from "node:fs";
 import { closeQuiet } from "../../ffi/libc.ts";
 import { log } from "../log.ts";
+import { bounded } from "../safe-text.ts";
 import {
   BLOCK_MESSAGES,
   canonicalIp,
@@ -632,7 +633,7 @@ function answer(sock: Sock, status: number, phrase: string, type: string, body: 
 export function refusalReport(refusals: readonly ProxyRefusal[]): string {
   const counts = new Map<string, number>();
   for (const r of refusals) {
-    const host = r.host.includes(":") ? `[${r.host}]` : r.host;
+    const host = bounded(r.host.includes(":") ? `[${r.host}]` : r.host, 256);
     const k = `${host}:${r.port} (${r.protocol}): ${r.reason} — ${BLOCK_MESSAGES[r.reason]}`;
     counts.set(k, (counts.get(k) ?? 0) + 1);
   }
