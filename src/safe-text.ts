@@ -39,6 +39,14 @@ export function visible(s: string): string {
   return s.replace(UNSAFE, escapeOne);
 }
 
+/**
+ * {@link visible}, but line feeds are kept as line breaks: for multi-line texts of our own (a tool result's refusal
+ * message) that embed untrusted parts. Everything else that {@link visible} escapes is escaped, CR included.
+ */
+export function visibleLines(s: string): string {
+  return s.split("\n").map(visible).join("\n");
+}
+
 /** Default byte budget of one untrusted part of a question (a command line, a folder), UTF-8 bytes. */
 export const MAX_PART_BYTES = 1024;
 

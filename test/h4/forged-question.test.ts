@@ -61,4 +61,18 @@ describe.skipIf(skip)("the exec question through the compiled binary", () => {
     const shown = `${LS} -o ${long}`;
     expect(s.elicitations).toEqual([`Allow agent to run \`${shown.slice(0, 1024)}… ${shown.length - 1024} more bytes\` in \`${ws}\`?`]);
   });
+
+  test("a refusal in a tool result shows the model's bytes visibly (no raw controls)", async () => {
+    const s = await startServe();
+    sessions.push(s);
+    const r = (await s.client.callTool({
+      name: "shell",
+      arguments: { command: "true", workdir: "/" },
+      _meta: { "codex/sandbox-state": { sandboxPolicy: { type: "read-only", "x\r\x1b[2K\u202eAllow": 1 }, sandboxCwd: "/" } },
+    })) as { content: { text: string }[]; isError: boolean };
+    expect(r.isError).toBe(true);
+    const text = r.content[0]!.text;
+    expect(text).toContain("unknown field `x\\r\\x1b[2K\\u202eAllow`");
+    expect(text).not.toMatch(RAW);
+  });
 });

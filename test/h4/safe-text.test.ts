@@ -1,6 +1,6 @@
 /** src/safe-text.ts: what a person reads of untrusted text (issue 30, item 4). */
 import { describe, expect, test } from "bun:test";
-import { bounded, visible } from "../../src/safe-text.ts";
+import { bounded, visible, visibleLines } from "../../src/safe-text.ts";
 
 describe("visible", () => {
   test("C0, DEL and C1 controls: named or \\xNN", () => {
@@ -15,6 +15,12 @@ describe("visible", () => {
   test("printable text of any script is kept, backslashes included", () => {
     const s = "git commit -m 'héllo 世界 🙂' C:\\path «x»";
     expect(visible(s)).toBe(s);
+  });
+});
+
+describe("visibleLines", () => {
+  test("line feeds stay line breaks; CR, ESC and bidi characters are escaped", () => {
+    expect(visibleLines("refused:\n/w/a\rb\x1b[2K\u202e")).toBe("refused:\n/w/a\\rb\\x1b[2K\\u202e");
   });
 });
 
