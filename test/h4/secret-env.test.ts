@@ -11,6 +11,9 @@ import { join } from "node:path";
 import { startServe, type Session } from "../helpers/mcp.ts";
 import { shellsMissing } from "../helpers/shells.ts";
 import { skipWithout } from "../helpers/prereq.ts";
+import { ensureBinary } from "../helpers/binary.ts";
+import { ExecClient } from "../exec-server/client.ts";
+import { startServer, type StartedServer } from "../exec-server/codex-harness.ts";
 
 const skip = skipWithout("secret-env suite", shellsMissing());
 
@@ -34,8 +37,10 @@ const KEPT: Record<string, string> = {
 };
 
 const sessions: Session[] = [];
+const servers: StartedServer[] = [];
 afterAll(async () => {
   for (const s of sessions) await s.close().catch(() => undefined);
+  for (const s of servers) await s.stop();
 });
 
 async function envOfACall(config?: string): Promise<string> {
@@ -70,5 +75,25 @@ describe.skipIf(skip)("default excludes through the compiled binary", () => {
       else expect(out).toContain(`${k}=${v}\n`);
     }
     expect(out).toContain("SHELLMCP_SET=s1\n");
+  });
+});
+
+describe("exec-server's envPolicy uses the same default excludes (compiled binary)", () => {
+  test("ignoreDefaultExcludes: false drops them; true keeps them", async () => {
+    const server = await startServer([ensureBinary(), "exec-server"], { ...process.env, ...SECRETS, ...KEPT });
+    servers.push(server);
+    const c = await ExecClient.connect(server.url);
+    await c.init();
+    const envOf = async (id: string, ignoreDefaultExcludes: boolean) => {
+      const envPolicy = { inherit: "all", ignoreDefaultExcludes, exclude: [], set: {}, includeOnly: [] };
+      await c.call("process/start", { processId: id, argv: ["/usr/bin/env"], cwd: "/", env: {}, envPolicy, tty: false });
+      return (await c.collect(id)).output;
+    };
+    const filtered = await envOf("filtered", false);
+    for (const [k, v] of Object.entries(SECRETS)) (expect(filtered).not.toContain(v), expect(filtered).not.toContain(`${k}=`));
+    for (const [k, v] of Object.entries(KEPT)) expect(filtered).toContain(`${k}=${v}\n`);
+    const all = await envOf("all", true);
+    for (const [k, v] of Object.entries(SECRETS)) expect(all).toContain(`${k}=${v}\n`);
+    c.close();
   });
 });
