@@ -240,7 +240,8 @@ export interface TokenFile {
  */
 export function writeTokenFile(token: string, path?: string): TokenFile {
   let dir: string | undefined;
-  let target: string;
+  let target: string | undefined;
+  let created = false;
   try {
     if (path === undefined) {
       dir = mkdtempSync(join(tmpdir(), "shellmcp-exec-server-"));
@@ -254,6 +255,7 @@ export function writeTokenFile(token: string, path?: string): TokenFile {
       }
     }
     const fd = openSync(target, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
+    created = true;
     try {
       const st = fstatSync(fd);
       if (!st.isFile() || st.nlink !== 1 || st.uid !== process.getuid?.() || (st.mode & 0o077) !== 0)
@@ -264,17 +266,19 @@ export function writeTokenFile(token: string, path?: string): TokenFile {
     }
   } catch (e) {
     if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
+    else if (created && target !== undefined) unlinkSync(target);
     throw usage(`cannot write the websocket auth token to ${path ?? dirname(join(tmpdir(), "x"))}: ${osText(e)}`);
   }
   let removed = false;
+  const written = target;
   return {
-    path: target,
+    path: written,
     remove() {
       if (removed) return;
       removed = true;
       try {
         if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
-        else unlinkSync(target);
+        else unlinkSync(written);
       } catch {
         // already gone
       }

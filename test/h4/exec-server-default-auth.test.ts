@@ -7,8 +7,9 @@
  * through `auth_bearer_token`; the file is gone once the server stops. `--listen stdio` needs no token.
  */
 import { afterAll, describe, expect, test } from "bun:test";
-import { statSync } from "node:fs";
-import { dirname } from "node:path";
+import { existsSync, lstatSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { CONF_BASE } from "../helpers/test-dirs.ts";
 import type { Subprocess } from "bun";
 import { ensureBinary, run } from "../helpers/binary.ts";
 import { skipWithout, toolMissing } from "../helpers/prereq.ts";
@@ -151,6 +152,27 @@ describe("exec-server auth flags", () => {
     const r = run([bin, "exec-server", "--listen", "ws://0.0.0.0:0", "--ws-auth", "none"]);
     expect(r.exitCode).toBe(2);
     expect(r.stderr).toContain("without authentication you chose");
+  });
+
+  test("--ws-token-out PATH: a link there is replaced, not followed; the file is 0600 and removed at exit", async () => {
+    const dir = mkdtempSync(join(CONF_BASE, "h4-token-out-"));
+    const victim = join(dir, "victim");
+    writeFileSync(victim, "untouched\n");
+    const out = join(dir, "token");
+    symlinkSync(victim, out);
+    const s = await start(["--ws-token-out", out]);
+    expect(await s.stderr()).toContain(`the token is in ${out} (mode 0600`);
+    expect(lstatSync(out).isFile()).toBe(true);
+    expect(lstatSync(out).mode & 0o777).toBe(0o600);
+    expect(readFileSync(victim, "utf8")).toBe("untouched\n");
+    const token = readFileSync(out, "utf8").trim();
+    const c = await ExecClient.connect(s.url, { authorization: `Bearer ${token}` });
+    await c.init();
+    c.close();
+    s.proc.kill("SIGTERM");
+    await s.proc.exited;
+    expect(existsSync(out)).toBe(false);
+    rmSync(dir, { recursive: true, force: true });
   });
 
   test("--listen stdio needs no token (only its parent speaks to it)", async () => {
