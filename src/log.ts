@@ -8,6 +8,7 @@
  */
 import { closeSync, constants, fstatSync, mkdirSync, openSync, writeSync } from "node:fs";
 import { dirname } from "node:path";
+import { visible } from "./safe-text.ts";
 import { writeStderr } from "./stderr.ts";
 
 type Level = "debug" | "info" | "notice" | "warn" | "error";
@@ -46,8 +47,10 @@ export function setLogFile(path: string): string | undefined {
 
 function emit(level: Level, msg: string, data?: Record<string, unknown>): void {
   if (RANK[level] < threshold()) return;
+  // Log lines carry argv, paths and hosts the model chose: JSON escapes C0 controls, and visible() the rest (C1,
+  // bidi and format characters as \uXXXX escapes, still valid JSON), so a line cannot rewrite the terminal.
   const tail = data === undefined ? "" : ` ${JSON.stringify(data)}`;
-  const line = `shellmcp ${level}: ${msg}${tail}\n`;
+  const line = `shellmcp ${level}: ${visible(`${msg}${tail}`)}\n`;
   writeStderr(line);
   if (fileFd !== undefined) {
     try {

@@ -22,6 +22,7 @@ import type { ServeOptions, ServeSetup } from "./setup.ts";
 import { hasFullDiskWrite, hasFullNetwork } from "../sandbox/policy.ts";
 import { CallProxy, refusalReport } from "../network/proxy.ts";
 import { networkAsker } from "../mcp/network-approval.ts";
+import { visibleLines } from "../safe-text.ts";
 
 /** What every call of one server shares. */
 export interface ServeRuntime {
@@ -40,9 +41,12 @@ export interface ServeRuntime {
   cgroups?: CgroupManager;
 }
 
-/** A tool result that reports a refusal (the command was not run). */
+/**
+ * A tool result that reports a refusal (the command was not run). The message may embed a folder or path the model
+ * chose: rendered by ../safe-text.ts (controls and bidi characters as visible escapes; line breaks kept).
+ */
 export function errorResult(message: string): ToolResult {
-  return { content: [{ type: "text", text: message }], isError: true };
+  return { content: [{ type: "text", text: visibleLines(message) }], isError: true };
 }
 
 /** The launcher for one call under `snap`, or a refusal (what cannot be enforced is never run with less). */
