@@ -19,7 +19,7 @@ import { log } from "../log.ts";
 import type { CgroupManager } from "../shell/cgroup.ts";
 import { launcherEnforcement, runCommand, shellArgv, type RunCommandOptions, type SandboxLauncher } from "../shell/run-command.ts";
 import { formatGitGuardReport, GitGuard, MAX_SEARCH_DEPTH, type GitSnapshot } from "../sandbox/git-guard.ts";
-import { writableView, type WritableView } from "../sandbox/writable.ts";
+import { LANDLOCK_EXTRA_WRITABLE, writableView, type WritableView } from "../sandbox/writable.ts";
 import type { ServeOptions, ServeSetup } from "./setup.ts";
 import { hasFullDiskWrite, hasFullNetwork } from "../sandbox/policy.ts";
 import { CallProxy, refusalReport } from "../network/proxy.ts";
@@ -170,7 +170,9 @@ export async function handleShellCall(
     return errorResult(`shellmcp refused to run the command: cannot record the git control state to protect it: ${(e as Error).message}`);
   }
   let notice = "";
-  if (!guard.noticeGiven && rt.platform === "linux" && !view.full && enforcement === "landlock") {
+  // The notice is about files inside writable folders: a read-only call (only Landlock's /dev/shm) has none.
+  const writesFolders = view.roots.some((r) => !LANDLOCK_EXTRA_WRITABLE.includes(r));
+  if (!guard.noticeGiven && rt.platform === "linux" && !view.full && enforcement === "landlock" && writesFolders) {
     guard.noticeGiven = true;
     const why =
       l.launcher.exe !== rt.helperExe
