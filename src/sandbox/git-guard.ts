@@ -47,7 +47,8 @@ import {
 import { basename, dirname, isAbsolute, join, relative, resolve } from "node:path";
 import { gitlinksOf } from "../escalate/boundary.ts";
 import { MAX_INDEX_BYTES, readUntrusted, readUntrustedText } from "./untrusted-fs.ts";
-import { canWrite, type WritableView } from "./writable.ts";
+import { isUnder } from "./policy.ts";
+import { canonicalPath, canWrite, type WritableView } from "./writable.ts";
 
 /** Folder levels searched below each writable root for repositories (the root itself is level 0). */
 export const MAX_SEARCH_DEPTH = 4;
@@ -152,7 +153,7 @@ export class GitGuard {
     const entries: Entry[] = [];
     const indexes: IndexState[] = [];
     const seen = new Set<string>();
-    const guarded = (p: string) => canWrite(view, p);
+    const guarded = (p: string) => changeable(view, p);
     for (const repo of found.repos) {
       if (repo.pointer !== undefined && guarded(repo.pointer)) {
         entries.push({ path: repo.pointer, state: stateOf(repo.pointer), base: dirname(repo.pointer), label: labelOf(repo.pointer) });
@@ -311,7 +312,7 @@ export function nestedRepoWritable(workTree: string, path: string, view: Writabl
   if (path.split("/").includes("..") || isAbsolute(path)) return true;
   const dotGit = join(workTree, path, ".git");
   const st = lstatQuiet(dotGit);
-  if (st === undefined) return canWrite(view, dotGit);
+  if (st === undefined) return changeable(view, dotGit);
   let gitDir: string;
   if (st.isDirectory()) gitDir = dotGit;
   else if (st.isFile()) {
@@ -323,7 +324,18 @@ export function nestedRepoWritable(workTree: string, path: string, view: Writabl
   const common = readUntrustedText(join(gitDir, "commondir"));
   if (common.ok) dirs.push(resolve(gitDir, common.text.trim()));
   else if (common.why !== "missing") return true;
-  return dirs.some((d) => [...CONTROL_FILES, ...CONTROL_DIRS].some((f) => canWrite(view, join(d, f))));
+  return dirs.some((d) => [...CONTROL_FILES, ...CONTROL_DIRS].some((f) => changeable(view, join(d, f))));
+}
+
+/**
+ * Whether the sandbox of `view` can change what is at `p`: write it (through a symlink, where it leads), or replace
+ * the entry itself (a symlink `hooks -> /elsewhere` in a writable git dir can be swapped for a folder even when
+ * `/elsewhere` is read-only).
+ */
+function changeable(view: WritableView, p: string): boolean {
+  if (view.full || canWrite(view, p)) return true;
+  const entry = join(canonicalPath(dirname(p)), basename(p));
+  return !view.readOnly.some((r) => isUnder(entry, r)) && view.roots.some((r) => isUnder(entry, r));
 }
 
 /**

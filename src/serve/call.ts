@@ -239,9 +239,11 @@ async function checkGit(
   landlock: boolean,
 ): Promise<string> {
   try {
+    const t0 = performance.now();
     await settled;
+    const settledMs = performance.now() - t0;
     const report = guard.check(before, view);
-    log.debug("git guard", { gitDirs: before.gitDirs, snapshotMs: before.tookMs, checkMs: report.tookMs });
+    log.debug("git guard", { gitDirs: before.gitDirs, snapshotMs: before.tookMs, settledMs, checkMs: report.tookMs });
     if (report.truncated.length > 0) log.warn("git guard: writable folders not fully searched", { roots: report.truncated });
     if (report.undone.length > 0 || report.failed.length > 0)
       log.warn("git guard undid changes", { undone: report.undone, failed: report.failed });

@@ -11,7 +11,7 @@
  * and normal use: a gitlink of a repository the sandbox cannot write (`git submodule add` on the host) stays.
  */
 import { afterAll, describe, expect, test } from "bun:test";
-import { chmodSync, existsSync, lstatSync, readFileSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, lstatSync, readFileSync, readlinkSync, renameSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { closeAll, confDir, exists, hostGit, requirePrograms, serveWithPid, token, withDeadline } from "../helpers/attack.ts";
 import { skipWithout } from "../helpers/prereq.ts";
@@ -95,6 +95,23 @@ describe.skipIf(skipWithout("git guard suite", missing))("issue 34: git control 
     hostGit(ws, "commit", "-qam", "second");
     expect(exists(marker)).toBe(false);
     expect(r.output).toMatch(/undone: .*\.git\/hooks: a folder was replaced by a symbolic link/);
+  }, 90_000);
+
+  test("item 6 (landlock): a user's hooks/ symlink to a read-only folder, swapped for a folder with a hook, comes back as the link", async () => {
+    const { ws, outside, run } = await setup("landlock");
+    const marker = join(outside, `hook-ran-${token()}`);
+    const shared = join(outside, "shared-hooks");
+    renameSync(join(ws, ".git", "hooks"), shared);
+    symlinkSync(shared, join(ws, ".git", "hooks"));
+    const r = await run(
+      `rm .git/hooks && mkdir .git/hooks && printf '#!/bin/sh\\ntouch ${marker}\\n' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit && echo swapped`,
+    );
+    expect(r.output).toContain("swapped");
+    expect(readlinkSync(join(ws, ".git", "hooks"))).toBe(shared);
+    writeFileSync(join(ws, "f.txt"), "two\n");
+    hostGit(ws, "commit", "-qam", "second");
+    expect(exists(marker)).toBe(false);
+    expect(r.output).toMatch(/undone: .*\.git\/hooks: a symbolic link to .* was replaced by a folder/);
   }, 90_000);
 
   test("item 6 (landlock): a FIFO planted at .git/config does not stop the server; the config comes back", async () => {
