@@ -140,6 +140,16 @@ export interface GitGuardReport {
 export class GitGuard {
   private readonly indexCache = new Map<string, { key: string; data?: Buffer; gitlinks?: Set<string> }>();
   private readonly reportedTruncated = new Set<string>();
+  /**
+   * Calls between their snapshot and their check, and the state before the first of them: a call that starts while
+   * another runs takes that state for every path both record, so it never takes what the running call's command
+   * wrote for "before" (and puts it back after the running call's check removed it).
+   */
+  private active = 0;
+  private baseline:
+    { entries: Map<string, EntryState>; indexes: Map<string, IndexState>; folders: Set<string>; appeared: Set<string> } | undefined;
+  /** File states of the last snapshot by path, reused while the file's stat key is unchanged. */
+  private files: FileCache = new Map();
 
   /**
    * Record the git control state under the writable roots of `view` (see the module's docs). Undefined when the
@@ -149,6 +159,10 @@ export class GitGuard {
   snapshot(view: WritableView): GitSnapshot | undefined {
     if (view.full) return undefined;
     const t0 = performance.now();
+    const previous = this.files;
+    const files: FileCache = new Map();
+    this.files = files;
+    const stateOf = (p: string) => cachedStateOf(p, previous, files);
     const found = findGitDirs(view.roots);
     const entries: Entry[] = [];
     const indexes: IndexState[] = [];
@@ -162,7 +176,7 @@ export class GitGuard {
       for (const g of gitDirFamily(repo.gitDir)) {
         if (seen.has(g) || seen.size >= MAX_GIT_DIRS) continue;
         seen.add(g);
-        recordGitDir(g, guarded, entries);
+        recordGitDir(g, guarded, entries, stateOf);
       }
       if (repo.workTree !== undefined) {
         const idx = this.indexOf(join(repo.gitDir, "index"), repo.workTree);
@@ -184,14 +198,42 @@ export class GitGuard {
       }
     }
     const truncated = seen.size >= MAX_GIT_DIRS ? [...new Set([...found.truncated, ...view.roots])] : found.truncated;
+    if (this.active === 0 || this.baseline === undefined) {
+      this.baseline = {
+        entries: new Map(entries.map((e) => [e.path, e.state])),
+        indexes: new Map(indexes.map((i) => [i.path, i])),
+        folders: new Set(entries.filter((e) => e.children === true).map((e) => e.path)),
+        appeared: new Set(),
+      };
+    } else {
+      const base = this.baseline;
+      for (const e of entries) {
+        const b = base.entries.get(e.path);
+        if (b !== undefined) e.state = b;
+        // Not recorded before but inside a folder whose every entry was: it appeared since (the running call's).
+        else if (base.folders.has(dirname(e.path)) || base.appeared.has(dirname(e.path))) {
+          e.state = { kind: "absent" };
+          base.appeared.add(e.path);
+        } else base.entries.set(e.path, e.state);
+      }
+      for (let i = 0; i < indexes.length; i++) {
+        const b = base.indexes.get(indexes[i]!.path);
+        if (b !== undefined) indexes[i] = b;
+        else base.indexes.set(indexes[i]!.path, indexes[i]!);
+      }
+    }
+    this.active++;
     return { entries, indexes, truncated, gitDirs: seen.size, tookMs: performance.now() - t0 };
   }
 
   /**
    * Compare the state now with `snap` and undo every change (see the module's docs); `view` is the call's writable
-   * view (the same as the snapshot's). Call only once every process of the call has ended. Never throws.
+   * view (the same as the snapshot's). Call exactly once per snapshot, once every process of the call has ended
+   * (other calls may still run: their changes to control files are undone too). Never throws.
    */
   check(snap: GitSnapshot, view: WritableView): GitGuardReport {
+    this.active = Math.max(0, this.active - 1);
+    if (this.active === 0) this.baseline = undefined;
     const t0 = performance.now();
     const undone: string[] = [];
     const failed: string[] = [];
@@ -471,19 +513,19 @@ function subdirs(dir: string): string[] {
 }
 
 /** Record the control entries of git dir `g` that `guarded` says the sandbox could write. */
-function recordGitDir(g: string, guarded: (p: string) => boolean, entries: Entry[]): void {
+function recordGitDir(g: string, guarded: (p: string) => boolean, entries: Entry[], stateOf: (p: string) => EntryState): void {
   for (const f of CONTROL_FILES) {
     const p = join(g, f);
     if (guarded(p)) entries.push({ path: p, state: stateOf(p), base: g, label: labelOf(p) });
   }
   for (const d of CONTROL_DIRS) {
     const p = join(g, d);
-    if (guarded(p)) recordTree(p, g, entries, 0);
+    if (guarded(p)) recordTree(p, g, entries, 0, stateOf);
   }
 }
 
 /** Record `p` and, when it is a real folder, everything below it (up to {@link MAX_NESTING} levels). */
-function recordTree(p: string, base: string, entries: Entry[], depth: number): void {
+function recordTree(p: string, base: string, entries: Entry[], depth: number, stateOf: (p: string) => EntryState): void {
   const state = stateOf(p);
   if (state.kind !== "dir") {
     entries.push({ path: p, state, base, label: labelOf(p) });
@@ -506,7 +548,7 @@ function recordTree(p: string, base: string, entries: Entry[], depth: number): v
     return;
   }
   entries.push({ path: p, state, base, children: true, label: labelOf(p) });
-  for (const n of names) recordTree(join(p, n), base, entries, depth + 1);
+  for (const n of names) recordTree(join(p, n), base, entries, depth + 1, stateOf);
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -523,6 +565,24 @@ function lstatQuiet(p: string): BigIntStats | undefined {
 /** dev, inode, size, mtime and ctime (ns): any write changes ctime, which no unprivileged program can set back. */
 function statKey(st: BigIntStats): string {
   return `${st.dev}:${st.ino}:${st.size}:${st.mtimeNs}:${st.ctimeNs}:${st.mode}`;
+}
+
+/** States of regular files by path, with the stat key they were read under. */
+type FileCache = Map<string, { key: string; state: EntryState }>;
+
+/**
+ * {@link stateOf}, reusing the state in `previous` when the file's stat key is unchanged (a write changes ctime,
+ * which no unprivileged program can set back); what it reads is remembered in `next`.
+ */
+function cachedStateOf(p: string, previous: FileCache, next: FileCache): EntryState {
+  const st = lstatQuiet(p);
+  if (st === undefined || !st.isFile()) return stateOf(p);
+  const key = statKey(st);
+  const hit = previous.get(p);
+  const state = hit !== undefined && hit.key === key ? hit.state : stateOf(p);
+  // A file that changed between the lstat and the read is read again next time (its key no longer matches).
+  next.set(p, { key, state });
+  return state;
 }
 
 /** The state of `p` now, read without following links or blocking. */

@@ -17,7 +17,14 @@ import { serializePermissionProfile } from "../sandbox/permission-profile.ts";
 import { ShellmcpError } from "../errors.ts";
 import { log } from "../log.ts";
 import type { CgroupManager } from "../shell/cgroup.ts";
-import { launcherEnforcement, runCommand, shellArgv, type RunCommandOptions, type SandboxLauncher } from "../shell/run-command.ts";
+import {
+  launcherEnforcement,
+  runCommand,
+  shellArgv,
+  type RunCommandOptions,
+  type RunCommandResult,
+  type SandboxLauncher,
+} from "../shell/run-command.ts";
 import { formatGitGuardReport, GitGuard, MAX_SEARCH_DEPTH, type GitSnapshot } from "../sandbox/git-guard.ts";
 import { LANDLOCK_EXTRA_WRITABLE, writableView, type WritableView } from "../sandbox/writable.ts";
 import type { ServeOptions, ServeSetup } from "./setup.ts";
@@ -157,6 +164,13 @@ export async function handleShellCall(
   const server = await rt.server();
   const refused = await rt.shellRefused();
   if (refused !== undefined) return errorResult(`shellmcp cannot run commands: ${refused}.`);
+  const proxy = proxied
+    ? new CallProxy({
+        policy: setup.network,
+        ask: networkAsker(ctx.elicit, setup.settings.codexHome),
+        sessionAllowed: setup.networkApproved,
+      })
+    : undefined;
   // The git guard (../sandbox/git-guard.ts): the control state under the writable roots, before anything runs.
   const sandboxCwd = snap.sandboxCwd ?? a.workdir;
   const sandboxed = shellArgv({ ...a, shellPath: setup.shellPath, policy: snap.policy, sandboxCwd, launcher: l.launcher }).sandboxed;
@@ -167,6 +181,7 @@ export async function handleShellCall(
   try {
     gitBefore = guard.guard.snapshot(view);
   } catch (e) {
+    proxy?.close();
     return errorResult(`shellmcp refused to run the command: cannot record the git control state to protect it: ${(e as Error).message}`);
   }
   let notice = "";
@@ -182,43 +197,43 @@ export async function handleShellCall(
           : setup.backend.whyLandlock();
     notice = weakerProtectionNotice(why, rt.cgroups !== undefined);
   }
-  const proxy = proxied
-    ? new CallProxy({
-        policy: setup.network,
-        ask: networkAsker(ctx.elicit, setup.settings.codexHome),
-        sessionAllowed: setup.networkApproved,
-      })
-    : undefined;
-  const r = await runCommand({
-    networkProxy: proxy,
-    command: a.command,
-    workdir: a.workdir,
-    login: a.login,
-    timeoutMs: a.timeoutMs,
-    shellPath: setup.shellPath,
-    wrapperPath: rt.wrapperPath,
-    env: setup.env,
-    policy: snap.policy,
-    sandboxCwd: snap.sandboxCwd ?? a.workdir,
-    writable: l.writable,
-    launcher: l.launcher,
-    server,
-    maxOutputBytes: setup.maxOutputBytes,
-    signal: ctx.signal,
-    decide: (req, stopwatch) => decideExec(setup.settings, { elicit: ctx.elicit, paused: (f) => stopwatch.paused(f) }, req),
-    onProgress:
-      ctx.progress === undefined
-        ? undefined
-        : (ms, bytes) => ctx.progress!(Math.floor(ms / 1000), `running for ${Math.floor(ms / 1000)} s, ${bytes} bytes of output`),
-    track: (sid) => rt.sessions.add(sid),
-    cgroups: rt.cgroups,
-    interceptSet: rt.options.interceptAll ? undefined : interceptSetFor(setup.settings.policy),
-    escalation: setup.escalation,
-    callPlan: l.callPlan,
-  }).finally(() => proxy?.close());
+  let r: RunCommandResult;
+  try {
+    r = await runCommand({
+      networkProxy: proxy,
+      command: a.command,
+      workdir: a.workdir,
+      login: a.login,
+      timeoutMs: a.timeoutMs,
+      shellPath: setup.shellPath,
+      wrapperPath: rt.wrapperPath,
+      env: setup.env,
+      policy: snap.policy,
+      sandboxCwd: snap.sandboxCwd ?? a.workdir,
+      writable: l.writable,
+      launcher: l.launcher,
+      server,
+      maxOutputBytes: setup.maxOutputBytes,
+      signal: ctx.signal,
+      decide: (req, stopwatch) => decideExec(setup.settings, { elicit: ctx.elicit, paused: (f) => stopwatch.paused(f) }, req),
+      onProgress:
+        ctx.progress === undefined
+          ? undefined
+          : (ms, bytes) => ctx.progress!(Math.floor(ms / 1000), `running for ${Math.floor(ms / 1000)} s, ${bytes} bytes of output`),
+      track: (sid) => rt.sessions.add(sid),
+      cgroups: rt.cgroups,
+      interceptSet: rt.options.interceptAll ? undefined : interceptSetFor(setup.settings.policy),
+      escalation: setup.escalation,
+      callPlan: l.callPlan,
+    }).finally(() => proxy?.close());
+  } catch (e) {
+    // Every snapshot gets its check (the guard counts the calls in flight); whatever ran is undone.
+    if (gitBefore !== undefined) await checkGit(guard.guard, gitBefore, view, undefined, false);
+    throw e;
+  }
+  if (gitBefore !== undefined) notice = (await checkGit(guard.guard, gitBefore, view, r.settled, enforcement === "landlock")) + notice;
   if (proxy !== undefined && proxy.refusals.length > 0) r.output += refusalReport(proxy.refusals);
   if (r.spawnError !== undefined) throw new ShellmcpError("PROTOCOL", r.spawnError);
-  if (gitBefore !== undefined) notice = (await checkGit(guard.guard, gitBefore, view, r.settled, enforcement === "landlock")) + notice;
   const stale = setup.backend.bwrapFailed(r, l.launcher);
   if (stale !== undefined) {
     log.warn(stale);

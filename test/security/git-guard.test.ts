@@ -114,6 +114,30 @@ describe.skipIf(skipWithout("git guard suite", missing))("issue 34: git control 
     expect(r.output).toMatch(/undone: .*\.git\/hooks: a symbolic link to .* was replaced by a folder/);
   }, 90_000);
 
+  test("item 6 (landlock): a call that starts while another's planted hook is in place does not put that hook back", async () => {
+    const { ws, outside, run } = await setup("landlock");
+    const marker = join(outside, `hook-ran-${token()}`);
+    const hook = join(ws, ".git", "hooks", "pre-commit");
+    // A plants the hook and waits for "a-go"; B starts once the hook is there and waits for "b-go", which the test
+    // creates only after A's result (A's check done) has arrived. Without a shared "before", B's snapshot holds
+    // A's hook and B's check writes it back.
+    const a = run(
+      `printf '#!/bin/sh\\ntouch ${marker}\\n' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit; while [ ! -e a-go ]; do sleep 0.05; done; echo a-done`,
+    );
+    while (!existsSync(hook)) await Bun.sleep(20);
+    const b = run("touch b-started; while [ ! -e b-go ]; do sleep 0.05; done; echo b-done");
+    while (!existsSync(join(ws, "b-started"))) await Bun.sleep(20);
+    writeFileSync(join(ws, "a-go"), "");
+    expect((await a).output).toContain("a-done");
+    expect(existsSync(hook)).toBe(false);
+    writeFileSync(join(ws, "b-go"), "");
+    expect((await b).output).toContain("b-done");
+    expect(existsSync(hook)).toBe(false);
+    writeFileSync(join(ws, "f.txt"), "two\n");
+    hostGit(ws, "commit", "-qam", "second");
+    expect(exists(marker)).toBe(false);
+  }, 90_000);
+
   test("item 6 (landlock): a FIFO planted at .git/config does not stop the server; the config comes back", async () => {
     const { s, ws, run } = await setup("landlock");
     const configBefore = readFileSync(join(ws, ".git", "config"));
