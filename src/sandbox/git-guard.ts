@@ -198,6 +198,11 @@ export class GitGuard {
       }
     }
     const truncated = seen.size >= MAX_GIT_DIRS ? [...new Set([...found.truncated, ...view.roots])] : found.truncated;
+    if (this.active === 0) {
+      // Forget the indexes of repositories no longer found (their bytes are the cache's memory).
+      const live = new Set(indexes.map((i) => i.path));
+      for (const k of [...this.indexCache.keys()]) if (!live.has(k)) this.indexCache.delete(k);
+    }
     if (this.active === 0 || this.baseline === undefined) {
       this.baseline = {
         entries: new Map(entries.map((e) => [e.path, e.state])),
