@@ -326,13 +326,16 @@ export class GitGuard {
     if (bad.length === 0) return undefined;
     this.indexCache.delete(idx.path);
     const what = `${idx.label}: the command recorded ${bad.map((p) => JSON.stringify(p)).join(", ")} as a submodule (gitlink) whose repository it could write itself, so the human's next \`git status\` would run that repository's config`;
+    // The nested repositories stay in the work tree, where the human's next `git add -A` would record them again:
+    // their `.git` is renamed so that no git command enters them.
+    const disabled = now === undefined ? "" : disableNested(idx.workTree, bad);
     if (idx.data !== undefined || idx.key === "absent") {
       const why =
         idx.key === "absent" ? removeEntry(dirname(idx.path), idx.path) : writeFileAt(dirname(idx.path), idx.path, idx.data!, 0o644);
       if (why === undefined)
         return {
           ok: true,
-          line: `${what}; the index was restored to its state before the command (other changes this command staged are unstaged again)`,
+          line: `${what}; the index was restored to its state before the command (other changes this command staged are unstaged again)${disabled}`,
         };
       return { ok: false, line: `${what}; the index could not be restored (${why})` };
     }
@@ -345,9 +348,44 @@ export class GitGuard {
     }
     return {
       ok: true,
-      line: `${what}; the index was too large to keep a copy, so it was moved aside to ${aside} (run \`git reset\` to rebuild it from HEAD)`,
+      line: `${what}; the index was too large to keep a copy, so it was moved aside to ${aside} (run \`git reset\` to rebuild it from HEAD)${disabled}`,
     };
   }
+}
+
+/** Suffix a disabled nested `.git` gets (see {@link disableNested}). */
+const DISABLED_SUFFIX = ".shellmcp-disabled";
+
+/**
+ * Rename the `.git` of each nested repository `paths` (relative to `workTree`) to `.git` + {@link DISABLED_SUFFIX},
+ * never through a symlink; returns the sentence for the report ("" when there was nothing to rename).
+ */
+function disableNested(workTree: string, paths: readonly string[]): string {
+  const done: string[] = [];
+  const failed: string[] = [];
+  for (const p of paths) {
+    if (p.split("/").includes("..") || isAbsolute(p)) continue;
+    const dotGit = join(workTree, p, ".git");
+    if (lstatQuiet(dotGit) === undefined) continue;
+    const why = unsafeParents(workTree, dotGit);
+    if (why !== undefined) {
+      failed.push(`${p}/.git (${why})`);
+      continue;
+    }
+    try {
+      const target = dotGit + DISABLED_SUFFIX;
+      rmSync(target, { recursive: true, force: true });
+      renameSync(dotGit, target);
+      done.push(`${p}/.git`);
+    } catch (e) {
+      failed.push(`${p}/.git (${(e as Error).message})`);
+    }
+  }
+  let out = "";
+  if (done.length > 0)
+    out += `; ${done.join(", ")} renamed to ${done.length === 1 ? "" : "each "}.git${DISABLED_SUFFIX} so that no git command enters ${done.length === 1 ? "it" : "them"} (rename it back only if you trust its config and hooks)`;
+  if (failed.length > 0) out += `; could not rename ${failed.join(", ")}`;
+  return out;
 }
 
 /**

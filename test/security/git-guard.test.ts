@@ -181,6 +181,12 @@ describe.skipIf(skipWithout("git guard suite", missing))("issue 34: git control 
       expect(exists(marker)).toBe(false);
       expect(r.output).toMatch(/recorded "evil" as a submodule \(gitlink\)/);
       expect(hostGit(ws, "ls-files", "-s")).not.toContain("160000");
+      // The nested repository is disabled, so the human's `git add -A` records plain files, not a gitlink.
+      expect(existsSync(join(ws, "evil", ".git.shellmcp-disabled"))).toBe(true);
+      hostGit(ws, "add", "-A");
+      hostGit(ws, "status");
+      expect(hostGit(ws, "ls-files", "-s")).not.toContain("160000");
+      expect(exists(marker)).toBe(false);
     }, 90_000);
   }
 
