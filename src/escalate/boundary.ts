@@ -453,7 +453,7 @@ export function submodulePaths(gitDir: string, workTree: string): string[] | str
 }
 
 /** Gitlink paths of an index file, or undefined when it is not an index this parser knows. */
-function gitlinksOf(buf: Buffer): string[] | undefined {
+export function gitlinksOf(buf: Buffer): string[] | undefined {
   if (buf.length < 12 || buf.toString("latin1", 0, 4) !== "DIRC") return undefined;
   const version = buf.readUInt32BE(4);
   if (version < 2 || version > 4) return undefined;

@@ -276,6 +276,12 @@ export interface RunCommandResult {
   droppedBytes: number;
   sandboxed: boolean;
   spawnError?: string;
+  /**
+   * Resolves once every process of the call has ended, escalated and room programs included: the worker has let go
+   * of the listener (its programs killed) and the call's cgroup is empty (without cgroups, only the former). The
+   * git guard (../sandbox/git-guard.ts) compares after it. Undefined when nothing was started.
+   */
+  settled?: Promise<void>;
 }
 
 /**
@@ -587,7 +593,7 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
   // Stops interception for leftovers and kills this call's escalated programs. The commands reach the worker
   // synchronously inside close(); only its acknowledgement is not awaited, so the answer is not delayed by it.
   const listenerClosed = listener.close();
-  void cgroup?.dispose();
+  const disposed = cgroup?.dispose();
   release();
   if (roomBridge !== undefined) {
     // The worker may still be starting a room with the bridge's child end: close it once the worker has let go of
@@ -610,5 +616,6 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
     outputBytes: out.total,
     droppedBytes: out.dropped,
     sandboxed,
+    settled: Promise.all([listenerClosed.catch(() => undefined), disposed]).then(() => undefined),
   };
 }

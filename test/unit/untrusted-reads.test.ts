@@ -50,7 +50,15 @@ const ALLOWED: Record<string, [string, string][]> = {
   "src/shell/run-command.ts": [["Bun.file(readEnd)", "the call's own output pipe (an fd), read asynchronously"]],
   "src/log.ts": [["openSync(path, constants.O_WRONLY", "the user's log file: O_NONBLOCK|O_NOFOLLOW, write only"]],
   "src/execpolicy/amend.ts": [["openSync(path, constants.O_RDWR", "O_NONBLOCK|O_NOFOLLOW, then fstat: regular files only"]],
-  "src/exec-server/auth.ts": [["readFileSync(path", "a token file the user names on the command line"]],
+  "src/exec-server/auth.ts": [
+    ["readFileSync(path", "a token file the user names on the command line"],
+    ["openSync(target, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL", "creates a new token file (O_EXCL|O_NOFOLLOW)"],
+  ],
+  "src/sandbox/git-guard.ts": [
+    ["openSync,", "import"],
+    ["openSync(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL", "creates a new file to restore from (O_EXCL|O_NOFOLLOW)"],
+    ["openSync(e.path, constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW)", "O_DIRECTORY: a FIFO or link fails at once"],
+  ],
   "src/exec-server/main.ts": [["readFileSync(file", "a file the user names on the command line"]],
 };
 
