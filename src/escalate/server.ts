@@ -15,6 +15,7 @@ import { isAbsolute, normalize, resolve } from "node:path";
 import * as libc from "../../ffi/libc.ts";
 import { ShellmcpError } from "../errors.ts";
 import { log } from "../log.ts";
+import { bounded } from "../safe-text.ts";
 import { buildRoom, roomLaunch, type PreparedRoom } from "../sandbox/linux/room.ts";
 import { keepsRooms, launcherArgv, MAX_KEPT_ROOMS_PER_CALL, roomLauncherPath } from "../sandbox/linux/room-launcher.ts";
 import type { RoomSpec } from "../sandbox/room.ts";
@@ -79,20 +80,6 @@ export interface ListenOptions {
 /** Most notices one listener (one call) passes on ({@link EscalationListener.notice}). */
 export const MAX_NOTICES = 8;
 
-/** `s` with every control, bidi and format character shown escaped (`\u001b`): text a sandbox chose reaches a human. */
-function visible(s: string): string {
-  return s.replace(
-    /[\u0000-\u001f\u007f-\u009f\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]/g,
-    (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`,
-  );
-}
-
-/** argv as one short line for a notice: at most 120 characters, controls shown escaped. */
-function shortArgv(argv: readonly string[]): string {
-  const line = visible(argv.join(" "));
-  return line.length > 120 ? `${line.slice(0, 117)}...` : line;
-}
-
 /** Resolve a request's `file`/`workdir` like later Codex: relative `file` against the request's `workdir`. */
 export function resolveRequest(r: EscalateRequest): ResolvedRequest {
   const workdir = normalize(isAbsolute(r.workdir) ? r.workdir : resolve(r.workdir));
@@ -156,7 +143,7 @@ export class EscalationListener {
   notice(argv: readonly string[], reason: string): void {
     const say = this.options.notice;
     if (say === undefined) return;
-    const text = `\`${shortArgv(argv)}\` ran inside the sandbox, not escalated: ${visible(reason).slice(0, 400)}`;
+    const text = `\`${bounded(argv.join(" "), 120)}\` ran inside the sandbox, not escalated: ${bounded(reason, 400)}`;
     if (this.noticed.has(text)) return;
     this.noticed.add(text);
     if (this.noticed.size <= MAX_NOTICES) say(text);

@@ -72,7 +72,9 @@ describe.skipIf(skipWithout("server inputs suite", missing))("issue 34: the serv
             "the attack call",
           );
           expect(r.output).toContain(".git"); // ls ran (inside the sandbox: the layout cannot be trusted)
-          expect(r.output).toMatch(/shellmcp: `ls -a` ran inside the sandbox, not escalated: .*cannot be trusted: .*commondir is not a regular file \(a FIFO\)/);
+          expect(r.output).toMatch(
+            /shellmcp: `ls -a` ran inside the sandbox, not escalated: .*cannot be trusted: .*commondir is not a regular file \(a FIFO\)/,
+          );
           await stillAnswers(run);
         }, 60_000);
 
