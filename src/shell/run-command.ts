@@ -77,7 +77,8 @@ export interface Launch {
  * `SANDBOX_UNAVAILABLE` (refusals).
  */
 export function planLaunch(
-  o: Pick<RunCommandOptions, "shellPath" | "login" | "command" | "policy" | "sandboxCwd" | "launcher" | "wrapperPath">,
+  o: Pick<RunCommandOptions, "shellPath" | "login" | "command" | "policy" | "sandboxCwd" | "launcher" | "wrapperPath"> &
+    Partial<Pick<RunCommandOptions, "workdir">>,
   proxy?: ProxySpec,
 ): Launch {
   if (o.launcher.seatbelt !== undefined) {
@@ -104,6 +105,7 @@ export function planLaunch(
       policy: o.policy,
       profile: d.profile,
       policyCwd: o.sandboxCwd,
+      workdir: o.workdir,
       command: shell,
       backend: "bwrap",
       noProc: d.noProc,
@@ -185,13 +187,14 @@ export const ESCALATED_GRACE_MS = 2000;
  * the call's sandbox) when the backend cannot build one.
  */
 export function roomFor(
-  o: Pick<RunCommandOptions, "escalation" | "callPlan" | "policy" | "sandboxCwd" | "env" | "launcher" | "networkProxy">,
+  o: Pick<RunCommandOptions, "escalation" | "callPlan" | "policy" | "sandboxCwd" | "env" | "launcher" | "networkProxy"> &
+    Partial<Pick<RunCommandOptions, "workdir">>,
   enforcement: WriteEnforcement,
 ): RoomSpec {
   const extraWritable = o.escalation?.extraWritable ?? {};
   let call: FilesystemPlan;
   try {
-    call = o.callPlan ?? planSandboxPolicy(o.policy, o.sandboxCwd, o.env);
+    call = o.callPlan ?? planSandboxPolicy(o.policy, o.sandboxCwd, o.env, enforcement === "bwrap" ? { workdir: o.workdir } : undefined);
   } catch (e) {
     return { backend: { kind: "unavailable", reason: (e as Error).message }, call: UNSANDBOXED, extraWritable };
   }
@@ -406,7 +409,7 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
   const enforcement = launcherEnforcement(sandboxed, o.launcher);
   const boundary: EscalationBoundary = {
     baseEnv: o.env,
-    writable: (o.writable ?? ((e) => writableView(o.policy, o.sandboxCwd, e, o.env)))(enforcement),
+    writable: (o.writable ?? ((e) => writableView(o.policy, o.sandboxCwd, e, o.env, o.workdir)))(enforcement),
     room: roomProxy === undefined ? roomFor(o, enforcement) : { ...roomFor(o, enforcement), proxy: roomProxy },
   };
   let cgroup: CallCgroup | undefined;
