@@ -1,0 +1,198 @@
+/**
+ * Issue 34, item 4: a writable CODEX_HOME decides the next session. Attacks from inside `shell` calls of the
+ * compiled `serve` (real MCP client), judged on the host: a call writes `$CODEX_HOME/rules/*.rules` (allowing `sh`)
+ * and `[shellmcp] escalation = "host"` into `config.toml`, so that the next `serve` runs `sh` on the host.
+ *
+ * - bubblewrap, CODEX_HOME inside a writable root that is not its top (HOME in the pinned workspace; a 0.97 client
+ *   giving HOME as a writable root; a 0.169 client's profile writing HOME): nothing is written, existing or not
+ *   (a missing CODEX_HOME cannot be created either);
+ * - Landlock, the workspace at HOME (0.97 and 0.169 clients): the call is refused with a clear message, nothing is
+ *   written;
+ * - a second `serve` with a CODEX_HOME a sandbox could have written (under /tmp — HOME below a writable root —, or
+ *   in the pinned workspace under Landlock) refuses to load it: it says so on stderr and in every tool result, and
+ *   the planted `escalation = "host"` and allow rule are never used.
+ */
+import { afterAll, describe, expect, test } from "bun:test";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { closeAll, confDir, requirePrograms, serveWithPid } from "../helpers/attack.ts";
+import { skipWithout } from "../helpers/prereq.ts";
+import { shellsMissing } from "../helpers/shells.ts";
+
+afterAll(closeAll);
+
+const CONFIG = '[shellmcp]\nescalation = "room"\n';
+const EVIL_RULE = 'prefix_rule(pattern=["sh"], decision="allow")\n';
+
+/** The attack: plant an allow rule and `escalation = "host"` in `~/.codex` (the call's HOME). */
+const PLANT =
+  'mkdir -p "$CODEX_HOME/rules" 2>&1; echo \'prefix_rule(pattern=["sh"], decision="allow")\' > "$CODEX_HOME/rules/evil.rules" 2>&1; ' +
+  'printf \'[shellmcp]\\nescalation = "host"\\n\' >> "$CODEX_HOME/config.toml" 2>&1; echo PLANTED-DONE';
+
+/** A HOME inside `ws` (not its top) with `.codex/config.toml`; `codexHome` is `<home>/.codex`. */
+function homeIn(ws: string, withCodexHome = true): { home: string; codexHome: string } {
+  const home = join(ws, "home");
+  const codexHome = join(home, ".codex");
+  mkdirSync(home, { recursive: true });
+  if (withCodexHome) {
+    mkdirSync(codexHome, { recursive: true });
+    writeFileSync(join(codexHome, "config.toml"), CONFIG);
+  }
+  return { home, codexHome };
+}
+
+/** CODEX_HOME as the test left it: no planted rule, config.toml unchanged (or still missing). */
+function untouched(codexHome: string, existed = true): void {
+  expect(existsSync(join(codexHome, "rules", "evil.rules"))).toBe(false);
+  if (existed) expect(readFileSync(join(codexHome, "config.toml"), "utf8")).toBe(CONFIG);
+  else expect(existsSync(codexHome)).toBe(false);
+}
+
+/** One `shell` call with an optional per-call `_meta`; the result's text, parsed when it is JSON. */
+async function call(
+  s: Awaited<ReturnType<typeof serveWithPid>>,
+  command: string,
+  workdir: string,
+  _meta?: Record<string, unknown>,
+): Promise<{ text: string; output: string; isError: boolean }> {
+  const raw = (await s.client.callTool(
+    { name: "shell", arguments: { command, workdir, login: false }, ...(_meta ? { _meta } : {}) },
+    undefined,
+    { timeout: 60_000 },
+  )) as { content: { text: string }[]; isError?: boolean };
+  const text = raw.content[0]!.text;
+  let output = text;
+  try {
+    output = (JSON.parse(text) as { output: string }).output;
+  } catch {
+    // a refusal: plain text
+  }
+  return { text, output, isError: raw.isError === true };
+}
+
+/** Codex 0.169's `_meta` for a profile that writes `root` (and reads everything), cwd `root`. */
+function profileMeta(root: string, legacyLandlock: boolean): Record<string, unknown> {
+  const state = {
+    permissionProfile: {
+      type: "managed",
+      file_system: {
+        type: "restricted",
+        entries: [
+          { path: { type: "special", value: { kind: "root" } }, access: "read" },
+          { path: { type: "path", path: root }, access: "write" },
+        ],
+      },
+      network: "restricted",
+    },
+    sandboxCwd: `file://${root}`,
+    useLegacyLandlock: legacyLandlock,
+  };
+  return { "codex/sandbox-state": state };
+}
+
+describe.skipIf(skipWithout("CODEX_HOME suite", shellsMissing()))("issue 34 item 4: CODEX_HOME is never writable", () => {
+  requirePrograms("bwrap");
+
+  test("bwrap, HOME inside the pinned workspace: rules and config.toml cannot be written", async () => {
+    const ws = confDir("ch-ws");
+    const { home, codexHome } = homeIn(ws);
+    const s = await serveWithPid({
+      codexHome,
+      cwd: ws,
+      env: { HOME: home },
+      args: ["--sandbox", "workspace-write", "--sandbox-backend", "bwrap"],
+    });
+    const r = await call(s, `touch ${ws}/ok && echo WS-WRITABLE; ${PLANT}`, ws);
+    expect(r.output).toContain("WS-WRITABLE"); // the workspace itself stays writable
+    expect(r.output).toContain("Read-only file system");
+    untouched(codexHome);
+  }, 60_000);
+
+  test("bwrap, a missing ~/.codex inside the pinned workspace cannot be created", async () => {
+    const ws = confDir("ch-missing");
+    const { home, codexHome } = homeIn(ws, false);
+    // CODEX_HOME unset: serve uses ~/.codex, which does not exist yet.
+    const s = await serveWithPid({
+      codexHome: home,
+      cwd: ws,
+      env: { HOME: home, CODEX_HOME: "", SHELLMCP_LOG_FILE: "" }, // no log file: nothing makes ~/.codex
+      args: ["--sandbox", "workspace-write", "--sandbox-backend", "bwrap"],
+    });
+    const r = await call(s, `CODEX_HOME=${codexHome}; ${PLANT}`, ws);
+    expect(r.output).toContain("PLANTED-DONE");
+    expect(r.output).toContain("Read-only file system");
+    untouched(codexHome, false); // neither created for the call (its mount point is given back) nor by it
+  }, 60_000);
+
+  test("bwrap, a 0.97 client giving HOME as a writable root, and a 0.169 profile writing HOME: nothing written", async () => {
+    const ws = confDir("ch-097");
+    const { home, codexHome } = homeIn(ws);
+    const s = await serveWithPid({ codexHome, cwd: ws, env: { HOME: home }, args: ["--sandbox-backend", "bwrap"] });
+    expect(await s.sandboxState({ type: "workspace-write", writable_roots: [home], network_access: false }, ws)).toEqual({});
+    const r = await call(s, `touch ${home}/ok && echo HOME-WRITABLE; ${PLANT}`, home);
+    expect(r.output).toContain("HOME-WRITABLE");
+    untouched(codexHome);
+    const p = await call(s, `touch ${home}/ok2 && echo HOME-WRITABLE; ${PLANT}`, home, profileMeta(home, false));
+    expect(p.output).toContain("HOME-WRITABLE");
+    untouched(codexHome);
+  }, 60_000);
+
+  test("Landlock, the workspace at HOME (0.97 and 0.169 clients): the call is refused with the reason, nothing written", async () => {
+    const home = confDir("ch-ll");
+    const codexHome = join(home, ".codex");
+    mkdirSync(codexHome);
+    writeFileSync(join(codexHome, "config.toml"), CONFIG);
+    const s = await serveWithPid({ codexHome, cwd: home, env: { HOME: home }, args: ["--sandbox-backend", "landlock"] });
+    expect(await s.sandboxState({ type: "workspace-write", network_access: false }, home)).toEqual({});
+    const r = await call(s, PLANT, home);
+    expect(r.isError).toBe(true);
+    expect(r.text).toContain(`contains ${codexHome}`);
+    expect(r.text).toContain("Landlock cannot keep");
+    untouched(codexHome);
+    const p = await call(s, PLANT, home, profileMeta(home, true));
+    expect(p.isError).toBe(true);
+    expect(p.text).toContain(`contains ${codexHome}`);
+    untouched(codexHome);
+  }, 60_000);
+
+  test("a second serve with a CODEX_HOME under /tmp (HOME below a writable root) refuses to load it, in every result", async () => {
+    const home = mkdtempSync(join("/tmp", "shellmcp-ch-"));
+    try {
+      const codexHome = join(home, ".codex");
+      mkdirSync(join(codexHome, "rules"), { recursive: true });
+      // What an earlier sandboxed call could have written there.
+      writeFileSync(join(codexHome, "rules", "evil.rules"), EVIL_RULE);
+      writeFileSync(join(codexHome, "config.toml"), '[shellmcp]\nescalation = "host"\n');
+      const marker = join(confDir("ch-marker"), "ran-on-host");
+      const s = await serveWithPid({ codexHome, env: { HOME: home }, args: ["--sandbox", "workspace-write"] });
+      for (let i = 0; i < 2; i++) {
+        const r = await call(s, `sh -c 'touch ${marker}'`, home);
+        expect(r.isError).toBe(true);
+        expect(r.text).toContain(`CODEX_HOME (${codexHome}) lies in /tmp`);
+        expect(r.text).toContain("does not load rules or config.toml");
+      }
+      expect(s.stderr()).toContain(`CODEX_HOME (${codexHome}) lies in /tmp`);
+      expect(existsSync(marker)).toBe(false);
+    } finally {
+      rmSync(home, { recursive: true, force: true });
+    }
+  }, 60_000);
+
+  test("a second serve, Landlock, started in HOME with workspace-write: refuses to load ~/.codex", async () => {
+    const home = confDir("ch-ll2");
+    const codexHome = join(home, ".codex");
+    mkdirSync(join(codexHome, "rules"), { recursive: true });
+    writeFileSync(join(codexHome, "rules", "evil.rules"), EVIL_RULE);
+    writeFileSync(join(codexHome, "config.toml"), '[shellmcp]\nescalation = "host"\n');
+    const s = await serveWithPid({
+      codexHome,
+      cwd: home,
+      env: { HOME: home },
+      args: ["--sandbox", "workspace-write", "--sandbox-backend", "landlock"],
+    });
+    const r = await call(s, "echo hi", home);
+    expect(r.isError).toBe(true);
+    expect(r.text).toContain(`CODEX_HOME (${codexHome}) lies in the workspace ${home}`);
+    expect(s.stderr()).toContain("does not load rules or config.toml");
+  }, 60_000);
+});
