@@ -3,9 +3,10 @@
  * compiled `serve` (real MCP client), judged on the host: a call writes `$CODEX_HOME/rules/*.rules` (allowing `sh`)
  * and `[shellmcp] escalation = "host"` into `config.toml`, so that the next `serve` runs `sh` on the host.
  *
- * - bubblewrap, CODEX_HOME inside a writable root that is not its top (HOME in the pinned workspace; a 0.97 client
- *   giving HOME as a writable root; a 0.169 client's profile writing HOME): nothing is written, existing or not
- *   (a missing CODEX_HOME cannot be created either);
+ * - bubblewrap, CODEX_HOME inside a writable root below its top (HOME in the pinned workspace, in a 0.97 client's
+ *   workspace, in a 0.169 profile's writable folder; through serve's direct launch and through the helper):
+ *   nothing is written, existing or not (a missing CODEX_HOME cannot be created either). (`.codex` at a root's
+ *   top was already protected: Codex's protected names.)
  * - Landlock, the workspace at HOME (0.97 and 0.169 clients): the call is refused with a clear message, nothing is
  *   written;
  * - a second `serve` with a CODEX_HOME a sandbox could have written (under /tmp — HOME below a writable root —, or
@@ -16,6 +17,7 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { closeAll, confDir, requirePrograms, serveWithPid } from "../helpers/attack.ts";
+import { binaryAs } from "../helpers/binary.ts";
 import { skipWithout } from "../helpers/prereq.ts";
 import { shellsMissing } from "../helpers/shells.ts";
 
@@ -124,18 +126,64 @@ describe.skipIf(skipWithout("CODEX_HOME suite", shellsMissing()))("issue 34 item
     untouched(codexHome, false); // neither created for the call (its mount point is given back) nor by it
   }, 60_000);
 
-  test("bwrap, a 0.97 client giving HOME as a writable root, and a 0.169 profile writing HOME: nothing written", async () => {
+  test("bwrap, a 0.97 client's workspace and a 0.169 profile's writable folder holding HOME: nothing written", async () => {
     const ws = confDir("ch-097");
     const { home, codexHome } = homeIn(ws);
-    const s = await serveWithPid({ codexHome, cwd: ws, env: { HOME: home }, args: ["--sandbox-backend", "bwrap"] });
-    expect(await s.sandboxState({ type: "workspace-write", writable_roots: [home], network_access: false }, ws)).toEqual({});
+    const s = await serveWithPid({ codexHome, env: { HOME: home }, args: ["--sandbox-backend", "bwrap"] });
+    expect(await s.sandboxState({ type: "workspace-write", network_access: false }, ws)).toEqual({});
     const r = await call(s, `touch ${home}/ok && echo HOME-WRITABLE; ${PLANT}`, home);
     expect(r.output).toContain("HOME-WRITABLE");
     untouched(codexHome);
-    const p = await call(s, `touch ${home}/ok2 && echo HOME-WRITABLE; ${PLANT}`, home, profileMeta(home, false));
+    const p = await call(s, `touch ${home}/ok2 && echo HOME-WRITABLE; ${PLANT}`, home, profileMeta(ws, false));
     expect(p.output).toContain("HOME-WRITABLE");
     untouched(codexHome);
   }, 60_000);
+
+  test("bwrap through the helper (restricted reads need its inner stage): CODEX_HOME stays read-only", async () => {
+    const ws = confDir("ch-helper");
+    const { home, codexHome } = homeIn(ws);
+    const s = await serveWithPid({ codexHome, env: { HOME: home }, args: ["--sandbox-backend", "bwrap"] });
+    const restricted = { type: "restricted", include_platform_defaults: true, readable_roots: [] };
+    const policy = { type: "workspace-write", read_only_access: restricted, network_access: false };
+    expect(await s.sandboxState(policy, ws)).toEqual({});
+    const r = await call(s, `touch ${home}/ok && echo HOME-WRITABLE; ${PLANT}`, home);
+    expect(r.output).toContain("HOME-WRITABLE");
+    expect(r.output).toContain("Read-only file system");
+    untouched(codexHome);
+  }, 60_000);
+
+  test("the helper role: --protected-config-dir is re-bound read-only under bwrap, and refused under Landlock", () => {
+    const ws = confDir("ch-role");
+    const { codexHome } = homeIn(ws);
+    const helper = binaryAs("codex-linux-sandbox");
+    const run = (backend: string) =>
+      Bun.spawnSync(
+        [
+          helper,
+          "--backend",
+          backend,
+          "--protected-config-dir",
+          codexHome,
+          "--sandbox-policy-cwd",
+          ws,
+          "--sandbox-policy",
+          '{"type":"workspace-write"}',
+          "--",
+          "/bin/sh",
+          "-c",
+          `CODEX_HOME=${codexHome}; ${PLANT}`,
+        ],
+        { cwd: ws, env: { PATH: "/usr/bin:/bin" }, stdout: "pipe", stderr: "pipe" },
+      );
+    const b = run("bwrap");
+    expect(b.stdout.toString()).toContain("Read-only file system");
+    untouched(codexHome);
+    const l = run("landlock");
+    expect(l.exitCode).toBe(101);
+    expect(l.stderr.toString()).toContain(`contains ${codexHome}`);
+    expect(l.stdout.toString()).not.toContain("PLANTED-DONE");
+    untouched(codexHome);
+  });
 
   test("Landlock, the workspace at HOME (0.97 and 0.169 clients): the call is refused with the reason, nothing written", async () => {
     const home = confDir("ch-ll");
