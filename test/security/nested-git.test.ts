@@ -11,6 +11,7 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { closeAll, confDir, requirePrograms, serveWithPid } from "../helpers/attack.ts";
+import { ROOT } from "../helpers/binary.ts";
 import { skipWithout } from "../helpers/prereq.ts";
 import { shellsMissing } from "../helpers/shells.ts";
 import { parseSandboxPolicy } from "../../src/sandbox/policy.ts";
@@ -74,6 +75,25 @@ describe.skipIf(skipWithout("nested repositories suite", shellsMissing()))(
       const out = await call(attack(deep), join(deep, "sub"));
       expect(out).toContain("TREE-WRITABLE");
       held(deep, configs.get(deep)!);
+    }, 60_000);
+
+    test("normal use: git status/add/commit in a repository below /tmp escalate into the room and commit (agent.rules)", async () => {
+      const dir = join(base, "use", "proj");
+      repo(dir);
+      git(dir, "config", "user.name", "t");
+      git(dir, "config", "user.email", "t@example.com");
+      const rules = readFileSync(join(ROOT, "examples", "rules", "agent.rules"), "utf8");
+      const ws = confDir("ng-use");
+      const s = await serveWithPid({ rules, cwd: ws, args: ["--sandbox", "workspace-write", "--sandbox-backend", "bwrap"] });
+      const r = await s.shell({
+        command: "echo two > f && git status --short && git add f && git commit -qm two && echo committed",
+        workdir: dir,
+        login: false,
+      });
+      expect(r.out.output).toContain("committed");
+      expect(s.stderr()).toMatch(/escalated \{"file":"[^"]*git","argv":\["git","commit"/);
+      const log = Bun.spawnSync(["git", "log", "--format=%s", "-1"], { cwd: dir, env: GIT_ENV }).stdout.toString().trim();
+      expect(log).toBe("two");
     }, 60_000);
 
     test("bwrap: a linked worktree's .git file below /tmp cannot be re-pointed", async () => {
