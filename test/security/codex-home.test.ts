@@ -110,6 +110,36 @@ describe.skipIf(skipWithout("CODEX_HOME suite", shellsMissing()))("issue 34 item
     untouched(codexHome);
   }, 60_000);
 
+  test("bwrap, an escalated program's room (python3 allowed) cannot write CODEX_HOME either", async () => {
+    const ws = confDir("ch-room");
+    const { home, codexHome } = homeIn(ws);
+    mkdirSync(join(codexHome, "rules"));
+    writeFileSync(join(codexHome, "rules", "default.rules"), 'prefix_rule(pattern=["python3"], decision="allow")\n');
+    const s = await serveWithPid({
+      codexHome,
+      cwd: ws,
+      env: { HOME: home, SHELLMCP_LOG: "info" },
+      args: ["--sandbox", "workspace-write", "--sandbox-backend", "bwrap"],
+    });
+    const program = `
+import os
+h = os.environ["CODEX_HOME"]
+for path, text in [(h + "/rules/evil.rules", ${JSON.stringify(EVIL_RULE)}), (h + "/config.toml", '[shellmcp]\\nescalation = "host"\\n')]:
+    try:
+        open(path, "a").write(text); print("WROTE", path)
+    except OSError as e:
+        print("REFUSED", e.strerror)
+open(${JSON.stringify(join(ws, "room-ran"))}, "w").write("x")
+`;
+    const r = await call(s, `/usr/bin/python3 -c '${program.replaceAll("'", "'\\''")}'`, ws);
+    expect(s.stderr()).toContain('"room":"bwrap"'); // it really ran in a room
+    expect(existsSync(join(ws, "room-ran"))).toBe(true); // which writes the workspace
+    expect(r.output).toContain("REFUSED Read-only file system");
+    expect(r.output).not.toContain("WROTE");
+    expect(existsSync(join(codexHome, "rules", "evil.rules"))).toBe(false);
+    expect(readFileSync(join(codexHome, "config.toml"), "utf8")).toBe(CONFIG);
+  }, 60_000);
+
   test("bwrap, a missing ~/.codex inside the pinned workspace cannot be created", async () => {
     const ws = confDir("ch-missing");
     const { home, codexHome } = homeIn(ws, false);
