@@ -16,7 +16,7 @@ import * as libc from "../../ffi/libc.ts";
 import type { EscalationBoundary } from "../escalate/boundary.ts";
 import type { EscalationServer, ListenOptions } from "../escalate/server.ts";
 import { INTERCEPT_ENV_VAR, PROTOCOL_ENV_VARS } from "../escalate/protocol.ts";
-import { hasFullDiskWrite, hasFullNetwork, serializeSandboxPolicy, type SandboxPolicy } from "../sandbox/policy.ts";
+import { hasFullDiskWrite, hasFullNetwork, protectedConfigDirs, serializeSandboxPolicy, type SandboxPolicy } from "../sandbox/policy.ts";
 import { writableView, type WritableView, type WriteEnforcement } from "../sandbox/writable.ts";
 import type { EscalationMode, RoomSpec } from "../sandbox/room.ts";
 import { planSandboxPolicy } from "../sandbox/filesystem-plan.ts";
@@ -210,7 +210,9 @@ export function roomFor(
       extraWritable,
     };
   }
-  return { backend: { kind: "landlock", helper: helperCommand(o.launcher.exe) }, call, extraWritable };
+  // The room's helper refuses a Landlock room whose writable roots contain CODEX_HOME (it cannot carve it out).
+  const protect = protectedConfigDirs().flatMap((d) => ["--protected-config-dir", d]);
+  return { backend: { kind: "landlock", helper: [...helperCommand(o.launcher.exe), ...protect] }, call, extraWritable };
 }
 
 /** Placeholder plan when the call's own plan cannot be computed (the room is then unavailable anyway). */

@@ -233,6 +233,33 @@ open(${JSON.stringify(join(ws, "room-ran"))}, "w").write("x")
     untouched(codexHome);
   }, 60_000);
 
+  test("Landlock room: a repository whose work tree holds CODEX_HOME is not made writable for an escalated program", async () => {
+    const proj = confDir("ch-llroom");
+    const codexHome = join(proj, "codex-home");
+    mkdirSync(join(codexHome, "rules"), { recursive: true });
+    writeFileSync(join(codexHome, "config.toml"), CONFIG);
+    writeFileSync(join(codexHome, "rules", "default.rules"), 'prefix_rule(pattern=["python3"], decision="allow")\n');
+    const sub = join(proj, "sub");
+    mkdirSync(sub);
+    Bun.spawnSync(["git", "init", "-q"], { cwd: proj });
+    const s = await serveWithPid({
+      codexHome,
+      cwd: sub,
+      env: { SHELLMCP_LOG: "info", HOME: confDir("ch-llroom-home") }, // HOME elsewhere: the room then adds the work tree
+      args: ["--sandbox", "workspace-write", "--sandbox-backend", "landlock"],
+    });
+    const program = `open(${JSON.stringify(join(codexHome, "config.toml"))}, "a").write("escalation = 1"); print("WROTE")`;
+    const r = await call(s, `/usr/bin/python3 -c '${program}' 2>&1; echo END`, sub);
+    expect(s.stderr()).toContain('"room":"landlock"'); // it was escalated into a room
+    expect(r.output).toContain("END");
+    // The room's helper refuses (exit 101: Landlock cannot keep CODEX_HOME read-only inside the work tree), so the
+    // program never runs. Its reason reaches the log only, not the tool result (the room's stderr is not the
+    // call's output): see the report of issue 34, item 4.
+    expect(r.output).not.toContain("WROTE");
+    expect(s.stderr()).toContain("the escalation room ended (status 101)");
+    expect(readFileSync(join(codexHome, "config.toml"), "utf8")).toBe(CONFIG);
+  }, 60_000);
+
   test("a second serve with a CODEX_HOME under /tmp (HOME below a writable root) refuses to load it, in every result", async () => {
     const home = mkdtempSync(join("/tmp", "shellmcp-ch-"));
     try {
