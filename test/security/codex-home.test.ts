@@ -268,6 +268,9 @@ open(${JSON.stringify(join(ws, "room-ran"))}, "w").write("x")
       // What an earlier sandboxed call could have written there.
       writeFileSync(join(codexHome, "rules", "evil.rules"), EVIL_RULE);
       writeFileSync(join(codexHome, "config.toml"), '[shellmcp]\nescalation = "host"\n');
+      // And a FIFO where serve keeps its log: opening it used to block the server before it served anything.
+      mkdirSync(join(codexHome, "log"));
+      expect(Bun.spawnSync(["mkfifo", join(codexHome, "log", "shellmcp.log")]).exitCode).toBe(0);
       const marker = join(confDir("ch-marker"), "ran-on-host");
       const s = await serveWithPid({ codexHome, env: { HOME: home }, args: ["--sandbox", "workspace-write"] });
       for (let i = 0; i < 2; i++) {
