@@ -7,7 +7,7 @@
  * not use are ignored, as Codex ignores keys it does not know. The file is parsed once per server; rules
  * discovery (trusted projects) reads the same parsed tree, `-c` overrides included.
  */
-import { existsSync, readFileSync } from "node:fs";
+import { readUntrustedText } from "../sandbox/untrusted-fs.ts";
 import { join } from "node:path";
 import picomatch from "picomatch";
 import { parse as parseToml, TomlError } from "smol-toml";
@@ -86,10 +86,16 @@ export function parseConfigText(text: string, file: string): Config {
   }
 }
 
-/** Load `<codexHome>/config.toml` (empty if missing) and apply `overrides`. Throws `CONFIG` for bad TOML. */
+/**
+ * Load `<codexHome>/config.toml` (empty if missing) and apply `overrides`. Throws `CONFIG` for bad TOML, and for a
+ * file that is not a small regular file (a FIFO, a device, over 1 MiB: read through ../sandbox/untrusted-fs.ts, so
+ * it never blocks; a symlink is followed, as a dotfiles setup links it).
+ */
 export function loadConfig(codexHome: string, overrides: readonly string[] = []): Config {
   const file = join(codexHome, "config.toml");
-  const cfg: Config = existsSync(file) ? parseConfigText(readFileSync(file, "utf8"), file) : {};
+  const r = readUntrustedText(file, { follow: true });
+  if (!r.ok && r.why !== "missing") throw new ShellmcpError("CONFIG", `cannot read ${file}: ${r.reason}`, { path: file });
+  const cfg: Config = r.ok ? parseConfigText(r.text, file) : {};
   for (const o of overrides) {
     const { path, value } = parseOverride(o);
     setPath(cfg, path, value);

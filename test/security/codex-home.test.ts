@@ -286,6 +286,16 @@ open(${JSON.stringify(join(ws, "room-ran"))}, "w").write("x")
     }
   }, 60_000);
 
+  test("a FIFO as config.toml: serve answers every call with the error, never blocks", async () => {
+    // (FIFOs among rules files are skipped by discovery already: only regular files are rules.)
+    const home2 = confDir("ch-fifo-config");
+    expect(Bun.spawnSync(["mkfifo", join(home2, "config.toml")]).exitCode).toBe(0);
+    const s2 = await serveWithPid({ codexHome: home2 });
+    const r2 = await call(s2, "echo hi", home2);
+    expect(r2.isError).toBe(true);
+    expect(r2.text).toContain(`cannot read ${join(home2, "config.toml")}`);
+  }, 60_000);
+
   test("a second serve, Landlock, started in HOME with workspace-write: refuses to load ~/.codex", async () => {
     const home = confDir("ch-ll2");
     const codexHome = join(home, ".codex");
