@@ -276,6 +276,28 @@ function canonicalMissing(p: string): string {
 }
 
 /**
+ * The symlinks on the way to `p` as written (absolute): each component that is a link, by its own path (its
+ * parent's real path + its name), following each to go on. A sandbox that can write where such a link lies can
+ * re-point it, and with it the folder `p` names.
+ */
+function symlinksOnTheWay(p: string): string[] {
+  const out: string[] = [];
+  let cur: string = sep;
+  for (const part of normalize(p).split(sep).filter(Boolean)) {
+    const next = join(cur, part);
+    try {
+      if (lstatSync(next).isSymbolicLink()) {
+        out.push(next);
+        cur = realpathSync(next);
+      } else cur = next;
+    } catch {
+      break; // missing (or a dangling link, listed above): nothing further to follow
+    }
+  }
+  return out;
+}
+
+/**
  * The paths to keep read-only inside the writable `root` (canonical) so that no protected config folder
  * ({@link protectedConfigDirs}) lying below it can be written: the folder itself when it exists, else its first
  * missing component below `root` (so that it cannot be created either: the bubblewrap backend mounts an empty
@@ -298,14 +320,21 @@ export function configCarveOuts(root: string): string[] {
     }
     out.push(p);
   }
+  // A link on the way to a protected folder (`~/.codex -> elsewhere`) that lies in the root: the sandbox could
+  // re-point it. Listed as it is (a link): bubblewrap then refuses the run ("crosses writable symlink"), since a
+  // mount cannot cover a link; Landlock refuses it too ({@link configDirsUnder}).
+  for (const d of configDirs) for (const link of symlinksOnTheWay(d)) if (link !== root && isUnder(link, root)) out.push(link);
   return [...new Set(out)];
 }
 
-/** The protected config folders ({@link protectedConfigDirs}, as given) lying strictly below the writable `root` (canonical). */
+/**
+ * The protected config folders ({@link protectedConfigDirs}, as given) lying strictly below the writable `root`
+ * (canonical), or reached through a symlink that lies below it.
+ */
 export function configDirsUnder(root: string): string[] {
   return configDirs.filter((d) => {
     const c = canonicalMissing(d);
-    return c !== root && isUnder(c, root);
+    return (c !== root && isUnder(c, root)) || symlinksOnTheWay(d).some((l) => l !== root && isUnder(l, root));
   });
 }
 

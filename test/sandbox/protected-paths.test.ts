@@ -154,6 +154,19 @@ describe("protected config folders", () => {
     expect(landlockCanEnforce(profile)).toBeUndefined();
   });
 
+  test("a symlink on the way to CODEX_HOME inside a root is listed as the link (so that bubblewrap and Landlock refuse)", () => {
+    const r = root("ch-link");
+    const real = root("ch-link-target");
+    mkdirSync(join(r, "home"));
+    symlinkSync(real, join(r, "home", ".codex"));
+    setProtectedConfigDirs([join(r, "home", ".codex")]);
+    expect(configCarveOuts(r)).toEqual([join(r, "home", ".codex")]);
+    const plan = planSandboxPolicy(policy, r, {});
+    expect(landlockCanEnforce(plan)).toContain(`contains ${join(r, "home", ".codex")}`);
+    // The target's own root gets the target as a carve-out.
+    expect(configCarveOuts(base)).toContain(real);
+  });
+
   test("/etc/codex is always protected", () => {
     setProtectedConfigDirs([]);
     expect(configCarveOuts("/etc")).toEqual(["/etc/codex"]); // existing or not: /etc/codex is the first missing component

@@ -14,7 +14,7 @@
  *   the planted `escalation = "host"` and allow rule are never used.
  */
 import { afterAll, describe, expect, test } from "bun:test";
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readlinkSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { closeAll, confDir, requirePrograms, serveWithPid } from "../helpers/attack.ts";
 import { binaryAs } from "../helpers/binary.ts";
@@ -138,6 +138,26 @@ open(${JSON.stringify(join(ws, "room-ran"))}, "w").write("x")
     expect(r.output).not.toContain("WROTE");
     expect(existsSync(join(codexHome, "rules", "evil.rules"))).toBe(false);
     expect(readFileSync(join(codexHome, "config.toml"), "utf8")).toBe(CONFIG);
+  }, 60_000);
+
+  test("bwrap, ~/.codex a symlink inside the pinned workspace: the call is refused (the link could be re-pointed)", async () => {
+    const ws = confDir("ch-link");
+    const home = join(ws, "home");
+    mkdirSync(home);
+    const real = confDir("ch-link-real");
+    writeFileSync(join(real, "config.toml"), CONFIG);
+    symlinkSync(real, join(home, ".codex"));
+    const decoy = join(ws, "decoy");
+    const s = await serveWithPid({
+      codexHome: home,
+      cwd: ws,
+      env: { HOME: home, CODEX_HOME: "" },
+      args: ["--sandbox", "workspace-write", "--sandbox-backend", "bwrap"],
+    });
+    const r = await call(s, `mkdir -p ${decoy}/rules && rm ${home}/.codex && ln -s ${decoy} ${home}/.codex && echo REPOINTED`, ws);
+    expect(r.output).toContain(`crosses writable symlink ${join(home, ".codex")}`);
+    expect(r.output).not.toContain("REPOINTED");
+    expect(readlinkSync(join(home, ".codex"))).toBe(real);
   }, 60_000);
 
   test("bwrap, a missing ~/.codex inside the pinned workspace cannot be created", async () => {
