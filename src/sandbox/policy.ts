@@ -280,7 +280,7 @@ function canonicalMissing(p: string): string {
  * parent's real path + its name), following each to go on. A sandbox that can write where such a link lies can
  * re-point it, and with it the folder `p` names.
  */
-function symlinksOnTheWay(p: string): string[] {
+export function symlinksOnTheWay(p: string): string[] {
   const out: string[] = [];
   let cur: string = sep;
   for (const part of normalize(p).split(sep).filter(Boolean)) {

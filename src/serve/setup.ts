@@ -13,7 +13,7 @@ import { loadPolicy, resolveCodexHome } from "../execpolicy/discovery.ts";
 import { log } from "../log.ts";
 import type { EscalationSettings, OnPrompt } from "../mcp/escalation-policy.ts";
 import type { SandboxState } from "../mcp/sandbox-state.ts";
-import { isUnder, parseSandboxPolicy, setProtectedConfigDirs, type SandboxPolicy } from "../sandbox/policy.ts";
+import { isUnder, parseSandboxPolicy, setProtectedConfigDirs, symlinksOnTheWay, type SandboxPolicy } from "../sandbox/policy.ts";
 import { LANDLOCK_EXTRA_WRITABLE } from "../sandbox/writable.ts";
 import { DEFAULT_MAX_OUTPUT_BYTES } from "../shell/output.ts";
 import { embeddedShell, installPortableShell } from "../shell/portable-shells.ts";
@@ -232,6 +232,8 @@ export function codexHomeExposure(
   where: { tmpdirs: readonly (string | undefined)[]; pinned: readonly string[] },
 ): ShellmcpError | undefined {
   const home = realOrNearest(resolve(codexHome));
+  // Where it lies, and every symlink on the way to it (a link in /tmp could be re-pointed by any session).
+  const places = [home, ...symlinksOnTheWay(resolve(codexHome))];
   const shared: { root: string; what: string }[] = [
     { root: "/tmp", what: "/tmp" },
     ...where.tmpdirs
@@ -240,10 +242,11 @@ export function codexHomeExposure(
     ...LANDLOCK_EXTRA_WRITABLE.map((r) => ({ root: r, what: r })),
   ];
   for (const s of shared) {
-    if (!existsSync(s.root) || !isUnder(home, realOrNearest(s.root))) continue;
+    const inside = places.find((p) => existsSync(s.root) && isUnder(p, realOrNearest(s.root)));
+    if (inside === undefined) continue;
     return new ShellmcpError(
       "CONFIG",
-      `CODEX_HOME (${codexHome}) lies in ${s.what}, which sandboxed commands can write (it is a writable root of ` +
+      `CODEX_HOME (${codexHome}) lies in ${s.what}${inside === home ? "" : ` (through the symlink ${inside})`}, which sandboxed commands can write (it is a writable root of ` +
         `workspace-write sandboxes, of this session and of any other): shellmcp does not load rules or config.toml ` +
         `from there, since a sandboxed command could have written them to give this session any permission ` +
         `(e.g. escalation = "host"). Set CODEX_HOME to a folder outside /tmp, $TMPDIR and /dev/shm (the default is ` +
@@ -252,7 +255,7 @@ export function codexHomeExposure(
     );
   }
   for (const root of where.pinned) {
-    if (!existsSync(root) || !isUnder(home, realOrNearest(root))) continue;
+    if (!existsSync(root) || !places.some((p) => isUnder(p, realOrNearest(root)))) continue;
     return new ShellmcpError(
       "CONFIG",
       `CODEX_HOME (${codexHome}) lies in the workspace ${root}, which this server's commands can write under the ` +

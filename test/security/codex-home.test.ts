@@ -316,6 +316,23 @@ open(${JSON.stringify(join(ws, "room-ran"))}, "w").write("x")
     expect(r2.text).toContain(`cannot read ${join(home2, "config.toml")}`);
   }, 60_000);
 
+  test("a CODEX_HOME reached through a symlink under /tmp (its target elsewhere) is refused too: the link could be re-pointed", async () => {
+    const real = confDir("ch-tmplink");
+    mkdirSync(join(real, ".codex"));
+    writeFileSync(join(real, ".codex", "config.toml"), CONFIG);
+    const dir = mkdtempSync(join("/tmp", "shellmcp-chl-"));
+    try {
+      const link = join(dir, "home");
+      symlinkSync(real, link);
+      const s = await serveWithPid({ codexHome: join(link, ".codex"), env: { HOME: link } });
+      const r = await call(s, "echo hi", real);
+      expect(r.isError).toBe(true);
+      expect(r.text).toContain(`lies in /tmp (through the symlink ${link})`);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
+
   test("a second serve, Landlock, started in HOME with workspace-write: refuses to load ~/.codex", async () => {
     const home = confDir("ch-ll2");
     const codexHome = join(home, ".codex");
