@@ -24,7 +24,7 @@ let fileFd: number | undefined;
 /**
  * Also append every line written from now on to `path` (created with mode 0600, its folder with 0700). The file
  * may lie where a sandboxed command can write (`$CODEX_HOME` under a writable HOME), and log lines carry argv the
- * model chose: so the last component is never followed (`O_NOFOLLOW`), and the opened file must be a regular file
+ * model chose: so the last component is never followed (`O_NOFOLLOW`), a FIFO never blocks the open (`O_NONBLOCK`), and the opened file must be a regular file
  * of this user with one link (a hard link to `~/.bashrc` would otherwise get those lines). Returns the reason when
  * it cannot be used (logging then stays on stderr only).
  */
@@ -32,6 +32,8 @@ export function setLogFile(path: string): string | undefined {
   let fd: number | undefined;
   try {
     mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
+    // O_NONBLOCK: a FIFO planted there (CODEX_HOME where a sandbox could write) fails at once (ENXIO) or is
+    // refused below, instead of blocking the server before it serves (issue 34). No effect on a regular file.
     fd = openSync(path, constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT | constants.O_NOFOLLOW | constants.O_NONBLOCK, 0o600);
     const st = fstatSync(fd);
     if (!st.isFile() || st.nlink !== 1 || st.uid !== process.getuid?.())

@@ -86,12 +86,15 @@ export function parseConfigText(text: string, file: string): Config {
   }
 }
 
-/** Load `<codexHome>/config.toml` (empty if missing) and apply `overrides`. Throws `CONFIG` for bad TOML. */
+/**
+ * Load `<codexHome>/config.toml` (empty if missing) and apply `overrides`. Throws `CONFIG` for bad TOML, and for a
+ * file that is not a small regular file (a FIFO, a device, over 1 MiB: read through ../sandbox/untrusted-fs.ts, so
+ * it never blocks; a symlink is followed, as a dotfiles setup links it).
+ */
 export function loadConfig(codexHome: string, overrides: readonly string[] = []): Config {
   const file = join(codexHome, "config.toml");
-  // config.toml may lie where a sandbox could write: never block on a FIFO there, never follow a planted link blindly.
   const r = readUntrustedText(file, { follow: true });
-  if (!r.ok && r.why !== "missing") throw new ShellmcpError("CONFIG", `cannot read ${file}: ${r.reason}`);
+  if (!r.ok && r.why !== "missing") throw new ShellmcpError("CONFIG", `cannot read ${file}: ${r.reason}`, { path: file });
   const cfg: Config = r.ok ? parseConfigText(r.text, file) : {};
   for (const o of overrides) {
     const { path, value } = parseOverride(o);

@@ -3,6 +3,7 @@
  * `network_rule` with Codex's validation order and messages (docs/execpolicy.md, "Builtins" and "Errors"), deferred per-call
  * `match`/`not_match` self-tests (docs/execpolicy.md, "Self-tests"), and errors that name file, line and column.
  */
+import { readUntrustedText } from "../sandbox/untrusted-fs.ts";
 import { ShellmcpError } from "../errors.ts";
 import {
   absoluteProgram,
@@ -18,10 +19,6 @@ import {
 import { shlexJoin, shlexSplit } from "./shlex.ts";
 import { Evaluator, SBuiltin, SList, repr, typeName, type CallSite, type Value } from "./starlark/eval.ts";
 import { lineCol, renderDiagnostic, StarlarkError, type SourceFile } from "./starlark/syntax.ts";
-import { readUntrustedText } from "../sandbox/untrusted-fs.ts";
-
-/** Largest `.rules` file read, bytes (4 MiB; a larger one is refused with a read error). */
-const MAX_RULES_FILE_BYTES = 4 << 20;
 
 /**
  * A rules file that could not be read or loaded. `code` is `RULES_PARSE`; `data` has `path`, and for load
@@ -37,6 +34,9 @@ export class RulesError extends ShellmcpError {
 }
 
 const DECISIONS = new Set(["allow", "prompt", "forbidden"]);
+
+/** Largest rules file read, bytes (8 MiB: tens of thousands of rules). */
+export const MAX_RULES_FILE_BYTES = 8 << 20;
 
 /** An error raised by a builtin: message with Codex's prefix (`invalid decision: `, …). */
 function builtinError(message: string, site: CallSite): StarlarkError {
@@ -182,9 +182,13 @@ export class PolicyBuilder {
     this.pending = [];
   }
 
-  /** Read and add a file from disk. Throws {@link RulesError} for read and parse failures. */
+  /**
+   * Read and add a file from disk: through ../sandbox/untrusted-fs.ts (a project's `.codex/rules` may have been
+   * written by a sandboxed command), so a FIFO, device or a file over {@link MAX_RULES_FILE_BYTES} is a read
+   * error instead of a server that blocks at start-up; a symlink named on the command line is followed (folders
+   * skip symlinks already, see discovery.ts). Throws {@link RulesError} for read and parse failures.
+   */
   addFile(path: string, displayPath: string = path): void {
-    // Rules may lie where a sandbox could write (CODEX_HOME under a writable root): never block on a FIFO there.
     const r = readUntrustedText(path, { follow: true, maxBytes: MAX_RULES_FILE_BYTES });
     if (!r.ok) throw new RulesError("read", displayPath, r.reason);
     this.addSource(displayPath, r.text);

@@ -17,11 +17,16 @@ import {
   type PermissionProfile,
 } from "./permission-profile.ts";
 import {
+  configCarveOuts,
+  configDirsUnder,
   isDir,
   isUnder,
   LINUX_PLATFORM_READ_DEFAULTS,
   readableRoots,
+  rootInConfigDir,
+  writableRootPaths,
   writableRoots,
+  type NestedGitOption,
   type SandboxPolicy,
   type WritableRoot,
 } from "./policy.ts";
@@ -200,7 +205,10 @@ export function planPermissionProfile(
   for (const [path, v] of entries) {
     const above = inherited(path);
     if (v.access === "write") {
-      if (v.exists && !fullWrite) writableRoots.push({ root: path, readOnlySubpaths: [] });
+      // A write entry in CODEX_HOME or /etc/codex grants nothing: those folders decide later sessions.
+      if (v.exists && !fullWrite && rootInConfigDir(path) !== undefined)
+        log.warn("permission profile: a writable folder lies in a protected config folder: it stays read-only", { path });
+      else if (v.exists && !fullWrite) writableRoots.push({ root: path, readOnlySubpaths: [] });
     } else if (v.access === "read") {
       if (above === "write") {
         // A read-only carve-out inside something writable (enforced even when missing: its creation is blocked).
@@ -225,6 +233,8 @@ export function planPermissionProfile(
       "cannot enforce a permission profile that makes `/` writable but keeps paths below it read-only or denied",
     );
   }
+  // CODEX_HOME and /etc/codex stay read-only inside every writable root (docs/sandbox.md, "Protected paths").
+  for (const w of writableRoots) for (const c of configCarveOuts(w.root)) if (!w.readOnlySubpaths.includes(c)) w.readOnlySubpaths.push(c);
   for (const w of writableRoots) w.readOnlySubpaths.sort((a, b) => depth(a) - depth(b));
   return {
     sandboxed: true,
@@ -241,13 +251,15 @@ export function planPermissionProfile(
 
 /**
  * A legacy `SandboxPolicy` as a plan (docs/sandbox.md, "Writable roots", "Protected paths inside writable roots" and "Read access"): the writable roots and read-only subpaths of
- * {@link writableRoots}, the readable roots of {@link readableRoots} (without platform defaults, which are
+ * {@link writableRoots} (with `nested`, the `.git` of repositories below the roots' tops too: for bubblewrap), the
+ * readable roots of {@link readableRoots} (without platform defaults, which are
  * `includePlatformDefaults`), `strict` false.
  */
 export function planSandboxPolicy(
   policy: SandboxPolicy,
   cwd: string,
   env: Record<string, string | undefined> = process.env,
+  nested?: NestedGitOption,
 ): FilesystemPlan {
   const base = {
     readableRoots: [] as string[],
@@ -263,7 +275,7 @@ export function planSandboxPolicy(
       return { ...base, sandboxed: true, fullRead: true, fullWrite: true, network: policy.network_access };
     case "read-only":
     case "workspace-write": {
-      const roots = writableRoots(policy, cwd, env);
+      const roots = writableRoots(policy, cwd, env, nested);
       const access = policy.type === "read-only" ? policy.access : policy.read_only_access;
       const restricted = access.type === "restricted" ? access : undefined;
       const readable =
@@ -334,10 +346,55 @@ export function linuxReadableRoots(plan: FilesystemPlan, extra: string[] = []): 
 }
 
 /**
+ * The first protected config folder (policy.ts `protectedConfigDirs`: CODEX_HOME, `/etc/codex`) that lies inside a
+ * writable root of `plan` (canonical forms), with that root; undefined when none does or the plan writes
+ * everywhere (nothing to keep apart there). Every backend keeps such a folder read-only or refuses.
+ */
+export function configDirInWritableRoot(plan: FilesystemPlan): { root: string; dir: string } | undefined {
+  if (!plan.sandboxed || plan.fullWrite) return undefined;
+  for (const w of plan.writableRoots) {
+    const dir = configDirsUnder(canonical(w.root))[0];
+    if (dir !== undefined) return { root: w.root, dir };
+  }
+  return undefined;
+}
+
+/** The sentence that refuses a Landlock run whose writable `root` contains the protected config folder `dir`. */
+function configDirWhy(root: string, dir: string): string {
+  return (
+    `the writable folder ${root} contains ${dir}, where shellmcp and Codex read their rules and config from, and ` +
+    `Landlock cannot keep a folder inside a writable one read-only (a command could give the next session any ` +
+    `permission): use the bubblewrap backend (install bubblewrap, or --sandbox-backend bwrap), work in a folder that ` +
+    `does not contain ${dir}, or set CODEX_HOME to a folder outside every writable root`
+  );
+}
+
+/**
+ * {@link configDirInWritableRoot} for a legacy policy, cheaply (no search for nested repositories): the root of
+ * `policy` (with `cwd` and `env`'s `$TMPDIR`) that contains a protected config folder, that folder, and the
+ * sentence a Landlock refusal gives; undefined when none does.
+ */
+export function configDirExposure(
+  policy: SandboxPolicy,
+  cwd: string,
+  env: Record<string, string | undefined> = process.env,
+): { root: string; dir: string; why: string } | undefined {
+  for (const root of writableRootPaths(policy, cwd, env)) {
+    const dir = configDirsUnder(root)[0];
+    if (dir !== undefined) return { root, dir, why: configDirWhy(root, dir) };
+  }
+  return undefined;
+}
+
+/**
  * Why Landlock alone cannot enforce a strict plan (it can only grant, never take away below a grant), or
- * `undefined` when it can. Non-strict (legacy) plans always pass: their `.git`/`.codex` gap is documented.
+ * `undefined` when it can. Every plan whose writable roots contain a protected config folder is refused (CODEX_HOME,
+ * `/etc/codex`: {@link configDirInWritableRoot}); otherwise non-strict (legacy) plans pass: their `.git`/`.codex`
+ * gap is documented.
  */
 export function landlockCanEnforce(plan: FilesystemPlan): string | undefined {
+  const config = configDirInWritableRoot(plan);
+  if (config !== undefined) return configDirWhy(config.root, config.dir);
   if (!plan.strict) return undefined;
   const sub = plan.writableRoots.find((w) => w.readOnlySubpaths.length > 0);
   if (sub !== undefined)

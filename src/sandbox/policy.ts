@@ -6,9 +6,10 @@
  * of Codex's app-server API is accepted too. Unlike Codex, unknown fields are an error, not ignored: a typo in
  * `network_access` must not silently change what is enforced.
  */
-import { existsSync, lstatSync, realpathSync, statSync } from "node:fs";
-import { dirname, isAbsolute, join, normalize, resolve, sep } from "node:path";
+import { existsSync, lstatSync, readdirSync, realpathSync, statSync, type Dirent } from "node:fs";
+import { basename, dirname, isAbsolute, join, normalize, resolve, sep } from "node:path";
 import { ShellmcpError } from "../errors.ts";
+import { log } from "../log.ts";
 import { readUntrustedText } from "./untrusted-fs.ts";
 
 /** Read access: everything, or only some roots (+ optional platform defaults). */
@@ -221,32 +222,260 @@ export function isDir(p: string): boolean {
 }
 
 /**
- * The gitdir a `.git` *file* points at (`gitdir: <path>`, relative to the file's folder), if it exists.
+ * The gitdir a `.git` *file* points at (`gitdir: <path>`, relative to the file's folder), if it exists. The file
+ * may have been written by a sandboxed command: it is read through ./untrusted-fs.ts (never blocks on a FIFO,
+ * refuses a symlink, a non-regular or an oversized file), and anything but a small regular file gives undefined.
  */
 export function gitdirPointer(dotGit: string): string | undefined {
-  try {
-    if (!lstatSync(dotGit).isFile()) return undefined;
-    const r = readUntrustedText(dotGit, { maxBytes: 4096 }); // the sandbox may have put a FIFO there since
-    if (!r.ok) return undefined;
-    const text = r.text;
-    const i = text.indexOf(":");
-    if (i < 0 || text.slice(0, i).trim() !== "gitdir") return undefined;
-    const target = resolve(dirname(dotGit), text.slice(i + 1).trim());
-    return existsSync(target) ? target : undefined;
-  } catch {
-    return undefined;
-  }
+  const r = readUntrustedText(dotGit, { maxBytes: 4096 });
+  if (!r.ok) return undefined;
+  const text = r.text;
+  const i = text.indexOf(":");
+  if (i < 0 || text.slice(0, i).trim() !== "gitdir") return undefined;
+  const target = resolve(dirname(dotGit), text.slice(i + 1).trim());
+  return existsSync(target) ? target : undefined;
 }
 
 /** Names kept read-only at the top of every writable root. */
 export const PROTECTED_NAMES = [".git", ".agents", ".codex"] as const;
 
+/** The system folder Codex and shellmcp read rules and config from (`/etc/codex`). */
+export const SYSTEM_CONFIG_DIR = "/etc/codex";
+
+/** Config folders no sandbox may write (see {@link setProtectedConfigDirs}); canonical forms are taken when used. */
+let configDirs: readonly string[] = [SYSTEM_CONFIG_DIR];
+
+/**
+ * Declare the folders whose contents decide what later sessions may do — `CODEX_HOME` (rules, `config.toml`) and
+ * `/etc/codex` — for this process: every plan made afterwards keeps them read-only inside any writable root
+ * (docs/sandbox.md, "Protected paths inside writable roots"). `serve` calls it at start-up; the sandbox helper
+ * from its `--protected-config-dir` flags. Paths must be absolute; `/etc/codex` is always included. Default:
+ * `/etc/codex` only.
+ */
+export function setProtectedConfigDirs(dirs: readonly string[]): void {
+  configDirs = [...new Set([SYSTEM_CONFIG_DIR, ...dirs.filter((d) => isAbsolute(d)).map((d) => normalize(d))])];
+}
+
+/** The folders set by {@link setProtectedConfigDirs} (absolute, as given; `/etc/codex` first). */
+export function protectedConfigDirs(): readonly string[] {
+  return configDirs;
+}
+
+/**
+ * Canonical form of an absolute path that may not exist: the real path of its nearest existing ancestor with the
+ * missing components appended (a dangling last link is not followed).
+ */
+function canonicalMissing(p: string): string {
+  const abs = normalize(p);
+  try {
+    return realpathSync(abs);
+  } catch {
+    const parent = dirname(abs);
+    return parent === abs ? abs : join(canonicalMissing(parent), basename(abs));
+  }
+}
+
+/**
+ * The symlinks on the way to `p` as written (absolute): each component that is a link, by its own path (its
+ * parent's real path + its name), following each to go on. A sandbox that can write where such a link lies can
+ * re-point it, and with it the folder `p` names.
+ */
+export function symlinksOnTheWay(p: string): string[] {
+  const out: string[] = [];
+  let cur: string = sep;
+  for (const part of normalize(p).split(sep).filter(Boolean)) {
+    const next = join(cur, part);
+    try {
+      if (lstatSync(next).isSymbolicLink()) {
+        out.push(next);
+        cur = realpathSync(next);
+      } else cur = next;
+    } catch {
+      break; // missing (or a dangling link, listed above): nothing further to follow
+    }
+  }
+  return out;
+}
+
+/**
+ * The paths to keep read-only inside the writable `root` (canonical) so that no protected config folder
+ * ({@link protectedConfigDirs}) lying below it can be written: the folder itself when it exists, else its first
+ * missing component below `root` (so that it cannot be created either: the bubblewrap backend mounts an empty
+ * read-only folder there for the run). A folder that `root` itself lies in is not listed: see
+ * {@link rootInConfigDir}. Empty when no protected folder lies below `root`.
+ */
+export function configCarveOuts(root: string): string[] {
+  const out: string[] = [];
+  for (const d of configDirs) {
+    const c = canonicalMissing(d);
+    if (c === root || !isUnder(c, root)) continue;
+    let p = root;
+    for (const part of c.slice(root.length + (root.endsWith(sep) ? 0 : 1)).split(sep)) {
+      p = join(p, part);
+      try {
+        lstatSync(p);
+      } catch {
+        break; // the first missing component: blocking it blocks everything below
+      }
+    }
+    out.push(p);
+  }
+  // A link on the way to a protected folder (`~/.codex -> elsewhere`) that lies in the root: the sandbox could
+  // re-point it. Listed as it is (a link): bubblewrap then refuses the run ("crosses writable symlink"), since a
+  // mount cannot cover a link; Landlock refuses it too ({@link configDirsUnder}).
+  for (const d of configDirs) for (const link of symlinksOnTheWay(d)) if (link !== root && isUnder(link, root)) out.push(link);
+  return [...new Set(out)];
+}
+
+/**
+ * The protected config folders ({@link protectedConfigDirs}, as given) lying strictly below the writable `root`
+ * (canonical), or reached through a symlink that lies below it.
+ */
+export function configDirsUnder(root: string): string[] {
+  return configDirs.filter((d) => {
+    const c = canonicalMissing(d);
+    return (c !== root && isUnder(c, root)) || symlinksOnTheWay(d).some((l) => l !== root && isUnder(l, root));
+  });
+}
+
+/** The protected config folder (canonical) that `root` (canonical) is or lies in, if any: such a root is never writable. */
+export function rootInConfigDir(root: string): string | undefined {
+  for (const d of configDirs) {
+    const c = canonicalMissing(d);
+    if (isUnder(root, c)) return c;
+  }
+  return undefined;
+}
+
+/**
+ * How many folder levels below a writable root the search for nested repositories reads: a repository whose work
+ * tree is at most this deep (`/tmp/a/b/c`, its `.git` at level 4) is found. Deeper ones are found only on the way
+ * from the call's working folder up to the root ({@link nestedGitPaths}).
+ */
+export const NESTED_GIT_MAX_DEPTH = 3;
+
+/**
+ * Most folders one search for nested repositories reads (per writable root). Past it the search stops, and says so
+ * in the log: repositories it did not reach keep a writable `.git` (measured: 2000 folders of a /tmp-like tree are
+ * read in about 10 ms, see docs/sandbox.md).
+ */
+export const NESTED_GIT_MAX_DIRS = 2000;
+
+/**
+ * How long one search's result is reused, ms: a call plans its sandbox, the boundary's model of it and its room's
+ * base from the same roots within a few milliseconds, and must see the same repositories in all three (the model
+ * equal to what the kernel enforces); later calls search again.
+ */
+export const NESTED_GIT_REUSE_MS = 1000;
+
+const nestedGitMemo = new Map<string, { at: number; paths: string[] }>();
+
+/** Folders the search never enters: dependency trees (large, and their repositories are not the user's). */
+const NESTED_GIT_SKIP = new Set([".git", "node_modules"]);
+
+/**
+ * The git control paths of the `.git` entry `dotGit` (an `lstat`ed entry): the entry itself when it is a folder
+ * or a file, plus — for a file — the gitdir it points at when that is a git dir (holds `HEAD`) strictly inside
+ * one of `roots` that contains no writable root (a pointer a sandboxed command wrote must not turn a writable
+ * root read-only). A symlink gives nothing: a sandboxed command can make one anywhere, and refusing every later
+ * call over it would hand it the session (top-level `.git` links are still refused, see bwrap.ts).
+ */
+function gitEntryPaths(dotGit: string, kind: "dir" | "file" | "other", roots: readonly string[]): string[] {
+  if (kind === "dir") return [dotGit];
+  if (kind !== "file") return [];
+  const out = [dotGit];
+  const target = gitdirPointer(dotGit);
+  if (target !== undefined) {
+    const t = canonicalMissing(target);
+    const inside = roots.some((r) => t !== r && isUnder(t, r));
+    const holdsRoot = roots.some((r) => isUnder(r, t));
+    let head = false;
+    try {
+      head = lstatSync(join(t, "HEAD")).isFile();
+    } catch {
+      head = false;
+    }
+    if (inside && !holdsRoot && head) out.unshift(t);
+  }
+  return out;
+}
+
+function entryKind(p: string): "dir" | "file" | "other" | undefined {
+  try {
+    const st = lstatSync(p);
+    return st.isDirectory() ? "dir" : st.isFile() ? "file" : "other";
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The `.git` entries of repositories below the writable `root` (canonical), with the gitdirs `.git` files point
+ * at (see {@link gitEntryPaths}): every `.git` folder or file at most {@link NESTED_GIT_MAX_DEPTH} levels below
+ * `root` (breadth first, at most {@link NESTED_GIT_MAX_DIRS} folders read, symlinks never followed, `.git` and
+ * `node_modules` never entered), and every `.git` on the way from `workdir` (when it lies below `root`) up to
+ * `root`, whatever the depth. `root`'s own `.git` is not listed ({@link readOnlySubpaths} has it). `roots`: every
+ * writable root of the plan (canonical), for the pointer checks. Never throws: an unreadable folder is skipped.
+ * A result is reused for {@link NESTED_GIT_REUSE_MS} (same arguments).
+ */
+export function nestedGitPaths(root: string, roots: readonly string[], workdir?: string): string[] {
+  const key = JSON.stringify([root, roots, workdir ?? null]);
+  const now = performance.now();
+  const memo = nestedGitMemo.get(key);
+  if (memo !== undefined && now - memo.at < NESTED_GIT_REUSE_MS) return [...memo.paths];
+  for (const [k, v] of nestedGitMemo) if (now - v.at >= NESTED_GIT_REUSE_MS) nestedGitMemo.delete(k);
+  const paths = searchNestedGit(root, roots, workdir);
+  nestedGitMemo.set(key, { at: now, paths });
+  return [...paths];
+}
+
+function searchNestedGit(root: string, roots: readonly string[], workdir?: string): string[] {
+  const out: string[] = [];
+  const queue: { dir: string; depth: number }[] = [{ dir: root, depth: 0 }];
+  let read = 0;
+  for (let i = 0; i < queue.length; i++) {
+    const { dir, depth } = queue[i]!;
+    if (read >= NESTED_GIT_MAX_DIRS) {
+      log.warn("the search for nested repositories stopped: too many folders", { root, read, left: queue.length - i });
+      break;
+    }
+    read++;
+    let entries: Dirent[];
+    try {
+      entries = readdirSync(dir, { withFileTypes: true });
+    } catch {
+      continue;
+    }
+    for (const e of entries) {
+      const p = join(dir, e.name);
+      if (e.name === ".git") {
+        if (depth > 0) out.push(...gitEntryPaths(p, e.isDirectory() ? "dir" : e.isFile() ? "file" : "other", roots));
+      } else if (e.isDirectory() && depth < NESTED_GIT_MAX_DEPTH && !NESTED_GIT_SKIP.has(e.name)) {
+        queue.push({ dir: p, depth: depth + 1 });
+      }
+    }
+  }
+  if (workdir !== undefined) {
+    const w = canonicalMissing(workdir);
+    if (w !== root && isUnder(w, root)) {
+      for (let d = w; d !== root && isUnder(d, root); d = dirname(d)) {
+        const g = join(d, ".git");
+        const kind = entryKind(g);
+        if (kind !== undefined) out.push(...gitEntryPaths(g, kind, roots));
+      }
+    }
+  }
+  return [...new Set(out)];
+}
+
 /**
  * Read-only subpaths of `root` (docs/sandbox.md, "Protected paths inside writable roots"): `.git` if it exists as a directory or file (and the gitdir a
  * `.git` file points at, listed first); `.agents` if it is a directory; `.codex` if it is a directory, or always
- * when `root` is the policy cwd (so the agent cannot create `.codex/config.toml`).
+ * when `root` is the policy cwd (so the agent cannot create `.codex/config.toml`); the protected config folders
+ * below `root` ({@link configCarveOuts}). With `nested` (the plan's writable roots, canonical), also the `.git`
+ * of every repository below the top ({@link nestedGitPaths}, with `workdir`).
  */
-export function readOnlySubpaths(root: string, isCwd: boolean): string[] {
+export function readOnlySubpaths(root: string, isCwd: boolean, nested?: { roots: readonly string[]; workdir?: string }): string[] {
   const out: string[] = [];
   const git = join(root, ".git");
   if (existsSync(git)) {
@@ -257,33 +486,68 @@ export function readOnlySubpaths(root: string, isCwd: boolean): string[] {
   if (isDir(join(root, ".agents"))) out.push(join(root, ".agents"));
   const codex = join(root, ".codex");
   if (existsSync(codex) || isCwd) out.push(codex);
+  if (nested !== undefined) out.push(...nestedGitPaths(root, nested.roots, nested.workdir));
+  out.push(...configCarveOuts(root));
   return [...new Set(out)];
+}
+
+/**
+ * Whether a plan lists the `.git` of repositories below its writable roots' tops, and from which folder: for
+ * backends that enforce them (bubblewrap). `workdir`: the folder the command starts in, whose repository is
+ * protected at any depth. Seatbelt plans do not ask (their policy text must not depend on what the host holds,
+ * issue 20), nor Landlock ones (nothing below a writable root can be kept read-only there).
+ */
+export interface NestedGitOption {
+  workdir?: string;
 }
 
 /**
  * Writable roots of a policy (docs/sandbox.md, "Writable roots"): `writable_roots`, then `cwd`, then `/tmp` (unless
  * `exclude_slash_tmp`, and only if it is a directory), then `$TMPDIR` (unless `exclude_tmpdir_env_var`; must be
- * absolute). Roots that do not exist are skipped; duplicates (by canonical path) keep the first. Empty for
- * policies without workspace writes.
+ * absolute). Roots that do not exist are skipped; duplicates (by canonical path) keep the first; a root that lies
+ * in a protected config folder ({@link rootInConfigDir}) is dropped (logged). Each root's read-only subpaths are
+ * {@link readOnlySubpaths}, with nested repositories when `nested` is given. Empty for policies without
+ * workspace writes.
  */
-export function writableRoots(p: SandboxPolicy, cwd: string, env: Record<string, string | undefined> = process.env): WritableRoot[] {
+export function writableRoots(
+  p: SandboxPolicy,
+  cwd: string,
+  env: Record<string, string | undefined> = process.env,
+  nested?: NestedGitOption,
+): WritableRoot[] {
+  const roots = writableRootPaths(p, cwd, env);
+  const cwdCanon = canonical(cwd);
+  const workdir = nested?.workdir !== undefined && isAbsolute(nested.workdir) ? nested.workdir : undefined;
+  return roots.map((root) => ({
+    root,
+    readOnlySubpaths: readOnlySubpaths(root, root === cwdCanon, nested === undefined ? undefined : { roots, workdir }),
+  }));
+}
+
+/**
+ * The canonical writable root folders of {@link writableRoots}, without their read-only subpaths (cheap: no search
+ * for nested repositories). A root in a protected config folder is left out (logged).
+ */
+export function writableRootPaths(p: SandboxPolicy, cwd: string, env: Record<string, string | undefined> = process.env): string[] {
   if (p.type !== "workspace-write") return [];
   const candidates: string[] = [...p.writable_roots];
   if (isAbsolute(cwd)) candidates.push(cwd);
   if (!p.exclude_slash_tmp && isDir("/tmp")) candidates.push("/tmp");
   const tmpdir = env.TMPDIR;
   if (!p.exclude_tmpdir_env_var && tmpdir !== undefined && tmpdir !== "" && isAbsolute(tmpdir)) candidates.push(tmpdir);
-  const cwdCanon = canonical(cwd);
-  const seen = new Set<string>();
-  const out: WritableRoot[] = [];
+  const roots: string[] = [];
   for (const c of candidates) {
     if (!existsSync(c)) continue;
     const root = canonical(c);
-    if (seen.has(root)) continue;
-    seen.add(root);
-    out.push({ root, readOnlySubpaths: readOnlySubpaths(root, root === cwdCanon) });
+    if (roots.includes(root)) continue;
+    const inConfig = rootInConfigDir(root);
+    if (inConfig !== undefined) {
+      log.warn("a writable root lies in a protected config folder: it stays read-only", { root, config: inConfig });
+      continue;
+    }
+    roots.push(root);
   }
-  return out;
+  return roots;
 }
 
 /** Linux platform defaults for restricted reads: system folders a program needs to start. */

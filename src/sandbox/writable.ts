@@ -6,7 +6,9 @@
  * policy cwd, the shell's environment for `$TMPDIR`), so it describes the sandbox that shell runs in:
  * - full disk write (`danger-full-access`, `external-sandbox`, or no sandbox at all): everything;
  * - otherwise the writable roots (canonical), minus the read-only subpaths (`.git`, `.codex`, `.agents`, a `.git`
- *   file's gitdir) when the backend enforces them (bubblewrap does; Landlock cannot, so there they are writable);
+ *   file's gitdir, the `.git` of repositories below a root's top, CODEX_HOME and `/etc/codex`) when the backend
+ *   enforces them (bubblewrap does; Landlock cannot, so there they are writable — and a Landlock call whose roots
+ *   hold CODEX_HOME is refused, filesystem-plan.ts `landlockCanEnforce`);
  * - under Landlock, `/dev/shm` too (granted so Python multiprocessing works).
  * A path that does not exist yet is writable when the sandbox could create it: its nearest existing ancestor
  * decides. Paths are canonicalised (symlinks resolved) first, so a link cannot make a writable file look safe.
@@ -33,17 +35,21 @@ export const LANDLOCK_EXTRA_WRITABLE = ["/dev/shm"];
 
 /**
  * The writable view of a shell started under `policy` with `cwd` as the policy cwd and `env` as its environment.
- * `enforcement` says which backend runs it (`none` when the shell is not sandboxed at all).
+ * `enforcement` says which backend runs it (`none` when the shell is not sandboxed at all). `workdir`: the folder
+ * the shell starts in, as given to the sandbox's plan (its repository's `.git` is read-only at any depth under
+ * bubblewrap, policy.ts `nestedGitPaths`): the view must be planned from the same inputs as the sandbox.
  */
 export function writableView(
   policy: SandboxPolicy,
   cwd: string,
   enforcement: WriteEnforcement,
   env: Record<string, string | undefined>,
+  workdir?: string,
 ): WritableView {
   if (enforcement === "none" || policy.type === "danger-full-access" || hasFullDiskWrite(policy))
     return { full: true, roots: [], readOnly: [] };
-  const roots = writableRoots(policy, cwd, env);
+  // Nested repositories only where the backend enforces them (the same search the bubblewrap plan makes).
+  const roots = writableRoots(policy, cwd, env, enforcement === "bwrap" ? { workdir } : undefined);
   const extra = enforcement === "landlock" ? LANDLOCK_EXTRA_WRITABLE.filter((p) => existsSync(p)).map((p) => canonicalPath(p)) : [];
   return {
     full: false,

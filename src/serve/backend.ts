@@ -18,14 +18,36 @@ export class BackendChoice {
   /** Why calls run under Landlock rather than bubblewrap (the flag, or the failed preflight); undefined otherwise. */
   private landlockWhy: string | undefined;
 
-  /** `kind`: `auto`, `bwrap` or `landlock`; throws `USAGE` for anything else. */
-  constructor(private readonly kind: string = "auto") {
+  /**
+   * `kind`: `auto`, `bwrap` or `landlock`; throws `USAGE` for anything else. `configDirs`: folders no sandbox may
+   * write (the server's CODEX_HOME), passed to the helper with every backend choice (see {@link protectFlags}).
+   */
+  constructor(
+    private readonly kind: string = "auto",
+    private readonly configDirs: readonly string[] = [],
+  ) {
     if (kind !== "auto" && kind !== "bwrap" && kind !== "landlock")
       throw new ShellmcpError("USAGE", `--sandbox-backend must be auto, bwrap or landlock (got ${kind})`);
   }
 
-  /** The helper's backend flags for a call (`--backend bwrap|landlock`, `--no-proc`); probes on first use. */
+  /**
+   * `--protected-config-dir DIR` for each config folder this server protects: the helper re-binds them read-only
+   * under bubblewrap and refuses a Landlock run whose writable roots contain one. Every helper argv of a call
+   * carries them (the planning in this process knows them already, policy.ts `setProtectedConfigDirs`).
+   */
+  protectFlags(): string[] {
+    return this.configDirs.flatMap((d) => ["--protected-config-dir", d]);
+  }
+
+  /**
+   * The helper's backend flags for a call (`--backend bwrap|landlock`, `--no-proc`, then {@link protectFlags});
+   * probes on first use.
+   */
   flags(): string[] {
+    return [...this.backendFlags(), ...this.protectFlags()];
+  }
+
+  private backendFlags(): string[] {
     if (this.kind === "landlock") {
       this.landlockWhy = "--sandbox-backend landlock was given";
       return ["--backend", "landlock"];

@@ -11,7 +11,13 @@ import { interceptSetFor } from "../mcp/intercept-set.ts";
 import { planWritableView, sandboxStateFromMeta, type SandboxState } from "../mcp/sandbox-state.ts";
 import type { ToolContext, ToolResult } from "../mcp/server.ts";
 import { formatResult, parseShellArgs } from "../mcp/shell-tool.ts";
-import { landlockCanEnforce, planPermissionProfile, planSandboxPolicy, type FilesystemPlan } from "../sandbox/filesystem-plan.ts";
+import {
+  configDirExposure,
+  landlockCanEnforce,
+  planPermissionProfile,
+  planSandboxPolicy,
+  type FilesystemPlan,
+} from "../sandbox/filesystem-plan.ts";
 import { seatbeltWritableView } from "../sandbox/macos/seatbelt.ts";
 import { serializePermissionProfile } from "../sandbox/permission-profile.ts";
 import { ShellmcpError } from "../errors.ts";
@@ -105,7 +111,7 @@ function launcherFor(
   }
   if (snap.profile !== undefined) {
     // Codex's own helper takes profiles with a different argv (no --sandbox-policy): ours always runs them.
-    const flags = snap.useLegacyLandlock ? ["--backend", "landlock"] : setup.backend.flags();
+    const flags = snap.useLegacyLandlock ? ["--backend", "landlock", ...setup.backend.protectFlags()] : setup.backend.flags();
     let plan: FilesystemPlan;
     try {
       plan = planPermissionProfile(snap.profile, cwd);
@@ -125,9 +131,15 @@ function launcherFor(
       callPlan: plan,
     };
   }
-  if (rt.options.useCodexLinuxSandboxExe && snap.codexLinuxSandboxExe !== undefined)
-    return { launcher: { exe: snap.codexLinuxSandboxExe, flags: snap.useBwrap ? ["--use-bwrap-sandbox"] : [] } };
-  const flags = snap.useBwrap ? ["--backend", "bwrap"] : setup.backend.flags();
+  const codexHelper = rt.options.useCodexLinuxSandboxExe === true && snap.codexLinuxSandboxExe !== undefined;
+  const flags = codexHelper ? [] : snap.useBwrap ? ["--backend", "bwrap", ...setup.backend.protectFlags()] : setup.backend.flags();
+  // CODEX_HOME inside a writable root: only bubblewrap of ours can keep it read-only (issue 34, item 4).
+  const exposed = codexHelper || flags[1] === "landlock" ? configDirExposure(snap.policy, cwd, setup.env) : undefined;
+  if (exposed !== undefined)
+    return errorResult(
+      `shellmcp refused to run the command: ${codexHelper ? `Codex's own sandbox helper (--use-codex-linux-sandbox-exe) cannot keep ${exposed.dir} read-only inside the writable ${exposed.root}` : exposed.why}`,
+    );
+  if (codexHelper) return { launcher: { exe: snap.codexLinuxSandboxExe!, flags: snap.useBwrap ? ["--use-bwrap-sandbox"] : [] } };
   return { launcher: { exe: helperExe, flags, direct: setup.backend.direct(flags) } };
 }
 

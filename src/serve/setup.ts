@@ -4,16 +4,17 @@
  * policy, the output cap and the sandbox backend. Any error is a `ShellmcpError` whose message names the file,
  * key or flag.
  */
-import { existsSync } from "node:fs";
+import { existsSync, realpathSync } from "node:fs";
 import { homedir } from "node:os";
-import { dirname, join, resolve } from "node:path";
+import { basename, dirname, isAbsolute, join, resolve } from "node:path";
 import { applyEnvironmentPolicy, escalationConfig, loadConfig, shellEnvironmentPolicy, type EscalationConfig } from "../config/config.ts";
 import { ShellmcpError } from "../errors.ts";
 import { loadPolicy, resolveCodexHome } from "../execpolicy/discovery.ts";
 import { log } from "../log.ts";
 import type { EscalationSettings, OnPrompt } from "../mcp/escalation-policy.ts";
 import type { SandboxState } from "../mcp/sandbox-state.ts";
-import { parseSandboxPolicy, type SandboxPolicy } from "../sandbox/policy.ts";
+import { isUnder, parseSandboxPolicy, setProtectedConfigDirs, symlinksOnTheWay, type SandboxPolicy } from "../sandbox/policy.ts";
+import { LANDLOCK_EXTRA_WRITABLE } from "../sandbox/writable.ts";
 import { DEFAULT_MAX_OUTPUT_BYTES } from "../shell/output.ts";
 import { embeddedShell, installPortableShell } from "../shell/portable-shells.ts";
 import { BackendChoice } from "./backend.ts";
@@ -68,8 +69,22 @@ export interface ServeSetup {
 /** Read and check everything `serve` needs (see the top of this file). Throws `ShellmcpError`. */
 export function loadServeSetup(o: ServeOptions): ServeSetup {
   const codexHome = resolveCodexHome();
+  // CODEX_HOME decides what this and every later session may do: from here on no sandbox of this process (calls,
+  // rooms, the helper through --protected-config-dir) can write it, and it is not read at all when some sandbox
+  // could have written it already (issue 34, item 4).
+  setProtectedConfigDirs([codexHome]);
+  const backendKind = o.sandboxBackend ?? "auto";
+  const pinned = pinnedWorkspace(o);
+  const exposed = codexHomeExposure(codexHome, {
+    tmpdirs: [process.env.TMPDIR],
+    pinned: pinned.policy.type === "workspace-write" && backendKind === "landlock" ? pinnedRoots(pinned) : [],
+  });
+  if (exposed !== undefined) throw exposed;
   const cfg = loadConfig(codexHome, o.config);
   const env = applyEnvironmentPolicy(shellEnvironmentPolicy(cfg), process.env);
+  // The shells' TMPDIR (shell_environment_policy may set one) is a writable root of their sandboxes too.
+  const exposedByShellTmp = codexHomeExposure(codexHome, { tmpdirs: [env.TMPDIR], pinned: [] });
+  if (exposedByShellTmp !== undefined) throw exposedByShellTmp;
   const escalation = escalationConfig(cfg, homedir());
   if (o.escalation !== undefined) {
     if (o.escalation !== "room" && o.escalation !== "host")
@@ -111,10 +126,10 @@ export function loadServeSetup(o: ServeOptions): ServeSetup {
     settings,
     env,
     shellPath,
-    initialState: pinnedWorkspace(o),
+    initialState: pinned,
     maxOutputBytes,
     escalation,
-    backend: new BackendChoice(o.sandboxBackend ?? "auto"),
+    backend: new BackendChoice(backendKind, [codexHome]),
     network,
     networkApproved: new Set(),
   };
@@ -184,4 +199,71 @@ function initialPolicy(mode: string | undefined): SandboxPolicy {
     default:
       throw new ShellmcpError("USAGE", `--sandbox must be read-only, workspace-write or danger-full-access (got ${mode})`);
   }
+}
+
+/** The writable roots of the pinned workspace's policy (`--cd`/start folder and `--add-dir`), as given. */
+function pinnedRoots(state: SandboxState): string[] {
+  const p = state.policy;
+  return p.type === "workspace-write" ? [...p.writable_roots, ...(state.sandboxCwd !== undefined ? [state.sandboxCwd] : [])] : [];
+}
+
+/** Canonical form of `p`: its real path, or its nearest existing ancestor's with the rest appended. */
+function realOrNearest(p: string): string {
+  try {
+    return realpathSync(p);
+  } catch {
+    const parent = dirname(p);
+    return parent === p ? p : join(realOrNearest(parent), basename(p));
+  }
+}
+
+/**
+ * Why `serve` must not read rules or `config.toml` from `codexHome`, or undefined when it may: a `CONFIG` error
+ * (its message says where CODEX_HOME lies, why that is unsafe, and what to do) when CODEX_HOME — canonical — lies
+ * in a folder that a sandbox in use could have written before this server started: `/tmp`, a temporary folder of
+ * `tmpdirs` (this process's `$TMPDIR`, the shells' — writable roots of every workspace-write sandbox, of any
+ * session, and `/tmp` of any user), `/dev/shm` (writable under Landlock), or one of `pinned` (the pinned
+ * workspace's roots, given when its calls run under Landlock, which cannot keep CODEX_HOME read-only inside
+ * them). Under bubblewrap a CODEX_HOME inside the workspace is re-bound read-only in every call instead, and a
+ * Landlock call whose writable roots contain it is refused (filesystem-plan.ts `landlockCanEnforce`).
+ */
+export function codexHomeExposure(
+  codexHome: string,
+  where: { tmpdirs: readonly (string | undefined)[]; pinned: readonly string[] },
+): ShellmcpError | undefined {
+  const home = realOrNearest(resolve(codexHome));
+  // Where it lies, and every symlink on the way to it (a link in /tmp could be re-pointed by any session).
+  const places = [home, ...symlinksOnTheWay(resolve(codexHome))];
+  const shared: { root: string; what: string }[] = [
+    { root: "/tmp", what: "/tmp" },
+    ...where.tmpdirs
+      .filter((t): t is string => t !== undefined && t !== "" && isAbsolute(t))
+      .map((t) => ({ root: t, what: `the temporary folder $TMPDIR (${t})` })),
+    ...LANDLOCK_EXTRA_WRITABLE.map((r) => ({ root: r, what: r })),
+  ];
+  for (const s of shared) {
+    const inside = places.find((p) => existsSync(s.root) && isUnder(p, realOrNearest(s.root)));
+    if (inside === undefined) continue;
+    return new ShellmcpError(
+      "CONFIG",
+      `CODEX_HOME (${codexHome}) lies in ${s.what}${inside === home ? "" : ` (through the symlink ${inside})`}, which sandboxed commands can write (it is a writable root of ` +
+        `workspace-write sandboxes, of this session and of any other): shellmcp does not load rules or config.toml ` +
+        `from there, since a sandboxed command could have written them to give this session any permission ` +
+        `(e.g. escalation = "host"). Set CODEX_HOME to a folder outside /tmp, $TMPDIR and /dev/shm (the default is ` +
+        `~/.codex), or run serve with a HOME outside them`,
+      { codexHome, writableBy: s.root },
+    );
+  }
+  for (const root of where.pinned) {
+    if (!existsSync(root) || !places.some((p) => isUnder(p, realOrNearest(root)))) continue;
+    return new ShellmcpError(
+      "CONFIG",
+      `CODEX_HOME (${codexHome}) lies in the workspace ${root}, which this server's commands can write under the ` +
+        `Landlock backend (Landlock cannot keep a folder inside a writable one read-only): shellmcp does not load ` +
+        `rules or config.toml from there. Use the bubblewrap backend (it keeps CODEX_HOME read-only), start serve in ` +
+        `a folder that does not contain CODEX_HOME (--cd), or set CODEX_HOME outside the workspace`,
+      { codexHome, writableBy: root },
+    );
+  }
+  return undefined;
 }

@@ -16,7 +16,7 @@ import * as libc from "../../ffi/libc.ts";
 import type { EscalationBoundary } from "../escalate/boundary.ts";
 import type { EscalationServer, ListenOptions } from "../escalate/server.ts";
 import { INTERCEPT_ENV_VAR, PROTOCOL_ENV_VARS } from "../escalate/protocol.ts";
-import { hasFullDiskWrite, hasFullNetwork, serializeSandboxPolicy, type SandboxPolicy } from "../sandbox/policy.ts";
+import { hasFullDiskWrite, hasFullNetwork, protectedConfigDirs, serializeSandboxPolicy, type SandboxPolicy } from "../sandbox/policy.ts";
 import { writableView, type WritableView, type WriteEnforcement } from "../sandbox/writable.ts";
 import type { EscalationMode, RoomSpec } from "../sandbox/room.ts";
 import { planSandboxPolicy } from "../sandbox/filesystem-plan.ts";
@@ -77,7 +77,8 @@ export interface Launch {
  * `SANDBOX_UNAVAILABLE` (refusals).
  */
 export function planLaunch(
-  o: Pick<RunCommandOptions, "shellPath" | "login" | "command" | "policy" | "sandboxCwd" | "launcher" | "wrapperPath">,
+  o: Pick<RunCommandOptions, "shellPath" | "login" | "command" | "policy" | "sandboxCwd" | "launcher" | "wrapperPath"> &
+    Partial<Pick<RunCommandOptions, "workdir">>,
   proxy?: ProxySpec,
 ): Launch {
   if (o.launcher.seatbelt !== undefined) {
@@ -104,6 +105,7 @@ export function planLaunch(
       policy: o.policy,
       profile: d.profile,
       policyCwd: o.sandboxCwd,
+      workdir: o.workdir,
       command: shell,
       backend: "bwrap",
       noProc: d.noProc,
@@ -187,13 +189,14 @@ export const ESCALATED_GRACE_MS = 2000;
  * the call's sandbox) when the backend cannot build one.
  */
 export function roomFor(
-  o: Pick<RunCommandOptions, "escalation" | "callPlan" | "policy" | "sandboxCwd" | "env" | "launcher" | "networkProxy">,
+  o: Pick<RunCommandOptions, "escalation" | "callPlan" | "policy" | "sandboxCwd" | "env" | "launcher" | "networkProxy"> &
+    Partial<Pick<RunCommandOptions, "workdir">>,
   enforcement: WriteEnforcement,
 ): RoomSpec {
   const extraWritable = o.escalation?.extraWritable ?? {};
   let call: FilesystemPlan;
   try {
-    call = o.callPlan ?? planSandboxPolicy(o.policy, o.sandboxCwd, o.env);
+    call = o.callPlan ?? planSandboxPolicy(o.policy, o.sandboxCwd, o.env, enforcement === "bwrap" ? { workdir: o.workdir } : undefined);
   } catch (e) {
     return { backend: { kind: "unavailable", reason: (e as Error).message }, call: UNSANDBOXED, extraWritable };
   }
@@ -209,7 +212,9 @@ export function roomFor(
       extraWritable,
     };
   }
-  return { backend: { kind: "landlock", helper: helperCommand(o.launcher.exe) }, call, extraWritable };
+  // The room's helper refuses a Landlock room whose writable roots contain CODEX_HOME (it cannot carve it out).
+  const protect = protectedConfigDirs().flatMap((d) => ["--protected-config-dir", d]);
+  return { backend: { kind: "landlock", helper: [...helperCommand(o.launcher.exe), ...protect] }, call, extraWritable };
 }
 
 /** Placeholder plan when the call's own plan cannot be computed (the room is then unavailable anyway). */
@@ -414,7 +419,7 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
   const enforcement = launcherEnforcement(sandboxed, o.launcher);
   const boundary: EscalationBoundary = {
     baseEnv: o.env,
-    writable: (o.writable ?? ((e) => writableView(o.policy, o.sandboxCwd, e, o.env)))(enforcement),
+    writable: (o.writable ?? ((e) => writableView(o.policy, o.sandboxCwd, e, o.env, o.workdir)))(enforcement),
     room: roomProxy === undefined ? roomFor(o, enforcement) : { ...roomFor(o, enforcement), proxy: roomProxy },
   };
   let cgroup: CallCgroup | undefined;

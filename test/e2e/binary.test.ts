@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { BUN, ROOT, binaryAs, ensureBinary, run, tempDir } from "../helpers/binary.ts";
+import { BUN, ROOT, binaryAs, ensureBinary, homeDir, run, tempDir } from "../helpers/binary.ts";
 
 const pkg = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as { version: string };
 
@@ -85,7 +85,7 @@ describe("no autoload from an untrusted cwd", () => {
     }
     const p = Bun.spawn([ensureBinary(), "serve", "--sandbox", "danger-full-access"], {
       cwd: dir,
-      env: { PATH: "/usr/bin:/bin", CODEX_HOME: dir },
+      env: { PATH: "/usr/bin:/bin", CODEX_HOME: homeDir() }, // not the hostile cwd: it lies under $TMPDIR, which serve refuses
       stdin: "pipe",
       stdout: "pipe",
       stderr: "pipe",

@@ -204,11 +204,13 @@ describe("checkEscalation", () => {
         ).toBe(0);
       g(sub, "init", "-q");
       g(sub, "commit", "-q", "--allow-empty", "-m", "s");
-      g(proj, "submodule", "add", "-q", sub, "mods/sub");
+      // Deeper than the search for nested repositories (policy.ts NESTED_GIT_MAX_DEPTH): under bubblewrap a
+      // shallower submodule's .git is read-only (issue 34, item 5), so the sandbox could not write it.
+      g(proj, "submodule", "add", "-q", sub, "mods/a/b/sub");
       const b = boundary(proj);
       const r = checkEscalation(b, { file: git, argv: ["git", "status"], workdir: proj }, b.baseEnv);
       expect(r.ok).toBe(false);
-      expect(!r.ok && r.reason).toContain(`submodule repository ${join(proj, "mods", "sub", ".git")}`);
+      expect(!r.ok && r.reason).toContain(`submodule repository ${join(proj, "mods", "a", "b", "sub", ".git")}`);
       // Without .gitmodules the gitlink in the index still counts.
       rmSync(join(proj, ".gitmodules"));
       expect(checkEscalation(b, { file: git, argv: ["git", "status"], workdir: proj }, b.baseEnv).ok).toBe(false);

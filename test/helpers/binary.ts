@@ -6,6 +6,7 @@ import { expect } from "bun:test";
 import { existsSync, mkdtempSync, readFileSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+import { CONF_BASE } from "./test-dirs.ts";
 
 /** Repository root. */
 export const ROOT = resolve(import.meta.dir, "..", "..");
@@ -26,6 +27,14 @@ export function ensureBinary(): string {
 /** A fresh temporary directory. */
 export function tempDir(prefix = "shellmcp-test-"): string {
   return mkdtempSync(join(tmpdir(), prefix));
+}
+
+/**
+ * A fresh folder for a server's CODEX_HOME (or HOME), outside every default writable root (test-dirs.ts
+ * CONF_BASE): `serve` refuses a CODEX_HOME under /tmp or $TMPDIR, which sandboxed commands can write (issue 34).
+ */
+export function homeDir(prefix = "shellmcp-home-"): string {
+  return mkdtempSync(join(CONF_BASE, prefix));
 }
 
 /** Symlink the binary as `name` in a temp dir; returns the link path. */

@@ -17,7 +17,7 @@ import {
   SUPPORTED_PROTOCOL_VERSIONS,
 } from "../../src/mcp/early-initialize.ts";
 import { VERSION } from "../../src/version.ts";
-import { ensureBinary, tempDir } from "../helpers/binary.ts";
+import { ensureBinary, homeDir } from "../helpers/binary.ts";
 
 const procs: { kill(): void }[] = [];
 afterAll(() => {
@@ -75,7 +75,7 @@ describe("earlyInitializeResponse", () => {
 
 /** Start the binary, write `input` in one piece, collect answer lines until `count` arrived (or 5 s). */
 async function exchange(input: string, count: number): Promise<Record<string, unknown>[]> {
-  const home = tempDir("shellmcp-early-");
+  const home = homeDir("shellmcp-early-");
   const p = Bun.spawn([ensureBinary(), "serve", "--sandbox", "danger-full-access"], {
     env: { PATH: "/usr/bin:/bin", HOME: home, CODEX_HOME: home },
     stdin: "pipe",
@@ -139,7 +139,7 @@ describe("serve", () => {
   });
 
   test("the SDK still sees the client's capabilities: elicitation is used after an early initialize", async () => {
-    const home = tempDir("shellmcp-early-");
+    const home = homeDir("shellmcp-early-");
     const { mkdirSync, writeFileSync } = await import("node:fs");
     mkdirSync(`${home}/rules`);
     writeFileSync(`${home}/rules/r.rules`, 'prefix_rule(pattern = ["ls"], decision = "prompt")\n');

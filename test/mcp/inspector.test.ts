@@ -5,7 +5,7 @@
 import { describe, expect, test } from "bun:test";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
-import { ensureBinary, ROOT, tempDir } from "../helpers/binary.ts";
+import { ensureBinary, homeDir, ROOT, tempDir } from "../helpers/binary.ts";
 import { shellsMissing } from "../helpers/shells.ts";
 import { skipWithout } from "../helpers/prereq.ts";
 
@@ -13,7 +13,7 @@ const inspector = join(ROOT, "node_modules", ".bin", "mcp-inspector");
 const skip = skipWithout("inspector test", !existsSync(inspector) ? "MCP Inspector not installed (npm ci)" : shellsMissing());
 
 function inspect(args: string[]): { code: number; json: Record<string, unknown> } {
-  const home = tempDir("shellmcp-insp-");
+  const home = homeDir("shellmcp-insp-");
   const r = Bun.spawnSync([inspector, "--cli", "-e", `CODEX_HOME=${home}`, ensureBinary(), "serve", ...args], {
     stdout: "pipe",
     stderr: "pipe",

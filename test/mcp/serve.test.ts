@@ -5,7 +5,7 @@ import { CONF_BASE } from "../helpers/cleanup.ts";
 import { afterAll, describe, expect, test } from "bun:test";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { tempDir } from "../helpers/binary.ts";
+import { homeDir } from "../helpers/binary.ts";
 import { startServe, type Session } from "../helpers/mcp.ts";
 import { shellsMissing } from "../helpers/shells.ts";
 import { skipWithout } from "../helpers/prereq.ts";
@@ -333,7 +333,7 @@ describe.skipIf(skip)("shellmcp serve (SDK client, compiled binary)", () => {
       ],
       ["config", (home: string) => writeFileSync(join(home, "config.toml"), '[shellmcp]\nescalation = "everywhere"\n')],
     ] as const) {
-      const home = tempDir();
+      const home = homeDir();
       require("node:fs").mkdirSync(join(home, "rules"));
       setup(home);
       const s = await serve({ codexHome: home });
@@ -362,7 +362,7 @@ describe.skipIf(skip)("shellmcp serve (SDK client, compiled binary)", () => {
 describe.skipIf(skip)("robustness (raw stdio)", () => {
   test("malformed lines get JSON-RPC errors and the server keeps serving; EOF ends it with no process left", async () => {
     const { ensureBinary } = await import("../helpers/binary.ts");
-    const home = tempDir();
+    const home = homeDir();
     const ws = workspace();
     const p = Bun.spawn([ensureBinary(), "serve", "--sandbox", "danger-full-access"], {
       env: { PATH: "/usr/bin:/bin", CODEX_HOME: home },

@@ -46,6 +46,18 @@ const DEVIATIONS: Record<string, Partial<Record<"landlock" | "bwrap", { expect: 
       why: "the Landlock backend grants /dev/shm so Python multiprocessing works (Codex 0.99 denied it)",
     },
   },
+  // issue 34, item 5: under bubblewrap the `.git` of every repository below a writable root's top is read-only too.
+  ww_nested_dot_git_not_protected: {
+    bwrap: {
+      expect: {
+        exit: "nonzero",
+        stdout_contains: undefined,
+        stderr_contains_any: ["Read-only file system"],
+        host_check: "! test -s sub/.git/config",
+      },
+      why: "nested repositories keep a read-only .git under bubblewrap (Codex protects only top-level names)",
+    },
+  },
   // issue 11: libc's send() is sendto(…, NULL, 0); the filter allows sendto without an address (Codex denies all).
   net_socketpair_ok_send_denied_write_ok: {
     landlock: {

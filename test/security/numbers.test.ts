@@ -5,7 +5,7 @@
  */
 import { afterAll, describe, expect, test } from "bun:test";
 import type { FileSink, Subprocess } from "bun";
-import { ensureBinary, tempDir } from "../helpers/binary.ts";
+import { ensureBinary, homeDir } from "../helpers/binary.ts";
 import { closeAll, confDir, cpuSeconds, serveWithPid } from "../helpers/attack.ts";
 
 afterAll(closeAll);
@@ -48,7 +48,7 @@ describe("item 9: timeout_ms at and above 2^31", () => {
 /** Raw stdio serve: send lines, read replies by id. */
 async function rawServe() {
   const p = Bun.spawn([ensureBinary(), "serve", "--sandbox", "danger-full-access"], {
-    env: { PATH: "/usr/bin:/bin", CODEX_HOME: tempDir("shellmcp-home-"), HOME: "/root" },
+    env: { PATH: "/usr/bin:/bin", CODEX_HOME: homeDir("shellmcp-home-"), HOME: "/root" },
     stdin: "pipe",
     stdout: "pipe",
     stderr: "pipe",

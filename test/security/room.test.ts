@@ -204,7 +204,9 @@ print("CHILD-DONE", flush=True)
       );
       expect(r.output).toContain("end");
       expect(exists(marker)).toBe(false);
-      expect(s.stderr()).toContain("submodule repository");
+      // Under bubblewrap the submodule's `.git` (2 levels below the workspace) is read-only since issue 34 item 5, so
+      // the kernel refuses the move; where the move succeeds (Landlock), the boundary refuses the escalation.
+      if (!r.output.includes("cannot move 'mods/sub/.git'")) expect(s.stderr()).toContain("submodule repository");
     }, 60_000);
   });
 

@@ -25,7 +25,7 @@ import { IS_COMPILED, selfCommand, selfExecCommand } from "../../self.ts";
 import { forgetProbe, probedFullStrength, probeKey, rememberFullStrength } from "./bwrap-probe-cache.ts";
 import { serializePermissionProfile } from "../permission-profile.ts";
 import { linuxReadableRoots, type FilesystemPlan } from "../filesystem-plan.ts";
-import { serializeSandboxPolicy } from "../policy.ts";
+import { configCarveOuts, rootInConfigDir, serializeSandboxPolicy } from "../policy.ts";
 import { planOf, resolveCommand, seccompModeForPlan, type SandboxRun } from "./in-process.ts";
 import { buildFilter } from "./seccomp.ts";
 
@@ -289,8 +289,9 @@ export function selfHelperArgv(
 
 /**
  * The mount part of a bwrap argv for `plan` (docs/sandbox.md, "Bubblewrap backend"): `/` read-only (or writable),
- * a fresh `/dev`, every writable root, then every read-only re-bind, then the denied paths, then Codex's daemon
- * folder hidden. Host-side mount points it creates are appended to `created`, temporary folders to `tempDirs`
+ * a fresh `/dev`, every writable root (except one inside a protected config folder), then every read-only re-bind
+ * (the plan's, and the protected config folders inside any writable root: policy.ts `configCarveOuts`), then the
+ * denied paths, then Codex's daemon folder hidden. Host-side mount points it creates are appended to `created`, temporary folders to `tempDirs`
  * (give both back with {@link releaseBwrapPlan}). Throws `SANDBOX_UNAVAILABLE` when a protected or denied path is a
  * symlink. Shared by the call's sandbox ({@link planBwrap}) and the escalation room (./room.ts).
  */
@@ -302,9 +303,12 @@ export function bwrapMounts(plan: FilesystemPlan, created: string[], tempDirs: s
   // shallowest first (a nested writable root stays writable); then every read-only re-bind, shallowest first,
   // so that no writable bind — `/tmp` and `$TMPDIR` included, whatever their order in the policy — can cover
   // a protected path (a project under /tmp keeps its `.git` read-only).
-  const roots = plan.writableRoots;
+  // CODEX_HOME and /etc/codex are never writable, whatever plan this is (a call's, or a room's with the roots it
+  // adds): a root inside one is not bound writable, and one inside a root is re-bound read-only (or, missing, kept
+  // from being created).
+  const roots = plan.writableRoots.filter((w) => rootInConfigDir(w.root) === undefined);
   for (const w of [...roots].sort(byDepth((r) => r.root))) argv.push("--bind", w.root, w.root);
-  const subpaths = [...new Set(roots.flatMap((w) => w.readOnlySubpaths))].sort(byDepth((p) => p));
+  const subpaths = [...new Set(roots.flatMap((w) => [...w.readOnlySubpaths, ...configCarveOuts(w.root)]))].sort(byDepth((p) => p));
   for (const sub of subpaths) {
     let isLink = false;
     try {

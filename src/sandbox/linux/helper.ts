@@ -4,7 +4,12 @@
  *
  *   codex-linux-sandbox --sandbox-policy-cwd DIR (--sandbox-policy JSON | --permission-profile JSON)
  *                       [--command-cwd DIR] [--use-bwrap-sandbox] [--backend auto|bwrap|landlock] [--no-proc]
- *                       [--inherit-pid-namespace] [--join-cgroup PATH] [--network-proxy-ports P[,Q] [--network-proxy-fd N]] -- CMD [ARG…]
+ *                       [--inherit-pid-namespace] [--join-cgroup PATH] [--network-proxy-ports P[,Q] [--network-proxy-fd N]]
+ *                       [--protected-config-dir DIR]… -- CMD [ARG…]
+ *
+ * `--protected-config-dir DIR` (ours, repeatable; `serve` passes its CODEX_HOME): a folder no writable root may
+ * expose — re-bound read-only under bubblewrap, the run refused under Landlock (policy.ts
+ * `setProtectedConfigDirs`; `/etc/codex` always).
  *
  * `--permission-profile` (Codex 0.169's helper flag: a `PermissionProfile`, see permission-profile.ts) wins over
  * `--sandbox-policy`; `--command-cwd` is accepted for Codex 0.169 compatibility (the command runs in the
@@ -22,14 +27,14 @@ import { ShellmcpError } from "../../errors.ts";
 import { writeStderr } from "../../stderr.ts";
 import { parsePermissionProfile, pathFromUri, type PermissionProfile } from "../permission-profile.ts";
 import { planPermissionProfile, summarySandboxPolicy } from "../filesystem-plan.ts";
-import { parseSandboxPolicy, type SandboxPolicy } from "../policy.ts";
+import { parseSandboxPolicy, setProtectedConfigDirs, type SandboxPolicy } from "../policy.ts";
 import { innerStage, runSandboxed, SANDBOX_FAILURE_EXIT, type Backend } from "./run.ts";
 
 /** Usage-error exit status. */
 export const HELPER_USAGE_EXIT = 2;
 
 const USAGE =
-  "usage: codex-linux-sandbox --sandbox-policy-cwd DIR (--sandbox-policy JSON | --permission-profile JSON) [--command-cwd DIR] [--use-bwrap-sandbox] [--backend auto|bwrap|landlock] [--no-proc] [--inherit-pid-namespace] [--network-proxy-ports P[,Q] [--network-proxy-fd N]] -- CMD [ARG...]";
+  "usage: codex-linux-sandbox --sandbox-policy-cwd DIR (--sandbox-policy JSON | --permission-profile JSON) [--command-cwd DIR] [--use-bwrap-sandbox] [--backend auto|bwrap|landlock] [--no-proc] [--inherit-pid-namespace] [--network-proxy-ports P[,Q] [--network-proxy-fd N]] [--protected-config-dir DIR]... -- CMD [ARG...]";
 
 interface HelperArgs {
   policyCwd?: string;
@@ -46,10 +51,12 @@ interface HelperArgs {
   proxyFd?: number;
   /** `--network-proxy-ports P[,Q]`: proxy mode; the ports TCP may reach (see SandboxRun.networkProxy). */
   proxyPorts?: number[];
+  /** `--protected-config-dir DIR` (repeatable): config folders no sandbox may write. */
+  configDirs: string[];
 }
 
 function parse(args: string[]): HelperArgs {
-  const o: HelperArgs = { backend: "landlock", noProc: false, inheritPidNamespace: false, inner: false, command: [] };
+  const o: HelperArgs = { backend: "landlock", noProc: false, inheritPidNamespace: false, inner: false, command: [], configDirs: [] };
   for (let i = 0; i < args.length; i++) {
     const a = args[i]!;
     const value = () => {
@@ -108,6 +115,12 @@ function parse(args: string[]): HelperArgs {
         o.proxyPorts = ps.map(Number);
         break;
       }
+      case "--protected-config-dir": {
+        const d = v();
+        if (!d.startsWith("/")) throw new ShellmcpError("USAGE", `--protected-config-dir must be an absolute path (got ${d})`);
+        o.configDirs.push(d);
+        break;
+      }
       case "--apply-seccomp-then-exec":
         o.inner = true;
         break;
@@ -116,6 +129,15 @@ function parse(args: string[]): HelperArgs {
     }
   }
   return o;
+}
+
+/** This process's working folder (the command's), or undefined when it has been removed. */
+function currentFolder(): string | undefined {
+  try {
+    return process.cwd();
+  } catch {
+    return undefined;
+  }
 }
 
 /** Run the helper role; returns an exit status unless it execs. */
@@ -161,6 +183,7 @@ export async function linuxSandboxMain(args: string[]): Promise<number> {
     }
   }
   keepEscalationSocketAcrossExec();
+  setProtectedConfigDirs(o.configDirs);
   try {
     // Bun marks inherited fds close-on-exec: the bridge fd must reach bubblewrap's inner stage.
     if (o.proxyFd !== undefined && !o.inner) setCloexec(o.proxyFd, false);
@@ -175,6 +198,7 @@ export async function linuxSandboxMain(args: string[]): Promise<number> {
       policy,
       profile,
       policyCwd: o.policyCwd,
+      workdir: currentFolder(),
       command: o.command,
       backend: o.backend,
       noProc: o.noProc,

@@ -37,6 +37,11 @@ export interface SandboxRun {
   profile?: PermissionProfile;
   /** Folder the policy's roots are computed from (`--sandbox-policy-cwd`). */
   policyCwd: string;
+  /**
+   * Folder the command starts in (the helper: its own working folder): under a legacy policy the `.git` of the
+   * repository it lies in stays read-only at any depth below a writable root (policy.ts `nestedGitPaths`).
+   */
+  workdir?: string;
   command: string[];
   backend: Backend;
   /** Skip `--proc /proc` in bwrap. */
@@ -125,8 +130,12 @@ function selfDirs(): string[] {
 }
 
 /** What `run` enforces: its permission profile's plan when it has one, else its policy's. */
-export function planOf(run: Pick<SandboxRun, "policy" | "profile" | "policyCwd">): FilesystemPlan {
-  return run.profile !== undefined ? planPermissionProfile(run.profile, run.policyCwd) : planSandboxPolicy(run.policy, run.policyCwd);
+export function planOf(
+  run: Pick<SandboxRun, "policy" | "profile" | "policyCwd" | "workdir"> & Partial<Pick<SandboxRun, "backend">>,
+): FilesystemPlan {
+  return run.profile !== undefined
+    ? planPermissionProfile(run.profile, run.policyCwd)
+    : planSandboxPolicy(run.policy, run.policyCwd, process.env, run.backend === "landlock" ? undefined : { workdir: run.workdir });
 }
 
 /** The seccomp mode a plan needs: like {@link seccompModeFor}; `proxy` in network proxy mode. */

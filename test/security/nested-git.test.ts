@@ -1,0 +1,130 @@
+/**
+ * Issue 34, item 5 (a regression of the pinned workspace): with a client that sends no sandbox state the workspace
+ * is pinned, so a project under /tmp is no longer a writable root of its own, and only top-level `.git`s were kept
+ * read-only: its `.git/config` and `.git/hooks/pre-commit` were writable from the sandbox (the user's next
+ * `git commit` runs the hook). Under bubblewrap the kernel now stops the write at any depth that matters: the
+ * `.git` of every repository up to policy.ts `NESTED_GIT_MAX_DEPTH` levels below a writable root, and of the
+ * repository the call's working folder lies in, at any depth. Judged on the host; the work trees stay writable.
+ * The model the escalation boundary judges by (`writableView`) says the same as the kernel.
+ */
+import { afterAll, describe, expect, test } from "bun:test";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { closeAll, confDir, requirePrograms, serveWithPid } from "../helpers/attack.ts";
+import { ROOT } from "../helpers/binary.ts";
+import { skipWithout } from "../helpers/prereq.ts";
+import { shellsMissing } from "../helpers/shells.ts";
+import { parseSandboxPolicy } from "../../src/sandbox/policy.ts";
+import { canWrite, writableView } from "../../src/sandbox/writable.ts";
+
+const base = mkdtempSync(join("/tmp", "shellmcp-nested-"));
+afterAll(async () => {
+  await closeAll();
+  rmSync(base, { recursive: true, force: true });
+});
+
+const GIT_ENV = { ...process.env, GIT_CONFIG_GLOBAL: "/dev/null", GIT_CONFIG_NOSYSTEM: "1" };
+
+function git(cwd: string, ...args: string[]): void {
+  const r = Bun.spawnSync(["git", ...args], { cwd, env: GIT_ENV, stderr: "pipe" });
+  if (r.exitCode !== 0) throw new Error(`git ${args.join(" ")}: ${r.stderr.toString()}`);
+}
+
+/** A repository at `dir` (made with its parents) with one commit; returns its `.git/config` text. */
+function repo(dir: string): string {
+  mkdirSync(dir, { recursive: true });
+  git(dir, "init", "-q");
+  writeFileSync(join(dir, "f"), "f\n");
+  git(dir, "add", "f");
+  git(dir, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "one");
+  return readFileSync(join(dir, ".git", "config"), "utf8");
+}
+
+/** What the attack writes into the repository at `dir` (from any working folder). */
+const attack = (dir: string) =>
+  `touch ${dir}/work && echo TREE-WRITABLE; printf '[core]\\n\\tfsmonitor = evil\\n' >> ${dir}/.git/config 2>&1; ` +
+  `mkdir -p ${dir}/.git/hooks 2>&1; printf '#!/bin/sh\\ntouch /tmp/pwned\\n' > ${dir}/.git/hooks/pre-commit 2>&1; echo ATTACK-DONE`;
+
+/** The repository at `dir` as the test made it: config unchanged, no pre-commit hook. */
+function held(dir: string, config: string): void {
+  expect(readFileSync(join(dir, ".git", "config"), "utf8")).toBe(config);
+  expect(existsSync(join(dir, ".git", "hooks", "pre-commit"))).toBe(false);
+}
+
+describe.skipIf(skipWithout("nested repositories suite", shellsMissing()))(
+  "issue 34 item 5: nested repositories keep a read-only .git",
+  () => {
+    requirePrograms("bwrap", "git");
+
+    test("bwrap, pinned workspace: repositories 2 and 3 levels below /tmp, and one 6 levels down holding the workdir", async () => {
+      const shallow = join(base, "two"); // /tmp/<base>/two: 2 levels below /tmp
+      const deeper = join(base, "a", "three"); // 3 levels
+      const deep = join(base, "b", "c", "d", "e", "six"); // 6 levels: found from the working folder only
+      const configs = new Map([shallow, deeper, deep].map((d) => [d, repo(d)]));
+      mkdirSync(join(deep, "sub"));
+      const ws = confDir("ng-ws");
+      const s = await serveWithPid({ cwd: ws, args: ["--sandbox", "workspace-write", "--sandbox-backend", "bwrap"] });
+      const call = async (command: string, workdir: string) =>
+        (await s.shell({ command, workdir, login: false, timeout_ms: 30_000 })).out.output;
+      for (const dir of [shallow, deeper]) {
+        const out = await call(attack(dir), ws);
+        expect(out).toContain("TREE-WRITABLE"); // the work tree stays writable
+        expect(out).toContain("ATTACK-DONE");
+        held(dir, configs.get(dir)!);
+      }
+      const out = await call(attack(deep), join(deep, "sub"));
+      expect(out).toContain("TREE-WRITABLE");
+      held(deep, configs.get(deep)!);
+    }, 60_000);
+
+    test("normal use: git status/add/commit in a repository below /tmp escalate into the room and commit (agent.rules)", async () => {
+      const dir = join(base, "use", "proj");
+      repo(dir);
+      git(dir, "config", "user.name", "t");
+      git(dir, "config", "user.email", "t@example.com");
+      const rules = readFileSync(join(ROOT, "examples", "rules", "agent.rules"), "utf8");
+      const ws = confDir("ng-use");
+      const s = await serveWithPid({ rules, cwd: ws, args: ["--sandbox", "workspace-write", "--sandbox-backend", "bwrap"] });
+      const r = await s.shell({
+        command: "echo two > f && git status --short && git add f && git commit -qm two && echo committed",
+        workdir: dir,
+        login: false,
+      });
+      expect(r.out.output).toContain("committed");
+      expect(s.stderr()).toMatch(/escalated \{"file":"[^"]*git","argv":\["git","commit"/);
+      const log = Bun.spawnSync(["git", "log", "--format=%s", "-1"], { cwd: dir, env: GIT_ENV }).stdout.toString().trim();
+      expect(log).toBe("two");
+    }, 60_000);
+
+    test("bwrap: a linked worktree's .git file below /tmp cannot be re-pointed", async () => {
+      const main = confDir("ng-main");
+      repo(main);
+      const linked = join(base, "wt", "linked");
+      mkdirSync(join(base, "wt"), { recursive: true });
+      git(main, "worktree", "add", "-q", linked);
+      const pointer = readFileSync(join(linked, ".git"), "utf8");
+      const ws = confDir("ng-ws2");
+      const s = await serveWithPid({ cwd: ws, args: ["--sandbox", "workspace-write", "--sandbox-backend", "bwrap"] });
+      const r = await s.shell({ command: `echo 'gitdir: /tmp' > ${linked}/.git 2>&1; echo DONE`, workdir: ws, login: false });
+      expect(r.out.output).toContain("DONE");
+      expect(readFileSync(join(linked, ".git"), "utf8")).toBe(pointer);
+    }, 60_000);
+
+    test("the boundary's model says what the kernel enforces: nested .git read-only under bwrap, writable under Landlock", () => {
+      const dir = join(base, "model", "repo");
+      repo(dir);
+      const deep = join(base, "m1", "m2", "m3", "m4", "repo");
+      repo(deep);
+      const ws = confDir("ng-model");
+      const p = parseSandboxPolicy({ type: "workspace-write", exclude_tmpdir_env_var: true });
+      const bwrap = writableView(p, ws, "bwrap", {}, ws);
+      expect(canWrite(bwrap, join(dir, "file"))).toBe(true);
+      expect(canWrite(bwrap, join(dir, ".git", "config"))).toBe(false);
+      expect(canWrite(bwrap, join(dir, ".git", "hooks", "pre-commit"))).toBe(false);
+      // Beyond the search depth, the repository is protected only when the call starts inside it.
+      expect(canWrite(bwrap, join(deep, ".git", "config"))).toBe(true);
+      expect(canWrite(writableView(p, ws, "bwrap", {}, deep), join(deep, ".git", "config"))).toBe(false);
+      expect(canWrite(writableView(p, ws, "landlock", {}, ws), join(dir, ".git", "config"))).toBe(true);
+    });
+  },
+);
