@@ -307,8 +307,12 @@ export function bwrapMounts(plan: FilesystemPlan, created: string[], tempDirs: s
   // adds): a root inside one is not bound writable, and one inside a root is re-bound read-only (or, missing, kept
   // from being created).
   const roots = plan.writableRoots.filter((w) => rootInConfigDir(w.root) === undefined);
-  for (const w of [...roots].sort(byDepth((r) => r.root))) argv.push("--bind", w.root, w.root);
+  const sortedRoots = [...roots].sort(byDepth((r) => r.root));
   const subpaths = [...new Set(roots.flatMap((w) => [...w.readOnlySubpaths, ...configCarveOuts(w.root)]))].sort(byDepth((p) => p));
+  // A writable root that lies inside another root's read-only subpath (a room's submodule git dir inside the
+  // call's read-only `.git`) is bound again after that subpath, with its own read-only subpaths after it.
+  const nestedInReadOnly = sortedRoots.filter((w) => subpaths.some((sub) => sub !== w.root && isUnderPath(w.root, sub)));
+  for (const w of sortedRoots) argv.push("--bind", w.root, w.root);
   for (const sub of subpaths) {
     let isLink = false;
     try {
@@ -326,6 +330,10 @@ export function bwrapMounts(plan: FilesystemPlan, created: string[], tempDirs: s
     // Block creation (e.g. a missing .codex in the cwd): an empty read-only directory in its place.
     holdMountPoint(sub, created);
     argv.push("--ro-bind", sub, sub);
+  }
+  for (const w of nestedInReadOnly) {
+    argv.push("--bind", w.root, w.root);
+    for (const sub of subpaths.filter((p) => isUnderPath(p, w.root) && p !== w.root)) argv.push("--ro-bind", sub, sub);
   }
   // Denied paths (permission profiles' `deny`), after every bind so that none re-exposes them: a folder becomes
   // an empty, unreadable, read-only tmpfs (as Codex 0.169); a file is covered by an empty file of mode 000 bound
