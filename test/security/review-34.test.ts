@@ -1,0 +1,112 @@
+/**
+ * Review of the issue 34/30 changes (git-guard, git-layout, untrusted reads, the inspector): attacks from inside
+ * ordinary `shell` calls of the compiled `serve` (real MCP client), judged on the host. Each test names its hole;
+ * each failed on the build it was written against (3c78816).
+ */
+import { afterAll, describe, expect, test } from "bun:test";
+import { chmodSync, existsSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { closeAll, confDir, exists, hostGit, requirePrograms, rssMiB, serveWithPid, token } from "../helpers/attack.ts";
+import { skipWithout } from "../helpers/prereq.ts";
+import { shellsMissing } from "../helpers/shells.ts";
+import { assertOutside } from "../helpers/test-dirs.ts";
+
+afterAll(closeAll);
+
+type Backend = "bwrap" | "landlock";
+type Client = "codex" | "plain";
+
+/** A repository outside every writable root, as the user's own project (a commit, a hook of the user's). */
+function victimRepo(parent: string, name = "proj"): string {
+  const v = join(parent, name);
+  hostGit(parent, "init", "-q", "-b", "main", name);
+  writeFileSync(join(v, "f.txt"), "victim\n");
+  hostGit(v, "add", "f.txt");
+  hostGit(v, "commit", "-q", "-m", "victim's first");
+  writeFileSync(join(v, ".git", "hooks", "post-commit"), "#!/bin/sh\n: the user's own hook\n");
+  chmodSync(join(v, ".git", "hooks", "post-commit"), 0o755);
+  return v;
+}
+
+/** A serve session on `backend`, workspace-write over a fresh repository `ws`, Codex-style or plain client. */
+async function setup(backend: Backend, client: Client, rules = "") {
+  const codexHome = confDir("r34-home");
+  const ws = confDir("r34-ws");
+  hostGit(ws, "init", "-q", "-b", "main");
+  writeFileSync(join(ws, "f.txt"), "one\n");
+  hostGit(ws, "add", "f.txt");
+  hostGit(ws, "commit", "-q", "-m", "first");
+  const args = ["--sandbox-backend", backend];
+  if (client === "plain") args.push("--sandbox", "workspace-write", "--cd", ws);
+  const s = await serveWithPid({ rules, codexHome, args, env: { SHELLMCP_LOG: "info" } });
+  if (client === "codex") expect(await s.sandboxState({ type: "workspace-write", network_access: false }, ws)).toEqual({});
+  const outside = assertOutside(confDir("r34-outside"));
+  const run = async (command: string, timeout_ms = 30_000) => (await s.shell({ command, workdir: ws, login: false, timeout_ms })).out;
+  return { s, ws, outside, run };
+}
+
+const missing = shellsMissing();
+const CONFIGS: [Backend, Client][] = [
+  ["landlock", "codex"],
+  ["bwrap", "codex"],
+  ["landlock", "plain"],
+  ["bwrap", "plain"],
+];
+
+describe.skipIf(skipWithout("review-34 suite", missing))("review of issue 34/30 changes", () => {
+  requirePrograms("git", "bwrap");
+
+  /*
+   * HOLE 1 (git-guard restores through a symlinked ancestor): the guard checks with lstat only the folders from a git
+   * dir down to the entry (`unsafeParents(base, …)`), never the folders between the writable root and the git dir.
+   * Call 1 makes a nested repository `a/proj/.git` with the attacker's config (core.fsmonitor) and post-commit hook
+   * (new repositories are not guarded). Call 2 (its snapshot records them as "before") swaps `a` for a symlink to a
+   * folder outside every writable root holding the user's repository `proj`. The check then sees "changed" entries
+   * and "restores" them through the link: the user's `.git/config` and hooks outside every writable root are
+   * replaced by the attacker's, and the user's next `git status` runs the fsmonitor on the host.
+   */
+  for (const [backend, client] of CONFIGS)
+    test(`hole 1 (${backend}, ${client}): the git guard writes the attacker's config and hooks through a symlinked parent into a repository outside`, async () => {
+      const { ws, outside, run } = await setup(backend, client);
+      const marker = join(outside, `ran-${token()}`);
+      const victim = victimRepo(outside);
+      const configBefore = readFileSync(join(victim, ".git", "config"));
+      const r1 = await run(
+        [
+          "mkdir -p a/proj/.git/hooks a/proj/.git/objects a/proj/.git/refs/heads",
+          "echo 'ref: refs/heads/main' > a/proj/.git/HEAD",
+          `printf '[core]\\n\\tfsmonitor = touch ${marker}.fsmonitor; false\\n' > a/proj/.git/config`,
+          `printf '#!/bin/sh\\ntouch ${marker}.hook\\n' > a/proj/.git/hooks/post-commit && chmod +x a/proj/.git/hooks/post-commit`,
+          "echo made",
+        ].join(" && "),
+      );
+      expect(r1.output).toContain("made");
+      const r2 = await run(`mv a a.old && ln -s ${outside} a && echo swapped`);
+      expect(r2.output).toContain("swapped");
+      // Judged on the host: the user's repository outside every writable root is as it was.
+      expect(readFileSync(join(victim, ".git", "config")).toString()).toBe(configBefore.toString());
+      expect(readFileSync(join(victim, ".git", "hooks", "post-commit"), "utf8")).toBe("#!/bin/sh\n: the user's own hook\n");
+      writeFileSync(join(victim, "f.txt"), "two\n");
+      hostGit(victim, "status", "--short");
+      hostGit(victim, "commit", "-qam", "second");
+      expect({ fsmonitor: exists(`${marker}.fsmonitor`), hook: exists(`${marker}.hook`) }).toEqual({ fsmonitor: false, hook: false });
+    }, 90_000);
+
+  /*
+   * HOLE 2 (git-layout follows a `.git` symlink the sandbox made): `discoverRepository` takes a `.git` *symlink* to a
+   * folder as a plain git dir (only `.git` *files* are checked for git's shape), and the boundary judges it by where it
+   * leads (`canWrite` canonicalises): a folder the sandbox cannot write, so git escalates. The room is planned with
+   * that git dir writable: a sandboxed `ln -s /elsewhere/proj/.git x/.git && cd x && git branch …` (the starter
+   * policy allows git branch/commit/reset/tag) writes refs of a repository outside every writable root.
+   */
+  for (const [backend, client] of CONFIGS)
+    test(`hole 2 (${backend}, ${client}): a sandbox-made .git symlink gives a room another repository's git dir`, async () => {
+      const rules = `prefix_rule(pattern = ["git", ["branch", "tag", "commit"]], decision = "allow")\n`;
+      const { outside, run } = await setup(backend, client, rules);
+      const victim = victimRepo(outside);
+      const r = await run(`mkdir x && ln -s ${victim}/.git x/.git && cd x && git branch planted-${backend}; git tag t-${backend}; echo done`);
+      expect(r.output).toContain("done");
+      expect(existsSync(join(victim, ".git", "refs", "heads", `planted-${backend}`))).toBe(false);
+      expect(existsSync(join(victim, ".git", "refs", "tags", `t-${backend}`))).toBe(false);
+    }, 90_000);
+});
