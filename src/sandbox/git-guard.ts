@@ -340,6 +340,8 @@ export class GitGuard {
       return { ok: false, line: `${what}; the index could not be restored (${why})` };
     }
     const aside = `${idx.path}.shellmcp-unsafe`;
+    const unsafe = unsafeParents(dirname(idx.path), idx.path);
+    if (unsafe !== undefined) return { ok: false, line: `${what}; the index could not be moved aside (${unsafe})` };
     try {
       rmSync(aside, { force: true, recursive: true });
       renameSync(idx.path, aside);
@@ -512,7 +514,7 @@ function pointerTarget(dotGit: string): string | undefined {
   if (!r.ok) return undefined;
   const m = /^gitdir:\s*(.+?)\s*$/m.exec(r.text);
   if (m === null) return undefined;
-  const target = resolve(dirname(dotGit), m[1]!);
+  const target = canonicalPath(resolve(dirname(dotGit), m[1]!));
   return lstatQuiet(target)?.isDirectory() === true ? target : undefined;
 }
 
@@ -524,7 +526,7 @@ function gitDirFamily(gitDir: string): string[] {
   const out = [gitDir];
   const common = readUntrustedText(join(gitDir, "commondir"), { maxBytes: 4096 });
   if (common.ok) {
-    const c = resolve(gitDir, common.text.trim());
+    const c = canonicalPath(resolve(gitDir, common.text.trim()));
     if (lstatQuiet(c)?.isDirectory() === true) out.push(c);
   }
   for (const g of [...out]) {
@@ -692,13 +694,18 @@ function describeChange(before: EntryState, now: EntryState): string {
   return `${describeState(before)} was replaced by ${describeState(now)}`;
 }
 
-/** Why the folders from `base` down to `p`'s parent are not all real folders (undefined when they are). */
+/**
+ * Why the folders from the filesystem's root down to `p`'s parent are not all real folders (undefined when they
+ * are). Every folder, not only those below `base`: a folder between the writable root and the git dir (`a` of
+ * `ws/a/proj/.git`) swapped for a symlink would otherwise send the restore into a repository outside every
+ * writable root (review of issue 34, hole 1). The paths recorded are canonical, so no real link is on the way.
+ */
 function unsafeParents(base: string, p: string): string | undefined {
   const rel = relative(base, dirname(p));
-  if (rel.startsWith("..") || isAbsolute(rel)) return `${p} is not below ${base}`;
-  let d = base;
-  for (const part of ["", ...rel.split("/").filter(Boolean)]) {
-    d = part === "" ? d : join(d, part);
+  if (rel.startsWith("..") || isAbsolute(rel) || !isAbsolute(base)) return `${p} is not below ${base}`;
+  let d = "/";
+  for (const part of dirname(p).split("/").filter(Boolean)) {
+    d = join(d, part);
     const st = lstatQuiet(d);
     if (st === undefined) return `${d} does not exist`;
     if (!st.isDirectory()) return `${d} is not a folder`;
