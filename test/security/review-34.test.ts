@@ -6,7 +6,7 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import { chmodSync, existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { closeAll, confDir, exists, hostGit, requirePrograms, rssMiB, serveWithPid, token } from "../helpers/attack.ts";
+import { closeAll, confDir, exists, hostGit, peakRssMiB, requirePrograms, serveWithPid, token, withDeadline } from "../helpers/attack.ts";
 import { skipWithout } from "../helpers/prereq.ts";
 import { shellsMissing } from "../helpers/shells.ts";
 import { assertOutside } from "../helpers/test-dirs.ts";
@@ -67,7 +67,7 @@ describe.skipIf(skipWithout("review-34 suite", missing))("review of issue 34/30 
    */
   for (const [backend, client] of CONFIGS)
     test(`hole 1 (${backend}, ${client}): the git guard writes the attacker's config and hooks through a symlinked parent into a repository outside`, async () => {
-      const { ws, outside, run } = await setup(backend, client);
+      const { outside, run } = await setup(backend, client);
       const marker = join(outside, `ran-${token()}`);
       const victim = victimRepo(outside);
       const configBefore = readFileSync(join(victim, ".git", "config"));
@@ -109,4 +109,27 @@ describe.skipIf(skipWithout("review-34 suite", missing))("review of issue 34/30 
       expect(existsSync(join(victim, ".git", "refs", "heads", `planted-${backend}`))).toBe(false);
       expect(existsSync(join(victim, ".git", "refs", "tags", `t-${backend}`))).toBe(false);
     }, 90_000);
+  /*
+   * HOLE 3 (git guard memory is unbounded): every file under `hooks/` and `info/` of every git dir found (200 git dirs,
+   * 256 entries per folder, 4 levels of sub-folders) is read whole (up to 1 MiB each) and kept in memory, by the
+   * snapshot, by the check, and in the per-server file cache. A call makes nested repositories whose hooks folders hold
+   * sparse 1 MiB files (no disk used, ~1 s to make); the next call's snapshot makes the server hold all of them. Here
+   * 4 repositories x 250 files = 1000 MiB (the bounds allow ~50 GiB: 200 git dirs x 256 x 1 MiB, more with sub-folders),
+   * enough to take the server (and its host) down with the OOM killer. The guard's memory must not scale with what
+   * the sandbox writes.
+   */
+  for (const [backend, client] of [["landlock", "codex"], ["bwrap", "plain"]] as [Backend, Client][])
+    test(`hole 3 (${backend}, ${client}): sparse files in nested hooks/ folders make the server's memory grow by their size`, async () => {
+      const { s, run } = await setup(backend, client);
+      const make = [
+        "for r in 1 2 3 4; do mkdir -p n$r/.git/hooks n$r/.git/objects n$r/.git/refs && echo 'ref: refs/heads/main' > n$r/.git/HEAD",
+        "  for i in $(seq 1 250); do truncate -s 1048576 n$r/.git/hooks/h$i; done; done; echo made",
+      ].join("\n");
+      expect((await run(make, 60_000)).output).toContain("made");
+      const before = peakRssMiB(s.pid);
+      const r = await withDeadline(run("echo next", 60_000), 90_000, "the call after");
+      expect(r.output).toContain("next");
+      const grown = peakRssMiB(s.pid) - before;
+      expect({ grownMiB: Math.round(grown), boundedBelow: grown < 300 }).toEqual({ grownMiB: Math.round(grown), boundedBelow: true });
+    }, 180_000);
 });
