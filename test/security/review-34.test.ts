@@ -104,7 +104,9 @@ describe.skipIf(skipWithout("review-34 suite", missing))("review of issue 34/30 
       const rules = `prefix_rule(pattern = ["git", ["branch", "tag", "commit"]], decision = "allow")\n`;
       const { outside, run } = await setup(backend, client, rules);
       const victim = victimRepo(outside);
-      const r = await run(`mkdir x && ln -s ${victim}/.git x/.git && cd x && git branch planted-${backend}; git tag t-${backend}; echo done`);
+      const r = await run(
+        `mkdir x && ln -s ${victim}/.git x/.git && cd x && git branch planted-${backend}; git tag t-${backend}; echo done`,
+      );
       expect(r.output).toContain("done");
       expect(existsSync(join(victim, ".git", "refs", "heads", `planted-${backend}`))).toBe(false);
       expect(existsSync(join(victim, ".git", "refs", "tags", `t-${backend}`))).toBe(false);
@@ -118,7 +120,10 @@ describe.skipIf(skipWithout("review-34 suite", missing))("review of issue 34/30 
    * enough to take the server (and its host) down with the OOM killer. The guard's memory must not scale with what
    * the sandbox writes.
    */
-  for (const [backend, client] of [["landlock", "codex"], ["bwrap", "plain"]] as [Backend, Client][])
+  for (const [backend, client] of [
+    ["landlock", "codex"],
+    ["bwrap", "plain"],
+  ] as [Backend, Client][])
     test(`hole 3 (${backend}, ${client}): sparse files in nested hooks/ folders make the server's memory grow by their size`, async () => {
       const { s, run } = await setup(backend, client);
       const make = [
@@ -132,4 +137,47 @@ describe.skipIf(skipWithout("review-34 suite", missing))("review of issue 34/30 
       const grown = peakRssMiB(s.pid) - before;
       expect({ grownMiB: Math.round(grown), boundedBelow: grown < 300 }).toEqual({ grownMiB: Math.round(grown), boundedBelow: true });
     }, 180_000);
+  /*
+   * HOLE 4 (the exec-server token protects against other users, not against the sandboxes it serves): the default
+   * token file lies in a 0600 file under `$TMPDIR`, which every workspace-write sandbox of the same user reads (full
+   * read) and even writes (a writable root). A sandboxed command with network access reads it and drives the
+   * exec-server on 127.0.0.1, which runs anything unsandboxed: here it creates a marker outside every writable root.
+   */
+  for (const backend of ["bwrap", "landlock"] as Backend[])
+    test(`hole 4 (${backend}, codex): a sandboxed command with network reads the exec-server's token and runs a program through it`, async () => {
+      const tmp = confDir("r34-es-tmp");
+      const es = Bun.spawn([join(import.meta.dir, "..", "..", "dist", "shellmcp"), "exec-server"], {
+        stdin: "ignore",
+        stdout: "pipe",
+        stderr: "pipe",
+        env: { ...process.env, TMPDIR: tmp },
+      });
+      try {
+        const reader = es.stdout.getReader();
+        let url = "";
+        while (!url.includes("\n")) url += new TextDecoder().decode((await reader.read()).value);
+        const port = new URL(url.trim()).port;
+        const codexHome = confDir("r34-home");
+        const ws = confDir("r34-ws");
+        const s = await serveWithPid({ codexHome, args: ["--sandbox-backend", backend], env: { TMPDIR: tmp } });
+        expect(await s.sandboxState({ type: "workspace-write", network_access: true }, ws)).toEqual({});
+        const outside = assertOutside(confDir("r34-outside"));
+        const marker = join(outside, `exec-server-ran-${token()}`);
+        const client = join(import.meta.dir, "review-34-ws-client.py");
+        const r = (
+          await s.shell({
+            command: `python3 ${client} '${tmp}/shellmcp-exec-server-*/token' 127.0.0.1:${port} ${marker}`,
+            workdir: ws,
+            login: false,
+            timeout_ms: 20_000,
+          })
+        ).out;
+        expect(r.output).toBeDefined();
+        await Bun.sleep(500);
+        expect({ ranOutsideTheSandbox: exists(marker) }).toEqual({ ranOutsideTheSandbox: false });
+      } finally {
+        es.kill("SIGTERM");
+        await es.exited;
+      }
+    }, 90_000);
 });
