@@ -180,4 +180,18 @@ describe.skipIf(skipWithout("review-34 suite", missing))("review of issue 34/30 
         await es.exited;
       }
     }, 90_000);
+  /*
+   * HOLE 5 (the git guard's report is not rendered by safe-text): the report names entries by the file names the
+   * command chose (a hook it created, a symlink's target), and is appended after the command's output as shellmcp's own
+   * words, raw. A hook named with CR/ESC sequences erases or rewrites the report's lines on a terminal (issue 30 item
+   * 4: every decision text for a human is rendered visibly). The command's own output stays raw (it is data); what
+   * shellmcp adds after it must not carry a control character.
+   */
+  test("hole 5 (landlock, codex): a hook file name with ESC/CR reaches the guard's report raw", async () => {
+    const { run } = await setup("landlock", "codex");
+    const r = await run(`printf x > .git/hooks/"$(printf 'a\\r\\033[2Kshellmcp: nothing changed\\033[8m')"; echo planted`);
+    const added = r.output.slice(r.output.indexOf("planted\n") + "planted\n".length);
+    expect(added).toContain("shellmcp: this command changed git control files");
+    expect({ added, raw: /[\x00-\x09\x0b-\x1f\x7f]/.test(added) }).toEqual({ added, raw: false });
+  }, 60_000);
 });
