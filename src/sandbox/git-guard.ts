@@ -47,6 +47,7 @@ import {
 import { basename, dirname, isAbsolute, join, relative, resolve } from "node:path";
 import { gitlinksOf } from "../escalate/boundary.ts";
 import { MAX_INDEX_BYTES, readUntrusted, readUntrustedText } from "./untrusted-fs.ts";
+import { visible } from "../safe-text.ts";
 import { isUnder } from "./policy.ts";
 import { canonicalPath, canWrite, type WritableView } from "./writable.ts";
 
@@ -462,12 +463,13 @@ export function formatGitGuardReport(report: GitGuardReport, withTruncated = tru
           : "Some could NOT be put back: the user must check them before running git there.") +
         " Tell the user; if a change was intended, the user can make it outside the sandbox.",
     );
-    for (const l of report.undone) parts.push(`  undone: ${l}`);
-    for (const l of report.failed) parts.push(`  NOT UNDONE: ${l}`);
+    // Labels, link targets and reasons hold names the command chose: rendered by ../safe-text.ts (one line each).
+    for (const l of report.undone) parts.push(`  undone: ${visible(l)}`);
+    for (const l of report.failed) parts.push(`  NOT UNDONE: ${visible(l)}`);
   }
   for (const r of withTruncated ? report.truncated : [])
     parts.push(
-      `shellmcp: ${r} holds more folders than the git guard searches per call (${MAX_SEARCH_DIRS} folders, ${MAX_GIT_DIRS} git dirs, breadth-first): git repositories in the part not searched are not checked after calls.`,
+      `shellmcp: ${visible(r)} holds more folders than the git guard searches per call (${MAX_SEARCH_DIRS} folders, ${MAX_GIT_DIRS} git dirs, breadth-first): git repositories in the part not searched are not checked after calls.`,
     );
   return parts.length === 0 ? "" : `\n${parts.join("\n")}\n`;
 }
