@@ -98,6 +98,9 @@ describe.skipIf(skipWithout("review-34 suite", missing))("review of issue 34/30 
    * leads (`canWrite` canonicalises): a folder the sandbox cannot write, so git escalates. The room is planned with
    * that git dir writable: a sandboxed `ln -s /elsewhere/proj/.git x/.git && cd x && git branch …` (the starter
    * policy allows git branch/commit/reset/tag) writes refs of a repository outside every writable root.
+   * Note: `cd /elsewhere/proj && git branch …` reaches the same repository by design (a room writes the repository its
+   * program runs in, wherever it is: DESIGN.md "the room"); the symlink only hides where git will write, and breaks
+   * docs/escalation.md's "pointers only in git's own shape". The design point itself is in the review's report.
    */
   for (const [backend, client] of CONFIGS)
     test(`hole 2 (${backend}, ${client}): a sandbox-made .git symlink gives a room another repository's git dir`, async () => {
