@@ -336,7 +336,8 @@ function gitWritable(w: WritableView, argv: readonly string[], workdir: string, 
       if (existsSync(dotGit)) {
         const why = writable("repository", dotGit);
         if (why !== undefined) return why;
-        const found = discoverRepository(d);
+        // A `.git` symlink whose entry the sandbox can replace is a pointer the sandbox chose (hole 2 of the review).
+        const found = discoverRepository(d, 0, (link) => !linkReplaceable(w, link));
         if (found.kind === "untrusted") return `git's repository layout cannot be trusted: ${found.reason}`;
         if (found.kind === "repository") {
           workTree = found.repository.workTree;
@@ -424,6 +425,16 @@ function gitWritable(w: WritableView, argv: readonly string[], workdir: string, 
     }
   }
   return undefined;
+}
+
+/**
+ * Whether the sandbox of `w` can replace the directory entry `p` itself (not where it leads): a link in a writable
+ * folder can be removed and made again naming anything.
+ */
+function linkReplaceable(w: WritableView, p: string): boolean {
+  if (w.full) return true;
+  const entry = join(canonicalPath(dirname(p)), basename(p));
+  return !w.readOnly.some((r) => isUnderRoot(entry, r)) && w.roots.some((r) => entry !== r && isUnderRoot(entry, r));
 }
 
 /** Mode of a gitlink (submodule) entry in git's index. */

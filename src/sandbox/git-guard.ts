@@ -47,6 +47,7 @@ import {
 import { basename, dirname, isAbsolute, join, relative, resolve } from "node:path";
 import { gitlinksOf } from "../escalate/boundary.ts";
 import { MAX_INDEX_BYTES, readUntrusted, readUntrustedText } from "./untrusted-fs.ts";
+import { visible } from "../safe-text.ts";
 import { isUnder } from "./policy.ts";
 import { canonicalPath, canWrite, type WritableView } from "./writable.ts";
 
@@ -66,6 +67,14 @@ const MAX_GITLINKS = 256;
 const MAX_NESTING = 4;
 /** Index bytes kept in memory per repository to restore it; a larger index is moved aside instead. */
 export const MAX_KEPT_INDEX_BYTES = 16 << 20;
+/**
+ * Bytes of control files (hooks, `info/`, config, pointers) kept per snapshot, and index bytes kept per server: past
+ * these a file is compared by its stat key only (a change is reported as not put back) and an index is moved aside
+ * rather than restored. Without them the sandbox chose the server's memory: sparse 1 MiB files in the hooks of 200
+ * nested repositories (review of issue 34, hole 3).
+ */
+export const MAX_KEPT_FILE_BYTES = 32 << 20;
+export const MAX_KEPT_INDEX_TOTAL_BYTES = 64 << 20;
 
 /** Control files at the top of a git dir: git reads commands or another git dir's location from each. */
 const CONTROL_FILES = ["config", "config.worktree", "commondir", "gitdir"];
@@ -79,7 +88,7 @@ type EntryState =
   | { kind: "dir"; mode: number }
   | { kind: "link"; target: string }
   /** Not restorable (a FIFO, a device, a file over the size cap, unreadable): compared by its stat. */
-  | { kind: "other"; what: string; fingerprint: string };
+  | { kind: "other"; what: string; fingerprint: string; byStat?: true };
 
 /** One recorded path. `children`: a folder whose entries are all recorded (anything new in it is removed). */
 interface Entry {
@@ -162,7 +171,12 @@ export class GitGuard {
     const previous = this.files;
     const files: FileCache = new Map();
     this.files = files;
-    const stateOf = (p: string) => cachedStateOf(p, previous, files);
+    let kept = 0;
+    const stateOf = (p: string) => {
+      const st = cachedStateOf(p, previous, files, kept < MAX_KEPT_FILE_BYTES);
+      if (st.kind === "file") kept += st.data.length;
+      return st;
+    };
     const found = findGitDirs(view.roots);
     const entries: Entry[] = [];
     const indexes: IndexState[] = [];
@@ -246,7 +260,7 @@ export class GitGuard {
     const ordered = [...snap.entries].sort((a, b) => a.path.length - b.path.length);
     const recorded = new Set(ordered.map((e) => e.path));
     for (const e of ordered) {
-      const now = stateOf(e.path);
+      const now = currentState(e, this.files);
       if (!sameState(e.state, now) && (e.gitlink === undefined || nestedRepoWritable(e.gitlink.workTree, e.gitlink.path, view))) {
         const why = restore(e, now);
         if (why === undefined) undone.push(`${e.label}: ${describeChange(e.state, now)}; put back as it was`);
@@ -270,6 +284,13 @@ export class GitGuard {
     return { undone, failed, truncated, tookMs: performance.now() - t0 };
   }
 
+  /** Index bytes kept in the cache for every repository but `except`. */
+  private keptIndexBytes(except: string): number {
+    let n = 0;
+    for (const [k, v] of this.indexCache) if (k !== except) n += v.data?.length ?? 0;
+    return n;
+  }
+
   /** The index at `path` as recorded now (bytes reused while its stat key is unchanged). */
   private indexOf(path: string, workTree: string): IndexState | undefined {
     const st = lstatQuiet(path);
@@ -284,7 +305,7 @@ export class GitGuard {
       if (r.ok) {
         const links = gitlinksOf(r.data);
         gitlinks = links === undefined ? undefined : new Set(links);
-        if (r.data.length <= MAX_KEPT_INDEX_BYTES) data = r.data;
+        if (r.data.length <= MAX_KEPT_INDEX_BYTES && this.keptIndexBytes(path) + r.data.length <= MAX_KEPT_INDEX_TOTAL_BYTES) data = r.data;
       }
     }
     const entry = { key, ...(data !== undefined ? { data } : {}), ...(gitlinks !== undefined ? { gitlinks } : {}) };
@@ -311,7 +332,9 @@ export class GitGuard {
           // Remember it: the next call's snapshot need not read it again.
           this.indexCache.set(idx.path, {
             key,
-            ...(r.data.length <= MAX_KEPT_INDEX_BYTES ? { data: r.data } : {}),
+            ...(r.data.length <= MAX_KEPT_INDEX_BYTES && this.keptIndexBytes(idx.path) + r.data.length <= MAX_KEPT_INDEX_TOTAL_BYTES
+              ? { data: r.data }
+              : {}),
             gitlinks: now,
           });
         }
@@ -340,6 +363,8 @@ export class GitGuard {
       return { ok: false, line: `${what}; the index could not be restored (${why})` };
     }
     const aside = `${idx.path}.shellmcp-unsafe`;
+    const unsafe = unsafeParents(dirname(idx.path), idx.path);
+    if (unsafe !== undefined) return { ok: false, line: `${what}; the index could not be moved aside (${unsafe})` };
     try {
       rmSync(aside, { force: true, recursive: true });
       renameSync(idx.path, aside);
@@ -438,12 +463,13 @@ export function formatGitGuardReport(report: GitGuardReport, withTruncated = tru
           : "Some could NOT be put back: the user must check them before running git there.") +
         " Tell the user; if a change was intended, the user can make it outside the sandbox.",
     );
-    for (const l of report.undone) parts.push(`  undone: ${l}`);
-    for (const l of report.failed) parts.push(`  NOT UNDONE: ${l}`);
+    // Labels, link targets and reasons hold names the command chose: rendered by ../safe-text.ts (one line each).
+    for (const l of report.undone) parts.push(`  undone: ${visible(l)}`);
+    for (const l of report.failed) parts.push(`  NOT UNDONE: ${visible(l)}`);
   }
   for (const r of withTruncated ? report.truncated : [])
     parts.push(
-      `shellmcp: ${r} holds more folders than the git guard searches per call (${MAX_SEARCH_DIRS} folders, ${MAX_GIT_DIRS} git dirs, breadth-first): git repositories in the part not searched are not checked after calls.`,
+      `shellmcp: ${visible(r)} holds more folders than the git guard searches per call (${MAX_SEARCH_DIRS} folders, ${MAX_GIT_DIRS} git dirs, breadth-first): git repositories in the part not searched are not checked after calls.`,
     );
   return parts.length === 0 ? "" : `\n${parts.join("\n")}\n`;
 }
@@ -512,7 +538,7 @@ function pointerTarget(dotGit: string): string | undefined {
   if (!r.ok) return undefined;
   const m = /^gitdir:\s*(.+?)\s*$/m.exec(r.text);
   if (m === null) return undefined;
-  const target = resolve(dirname(dotGit), m[1]!);
+  const target = canonicalPath(resolve(dirname(dotGit), m[1]!));
   return lstatQuiet(target)?.isDirectory() === true ? target : undefined;
 }
 
@@ -524,7 +550,7 @@ function gitDirFamily(gitDir: string): string[] {
   const out = [gitDir];
   const common = readUntrustedText(join(gitDir, "commondir"), { maxBytes: 4096 });
   if (common.ok) {
-    const c = resolve(gitDir, common.text.trim());
+    const c = canonicalPath(resolve(gitDir, common.text.trim()));
     if (lstatQuiet(c)?.isDirectory() === true) out.push(c);
   }
   for (const g of [...out]) {
@@ -617,15 +643,37 @@ type FileCache = Map<string, { key: string; state: EntryState }>;
  * {@link stateOf}, reusing the state in `previous` when the file's stat key is unchanged (a write changes ctime,
  * which no unprivileged program can set back); what it reads is remembered in `next`.
  */
-function cachedStateOf(p: string, previous: FileCache, next: FileCache): EntryState {
+function cachedStateOf(p: string, previous: FileCache, next: FileCache, keep = true): EntryState {
   const st = lstatQuiet(p);
   if (st === undefined || !st.isFile()) return stateOf(p);
   const key = statKey(st);
   const hit = previous.get(p);
-  const state = hit !== undefined && hit.key === key ? hit.state : stateOf(p);
+  const state =
+    hit !== undefined && hit.key === key && (keep || hit.state.kind !== "file")
+      ? hit.state
+      : keep
+        ? stateOf(p)
+        : { kind: "other" as const, what: "a file past the guard's memory bound", fingerprint: key, byStat: true as const };
   // A file that changed between the lstat and the read is read again next time (its key no longer matches).
   next.set(p, { key, state });
   return state;
+}
+
+/**
+ * What entry `e` is now, for the check: a regular file whose stat key is the one it was recorded under (in `files`,
+ * the last snapshot's cache, holding this very state) is unchanged without reading it again; one recorded by its
+ * stat only is compared by its stat only.
+ */
+function currentState(e: Entry, files: FileCache): EntryState {
+  const st = lstatQuiet(e.path);
+  if (st !== undefined && st.isFile()) {
+    const key = statKey(st);
+    const c = files.get(e.path);
+    if (c !== undefined && c.state === e.state && c.key === key) return e.state;
+    if (e.state.kind === "other" && e.state.byStat === true)
+      return { kind: "other", what: "a file past the guard's memory bound", fingerprint: key, byStat: true as const };
+  }
+  return stateOf(e.path);
 }
 
 /** The state of `p` now, read without following links or blocking. */
@@ -692,13 +740,18 @@ function describeChange(before: EntryState, now: EntryState): string {
   return `${describeState(before)} was replaced by ${describeState(now)}`;
 }
 
-/** Why the folders from `base` down to `p`'s parent are not all real folders (undefined when they are). */
+/**
+ * Why the folders from the filesystem's root down to `p`'s parent are not all real folders (undefined when they
+ * are). Every folder, not only those below `base`: a folder between the writable root and the git dir (`a` of
+ * `ws/a/proj/.git`) swapped for a symlink would otherwise send the restore into a repository outside every
+ * writable root (review of issue 34, hole 1). The paths recorded are canonical, so no real link is on the way.
+ */
 function unsafeParents(base: string, p: string): string | undefined {
   const rel = relative(base, dirname(p));
-  if (rel.startsWith("..") || isAbsolute(rel)) return `${p} is not below ${base}`;
-  let d = base;
-  for (const part of ["", ...rel.split("/").filter(Boolean)]) {
-    d = part === "" ? d : join(d, part);
+  if (rel.startsWith("..") || isAbsolute(rel) || !isAbsolute(base)) return `${p} is not below ${base}`;
+  let d = "/";
+  for (const part of dirname(p).split("/").filter(Boolean)) {
+    d = join(d, part);
     const st = lstatQuiet(d);
     if (st === undefined) return `${d} does not exist`;
     if (!st.isDirectory()) return `${d} is not a folder`;

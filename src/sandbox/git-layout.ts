@@ -40,7 +40,7 @@ const MAX_SUPERPROJECT_DEPTH = 8;
  * every pointer on the way checked as the module's docs say. Environment overrides (`GIT_DIR`…) are not consulted:
  * the escalation boundary never passes them on. Never throws.
  */
-export function discoverRepository(cwd: string, depth = 0): Discovery {
+export function discoverRepository(cwd: string, depth = 0, linkTrusted?: (dotGit: string) => boolean): Discovery {
   for (let d = canonicalPath(cwd); ; d = dirname(d)) {
     const dotGit = join(d, ".git");
     let kind: "dir" | "file" | "other" | "missing";
@@ -55,10 +55,14 @@ export function discoverRepository(cwd: string, depth = 0): Discovery {
       continue;
     }
     if (kind === "other") return { kind: "untrusted", reason: `${dotGit} is neither a folder nor a gitdir file` };
+    // A `.git` symlink decides the git dir as a pointer file does: one the sandbox could have made or replaced
+    // names any repository (review of issue 34, hole 2), so it is trusted only where the caller says it is.
+    if (linkTrusted !== undefined && isLink(dotGit) && !linkTrusted(dotGit))
+      return { kind: "untrusted", reason: `${dotGit} is a symbolic link the sandboxed command could have made or replaced` };
     let gitDir: string;
     if (kind === "dir") gitDir = canonicalPath(dotGit);
     else {
-      const p = trustedGitdirPointer(d, depth);
+      const p = trustedGitdirPointer(d, depth, linkTrusted);
       if (typeof p !== "string") return { kind: "untrusted", reason: p.untrusted };
       gitDir = p;
     }
@@ -90,7 +94,11 @@ export function trustedCommonDir(gitDir: string): string | undefined | { untrust
  * The git dir that the `.git` file of work tree `workTree` names, when git's own pointer chain names it back (see
  * the module's docs), or `{ untrusted }` with the reason.
  */
-export function trustedGitdirPointer(workTree: string, depth = 0): string | { untrusted: string } {
+export function trustedGitdirPointer(
+  workTree: string,
+  depth = 0,
+  linkTrusted?: (dotGit: string) => boolean,
+): string | { untrusted: string } {
   const dotGit = join(workTree, ".git");
   const r = readUntrustedText(dotGit, { maxBytes: 4096 });
   if (!r.ok) return { untrusted: r.reason };
@@ -108,7 +116,7 @@ export function trustedGitdirPointer(workTree: string, depth = 0): string | { un
   }
   // A submodule: inside modules/ of the enclosing repository's git dir.
   if (depth < MAX_SUPERPROJECT_DEPTH && dirname(workTree) !== workTree) {
-    const outer = discoverRepository(dirname(workTree), depth + 1);
+    const outer = discoverRepository(dirname(workTree), depth + 1, linkTrusted);
     if (outer.kind === "repository") {
       for (const g of outer.repository.gitDirs) {
         const modules = join(g, "modules") + "/";
@@ -134,6 +142,14 @@ function isGitDirLike(dir: string): boolean {
 function isPlainDir(p: string): boolean {
   try {
     return lstatSync(p).isDirectory();
+  } catch {
+    return false;
+  }
+}
+
+function isLink(p: string): boolean {
+  try {
+    return lstatSync(p).isSymbolicLink();
   } catch {
     return false;
   }
