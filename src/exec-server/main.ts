@@ -6,7 +6,8 @@
  *   listens. `--listen stdio` / `stdio://`: JSON-RPC lines on stdin/stdout, nothing else printed, ends at stdin EOF.
  * - `--ws-auth capability-token|signed-bearer-token` and its flags (./auth.ts); refused with stdio as Codex does.
  *   Unlike Codex, a websocket listener is authenticated by default: without `--ws-auth`, a capability token is
- *   generated at start and written to a `0600` file (`--ws-token-out PATH`, else a fresh private folder under the
+ *   generated at start and said once on stderr (never written to disk unless `--ws-token-out PATH` asks: a file is
+ *   readable by every sandboxed command of this user), else
  *   temporary folder), whose path is printed on stderr before the URL, and removed when the server stops;
  *   `--ws-auth none` turns authentication off knowingly. A non-loopback address needs an explicit
  *   `--ws-auth capability-token|signed-bearer-token` (or `--allow-non-loopback`): the generated default is meant
@@ -121,6 +122,8 @@ export async function execServerMain(o: ExecServerCliOptions): Promise<number> {
   let opts: ServerOptions;
   let exitOnStdinClose: boolean;
   let tokenFile: TokenFile | undefined;
+  /** The generated token when it is written to no file (the default): said once on stderr. */
+  let generatedToken: string | undefined;
   try {
     const remoteFlags = [
       o.remote,
@@ -183,7 +186,10 @@ export async function execServerMain(o: ExecServerCliOptions): Promise<number> {
     let policy = auth === undefined || authSettings === undefined || stdio ? undefined : auth.loadWsAuthPolicy(authSettings);
     if (auth !== undefined && !stdio && authSettings?.mode === "generated") {
       const token = auth.generateToken();
-      tokenFile = auth.writeTokenFile(token, authSettings.tokenOut);
+      // Only where the user asks: a file is readable by every sandboxed command of this user (their sandboxes
+      // read the whole disk), and with the token, by any of them that reaches loopback (issue 34 review).
+      if (authSettings.tokenOut !== undefined) tokenFile = auth.writeTokenFile(token, authSettings.tokenOut);
+      else generatedToken = token;
       policy = auth.policyForToken(token);
     }
     const authorize =
@@ -222,6 +228,10 @@ export async function execServerMain(o: ExecServerCliOptions): Promise<number> {
     writeStderr(`shellmcp exec-server: cannot listen on ${opts.hostname}:${opts.port}: ${(e as Error).message}\n`);
     return 1;
   }
+  if (generatedToken !== undefined)
+    writeStderr(
+      `shellmcp exec-server: websocket clients must send "Authorization: Bearer ${generatedToken}" (Codex: auth_bearer_token in environments.toml). The token is written to no file (any sandboxed command of this user could read it there): --ws-token-out FILE writes it to a 0600 file instead, --ws-auth none turns authentication off.\n`,
+    );
   if (tokenFile !== undefined)
     writeStderr(
       `shellmcp exec-server: websocket clients must send "Authorization: Bearer <token>" (Codex: auth_bearer_token in environments.toml); the token is in ${tokenFile.path} (mode 0600, removed when the server stops). --ws-auth none turns authentication off.\n`,
