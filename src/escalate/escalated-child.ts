@@ -10,6 +10,7 @@ import * as libc from "../../ffi/libc.ts";
 import { ShellmcpError } from "../errors.ts";
 import type { EscalateSpawn } from "./worker-messages.ts";
 import { isSelfExe } from "../self.ts";
+import { guardedArgv, lifelineReadFd, selfExecFd } from "../shell/lifeline.ts";
 
 /** The host's bash, used as a trampoline into a call's cgroup (it can exec with a chosen argv[0]). */
 const TRAMPOLINE_BASH = "/bin/bash";
@@ -85,17 +86,37 @@ export function spawnEscalated(
   // directly (bash would exec itself) and joins the cgroup itself, first thing (`--join-cgroup`).
   const selfJoins = procs !== undefined && spec.contained !== true && isSelfExe(spec.path);
   const viaTrampoline = procs !== undefined && spec.contained !== true && !selfJoins && existsSync(TRAMPOLINE_BASH);
+  let target = viaTrampoline
+    ? { path: TRAMPOLINE_BASH, argv: trampolineArgv(procs, spec) }
+    : { path: spec.path, argv: selfJoins ? [...spec.argv.slice(0, 2), "--join-cgroup", procs!, ...spec.argv.slice(2)] : spec.argv };
+  // Through the lifeline guard (src/shell/lifeline.ts), so that it dies with the server however the server dies: the
+  // guard finds the lifeline at fd `top` (a copy above every source and destination, mapped last, kept by closeFrom).
+  // This executable (a Landlock room's helper) is exec'd by the guard from an fd at `top + 1`.
+  let closeFrom = top;
+  const self = selfExecFd(target.path) !== undefined;
+  const guarded = guardedArgv(target.path, target.argv, top, self ? top + 1 : undefined);
+  if (guarded !== undefined) {
+    // Copies above both destinations: dup2(fd, fd) would keep CLOEXEC.
+    const life = libc.fcntl(lifelineReadFd(), libc.SOCK.F_DUPFD_CLOEXEC, top + 2);
+    sources.push(life);
+    map.push([life, top]);
+    if (self) {
+      const exe = libc.fcntl(selfExecFd(target.path)!, libc.SOCK.F_DUPFD_CLOEXEC, top + 2);
+      sources.push(exe);
+      map.push([exe, top + 1]);
+    }
+    closeFrom = self ? top + 2 : top + 1;
+    target = guarded;
+  }
   let pid: number;
   try {
     pid = libc.spawn({
-      ...(viaTrampoline
-        ? { path: TRAMPOLINE_BASH, argv: trampolineArgv(procs, spec) }
-        : { path: spec.path, argv: selfJoins ? [...spec.argv.slice(0, 2), "--join-cgroup", procs!, ...spec.argv.slice(2)] : spec.argv }),
+      ...target,
       env: spec.env,
       cwd: spec.cwd,
       fdMap: map,
       devNullStdio: true,
-      closeFrom: top,
+      closeFrom,
       ...(spec.setsid === true ? { setsid: true } : { pgroup: 0 }),
     });
   } finally {

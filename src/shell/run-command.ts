@@ -30,6 +30,7 @@ import { CappedOutput } from "./output.ts";
 import type { CallProxy } from "../network/proxy.ts";
 import { bridgePair, NAMESPACE_PORTS, PROXY_BRIDGE_FD, receiveNamespaceListeners, watchNamespaceListeners } from "../network/bridge.ts";
 import { proxyEnvironment } from "../network/env.ts";
+import { EXEC_FD, guardedArgv, LIFELINE_FD, lifelineProblem, lifelineReadFd, selfExecFd } from "./lifeline.ts";
 import { Stopwatch } from "./stopwatch.ts";
 import { envForSelf, isSelfExe, selfExePath } from "../self.ts";
 
@@ -262,6 +263,29 @@ export function launcherEnforcement(sandboxed: boolean, launcher: SandboxLaunche
   return f.includes("--use-bwrap-sandbox") || (i >= 0 && f[i + 1] === "bwrap") ? "bwrap" : "landlock";
 }
 
+/**
+ * How to start `argv` (run as `argv0` when given) so that it dies with the server: through the lifeline guard
+ * (./lifeline.ts), which gets the lifeline's read end at {@link LIFELINE_FD} of `stdio` (filled with "ignore" up to
+ * it; changed in place). argv[0] must be an absolute path or a name found on this process's PATH; throws `Error`
+ * when it is neither. Without a guard binary, `argv` as it is (the caller's spawn does the lookup).
+ */
+export function guardedStart(
+  argv: readonly string[],
+  argv0: string | undefined,
+  stdio: (number | "ignore")[],
+): { argv: string[]; argv0: string | undefined } {
+  if (lifelineProblem() !== undefined) return { argv: [...argv], argv0 };
+  const name = argv[0]!;
+  const path = name.includes("/") ? name : Bun.which(name);
+  if (path === null) throw new Error(`${name}: command not found`);
+  for (let fd = 0; fd < LIFELINE_FD; fd++) stdio[fd] ??= "ignore";
+  stdio[LIFELINE_FD] = lifelineReadFd();
+  const self = selfExecFd(path);
+  if (self !== undefined) stdio[EXEC_FD] = self;
+  const g = guardedArgv(path, [argv0 ?? name, ...argv.slice(1)], LIFELINE_FD, self !== undefined ? EXEC_FD : undefined)!;
+  return { argv: [g.path, ...g.argv.slice(1)], argv0: g.argv[0] };
+}
+
 /** Outcome. `exitCode` is 128+N for a signal death; `spawnError` when nothing could be started. */
 export interface RunCommandResult {
   exitCode: number;
@@ -482,14 +506,17 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
   }
   let proc: ReturnType<typeof Bun.spawn>;
   try {
-    proc = Bun.spawn(trampoline ? joinCgroupFirst(cgroup!.procs, argv) : argv, {
+    const env = (selfHelper ? envForSelf : (e: Record<string, string>) => e)(
+      shellEnvironment(o, listener.shellEnv(o.wrapperPath, ESCALATE_FD), { ...launch.env, ...proxyEnv }),
+    );
+    const target = trampoline ? joinCgroupFirst(cgroup!.procs, argv) : argv;
+    const started = guardedStart(target, trampoline ? undefined : argv0, stdio);
+    proc = Bun.spawn(started.argv, {
       cwd: o.workdir,
-      env: (selfHelper ? envForSelf : (e: Record<string, string>) => e)(
-        shellEnvironment(o, listener.shellEnv(o.wrapperPath, ESCALATE_FD), { ...launch.env, ...proxyEnv }),
-      ),
+      env,
       stdio: stdio as unknown as ["ignore", "pipe", "pipe"],
-      detached: true, // setsid: the shell leads its own process group
-      argv0: trampoline ? undefined : argv0,
+      detached: true, // setsid: the shell (or its guard) leads its own session and process group
+      argv0: started.argv0,
     });
   } catch (e) {
     libc.closeQuiet(readEnd);

@@ -1,0 +1,107 @@
+/**
+ * Issue 34, item 8: nothing outlives the server. A `serve` that dies by SIGKILL (or the OOM killer: the same
+ * signal, with no handler of ours run) must take with it every process it started: the calls' sandboxed shells and
+ * what they left in the background (a `setsid` child included), every kept room (bubblewrap, its pid-namespace init,
+ * the room launcher; or the Landlock helper and the launcher) and every program running in a room.
+ *
+ * Driven through the compiled `serve` and a real MCP client, on both backends: a call runs an allowed `python3`
+ * (escalated into a kept room) that sleeps, plus plain and `setsid` sleeps of its own; once every one of them runs
+ * (and a room launcher with them), the server is SIGKILLed. Every process is then found by a unique marker: in its
+ * argv (the sleeps' durations, the workspace path in the room's bwrap argv and the Landlock helper's policy) or by
+ * its working folder (the call's workspace, unique to the test). Survivors are listed and killed.
+ */
+import { afterAll, afterEach, describe, expect, test } from "bun:test";
+import { readdirSync, readFileSync, readlinkSync } from "node:fs";
+import { closeAll, confDir, describePids, pidsWith, serveWithPid, waitFor } from "../helpers/attack.ts";
+import { skipWithout, toolMissing } from "../helpers/prereq.ts";
+import { shellsMissing } from "../helpers/shells.ts";
+
+afterAll(closeAll);
+
+/** Pids (not this process) whose argv contains any of `marks`, or whose working folder lies in `dir`. */
+function marked(marks: string[], dir: string): number[] {
+  const out: number[] = [];
+  for (const e of readdirSync("/proc")) {
+    if (!/^\d+$/.test(e) || Number(e) === process.pid) continue;
+    try {
+      const argv = readFileSync(`/proc/${e}/cmdline`, "utf8");
+      let cwd = "";
+      try {
+        cwd = readlinkSync(`/proc/${e}/cwd`);
+      } catch {
+        // a kernel thread, or not ours to read
+      }
+      if (marks.some((m) => argv.includes(m)) || cwd === dir || cwd.startsWith(`${dir}/`)) out.push(Number(e));
+    } catch {
+      // gone
+    }
+  }
+  return out;
+}
+
+const cleanups: (() => void)[] = [];
+afterEach(() => {
+  for (const c of cleanups.splice(0)) c();
+});
+
+/** Whether `pid` (or, with its threads, any descendant) is a room launcher. */
+function roomLaunchers(pid: number): number {
+  let n = 0;
+  const queue = [pid];
+  while (queue.length > 0) {
+    const p = queue.shift()!;
+    try {
+      for (const t of readdirSync(`/proc/${p}/task`))
+        for (const k of readFileSync(`/proc/${p}/task/${t}/children`, "utf8").split(" ").filter(Boolean).map(Number)) {
+          queue.push(k);
+          try {
+            if (readFileSync(`/proc/${k}/cmdline`, "utf8").includes("room-launcher")) n++;
+          } catch {
+            // gone
+          }
+        }
+    } catch {
+      // gone
+    }
+  }
+  return n;
+}
+
+const RULES = 'prefix_rule(pattern=["python3"], decision="allow")\n';
+
+describe.skipIf(skipWithout("server death suite", shellsMissing() ?? toolMissing("bwrap", "python3", "setsid")))(
+  "item 8: a SIGKILLed server leaves nothing running",
+  () => {
+    for (const backend of ["bwrap", "landlock"] as const) {
+      test(`${backend}: a kept room with a running program, a running call and its setsid child all end`, async () => {
+        const s = await serveWithPid({ rules: RULES, args: ["--sandbox-backend", backend] });
+        const ws = confDir("death-ws");
+        const n = `${process.pid}${Math.floor(Math.random() * 1e6)}`;
+        const marks = [`3001.${n}`, `3002.${n}`, `3003.${n}`, ws];
+        cleanups.push(() => {
+          for (const p of marked(marks, ws))
+            try {
+              process.kill(p, "SIGKILL");
+            } catch {}
+        });
+        // python3 (allowed: escalated into a kept room) sleeps; the call's own shell sleeps, one child in a new session.
+        const cmd =
+          `python3 -c 'import time; time.sleep(3001.${n})' & ` +
+          `sleep 3002.${n} >/dev/null 2>&1 </dev/null & setsid sleep 3003.${n} >/dev/null 2>&1 </dev/null & wait`;
+        const call = s.shell({ command: cmd, workdir: ws, login: false, timeout_ms: 600_000 }).catch(() => undefined);
+        const running = () =>
+          [`time.sleep(3001.${n})`, `sleep\x003002.${n}`, `sleep\x003003.${n}`].every((m) => pidsWith(m).length > 0) &&
+          roomLaunchers(s.pid) > 0;
+        expect(await waitFor(running, 20_000)).toBe(true);
+        const before = marked(marks, ws);
+        process.kill(s.pid, "SIGKILL");
+        await call;
+        // The kernel delivers the deaths asynchronously: wait for them (generous: a loaded CI machine), then judge.
+        await waitFor(() => marked(marks, ws).length === 0, 15_000);
+        const left = marked(marks, ws);
+        if (left.length > 0) console.log(`before:\n${describePids(before)}\nsurvivors:\n${describePids(left)}`);
+        expect(left).toEqual([]);
+      }, 60_000);
+    }
+  },
+);
