@@ -139,7 +139,10 @@ export interface RunCommandOptions {
   maxOutputBytes: number;
   signal?: AbortSignal;
   onProgress?: (elapsedMs: number, outputBytes: number) => void;
-  /** Called with the shell's process group id while it runs (for shutdown). */
+  /**
+   * Called with the shell's session id (its pid) and `true` once it has started, `false` as soon as it has been
+   * reaped (the id may be reused from then on): the server kills the sessions of running shells at shutdown.
+   */
   track?: (pgid: number, running: boolean) => void;
   /** Per-call cgroups (every process of the call ends with it); undefined where the host has none. */
   cgroups?: CgroupManager;
@@ -588,6 +591,8 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
     eof = true;
   })();
   const exitCode = await proc.exited;
+  // Reaped: from now on its pid (the session's id) may be reused by any new process, so it is no longer tracked.
+  o.track?.(pid, false);
   // The shell is gone: the worker lets go of its copy of the pipe (later escalations of leftovers get /dev/null).
   listener.releaseOutput();
   // Killed (timeout, cancel): escalated programs have their grace period, unless they end (and close the pipe) first.
@@ -602,7 +607,6 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
   if (progress !== undefined) clearInterval(progress);
   o.signal?.removeEventListener("abort", onAbort);
   stopwatch.dispose();
-  o.track?.(pid, false);
   // Stops interception for leftovers and kills this call's escalated programs. The commands reach the worker
   // synchronously inside close(); only its acknowledgement is not awaited, so the answer is not delayed by it.
   const listenerClosed = listener.close();
