@@ -23,7 +23,7 @@ import { ShellmcpError } from "../../errors.ts";
 import { writeStderr } from "../../stderr.ts";
 import type { SandboxPolicy } from "../policy.ts";
 import { openSelfExe, planBwrap, probeBwrap, releaseBwrapPlan, selfHelperArgv, type BwrapProbe } from "./bwrap.ts";
-import { applyInProcess, execCommand, planOf, waitForNamespaceInit, type SandboxRun } from "./in-process.ts";
+import { applyInProcess, execCommand, planOf, runInNewSession, waitForNamespaceInit, type SandboxRun } from "./in-process.ts";
 import { landlockAbi } from "./landlock.ts";
 
 export {
@@ -124,6 +124,7 @@ export async function runSandboxed(run: SandboxRun): Promise<number> {
     { landlockWrites: true, proxied: run.networkProxy !== undefined, proxyPorts: run.networkProxy?.ports },
     run.profile,
   );
+  if (run.newSession === true) return runInNewSession(run.command);
   return execCommand(run.command);
 }
 
@@ -150,7 +151,7 @@ function needsOwnPidNamespace(run: SandboxRun): boolean {
 async function runInOwnPidNamespace(run: SandboxRun): Promise<number> {
   const argv = selfHelperArgv(run, ["--backend", "landlock", "--inherit-pid-namespace"], "here");
   const env = Object.entries(process.env).map(([k, v]) => `${k}=${v ?? ""}`);
-  const prepared = libc.prepareSpawn({ path: argv[0]!, argv, env, closeFrom: false });
+  const prepared = libc.prepareSpawn({ path: argv[0]!, argv, env, closeFrom: false, setsid: run.newSession === true });
   const own = openSync("/proc/thread-self/ns/pid", "r");
   let pid: number;
   try {
