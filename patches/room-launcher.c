@@ -385,6 +385,7 @@ static int guard_main(int lifeline, int exec_fd, const char *path, char **child_
     return 127;
   }
   prctl(PR_SET_DUMPABLE, 0);
+  prctl(PR_SET_NAME, "shellmcp-guard"); /* its name in ps and /proc/<pid>/comm, whatever file it was run from */
   sigset_t set, old;
   sigemptyset(&set);
   for (size_t i = 0; i < sizeof GUARD_SIGNALS / sizeof GUARD_SIGNALS[0]; i++) sigaddset(&set, GUARD_SIGNALS[i]);

@@ -11,40 +11,20 @@
  * its working folder (the call's workspace, unique to the test). Survivors are listed and killed.
  */
 import { afterAll, afterEach, describe, expect, test } from "bun:test";
-import { readdirSync, readFileSync, readlinkSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 import { closeAll, confDir, describePids, pidsWith, serveWithPid, waitFor } from "../helpers/attack.ts";
+import { killMarked, marked } from "../helpers/marked.ts";
 import { skipWithout, toolMissing } from "../helpers/prereq.ts";
 import { shellsMissing } from "../helpers/shells.ts";
 
 afterAll(closeAll);
-
-/** Pids (not this process) whose argv contains any of `marks`, or whose working folder lies in `dir`. */
-function marked(marks: string[], dir: string): number[] {
-  const out: number[] = [];
-  for (const e of readdirSync("/proc")) {
-    if (!/^\d+$/.test(e) || Number(e) === process.pid) continue;
-    try {
-      const argv = readFileSync(`/proc/${e}/cmdline`, "utf8");
-      let cwd = "";
-      try {
-        cwd = readlinkSync(`/proc/${e}/cwd`);
-      } catch {
-        // a kernel thread, or not ours to read
-      }
-      if (marks.some((m) => argv.includes(m)) || cwd === dir || cwd.startsWith(`${dir}/`)) out.push(Number(e));
-    } catch {
-      // gone
-    }
-  }
-  return out;
-}
 
 const cleanups: (() => void)[] = [];
 afterEach(() => {
   for (const c of cleanups.splice(0)) c();
 });
 
-/** Whether `pid` (or, with its threads, any descendant) is a room launcher. */
+/** How many descendants of `pid` (through every thread's children) are room launchers. */
 function roomLaunchers(pid: number): number {
   let n = 0;
   const queue = [pid];
@@ -78,12 +58,7 @@ describe.skipIf(skipWithout("server death suite", shellsMissing() ?? toolMissing
         const ws = confDir("death-ws");
         const n = `${process.pid}${Math.floor(Math.random() * 1e6)}`;
         const marks = [`3001.${n}`, `3002.${n}`, `3003.${n}`, ws];
-        cleanups.push(() => {
-          for (const p of marked(marks, ws))
-            try {
-              process.kill(p, "SIGKILL");
-            } catch {}
-        });
+        cleanups.push(() => killMarked(marks, ws));
         // python3 (allowed: escalated into a kept room) sleeps; the call's own shell sleeps, one child in a new session.
         const cmd =
           `python3 -c 'import time; time.sleep(3001.${n})' & ` +
