@@ -8,6 +8,7 @@
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import * as libc from "../../ffi/libc.ts";
 import { ShellmcpError } from "../errors.ts";
+import { failIfInjected } from "../fault-injection.ts";
 import type { EscalateSpawn } from "./worker-messages.ts";
 import { isSelfExe } from "../self.ts";
 import { guardedArgv, lifelineReadFd, selfExecFd } from "../shell/lifeline.ts";
@@ -151,6 +152,46 @@ export function roomProgramFds(received: number[], dests: number[], outputFd: nu
     out.dests.push(dest);
   });
   return out;
+}
+
+/** How often, and how far apart (ms), {@link superviseChild} looks for the end of a child it killed. */
+const KILLED_REAP_TRIES = 200;
+const KILLED_REAP_STEP_MS = 5;
+
+/**
+ * The pidfd of `pid`, a child this thread has just started and not reaped (an escalated program, a kept room, or
+ * their guard), through which it is supervised: polled for its end, signalled without a pid race. When the pidfd
+ * cannot be opened (out of fds, an injected `pidfd_open` fault), the child must not run on unsupervised (nothing
+ * would reap, signal or time it out): it and its process group get SIGKILL — its pid cannot have been reused, it is
+ * unreaped — it is reaped (waiting at most ~1 s for the kernel to end it), and `ESCALATION_UNAVAILABLE` is thrown
+ * saying so.
+ */
+export function superviseChild(pid: number): number {
+  try {
+    failIfInjected("pidfd_open");
+    return libc.pidfdOpen(pid);
+  } catch (e) {
+    try {
+      libc.kill(-pid, 9);
+      libc.kill(pid, 9);
+    } catch {
+      // already gone
+    }
+    for (let i = 0; i < KILLED_REAP_TRIES; i++) {
+      try {
+        if (libc.waitpidNoHang(pid) !== undefined) break;
+      } catch {
+        break; // not ours to reap any more (ECHILD)
+      }
+      Bun.sleepSync(KILLED_REAP_STEP_MS);
+    }
+    throw new ShellmcpError(
+      "ESCALATION_UNAVAILABLE",
+      `cannot supervise the escalated program (pidfd_open: ${(e as Error).message}); it was stopped before it could run on unsupervised`,
+      {},
+      { cause: e },
+    );
+  }
 }
 
 /**

@@ -8,7 +8,7 @@
 import { writeFileSync } from "node:fs";
 import * as libc from "../../ffi/libc.ts";
 import { ShellmcpError } from "../errors.ts";
-import { reapExitCode, signalChild, signalDescendants, spawnEscalated } from "./escalated-child.ts";
+import { reapExitCode, signalChild, signalDescendants, spawnEscalated, superviseChild } from "./escalated-child.ts";
 import { KeptRooms } from "./worker-rooms.ts";
 import {
   decodeRequest,
@@ -403,8 +403,8 @@ export class SessionTable {
     }
     const procs = listener?.cgroupProcs;
     const { pid, viaTrampoline } = spawnEscalated(received, dests, s.spawn!, procs, listener?.outputFd);
+    s.pidfd = superviseChild(pid); // throws (the child killed and reaped) when it cannot be supervised
     s.pid = pid;
-    s.pidfd = libc.pidfdOpen(pid);
     s.state = "running";
     if (procs !== undefined && !viaTrampoline) {
       try {
