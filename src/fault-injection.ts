@@ -13,12 +13,12 @@ export const FAULT_ENV = "SHELLMCP_FAULT_INJECT";
 /**
  * Steps that can be made to fail:
  * - `pidfd_open`: the escalation worker's pidfd of a child it has just started (an escalated program, a kept room);
- * - `cgroup_create`: a call's cgroup, after its folder was made;
- * - `listen`: the call's escalation listener, after the cgroup and the output pipe;
- * - `spawn`: starting the call's shell, after everything else was acquired;
- * - `bwrap_mounts`: planning bubblewrap's mounts, after the host mount points were created.
+ * - `call_cgroup`: a call's start-up, right after its cgroup was created (after its bridges and mount points);
+ * - `call_listen`: a call's start-up, right after its escalation listener was opened (and its output pipe);
+ * - `call_spawn`: starting the call's shell, after everything else was acquired;
+ * - `bwrap_mounts`: planning bubblewrap (the call's sandbox), right after its host mount points were created.
  */
-export type FaultStep = "pidfd_open" | "cgroup_create" | "listen" | "spawn" | "bwrap_mounts";
+export type FaultStep = "pidfd_open" | "call_cgroup" | "call_listen" | "call_spawn" | "bwrap_mounts";
 
 /** Throw `SYSCALL` (an injected fault, `data.injected: step`) when `step` is named in {@link FAULT_ENV}. */
 export function failIfInjected(step: FaultStep, env: Record<string, string | undefined> = process.env): void {

@@ -32,6 +32,8 @@ import { bridgePair, NAMESPACE_PORTS, PROXY_BRIDGE_FD, receiveNamespaceListeners
 import { proxyEnvironment } from "../network/env.ts";
 import { EXEC_FD, guardedArgv, LIFELINE_FD, lifelineProblem, lifelineReadFd, selfExecFd } from "./lifeline.ts";
 import { Stopwatch } from "./stopwatch.ts";
+import { failIfInjected } from "../fault-injection.ts";
+import { log } from "../log.ts";
 import { envForSelf, isSelfExe, selfExePath } from "../self.ts";
 
 /** Time the output pipe may stay open after the shell exited, ms. */
@@ -366,6 +368,19 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
       `workdir ${o.workdir}: ${(e as NodeJS.ErrnoException).code === "ENOENT" ? "No such file or directory (os error 2)" : (e as Error).message}`,
     );
   }
+  // What the call acquires before its shell runs (bridges, mount points, its cgroup, the output pipe, the
+  // escalation listener, the stopwatch, the seccomp pipe) is released by this one stack, last first, on every way
+  // out before the shell has started: a refusal, an error, a timeout already over, a failed spawn. Once the shell
+  // runs, the stack is emptied (`move()`) and the end of the call releases everything in its own order below.
+  await using startup = new AsyncDisposableStack();
+  const hold = (release: () => unknown) =>
+    startup.defer(async () => {
+      try {
+        await release();
+      } catch (e) {
+        log.warn("releasing what a call acquired failed", { error: (e as Error).message });
+      }
+    });
   // Proxy mode: under bubblewrap a bridge into the namespace at fixed in-namespace ports; under Landlock the
   // proxy's own loopback ports.
   let proxySpec: ProxySpec | undefined;
@@ -374,7 +389,8 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
   if (o.networkProxy !== undefined && sandboxedGuess) {
     const np = o.networkProxy.policy;
     if (launcherEnforcement(true, o.launcher) === "bwrap" && o.launcher.seatbelt === undefined) {
-      bridge = bridgePair();
+      const b = (bridge = bridgePair());
+      hold(() => [b.serverFd, b.childFd].forEach(libc.closeQuiet));
       const ports = np.enableSocks5 ? { http: NAMESPACE_PORTS.http, socks: NAMESPACE_PORTS.socks } : { http: NAMESPACE_PORTS.http };
       proxySpec = { fd: PROXY_BRIDGE_FD, ports: Object.values(ports) };
       proxyEnv = proxyEnvironment(ports, np.allowLocalBinding);
@@ -390,22 +406,15 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
   let roomProxy: RoomSpec["proxy"];
   if (proxySpec !== undefined) {
     if (bridge !== undefined) {
-      roomBridge = bridgePair();
+      const b = (roomBridge = bridgePair());
+      hold(() => [b.serverFd, b.childFd].forEach(libc.closeQuiet));
       roomProxy = { ports: proxySpec.ports, bridgeFd: roomBridge.childFd, env: proxyEnv! };
     } else roomProxy = { ports: proxySpec.ports, env: proxyEnv! };
   }
-  const closeBridge = () => {
-    for (const b of [bridge, roomBridge]) {
-      if (b === undefined) continue;
-      libc.closeQuiet(b.serverFd);
-      libc.closeQuiet(b.childFd);
-    }
-  };
   let launch: Launch;
   try {
     launch = planLaunch(o, proxySpec);
   } catch (e) {
-    closeBridge();
     // A sandbox that cannot be built as asked (e.g. a protected path that is a symlink): fail closed, as the
     // helper does (status 101, the reason in the output).
     const msg = `shellmcp: ${(e as Error).message}\n`;
@@ -425,6 +434,7 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
   const release = () => {
     if (launch.bwrap !== undefined) releaseBwrapPlan(launch.bwrap);
   };
+  hold(release);
 
   let pid = 0;
   let killed: "timeout" | "cancel" | undefined;
@@ -438,17 +448,28 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
   };
   let cgroup: CallCgroup | undefined;
   try {
-    cgroup = o.cgroups?.create();
+    const c = (cgroup = o.cgroups?.create());
+    if (c !== undefined) hold(() => c.dispose());
+    failIfInjected("call_cgroup");
   } catch (e) {
-    release();
-    closeBridge();
     return fail(`cannot create this call's cgroup: ${(e as Error).message}`);
   }
   // The worker gets its own copy of the output pipe's write end (for escalated programs given a terminal); it is
   // created after the pipe below, so the listener is opened there.
   const [readEnd, writeEnd] = libc.pipe2(libc.SOCK.SOCK_CLOEXEC);
-  const outputFd = libc.fcntl(writeEnd, libc.SOCK.F_DUPFD_CLOEXEC, 3);
-  const listener = o.server.listen({ decide: (r) => o.decide(r, stopwatch!), boundary, cgroupProcs: cgroup?.procs, outputFd });
+  hold(() => [readEnd, writeEnd].forEach(libc.closeQuiet));
+  let outputFd: number | undefined = libc.fcntl(writeEnd, libc.SOCK.F_DUPFD_CLOEXEC, 3);
+  hold(() => outputFd !== undefined && libc.closeQuiet(outputFd)); // until the listener has it
+  let listener: ReturnType<EscalationServer["listen"]>;
+  try {
+    listener = o.server.listen({ decide: (r) => o.decide(r, stopwatch!), boundary, cgroupProcs: cgroup?.procs, outputFd });
+    outputFd = undefined; // the worker's now
+    const l = listener;
+    hold(() => l.close());
+    failIfInjected("call_listen");
+  } catch (e) {
+    return fail(`cannot open this call's escalation listener: ${(e as Error).message}`);
+  }
   // Timeout or cancel: the sandboxed shell's process group dies at once; escalated programs get SIGTERM and
   // ESCALATED_GRACE_MS to end (git removes its index.lock), then everything left of the call is killed.
   let graceOver: Promise<void> | undefined;
@@ -467,14 +488,11 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
     killed ??= "timeout";
     killTree();
   });
+  const sw = stopwatch;
+  hold(() => sw.dispose());
   // Time a person takes to answer a network question does not count against the timeout either.
   if (o.networkProxy !== undefined) o.networkProxy.pauseWhile = (f) => stopwatch!.paused(f);
   if (stopwatch.expired) {
-    release();
-    closeBridge();
-    libc.closeQuiet(readEnd);
-    libc.closeQuiet(writeEnd);
-    await listener.close();
     return {
       exitCode: 124,
       output: "",
@@ -496,6 +514,7 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
   const trampoline = cgroup !== undefined && launch.bwrap === undefined && !selfHelper;
   if (cgroup !== undefined && launch.bwrap === undefined && selfHelper) argv.splice(2, 0, "--join-cgroup", cgroup.procs);
   const seccomp = launch.bwrap?.seccomp === undefined ? undefined : bytesPipe(launch.bwrap.seccomp);
+  if (seccomp !== undefined) hold(() => libc.closeQuiet(seccomp));
   const stdio: (number | "ignore")[] = ["ignore", writeEnd, writeEnd, listener.clientFd];
   if (seccomp !== undefined) stdio[SECCOMP_FD] = seccomp;
   if (bridge !== undefined) {
@@ -514,6 +533,7 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
     );
     const target = trampoline ? joinCgroupFirst(cgroup!.procs, argv) : argv;
     const started = guardedStart(target, trampoline ? undefined : argv0, stdio);
+    failIfInjected("call_spawn");
     proc = Bun.spawn(started.argv, {
       cwd: o.workdir,
       env,
@@ -522,16 +542,10 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
       argv0: started.argv0,
     });
   } catch (e) {
-    libc.closeQuiet(readEnd);
-    libc.closeQuiet(writeEnd);
-    if (seccomp !== undefined) libc.closeQuiet(seccomp);
-    closeBridge();
-    release();
-    stopwatch.dispose();
-    await listener.close();
-    void cgroup?.dispose();
     return fail(`cannot start ${argv[0]}: ${(e as Error).message}`);
   }
+  // The shell runs: from here on the end of the call releases what the start-up acquired.
+  startup.move();
   pid = proc.pid;
   o.track?.(pid, true);
   libc.closeQuiet(writeEnd);

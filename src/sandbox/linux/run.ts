@@ -71,17 +71,27 @@ async function runBwrap(bwrap: string, run: SandboxRun): Promise<number> {
   const seccompFd = Math.max(2, ...fds) + 1;
   const self = openSelfExe();
   const plan = planBwrap(bwrap, run, { seccompFd, ...(self !== undefined ? { selfFd: seccompFd + 1 } : {}) });
-  const stdio: (number | "inherit" | "ignore")[] = ["inherit", "inherit", "inherit"];
-  for (let fd = 3; fd <= (fds[fds.length - 1] ?? 2); fd++) stdio.push(fds.includes(fd) ? fd : "ignore");
-  const bpf = plan.seccomp === undefined ? undefined : bytesPipe(plan.seccomp);
-  stdio.push(bpf ?? "ignore"); // at seccompFd
-  if (self !== undefined) stdio.push(self); // at seccompFd + 1
-  const child = Bun.spawn(plan.argv, { stdio: stdio as ["inherit", "inherit", "inherit"], env: process.env });
-  if (bpf !== undefined) libc.closeQuiet(bpf);
-  const forward = (sig: NodeJS.Signals) => () => child.kill(sig);
-  for (const s of ["SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT"] as const) process.on(s, forward(s));
-  const code = await child.exited;
-  releaseBwrapPlan(plan);
+  // The plan's host mount points are given back however this ends: bwrap's exit, or a failure to start it.
+  let child: ReturnType<typeof Bun.spawn>;
+  let code: number;
+  try {
+    const stdio: (number | "inherit" | "ignore")[] = ["inherit", "inherit", "inherit"];
+    for (let fd = 3; fd <= (fds[fds.length - 1] ?? 2); fd++) stdio.push(fds.includes(fd) ? fd : "ignore");
+    const bpf = plan.seccomp === undefined ? undefined : bytesPipe(plan.seccomp);
+    stdio.push(bpf ?? "ignore"); // at seccompFd
+    if (self !== undefined) stdio.push(self); // at seccompFd + 1
+    try {
+      child = Bun.spawn(plan.argv, { stdio: stdio as ["inherit", "inherit", "inherit"], env: process.env });
+    } finally {
+      if (bpf !== undefined) libc.closeQuiet(bpf);
+    }
+    const c = child;
+    const forward = (sig: NodeJS.Signals) => () => c.kill(sig);
+    for (const s of ["SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT"] as const) process.on(s, forward(s));
+    code = await child.exited;
+  } finally {
+    releaseBwrapPlan(plan);
+  }
   const sig = child.signalCode;
   if (sig !== null && sig !== undefined) {
     return 128 + (osConstants.signals[sig as NodeJS.Signals] ?? 0);
