@@ -6,7 +6,7 @@
  * of a new bubblewrap (or a new sandbox helper) each time.
  *
  * Usage: room-launcher [--contained]   with fd 3 a SOCK_STREAM Unix socket to the escalation worker.
- *        room-launcher --guard FD [--exec-fd N] -- PATH ARGV0 [ARG...]   (the lifeline guard, below)
+ *        room-launcher --guard FD [--exec-fd N] [--join-cgroup PROCS] -- PATH ARGV0 [ARG...]   (the lifeline guard)
  *   --contained: the room is a pid namespace of its own (bubblewrap): once no program of the room runs, every
  *   other process in it is killed (kill(-1, SIGKILL)), as when each program had a room of its own.
  *
@@ -40,6 +40,8 @@
  * --exec-fd N: the program is the file open at fd N (exec'd with execveat, the fd closed on exec), PATH only names it
  * in messages: the server's own executable, which the guard could not reach by a path (`/proc/self/exe` would be the
  * guard, `/proc/<server>/exe` is closed to a non-root child of a non-dumpable server).
+ * --join-cgroup PROCS: the guard writes its pid into that `cgroup.procs` file first (a call's cgroup), so that it and
+ * everything below it is in the cgroup before anything runs; when the write fails nothing runs (exit 126).
  * It cannot start the child: one line on stderr, exit 127 (nothing ran).
  */
 #define _GNU_SOURCE
@@ -370,7 +372,17 @@ static void mirror_status(int status) {
 static const int GUARD_SIGNALS[] = {SIGCHLD, SIGCONT, SIGTERM, SIGINT,  SIGHUP,  SIGQUIT, SIGUSR1,
                                     SIGUSR2, SIGALRM, SIGTSTP, SIGTTIN, SIGTTOU, SIGPIPE, SIGWINCH};
 
-static int guard_main(int lifeline, int exec_fd, const char *path, char **child_argv) {
+static int guard_main(int lifeline, int exec_fd, const char *procs, const char *path, char **child_argv) {
+  if (procs != NULL) {
+    int fd = open(procs, O_WRONLY | O_CLOEXEC);
+    char pid[24];
+    int n = snprintf(pid, sizeof pid, "%d", (int)getpid());
+    if (fd < 0 || write(fd, pid, (size_t)n) != n) {
+      fprintf(stderr, "shellmcp: cannot join the call's cgroup (%s): %s\n", procs, strerror(errno));
+      return 126;
+    }
+    close(fd);
+  }
   int fl = fcntl(lifeline, F_GETFD);
   if (fl < 0 || fcntl(lifeline, F_SETFD, fl | FD_CLOEXEC) != 0) {
     fprintf(stderr, "room-launcher --guard: fd %d is not open\n", lifeline);
@@ -458,16 +470,21 @@ static long fd_arg(const char *s) {
 int main(int argc, char **argv) {
   if (argc >= 2 && strcmp(argv[1], "--guard") == 0) {
     long fd = argc >= 3 ? fd_arg(argv[2]) : -1, exec_fd = -1;
-    int i = 3;
-    if (i + 1 < argc && strcmp(argv[i], "--exec-fd") == 0) {
-      exec_fd = fd_arg(argv[i + 1]);
-      i += 2;
+    const char *procs = NULL;
+    int i = 3, bad = fd < 0;
+    for (; !bad && i + 1 < argc && strcmp(argv[i], "--") != 0; i += 2) {
+      if (strcmp(argv[i], "--exec-fd") == 0)
+        bad = (exec_fd = fd_arg(argv[i + 1])) < 0;
+      else if (strcmp(argv[i], "--join-cgroup") == 0)
+        procs = argv[i + 1];
+      else
+        bad = 1;
     }
-    if (fd < 0 || (i > 3 && exec_fd < 0) || argc < i + 3 || strcmp(argv[i], "--") != 0) {
-      fprintf(stderr, "usage: room-launcher --guard FD [--exec-fd N] -- PATH ARGV0 [ARG...]\n");
+    if (bad || argc < i + 3 || strcmp(argv[i], "--") != 0) {
+      fprintf(stderr, "usage: room-launcher --guard FD [--exec-fd N] [--join-cgroup PROCS] -- PATH ARGV0 [ARG...]\n");
       return 2;
     }
-    return guard_main((int)fd, (int)exec_fd, argv[i + 1], argv + i + 2);
+    return guard_main((int)fd, (int)exec_fd, procs, argv[i + 1], argv + i + 2);
   }
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--contained") == 0)

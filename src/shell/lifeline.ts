@@ -66,21 +66,32 @@ export function lifelineProblem(): string | undefined {
 /**
  * `path` run with `argv` (argv[0] exactly) through the lifeline guard, which finds the lifeline's read end at fd
  * `fd` of its own: the program to start instead and its argv (argv[0] {@link GUARD_ARGV0}). `path` must be absolute
- * (the guard does not search PATH). With `execFd` (the server's own executable, {@link isSelfExe} paths: the guard
- * cannot reach it by a path) the guard execs the file open at that fd of its own instead, `path` only names it.
- * Returns undefined when there is no guard binary ({@link lifelineProblem}).
+ * (the guard does not search PATH). With `opts.execFd` (the server's own executable, {@link isSelfExe} paths: the
+ * guard cannot reach it by a path) the guard execs the file open at that fd of its own instead, `path` only names
+ * it. With `opts.joinCgroup` (a call's `cgroup.procs`) the guard moves itself into that cgroup before it starts
+ * anything (exit 126, nothing run, when it cannot). Returns undefined when there is no guard binary
+ * ({@link lifelineProblem}).
  */
 export function guardedArgv(
   path: string,
   argv: readonly string[],
   fd: number,
-  execFd?: number,
+  opts: { execFd?: number; joinCgroup?: string } = {},
 ): { path: string; argv: string[] } | undefined {
   const b = launcherBinary();
   if ("error" in b) return undefined;
   return {
     path: b.path,
-    argv: [GUARD_ARGV0, "--guard", String(fd), ...(execFd !== undefined ? ["--exec-fd", String(execFd)] : []), "--", path, ...argv],
+    argv: [
+      GUARD_ARGV0,
+      "--guard",
+      String(fd),
+      ...(opts.execFd !== undefined ? ["--exec-fd", String(opts.execFd)] : []),
+      ...(opts.joinCgroup !== undefined ? ["--join-cgroup", opts.joinCgroup] : []),
+      "--",
+      path,
+      ...argv,
+    ],
   };
 }
 

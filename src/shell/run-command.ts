@@ -271,13 +271,16 @@ export function launcherEnforcement(sandboxed: boolean, launcher: SandboxLaunche
 /**
  * How to start `argv` (run as `argv0` when given) so that it dies with the server: through the lifeline guard
  * (./lifeline.ts), which gets the lifeline's read end at {@link LIFELINE_FD} of `stdio` (filled with "ignore" up to
- * it; changed in place). argv[0] must be an absolute path or a name found on this process's PATH; throws `Error`
- * when it is neither. Without a guard binary, `argv` as it is (the caller's spawn does the lookup).
+ * it; changed in place), and joins the call's cgroup (`joinCgroup`, its `cgroup.procs`) before it starts anything.
+ * argv[0] must be an absolute path or a name found on this process's PATH; throws `Error` when it is neither.
+ * Without a guard binary, `argv` as it is (the caller's spawn does the lookup; `joinCgroup` is then the caller's
+ * to arrange).
  */
 export function guardedStart(
   argv: readonly string[],
   argv0: string | undefined,
   stdio: (number | "ignore")[],
+  joinCgroup?: string,
 ): { argv: string[]; argv0: string | undefined } {
   if (lifelineProblem() !== undefined) return { argv: [...argv], argv0 };
   const name = argv[0]!;
@@ -287,7 +290,10 @@ export function guardedStart(
   stdio[LIFELINE_FD] = lifelineReadFd();
   const self = selfExecFd(path);
   if (self !== undefined) stdio[EXEC_FD] = self;
-  const g = guardedArgv(path, [argv0 ?? name, ...argv.slice(1)], LIFELINE_FD, self !== undefined ? EXEC_FD : undefined)!;
+  const g = guardedArgv(path, [argv0 ?? name, ...argv.slice(1)], LIFELINE_FD, {
+    ...(self !== undefined ? { execFd: EXEC_FD } : {}),
+    ...(joinCgroup !== undefined ? { joinCgroup } : {}),
+  })!;
   return { argv: [g.path, ...g.argv.slice(1)], argv0: g.argv[0] };
 }
 
@@ -508,11 +514,14 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
   // sandboxed process is in bwrap's pid namespace, which the kernel kills whole when bwrap's init exits (it dies
   // with bwrap, --die-with-parent), so the cgroup only needs the escalated programs (the worker moves those in).
   // Saves a /bin/sh start per call.
-  // Our own helper (/proc/self/exe) cannot go through the trampoline (the shell would exec itself): it joins the
-  // cgroup itself, first thing (`--join-cgroup`), before it starts anything of the call.
+  // The lifeline guard joins it itself before it forks (no trampoline). Without a guard: our own helper
+  // (/proc/self/exe) cannot go through the trampoline (the shell would exec itself): it joins the cgroup itself,
+  // first thing (`--join-cgroup`), before it starts anything of the call; anything else goes through /bin/sh.
   const selfHelper = isSelfExe(argv[0]);
-  const trampoline = cgroup !== undefined && launch.bwrap === undefined && !selfHelper;
-  if (cgroup !== undefined && launch.bwrap === undefined && selfHelper) argv.splice(2, 0, "--join-cgroup", cgroup.procs);
+  const joins = cgroup !== undefined && launch.bwrap === undefined;
+  const guardJoins = joins && lifelineProblem() === undefined;
+  const trampoline = joins && !guardJoins && !selfHelper;
+  if (joins && !guardJoins && selfHelper) argv.splice(2, 0, "--join-cgroup", cgroup!.procs);
   const seccomp = launch.bwrap?.seccomp === undefined ? undefined : bytesPipe(launch.bwrap.seccomp);
   if (seccomp !== undefined) hold(() => libc.closeQuiet(seccomp));
   const stdio: (number | "ignore")[] = ["ignore", writeEnd, writeEnd, listener.clientFd];
@@ -532,7 +541,7 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
       shellEnvironment(o, listener.shellEnv(o.wrapperPath, ESCALATE_FD), { ...launch.env, ...proxyEnv }),
     );
     const target = trampoline ? joinCgroupFirst(cgroup!.procs, argv) : argv;
-    const started = guardedStart(target, trampoline ? undefined : argv0, stdio);
+    const started = guardedStart(target, trampoline ? undefined : argv0, stdio, guardJoins ? cgroup!.procs : undefined);
     failIfInjected("call_spawn");
     proc = Bun.spawn(started.argv, {
       cwd: o.workdir,
