@@ -8,10 +8,12 @@
  * (escalated into a kept room) that sleeps, plus plain and `setsid` sleeps of its own; once every one of them runs
  * (and a room launcher with them), the server is SIGKILLed. Every process is then found by a unique marker: in its
  * argv (the sleeps' durations, the workspace path in the room's bwrap argv and the Landlock helper's policy) or by
- * its working folder (the call's workspace, unique to the test). Survivors are listed and killed.
+ * its working folder (the call's workspace, unique to the test). Survivors are listed and killed. Run as this user
+ * and, when that is root, again as `nobody` (no cgroups there: only the lifeline holds).
  */
 import { afterAll, afterEach, describe, expect, test } from "bun:test";
-import { readdirSync, readFileSync } from "node:fs";
+import { chownSync, readdirSync, readFileSync } from "node:fs";
+import { ensureBinary } from "../helpers/binary.ts";
 import { closeAll, confDir, describePids, pidsWith, serveWithPid, waitFor } from "../helpers/attack.ts";
 import { killMarked, marked } from "../helpers/marked.ts";
 import { skipWithout, toolMissing } from "../helpers/prereq.ts";
@@ -49,34 +51,59 @@ function roomLaunchers(pid: number): number {
 
 const RULES = 'prefix_rule(pattern=["python3"], decision="allow")\n';
 
+const isRoot = process.getuid?.() === 0;
+/** uid and gid of `nobody`. */
+const NOBODY = 65534;
+/** `dir`, handed to nobody (its `rules/` folder is written by the test, as root, and stays readable). */
+function ownedByNobody(dir: string): string {
+  chownSync(dir, NOBODY, NOBODY);
+  return dir;
+}
+
 describe.skipIf(skipWithout("server death suite", shellsMissing() ?? toolMissing("bwrap", "python3", "setsid")))(
   "item 8: a SIGKILLed server leaves nothing running",
   () => {
-    for (const backend of ["bwrap", "landlock"] as const) {
-      test(`${backend}: a kept room with a running program, a running call and its setsid child all end`, async () => {
-        const s = await serveWithPid({ rules: RULES, args: ["--sandbox-backend", backend] });
-        const ws = confDir("death-ws");
-        const n = `${process.pid}${Math.floor(Math.random() * 1e6)}`;
-        const marks = [`3001.${n}`, `3002.${n}`, `3003.${n}`, ws];
-        cleanups.push(() => killMarked(marks, ws));
-        // python3 (allowed: escalated into a kept room) sleeps; the call's own shell sleeps, one child in a new session.
-        const cmd =
-          `python3 -c 'import time; time.sleep(3001.${n})' & ` +
-          `sleep 3002.${n} >/dev/null 2>&1 </dev/null & setsid sleep 3003.${n} >/dev/null 2>&1 </dev/null & wait`;
-        const call = s.shell({ command: cmd, workdir: ws, login: false, timeout_ms: 600_000 }).catch(() => undefined);
-        const running = () =>
-          [`time.sleep(3001.${n})`, `sleep\x003002.${n}`, `sleep\x003003.${n}`].every((m) => pidsWith(m).length > 0) &&
-          roomLaunchers(s.pid) > 0;
-        expect(await waitFor(running, 20_000)).toBe(true);
-        const before = marked(marks, ws);
-        process.kill(s.pid, "SIGKILL");
-        await call;
-        // The kernel delivers the deaths asynchronously: wait for them (generous: a loaded CI machine), then judge.
-        await waitFor(() => marked(marks, ws).length === 0, 15_000);
-        const left = marked(marks, ws);
-        if (left.length > 0) console.log(`before:\n${describePids(before)}\nsurvivors:\n${describePids(left)}`);
-        expect(left).toEqual([]);
-      }, 60_000);
-    }
+    for (const backend of ["bwrap", "landlock"] as const)
+      for (const user of ["this user", "nobody"] as const) {
+        test.skipIf(user === "nobody" && !isRoot)(
+          `${backend}, as ${user}: a kept room with a running program, a running call and its setsid child all end`,
+          async () => {
+            // As nobody (from root: setpriv): a HOME and a workspace of its own; no cgroups (not delegated to it).
+            const nobody = user === "nobody" ? { home: ownedByNobody(confDir("death-home")) } : undefined;
+            const s = await serveWithPid({
+              rules: RULES,
+              args: ["--sandbox-backend", backend],
+              ...(nobody !== undefined
+                ? {
+                    command: ["/usr/bin/setpriv", `--reuid=${NOBODY}`, `--regid=${NOBODY}`, "--clear-groups", ensureBinary()],
+                    codexHome: nobody.home,
+                  }
+                : {}),
+            });
+            const ws = nobody !== undefined ? ownedByNobody(confDir("death-ws")) : confDir("death-ws");
+            const n = `${process.pid}${Math.floor(Math.random() * 1e6)}`;
+            const marks = [`3001.${n}`, `3002.${n}`, `3003.${n}`, ws];
+            cleanups.push(() => killMarked(marks, ws));
+            // python3 (allowed: escalated into a kept room) sleeps; the call's own shell sleeps, one child in a new session.
+            const cmd =
+              `python3 -c 'import time; time.sleep(3001.${n})' & ` +
+              `sleep 3002.${n} >/dev/null 2>&1 </dev/null & setsid sleep 3003.${n} >/dev/null 2>&1 </dev/null & wait`;
+            const call = s.shell({ command: cmd, workdir: ws, login: false, timeout_ms: 600_000 }).catch(() => undefined);
+            const running = () =>
+              [`time.sleep(3001.${n})`, `sleep\x003002.${n}`, `sleep\x003003.${n}`].every((m) => pidsWith(m).length > 0) &&
+              roomLaunchers(s.pid) > 0;
+            expect(await waitFor(running, 20_000)).toBe(true);
+            const before = marked(marks, ws);
+            process.kill(s.pid, "SIGKILL");
+            await call;
+            // The kernel delivers the deaths asynchronously: wait for them (generous: a loaded CI machine), then judge.
+            await waitFor(() => marked(marks, ws).length === 0, 15_000);
+            const left = marked(marks, ws);
+            if (left.length > 0) console.log(`before:\n${describePids(before)}\nsurvivors:\n${describePids(left)}`);
+            expect(left).toEqual([]);
+          },
+          60_000,
+        );
+      }
   },
 );
