@@ -35,7 +35,9 @@
  *   guard), reaps them, and exits 137;
  * - when the child ends: kills what it left behind (nothing of a program outlives it, as in a room), and ends the
  *   way the child did (the same exit status, or the same signal);
- * - ignores the signals a call's or a room's kill sends it besides SIGKILL (SIGTERM, SIGINT, SIGHUP, ...: they
+ * - on SIGUSR1 from its parent (the server ending a call: timeout, cancel): kills every process below it, reaps
+ *   them, and dies of SIGKILL (what the server's SIGKILL of the process group used to look like);
+ * - ignores the other signals a call's or a room's kill sends it besides SIGKILL (SIGTERM, SIGINT, SIGHUP, ...: they
  *   reach the child through its process group), and passes SIGCONT on to the child.
  * --exec-fd N: the program is the file open at fd N (exec'd with execveat, the fd closed on exec), PATH only names it
  * in messages: the server's own executable, which the guard could not reach by a path (`/proc/self/exe` would be the
@@ -104,13 +106,17 @@ static void kill_leftovers(void);
 
 /* End everything this launcher started, then exit `code`: as the subreaper, every process of the room ends up a
    child of this one once its parent is gone, so kill and reap until no child is left. */
-static void end_room(int code) {
+static void end_all(void) {
   for (int i = 0; i < nprograms; i++) kill(-programs[i].pid, SIGKILL);
   nprograms = 0;
   for (;;) {
     kill_leftovers();
     if (waitpid(-1, NULL, 0) < 0 && errno == ECHILD) break;
   }
+}
+
+static void end_room(int code) {
+  end_all();
   _exit(code);
 }
 
@@ -444,6 +450,12 @@ static int guard_main(int lifeline, int exec_fd, const char *procs, const char *
     struct signalfd_siginfo si;
     while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
       if (si.ssi_signo == SIGCONT && nprograms > 0) kill(pid, SIGCONT);
+      if (si.ssi_signo == SIGUSR1 && (pid_t)si.ssi_pid == getppid()) {
+        /* The server ends the call (timeout, cancel): everything below ends, then the guard, as if SIGKILLed. */
+        end_all();
+        signal(SIGKILL, SIG_DFL);
+        kill(getpid(), SIGKILL);
+      }
     }
     int status;
     pid_t r;

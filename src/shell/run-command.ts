@@ -30,7 +30,7 @@ import { CappedOutput } from "./output.ts";
 import type { CallProxy } from "../network/proxy.ts";
 import { bridgePair, NAMESPACE_PORTS, PROXY_BRIDGE_FD, receiveNamespaceListeners, watchNamespaceListeners } from "../network/bridge.ts";
 import { proxyEnvironment } from "../network/env.ts";
-import { EXEC_FD, guardedArgv, LIFELINE_FD, lifelineProblem, lifelineReadFd, selfExecFd } from "./lifeline.ts";
+import { EXEC_FD, GUARD_ARGV0, guardedArgv, LIFELINE_FD, lifelineProblem, lifelineReadFd, selfExecFd } from "./lifeline.ts";
 import { Stopwatch } from "./stopwatch.ts";
 import { failIfInjected } from "../fault-injection.ts";
 import { log } from "../log.ts";
@@ -479,15 +479,23 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
   // Timeout or cancel: the sandboxed shell's process group dies at once; escalated programs get SIGTERM and
   // ESCALATED_GRACE_MS to end (git removes its index.lock), then everything left of the call is killed.
   let graceOver: Promise<void> | undefined;
+  // The shell's process group, while the shell is unreaped (so its pid, the group's id, cannot have been reused):
+  // under a lifeline guard, SIGUSR1 to the guard, which kills everything below it (setsid'd and double-forked
+  // processes too, cgroup or not) and then dies of SIGKILL; else SIGKILL to the group.
+  const killShell = () => {
+    if (pid <= 0 || proc.exitCode !== null || proc.signalCode !== null) return;
+    if (guarded) libc.kill(pid, osConstants.signals.SIGUSR1);
+    else libc.kill(-pid, 9);
+  };
   const killAll = () => {
     cgroup?.kill();
-    if (pid > 0) libc.kill(-pid, 9);
+    killShell();
     listener.signalChildren(9);
   };
   const killTree = () => {
     if (graceOver !== undefined) return;
     listener.signalChildren(15);
-    if (pid > 0) libc.kill(-pid, 9);
+    killShell();
     graceOver = Bun.sleep(ESCALATED_GRACE_MS).then(killAll);
   };
   stopwatch = new Stopwatch(o.timeoutMs, () => {
@@ -535,13 +543,15 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
     for (let fd = 0; fd < SELF_EXE_FD; fd++) stdio[fd] ??= "ignore";
     stdio[SELF_EXE_FD] = selfExe; // bwrap binds it over the executable's path for our inner stage
   }
-  let proc: ReturnType<typeof Bun.spawn>;
+  let proc!: ReturnType<typeof Bun.spawn>;
+  let guarded = false;
   try {
     const env = (selfHelper ? envForSelf : (e: Record<string, string>) => e)(
       shellEnvironment(o, listener.shellEnv(o.wrapperPath, ESCALATE_FD), { ...launch.env, ...proxyEnv }),
     );
     const target = trampoline ? joinCgroupFirst(cgroup!.procs, argv) : argv;
     const started = guardedStart(target, trampoline ? undefined : argv0, stdio, guardJoins ? cgroup!.procs : undefined);
+    guarded = started.argv0 === GUARD_ARGV0;
     failIfInjected("call_spawn");
     proc = Bun.spawn(started.argv, {
       cwd: o.workdir,

@@ -107,3 +107,44 @@ describe.skipIf(skipWithout("server death suite", shellsMissing() ?? toolMissing
       }
   },
 );
+
+describe.skipIf(skipWithout("lifeline without cgroups", shellsMissing() ?? toolMissing("bwrap", "setsid")))(
+  "the lifeline guard without cgroups: a call's end, timeout and cancel take its setsid children",
+  () => {
+    for (const backend of ["landlock", "danger-full-access"] as const)
+      test(`${backend}, SHELLMCP_NO_CGROUP=1`, async () => {
+        const s = await serveWithPid({
+          args: backend === "landlock" ? ["--sandbox-backend", "landlock"] : [],
+          env: { SHELLMCP_NO_CGROUP: "1" },
+        });
+        const ws = confDir("lifeline-ws");
+        expect(
+          await s.sandboxState(
+            backend === "landlock" ? { type: "workspace-write", network_access: false } : { type: "danger-full-access" },
+            ws,
+          ),
+        ).toEqual({});
+        const n = `${process.pid}${Math.floor(Math.random() * 1e6)}`;
+        const marks = [`3011.${n}`, `3012.${n}`, `3013.${n}`];
+        cleanups.push(() => killMarked(marks, ws));
+        const bg = (m: string) => `setsid sleep ${m} >/dev/null 2>&1 </dev/null &`;
+        const ended = await s.shell({ command: `${bg(marks[0]!)} sleep 0.3; echo started`, workdir: ws, login: false, timeout_ms: 20_000 });
+        const timedOut = await s.shell({ command: `${bg(marks[1]!)} sleep 60`, workdir: ws, login: false, timeout_ms: 1500 });
+        const ac = new AbortController();
+        const cancelled = s
+          .shell({ command: `${bg(marks[2]!)} sleep 60`, workdir: ws, login: false, timeout_ms: 60_000 }, { signal: ac.signal })
+          .catch(() => "cancelled");
+        await waitFor(() => pidsWith(`sleep\x00${marks[2]}`).length > 0, 10_000);
+        ac.abort();
+        expect({ ended: ended.out.output, timedOut: timedOut.out.timed_out, cancelled: await cancelled }).toEqual({
+          ended: "started\n",
+          timedOut: true,
+          cancelled: "cancelled",
+        });
+        await waitFor(() => marked(marks, "\0none").length === 0, 10_000); // generous: a loaded CI machine
+        const left = marked(marks, "\0none");
+        if (left.length > 0) console.log(`survivors:\n${describePids(left)}`);
+        expect(left).toEqual([]);
+      }, 60_000);
+  },
+);
