@@ -207,7 +207,8 @@ export function applyInProcess(
   // (--cap-drop ALL); here the bounding, ambient, effective, permitted and inheritable sets are emptied before
   // the exec. A non-root user has none to drop.
   libc.dropAllCapabilities();
-  if (mode !== undefined) installFilter(mode, { refuseTruncate }); // writes confined: a mode is always set then
+  if (mode !== undefined)
+    installFilter(mode, { refuseTruncate }); // writes confined: a mode is always set then
   else libc.prctl(libc.PR.SET_NO_NEW_PRIVS, 1);
 }
 
