@@ -108,6 +108,29 @@ describe.skipIf(skipWithout("server death suite", shellsMissing() ?? toolMissing
   },
 );
 
+describe.skipIf(skipWithout("server death, host escalation", shellsMissing() ?? toolMissing("bwrap", "python3")))(
+  "item 8 with `--escalation host`: an escalated program on the host ends with a SIGKILLed server",
+  () => {
+    test("bwrap call, python3 escalated to the host, server SIGKILLed: the program and the call end", async () => {
+      const s = await serveWithPid({ rules: RULES, args: ["--sandbox-backend", "bwrap", "--escalation", "host"] });
+      const ws = confDir("death-host-ws");
+      const n = `${process.pid}${Math.floor(Math.random() * 1e6)}`;
+      const marks = [`3021.${n}`, `3022.${n}`, ws];
+      cleanups.push(() => killMarked(marks, ws));
+      const cmd = `python3 -c 'import time; time.sleep(3021.${n})' & sleep 3022.${n} >/dev/null 2>&1 </dev/null & wait`;
+      const call = s.shell({ command: cmd, workdir: ws, login: false, timeout_ms: 600_000 }).catch(() => undefined);
+      expect(await waitFor(() => [`time.sleep(3021.${n})`, `sleep\x003022.${n}`].every((m) => pidsWith(m).length > 0), 20_000)).toBe(true);
+      const before = marked(marks, ws);
+      process.kill(s.pid, "SIGKILL");
+      await call;
+      await waitFor(() => marked(marks, ws).length === 0, 15_000); // generous: a loaded CI machine
+      const left = marked(marks, ws);
+      if (left.length > 0) console.log(`before:\n${describePids(before)}\nsurvivors:\n${describePids(left)}`);
+      expect(left).toEqual([]);
+    }, 60_000);
+  },
+);
+
 describe.skipIf(skipWithout("lifeline without cgroups", shellsMissing() ?? toolMissing("bwrap", "setsid")))(
   "the lifeline guard without cgroups: a call's end, timeout and cancel take its setsid children",
   () => {
