@@ -25,7 +25,7 @@ export const ROOT = import.meta.dir;
 const pkg = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as { version: string; devDependencies: Record<string, string> };
 
 /** Worker entrypoints, each embedded in the executable. */
-const WORKER_ENTRYPOINTS = ["src/escalate/worker.ts"];
+const WORKER_ENTRYPOINTS = ["src/escalate/worker.ts", "src/escalate/inspector.ts"];
 /**
  * The roles src/main.ts loads by path (each a bundle of its own, so that a role parses only its own code at start).
  * The worker's and these bundles each carry their own copy of what they share; a process loads main's and one.

@@ -114,7 +114,8 @@ async function measure(s: Server): Promise<{ latencyMs: number; mbPerS: number; 
 
 const ours = await start(
   "shellmcp exec-server",
-  [join(ROOT, "dist", "shellmcp"), "exec-server"],
+  // Like for like with Codex's exec-server, which has no authentication: ours generates a token by default.
+  [join(ROOT, "dist", "shellmcp"), "exec-server", "--ws-auth", "none"],
   process.env as Record<string, string>,
   false,
 );

@@ -136,7 +136,14 @@ export function buildProgram(setExit: (code: number) => void): Command {
       "--listen <URL>",
       "ws://IP:PORT to listen on (default ws://127.0.0.1:0: loopback, a free port; the URL is printed on stdout), or stdio / stdio:// (JSON lines on stdin/stdout)",
     )
-    .option("--ws-auth <MODE>", "authentication for incoming websocket connections: capability-token or signed-bearer-token")
+    .option(
+      "--ws-auth <MODE>",
+      "authentication for incoming websocket connections: capability-token, signed-bearer-token, or none (default: a capability token generated at start, see --ws-token-out)",
+    )
+    .option(
+      "--ws-token-out <PATH>",
+      "without --ws-auth: write the generated token here (mode 600, replaced if present, removed at exit); default: a fresh private folder under $TMPDIR, printed on stderr",
+    )
     .option("--ws-token-file <PATH>", "file holding the capability token (mode 600: refused when group or others can read it)")
     .option("--ws-token-sha256 <HEX>", "hex SHA-256 digest of the capability token")
     .option("--ws-shared-secret-file <PATH>", "file holding the HS256 secret of signed JWT bearer tokens (≥ 32 bytes, mode 600)")
@@ -159,7 +166,7 @@ export function buildProgram(setExit: (code: number) => void): Command {
     )
     .option(
       "--allow-non-loopback",
-      "allow a ws:// address other than 127.0.0.1/::1 without --ws-auth: anyone who can connect can then run any command and read or write any file as this user",
+      "allow a ws:// address other than 127.0.0.1/::1 without an explicit --ws-auth capability-token|signed-bearer-token (with --ws-auth none: anyone who can connect can then run any command and read or write any file as this user)",
     )
     .option("--max-message-bytes <N>", "largest inbound websocket message (default 134217728)")
     // Codex's remote-registration flags: OpenAI's cloud, refused with a message saying so.

@@ -8,6 +8,7 @@
  */
 import { closeSync, constants, fstatSync, mkdirSync, openSync, writeSync } from "node:fs";
 import { dirname } from "node:path";
+import { visible } from "./safe-text.ts";
 import { writeStderr } from "./stderr.ts";
 
 type Level = "debug" | "info" | "notice" | "warn" | "error";
@@ -31,7 +32,7 @@ export function setLogFile(path: string): string | undefined {
   let fd: number | undefined;
   try {
     mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
-    fd = openSync(path, constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT | constants.O_NOFOLLOW, 0o600);
+    fd = openSync(path, constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT | constants.O_NOFOLLOW | constants.O_NONBLOCK, 0o600);
     const st = fstatSync(fd);
     if (!st.isFile() || st.nlink !== 1 || st.uid !== process.getuid?.())
       throw new Error(`${path} is not a regular file of this user with a single link`);
@@ -46,8 +47,10 @@ export function setLogFile(path: string): string | undefined {
 
 function emit(level: Level, msg: string, data?: Record<string, unknown>): void {
   if (RANK[level] < threshold()) return;
+  // Log lines carry argv, paths and hosts the model chose: JSON escapes C0 controls, and visible() the rest (C1,
+  // bidi and format characters as \uXXXX escapes, still valid JSON), so a line cannot rewrite the terminal.
   const tail = data === undefined ? "" : ` ${JSON.stringify(data)}`;
-  const line = `shellmcp ${level}: ${msg}${tail}\n`;
+  const line = `shellmcp ${level}: ${visible(`${msg}${tail}`)}\n`;
   writeStderr(line);
   if (fileFd !== undefined) {
     try {

@@ -7,11 +7,11 @@
  * not use are ignored, as Codex ignores keys it does not know. The file is parsed once per server; rules
  * discovery (trusted projects) reads the same parsed tree, `-c` overrides included.
  */
-import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import picomatch from "picomatch";
 import { parse as parseToml, TomlError } from "smol-toml";
 import { ShellmcpError } from "../errors.ts";
+import { readUntrustedText } from "../sandbox/untrusted-fs.ts";
+import { DEFAULT_EXCLUDES, filterEnvironment } from "./env-policy.ts";
 
 /** A parsed config tree. */
 export type Config = Record<string, unknown>;
@@ -89,7 +89,10 @@ export function parseConfigText(text: string, file: string): Config {
 /** Load `<codexHome>/config.toml` (empty if missing) and apply `overrides`. Throws `CONFIG` for bad TOML. */
 export function loadConfig(codexHome: string, overrides: readonly string[] = []): Config {
   const file = join(codexHome, "config.toml");
-  const cfg: Config = existsSync(file) ? parseConfigText(readFileSync(file, "utf8"), file) : {};
+  // config.toml may lie where a sandbox could write: never block on a FIFO there, never follow a planted link blindly.
+  const r = readUntrustedText(file, { follow: true });
+  if (!r.ok && r.why !== "missing") throw new ShellmcpError("CONFIG", `cannot read ${file}: ${r.reason}`);
+  const cfg: Config = r.ok ? parseConfigText(r.text, file) : {};
   for (const o of overrides) {
     const { path, value } = parseOverride(o);
     setPath(cfg, path, value);
@@ -122,8 +125,8 @@ export const CORE_VARS = [
   "LC_CTYPE",
   "TERM",
 ];
-/** Names dropped unless `ignore_default_excludes = true`. */
-export const DEFAULT_EXCLUDES = ["*KEY*", "*SECRET*", "*TOKEN*"];
+/** Names dropped unless `ignore_default_excludes = true` (defined, with the value check, in ./env-policy.ts). */
+export { DEFAULT_EXCLUDES };
 
 /**
  * Read `shell_environment_policy` from a config. Defaults: `inherit = "all"`, and — safer than current Codex,
@@ -156,27 +159,12 @@ export function shellEnvironmentPolicy(cfg: Config): ShellEnvironmentPolicy {
 }
 
 /**
- * Apply the policy to `env` (docs/sandbox.md, "Environment"): start set (all / core / none), drop default excludes, drop
- * `exclude` patterns, add `set`, keep only `include_only` patterns if any. Patterns are case-insensitive globs.
+ * Apply the policy to `env` (docs/sandbox.md, "Environment"): start set (all / {@link CORE_VARS} / none), drop the
+ * default excludes (names and URLs with user-info, ./env-policy.ts), drop `exclude` patterns, add `set`, keep only
+ * `include_only` patterns if any. Patterns are case-insensitive globs (`*`, `?`).
  */
 export function applyEnvironmentPolicy(p: ShellEnvironmentPolicy, env: Record<string, string | undefined>): Record<string, string> {
-  const matcher = (patterns: string[]) => (patterns.length === 0 ? () => false : picomatch(patterns, { nocase: true, dot: true }));
-  const out: Record<string, string> = {};
-  for (const [k, v] of Object.entries(env)) {
-    if (v === undefined) continue;
-    if (p.inherit === "none") continue;
-    if (p.inherit === "core" && !CORE_VARS.includes(k)) continue;
-    out[k] = v;
-  }
-  const defaults = matcher(p.ignoreDefaultExcludes ? [] : DEFAULT_EXCLUDES);
-  const excluded = matcher(p.exclude);
-  for (const k of Object.keys(out)) if (defaults(k) || excluded(k)) delete out[k];
-  Object.assign(out, p.set);
-  if (p.includeOnly.length > 0) {
-    const keep = matcher(p.includeOnly);
-    for (const k of Object.keys(out)) if (!keep(k)) delete out[k];
-  }
-  return out;
+  return filterEnvironment({ ...p, coreNames: CORE_VARS }, env);
 }
 
 /** shellmcp's own settings for escalated programs (`[shellmcp]` in config.toml; Codex ignores the table). */

@@ -17,10 +17,11 @@
  * A refused escalation runs the program inside the sandbox instead (the caller turns it into `Run`); `forbidden`
  * still denies.
  */
-import { closeSync, existsSync, openSync, readFileSync, readSync, realpathSync, statSync } from "node:fs";
+import { existsSync, realpathSync, statSync } from "node:fs";
 import { basename, delimiter, dirname, isAbsolute, join, resolve } from "node:path";
-import { gitdirPointer } from "../sandbox/policy.ts";
+import { discoverRepository, trustedCommonDir } from "../sandbox/git-layout.ts";
 import type { RoomSpec } from "../sandbox/room.ts";
+import { MAX_INDEX_BYTES, readUntrusted, readUntrustedText } from "../sandbox/untrusted-fs.ts";
 import { canonicalPath, canWrite, type WritableView } from "../sandbox/writable.ts";
 import { PROTOCOL_ENV_VARS } from "./protocol.ts";
 
@@ -264,26 +265,17 @@ function interpreterChain(w: WritableView, program: string, env: Record<string, 
   return `more than ${MAX_INTERPRETER_DEPTH} levels of #! interpreters`;
 }
 
-/** The `#!` line of `file` without `#!`, or undefined when it has none. */
+/** The `#!` line of `file` without `#!`, or undefined when it has none (or is no regular file: the exec fails). */
 function shebang(file: string): string | undefined {
-  let fd: number;
-  try {
-    fd = openSync(file, "r");
-  } catch {
-    return undefined;
-  }
-  try {
-    const buf = Buffer.alloc(256);
-    const n = readSync(fd, buf, 0, buf.length, 0);
-    if (n < 2 || buf[0] !== 0x23 || buf[1] !== 0x21) return undefined;
-    const end = buf.subarray(0, n).indexOf(0x0a);
-    return buf
-      .subarray(2, end < 0 ? n : end)
-      .toString("latin1")
-      .trim();
-  } finally {
-    closeSync(fd);
-  }
+  const r = readUntrusted(file, { head: 256 });
+  if (!r.ok) return undefined;
+  const buf = r.data;
+  if (buf.length < 2 || buf[0] !== 0x23 || buf[1] !== 0x21) return undefined;
+  const end = buf.indexOf(0x0a);
+  return buf
+    .subarray(2, end < 0 ? buf.length : end)
+    .toString("latin1")
+    .trim();
 }
 
 /** `execvp`-style lookup of `name` on `path` (canonical result). */
@@ -334,16 +326,23 @@ function gitWritable(w: WritableView, argv: readonly string[], workdir: string, 
   const writable = (what: string, p: string) => (canWrite(w, p) ? `git's ${what} ${p} can be written by the sandboxed command` : undefined);
 
   let workTree: string | undefined;
+  let dirs: string[] = [];
   if (gitDir === undefined) {
     // Discovery, as git does it: the nearest folder with a .git (or that is a bare repository). Any folder on
-    // the way where the sandbox could create a .git would win over the real one.
+    // the way where the sandbox could create a .git would win over the real one. Pointer files (a `.git` file,
+    // `commondir`) are trusted only in git's own shape (../sandbox/git-layout.ts): a forged one fails closed.
     for (let d = canonicalPath(cwd); ; d = dirname(d)) {
       const dotGit = join(d, ".git");
       if (existsSync(dotGit)) {
-        gitDir = gitdirPointer(dotGit) ?? dotGit;
-        workTree = d;
         const why = writable("repository", dotGit);
         if (why !== undefined) return why;
+        const found = discoverRepository(d);
+        if (found.kind === "untrusted") return `git's repository layout cannot be trusted: ${found.reason}`;
+        if (found.kind === "repository") {
+          workTree = found.repository.workTree;
+          gitDir = found.repository.gitDirs[0];
+          dirs = found.repository.gitDirs;
+        }
         break;
       }
       if (canWrite(w, dotGit)) return `the sandboxed command can create a repository at ${dotGit}, which git would use`;
@@ -357,11 +356,11 @@ function gitWritable(w: WritableView, argv: readonly string[], workdir: string, 
 
   const configs: string[] = [];
   if (gitDir !== undefined) {
-    const dirs = [gitDir];
-    try {
-      dirs.push(resolve(gitDir, readFileSync(join(gitDir, "commondir"), "utf8").trim()));
-    } catch {
-      // not a linked worktree
+    if (dirs.length === 0) {
+      // --git-dir, or a bare repository: its commondir too (a linked worktree of a bare repository).
+      const common = trustedCommonDir(canonicalPath(gitDir));
+      if (typeof common === "object") return `git's repository layout cannot be trusted: ${common.untrusted}`;
+      dirs = common === undefined ? [gitDir] : [gitDir, common];
     }
     for (const d of dirs) {
       for (const [what, p] of [
@@ -404,13 +403,12 @@ function gitWritable(w: WritableView, argv: readonly string[], workdir: string, 
     seen.add(file);
     const why = writable("config file", file);
     if (why !== undefined) return why;
-    let text: string;
-    try {
-      text = readFileSync(file, "utf8");
-    } catch {
-      continue;
+    const r = readUntrustedText(file, { follow: true });
+    if (!r.ok) {
+      if (r.why === "missing") continue;
+      return `cannot read git's config file: ${r.reason}`;
     }
-    for (const m of text.matchAll(/^\s*(path|hookspath|fsmonitor)\s*=\s*(.+?)\s*$/gim)) {
+    for (const m of r.text.matchAll(/^\s*(path|hookspath|fsmonitor)\s*=\s*(.+?)\s*$/gim)) {
       let v = m[2]!.replace(/^"(.*)"$/, "$1");
       if (m[1]!.toLowerCase() === "fsmonitor" && !v.includes("/")) continue; // a boolean or a command name on PATH
       if (v.startsWith("~/") && home !== undefined) v = join(home, v.slice(2));
@@ -439,21 +437,14 @@ const GITLINK_MODE = 0o160000;
  */
 export function submodulePaths(gitDir: string, workTree: string): string[] | string {
   const out = new Set<string>();
-  let gitmodules: string | undefined;
-  try {
-    gitmodules = readFileSync(join(workTree, ".gitmodules"), "utf8");
-  } catch {
-    gitmodules = undefined;
-  }
+  const gm = readUntrustedText(join(workTree, ".gitmodules"));
+  if (!gm.ok && gm.why !== "missing") return `cannot read .gitmodules to find the submodules git would enter: ${gm.reason}`;
+  const gitmodules = gm.ok ? gm.text : undefined;
   for (const m of (gitmodules ?? "").matchAll(/^\s*path\s*=\s*(.+?)\s*$/gm)) out.add(m[1]!.replace(/^"(.*)"$/, "$1"));
-  let index: Buffer | undefined;
-  try {
-    index = readFileSync(join(gitDir, "index"));
-  } catch {
-    index = undefined; // a new repository has none
-  }
-  if (index !== undefined) {
-    const links = gitlinksOf(index);
+  const ix = readUntrusted(join(gitDir, "index"), { maxBytes: MAX_INDEX_BYTES });
+  if (!ix.ok && ix.why !== "missing") return `cannot read git's index to find the submodules git would enter: ${ix.reason}`;
+  if (ix.ok) {
+    const links = gitlinksOf(ix.data);
     if (links === undefined) {
       if (gitmodules !== undefined) return `cannot read ${join(gitDir, "index")} to find the submodules git would enter`;
     } else for (const l of links) out.add(l);
@@ -462,7 +453,7 @@ export function submodulePaths(gitDir: string, workTree: string): string[] | str
 }
 
 /** Gitlink paths of an index file, or undefined when it is not an index this parser knows. */
-function gitlinksOf(buf: Buffer): string[] | undefined {
+export function gitlinksOf(buf: Buffer): string[] | undefined {
   if (buf.length < 12 || buf.toString("latin1", 0, 4) !== "DIRC") return undefined;
   const version = buf.readUInt32BE(4);
   if (version < 2 || version > 4) return undefined;

@@ -10,16 +10,18 @@
  *
  * Nothing here knows about MCP or exec policy: `decide` is injected.
  */
-import { existsSync, rmSync } from "node:fs";
+import { existsSync, lstatSync, rmSync } from "node:fs";
 import { isAbsolute, normalize, resolve } from "node:path";
 import * as libc from "../../ffi/libc.ts";
 import { ShellmcpError } from "../errors.ts";
 import { log } from "../log.ts";
-import { buildRoom, prepareRoom, roomLaunch } from "../sandbox/linux/room.ts";
+import { bounded } from "../safe-text.ts";
+import { buildRoom, roomLaunch, type PreparedRoom } from "../sandbox/linux/room.ts";
 import { keepsRooms, launcherArgv, MAX_KEPT_ROOMS_PER_CALL, roomLauncherPath } from "../sandbox/linux/room-launcher.ts";
 import type { RoomSpec } from "../sandbox/room.ts";
 import { workerUrl as workerUrlOf } from "../self.ts";
-import { checkEscalation, escalatedEnv, type EscalationBoundary, type Grant } from "./boundary.ts";
+import { escalatedEnv, type EscalationBoundary, type Grant } from "./boundary.ts";
+import { Inspector } from "./inspector-client.ts";
 import {
   encodeFrame,
   BASH_EXEC_WRAPPER_ENV_VAR,
@@ -67,7 +69,16 @@ export interface ListenOptions {
    * ({@link EscalationListener.releaseOutput}), or the pipe never reaches EOF.
    */
   outputFd?: number;
+  /**
+   * Where to say, for the call's result, that an `Escalate` decision was turned into a run inside the sandbox
+   * (the boundary refused the program, no room could be built, the inspection failed) and why: a model passes
+   * it on to the human, who would otherwise see only a program failing inside the sandbox.
+   */
+  notice?: (text: string) => void;
 }
+
+/** Most notices one listener (one call) passes on ({@link EscalationListener.notice}). */
+export const MAX_NOTICES = 8;
 
 /** Resolve a request's `file`/`workdir` like later Codex: relative `file` against the request's `workdir`. */
 export function resolveRequest(r: EscalateRequest): ResolvedRequest {
@@ -76,7 +87,15 @@ export function resolveRequest(r: EscalateRequest): ResolvedRequest {
   return { ...r, file, workdir, rawFile: r.file };
 }
 
-/** One shell run's listener. */
+/** Whether `p` is a symbolic link (`existsSync` follows links: a dangling one reads as absent). */
+function isLink(p: string): boolean {
+  try {
+    return lstatSync(p).isSymbolicLink();
+  } catch {
+    return false;
+  }
+}
+
 /**
  * A room's program (or a kept room) has ended: give back what building the room made on the host, and remove any
  * git control file that appeared where none existed (`mustNotAppear`, ../sandbox/room.ts).
@@ -88,7 +107,7 @@ function settleRoom(r: { release: () => void; mustNotAppear: readonly string[] }
     log.warn("could not release an escalation room", { error: (e as Error).message });
   }
   for (const p of r.mustNotAppear) {
-    if (!existsSync(p)) continue;
+    if (!existsSync(p) && !isLink(p)) continue;
     rmSync(p, { recursive: true, force: true });
     log.warn("removed a git control file an escalated program created", { path: p });
   }
@@ -113,6 +132,23 @@ export class EscalationListener {
    */
   shellEnv(wrapperPath: string, childFd: number): Record<string, string> {
     return { [ESCALATE_SOCKET_ENV_VAR]: String(childFd), [EXEC_WRAPPER_ENV_VAR]: wrapperPath, [BASH_EXEC_WRAPPER_ENV_VAR]: wrapperPath };
+  }
+
+  private readonly noticed = new Set<string>();
+
+  /**
+   * Tell the call's result (through {@link ListenOptions.notice}) that a program the rules let out ran inside the
+   * sandbox instead, and why: once per distinct program and reason, at most {@link MAX_NOTICES} per call.
+   */
+  notice(argv: readonly string[], reason: string): void {
+    const say = this.options.notice;
+    if (say === undefined) return;
+    const text = `\`${bounded(argv.join(" "), 120)}\` ran inside the sandbox, not escalated: ${bounded(reason, 400)}`;
+    if (this.noticed.has(text)) return;
+    this.noticed.add(text);
+    if (this.noticed.size <= MAX_NOTICES) say(text);
+    else if (this.noticed.size === MAX_NOTICES + 1)
+      say("more programs ran inside the sandbox instead of escalating (see the server's log)");
   }
 
   /** Close this process's copy of the client fd (call once the shell has its own copy). */
@@ -241,6 +277,25 @@ export class EscalationServer {
     settleRoom(r);
   }
 
+  /** Inspects each `Escalate` decision off the main thread (./inspector-client.ts). */
+  private readonly inspector = new Inspector();
+
+  /**
+   * Remove, now, every git control file that a running room's program created where none existed (`mustNotAppear`
+   * of the rooms in use): run before each decision, so no decision (nor a later git on the host) follows a
+   * `commondir` a room program has just written, however long that program runs. Only `lstat` and `unlink`: nothing
+   * here can block on what the sandbox made.
+   */
+  private sweepControlFiles(): void {
+    for (const r of [...this.rooms.values(), ...this.kept.values()]) {
+      for (const p of r.mustNotAppear) {
+        if (!existsSync(p) && !isLink(p)) continue;
+        rmSync(p, { recursive: true, force: true });
+        log.warn("removed a git control file an escalated program created", { path: p });
+      }
+    }
+  }
+
   private onStartFailure?: (e: Error) => void;
   /** Set when the worker died: nothing can be decided any more, and `listen` refuses. */
   private dead = false;
@@ -273,6 +328,7 @@ export class EscalationServer {
   async stop(): Promise<void> {
     if (this.stopped) return this.stoppedPromise;
     this.stopped = true;
+    this.inspector.stop();
     for (const l of this.listeners.values()) l.releaseClientFd();
     this.command({ t: "stop" });
     const timeout = new Promise<"timeout">((res) => setTimeout(() => res("timeout"), EscalationServer.STOP_TIMEOUT_MS).unref());
@@ -344,17 +400,23 @@ export class EscalationServer {
         const boundary = l.options.boundary;
         const { env, dropped } = escalatedEnv(boundary, request.env);
         if (dropped.length > 0) log.info("escalated program: environment changes not passed on", { file: request.file, dropped });
-        const check = checkEscalation(boundary, request, env, grant);
+        this.sweepControlFiles();
+        // Every file the decision reads is read by the inspector, off this thread and under a deadline.
+        const inspected = await this.inspector.inspect({ boundary, request, env, ...(grant !== undefined ? { grant } : {}) });
+        const check = inspected.ok ? inspected.check : { ok: false as const, reason: inspected.error };
+        const prepared = inspected.ok ? inspected.prepared : undefined;
         const entries = Object.entries(env).map(([k, v]) => `${k}=${v}`);
         if (!check.ok) {
           log.notice("not escalated: runs inside the sandbox instead", { file: request.file, argv: request.argv, reason: check.reason });
+          l.notice(request.argv, check.reason);
           action = { kind: "Run" };
         } else if (boundary.room === undefined) {
           spawn = { path: check.path, argv: request.argv, env: entries, cwd: check.cwd };
           log.notice("escalated", { file: request.file, argv: request.argv, room: "none" });
-        } else if ((kept = this.inKeptRoom(lid, boundary.room, check.path, request.argv, check.cwd, entries)) !== undefined) {
+        } else if ((kept = this.inKeptRoom(lid, boundary.room, prepared!, check.path, request.argv, check.cwd)) !== undefined) {
           if ("unavailable" in kept) {
             log.warn("no escalation room: runs inside the sandbox instead", { file: request.file, reason: kept.unavailable });
+            l.notice(request.argv, `no escalation room: ${kept.unavailable}`);
             action = { kind: "Run" };
           } else {
             spawn = kept;
@@ -363,9 +425,10 @@ export class EscalationServer {
             log.notice("escalated", { file: request.file, argv: request.argv, room: boundary.room.backend.kind, kept: kept.room.rid });
           }
         } else {
-          const launch = roomLaunch(boundary.room, check.path, request.argv, check.cwd, entries, request.file);
+          const launch = roomLaunch(boundary.room, check.path, request.argv, check.cwd, entries, request.file, prepared);
           if ("unavailable" in launch) {
             log.warn("no escalation room: runs inside the sandbox instead", { file: request.file, reason: launch.unavailable });
+            l.notice(request.argv, `no escalation room: ${launch.unavailable}`);
             action = { kind: "Run" };
           } else {
             spawn = {
@@ -402,15 +465,14 @@ export class EscalationServer {
   private inKeptRoom(
     lid: number,
     spec: RoomSpec,
+    prepared: PreparedRoom,
     program: string,
     argv: string[],
     cwd: string,
-    env: string[],
   ): (EscalateSpawn & { room: NonNullable<EscalateSpawn["room"]> }) | { unavailable: string } | undefined {
     const launcher = roomLauncherPath();
     if (launcher === undefined || (spec.backend.kind !== "bwrap" && spec.backend.kind !== "landlock") || !keepsRooms(spec.backend.kind))
       return undefined;
-    const prepared = prepareRoom(spec, program, cwd, env);
     if (prepared.kind === "unavailable") return { unavailable: prepared.reason };
     if (prepared.kind === "host") return undefined;
     const ids = this.roomIds.get(lid) ?? new Map<string, number>();

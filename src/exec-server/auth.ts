@@ -17,6 +17,13 @@
  *   JOSE algorithm and key format (and jsonwebtoken a dependency tree) we would then have to keep from being
  *   selectable.
  *
+ * Unlike Codex, authentication is on by default (issue 30: without it every local user could run commands as the
+ * server's user): a websocket listener started without `--ws-auth` gets a capability token generated at start
+ * ({@link generateToken}: 32 random bytes, base64url), written to a file only this user can read
+ * ({@link writeTokenFile}: `--ws-token-out PATH`, else a fresh `0700` folder under the temporary folder), and
+ * removed when the server stops. `--ws-auth none` turns authentication off knowingly. `--listen stdio` needs none
+ * (only the process that started the server can talk to it).
+ *
  * Refusals are HTTP 401 with Codex's plain-text messages ("missing websocket bearer token", "invalid authorization
  * header", "invalid websocket bearer token", "invalid websocket jwt", "expired websocket jwt", "websocket jwt is not
  * valid yet", "websocket jwt issuer mismatch", "websocket jwt audience mismatch"). Stricter than Codex (a careful
@@ -24,9 +31,22 @@
  * beyond the clock skew in the future is refused ("websocket jwt is not valid yet"). No token, digest or secret is
  * ever logged or put in an error.
  */
-import { createHash, createHmac, timingSafeEqual } from "node:crypto";
-import { readFileSync, statSync } from "node:fs";
-import { isAbsolute, resolve } from "node:path";
+import { createHash, createHmac, randomBytes, timingSafeEqual } from "node:crypto";
+import {
+  closeSync,
+  constants,
+  fstatSync,
+  lstatSync,
+  mkdtempSync,
+  openSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  unlinkSync,
+  writeSync,
+} from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, isAbsolute, join, resolve } from "node:path";
 import { ShellmcpError } from "../errors.ts";
 
 /** Codex's default `--ws-max-clock-skew-seconds`. */
@@ -44,14 +64,20 @@ export interface WsAuthArgs {
   wsIssuer?: string;
   wsAudience?: string;
   wsMaxClockSkewSeconds?: string;
+  /** Where to write the generated token (only without `--ws-auth`). */
+  wsTokenOut?: string;
 }
 
-/** Validated auth settings (no secret read yet): undefined mode = no authentication. */
+/**
+ * Validated auth settings (no secret read yet). `generated`: no `--ws-auth` given — a token is generated at start
+ * (written to `tokenOut` when given); `none`: `--ws-auth none`, no authentication.
+ */
 export type WsAuthSettings =
+  | { mode: "generated"; tokenOut?: string }
+  | { mode: "none" }
   | { mode: "capability-token"; tokenFile: string }
   | { mode: "capability-token"; tokenSha256: Buffer }
-  | { mode: "signed-bearer-token"; sharedSecretFile: string; issuer?: string; audience?: string; maxClockSkewSeconds: number }
-  | undefined;
+  | { mode: "signed-bearer-token"; sharedSecretFile: string; issuer?: string; audience?: string; maxClockSkewSeconds: number };
 
 /** A loaded policy: what {@link authorizeUpgrade} checks against. Holds a digest or the JWT secret, never printed. */
 export type WsAuthPolicy =
@@ -70,11 +96,18 @@ export function parseWsAuthArgs(a: WsAuthArgs): WsAuthSettings {
   const jwtFlags =
     a.wsSharedSecretFile !== undefined || a.wsIssuer !== undefined || a.wsAudience !== undefined || a.wsMaxClockSkewSeconds !== undefined;
   const tokenFlags = a.wsTokenFile !== undefined || a.wsTokenSha256 !== undefined;
+  if (a.wsTokenOut !== undefined && a.wsAuth !== undefined)
+    throw usage(
+      "`--ws-token-out` names where the generated token is written: it goes without `--ws-auth` (with `--ws-auth capability-token`, the token is yours: `--ws-token-file`)",
+    );
   switch (a.wsAuth) {
     case undefined:
       if (jwtFlags || tokenFlags)
         throw usage("websocket auth flags require `--ws-auth capability-token` or `--ws-auth signed-bearer-token`");
-      return undefined;
+      return a.wsTokenOut === undefined ? { mode: "generated" } : { mode: "generated", tokenOut: absolute(a.wsTokenOut) };
+    case "none":
+      if (jwtFlags || tokenFlags) throw usage("`--ws-auth none` takes no other websocket auth flag");
+      return { mode: "none" };
     case "capability-token":
       if (jwtFlags)
         throw usage(
@@ -108,7 +141,7 @@ export function parseWsAuthArgs(a: WsAuthArgs): WsAuthSettings {
       };
     }
     default:
-      throw usage(`invalid value '${a.wsAuth}' for '--ws-auth <MODE>': expected 'capability-token' or 'signed-bearer-token'`);
+      throw usage(`invalid value '${a.wsAuth}' for '--ws-auth <MODE>': expected 'capability-token', 'signed-bearer-token' or 'none'`);
   }
 }
 
@@ -159,9 +192,12 @@ function osText(e: unknown): string {
   return t === undefined ? err.message : `${t[0]} (os error ${t[1]})`;
 }
 
-/** Load the secrets once (later changes to the files are not seen, as in Codex). Throws `ShellmcpError("USAGE")`. */
+/**
+ * Load the secrets once (later changes to the files are not seen, as in Codex). `generated` is loaded from its
+ * token with {@link policyForToken}, not here (undefined). Throws `ShellmcpError("USAGE")`.
+ */
 export function loadWsAuthPolicy(s: WsAuthSettings): WsAuthPolicy {
-  if (s === undefined) return undefined;
+  if (s.mode === "none" || s.mode === "generated") return undefined;
   if (s.mode === "capability-token") {
     if ("tokenSha256" in s) return { mode: "capability-token", tokenSha256: s.tokenSha256 };
     return { mode: "capability-token", tokenSha256: sha256(Buffer.from(readSecretFile(s.tokenFile), "utf8")) };
@@ -174,6 +210,80 @@ export function loadWsAuthPolicy(s: WsAuthSettings): WsAuthPolicy {
 
 function sha256(b: Buffer): Buffer {
   return createHash("sha256").update(b).digest();
+}
+
+/** Bytes of randomness in a generated capability token (256 bits). */
+export const GENERATED_TOKEN_BYTES = 32;
+
+/** A fresh capability token: {@link GENERATED_TOKEN_BYTES} random bytes, base64url (43 characters, no padding). */
+export function generateToken(): string {
+  return randomBytes(GENERATED_TOKEN_BYTES).toString("base64url");
+}
+
+/** The capability-token policy that accepts exactly `token` (its SHA-256 is kept, not the token). */
+export function policyForToken(token: string): WsAuthPolicy {
+  return { mode: "capability-token", tokenSha256: sha256(Buffer.from(token, "utf8")) };
+}
+
+/** Where a generated token was written, and how to remove it (idempotent, never throws). */
+export interface TokenFile {
+  path: string;
+  remove(): void;
+}
+
+/**
+ * Write `token` (plus a newline) to a file only this user can read: `path` when given (an existing file or link
+ * there is replaced; the new file is created exclusively, never through a link), else `token` in a fresh `0700`
+ * folder made by mkdtemp under the temporary folder (`$TMPDIR`, else /tmp). The file is created with mode `0600`
+ * and checked after opening (a regular file of this user, one link, no group/other bits). `remove()` deletes the
+ * file (and the folder it made). Throws `ShellmcpError("USAGE")` with the path and the OS reason.
+ */
+export function writeTokenFile(token: string, path?: string): TokenFile {
+  let dir: string | undefined;
+  let target: string | undefined;
+  let created = false;
+  try {
+    if (path === undefined) {
+      dir = mkdtempSync(join(tmpdir(), "shellmcp-exec-server-"));
+      target = join(dir, "token");
+    } else {
+      target = path;
+      try {
+        if (!lstatSync(target).isDirectory()) unlinkSync(target);
+      } catch (e) {
+        if ((e as NodeJS.ErrnoException).code !== "ENOENT") throw e;
+      }
+    }
+    const fd = openSync(target, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
+    created = true;
+    try {
+      const st = fstatSync(fd);
+      if (!st.isFile() || st.nlink !== 1 || st.uid !== process.getuid?.() || (st.mode & 0o077) !== 0)
+        throw new Error("not a private regular file of this user after creation");
+      writeSync(fd, `${token}\n`);
+    } finally {
+      closeSync(fd);
+    }
+  } catch (e) {
+    if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
+    else if (created && target !== undefined) unlinkSync(target);
+    throw usage(`cannot write the websocket auth token to ${path ?? dirname(join(tmpdir(), "x"))}: ${osText(e)}`);
+  }
+  let removed = false;
+  const written = target;
+  return {
+    path: written,
+    remove() {
+      if (removed) return;
+      removed = true;
+      try {
+        if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
+        else unlinkSync(written);
+      } catch {
+        // already gone
+      }
+    },
+  };
 }
 
 /** Why an upgrade was refused: HTTP status (401) and Codex's message (the response body). */

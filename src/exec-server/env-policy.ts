@@ -1,9 +1,14 @@
 /**
  * `process/start`'s `envPolicy` (Codex's shell environment policy evaluated on the server, exec-server spec §7):
  * without a policy the child env is exactly `env`; with one, the server's own environment is filtered (inherit →
- * default excludes → exclude → set → includeOnly) and `env` is overlaid last.
+ * default excludes → exclude → set → includeOnly) and `env` is overlaid last. The filter is the one shared with
+ * `serve` (../config/env-policy.ts), whose default excludes are wider than Codex's (passwords, PATs, credentials,
+ * auth, URLs with user-info): a client that sends `ignoreDefaultExcludes: false` gets those dropped too.
  */
+import { filterEnvironment } from "../config/env-policy.ts";
 import { field, invalidParams, invalidType, paramsObject } from "./rpc.ts";
+
+export { DEFAULT_EXCLUDES } from "../config/env-policy.ts";
 
 /** The decoded policy. All five fields are required on the wire. */
 export interface EnvPolicy {
@@ -16,9 +21,6 @@ export interface EnvPolicy {
 
 /** Unix core names kept by `inherit: "core"` (Codex 0.169, compared exactly). */
 export const CORE_ENV_NAMES = ["PATH", "SHELL", "TMPDIR", "TEMP", "TMP", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "LOGNAME", "USER"];
-
-/** Names dropped unless `ignoreDefaultExcludes` (case-insensitive globs). */
-export const DEFAULT_EXCLUDES = ["*KEY*", "*SECRET*", "*TOKEN*"];
 
 /** Decode an `envPolicy` value (null/absent → undefined). Throws −32602 like serde. */
 export function decodeEnvPolicy(v: unknown): EnvPolicy | undefined {
@@ -38,15 +40,6 @@ export function decodeEnvPolicy(v: unknown): EnvPolicy | undefined {
   };
 }
 
-/** A wildmatch glob (`*`, `?`) matched against the whole name, case-insensitively. */
-export function globMatcher(pattern: string): RegExp {
-  const re = pattern
-    .replace(/[.+^${}()|[\]\\]/g, "\\$&")
-    .replace(/\*/g, ".*")
-    .replace(/\?/g, ".");
-  return new RegExp(`^${re}$`, "is");
-}
-
 /** The child's environment (spec §7). `serverEnv` defaults to this process's environment. */
 export function childEnv(
   env: Record<string, string>,
@@ -54,21 +47,5 @@ export function childEnv(
   serverEnv: Record<string, string | undefined> = process.env,
 ): Record<string, string> {
   if (policy === undefined) return { ...env };
-  let out: Record<string, string> = {};
-  for (const [k, v] of Object.entries(serverEnv)) {
-    if (v === undefined) continue;
-    if (policy.inherit === "all" || (policy.inherit === "core" && CORE_ENV_NAMES.includes(k))) out[k] = v;
-  }
-  const drop = (patterns: string[]) => {
-    const res = patterns.map(globMatcher);
-    for (const k of Object.keys(out)) if (res.some((r) => r.test(k))) delete out[k];
-  };
-  if (!policy.ignoreDefaultExcludes) drop(DEFAULT_EXCLUDES);
-  drop(policy.exclude);
-  out = { ...out, ...policy.set };
-  if (policy.includeOnly.length > 0) {
-    const keep = policy.includeOnly.map(globMatcher);
-    for (const k of Object.keys(out)) if (!keep.some((r) => r.test(k))) delete out[k];
-  }
-  return { ...out, ...env };
+  return { ...filterEnvironment({ ...policy, coreNames: CORE_ENV_NAMES }, serverEnv), ...env };
 }

@@ -5,8 +5,12 @@
  * - `--listen ws://IP:PORT` (default `ws://127.0.0.1:0`, a free port): prints the URL (one line on stdout) once it
  *   listens. `--listen stdio` / `stdio://`: JSON-RPC lines on stdin/stdout, nothing else printed, ends at stdin EOF.
  * - `--ws-auth capability-token|signed-bearer-token` and its flags (./auth.ts); refused with stdio as Codex does.
- *   Unlike Codex, a non-loopback address without `--ws-auth` needs `--allow-non-loopback` (anyone who can connect
- *   could run any command as this user).
+ *   Unlike Codex, a websocket listener is authenticated by default: without `--ws-auth`, a capability token is
+ *   generated at start and written to a `0600` file (`--ws-token-out PATH`, else a fresh private folder under the
+ *   temporary folder), whose path is printed on stderr before the URL, and removed when the server stops;
+ *   `--ws-auth none` turns authentication off knowingly. A non-loopback address needs an explicit
+ *   `--ws-auth capability-token|signed-bearer-token` (or `--allow-non-loopback`): the generated default is meant
+ *   for this machine's clients. `--listen stdio` needs no authentication (only its parent can speak to it).
  * - `--concurrent-requests COUNT` (≥ 1, default 1), `--linux-sandbox-pid-namespace isolate|inherit` (default
  *   isolate; sandboxed processes get a pid namespace of their own), `--exit-on-stdin-close` (also
  *   `CODEX_EXEC_SERVER_EXIT_ON_STDIN_CLOSE`), `-c key=value`, `--enable/--disable FEATURE` (checked against
@@ -23,7 +27,7 @@ import { homedir } from "node:os";
 import { join } from "node:path";
 import { ShellmcpError } from "../errors.ts";
 import { writeStderr } from "../stderr.ts";
-import type { AuthRefusal, WsAuthArgs } from "./auth.ts";
+import type { AuthRefusal, TokenFile, WsAuthArgs } from "./auth.ts";
 import { setPidNamespaceMode } from "./sandbox.ts";
 import { DEFAULT_SERVER_OPTIONS, startExecServer, type ServerOptions } from "./server.ts";
 
@@ -116,6 +120,7 @@ async function checkStrictConfig(): Promise<void> {
 export async function execServerMain(o: ExecServerCliOptions): Promise<number> {
   let opts: ServerOptions;
   let exitOnStdinClose: boolean;
+  let tokenFile: TokenFile | undefined;
   try {
     const remoteFlags = [
       o.remote,
@@ -153,24 +158,34 @@ export async function execServerMain(o: ExecServerCliOptions): Promise<number> {
       for (const f of features) if (!CODEX_FEATURES.has(f)) throw new ShellmcpError("USAGE", `Unknown feature flag: ${f}`);
     }
     if (o.strictConfig === true) await checkStrictConfig();
-    // node:crypto and the auth code are loaded only when a --ws-* flag is given (idle RSS of the plain server).
-    const wsFlags = [o.wsAuth, o.wsTokenFile, o.wsTokenSha256, o.wsSharedSecretFile, o.wsIssuer, o.wsAudience, o.wsMaxClockSkewSeconds];
-    const auth = wsFlags.some((f) => f !== undefined) ? await import("./auth.ts") : undefined;
-    const authSettings = auth?.parseWsAuthArgs(o);
     const listen = o.listen ?? "ws://127.0.0.1:0";
     const stdio = listen === "stdio" || listen === "stdio://";
-    if (stdio && authSettings !== undefined) throw new ShellmcpError("USAGE", "WebSocket auth requires a WebSocket listener, not stdio");
+    const wsFlags = [o.wsTokenFile, o.wsTokenSha256, o.wsSharedSecretFile, o.wsIssuer, o.wsAudience, o.wsMaxClockSkewSeconds];
+    // The stdio transport loads no auth code (node:crypto): it has nothing to check.
+    const auth =
+      !stdio || o.wsAuth !== undefined || o.wsTokenOut !== undefined || wsFlags.some((f) => f !== undefined)
+        ? await import("./auth.ts")
+        : undefined;
+    const authSettings = auth?.parseWsAuthArgs(o);
+    if (stdio && authSettings !== undefined && authSettings.mode !== "none")
+      throw new ShellmcpError("USAGE", "WebSocket auth requires a WebSocket listener, not stdio");
     const { hostname, port } = stdio ? { hostname: "", port: 0 } : parseListenUrl(listen);
-    if (!stdio && !isLoopback(hostname) && authSettings === undefined && !o.allowNonLoopback) {
+    const explicitAuth = authSettings?.mode === "capability-token" || authSettings?.mode === "signed-bearer-token";
+    if (!stdio && !isLoopback(hostname) && !explicitAuth && !o.allowNonLoopback) {
       throw new ShellmcpError(
         "USAGE",
-        `refusing to listen on non-loopback address ${hostname} without authentication (anyone who can connect could run commands as this user): pass --ws-auth capability-token|signed-bearer-token, or --allow-non-loopback to do it anyway`,
+        `refusing to listen on non-loopback address ${hostname} without authentication you chose (anyone who can connect could run commands as this user): pass --ws-auth capability-token|signed-bearer-token, or --allow-non-loopback to do it anyway`,
         { exitStatus: 2 },
       );
     }
     const maxMessageBytes = o.maxMessageBytes === undefined ? DEFAULT_SERVER_OPTIONS.maxMessageBytes : Number(o.maxMessageBytes);
     if (!Number.isInteger(maxMessageBytes) || maxMessageBytes < 1024) throw new Error("--max-message-bytes must be an integer ≥ 1024");
-    const policy = auth?.loadWsAuthPolicy(authSettings);
+    let policy = auth === undefined || authSettings === undefined || stdio ? undefined : auth.loadWsAuthPolicy(authSettings);
+    if (auth !== undefined && !stdio && authSettings?.mode === "generated") {
+      const token = auth.generateToken();
+      tokenFile = auth.writeTokenFile(token, authSettings.tokenOut);
+      policy = auth.policyForToken(token);
+    }
     const authorize =
       auth === undefined || policy === undefined
         ? undefined
@@ -188,6 +203,7 @@ export async function execServerMain(o: ExecServerCliOptions): Promise<number> {
       maxMessageBytes,
     };
   } catch (e) {
+    tokenFile?.remove();
     if (e instanceof ValueError) {
       writeStderr(`error: ${e.message}\n\nFor more information, try '--help'.\n`);
       return 2;
@@ -202,15 +218,21 @@ export async function execServerMain(o: ExecServerCliOptions): Promise<number> {
   try {
     srv = startExecServer(opts);
   } catch (e) {
+    tokenFile?.remove();
     writeStderr(`shellmcp exec-server: cannot listen on ${opts.hostname}:${opts.port}: ${(e as Error).message}\n`);
     return 1;
   }
+  if (tokenFile !== undefined)
+    writeStderr(
+      `shellmcp exec-server: websocket clients must send "Authorization: Bearer <token>" (Codex: auth_bearer_token in environments.toml); the token is in ${tokenFile.path} (mode 0600, removed when the server stops). --ws-auth none turns authentication off.\n`,
+    );
   if (opts.transport !== "stdio") await Bun.write(Bun.stdout, `${srv.url}\n`);
   return await new Promise<number>((resolve) => {
     let stopping = false;
     const stop = () => {
       if (stopping) return;
       stopping = true;
+      tokenFile?.remove();
       void srv.shutdown().then(() => resolve(0));
     };
     process.on("SIGTERM", stop);

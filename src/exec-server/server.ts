@@ -3,9 +3,9 @@
  *
  * - Transports: Bun's websocket server (one JSON-RPC-lite message per frame, text or binary), or `--listen stdio`
  *   (one message per line on stdin/stdout; the server ends when stdin closes, as Codex's does). `"jsonrpc"` is never
- *   sent. Websocket upgrades: an `Origin` header is refused with HTTP 403 (a browser page must not drive it); with
- *   `--ws-auth` the `Authorization: Bearer` credential is checked before the upgrade (./auth.ts, HTTP 401), so a
- *   refused client reaches no method; `GET /readyz` answers 200 (Codex's readiness probe, no auth); frames over
+ *   sent. Websocket upgrades: an `Origin` header is refused with HTTP 403 (a browser page must not drive it); the
+ *   `Authorization: Bearer` credential (a token generated at start by default, or per `--ws-auth`; none only with
+ *   `--ws-auth none`) is checked before the upgrade (./auth.ts, HTTP 401), so a refused client reaches no method; `GET /readyz` answers 200 (Codex's readiness probe, no auth); frames over
  *   {@link ServerOptions.maxMessageBytes} close the connection; output pumps pause while a connection has more than
  *   {@link OUTBOUND_HIGH_WATER_BYTES} unsent.
  * - Requests are handled in arrival order, at most {@link ServerOptions.concurrentRequests} at once per connection
@@ -41,7 +41,8 @@ export interface ServerOptions {
   hostname: string;
   port: number;
   /**
-   * Websocket authentication (undefined: none): given the upgrade's `Authorization` header (null when absent),
+   * Websocket authentication (undefined: none — main.ts sets it unless `--ws-auth none`): given the upgrade's
+   * `Authorization` header (null when absent),
    * undefined to let it in or the refusal, answered before the upgrade (see ./auth.ts `authorizeUpgrade`).
    */
   authorize?: (authorization: string | null) => AuthRefusal | undefined;

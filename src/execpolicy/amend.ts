@@ -7,10 +7,11 @@
  * `flock` on the file, skips a line that is already present, adds a missing final newline first, and writes
  * the new bytes with one `write(2)` on an `O_APPEND` fd (no torn line even against writers without the lock).
  */
-import { closeSync, fsyncSync, mkdirSync, openSync, readFileSync, writeSync } from "node:fs";
+import { closeSync, constants, fstatSync, fsyncSync, mkdirSync, openSync, writeSync } from "node:fs";
 import { join } from "node:path";
 import { flock, LOCK } from "../../ffi/libc.ts";
 import { ShellmcpError } from "../errors.ts";
+import { readUntrustedText } from "../sandbox/untrusted-fs.ts";
 import type { Policy } from "./policy.ts";
 
 /** The amendment line for `tokens`. Throws `USAGE` for an empty prefix. */
@@ -60,12 +61,15 @@ export function appendNetworkAllowRule(
 }
 
 function appendLine(path: string, line: string): { path: string; added: boolean } {
-  const fd = openSync(path, "a+", 0o644);
+  // O_NONBLOCK|O_NOFOLLOW and a regular file only: a FIFO or link planted at the rules file never blocks the server.
+  const fd = openSync(path, constants.O_RDWR | constants.O_APPEND | constants.O_CREAT | constants.O_NONBLOCK | constants.O_NOFOLLOW, 0o644);
   try {
+    if (!fstatSync(fd).isFile()) throw new Error(`${path} is not a regular file`);
     flock(fd, LOCK.EX);
-    const current = readFileSync(path, "utf8");
-    if (current.split("\n").includes(line)) return { path, added: false };
-    const prefix = current.length > 0 && !current.endsWith("\n") ? "\n" : "";
+    const current = readUntrustedText(path, { maxBytes: 4 << 20 });
+    if (!current.ok) throw new Error(current.reason);
+    if (current.text.split("\n").includes(line)) return { path, added: false };
+    const prefix = current.text.length > 0 && !current.text.endsWith("\n") ? "\n" : "";
     writeSync(fd, Buffer.from(`${prefix}${line}\n`));
     fsyncSync(fd);
     return { path, added: true };

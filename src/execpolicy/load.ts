@@ -3,7 +3,6 @@
  * `network_rule` with Codex's validation order and messages (docs/execpolicy.md, "Builtins" and "Errors"), deferred per-call
  * `match`/`not_match` self-tests (docs/execpolicy.md, "Self-tests"), and errors that name file, line and column.
  */
-import { readFileSync } from "node:fs";
 import { ShellmcpError } from "../errors.ts";
 import {
   absoluteProgram,
@@ -19,6 +18,10 @@ import {
 import { shlexJoin, shlexSplit } from "./shlex.ts";
 import { Evaluator, SBuiltin, SList, repr, typeName, type CallSite, type Value } from "./starlark/eval.ts";
 import { lineCol, renderDiagnostic, StarlarkError, type SourceFile } from "./starlark/syntax.ts";
+import { readUntrustedText } from "../sandbox/untrusted-fs.ts";
+
+/** Largest `.rules` file read, bytes (4 MiB; a larger one is refused with a read error). */
+const MAX_RULES_FILE_BYTES = 4 << 20;
 
 /**
  * A rules file that could not be read or loaded. `code` is `RULES_PARSE`; `data` has `path`, and for load
@@ -181,13 +184,10 @@ export class PolicyBuilder {
 
   /** Read and add a file from disk. Throws {@link RulesError} for read and parse failures. */
   addFile(path: string, displayPath: string = path): void {
-    let text: string;
-    try {
-      text = readFileSync(path, "utf8");
-    } catch (e) {
-      throw new RulesError("read", displayPath, (e as Error).message);
-    }
-    this.addSource(displayPath, text);
+    // Rules may lie where a sandbox could write (CODEX_HOME under a writable root): never block on a FIFO there.
+    const r = readUntrustedText(path, { follow: true, maxBytes: MAX_RULES_FILE_BYTES });
+    if (!r.ok) throw new RulesError("read", displayPath, r.reason);
+    this.addSource(displayPath, r.text);
   }
 
   private toRulesError(path: string, e: StarlarkError): RulesError {

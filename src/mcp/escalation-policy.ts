@@ -23,6 +23,7 @@ import type { Grant } from "../escalate/boundary.ts";
 import type { Decided, ResolvedRequest } from "../escalate/server.ts";
 import { log } from "../log.ts";
 import { commandMightBeDangerous } from "./heuristics.ts";
+import { bounded } from "../safe-text.ts";
 
 /** Elicitation answer, as MCP defines it. */
 export interface ElicitAnswer {
@@ -78,17 +79,28 @@ function basename(p: string): string {
   return p.slice(p.lastIndexOf("/") + 1);
 }
 
+/** Byte budgets of the untrusted parts of the exec question (UTF-8, after rendering; see ../safe-text.ts). */
+export const QUESTION_BUDGET_BYTES = { command: 1024, workdir: 512, argv0: 256, justification: 512 } as const;
+
 /**
  * The elicitation message, as Codex: ``Allow agent to run `<file> <args>` in `<workdir>`?``, plus
  * `` (as argv[0] `<name>`)`` when `argv[0]` is neither the file's path nor its base name: programs dispatch on
- * it, so the human must see it (Codex leaves it out).
+ * it, so the human must see it (Codex leaves it out), plus a second line ``Reason given by the rule: <text>``
+ * when the `prompt` rule that asks has a `justification`.
+ *
+ * Every part the model or a repository chose (program path, arguments, argv[0], folder, justification) is rendered
+ * by ../safe-text.ts `bounded`: control and bidi/format characters as visible escapes (`\r`, `\x1b`, `\u202e`), each
+ * part cut at its {@link QUESTION_BUDGET_BYTES} budget with `… N more bytes`; so the question is at most ~2.5 KB and
+ * a person reads, on one line, the command that will run.
  */
-export function elicitationMessage(r: ResolvedRequest): string {
+export function elicitationMessage(r: ResolvedRequest, justification?: string): string {
   const args = r.argv.slice(1);
-  const cmd = args.length === 0 ? r.file : `${r.file} ${shlexJoin(args)}`;
+  const cmd = bounded(args.length === 0 ? r.file : `${r.file} ${shlexJoin(args)}`, QUESTION_BUDGET_BYTES.command);
   const argv0 = r.argv[0] ?? "";
-  const as = argv0 === r.file || argv0 === basename(r.file) ? "" : ` (as argv[0] \`${argv0}\`)`;
-  return `Allow agent to run \`${cmd}\`${as} in \`${r.workdir}\`?`;
+  const as = argv0 === r.file || argv0 === basename(r.file) ? "" : ` (as argv[0] \`${bounded(argv0, QUESTION_BUDGET_BYTES.argv0)}\`)`;
+  const why =
+    justification === undefined ? "" : `\nReason given by the rule: ${bounded(justification, QUESTION_BUDGET_BYTES.justification)}`;
+  return `Allow agent to run \`${cmd}\`${as} in \`${bounded(r.workdir, QUESTION_BUDGET_BYTES.workdir)}\`?${why}`;
 }
 
 /**
@@ -143,15 +155,16 @@ export async function decideExec(s: EscalationSettings, hooks: CallHooks, r: Res
     if (rulePrefix !== undefined)
       return {
         kind: "Deny",
-        reason: `this command needs a human's approval: a prompt rule matching ${JSON.stringify(rulePrefix)} asks for it, and this MCP client cannot ask (no elicitation support). To run it without asking, change that rule's decision to "allow" in your rules files (${s.codexHome}/rules/); adding an allow rule changes nothing, because the strictest matching rule wins`,
+        reason: `this command needs a human's approval: a prompt rule matching ${bounded(JSON.stringify(rulePrefix))} asks for it, and this MCP client cannot ask (no elicitation support). To run it without asking, change that rule's decision to "allow" in your rules files (${s.codexHome}/rules/); adding an allow rule changes nothing, because the strictest matching rule wins`,
       };
     return {
       kind: "Deny",
-      reason: `this command needs a human's approval, and this MCP client cannot ask for it (no elicitation support). A human can allow it by adding a rule to ${s.codexHome}/rules/default.rules, e.g. prefix_rule(pattern=${JSON.stringify(heuristicCmd.slice(0, 2))}, decision="allow")`,
+      reason: `this command needs a human's approval, and this MCP client cannot ask for it (no elicitation support). A human can allow it by adding a rule to ${s.codexHome}/rules/default.rules, e.g. prefix_rule(pattern=${bounded(JSON.stringify(heuristicCmd.slice(0, 2)))}, decision="allow")`,
     };
   }
   const schema = rulePrefix !== undefined ? ELICITATION_SCHEMA_RULE : ELICITATION_SCHEMA;
-  const answer = await hooks.paused(() => hooks.elicit!(elicitationMessage(r), schema));
+  const justification = promptRule !== undefined && "prefixRuleMatch" in promptRule ? promptRule.prefixRuleMatch.justification : undefined;
+  const answer = await hooks.paused(() => hooks.elicit!(elicitationMessage(r, justification), schema));
   log.notice("prompted", { file: r.file, argv: r.argv, answer: answer.action });
   switch (answer.action) {
     case "accept":

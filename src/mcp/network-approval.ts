@@ -1,13 +1,16 @@
 /**
  * Asking a person about a host the network policy does not list (`not_allowed`; issue 24): the MCP elicitation
- * "Allow network access to host:port?" with how long a yes holds — this command only, this session, or always
- * (Codex's amendment: a `network_rule` appended to `$CODEX_HOME/rules/default.rules`). No elicitation capability,
+ * "Allow network access to host:port?" with how long a yes holds — this command only, this session (both for
+ * that host, port and protocol only: a yes for `host:443` is no yes for `host:22`), or always (Codex's amendment:
+ * a `network_rule` appended to `$CODEX_HOME/rules/default.rules`, which names the host: every port of it, as the
+ * option says). No elicitation capability,
  * a decline, a cancel or no answer within {@link NETWORK_ASK_TIMEOUT_MS} → refused.
  */
 import { appendNetworkAllowRule, type NetworkRuleProtocol } from "../execpolicy/amend.ts";
 import { log } from "../log.ts";
 import type { ApprovalScope, ProxyProtocol } from "../network/proxy.ts";
 import type { ElicitAnswer } from "./escalation-policy.ts";
+import { bounded } from "../safe-text.ts";
 
 /** How long a network question waits for its answer, ms (then the request is refused). */
 export const NETWORK_ASK_TIMEOUT_MS = 5 * 60_000;
@@ -20,9 +23,10 @@ export const NETWORK_ELICITATION_SCHEMA = {
     scope: {
       type: "string",
       title: "Allow for",
-      description: "once: this command only; session: until the server stops; always: adds a network_rule to ~/.codex/rules/default.rules",
+      description:
+        "once: this command, this host and port only; session: this host and port until the server stops; always: every port of this host, from now on (adds a network_rule to ~/.codex/rules/default.rules)",
       enum: ["once", "session", "always"],
-      enumNames: ["This command", "This session", "Always"],
+      enumNames: ["This command (this port)", "This session (this port)", "Always (any port of this host)"],
       default: "once",
     },
   },
@@ -30,7 +34,8 @@ export const NETWORK_ELICITATION_SCHEMA = {
 
 /** The question: `Allow network access to other.test:443? (the command's https_connect request is not in the allow list)`. */
 export function networkElicitationMessage(host: string, port: number, protocol: ProxyProtocol): string {
-  const h = host.includes(":") ? `[${host}]` : host;
+  // The host is the command's choice: rendered (../safe-text.ts) and bounded like every part of a question.
+  const h = bounded(host.includes(":") ? `[${host}]` : host, 256);
   return `Allow network access to ${h}:${port}? (the command's ${protocol} request is not in the network allow list)`;
 }
 

@@ -139,14 +139,16 @@ export function fitEncoded(output: string, max = MAX_ENCODED_OUTPUT_CHARS): stri
 /**
  * The result: Codex's text JSON (key order `exit_code, output, duration, timed_out`), the same as
  * `structuredContent`. `isError` where Codex returned an error instead: a timeout, a death by signal, a likely
- * sandbox denial — but here with the output kept.
+ * sandbox denial — but here with the output kept. `notice`: shellmcp's own words for the model (the git guard's
+ * report, the weaker-protection notice), appended to `output` after the command's output is judged, so they never
+ * make a result look like a sandbox denial; kept whole when the output is cut to fit.
  */
-export function formatResult(r: RunCommandResult): ToolResult {
+export function formatResult(r: RunCommandResult, notice = ""): ToolResult {
   const secs = Math.floor(r.durationMs / 1000);
   const nanos = Math.round((r.durationMs - secs * 1000) * 1e6);
   const body = {
     exit_code: r.exitCode,
-    output: fitEncoded(r.output),
+    output: notice === "" ? fitEncoded(r.output) : fitEncoded(r.output, MAX_ENCODED_OUTPUT_CHARS - JSON.stringify(notice).length) + notice,
     duration: { secs, nanos: Math.min(nanos, 999_999_999) },
     timed_out: r.timedOut,
   };

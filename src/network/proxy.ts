@@ -20,6 +20,7 @@ import { promises as dns } from "node:dns";
 import { readlinkSync } from "node:fs";
 import { closeQuiet } from "../../ffi/libc.ts";
 import { log } from "../log.ts";
+import { bounded } from "../safe-text.ts";
 import {
   BLOCK_MESSAGES,
   canonicalIp,
@@ -78,12 +79,28 @@ export interface CallProxyOptions {
    * One question per host at a time: concurrent requests for it wait for the same answer.
    */
   ask?: (q: { host: string; port: number; protocol: ProxyProtocol }) => Promise<ApprovalScope | undefined>;
-  /** Hosts a person allowed for the whole session (shared by the server's calls; "session" and "always" add to it). */
+  /**
+   * Destinations a person allowed for the whole session, as {@link approvalKey}s (shared by the server's calls;
+   * "session" and "always" add to it).
+   */
   sessionAllowed?: Set<string>;
 }
 
-/** How long a person's yes holds: this call, this session (server), or always (a `network_rule` is appended). */
+/**
+ * How long a person's yes holds: this call or this session (server) — both for exactly the host, port and protocol
+ * asked about — or always (a `network_rule` is appended: Codex's rule names a host, so it allows every port of it,
+ * and the question says so).
+ */
 export type ApprovalScope = "once" | "session" | "always";
+
+/**
+ * The scope a person's yes is remembered at: exact host (normalised, lowercase), port and wire protocol, e.g.
+ * `example.com 443 https_connect`; without port and protocol, every port of the host (`example.com * *`: an
+ * "always" answer, which appends a host-wide `network_rule`).
+ */
+export function approvalKey(host: string, port?: number, protocol?: ProxyProtocol): string {
+  return `${host} ${port ?? "*"} ${protocol ?? "*"}`;
+}
 
 /** Ports a {@link CallProxy} listens on (host loopback) — `socks` absent when SOCKS5 is off. */
 export interface ProxyPorts {
@@ -207,9 +224,9 @@ export class CallProxy {
     log.info("network request refused", { ...r });
   }
 
-  /** Hosts a person allowed for this call only. */
+  /** Destinations ({@link approvalKey}) a person allowed for this call only. */
   private readonly callAllowed = new Set<string>();
-  /** Questions in flight, by host. */
+  /** Questions in flight, by {@link approvalKey}. */
   private readonly asking = new Map<string, Promise<ApprovalScope | undefined>>();
   /**
    * Runs a question to a person; the call's stopwatch sets it so that time spent waiting for the answer does not
@@ -217,25 +234,34 @@ export class CallProxy {
    */
   pauseWhile: <T>(f: () => Promise<T>) => Promise<T> = (f) => f();
 
-  /** The policy with the hosts people allowed (this call's and the session's) as exact allow entries. */
-  private effectivePolicy(): NetworkPolicy {
-    const extra = [...this.callAllowed, ...(this.o.sessionAllowed ?? [])];
-    return extra.length === 0 ? this.o.policy : { ...this.o.policy, allow: [...this.o.policy.allow, ...extra] };
+  /**
+   * The policy for one destination: the configured one, plus `host` as an exact allow entry when a person allowed
+   * exactly this host, port and protocol (this call or this session). A yes for `host:443` is no yes for
+   * `host:22`: each destination is asked about on its own, as the question names it.
+   */
+  private policyFor(host: string, port: number, protocol: ProxyProtocol): NetworkPolicy {
+    const key = approvalKey(host, port, protocol);
+    const session = this.o.sessionAllowed;
+    const approved = this.callAllowed.has(key) || (session !== undefined && (session.has(key) || session.has(approvalKey(host))));
+    return approved ? { ...this.o.policy, allow: [...this.o.policy.allow, host] } : this.o.policy;
   }
 
-  /** Ask about `host` once for any number of concurrent requests; remember a yes for its scope. */
+  /** Ask about one destination once for any number of concurrent requests to it; remember a yes for its scope. */
   private approve(host: string, port: number, protocol: ProxyProtocol): Promise<ApprovalScope | undefined> {
-    let q = this.asking.get(host);
+    const key = approvalKey(host, port, protocol);
+    let q = this.asking.get(key);
     if (q === undefined) {
       q = this.pauseWhile(() => this.o.ask!({ host, port, protocol }))
         .catch(() => undefined)
         .then((scope) => {
-          if (scope === "once") this.callAllowed.add(host);
-          else if (scope !== undefined) this.o.sessionAllowed?.add(host) ?? this.callAllowed.add(host);
-          this.asking.delete(host);
+          // "always" appended a network_rule, which names the host only: every port of it, from now on.
+          const remembered = scope === "always" ? approvalKey(host) : key;
+          if (scope === "once") this.callAllowed.add(key);
+          else if (scope !== undefined) this.o.sessionAllowed?.add(remembered) ?? this.callAllowed.add(remembered);
+          this.asking.delete(key);
           return scope;
         });
-      this.asking.set(host, q);
+      this.asking.set(key, q);
     }
     return q;
   }
@@ -247,12 +273,12 @@ export class CallProxy {
     protocol: ProxyProtocol,
     method?: string,
   ): Promise<{ upstream: Sock } | { refused: BlockReason } | { failed: string }> {
-    let policy = this.effectivePolicy();
-    let d = await decideHost(policy, host, this.lookup);
     const t = normalizeTarget(host);
+    let policy = t === undefined ? this.o.policy : this.policyFor(t.host, port, protocol);
+    let d = await decideHost(policy, host, this.lookup);
     if (!d.allowed && d.reason === "not_allowed" && this.o.ask !== undefined && t !== undefined && !this.closed) {
       if ((await this.approve(t.host, port, protocol)) !== undefined) {
-        policy = this.effectivePolicy();
+        policy = this.policyFor(t.host, port, protocol);
         d = await decideHost(policy, host, this.lookup);
       }
     }
@@ -607,7 +633,7 @@ function answer(sock: Sock, status: number, phrase: string, type: string, body: 
 export function refusalReport(refusals: readonly ProxyRefusal[]): string {
   const counts = new Map<string, number>();
   for (const r of refusals) {
-    const host = r.host.includes(":") ? `[${r.host}]` : r.host;
+    const host = bounded(r.host.includes(":") ? `[${r.host}]` : r.host, 256);
     const k = `${host}:${r.port} (${r.protocol}): ${r.reason} — ${BLOCK_MESSAGES[r.reason]}`;
     counts.set(k, (counts.get(k) ?? 0) + 1);
   }

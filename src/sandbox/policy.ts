@@ -6,9 +6,10 @@
  * of Codex's app-server API is accepted too. Unlike Codex, unknown fields are an error, not ignored: a typo in
  * `network_access` must not silently change what is enforced.
  */
-import { existsSync, lstatSync, readFileSync, realpathSync, statSync } from "node:fs";
+import { existsSync, lstatSync, realpathSync, statSync } from "node:fs";
 import { dirname, isAbsolute, join, normalize, resolve, sep } from "node:path";
 import { ShellmcpError } from "../errors.ts";
+import { readUntrustedText } from "./untrusted-fs.ts";
 
 /** Read access: everything, or only some roots (+ optional platform defaults). */
 export type ReadOnlyAccess = { type: "full-access" } | { type: "restricted"; include_platform_defaults: boolean; readable_roots: string[] };
@@ -225,7 +226,9 @@ export function isDir(p: string): boolean {
 export function gitdirPointer(dotGit: string): string | undefined {
   try {
     if (!lstatSync(dotGit).isFile()) return undefined;
-    const text = readFileSync(dotGit, "utf8");
+    const r = readUntrustedText(dotGit, { maxBytes: 4096 }); // the sandbox may have put a FIFO there since
+    if (!r.ok) return undefined;
+    const text = r.text;
     const i = text.indexOf(":");
     if (i < 0 || text.slice(0, i).trim() !== "gitdir") return undefined;
     const target = resolve(dirname(dotGit), text.slice(i + 1).trim());

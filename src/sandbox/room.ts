@@ -19,12 +19,16 @@
  * Paths a room cannot keep read-only because they do not exist (a missing `commondir`, which git would follow to
  * another config) are returned as `mustNotAppear`: the server removes them when the program has ended.
  */
-import { existsSync, lstatSync, readdirSync, readFileSync, statSync } from "node:fs";
+import { existsSync, lstatSync, readdirSync, statSync } from "node:fs";
 import { homedir } from "node:os";
-import { basename, dirname, isAbsolute, join, resolve } from "node:path";
+import { basename, isAbsolute, join } from "node:path";
 import type { FilesystemPlan } from "./filesystem-plan.ts";
-import { gitdirPointer, isUnder, PROTECTED_NAMES, type WritableRoot } from "./policy.ts";
+import { discoverRepository, type Repository } from "./git-layout.ts";
+import { isUnder, PROTECTED_NAMES, type WritableRoot } from "./policy.ts";
+import { readUntrustedText } from "./untrusted-fs.ts";
 import { canonicalPath } from "./writable.ts";
+
+export type { Repository } from "./git-layout.ts";
 
 /** `escalation` in the config: `room` (default) or `host` (Codex's meaning: the program runs unconfined). */
 export type EscalationMode = "room" | "host";
@@ -94,32 +98,15 @@ export function nonInteractiveEnv(env: readonly string[]): string[] {
   return [...kept, ...Object.entries(NON_INTERACTIVE_ENV).map(([k, v]) => `${k}=${v}`)];
 }
 
-/** A git repository as found from a folder: its work tree and its git dirs (the own one first, then the common one). */
-export interface Repository {
-  workTree: string;
-  gitDirs: string[];
-}
-
 /**
- * The repository `cwd` lies in, as git discovers it (nearest `.git` folder or file upwards; canonical paths), or
- * undefined. Environment overrides (`GIT_DIR`…) are not consulted: the boundary never passes them on.
+ * The repository `cwd` lies in, as git discovers it (./git-layout.ts: pointer files are followed only where they
+ * have git's own shape), or undefined. Throws when the layout cannot be trusted (a forged `commondir` or `.git`
+ * file, a FIFO in their place): {@link prepareRoom}'s caller then builds no room.
  */
 export function findRepository(cwd: string): Repository | undefined {
-  for (let d = canonicalPath(cwd); ; d = dirname(d)) {
-    const dotGit = join(d, ".git");
-    if (existsSync(dotGit)) {
-      const gitDir = canonicalPath(gitdirPointer(dotGit) ?? dotGit);
-      const dirs = [gitDir];
-      try {
-        const common = canonicalPath(resolve(gitDir, readFileSync(join(gitDir, "commondir"), "utf8").trim()));
-        if (common !== gitDir) dirs.push(common);
-      } catch {
-        // not a linked worktree
-      }
-      return { workTree: d, gitDirs: dirs };
-    }
-    if (dirname(d) === d) return undefined;
-  }
+  const d = discoverRepository(cwd);
+  if (d.kind === "untrusted") throw new Error(`the repository's layout cannot be trusted: ${d.reason}`);
+  return d.kind === "repository" ? d.repository : undefined;
 }
 
 /** Files git reads commands from, or follows to another config, at the top of a git dir. */
@@ -273,13 +260,9 @@ export function planRoom(spec: RoomSpec, cwd: string, program: string): RoomPlan
 export function localRemotes(repo: Repository): string[] {
   const out = new Set<string>();
   for (const g of repo.gitDirs) {
-    let text: string;
-    try {
-      text = readFileSync(join(g, "config"), "utf8");
-    } catch {
-      continue;
-    }
-    for (const m of text.matchAll(/^\s*(?:url|pushurl)\s*=\s*(.+?)\s*$/gim)) {
+    const r = readUntrustedText(join(g, "config"), { follow: true });
+    if (!r.ok) continue; // no config, or none git could read either: no local remotes
+    for (const m of r.text.matchAll(/^\s*(?:url|pushurl)\s*=\s*(.+?)\s*$/gim)) {
       let v = m[1]!.replace(/^"(.*)"$/, "$1");
       if (v.startsWith("file://")) v = decodeURIComponent(v.slice("file://".length));
       if (!isAbsolute(v) || !isDir(v)) continue;

@@ -15,6 +15,8 @@ export class BackendChoice {
   /** Set once the preflight has passed: where bwrap is, so calls can start it directly. */
   private bwrapDirect: { bwrap: string; noProc: boolean } | undefined;
   private probed: string[] | undefined;
+  /** Why calls run under Landlock rather than bubblewrap (the flag, or the failed preflight); undefined otherwise. */
+  private landlockWhy: string | undefined;
 
   /** `kind`: `auto`, `bwrap` or `landlock`; throws `USAGE` for anything else. */
   constructor(private readonly kind: string = "auto") {
@@ -24,7 +26,10 @@ export class BackendChoice {
 
   /** The helper's backend flags for a call (`--backend bwrap|landlock`, `--no-proc`); probes on first use. */
   flags(): string[] {
-    if (this.kind === "landlock") return ["--backend", "landlock"];
+    if (this.kind === "landlock") {
+      this.landlockWhy = "--sandbox-backend landlock was given";
+      return ["--backend", "landlock"];
+    }
     if (this.kind === "bwrap") {
       // With bwrap forced, a failed preflight leaves the helper to run it and fail closed with the reason.
       const probe = probeBwrap(true);
@@ -38,8 +43,14 @@ export class BackendChoice {
         `shellmcp: ${probe.reason}; commands run under Landlock + seccomp, which does not protect .git/.codex inside writable roots\n`,
       );
     this.probed = ["--backend", probe.ok ? "bwrap" : "landlock", ...(probe.noProc ? ["--no-proc"] : [])];
+    this.landlockWhy = probe.ok ? undefined : `bubblewrap unavailable: ${probe.reason}`;
     if (probe.ok) this.bwrapDirect = { bwrap: probe.path!, noProc: probe.noProc === true };
     return this.probed;
+  }
+
+  /** Why calls run under Landlock + seccomp instead of bubblewrap, once {@link flags} chose it; else undefined. */
+  whyLandlock(): string | undefined {
+    return this.landlockWhy;
   }
 
   /**

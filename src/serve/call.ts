@@ -4,6 +4,7 @@
  * helper on Linux), then the command itself (../shell/run-command.ts) with every exec decided by the rules.
  */
 import { trackSession } from "../shell/sessions.ts";
+import { lifelineProblem } from "../shell/lifeline.ts";
 import { existsSync } from "node:fs";
 import { isAbsolute } from "node:path";
 import type { EscalationServer } from "../escalate/server.ts";
@@ -18,11 +19,21 @@ import { serializePermissionProfile } from "../sandbox/permission-profile.ts";
 import { ShellmcpError } from "../errors.ts";
 import { log } from "../log.ts";
 import type { CgroupManager } from "../shell/cgroup.ts";
-import { runCommand, type RunCommandOptions, type SandboxLauncher } from "../shell/run-command.ts";
+import {
+  launcherEnforcement,
+  runCommand,
+  shellArgv,
+  type RunCommandOptions,
+  type RunCommandResult,
+  type SandboxLauncher,
+} from "../shell/run-command.ts";
+import { formatGitGuardReport, GitGuard, MAX_SEARCH_DEPTH, type GitSnapshot } from "../sandbox/git-guard.ts";
+import { LANDLOCK_EXTRA_WRITABLE, writableView, type WritableView } from "../sandbox/writable.ts";
 import type { ServeOptions, ServeSetup } from "./setup.ts";
 import { hasFullDiskWrite, hasFullNetwork } from "../sandbox/policy.ts";
 import { CallProxy, refusalReport } from "../network/proxy.ts";
 import { networkAsker } from "../mcp/network-approval.ts";
+import { visibleLines } from "../safe-text.ts";
 
 /** What every call of one server shares. */
 export interface ServeRuntime {
@@ -41,9 +52,39 @@ export interface ServeRuntime {
   cgroups?: CgroupManager;
 }
 
-/** A tool result that reports a refusal (the command was not run). */
+/** Per server: its git guard, and whether the weaker-protection notice was given (once per session). */
+const guards = new WeakMap<ServeRuntime, { guard: GitGuard; noticeGiven: boolean }>();
+
+function guardOf(rt: ServeRuntime): { guard: GitGuard; noticeGiven: boolean } {
+  let g = guards.get(rt);
+  if (g === undefined) guards.set(rt, (g = { guard: new GitGuard(), noticeGiven: false }));
+  return g;
+}
+
+/**
+ * The notice of the first call of a session that runs under Landlock + seccomp (issue 34): the kernel cannot keep
+ * git's control files read-only there, so the model is told, in words to pass on, what protects them instead.
+ * `why`: why not bubblewrap; `cgroups`: whether every process of a call ends with it (else a detached process
+ * can change them after the check).
+ */
+export function weakerProtectionNotice(why: string | undefined, cgroups: boolean): string {
+  return (
+    `\nshellmcp: this server runs commands under Landlock + seccomp${why === undefined ? "" : ` (${why})`}, which is weaker than bubblewrap: ` +
+    "git hooks and config inside writable folders cannot be protected by the kernel; changes to them are undone after each call and reported." +
+    (cgroups
+      ? ""
+      : " This host gives shellmcp no per-call cgroups, so a background process that detaches from a command can outlive it and change them after that check.") +
+    ` (Checked: repositories up to ${MAX_SEARCH_DEPTH} folder levels below each writable folder.)` +
+    " Tell the user; installing bubblewrap (and allowing unprivileged user namespaces) restores kernel protection.\n"
+  );
+}
+
+/**
+ * A tool result that reports a refusal (the command was not run). The message may embed a folder or path the model
+ * chose: rendered by ../safe-text.ts (controls and bidi characters as visible escapes; line breaks kept).
+ */
 export function errorResult(message: string): ToolResult {
-  return { content: [{ type: "text", text: message }], isError: true };
+  return { content: [{ type: "text", text: visibleLines(message) }], isError: true };
 }
 
 /** The launcher for one call under `snap`, or a refusal (what cannot be enforced is never run with less). */
@@ -136,41 +177,107 @@ export async function handleShellCall(
         sessionAllowed: setup.networkApproved,
       })
     : undefined;
-  const r = await runCommand({
-    networkProxy: proxy,
-    command: a.command,
-    workdir: a.workdir,
-    login: a.login,
-    timeoutMs: a.timeoutMs,
-    shellPath: setup.shellPath,
-    wrapperPath: rt.wrapperPath,
-    env: setup.env,
-    policy: snap.policy,
-    sandboxCwd: snap.sandboxCwd ?? a.workdir,
-    writable: l.writable,
-    launcher: l.launcher,
-    server,
-    maxOutputBytes: setup.maxOutputBytes,
-    signal: ctx.signal,
-    decide: (req, stopwatch) => decideExec(setup.settings, { elicit: ctx.elicit, paused: (f) => stopwatch.paused(f) }, req),
-    onProgress:
-      ctx.progress === undefined
-        ? undefined
-        : (ms, bytes) => ctx.progress!(Math.floor(ms / 1000), `running for ${Math.floor(ms / 1000)} s, ${bytes} bytes of output`),
-    track: (sid, running) => trackSession(rt.sessions, sid, running),
-    cgroups: rt.cgroups,
-    interceptSet: rt.options.interceptAll ? undefined : interceptSetFor(setup.settings.policy),
-    escalation: setup.escalation,
-    callPlan: l.callPlan,
-  }).finally(() => proxy?.close());
+  // The git guard (../sandbox/git-guard.ts): the control state under the writable roots, before anything runs.
+  const sandboxCwd = snap.sandboxCwd ?? a.workdir;
+  const sandboxed = shellArgv({ ...a, shellPath: setup.shellPath, policy: snap.policy, sandboxCwd, launcher: l.launcher }).sandboxed;
+  const enforcement = launcherEnforcement(sandboxed, l.launcher);
+  const view: WritableView = (l.writable ?? ((e) => writableView(snap.policy, sandboxCwd, e, setup.env)))(enforcement);
+  const guard = guardOf(rt);
+  let gitBefore: GitSnapshot | undefined;
+  try {
+    gitBefore = guard.guard.snapshot(view);
+  } catch (e) {
+    proxy?.close();
+    return errorResult(`shellmcp refused to run the command: cannot record the git control state to protect it: ${(e as Error).message}`);
+  }
+  let notice = "";
+  // The notice is about files inside writable folders: a read-only call (only Landlock's /dev/shm) has none.
+  const writesFolders = view.roots.some((r) => !LANDLOCK_EXTRA_WRITABLE.includes(r));
+  if (!guard.noticeGiven && rt.platform === "linux" && !view.full && enforcement === "landlock" && writesFolders) {
+    guard.noticeGiven = true;
+    const why =
+      l.launcher.exe !== rt.helperExe
+        ? "Codex's own sandbox helper without bubblewrap"
+        : snap.useLegacyLandlock && snap.profile !== undefined
+          ? "the client asked for Codex's legacy Landlock sandbox"
+          : setup.backend.whyLandlock();
+    // Every process of a call ends with it: with per-call cgroups, or under the lifeline guard (src/shell/lifeline.ts).
+    notice = weakerProtectionNotice(why, rt.cgroups !== undefined || lifelineProblem() === undefined);
+  }
+  const notices: string[] = [];
+  let r: RunCommandResult;
+  try {
+    r = await runCommand({
+      notice: (text) => notices.push(text),
+      networkProxy: proxy,
+      command: a.command,
+      workdir: a.workdir,
+      login: a.login,
+      timeoutMs: a.timeoutMs,
+      shellPath: setup.shellPath,
+      wrapperPath: rt.wrapperPath,
+      env: setup.env,
+      policy: snap.policy,
+      sandboxCwd: snap.sandboxCwd ?? a.workdir,
+      writable: l.writable,
+      launcher: l.launcher,
+      server,
+      maxOutputBytes: setup.maxOutputBytes,
+      signal: ctx.signal,
+      decide: (req, stopwatch) => decideExec(setup.settings, { elicit: ctx.elicit, paused: (f) => stopwatch.paused(f) }, req),
+      onProgress:
+        ctx.progress === undefined
+          ? undefined
+          : (ms, bytes) => ctx.progress!(Math.floor(ms / 1000), `running for ${Math.floor(ms / 1000)} s, ${bytes} bytes of output`),
+      track: (sid, running) => trackSession(rt.sessions, sid, running),
+      cgroups: rt.cgroups,
+      interceptSet: rt.options.interceptAll ? undefined : interceptSetFor(setup.settings.policy),
+      escalation: setup.escalation,
+      callPlan: l.callPlan,
+    }).finally(() => proxy?.close());
+  } catch (e) {
+    // Every snapshot gets its check (the guard counts the calls in flight); whatever ran is undone.
+    if (gitBefore !== undefined) await checkGit(guard.guard, gitBefore, view, undefined, false);
+    throw e;
+  }
+  if (gitBefore !== undefined) notice = (await checkGit(guard.guard, gitBefore, view, r.settled, enforcement === "landlock")) + notice;
   if (proxy !== undefined && proxy.refusals.length > 0) r.output += refusalReport(proxy.refusals);
+  // Allowed programs that ran inside the sandbox instead (../escalate/server.ts): after the output, like the guard's.
+  if (notices.length > 0) notice = notices.map((n) => `\nshellmcp: ${n}`).join("") + "\n" + notice;
   if (r.spawnError !== undefined) throw new ShellmcpError("PROTOCOL", r.spawnError);
   const stale = setup.backend.bwrapFailed(r, l.launcher);
   if (stale !== undefined) {
     log.warn(stale);
-    return formatResult({ ...r, output: `${r.output}${stale}\n` });
+    return formatResult({ ...r, output: `${r.output}${stale}\n` }, notice);
   }
-  return formatResult(r);
+  return formatResult(r, notice);
+}
+
+/**
+ * Once every process of the call has ended (`settled`), undo what the call changed in git's control state and
+ * return the report for the result (empty when nothing changed). Never throws: a failed check is reported.
+ */
+async function checkGit(
+  guard: GitGuard,
+  before: GitSnapshot,
+  view: WritableView,
+  settled: Promise<void> | undefined,
+  landlock: boolean,
+): Promise<string> {
+  try {
+    const t0 = performance.now();
+    await settled;
+    const settledMs = performance.now() - t0;
+    const report = guard.check(before, view);
+    log.debug("git guard", { gitDirs: before.gitDirs, snapshotMs: before.tookMs, settledMs, checkMs: report.tookMs });
+    if (report.truncated.length > 0) log.warn("git guard: writable folders not fully searched", { roots: report.truncated });
+    if (report.undone.length > 0 || report.failed.length > 0)
+      log.warn("git guard undid changes", { undone: report.undone, failed: report.failed });
+    return formatGitGuardReport(report, landlock);
+  } catch (e) {
+    log.error("git guard failed", { message: (e as Error).message });
+    return `\nshellmcp: the check of git control files after this command failed (${(e as Error).message}): the user must check .git/hooks and .git/config of the repositories in the writable folders before running git there.\n`;
+  }
 }
 
 /**

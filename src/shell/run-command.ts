@@ -156,6 +156,8 @@ export interface RunCommandOptions {
    * to the wrapper.
    */
   interceptSet?: string;
+  /** Told when an `Escalate` decision ran inside the sandbox instead, and why (../escalate/server.ts `ListenOptions.notice`). */
+  notice?: (text: string) => void;
   /**
    * Where escalated programs run (../sandbox/room.ts): `room` (default) or `host` (Codex's meaning), and the extra
    * writable paths per program. `callPlan`: the call's sandbox when it comes from a permission profile (else it is
@@ -309,6 +311,12 @@ export interface RunCommandResult {
   droppedBytes: number;
   sandboxed: boolean;
   spawnError?: string;
+  /**
+   * Resolves once every process of the call has ended, escalated and room programs included: the worker has let go
+   * of the listener (its programs killed) and the call's cgroup is empty (without cgroups, only the former). The
+   * git guard (../sandbox/git-guard.ts) compares after it. Undefined when nothing was started.
+   */
+  settled?: Promise<void>;
 }
 
 /**
@@ -468,7 +476,13 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
   hold(() => outputFd !== undefined && libc.closeQuiet(outputFd)); // until the listener has it
   let listener: ReturnType<EscalationServer["listen"]>;
   try {
-    listener = o.server.listen({ decide: (r) => o.decide(r, stopwatch!), boundary, cgroupProcs: cgroup?.procs, outputFd });
+    listener = o.server.listen({
+      decide: (r) => o.decide(r, stopwatch!),
+      boundary,
+      cgroupProcs: cgroup?.procs,
+      outputFd,
+      notice: o.notice,
+    });
     outputFd = undefined; // the worker's now
     const l = listener;
     hold(() => l.close());
@@ -643,7 +657,7 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
   // Stops interception for leftovers and kills this call's escalated programs. The commands reach the worker
   // synchronously inside close(); only its acknowledgement is not awaited, so the answer is not delayed by it.
   const listenerClosed = listener.close();
-  void cgroup?.dispose();
+  const disposed = cgroup?.dispose();
   release();
   if (roomBridge !== undefined) {
     // The worker may still be starting a room with the bridge's child end: close it once the worker has let go of
@@ -666,5 +680,6 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
     outputBytes: out.total,
     droppedBytes: out.dropped,
     sandboxed,
+    settled: Promise.all([listenerClosed.catch(() => undefined), disposed]).then(() => undefined),
   };
 }

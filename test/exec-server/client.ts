@@ -1,3 +1,20 @@
+/**
+ * Capability tokens of the servers tests started with shellmcp's default authentication (a token generated at
+ * start), by URL: ./codex-harness.ts `startServer` registers them, so that {@link ExecClient.connect} presents the
+ * server's own token unless the test passes an `authorization` header itself.
+ */
+const TOKENS = new Map<string, string>();
+
+/** Remember `token` as the capability token of the server at `url` (see {@link TOKENS}). */
+export function registerToken(url: string, token: string): void {
+  TOKENS.set(url, token);
+}
+
+/** The registered token of `url`, if any. */
+export function tokenFor(url: string): string | undefined {
+  return TOKENS.get(url);
+}
+
 /** A minimal exec-server client for tests: requests by id, notifications buffered. Bun's WebSocket. */
 export class ExecClient {
   readonly notifications: Record<string, unknown>[] = [];
@@ -26,8 +43,14 @@ export class ExecClient {
     });
   }
 
-  /** Connect (optionally with extra handshake headers). */
+  /**
+   * Connect (optionally with extra handshake headers). A server started with a generated token gets
+   * `Authorization: Bearer <its token>` unless `headers` has an `authorization` of its own.
+   */
   static async connect(url: string, headers?: Record<string, string>): Promise<ExecClient> {
+    const token = TOKENS.get(url);
+    if (token !== undefined && !Object.keys(headers ?? {}).some((k) => k.toLowerCase() === "authorization"))
+      headers = { authorization: `Bearer ${token}`, ...headers };
     const ws = new WebSocket(url, headers === undefined ? undefined : ({ headers } as unknown as string[]));
     await new Promise<void>((resolve, reject) => {
       ws.onopen = () => resolve();

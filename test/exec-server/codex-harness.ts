@@ -4,11 +4,12 @@
  * the stand-in model of ./responses-mock.ts.
  */
 import type { Server, ServerWebSocket, Subprocess } from "bun";
-import { mkdirSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
-import { CONF_BASE } from "../helpers/cleanup.ts";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { CONF_BASE, RUN_TMP } from "../helpers/cleanup.ts";
 import { ensureBinary } from "../helpers/binary.ts";
 import { referenceCodex } from "../helpers/reference.ts";
+import { registerToken, tokenFor } from "./client.ts";
 import { ResponsesMock, type ModelStep } from "./responses-mock.ts";
 
 /** The Codex 0.169 linux build from the dev dependency, or undefined when it is not installed. */
@@ -17,16 +18,32 @@ export const CODEX: string | undefined = referenceCodex();
 /** A started `shellmcp exec-server` (or the reference with `argv`). */
 export interface StartedServer {
   url: string;
+  /** The capability token shellmcp generated at start (default authentication), when it did. */
+  token?: string;
   proc: Subprocess<"ignore", "pipe", "pipe">;
   stop(): Promise<void>;
 }
 
-/** Start `argv` (default `dist/shellmcp exec-server`) and read its `ws://` line. */
+/**
+ * Start `argv` (default `dist/shellmcp exec-server`) and read its `ws://` line. A shellmcp websocket server started
+ * without `--ws-auth` authenticates with a token it generates (issue 30): `--ws-token-out` is added, the token read
+ * once the URL is printed and registered for the URL (./client.ts `registerToken`), so ExecClient and
+ * {@link runCodex} (through `auth_bearer_token`) present it.
+ */
 export async function startServer(
   argv: string[] = [ensureBinary(), "exec-server"],
   env: Record<string, string | undefined> = process.env,
   cwd?: string,
 ): Promise<StartedServer> {
+  const i = argv.indexOf("exec-server");
+  const li = argv.indexOf("--listen");
+  const generated =
+    i > 0 &&
+    argv[0] !== CODEX &&
+    !argv.some((a) => a === "--ws-auth" || a === "--ws-token-out") &&
+    !(li >= 0 && (argv[li + 1] === "stdio" || argv[li + 1] === "stdio://"));
+  const tokenOut = generated ? join(mkdtempSync(join(RUN_TMP, "exec-token-")), "token") : undefined;
+  if (tokenOut !== undefined) argv = [...argv, "--ws-token-out", tokenOut];
   const proc = Bun.spawn(argv, { cwd, stdin: "ignore", stdout: "pipe", stderr: "pipe", env: env as Record<string, string> });
   const reader = proc.stdout.getReader();
   let buf = "";
@@ -38,20 +55,26 @@ export async function startServer(
   }
   reader.releaseLock();
   const url = buf.split("\n")[0]!.trim();
+  const token = tokenOut === undefined ? undefined : readFileSync(tokenOut, "utf8").trim();
+  if (token !== undefined) registerToken(url, token);
   return {
     url,
+    token,
     proc,
     async stop() {
       proc.kill("SIGTERM");
       await proc.exited;
+      if (tokenOut !== undefined) rmSync(dirname(tokenOut), { recursive: true, force: true });
     },
   };
 }
 
 /** A websocket proxy; `cut()` drops every connection abruptly (both sides), new ones are accepted again. */
 export class WsProxy {
-  private readonly server: Server<{ upstream?: WebSocket; pending: (string | Buffer)[]; held?: boolean }>;
-  private readonly clients = new Set<ServerWebSocket<{ upstream?: WebSocket; pending: (string | Buffer)[]; held?: boolean }>>();
+  private readonly server: Server<{ upstream?: WebSocket; pending: (string | Buffer)[]; held?: boolean; authorization?: string }>;
+  private readonly clients = new Set<
+    ServerWebSocket<{ upstream?: WebSocket; pending: (string | Buffer)[]; held?: boolean; authorization?: string }>
+  >();
   connections = 0;
   /** Every frame, with its direction and arrival time (ms, performance.now()). */
   readonly frames: { dir: "c2s" | "s2c"; at: number; msg: Record<string, unknown> }[] = [];
@@ -67,16 +90,27 @@ export class WsProxy {
     }
   }
 
+  /**
+   * A proxy in front of `upstreamUrl`. The client's `Authorization` header is passed upstream (Codex presents its
+   * `auth_bearer_token` to the proxy); the upstream's registered token is registered for the proxy's URL too.
+   */
   constructor(upstreamUrl: string) {
-    this.server = Bun.serve<{ upstream?: WebSocket; pending: (string | Buffer)[]; held?: boolean }>({
+    this.server = Bun.serve<{ upstream?: WebSocket; pending: (string | Buffer)[]; held?: boolean; authorization?: string }>({
       hostname: "127.0.0.1",
       port: 0,
-      fetch: (req, srv) => (srv.upgrade(req, { data: { pending: [] } }) ? undefined : new Response("no", { status: 400 })),
+      fetch: (req, srv) =>
+        srv.upgrade(req, { data: { pending: [], authorization: req.headers.get("authorization") ?? undefined } })
+          ? undefined
+          : new Response("no", { status: 400 }),
       websocket: {
         open: (ws) => {
           this.connections++;
           this.clients.add(ws);
-          const up = new WebSocket(upstreamUrl);
+          const auth = ws.data.authorization;
+          const up = new WebSocket(
+            upstreamUrl,
+            auth === undefined ? undefined : ({ headers: { authorization: auth } } as unknown as string[]),
+          );
           up.binaryType = "arraybuffer";
           ws.data.upstream = up;
           up.onopen = () => {
@@ -101,6 +135,8 @@ export class WsProxy {
         },
       },
     });
+    const token = tokenFor(upstreamUrl);
+    if (token !== undefined) registerToken(this.url, token);
   }
 
   get url(): string {
@@ -187,7 +223,16 @@ request_max_retries = 0
 stream_max_retries = 0
 `,
   );
-  if (o.environmentsToml !== undefined) writeFileSync(join(w.home, "environments.toml"), o.environmentsToml(w));
+  // A server with a registered token (default authentication): Codex presents it as auth_bearer_token, which
+  // only environments.toml can carry (CODEX_EXEC_SERVER_URL cannot).
+  const token = tokenFor(o.serverUrl);
+  const environmentsToml =
+    o.environmentsToml ??
+    (token === undefined
+      ? undefined
+      : () =>
+          `default = "box"\ninclude_local = false\n\n[[environments]]\nid = "box"\nurl = "${o.serverUrl}"\nauth_bearer_token = "${token}"\n`);
+  if (environmentsToml !== undefined) writeFileSync(join(w.home, "environments.toml"), environmentsToml(w));
   const prefix: string[] = [];
   if (o.asUser !== undefined) {
     Bun.spawnSync(["chown", "-R", `${o.asUser.uid}:${o.asUser.gid}`, w.base]);
@@ -199,7 +244,7 @@ stream_max_retries = 0
       PATH: process.env.PATH ?? "/usr/bin:/bin",
       HOME: w.base,
       CODEX_HOME: w.home,
-      ...(o.environmentsToml === undefined ? { CODEX_EXEC_SERVER_URL: o.serverUrl } : {}),
+      ...(environmentsToml === undefined ? { CODEX_EXEC_SERVER_URL: o.serverUrl } : {}),
       RUST_LOG: "error",
     },
     stdin: "ignore",

@@ -42,6 +42,9 @@ async function runVectors(pathStyle: "plain" | "uri"): Promise<{ code: number; o
       "--",
       ensureBinary(),
       "exec-server",
+      // The vectors' runner is Codex's harness, which presents no token (Codex 0.169 has no auth by default).
+      "--ws-auth",
+      "none",
     ],
     { cwd: FIXTURES, stdout: "pipe", stderr: "pipe" },
   );

@@ -200,7 +200,7 @@ describe("processes", () => {
       const sock = connect(Number(url.port), url.hostname);
       await new Promise<void>((r) => sock.once("connect", () => r()));
       sock.write(
-        `GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n`,
+        `GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\nAuthorization: Bearer ${server.token}\r\n\r\n`,
       );
       const frame = (obj: unknown) => {
         const payload = Buffer.from(JSON.stringify(obj));

@@ -429,7 +429,7 @@ describe.skipIf(skip)("login: false reads no startup file, whatever the sandbox"
       const ws = workspace();
       expect(await s.sandboxState(policy, ws)).toEqual({});
       const plain = await s.shell({ command: "echo ran", workdir: ws, login: false });
-      expect(plain.out.output).toBe("ran\n");
+      expect(plain.out.output).toStartWith("ran\n"); // the first Landlock call also carries the git guard's notice
       const login = await s.shell({ command: "echo ran", workdir: ws, login: true });
       expect(login.out.output).toContain("PROFILE-READ\n");
       expect(login.out.output).toContain("ran\n");

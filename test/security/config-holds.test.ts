@@ -263,7 +263,7 @@ describe.skipIf(skipWithout("configuration suite", shellsMissing()))("issue 22: 
     const s = await serveWithPid({ command: [exe], args: ["--sandbox-backend", "landlock", "--sandbox", "workspace-write"], cwd: dir });
     const evil = `#!/bin/sh\necho escaped > ${outside}/marker\n`;
     const replace = `printf '${evil}' > evil && chmod +x evil && mv -f evil shellmcp && echo replaced`;
-    expect((await s.shell({ command: replace, workdir: dir, login: false })).out.output).toBe("replaced\n");
+    expect((await s.shell({ command: replace, workdir: dir, login: false })).out.output).toStartWith("replaced\n"); // + the first Landlock call's git guard notice
     expect(readFileSync(exe, "utf8")).toContain("escaped"); // the file at the executable's path is the command's now
     expect((await s.shell({ command: "echo second call", workdir: dir, login: false })).out.output).toBe("second call\n");
     expect(existsSync(join(outside, "marker"))).toBe(false);

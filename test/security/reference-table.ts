@@ -6,11 +6,11 @@
  * The 0.97 server delegates sandboxing to the client's `codexLinuxSandboxExe`: Codex 0.97's own binary
  * (`@openai/codex-0.97`, arg0 `codex-linux-sandbox`), as Codex 0.97 itself would pass it.
  */
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { join } from "node:path";
-import { ensureBinary, ROOT, tempDir } from "../helpers/binary.ts";
+import { ensureBinary, ROOT } from "../helpers/binary.ts";
 import { CONF_BASE, RUN_TMP } from "../helpers/test-dirs.ts";
-import { referenceShellToolDir, startLineRpc, type LineRpc } from "../helpers/reference.ts";
+import { referenceShellToolDir, startReference } from "../helpers/reference.ts";
 import {
   buildPreload,
   cpuSeconds,
@@ -30,7 +30,6 @@ import {
 
 const REF = referenceShellToolDir();
 if (REF === undefined) throw new Error("reference @openai/codex-shell-tool-mcp not installed");
-const BASH = join(REF, "bash", "debian-12", "bash");
 const CODEX_097 = join(ROOT, "node_modules", "@openai", "codex-0.97", "vendor", "x86_64-unknown-linux-musl", "codex", "codex");
 /** Codex 0.97's own binary is its linux-sandbox helper (arg0 dispatch); ours stands in if it is missing. */
 const HELPER = existsSync(CODEX_097) ? CODEX_097 : join(ROOT, "dist", "codex-linux-sandbox");
@@ -47,65 +46,7 @@ const BWRAP_BROKEN =
     : undefined;
 const BASE = CONF_BASE;
 const dir = (p: string) => mkdtempSync(join(BASE, `${p}-`));
-
-interface Ref {
-  rpc: LineRpc;
-  pid: number;
-  ws: string;
-  stderr: () => string;
-  shell(command: string, timeout_ms?: number): Promise<{ exit_code: number; output: string; timed_out?: boolean; error?: string }>;
-  close(): Promise<void>;
-}
-
-async function startRef(
-  o: { rules?: string; env?: Record<string, string>; policy?: Record<string, unknown>; bwrap?: boolean; ws?: string } = {},
-): Promise<Ref> {
-  const home = tempDir("shellmcp-refhome-");
-  mkdirSync(join(home, "rules"));
-  await Bun.write(join(home, "rules", "default.rules"), o.rules ?? "");
-  const argv = [join(REF!, "codex-exec-mcp-server"), "--bash", BASH, "--execve", join(REF!, "codex-execve-wrapper")];
-  const env = { PATH: "/usr/local/bin:/usr/bin:/bin", HOME: home, CODEX_HOME: home, LC_ALL: "C", ...o.env };
-  // A server that refuses its rules exits before answering initialize: say why instead of waiting.
-  const probe = Bun.spawnSync(argv, { env, stdin: "ignore", stdout: "pipe", stderr: "pipe" });
-  const refused = probe.stderr.toString().match(/failed to parse rules file[^\n]*\n[^\n]*/)?.[0];
-  if (refused)
-    throw new Error(`the reference refuses the rules: ${refused.replace(/\s+/g, " ").replace(/\S*default\.rules/, "default.rules")}`);
-  const rpc = await withDeadline(startLineRpc(argv, env), 10000, "initialize");
-  let err = "";
-  void (async () => {
-    for await (const c of rpc.proc.stderr) err += new TextDecoder().decode(c);
-  })();
-  const ws = o.ws ?? dir("ws");
-  await withDeadline(
-    rpc.request("codex/sandbox-state/update", {
-      sandboxPolicy: o.policy ?? { type: "danger-full-access" },
-      sandboxCwd: ws,
-      codexLinuxSandboxExe: HELPER,
-      useLinuxSandboxBwrap: o.bwrap ?? false,
-    }),
-    10000,
-    "sandbox-state",
-  );
-  return {
-    rpc,
-    pid: rpc.proc.pid,
-    ws,
-    stderr: () => err,
-    async shell(command, timeout_ms = 30000) {
-      const res = await withDeadline(
-        rpc.request("tools/call", { name: "shell", arguments: { command, workdir: ws, login: false, timeout_ms } }),
-        Math.min(timeout_ms, 120000) + 10000,
-        "tools/call",
-      );
-      if (res.error) return { exit_code: -1, output: "", error: JSON.stringify(res.error) };
-      return JSON.parse((res.result as { content: { text: string }[] }).content[0]!.text);
-    },
-    async close() {
-      rpc.proc.stdin.end();
-      await withDeadline(rpc.proc.exited, 5000, "close").catch(() => rpc.proc.kill(9));
-    },
-  };
-}
+const startRef = (o: Partial<Parameters<typeof startReference>[1]> = {}) => startReference(HELPER, { ...o, ws: o.ws ?? dir("ws") });
 
 const rows: [string, string][] = [];
 function row(item: string, what: string) {

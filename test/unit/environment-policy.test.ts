@@ -65,8 +65,20 @@ describe("shellEnvironmentPolicy (reading the table)", () => {
 });
 
 describe("applyEnvironmentPolicy", () => {
-  test("default: everything but names matching *KEY*, *SECRET*, *TOKEN* (case-insensitive; KEYBOARD too)", () => {
-    expect(DEFAULT_EXCLUDES).toEqual(["*KEY*", "*SECRET*", "*TOKEN*"]);
+  test("default: everything but names matching the default excludes (case-insensitive; KEYBOARD too)", () => {
+    expect(DEFAULT_EXCLUDES).toEqual([
+      "*KEY*",
+      "*SECRET*",
+      "*TOKEN*",
+      "*PASSWORD*",
+      "*PASSWD*",
+      "*PASSPHRASE*",
+      "*_PWD",
+      "*_PASS",
+      "*_PAT",
+      "*CREDENTIAL*",
+      "*AUTH*",
+    ]);
     expect(apply({})).toEqual({ HOME: "/root", PATH: "/usr/bin:/bin", LANG: "C.UTF-8", PLAIN: "p", EDITOR: "vi" });
   });
 
@@ -95,6 +107,36 @@ describe("applyEnvironmentPolicy", () => {
 
   test("include_only comes last: it can drop set entries and PATH", () => {
     expect(apply({ set: { A: "1", PLAIN2: "q" }, include_only: ["pl*"] })).toEqual({ PLAIN: "p", PLAIN2: "q" });
+  });
+
+  test("issue 30: passwords, PATs, credentials, auth and URLs with user-info go; PWD, OLDPWD, GIT_AUTHOR_* stay", () => {
+    const env = {
+      PGPASSWORD: "a",
+      MYSQL_PWD: "b",
+      GITHUB_PAT: "c",
+      db_pass: "d",
+      GPG_PASSPHRASE: "e",
+      GOOGLE_APPLICATION_CREDENTIALS: "f",
+      XAUTHORITY: "g",
+      SSH_AUTH_SOCK: "h",
+      DATABASE_URL: "postgres://u:p@h/db",
+      CLONE: "https://tok@github.com/o/r",
+      PWD: "/w",
+      OLDPWD: "/v",
+      GIT_AUTHOR_NAME: "Ada",
+      PATH_URL: "https://example.org/a@b",
+      PLAIN_URL: "https://example.org/",
+      PATH: "/bin",
+    };
+    expect(apply({}, env)).toEqual({
+      PWD: "/w",
+      OLDPWD: "/v",
+      GIT_AUTHOR_NAME: "Ada",
+      PATH_URL: "https://example.org/a@b",
+      PLAIN_URL: "https://example.org/",
+      PATH: "/bin",
+    });
+    expect(apply({ ignore_default_excludes: true }, env)).toEqual(env);
   });
 
   test("undefined values are skipped and the input is not modified", () => {

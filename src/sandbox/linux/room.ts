@@ -230,7 +230,8 @@ export function buildRoom(
 /**
  * Plan and build a room of its own for `program` (canonical path) with `argv`, in `cwd`, with environment `env`
  * (KEY=VALUE); `named` is the path the command named the program by (the escalation request's file), judged by
- * the boundary. The room lives as long as the program (a kept room that serves every program of a call is
+ * the boundary; `prepared` is {@link prepareRoom}'s result when the caller has it (the escalation server's
+ * inspector plans rooms off the main thread). The room lives as long as the program (a kept room that serves every program of a call is
  * ./room-launcher.ts). Returns the launch, or `{ unavailable }` with the reason when no room can be built (the
  * caller then runs the program inside the call's sandbox). Throws nothing: a failure to plan is a reason too.
  */
@@ -241,8 +242,8 @@ export function roomLaunch(
   cwd: string,
   env: readonly string[],
   named?: string,
+  prepared: PreparedRoom = prepareRoom(spec, program, cwd, env),
 ): RoomLaunch | { unavailable: string } {
-  const prepared = prepareRoom(spec, program, cwd, env);
   if (prepared.kind === "unavailable") return { unavailable: prepared.reason };
   if (prepared.kind === "host")
     return { path: program, argv: [...argv], env: prepared.env, contained: false, mustNotAppear: [], release: () => {} };

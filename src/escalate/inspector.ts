@@ -1,0 +1,44 @@
+/**
+ * The decision inspector: a Worker thread that does every filesystem inspection an `Escalate` decision needs (issue
+ * 34, item 1) — the escalation boundary's checks (./boundary.ts: program identity, `#!` chain, git's repository,
+ * config, submodules) and the room's plan (../sandbox/room.ts: repository layout, control paths, local remotes).
+ *
+ * Those read files a sandboxed command chose or wrote. They go through ../sandbox/untrusted-fs.ts (never blocking
+ * on a FIFO, never following a planted link, capped), and they run here, off the main thread, under a deadline
+ * that ./inspector-client.ts enforces: even a read that blocks where no read should (a hung network filesystem)
+ * costs one decision — which fails closed — never the server.
+ *
+ * Messages: main → worker {@link InspectRequest}; worker → main {@link InspectReply}. Embedded in the executable
+ * by build.ts; started lazily by ./inspector-client.ts.
+ */
+import { prepareRoom, type PreparedRoom } from "../sandbox/linux/room.ts";
+import { checkEscalation, type EscalationBoundary, type EscalationCheck, type Grant } from "./boundary.ts";
+
+/** One inspection: what {@link checkEscalation} and, when it passes and rooms apply, {@link prepareRoom} need. */
+export interface InspectRequest {
+  id: number;
+  boundary: EscalationBoundary;
+  request: { file: string; argv: string[]; workdir: string };
+  /** The escalated program's environment (./boundary.ts `escalatedEnv`). */
+  env: Record<string, string>;
+  grant?: Grant;
+}
+
+/** The answer to {@link InspectRequest} `id`: the boundary's verdict and the room's plan, or an error message. */
+export type InspectReply =
+  { id: number; ok: true; check: EscalationCheck; prepared?: PreparedRoom } | { id: number; ok: false; error: string };
+
+/** Run one inspection (exported for tests and for the in-thread fallback). Never throws. */
+export function inspect(req: InspectRequest): InspectReply {
+  try {
+    const check = checkEscalation(req.boundary, req.request, req.env, req.grant);
+    if (!check.ok || req.boundary.room === undefined) return { id: req.id, ok: true, check };
+    const entries = Object.entries(req.env).map(([k, v]) => `${k}=${v}`);
+    return { id: req.id, ok: true, check, prepared: prepareRoom(req.boundary.room, check.path, check.cwd, entries) };
+  } catch (e) {
+    return { id: req.id, ok: false, error: e instanceof Error ? e.message : String(e) };
+  }
+}
+
+declare const self: Worker;
+if (!Bun.isMainThread) self.onmessage = (ev: MessageEvent<InspectRequest>) => self.postMessage(inspect(ev.data));

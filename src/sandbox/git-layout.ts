@@ -1,0 +1,157 @@
+/**
+ * Where git keeps a repository, judged only from what a sandbox could not have forged (issue 34, item 2).
+ *
+ * Git finds a repository's git dir through pointer files: a `.git` *file* in a work tree (`gitdir: <path>`, for
+ * submodules and linked worktrees) and a git dir's `commondir` (a linked worktree's admin folder naming the main
+ * git dir). A sandboxed command, or a room program that writes the repository, can create both: a `commondir`
+ * written by one room program named any folder, and the next program's room was planned from it — that folder
+ * became writable. So a pointer decides where a room writes only when it has the shape git itself gives it:
+ *
+ * - `commondir` of git dir `G` must resolve to the folder two levels up, with `G` inside its `worktrees/`
+ *   (`<common>/worktrees/<name>`: how `git worktree add` lays out every linked worktree), and that folder must be a
+ *   git dir (`objects/` and `HEAD`);
+ * - a `.git` file in work tree `W` naming `G` is accepted when `G` is a linked worktree's admin folder whose
+ *   `gitdir` file names `W/.git` back (the pair git writes), or a submodule's git dir: inside `modules/` of the
+ *   git dir of the repository that encloses `W` (found the same way, from `W`'s parent).
+ *
+ * Anything else (a pointer elsewhere, an unreadable, huge or non-regular pointer file) makes the layout
+ * *untrusted*: the caller fails closed (no room; the program runs inside the call's sandbox, with the reason).
+ * Pointer files are read through ./untrusted-fs.ts (never blocking, never following a link).
+ */
+import { lstatSync, statSync } from "node:fs";
+import { basename, dirname, join, resolve } from "node:path";
+import { readUntrustedText } from "./untrusted-fs.ts";
+import { canonicalPath } from "./writable.ts";
+
+/** A git repository as found from a folder: its work tree and its git dirs (the own one first, then the common one). */
+export interface Repository {
+  workTree: string;
+  gitDirs: string[];
+}
+
+/** Outcome of {@link discoverRepository}: none found, a repository whose pointers hold, or why they do not. */
+export type Discovery = { kind: "none" } | { kind: "repository"; repository: Repository } | { kind: "untrusted"; reason: string };
+
+/** How many enclosing repositories a submodule's pointer is checked through (nested submodules). */
+const MAX_SUPERPROJECT_DEPTH = 8;
+
+/**
+ * The repository `cwd` lies in, as git discovers it (nearest `.git` folder or file upwards; canonical paths), with
+ * every pointer on the way checked as the module's docs say. Environment overrides (`GIT_DIR`…) are not consulted:
+ * the escalation boundary never passes them on. Never throws.
+ */
+export function discoverRepository(cwd: string, depth = 0): Discovery {
+  for (let d = canonicalPath(cwd); ; d = dirname(d)) {
+    const dotGit = join(d, ".git");
+    let kind: "dir" | "file" | "other" | "missing";
+    try {
+      const st = lstatSync(dotGit);
+      kind = st.isDirectory() ? "dir" : st.isFile() ? "file" : st.isSymbolicLink() ? (isDirFollowed(dotGit) ? "dir" : "other") : "other";
+    } catch {
+      kind = "missing";
+    }
+    if (kind === "missing") {
+      if (dirname(d) === d) return { kind: "none" };
+      continue;
+    }
+    if (kind === "other") return { kind: "untrusted", reason: `${dotGit} is neither a folder nor a gitdir file` };
+    let gitDir: string;
+    if (kind === "dir") gitDir = canonicalPath(dotGit);
+    else {
+      const p = trustedGitdirPointer(d, depth);
+      if (typeof p !== "string") return { kind: "untrusted", reason: p.untrusted };
+      gitDir = p;
+    }
+    const common = trustedCommonDir(gitDir);
+    if (typeof common !== "string" && common !== undefined) return { kind: "untrusted", reason: common.untrusted };
+    return { kind: "repository", repository: { workTree: d, gitDirs: common === undefined ? [gitDir] : [gitDir, common] } };
+  }
+}
+
+/**
+ * The main git dir that git dir `gitDir` names in its `commondir`, when that file has git's shape (see the
+ * module's docs); undefined when there is no `commondir` (or it names `gitDir` itself); `{ untrusted }` otherwise.
+ */
+export function trustedCommonDir(gitDir: string): string | undefined | { untrusted: string } {
+  const file = join(gitDir, "commondir");
+  const r = readUntrustedText(file, { maxBytes: 4096 });
+  if (!r.ok) return r.why === "missing" ? undefined : { untrusted: r.reason };
+  const named = r.text.trim();
+  if (named === "") return { untrusted: `${file} is empty` };
+  const common = canonicalPath(resolve(gitDir, named));
+  if (common === gitDir) return undefined;
+  if (basename(dirname(gitDir)) !== "worktrees" || dirname(dirname(gitDir)) !== common)
+    return { untrusted: `${file} names ${common}, which is not the git dir holding ${gitDir} in its worktrees/` };
+  if (!isGitDir(common)) return { untrusted: `${file} names ${common}, which is not a git dir` };
+  return common;
+}
+
+/**
+ * The git dir that the `.git` file of work tree `workTree` names, when git's own pointer chain names it back (see
+ * the module's docs), or `{ untrusted }` with the reason.
+ */
+export function trustedGitdirPointer(workTree: string, depth = 0): string | { untrusted: string } {
+  const dotGit = join(workTree, ".git");
+  const r = readUntrustedText(dotGit, { maxBytes: 4096 });
+  if (!r.ok) return { untrusted: r.reason };
+  const m = /^gitdir:\s*(.+?)\s*$/m.exec(r.text);
+  if (m === null) return { untrusted: `${dotGit} holds no gitdir: line` };
+  const gitDir = canonicalPath(resolve(workTree, m[1]!));
+  if (!isGitDirLike(gitDir)) return { untrusted: `${dotGit} names ${gitDir}, which is not a git dir` };
+  // A linked worktree: <common>/worktrees/<name>, whose `gitdir` file names this `.git` back.
+  if (basename(dirname(gitDir)) === "worktrees") {
+    const back = readUntrustedText(join(gitDir, "gitdir"), { maxBytes: 4096 });
+    if (back.ok) {
+      const named = back.text.trim();
+      if (named !== "" && canonicalPath(resolve(gitDir, named)) === canonicalPath(dotGit)) return gitDir;
+    }
+  }
+  // A submodule: inside modules/ of the enclosing repository's git dir.
+  if (depth < MAX_SUPERPROJECT_DEPTH && dirname(workTree) !== workTree) {
+    const outer = discoverRepository(dirname(workTree), depth + 1);
+    if (outer.kind === "repository") {
+      for (const g of outer.repository.gitDirs) {
+        const modules = join(g, "modules") + "/";
+        if (gitDir.startsWith(modules)) return gitDir;
+      }
+    }
+  }
+  return {
+    untrusted: `${dotGit} names ${gitDir}, which is neither a linked worktree naming it back nor a submodule of an enclosing repository`,
+  };
+}
+
+/** Whether `dir` looks like a git dir: `objects/` and `HEAD` (a main git dir or a submodule's). */
+export function isGitDir(dir: string): boolean {
+  return isPlainDir(join(dir, "objects")) && exists(join(dir, "HEAD"));
+}
+
+/** A git dir, or a linked worktree's admin folder (`HEAD` and `commondir`, no `objects/`). */
+function isGitDirLike(dir: string): boolean {
+  return isGitDir(dir) || (exists(join(dir, "HEAD")) && exists(join(dir, "commondir")));
+}
+
+function isPlainDir(p: string): boolean {
+  try {
+    return lstatSync(p).isDirectory();
+  } catch {
+    return false;
+  }
+}
+
+function isDirFollowed(p: string): boolean {
+  try {
+    return statSync(p).isDirectory();
+  } catch {
+    return false;
+  }
+}
+
+function exists(p: string): boolean {
+  try {
+    lstatSync(p);
+    return true;
+  } catch {
+    return false;
+  }
+}

@@ -1,0 +1,95 @@
+/**
+ * src/sandbox/git-guard.ts in process: snapshot, change as a sandboxed command would, check. The end-to-end attacks
+ * (through the compiled `serve`) are in test/security/git-guard.test.ts.
+ */
+import { afterAll, describe, expect, test } from "bun:test";
+import { execFileSync } from "node:child_process";
+import { existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { GitGuard, nestedRepoWritable } from "../../src/sandbox/git-guard.ts";
+import type { WritableView } from "../../src/sandbox/writable.ts";
+
+const dirs: string[] = [];
+afterAll(() => {
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+});
+
+function git(cwd: string, ...args: string[]): string {
+  return execFileSync("git", ["-C", cwd, "-c", "user.name=t", "-c", "user.email=t@e", ...args], { encoding: "utf8" });
+}
+
+/** A root folder with a repository `ws` (one commit) in it; the view writes the whole root (Landlock's). */
+function tree(): { root: string; ws: string; view: WritableView } {
+  const root = realpathSync(mkdtempSync(join(tmpdir(), "git-guard-")));
+  dirs.push(root);
+  const ws = join(root, "ws");
+  mkdirSync(ws);
+  git(ws, "init", "-q");
+  git(ws, "commit", "-q", "--allow-empty", "-m", "a");
+  return { root, ws, view: { full: false, roots: [root], readOnly: [] } };
+}
+
+describe("git guard", () => {
+  test("a FIFO at config and a new hook: config written back as a regular file, hook removed, both reported", () => {
+    const { ws, view } = tree();
+    const guard = new GitGuard();
+    const config = readFileSync(join(ws, ".git", "config"));
+    const snap = guard.snapshot(view)!;
+    expect(snap.gitDirs).toBe(1);
+    rmSync(join(ws, ".git", "config"));
+    execFileSync("mkfifo", [join(ws, ".git", "config")]);
+    writeFileSync(join(ws, ".git", "hooks", "pre-commit"), "#!/bin/sh\n", { mode: 0o755 });
+    const r = guard.check(snap, view);
+    expect(lstatSync(join(ws, ".git", "config")).isFile()).toBe(true);
+    expect(readFileSync(join(ws, ".git", "config"))).toEqual(config);
+    expect(existsSync(join(ws, ".git", "hooks", "pre-commit"))).toBe(false);
+    expect(r.failed).toEqual([]);
+    expect(r.undone.join("\n")).toContain("ws/.git/config: a file was replaced by a FIFO");
+    expect(r.undone.join("\n")).toContain("ws/.git/hooks/pre-commit: created by the command");
+  });
+
+  test("a .git replaced by a symlink: nothing is written through it, and the result says what was not undone", () => {
+    const { root, ws, view } = tree();
+    const elsewhere = join(root, "elsewhere");
+    mkdirSync(join(elsewhere, "hooks"), { recursive: true });
+    const guard = new GitGuard();
+    const snap = guard.snapshot(view)!;
+    execFileSync("mv", [join(ws, ".git"), join(ws, "moved")]);
+    symlinkSync(elsewhere, join(ws, ".git"));
+    const r = guard.check(snap, view);
+    expect(r.failed.length).toBeGreaterThan(0);
+    expect(r.failed.join("\n")).toContain("is not a folder");
+    expect(existsSync(join(elsewhere, "config"))).toBe(false);
+    expect(existsSync(join(elsewhere, "hooks", "pre-commit.sample"))).toBe(false);
+  });
+
+  test("nestedRepoWritable: a gitlink's .git file pointing into a read-only git dir is not the sandbox's; one in a writable place is", () => {
+    const { ws, view } = tree();
+    const modules = join(ws, ".git", "modules", "sub");
+    mkdirSync(modules, { recursive: true });
+    mkdirSync(join(ws, "sub"));
+    writeFileSync(join(ws, "sub", ".git"), "gitdir: ../.git/modules/sub\n");
+    const bwrapLike: WritableView = { ...view, readOnly: [join(ws, ".git")] };
+    expect(nestedRepoWritable(ws, "sub", bwrapLike)).toBe(false);
+    expect(nestedRepoWritable(ws, "sub", view)).toBe(true);
+    // No .git yet, but the sandbox could create one: writable. A path leaving the work tree: fail closed.
+    expect(nestedRepoWritable(ws, "other", bwrapLike)).toBe(true);
+    expect(nestedRepoWritable(ws, "../x", bwrapLike)).toBe(true);
+    // A FIFO for a .git: fail closed, and nothing blocks.
+    mkdirSync(join(ws, "fifo"));
+    execFileSync("mkfifo", [join(ws, "fifo", ".git")]);
+    expect(nestedRepoWritable(ws, "fifo", bwrapLike)).toBe(true);
+  });
+
+  test("a folder with no repository costs only the search; an unsandboxed view is not guarded", () => {
+    const root = realpathSync(mkdtempSync(join(tmpdir(), "git-guard-")));
+    dirs.push(root);
+    mkdirSync(join(root, "a", "b"), { recursive: true });
+    const guard = new GitGuard();
+    const snap = guard.snapshot({ full: false, roots: [root], readOnly: [] })!;
+    expect(snap.entries).toEqual([]);
+    expect(snap.gitDirs).toBe(0);
+    expect(guard.snapshot({ full: true, roots: [], readOnly: [] })).toBeUndefined();
+  });
+});

