@@ -11,7 +11,7 @@ import { ShellmcpError } from "../errors.ts";
 import { failIfInjected } from "../fault-injection.ts";
 import type { EscalateSpawn } from "./worker-messages.ts";
 import { isSelfExe } from "../self.ts";
-import { guardedArgv, lifelineReadFd, selfExecFd } from "../shell/lifeline.ts";
+import { GUARD_END_SIGNAL, guardedArgv, lifelineReadFd, selfExecFd } from "../shell/lifeline.ts";
 
 /** The host's bash, used as a trampoline into a call's cgroup (it can exec with a chosen argv[0]). */
 const TRAMPOLINE_BASH = "/bin/bash";
@@ -208,12 +208,19 @@ export function superviseChild(pid: number): number {
 
 /**
  * Signal an escalated child's process group, only while the child is unreaped (so its pid, and so its group
- * id, cannot have been reused); the child itself through its pidfd. Does nothing when `pid` or `pidfd` is
- * undefined; errors (the child already gone) are ignored.
+ * id, cannot have been reused); the child itself through its pidfd. A `guarded` child (its lifeline guard,
+ * src/shell/lifeline.ts) asked to die (SIGKILL) gets {@link GUARD_END_SIGNAL} instead. Does nothing when `pid` or
+ * `pidfd` is undefined; errors (the child already gone) are ignored.
  */
-export function signalChild(pid: number | undefined, pidfd: number | undefined, signal: number): void {
+export function signalChild(pid: number | undefined, pidfd: number | undefined, signal: number, guarded = false): void {
   if (pid === undefined || pidfd === undefined) return;
   try {
+    if (guarded && signal === 9) {
+      // The lifeline guard ends everything below it (setsid'd and double-forked processes included, cgroup or
+      // not) and then dies of SIGKILL; a SIGKILL to it and its group would leave those running.
+      libc.pidfdSendSignal(pidfd, GUARD_END_SIGNAL);
+      return;
+    }
     libc.pidfdSendSignal(pidfd, signal);
     libc.kill(-pid, signal);
   } catch {

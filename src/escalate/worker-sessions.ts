@@ -436,7 +436,7 @@ export class SessionTable {
     // that asks to end (SIGTERM) goes to what runs inside instead, so that the program has its grace period.
     if (s.spawn?.contained === true && signal !== 9 && s.pid !== undefined && s.pidfd !== undefined)
       signalDescendants(s.pid, signal, s.guarded === true ? 2 : 1);
-    else signalChild(s.pid, s.pidfd, signal);
+    else signalChild(s.pid, s.pidfd, signal, s.guarded === true);
   }
 
   private onChildExit(s: Session): void {

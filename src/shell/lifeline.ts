@@ -24,6 +24,12 @@ import { isSelfExe } from "../self.ts";
 
 /** The fd number the lifeline's read end has in a guard started by `Bun.spawn` (after the call's fds 0–6). */
 export const LIFELINE_FD = 7;
+/**
+ * The signal that asks a guard, from its parent only, to end: it kills and reaps every process below it, then dies
+ * of SIGKILL (SIGUSR1). A SIGKILL to the guard would leave what its program detached running.
+ */
+export const GUARD_END_SIGNAL = 10;
+
 /** argv[0] of every guard: how it shows in `ps` (its binary is the room launcher's). */
 export const GUARD_ARGV0 = "shellmcp-guard";
 /** The fd number of the executable a guard started by `Bun.spawn` execs (`--exec-fd`), when it is this one. */

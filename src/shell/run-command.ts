@@ -30,7 +30,16 @@ import { CappedOutput } from "./output.ts";
 import type { CallProxy } from "../network/proxy.ts";
 import { bridgePair, NAMESPACE_PORTS, PROXY_BRIDGE_FD, receiveNamespaceListeners, watchNamespaceListeners } from "../network/bridge.ts";
 import { proxyEnvironment } from "../network/env.ts";
-import { EXEC_FD, GUARD_ARGV0, guardedArgv, LIFELINE_FD, lifelineProblem, lifelineReadFd, selfExecFd } from "./lifeline.ts";
+import {
+  EXEC_FD,
+  GUARD_ARGV0,
+  GUARD_END_SIGNAL,
+  guardedArgv,
+  LIFELINE_FD,
+  lifelineProblem,
+  lifelineReadFd,
+  selfExecFd,
+} from "./lifeline.ts";
 import { Stopwatch } from "./stopwatch.ts";
 import { failIfInjected } from "../fault-injection.ts";
 import { log } from "../log.ts";
@@ -498,7 +507,7 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
   // processes too, cgroup or not) and then dies of SIGKILL; else SIGKILL to the group.
   const killShell = () => {
     if (pid <= 0 || proc.exitCode !== null || proc.signalCode !== null) return;
-    if (guarded) libc.kill(pid, osConstants.signals.SIGUSR1);
+    if (guarded) libc.kill(pid, GUARD_END_SIGNAL);
     else libc.kill(-pid, 9);
   };
   const killAll = () => {

@@ -159,8 +159,12 @@ describe.skipIf(skipWithout("lifeline without cgroups", shellsMissing() ?? toolM
           .catch(() => "cancelled");
         await waitFor(() => pidsWith(`sleep\x00${marks[2]}`).length > 0, 10_000);
         ac.abort();
-        expect({ ended: ended.out.output, timedOut: timedOut.out.timed_out, cancelled: await cancelled }).toEqual({
-          ended: "started\n",
+        expect({
+          ended: ended.out.output.split("\n")[0] /* a notice about the backend may follow */,
+          timedOut: timedOut.out.timed_out,
+          cancelled: await cancelled,
+        }).toEqual({
+          ended: "started",
           timedOut: true,
           cancelled: "cancelled",
         });
@@ -169,5 +173,25 @@ describe.skipIf(skipWithout("lifeline without cgroups", shellsMissing() ?? toolM
         if (left.length > 0) console.log(`survivors:\n${describePids(left)}`);
         expect(left).toEqual([]);
       }, 60_000);
+  },
+);
+
+describe.skipIf(skipWithout("lifeline without cgroups, escalated", shellsMissing() ?? toolMissing("python3")))(
+  "the lifeline guard without cgroups: an escalated program's setsid child ends with its call",
+  () => {
+    test("danger-full-access (host escalation), SHELLMCP_NO_CGROUP=1, timeout: the program ignores SIGTERM", async () => {
+      const s = await serveWithPid({ rules: RULES, env: { SHELLMCP_NO_CGROUP: "1" } });
+      const ws = confDir("lifeline-esc-ws");
+      expect(await s.sandboxState({ type: "danger-full-access" }, ws)).toEqual({});
+      const n = `3031.${process.pid}${Math.floor(Math.random() * 1e6)}`;
+      cleanups.push(() => killMarked([n], "\0none"));
+      const py = `import signal, subprocess, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); subprocess.Popen(["sleep", "${n}"], start_new_session=True); time.sleep(${n})`;
+      const r = await s.shell({ command: `python3 -c '${py}'`, workdir: ws, login: false, timeout_ms: 1500 });
+      expect(r.out.timed_out).toBe(true);
+      await waitFor(() => marked([n], "\0none").length === 0, 10_000); // generous: a loaded CI machine
+      const left = marked([n], "\0none");
+      if (left.length > 0) console.log(`survivors:\n${describePids(left)}`);
+      expect(left).toEqual([]);
+    }, 60_000);
   },
 );
