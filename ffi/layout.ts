@@ -125,6 +125,8 @@ export const LINUX_SYSCALLS = {
     io_uring_setup: 425,
     io_uring_enter: 426,
     io_uring_register: 427,
+    ioctl: 16,
+    truncate: 76,
   },
   "linux-arm64": {
     landlock_create_ruleset: 444,
@@ -168,6 +170,8 @@ export const LINUX_SYSCALLS = {
     io_uring_setup: 425,
     io_uring_enter: 426,
     io_uring_register: 427,
+    ioctl: 29,
+    truncate: 45,
   },
 } as const satisfies Record<"linux-x64" | "linux-arm64", Record<string, number>>;
 

@@ -6,6 +6,7 @@
  * of a new bubblewrap (or a new sandbox helper) each time.
  *
  * Usage: room-launcher [--contained]   with fd 3 a SOCK_STREAM Unix socket to the escalation worker.
+ *        room-launcher --guard FD [--exec-fd N] [--join-cgroup PROCS] -- PATH ARGV0 [ARG...]   (the lifeline guard)
  *   --contained: the room is a pid namespace of its own (bubblewrap): once no program of the room runs, every
  *   other process in it is killed (kill(-1, SIGKILL)), as when each program had a room of its own.
  *
@@ -24,6 +25,26 @@
  * one line on the program's stderr and exits 126 (not executable) or 127 (anything else), as a shell does.
  * EOF on fd 3 (the worker closed the room, or died): every process of the room gets SIGKILL, the launcher exits.
  * A malformed frame: the launcher says why on its stderr and exits 2 (fail closed; the room ends).
+ *
+ * --guard (src/shell/lifeline.ts): the one process between the server and anything it starts (a call's shell or
+ * its sandbox, an escalated program, a room), so that nothing outlives the server whatever kills it. FD is the read
+ * end of a pipe whose only write end the server holds: when the server dies (any signal, the OOM killer) the pipe
+ * reports EOF. The guard is the subreaper of everything below it, runs PATH with argv ARGV0 ARG... as its one child
+ * (every fd but FD passed on, signals reset, same session and process group), and
+ * - on EOF on FD: kills every process below it (the child, its process group, and every orphan re-parented to the
+ *   guard), reaps them, and exits 137;
+ * - when the child ends: kills what it left behind (nothing of a program outlives it, as in a room), and ends the
+ *   way the child did (the same exit status, or the same signal);
+ * - on SIGUSR1 from its parent (the server ending a call: timeout, cancel): kills every process below it, reaps
+ *   them, and dies of SIGKILL (what the server's SIGKILL of the process group used to look like);
+ * - ignores the other signals a call's or a room's kill sends it besides SIGKILL (SIGTERM, SIGINT, SIGHUP, ...: they
+ *   reach the child through its process group), and passes SIGCONT on to the child.
+ * --exec-fd N: the program is the file open at fd N (exec'd with execveat, the fd closed on exec), PATH only names it
+ * in messages: the server's own executable, which the guard could not reach by a path (`/proc/self/exe` would be the
+ * guard, `/proc/<server>/exe` is closed to a non-root child of a non-dumpable server).
+ * --join-cgroup PROCS: the guard writes its pid into that `cgroup.procs` file first (a call's cgroup), so that it and
+ * everything below it is in the cgroup before anything runs; when the write fails nothing runs (exit 126).
+ * It cannot start the child: one line on stderr, exit 127 (nothing ran).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -35,11 +56,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+extern char **environ;
 #include <sys/syscall.h>
 
 /* Landlock's ABI (linux/landlock.h; musl-gcc has no kernel headers): the constants and the rule this file uses. */
@@ -82,13 +106,17 @@ static void kill_leftovers(void);
 
 /* End everything this launcher started, then exit `code`: as the subreaper, every process of the room ends up a
    child of this one once its parent is gone, so kill and reap until no child is left. */
-static void end_room(int code) {
+static void end_all(void) {
   for (int i = 0; i < nprograms; i++) kill(-programs[i].pid, SIGKILL);
   nprograms = 0;
   for (;;) {
     kill_leftovers();
     if (waitpid(-1, NULL, 0) < 0 && errno == ECHILD) break;
   }
+}
+
+static void end_room(int code) {
+  end_all();
   _exit(code);
 }
 
@@ -329,7 +357,147 @@ static void reap(void) {
   if (nprograms == 0) kill_leftovers();
 }
 
+/* End the way a child did: its exit status, or its signal (no core file: the child already wrote one if any). */
+static void mirror_status(int status) {
+  if (WIFSIGNALED(status)) {
+    int sig = WTERMSIG(status);
+    struct rlimit none = {0, 0};
+    setrlimit(RLIMIT_CORE, &none);
+    signal(sig, SIG_DFL);
+    sigset_t only;
+    sigemptyset(&only);
+    sigaddset(&only, sig);
+    sigprocmask(SIG_UNBLOCK, &only, NULL);
+    kill(getpid(), sig);
+    _exit(128 + sig);
+  }
+  _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 1);
+}
+
+/* Signals the guard takes through its signalfd instead of their default action. */
+static const int GUARD_SIGNALS[] = {SIGCHLD, SIGCONT, SIGTERM, SIGINT,  SIGHUP,  SIGQUIT, SIGUSR1,
+                                    SIGUSR2, SIGALRM, SIGTSTP, SIGTTIN, SIGTTOU, SIGPIPE, SIGWINCH};
+
+static int guard_main(int lifeline, int exec_fd, const char *procs, const char *path, char **child_argv) {
+  if (procs != NULL) {
+    int fd = open(procs, O_WRONLY | O_CLOEXEC);
+    char pid[24];
+    int n = snprintf(pid, sizeof pid, "%d", (int)getpid());
+    if (fd < 0 || write(fd, pid, (size_t)n) != n) {
+      fprintf(stderr, "shellmcp: cannot join the call's cgroup (%s): %s\n", procs, strerror(errno));
+      return 126;
+    }
+    close(fd);
+  }
+  int fl = fcntl(lifeline, F_GETFD);
+  if (fl < 0 || fcntl(lifeline, F_SETFD, fl | FD_CLOEXEC) != 0) {
+    fprintf(stderr, "room-launcher --guard: fd %d is not open\n", lifeline);
+    return 127;
+  }
+  if (exec_fd >= 0 && fcntl(exec_fd, F_SETFD, FD_CLOEXEC) != 0) {
+    fprintf(stderr, "room-launcher --guard: fd %d is not open\n", exec_fd);
+    return 127;
+  }
+  if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) {
+    fprintf(stderr, "room-launcher --guard: cannot become a subreaper: %s\n", strerror(errno));
+    return 127;
+  }
+  prctl(PR_SET_DUMPABLE, 0);
+  prctl(PR_SET_NAME, "shellmcp-guard"); /* its name in ps and /proc/<pid>/comm, whatever file it was run from */
+  sigset_t set, old;
+  sigemptyset(&set);
+  for (size_t i = 0; i < sizeof GUARD_SIGNALS / sizeof GUARD_SIGNALS[0]; i++) sigaddset(&set, GUARD_SIGNALS[i]);
+  sigprocmask(SIG_BLOCK, &set, &old);
+  int sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (sfd < 0) {
+    fprintf(stderr, "room-launcher --guard: signalfd: %s\n", strerror(errno));
+    return 127;
+  }
+  pid_t pid = fork();
+  if (pid < 0) {
+    fprintf(stderr, "room-launcher --guard: fork: %s\n", strerror(errno));
+    return 127;
+  }
+  if (pid == 0) {
+    sigset_t none;
+    sigemptyset(&none);
+    for (int s = 1; s < 65; s++) signal(s, SIG_DFL);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    if (exec_fd >= 0)
+      syscall(SYS_execveat, exec_fd, "", child_argv, environ, AT_EMPTY_PATH);
+    else
+      execv(path, child_argv);
+    int err = errno;
+    dprintf(2, "shellmcp: %s: %s\n", path, strerror(err));
+    _exit(err == EACCES || err == ENOEXEC || err == EISDIR ? 126 : 127);
+  }
+  /* The programs table holds the child, so kill_leftovers spares it while it runs. */
+  programs[0].pid = pid;
+  programs[0].id = 0;
+  nprograms = 1;
+  for (;;) {
+    struct pollfd pf[2] = {{lifeline, POLLIN, 0}, {sfd, POLLIN, 0}};
+    if (poll(pf, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      end_room(137);
+    }
+    if (pf[0].revents != 0) {
+      char b[64];
+      ssize_t n = read(lifeline, b, sizeof b);
+      if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN)) end_room(137); /* the server is gone */
+    }
+    if (pf[1].revents == 0) continue;
+    struct signalfd_siginfo si;
+    while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
+      if (si.ssi_signo == SIGCONT && nprograms > 0) kill(pid, SIGCONT);
+      if (si.ssi_signo == SIGUSR1 && (pid_t)si.ssi_pid == getppid()) {
+        /* The server ends the call (timeout, cancel): everything below ends, then the guard, as if SIGKILLed. */
+        end_all();
+        signal(SIGKILL, SIG_DFL);
+        kill(getpid(), SIGKILL);
+      }
+    }
+    int status;
+    pid_t r;
+    while ((r = waitpid(-1, &status, WNOHANG)) > 0) {
+      if (r != pid) continue;
+      /* The child ended: what it left behind ends too, then the guard ends as it did. */
+      nprograms = 0;
+      for (;;) {
+        kill_leftovers();
+        if (waitpid(-1, NULL, 0) < 0 && errno == ECHILD) break;
+      }
+      mirror_status(status);
+    }
+  }
+}
+
+/* A decimal fd number from 0 to 1023, or -1. */
+static long fd_arg(const char *s) {
+  char *end = NULL;
+  long v = strtol(s, &end, 10);
+  return end != s && *end == 0 && v >= 0 && v <= 1023 ? v : -1;
+}
+
 int main(int argc, char **argv) {
+  if (argc >= 2 && strcmp(argv[1], "--guard") == 0) {
+    long fd = argc >= 3 ? fd_arg(argv[2]) : -1, exec_fd = -1;
+    const char *procs = NULL;
+    int i = 3, bad = fd < 0;
+    for (; !bad && i + 1 < argc && strcmp(argv[i], "--") != 0; i += 2) {
+      if (strcmp(argv[i], "--exec-fd") == 0)
+        bad = (exec_fd = fd_arg(argv[i + 1])) < 0;
+      else if (strcmp(argv[i], "--join-cgroup") == 0)
+        procs = argv[i + 1];
+      else
+        bad = 1;
+    }
+    if (bad || argc < i + 3 || strcmp(argv[i], "--") != 0) {
+      fprintf(stderr, "usage: room-launcher --guard FD [--exec-fd N] [--join-cgroup PROCS] -- PATH ARGV0 [ARG...]\n");
+      return 2;
+    }
+    return guard_main((int)fd, (int)exec_fd, procs, argv[i + 1], argv + i + 2);
+  }
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--contained") == 0)
       contained = 1;

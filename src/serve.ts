@@ -20,6 +20,7 @@ import { CgroupManager } from "./shell/cgroup.ts";
 import { helperCommand } from "./shell/run-command.ts";
 import { roleLink } from "./shell/portable-shells.ts";
 import { killSessions } from "./shell/sessions.ts";
+import { endLifeline, lifelineProblem } from "./shell/lifeline.ts";
 import { writeStderr } from "./stderr.ts";
 import { VERSION } from "./version.ts";
 import { IS_COMPILED, selfExePath } from "./self.ts";
@@ -168,8 +169,12 @@ function startRuntime(o: ServeOptions, setup: ServeSetup, platform: NodeJS.Platf
   const cgroups = cg instanceof CgroupManager ? cg : undefined;
   if (!(cg instanceof CgroupManager))
     writeStderr(`shellmcp: no per-call cgroups (${cg.error}); a process that leaves its process group (setsid) can outlive its call\n`);
+  const lifeline = platform === "linux" ? lifelineProblem() : undefined;
+  if (lifeline !== undefined)
+    writeStderr(`shellmcp: no lifeline guard (${lifeline}); a process this server starts can outlive a server killed by a signal\n`);
   const sessions = new Set<number>();
   const shutdown = async () => {
+    endLifeline(); // every call's guard kills what runs below it
     await cgroups?.shutdown();
     killSessions(sessions);
     await server?.stop();

@@ -23,7 +23,7 @@ import {
   spawnFrame,
   type LauncherRecord,
 } from "../sandbox/linux/room-launcher.ts";
-import { reapExitCode, roomProgramFds, spawnEscalated } from "./escalated-child.ts";
+import { reapExitCode, roomProgramFds, spawnEscalated, superviseChild } from "./escalated-child.ts";
 import type { RoomStart, WorkerEvent } from "./worker-messages.ts";
 
 const SEND_FLAGS = libc.SOCK.MSG_DONTWAIT | libc.SOCK.MSG_NOSIGNAL;
@@ -90,7 +90,15 @@ export class KeptRooms {
       this.post({ t: "room-ended", lid, rid });
       throw e;
     }
-    const pidfd = libc.pidfdOpen(pid);
+    let pidfd: number;
+    try {
+      pidfd = superviseChild(pid); // the room is killed and reaped when it cannot be supervised
+    } catch (e) {
+      libc.closeQuiet(mine);
+      this.endedRooms.add(key);
+      this.post({ t: "room-ended", lid, rid });
+      throw e;
+    }
     libc.setNonblock(mine, true);
     const room: Room = {
       lid,

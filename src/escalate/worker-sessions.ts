@@ -8,7 +8,7 @@
 import { writeFileSync } from "node:fs";
 import * as libc from "../../ffi/libc.ts";
 import { ShellmcpError } from "../errors.ts";
-import { reapExitCode, signalChild, signalDescendants, spawnEscalated } from "./escalated-child.ts";
+import { reapExitCode, signalChild, signalDescendants, spawnEscalated, superviseChild } from "./escalated-child.ts";
 import { KeptRooms } from "./worker-rooms.ts";
 import {
   decodeRequest,
@@ -68,6 +68,8 @@ interface Session {
   spawn?: EscalateSpawn;
   pid?: number;
   pidfd?: number;
+  /** `pid` is the program's lifeline guard (src/shell/lifeline.ts), the program (bubblewrap, when contained) its child. */
+  guarded?: boolean;
   /** The kept room its program runs in (instead of `pid`/`pidfd`). */
   inRoom?: number;
 }
@@ -402,9 +404,10 @@ export class SessionTable {
       return;
     }
     const procs = listener?.cgroupProcs;
-    const { pid, viaTrampoline } = spawnEscalated(received, dests, s.spawn!, procs, listener?.outputFd);
+    const { pid, viaTrampoline, guarded } = spawnEscalated(received, dests, s.spawn!, procs, listener?.outputFd);
+    s.pidfd = superviseChild(pid); // throws (the child killed and reaped) when it cannot be supervised
     s.pid = pid;
-    s.pidfd = libc.pidfdOpen(pid);
+    s.guarded = guarded;
     s.state = "running";
     if (procs !== undefined && !viaTrampoline) {
       try {
@@ -431,8 +434,9 @@ export class SessionTable {
     }
     // A contained child is bwrap's monitor: its death kills the room's whole pid namespace at once. A signal
     // that asks to end (SIGTERM) goes to what runs inside instead, so that the program has its grace period.
-    if (s.spawn?.contained === true && signal !== 9 && s.pid !== undefined && s.pidfd !== undefined) signalDescendants(s.pid, signal);
-    else signalChild(s.pid, s.pidfd, signal);
+    if (s.spawn?.contained === true && signal !== 9 && s.pid !== undefined && s.pidfd !== undefined)
+      signalDescendants(s.pid, signal, s.guarded === true ? 2 : 1);
+    else signalChild(s.pid, s.pidfd, signal, s.guarded === true);
   }
 
   private onChildExit(s: Session): void {

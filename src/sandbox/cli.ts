@@ -109,7 +109,8 @@ export async function sandboxLinuxCli(
     return 2;
   }
   try {
-    return await runSandboxed({ policy, policyCwd: process.cwd(), command, backend, noProc: o.noProc });
+    // A new session: the command does not share the person's terminal as its controlling terminal (TIOCSTI).
+    return await runSandboxed({ policy, policyCwd: process.cwd(), command, backend, noProc: o.noProc, newSession: true });
   } catch (e) {
     writeStderr(`shellmcp: ${(e as Error).message}\n`);
     return SANDBOX_FAILURE_EXIT;
@@ -198,7 +199,8 @@ async function runProxied(command: string[], policy: SandboxPolicy, network: Net
   delete env.CODEX_SANDBOX_NETWORK_DISABLED;
   let child: ReturnType<typeof Bun.spawn>;
   try {
-    child = Bun.spawn(argv, { stdio: stdio as ["inherit", "inherit", "inherit"], env });
+    // A new session (setsid), as every `sandbox linux` command: no controlling terminal to push input into.
+    child = Bun.spawn(argv, { stdio: stdio as ["inherit", "inherit", "inherit"], env, detached: true });
   } catch (e) {
     writeStderr(`shellmcp: cannot start the sandbox helper: ${(e as Error).message}\n`);
     if (bridge !== undefined) [bridge.serverFd, bridge.childFd].forEach(closeQuiet);

@@ -3,6 +3,8 @@
  * session's), the launcher for that state (Seatbelt on macOS; our helper, direct bubblewrap, or Codex's own
  * helper on Linux), then the command itself (../shell/run-command.ts) with every exec decided by the rules.
  */
+import { trackSession } from "../shell/sessions.ts";
+import { lifelineProblem } from "../shell/lifeline.ts";
 import { existsSync } from "node:fs";
 import { isAbsolute } from "node:path";
 import type { EscalationServer } from "../escalate/server.ts";
@@ -51,7 +53,7 @@ export interface ServeRuntime {
   server: () => Promise<EscalationServer>;
   /** Resolves with why the shell is refused (not patched), or undefined once it is known to intercept. */
   shellRefused: () => Promise<string | undefined>;
-  /** Process groups of every shell this server started (killed when the client goes away). */
+  /** Session ids of the shells of this server's running calls (killed when the client goes away). */
   sessions: Set<number>;
   cgroups?: CgroupManager;
 }
@@ -211,7 +213,8 @@ export async function handleShellCall(
         : snap.useLegacyLandlock && snap.profile !== undefined
           ? "the client asked for Codex's legacy Landlock sandbox"
           : setup.backend.whyLandlock();
-    notice = weakerProtectionNotice(why, rt.cgroups !== undefined);
+    // Every process of a call ends with it: with per-call cgroups, or under the lifeline guard (src/shell/lifeline.ts).
+    notice = weakerProtectionNotice(why, rt.cgroups !== undefined || lifelineProblem() === undefined);
   }
   const notices: string[] = [];
   let r: RunCommandResult;
@@ -238,7 +241,7 @@ export async function handleShellCall(
         ctx.progress === undefined
           ? undefined
           : (ms, bytes) => ctx.progress!(Math.floor(ms / 1000), `running for ${Math.floor(ms / 1000)} s, ${bytes} bytes of output`),
-      track: (sid) => rt.sessions.add(sid),
+      track: (sid, running) => trackSession(rt.sessions, sid, running),
       cgroups: rt.cgroups,
       interceptSet: rt.options.interceptAll ? undefined : interceptSetFor(setup.settings.policy),
       escalation: setup.escalation,

@@ -30,7 +30,19 @@ import { CappedOutput } from "./output.ts";
 import type { CallProxy } from "../network/proxy.ts";
 import { bridgePair, NAMESPACE_PORTS, PROXY_BRIDGE_FD, receiveNamespaceListeners, watchNamespaceListeners } from "../network/bridge.ts";
 import { proxyEnvironment } from "../network/env.ts";
+import {
+  EXEC_FD,
+  GUARD_ARGV0,
+  GUARD_END_SIGNAL,
+  guardedArgv,
+  LIFELINE_FD,
+  lifelineProblem,
+  lifelineReadFd,
+  selfExecFd,
+} from "./lifeline.ts";
 import { Stopwatch } from "./stopwatch.ts";
+import { failIfInjected } from "../fault-injection.ts";
+import { log } from "../log.ts";
 import { envForSelf, isSelfExe, selfExePath } from "../self.ts";
 
 /** Time the output pipe may stay open after the shell exited, ms. */
@@ -140,7 +152,10 @@ export interface RunCommandOptions {
   maxOutputBytes: number;
   signal?: AbortSignal;
   onProgress?: (elapsedMs: number, outputBytes: number) => void;
-  /** Called with the shell's process group id while it runs (for shutdown). */
+  /**
+   * Called with the shell's session id (its pid) and `true` once it has started, `false` as soon as it has been
+   * reaped (the id may be reused from then on): the server kills the sessions of running shells at shutdown.
+   */
   track?: (pgid: number, running: boolean) => void;
   /** Per-call cgroups (every process of the call ends with it); undefined where the host has none. */
   cgroups?: CgroupManager;
@@ -269,6 +284,35 @@ export function launcherEnforcement(sandboxed: boolean, launcher: SandboxLaunche
   return f.includes("--use-bwrap-sandbox") || (i >= 0 && f[i + 1] === "bwrap") ? "bwrap" : "landlock";
 }
 
+/**
+ * How to start `argv` (run as `argv0` when given) so that it dies with the server: through the lifeline guard
+ * (./lifeline.ts), which gets the lifeline's read end at {@link LIFELINE_FD} of `stdio` (filled with "ignore" up to
+ * it; changed in place), and joins the call's cgroup (`joinCgroup`, its `cgroup.procs`) before it starts anything.
+ * argv[0] must be an absolute path or a name found on this process's PATH; throws `Error` when it is neither.
+ * Without a guard binary, `argv` as it is (the caller's spawn does the lookup; `joinCgroup` is then the caller's
+ * to arrange).
+ */
+export function guardedStart(
+  argv: readonly string[],
+  argv0: string | undefined,
+  stdio: (number | "ignore")[],
+  joinCgroup?: string,
+): { argv: string[]; argv0: string | undefined } {
+  if (lifelineProblem() !== undefined) return { argv: [...argv], argv0 };
+  const name = argv[0]!;
+  const path = name.includes("/") ? name : Bun.which(name);
+  if (path === null) throw new Error(`${name}: command not found`);
+  for (let fd = 0; fd < LIFELINE_FD; fd++) stdio[fd] ??= "ignore";
+  stdio[LIFELINE_FD] = lifelineReadFd();
+  const self = selfExecFd(path);
+  if (self !== undefined) stdio[EXEC_FD] = self;
+  const g = guardedArgv(path, [argv0 ?? name, ...argv.slice(1)], LIFELINE_FD, {
+    ...(self !== undefined ? { execFd: EXEC_FD } : {}),
+    ...(joinCgroup !== undefined ? { joinCgroup } : {}),
+  })!;
+  return { argv: [g.path, ...g.argv.slice(1)], argv0: g.argv[0] };
+}
+
 /** Outcome. `exitCode` is 128+N for a signal death; `spawnError` when nothing could be started. */
 export interface RunCommandResult {
   exitCode: number;
@@ -352,6 +396,19 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
       `workdir ${o.workdir}: ${(e as NodeJS.ErrnoException).code === "ENOENT" ? "No such file or directory (os error 2)" : (e as Error).message}`,
     );
   }
+  // What the call acquires before its shell runs (bridges, mount points, its cgroup, the output pipe, the
+  // escalation listener, the stopwatch, the seccomp pipe) is released by this one stack, last first, on every way
+  // out before the shell has started: a refusal, an error, a timeout already over, a failed spawn. Once the shell
+  // runs, the stack is emptied (`move()`) and the end of the call releases everything in its own order below.
+  await using startup = new AsyncDisposableStack();
+  const hold = (release: () => unknown) =>
+    startup.defer(async () => {
+      try {
+        await release();
+      } catch (e) {
+        log.warn("releasing what a call acquired failed", { error: (e as Error).message });
+      }
+    });
   // Proxy mode: under bubblewrap a bridge into the namespace at fixed in-namespace ports; under Landlock the
   // proxy's own loopback ports.
   let proxySpec: ProxySpec | undefined;
@@ -360,7 +417,8 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
   if (o.networkProxy !== undefined && sandboxedGuess) {
     const np = o.networkProxy.policy;
     if (launcherEnforcement(true, o.launcher) === "bwrap" && o.launcher.seatbelt === undefined) {
-      bridge = bridgePair();
+      const b = (bridge = bridgePair());
+      hold(() => [b.serverFd, b.childFd].forEach(libc.closeQuiet));
       const ports = np.enableSocks5 ? { http: NAMESPACE_PORTS.http, socks: NAMESPACE_PORTS.socks } : { http: NAMESPACE_PORTS.http };
       proxySpec = { fd: PROXY_BRIDGE_FD, ports: Object.values(ports) };
       proxyEnv = proxyEnvironment(ports, np.allowLocalBinding);
@@ -376,22 +434,15 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
   let roomProxy: RoomSpec["proxy"];
   if (proxySpec !== undefined) {
     if (bridge !== undefined) {
-      roomBridge = bridgePair();
+      const b = (roomBridge = bridgePair());
+      hold(() => [b.serverFd, b.childFd].forEach(libc.closeQuiet));
       roomProxy = { ports: proxySpec.ports, bridgeFd: roomBridge.childFd, env: proxyEnv! };
     } else roomProxy = { ports: proxySpec.ports, env: proxyEnv! };
   }
-  const closeBridge = () => {
-    for (const b of [bridge, roomBridge]) {
-      if (b === undefined) continue;
-      libc.closeQuiet(b.serverFd);
-      libc.closeQuiet(b.childFd);
-    }
-  };
   let launch: Launch;
   try {
     launch = planLaunch(o, proxySpec);
   } catch (e) {
-    closeBridge();
     // A sandbox that cannot be built as asked (e.g. a protected path that is a symlink): fail closed, as the
     // helper does (status 101, the reason in the output).
     const msg = `shellmcp: ${(e as Error).message}\n`;
@@ -411,6 +462,7 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
   const release = () => {
     if (launch.bwrap !== undefined) releaseBwrapPlan(launch.bwrap);
   };
+  hold(release);
 
   let pid = 0;
   let killed: "timeout" | "cancel" | undefined;
@@ -424,49 +476,65 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
   };
   let cgroup: CallCgroup | undefined;
   try {
-    cgroup = o.cgroups?.create();
+    const c = (cgroup = o.cgroups?.create());
+    if (c !== undefined) hold(() => c.dispose());
+    failIfInjected("call_cgroup");
   } catch (e) {
-    release();
-    closeBridge();
     return fail(`cannot create this call's cgroup: ${(e as Error).message}`);
   }
   // The worker gets its own copy of the output pipe's write end (for escalated programs given a terminal); it is
   // created after the pipe below, so the listener is opened there.
   const [readEnd, writeEnd] = libc.pipe2(libc.SOCK.SOCK_CLOEXEC);
-  const outputFd = libc.fcntl(writeEnd, libc.SOCK.F_DUPFD_CLOEXEC, 3);
-  const listener = o.server.listen({
-    decide: (r) => o.decide(r, stopwatch!),
-    boundary,
-    cgroupProcs: cgroup?.procs,
-    outputFd,
-    notice: o.notice,
-  });
+  hold(() => [readEnd, writeEnd].forEach(libc.closeQuiet));
+  let outputFd: number | undefined = libc.fcntl(writeEnd, libc.SOCK.F_DUPFD_CLOEXEC, 3);
+  hold(() => outputFd !== undefined && libc.closeQuiet(outputFd)); // until the listener has it
+  let listener: ReturnType<EscalationServer["listen"]>;
+  try {
+    listener = o.server.listen({
+      decide: (r) => o.decide(r, stopwatch!),
+      boundary,
+      cgroupProcs: cgroup?.procs,
+      outputFd,
+      notice: o.notice,
+    });
+    outputFd = undefined; // the worker's now
+    const l = listener;
+    hold(() => l.close());
+    failIfInjected("call_listen");
+  } catch (e) {
+    return fail(`cannot open this call's escalation listener: ${(e as Error).message}`);
+  }
   // Timeout or cancel: the sandboxed shell's process group dies at once; escalated programs get SIGTERM and
   // ESCALATED_GRACE_MS to end (git removes its index.lock), then everything left of the call is killed.
   let graceOver: Promise<void> | undefined;
+  // The shell's process group, while the shell is unreaped (so its pid, the group's id, cannot have been reused):
+  // under a lifeline guard, SIGUSR1 to the guard, which kills everything below it (setsid'd and double-forked
+  // processes too, cgroup or not) and then dies of SIGKILL; else SIGKILL to the group.
+  const killShell = () => {
+    if (pid <= 0 || proc.exitCode !== null || proc.signalCode !== null) return;
+    if (guarded) libc.kill(pid, GUARD_END_SIGNAL);
+    else libc.kill(-pid, 9);
+  };
   const killAll = () => {
     cgroup?.kill();
-    if (pid > 0) libc.kill(-pid, 9);
+    killShell();
     listener.signalChildren(9);
   };
   const killTree = () => {
     if (graceOver !== undefined) return;
     listener.signalChildren(15);
-    if (pid > 0) libc.kill(-pid, 9);
+    killShell();
     graceOver = Bun.sleep(ESCALATED_GRACE_MS).then(killAll);
   };
   stopwatch = new Stopwatch(o.timeoutMs, () => {
     killed ??= "timeout";
     killTree();
   });
+  const sw = stopwatch;
+  hold(() => sw.dispose());
   // Time a person takes to answer a network question does not count against the timeout either.
   if (o.networkProxy !== undefined) o.networkProxy.pauseWhile = (f) => stopwatch!.paused(f);
   if (stopwatch.expired) {
-    release();
-    closeBridge();
-    libc.closeQuiet(readEnd);
-    libc.closeQuiet(writeEnd);
-    await listener.close();
     return {
       exitCode: 124,
       output: "",
@@ -482,12 +550,16 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
   // sandboxed process is in bwrap's pid namespace, which the kernel kills whole when bwrap's init exits (it dies
   // with bwrap, --die-with-parent), so the cgroup only needs the escalated programs (the worker moves those in).
   // Saves a /bin/sh start per call.
-  // Our own helper (/proc/self/exe) cannot go through the trampoline (the shell would exec itself): it joins the
-  // cgroup itself, first thing (`--join-cgroup`), before it starts anything of the call.
+  // The lifeline guard joins it itself before it forks (no trampoline). Without a guard: our own helper
+  // (/proc/self/exe) cannot go through the trampoline (the shell would exec itself): it joins the cgroup itself,
+  // first thing (`--join-cgroup`), before it starts anything of the call; anything else goes through /bin/sh.
   const selfHelper = isSelfExe(argv[0]);
-  const trampoline = cgroup !== undefined && launch.bwrap === undefined && !selfHelper;
-  if (cgroup !== undefined && launch.bwrap === undefined && selfHelper) argv.splice(2, 0, "--join-cgroup", cgroup.procs);
+  const joins = cgroup !== undefined && launch.bwrap === undefined;
+  const guardJoins = joins && lifelineProblem() === undefined;
+  const trampoline = joins && !guardJoins && !selfHelper;
+  if (joins && !guardJoins && selfHelper) argv.splice(2, 0, "--join-cgroup", cgroup!.procs);
   const seccomp = launch.bwrap?.seccomp === undefined ? undefined : bytesPipe(launch.bwrap.seccomp);
+  if (seccomp !== undefined) hold(() => libc.closeQuiet(seccomp));
   const stdio: (number | "ignore")[] = ["ignore", writeEnd, writeEnd, listener.clientFd];
   if (seccomp !== undefined) stdio[SECCOMP_FD] = seccomp;
   if (bridge !== undefined) {
@@ -499,28 +571,28 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
     for (let fd = 0; fd < SELF_EXE_FD; fd++) stdio[fd] ??= "ignore";
     stdio[SELF_EXE_FD] = selfExe; // bwrap binds it over the executable's path for our inner stage
   }
-  let proc: ReturnType<typeof Bun.spawn>;
+  let proc!: ReturnType<typeof Bun.spawn>;
+  let guarded = false;
   try {
-    proc = Bun.spawn(trampoline ? joinCgroupFirst(cgroup!.procs, argv) : argv, {
+    const env = (selfHelper ? envForSelf : (e: Record<string, string>) => e)(
+      shellEnvironment(o, listener.shellEnv(o.wrapperPath, ESCALATE_FD), { ...launch.env, ...proxyEnv }),
+    );
+    const target = trampoline ? joinCgroupFirst(cgroup!.procs, argv) : argv;
+    const started = guardedStart(target, trampoline ? undefined : argv0, stdio, guardJoins ? cgroup!.procs : undefined);
+    guarded = started.argv0 === GUARD_ARGV0;
+    failIfInjected("call_spawn");
+    proc = Bun.spawn(started.argv, {
       cwd: o.workdir,
-      env: (selfHelper ? envForSelf : (e: Record<string, string>) => e)(
-        shellEnvironment(o, listener.shellEnv(o.wrapperPath, ESCALATE_FD), { ...launch.env, ...proxyEnv }),
-      ),
+      env,
       stdio: stdio as unknown as ["ignore", "pipe", "pipe"],
-      detached: true, // setsid: the shell leads its own process group
-      argv0: trampoline ? undefined : argv0,
+      detached: true, // setsid: the shell (or its guard) leads its own session and process group
+      argv0: started.argv0,
     });
   } catch (e) {
-    libc.closeQuiet(readEnd);
-    libc.closeQuiet(writeEnd);
-    if (seccomp !== undefined) libc.closeQuiet(seccomp);
-    closeBridge();
-    release();
-    stopwatch.dispose();
-    await listener.close();
-    void cgroup?.dispose();
     return fail(`cannot start ${argv[0]}: ${(e as Error).message}`);
   }
+  // The shell runs: from here on the end of the call releases what the start-up acquired.
+  startup.move();
   pid = proc.pid;
   o.track?.(pid, true);
   libc.closeQuiet(writeEnd);
@@ -580,6 +652,8 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
     eof = true;
   })();
   const exitCode = await proc.exited;
+  // Reaped: from now on its pid (the session's id) may be reused by any new process, so it is no longer tracked.
+  o.track?.(pid, false);
   // The shell is gone: the worker lets go of its copy of the pipe (later escalations of leftovers get /dev/null).
   listener.releaseOutput();
   // Killed (timeout, cancel): escalated programs have their grace period, unless they end (and close the pipe) first.
@@ -594,7 +668,6 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
   if (progress !== undefined) clearInterval(progress);
   o.signal?.removeEventListener("abort", onAbort);
   stopwatch.dispose();
-  o.track?.(pid, false);
   // Stops interception for leftovers and kills this call's escalated programs. The commands reach the worker
   // synchronously inside close(); only its acknowledgement is not awaited, so the answer is not delayed by it.
   const listenerClosed = listener.close();

@@ -2,6 +2,11 @@
  * Kill every process of a session. Each shell runs as the leader of a new session (`setsid`); its background
  * jobs stay in that session even after the shell exits (and even if they change process group), so a session id
  * names exactly "everything this call started". Used when the client disconnects: nothing is left behind.
+ *
+ * A session id is its leader's pid: once the session is empty the kernel may give that number to any new process,
+ * which may lead a session of its own (serving as root: any user's). So the set holds a call's session only while its
+ * shell runs ({@link trackSession}): the shell is this server's unreaped child until then, so its id cannot have been
+ * reused.
  */
 import { readdirSync, readFileSync } from "node:fs";
 import * as libc from "../../ffi/libc.ts";
@@ -15,6 +20,15 @@ function sessionOf(pid: number): number | undefined {
   } catch {
     return undefined;
   }
+}
+
+/**
+ * Keep `sids` to the sessions of running shells: `running` true adds `sid` (the shell has just been started, it
+ * leads session `sid`), false removes it (the shell has exited: its id may be reused from now on).
+ */
+export function trackSession(sids: Set<number>, sid: number, running: boolean): void {
+  if (running) sids.add(sid);
+  else sids.delete(sid);
 }
 
 /** SIGKILL every process whose session id is in `sids`. Returns how many were signalled. */

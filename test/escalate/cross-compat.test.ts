@@ -41,8 +41,8 @@ describe.skipIf(skip)("reference wrapper → our server", () => {
       script: `/bin/echo run-ok; sh -c 'echo "esc $(cat /proc/$PPID/comm)"; exit 7'; echo "rc=$?"; /usr/bin/touch ${dir}/x; echo "rc=$?"`,
       decide,
     });
-    // The escalated sh is a child of this test process (our server), not of bash.
-    expect(r.stdout).toBe("run-ok\nesc bun\nrc=7\nrc=1\n");
+    // The escalated sh is started by this test process (our server), through its lifeline guard, not by bash.
+    expect(r.stdout).toBe("run-ok\nesc shellmcp-guard\nrc=7\nrc=1\n");
     expect(r.stderr).toBe("Execution denied: Execution forbidden by policy\n");
     expect(existsSync(join(dir, "x"))).toBe(false);
   });

@@ -28,6 +28,7 @@ import { linuxReadableRoots, type FilesystemPlan } from "../filesystem-plan.ts";
 import { configCarveOuts, rootInConfigDir, serializeSandboxPolicy } from "../policy.ts";
 import { planOf, resolveCommand, seccompModeForPlan, type SandboxRun } from "./in-process.ts";
 import { buildFilter } from "./seccomp.ts";
+import { failIfInjected } from "../../fault-injection.ts";
 
 /** Result of probing bubblewrap. */
 export interface BwrapProbe {
@@ -215,16 +216,37 @@ export function planBwrap(bwrap: string, run: SandboxRun, opts: { seccompFd?: nu
   const proxy = run.networkProxy;
   if (proxy !== undefined && proxy.fd === undefined)
     throw new ShellmcpError("SANDBOX_UNAVAILABLE", "network proxy mode under bubblewrap needs the bridge fd");
+  const argv = [bwrap, "--new-session", "--die-with-parent"];
+  const created: string[] = [];
+  const tempDirs: string[] = [];
+  // Every way out of here but a returned plan gives back the mount points and folders made so far (a refusal
+  // after some were made: a symlinked protected path, a replaced executable).
+  try {
+    argv.push(...bwrapMounts(plan, created, tempDirs));
+    failIfInjected("bwrap_mounts");
+    return finishPlan(run, opts, plan, argv, created, tempDirs);
+  } catch (e) {
+    releaseBwrapPlan({ argv, created, tempDirs, direct: false });
+    throw e;
+  }
+}
+
+/** The rest of {@link planBwrap} once the mounts are planned (it throws the same refusals). */
+function finishPlan(
+  run: SandboxRun,
+  opts: { seccompFd?: number; selfFd?: number },
+  plan: FilesystemPlan,
+  argv: string[],
+  created: string[],
+  tempDirs: string[],
+): BwrapPlan {
+  const proxy = run.networkProxy;
   const direct =
     proxy === undefined &&
     opts.seccompFd !== undefined &&
     linuxReadableRoots(plan) === undefined &&
     run.command[0]!.startsWith("/") &&
     existsSync(run.command[0]!);
-  const argv = [bwrap, "--new-session", "--die-with-parent"];
-  const created: string[] = [];
-  const tempDirs: string[] = [];
-  argv.push(...bwrapMounts(plan, created, tempDirs));
   argv.push("--unshare-user", ...(run.inheritPidNamespace === true ? [] : ["--unshare-pid"]), "--unshare-ipc");
   if (plan.network !== "enabled" || proxy !== undefined) argv.push("--unshare-net");
   if (!run.noProc && run.inheritPidNamespace !== true) argv.push("--proc", "/proc");

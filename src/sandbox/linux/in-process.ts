@@ -20,7 +20,7 @@ import {
   type FilesystemPlan,
 } from "../filesystem-plan.ts";
 import { hasFullDiskWrite, hasFullNetwork, type SandboxPolicy } from "../policy.ts";
-import { applyLandlock } from "./landlock.ts";
+import { applyLandlock, FS } from "./landlock.ts";
 import { installFilter, type SeccompMode } from "./seccomp.ts";
 import { sendNamespaceListeners } from "../../network/bridge.ts";
 
@@ -55,6 +55,12 @@ export interface SandboxRun {
    * to `ports`, the proxy's ports on the host's loopback. Seccomp in `proxy` mode either way.
    */
   networkProxy?: { fd?: number; ports: number[] };
+  /**
+   * Run the command in a new session, with no controlling terminal (`sandbox linux` for a person, whose terminal
+   * the command would otherwise share: TIOCSTI could type into it). bubblewrap always does (`--new-session`); the
+   * Landlock backend then starts the command as a child instead of exec'ing it in place, and waits for it.
+   */
+  newSession?: boolean;
 }
 
 /** The seccomp mode a policy needs (docs/sandbox.md, "seccomp filter"), or undefined for none. */
@@ -79,6 +85,30 @@ export function resolveCommand(name: string, path = process.env.PATH ?? "/usr/lo
   return undefined;
 }
 
+/**
+ * Start `command` (this process's environment) as a child in a new session, with no controlling terminal, and wait
+ * for it; INT, TERM, HUP and QUIT sent to this process go to it. Resolves with its exit status (128+N for death by
+ * signal N), or 127/126 with a shell-style error when it cannot be started. Used after the sandbox has been applied
+ * to this thread: the child inherits it.
+ */
+export async function runInNewSession(command: string[]): Promise<number> {
+  const file = resolveCommand(command[0]!);
+  if (file === undefined) {
+    writeStderr(`${command[0]}: command not found\n`);
+    return 127;
+  }
+  const env = Object.entries(process.env).map(([k, v]) => `${k}=${v ?? ""}`);
+  let pid: number;
+  try {
+    pid = libc.spawn({ path: file, argv: command, env, setsid: true, closeFrom: false });
+  } catch (e) {
+    const errno = e instanceof ShellmcpError ? (e.data.errno as number) : 0;
+    writeStderr(`${command[0]}: ${errno ? libc.strerror(errno) : (e as Error).message}\n`);
+    return errno === libc.ERRNO.ENOENT ? 127 : 126;
+  }
+  return waitForNamespaceInit(pid, undefined);
+}
+
 /** Exec `command` in place after resetting signals; on failure print a shell-style error and exit 127/126. */
 export function execCommand(command: string[]): never {
   const file = resolveCommand(command[0]!);
@@ -100,13 +130,14 @@ export function execCommand(command: string[]): never {
 /**
  * Wait for `pid`, the init (pid 1) of a pid namespace this process started, and pass its status on. SIGINT,
  * SIGTERM, SIGHUP and SIGQUIT sent to this process go to it; since a namespace's init only receives the signals it
- * handles, SIGKILL follows after `graceMs` (ms) if it is still there. Resolves with the exit status (128+N for
+ * handles, SIGKILL follows after `graceMs` (ms) if it is still there (undefined: never, for a child that is no
+ * namespace's init). Resolves with the exit status (128+N for
  * death by signal N). The wait polls (no pidfd the event loop could await): 1 ms at first, backing off to 20 ms.
  */
-export async function waitForNamespaceInit(pid: number, graceMs = 1000): Promise<number> {
+export async function waitForNamespaceInit(pid: number, graceMs: number | undefined = 1000): Promise<number> {
   const forward = (sig: NodeJS.Signals): void => {
     libc.kill(pid, osConstants.signals[sig]);
-    setTimeout(() => libc.kill(pid, osConstants.signals.SIGKILL), graceMs).unref();
+    if (graceMs !== undefined) setTimeout(() => libc.kill(pid, osConstants.signals.SIGKILL), graceMs).unref();
   };
   const relayed = ["SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT"] as const;
   for (const sig of relayed) process.on(sig, forward);
@@ -169,20 +200,24 @@ export function applyInProcess(
   // Landlock first (its rule paths are opened with open(2), which the filter does not touch), then seccomp.
   // Inside bwrap (landlockWrites false) the mounts already confine writes; Landlock is added only to enforce
   // restricted reads, with the same writable roots so that it never widens anything.
+  // Landlock confining writes without its TRUNCATE right (ABI < 3): seccomp refuses truncate(2) instead.
+  let refuseTruncate = false;
   if ((opts.landlockWrites && !plan.fullWrite) || readable !== undefined || proxyPorts !== undefined) {
-    applyLandlock({
+    const report = applyLandlock({
       writableRoots: plan.fullWrite ? ["/"] : roots.map((r) => r.root),
       readableRoots: readable,
       networkRestricted: plan.network !== "enabled",
       ...(proxyPorts !== undefined ? { connectTcpPorts: proxyPorts } : {}),
     });
+    refuseTruncate = opts.landlockWrites && !plan.fullWrite && (report.handledFs & FS.TRUNCATE) === 0;
   }
   // No capability survives into the sandbox (issue 22, item 1): a root command kept every one of them (mknod of
   // /dev/kmsg, sethostname, reading any process's environ with CAP_SYS_PTRACE). bwrap drops them all too
   // (--cap-drop ALL); here the bounding, ambient, effective, permitted and inheritable sets are emptied before
   // the exec. A non-root user has none to drop.
   libc.dropAllCapabilities();
-  if (mode !== undefined) installFilter(mode);
+  if (mode !== undefined)
+    installFilter(mode, { refuseTruncate }); // writes confined: a mode is always set then
   else libc.prctl(libc.PR.SET_NO_NEW_PRIVS, 1);
 }
 

@@ -44,33 +44,56 @@ export const MAX_LAUNCHER_FRAME = 16 * 1024 * 1024;
 /** Most fds one spawn frame may carry (the launcher's limit). */
 export const MAX_LAUNCHER_FDS = 64;
 
-let found: { path: string | undefined } | undefined;
+let found: { path: string | undefined; error?: string } | undefined;
+
+/**
+ * Path of the room launcher binary (patches/room-launcher.c), whatever `SHELLMCP_ROOM_LAUNCHER` says: it is also the
+ * lifeline guard of every process the server starts (src/shell/lifeline.ts). Found once per thread: compiled → the
+ * carried copy, installed to a checked folder outside every writable root; from source →
+ * `dist/shells-static/<platform>/room-launcher` when built. `{ error }` says why there is none (not Linux, a build
+ * that carries none, a failure to install).
+ */
+export function launcherBinary(): { path: string } | { error: string } {
+  if (found === undefined) {
+    let path: string | undefined;
+    let error: string | undefined;
+    if (process.platform !== "linux") error = "not Linux";
+    else if (IS_COMPILED) {
+      const bytes = embeddedShell("room-launcher");
+      if (bytes === undefined) error = "this build carries no room launcher";
+      else
+        try {
+          path = installPortableShell("room-launcher", bytes);
+        } catch (e) {
+          error = `cannot install the room launcher: ${(e as Error).message}`;
+        }
+    } else {
+      const p = join(import.meta.dir, "..", "..", "..", "dist", "shells-static", `linux-${process.arch}`, "room-launcher");
+      if (existsSync(p)) path = p;
+      else error = `${p} is not built (scripts/build-room-launcher.sh)`;
+    }
+    found = { path, error };
+  }
+  return found.path !== undefined ? { path: found.path } : { error: found.error ?? "no room launcher" };
+}
+
+let warned = false;
 
 /**
  * Path of the room launcher to start kept rooms with, or undefined when there is none (each program then gets a
- * room of its own). Found once per process: `SHELLMCP_ROOM_LAUNCHER=off` → none; compiled → the carried copy,
- * installed to a checked folder outside every writable root (a failure to install is logged, and means none);
- * from source → `dist/shells-static/<platform>/room-launcher` when built.
+ * room of its own): `SHELLMCP_ROOM_LAUNCHER=off` → none; else {@link launcherBinary} (a failure to install is
+ * logged, and means none).
  */
 export function roomLauncherPath(): string | undefined {
-  if (found !== undefined) return found.path;
-  let path: string | undefined;
-  if (process.env.SHELLMCP_ROOM_LAUNCHER === "off" || process.platform !== "linux") path = undefined;
-  else if (IS_COMPILED) {
-    const bytes = embeddedShell("room-launcher");
-    if (bytes !== undefined) {
-      try {
-        path = installPortableShell("room-launcher", bytes);
-      } catch (e) {
-        log.warn("no room launcher: each escalated program gets a room of its own", { error: (e as Error).message });
-      }
-    }
-  } else {
-    const p = join(import.meta.dir, "..", "..", "..", "dist", "shells-static", `linux-${process.arch}`, "room-launcher");
-    if (existsSync(p)) path = p;
+  if (process.env.SHELLMCP_ROOM_LAUNCHER === "off") return undefined;
+  const b = launcherBinary();
+  if ("error" in b) {
+    if (process.platform === "linux" && !warned)
+      log.warn("no room launcher: each escalated program gets a room of its own", { error: b.error });
+    warned = true;
+    return undefined;
   }
-  found = { path };
-  return path;
+  return b.path;
 }
 
 let landlockScopes: boolean | undefined;

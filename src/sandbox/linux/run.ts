@@ -23,7 +23,7 @@ import { ShellmcpError } from "../../errors.ts";
 import { writeStderr } from "../../stderr.ts";
 import type { SandboxPolicy } from "../policy.ts";
 import { openSelfExe, planBwrap, probeBwrap, releaseBwrapPlan, selfHelperArgv, type BwrapProbe } from "./bwrap.ts";
-import { applyInProcess, execCommand, planOf, waitForNamespaceInit, type SandboxRun } from "./in-process.ts";
+import { applyInProcess, execCommand, planOf, runInNewSession, waitForNamespaceInit, type SandboxRun } from "./in-process.ts";
 import { landlockAbi } from "./landlock.ts";
 
 export {
@@ -71,17 +71,27 @@ async function runBwrap(bwrap: string, run: SandboxRun): Promise<number> {
   const seccompFd = Math.max(2, ...fds) + 1;
   const self = openSelfExe();
   const plan = planBwrap(bwrap, run, { seccompFd, ...(self !== undefined ? { selfFd: seccompFd + 1 } : {}) });
-  const stdio: (number | "inherit" | "ignore")[] = ["inherit", "inherit", "inherit"];
-  for (let fd = 3; fd <= (fds[fds.length - 1] ?? 2); fd++) stdio.push(fds.includes(fd) ? fd : "ignore");
-  const bpf = plan.seccomp === undefined ? undefined : bytesPipe(plan.seccomp);
-  stdio.push(bpf ?? "ignore"); // at seccompFd
-  if (self !== undefined) stdio.push(self); // at seccompFd + 1
-  const child = Bun.spawn(plan.argv, { stdio: stdio as ["inherit", "inherit", "inherit"], env: process.env });
-  if (bpf !== undefined) libc.closeQuiet(bpf);
-  const forward = (sig: NodeJS.Signals) => () => child.kill(sig);
-  for (const s of ["SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT"] as const) process.on(s, forward(s));
-  const code = await child.exited;
-  releaseBwrapPlan(plan);
+  // The plan's host mount points are given back however this ends: bwrap's exit, or a failure to start it.
+  let child: ReturnType<typeof Bun.spawn>;
+  let code: number;
+  try {
+    const stdio: (number | "inherit" | "ignore")[] = ["inherit", "inherit", "inherit"];
+    for (let fd = 3; fd <= (fds[fds.length - 1] ?? 2); fd++) stdio.push(fds.includes(fd) ? fd : "ignore");
+    const bpf = plan.seccomp === undefined ? undefined : bytesPipe(plan.seccomp);
+    stdio.push(bpf ?? "ignore"); // at seccompFd
+    if (self !== undefined) stdio.push(self); // at seccompFd + 1
+    try {
+      child = Bun.spawn(plan.argv, { stdio: stdio as ["inherit", "inherit", "inherit"], env: process.env });
+    } finally {
+      if (bpf !== undefined) libc.closeQuiet(bpf);
+    }
+    const c = child;
+    const forward = (sig: NodeJS.Signals) => () => c.kill(sig);
+    for (const s of ["SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT"] as const) process.on(s, forward(s));
+    code = await child.exited;
+  } finally {
+    releaseBwrapPlan(plan);
+  }
   const sig = child.signalCode;
   if (sig !== null && sig !== undefined) {
     return 128 + (osConstants.signals[sig as NodeJS.Signals] ?? 0);
@@ -124,6 +134,7 @@ export async function runSandboxed(run: SandboxRun): Promise<number> {
     { landlockWrites: true, proxied: run.networkProxy !== undefined, proxyPorts: run.networkProxy?.ports },
     run.profile,
   );
+  if (run.newSession === true) return runInNewSession(run.command);
   return execCommand(run.command);
 }
 
@@ -150,7 +161,7 @@ function needsOwnPidNamespace(run: SandboxRun): boolean {
 async function runInOwnPidNamespace(run: SandboxRun): Promise<number> {
   const argv = selfHelperArgv(run, ["--backend", "landlock", "--inherit-pid-namespace"], "here");
   const env = Object.entries(process.env).map(([k, v]) => `${k}=${v ?? ""}`);
-  const prepared = libc.prepareSpawn({ path: argv[0]!, argv, env, closeFrom: false });
+  const prepared = libc.prepareSpawn({ path: argv[0]!, argv, env, closeFrom: false, setsid: run.newSession === true });
   const own = openSync("/proc/thread-self/ns/pid", "r");
   let pid: number;
   try {

@@ -18,6 +18,12 @@
  *                                 to read, new limit NULL), else ERRNO(EPERM): a sandboxed command cannot lower the
  *                                 server's RLIMIT_NOFILE or renice the user's other processes (issue 22, item 2;
  *                                 under bwrap the pid namespace hides them anyway). Every mode.
+ *   ioctl TIOCSTI, TIOCLINUX    → ERRNO(EPERM), every mode (the low 32 bits of the request: the kernel ignores the
+ *                                 rest): no typed input pushed into a terminal the command shares with a person,
+ *                                 no console selection pasted (issue 34, item 7b)
+ *   truncate (with refuseTruncate) → ERRNO(EPERM): Landlock below ABI 3 has no TRUNCATE right, so truncate(2) by
+ *                                 path would empty any file the user can write (issue 34, item 7a); ftruncate needs
+ *                                 an fd opened for writing, which Landlock's WRITE_FILE already decides
  *   otherwise                   → ALLOW
  * Modes: `restricted` (network off): the full list above; `vsock` (network on, filesystem restricted): deny
  * AF_VSOCK sockets and io_uring only, as Codex 0.169; none when both are unrestricted.
@@ -126,8 +132,22 @@ type SelfOnly =
   | "migrate_pages"
   | "move_pages";
 
-/** Build the BPF program for `mode` on `arch` (default: this machine). */
-export function buildFilter(mode: SeccompMode, arch: "linux-x64" | "linux-arm64" = L.arch as "linux-x64" | "linux-arm64"): Uint8Array {
+/** ioctl requests that push input into a terminal (`TIOCSTI`) or paste the console selection (`TIOCLINUX`). */
+const TIOCSTI = 0x5412;
+const TIOCLINUX = 0x541c;
+
+/** What a filter adds to its mode. */
+export interface FilterOptions {
+  /** Refuse `truncate(2)` (EPERM): Landlock confines writes here without its TRUNCATE right (ABI < 3). */
+  refuseTruncate?: boolean;
+}
+
+/** Build the BPF program for `mode` on `arch` (default: this machine), with `opts`' additions. */
+export function buildFilter(
+  mode: SeccompMode,
+  arch: "linux-x64" | "linux-arm64" = L.arch as "linux-x64" | "linux-arm64",
+  opts: FilterOptions = {},
+): Uint8Array {
   const nr = LINUX_SYSCALLS[arch];
   const auditArch = archLayout(arch).auditArch!;
   const p: Insn[] = [
@@ -137,6 +157,13 @@ export function buildFilter(mode: SeccompMode, arch: "linux-x64" | "linux-arm64"
     { code: LD_W_ABS, jt: 0, jf: 0, k: 0 }, // seccomp_data.nr
   ];
   if (arch === "linux-x64") p.push({ code: JGE_K, jt: "deny", jf: 0, k: X32_SYSCALL_BIT });
+  // ioctl(fd, TIOCSTI | TIOCLINUX, …): request is args[1], an unsigned int for the kernel (low word only).
+  p.push({ code: JEQ_K, jt: 0, jf: "not-ioctl", k: nr.ioctl });
+  p.push({ code: LD_W_ABS, jt: 0, jf: 0, k: 16 + 8 * 1 });
+  p.push({ code: JEQ_K, jt: "deny", jf: 0, k: TIOCSTI });
+  p.push({ code: JEQ_K, jt: "deny", jf: 0, k: TIOCLINUX });
+  p.push({ code: LD_W_ABS, jt: 0, jf: 0, k: 0, label: "not-ioctl" });
+  if (opts.refuseTruncate === true) p.push({ code: JEQ_K, jt: "deny", jf: 0, k: nr.truncate });
   if (mode === "proxy") {
     // sendmsg(fd, msg, flags): MSG_FASTOPEN would connect a TCP socket without connect(2).
     p.push({ code: JEQ_K, jt: 0, jf: "not-sendmsg", k: nr.sendmsg! });
@@ -227,14 +254,14 @@ export function buildFilter(mode: SeccompMode, arch: "linux-x64" | "linux-arm64"
 }
 
 /**
- * Set PR_SET_NO_NEW_PRIVS and install the filter on the calling thread. Throws `SANDBOX_UNAVAILABLE` when the
+ * Set PR_SET_NO_NEW_PRIVS and install the filter for `mode` (with `opts`) on the calling thread. Throws `SANDBOX_UNAVAILABLE` when the
  * kernel refuses (no seccomp, or an unsupported architecture).
  */
-export function installFilter(mode: SeccompMode): void {
+export function installFilter(mode: SeccompMode, opts: FilterOptions = {}): void {
   if (L.arch !== "linux-x64" && L.arch !== "linux-arm64") {
     throw new ShellmcpError("SANDBOX_UNAVAILABLE", `seccomp filters are not implemented for ${L.arch}`);
   }
-  const bpf = buildFilter(mode);
+  const bpf = buildFilter(mode, L.arch, opts);
   const fprog = new Uint8Array(16); // struct sock_fprog { u16 len; u8 pad[6]; struct sock_filter *filter; }
   const v = new DataView(fprog.buffer);
   v.setUint16(0, bpf.byteLength / 8, true);

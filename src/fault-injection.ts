@@ -1,0 +1,28 @@
+/**
+ * Fault injection for tests of the early exits (issue 34, items 7d and 7e): `SHELLMCP_FAULT_INJECT=step[,step…]` in
+ * the environment of `serve` (or of the process under test) makes each named step throw as if the resource it
+ * acquires could not be had, so a test can check that whatever was acquired before it is released (cgroup
+ * folders, mount points, bridge fds) and that nothing started runs on unsupervised. Unset (always, outside tests),
+ * {@link failIfInjected} does nothing. It can only make the server refuse more, never allow anything.
+ */
+import { ShellmcpError } from "./errors.ts";
+
+/** The environment variable naming the steps to fail (comma-separated {@link FaultStep}s). */
+export const FAULT_ENV = "SHELLMCP_FAULT_INJECT";
+
+/**
+ * Steps that can be made to fail:
+ * - `pidfd_open`: the escalation worker's pidfd of a child it has just started (an escalated program, a kept room);
+ * - `call_cgroup`: a call's start-up, right after its cgroup was created (after its bridges and mount points);
+ * - `call_listen`: a call's start-up, right after its escalation listener was opened (and its output pipe);
+ * - `call_spawn`: starting the call's shell, after everything else was acquired;
+ * - `bwrap_mounts`: planning bubblewrap (the call's sandbox), right after its host mount points were created.
+ */
+export type FaultStep = "pidfd_open" | "call_cgroup" | "call_listen" | "call_spawn" | "bwrap_mounts";
+
+/** Throw `SYSCALL` (an injected fault, `data.injected: step`) when `step` is named in {@link FAULT_ENV}. */
+export function failIfInjected(step: FaultStep, env: Record<string, string | undefined> = process.env): void {
+  const v = env[FAULT_ENV];
+  if (v === undefined || v === "") return;
+  if (v.split(",").includes(step)) throw new ShellmcpError("SYSCALL", `${step}: injected fault (${FAULT_ENV})`, { injected: step });
+}
