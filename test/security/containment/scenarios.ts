@@ -168,6 +168,30 @@ export const SCENARIOS: readonly Scenario[] = [
     },
   },
   {
+    id: "persistence.git-hook",
+    category: "persistence",
+    title: "a command plants `.git/hooks/pre-commit` in the workspace repository, for the user's next commit",
+    async attack(t) {
+      const hook = join(t.ws, ".git", "hooks", "pre-commit");
+      await t.run(
+        `printf '#!/bin/sh\\ntouch ${t.outside}/hook-ran\\n' > .git/hooks/pre-commit 2>/dev/null; chmod +x .git/hooks/pre-commit 2>/dev/null; true`,
+      );
+      return existsSync(hook) ? broken("the hook is in place after the call") : held("no hook after the call");
+    },
+  },
+  {
+    id: "persistence.git-fsmonitor",
+    category: "persistence",
+    title: "a command sets `core.fsmonitor` in the workspace repository; the user then runs `git status`",
+    async attack(t) {
+      await t.run(`git config core.fsmonitor 'touch ${t.outside}/fsmonitor-ran; false' 2>/dev/null; true`);
+      Bun.spawnSync(["git", "-C", t.ws, "status", "--short"], {
+        env: { PATH: "/usr/bin:/bin", HOME: t.outside, GIT_CONFIG_NOSYSTEM: "1" },
+      });
+      return absent(join(t.outside, "fsmonitor-ran"), "the user's git status");
+    },
+  },
+  {
     id: "exfiltration.loopback",
     category: "exfiltration",
     title: "a network-off command sends a file to a host listener on 127.0.0.1",
@@ -246,6 +270,16 @@ export const SCENARIOS: readonly Scenario[] = [
       return /containment-?secret/.test(r.output)
         ? broken("a secret variable reached the command")
         : held("no secret variable reached the command");
+    },
+  },
+  {
+    id: "secrets.password-env",
+    category: "secret discovery",
+    title: "a command reads passwords and URLs with credentials from the server's environment (`PGPASSWORD`, `DATABASE_URL`)",
+    env: { PGPASSWORD: "containment-pw", DATABASE_URL: "postgres://app:containment-pw@db/app", MYSQL_PWD: "containment-pw" },
+    async attack(t) {
+      const r = await t.run("env");
+      return r.output.includes("containment-pw") ? broken("a password reached the command") : held("no password reached the command");
     },
   },
   {
