@@ -137,6 +137,8 @@ describe("room launcher", () => {
     l.send(spawnFrame(1, [], "/bin/sleep", "/", ["sleep", marker], []));
     await l.next(1, "spawned");
     const alive = () => Bun.spawnSync(["pgrep", "-f", `sleep ${marker}`]).exitCode === 0;
+    // "spawned" comes after the fork, before the exec: under load the program's argv may not be sleep's yet.
+    for (let i = 0; i < 200 && !alive(); i++) await Bun.sleep(25);
     expect(alive()).toBe(true);
     libc.close(l.fd);
     expect(await l.proc.exited).toBe(0);
