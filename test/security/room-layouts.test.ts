@@ -55,6 +55,23 @@ describe.skipIf(skipWithout("room layouts suite", shellsMissing()))("git layouts
         expect(s.stderr()).not.toContain("cannot be trusted");
       }, 60_000);
 
+      test(`${backend}, ${client}: git worktree add through the room, then a commit in that worktree (a later call)`, async () => {
+        const base = confDir("layout-add");
+        const ws = repo(join(base, "ws"));
+        const { s, run } = await serve(backend, client, ws);
+        const add = await run("git worktree add -q -b two wt2; echo rc=$?", ws);
+        expect({ rc: add.output.match(/rc=\d+/)?.[0], branch: hostGit(ws, "rev-parse", "--abbrev-ref", "two") }).toEqual({
+          rc: "rc=0",
+          branch: "two",
+        });
+        const r = await run("echo two > h.txt && git add h.txt && git commit -q -m wt2-commit; echo rc=$?", join(ws, "wt2"));
+        expect({ rc: r.output.match(/rc=\d+/)?.[0], log: hostGit(ws, "log", "--format=%s", "-1", "two") }).toEqual({
+          rc: "rc=0",
+          log: "wt2-commit",
+        });
+        expect(s.stderr()).not.toContain("cannot be trusted");
+      }, 60_000);
+
       test(`${backend}, ${client}: a commit in a submodule (git submodule add)`, async () => {
         const base = confDir("layout-sub");
         const lib = repo(join(base, "lib"));
