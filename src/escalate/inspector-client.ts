@@ -22,7 +22,8 @@ export type InspectOutcome = InspectReply | { id: number; ok: false; error: stri
 export class Inspector {
   private worker: Worker | undefined;
   private nextId = 1;
-  private readonly pending = new Map<number, { resolve: (r: InspectOutcome) => void; timer: Timer }>();
+  /** Inspections in flight: how to answer each, its deadline, what was asked, and which worker has it. */
+  private readonly pending = new Map<number, { resolve: (r: InspectOutcome) => void; timer: Timer; req: InspectRequest; worker: Worker }>();
 
   /**
    * @param deadlineMs the deadline of each inspection (tests shorten it).
@@ -33,57 +34,80 @@ export class Inspector {
     private readonly url?: string,
   ) {}
 
-  private start(): Worker {
+  private current(): Worker {
+    if (this.worker !== undefined) return this.worker;
     const w = new Worker(this.url ?? workerUrl("escalate/inspector"));
-    w.onmessage = (ev: MessageEvent<InspectReply>) => {
-      const p = this.pending.get(ev.data.id);
-      if (p === undefined) return;
-      clearTimeout(p.timer);
-      this.pending.delete(ev.data.id);
-      p.resolve(ev.data);
-    };
+    w.onmessage = (ev: MessageEvent<InspectReply>) => this.answer(ev.data.id, ev.data);
     w.onerror = (ev) => {
       log.error("decision inspector failed; restarting it", { message: ev.message });
-      this.abandon(w, `the decision inspector failed: ${ev.message}`);
+      this.retire(w);
+      for (const [id, p] of this.pending) if (p.worker === w) this.answer(id, failed(id, `the decision inspector failed: ${ev.message}`));
     };
     w.unref();
+    this.worker = w;
     return w;
   }
 
-  /** Fail every pending inspection of `w` and let the next inspection start a new worker. */
-  private abandon(w: Worker, reason: string): void {
-    if (this.worker !== w) return;
-    this.worker = undefined;
+  private answer(id: number, r: InspectOutcome): void {
+    const p = this.pending.get(id);
+    if (p === undefined) return;
+    clearTimeout(p.timer);
+    this.pending.delete(id);
+    p.resolve(r);
+  }
+
+  /** Terminate `w` (wedged or failed); the next inspection starts a new worker. */
+  private retire(w: Worker): void {
+    if (this.worker === w) this.worker = undefined;
     w.terminate();
-    for (const [id, p] of this.pending) {
-      clearTimeout(p.timer);
-      p.resolve({ id, ok: false, error: reason, timedOut: true });
+  }
+
+  /**
+   * Inspection `id` missed its deadline: it fails closed, its worker is replaced, and the other inspections that
+   * worker held are sent again to the new one (one wedged decision never fails another call's).
+   */
+  private expire(id: number): void {
+    const p = this.pending.get(id);
+    if (p === undefined) return;
+    log.warn("decision inspection timed out: a file under a writable root blocked it; the worker is replaced", {
+      file: p.req.request.file,
+      deadline_ms: this.deadlineMs,
+    });
+    this.answer(
+      id,
+      failed(
+        id,
+        `inspecting the program and its repository took longer than ${this.deadlineMs} ms (a file under a writable root blocked it)`,
+      ),
+    );
+    const wedged = p.worker;
+    this.retire(wedged);
+    for (const q of this.pending.values()) {
+      if (q.worker !== wedged) continue;
+      q.worker = this.current();
+      q.worker.postMessage(q.req);
     }
-    this.pending.clear();
   }
 
   /** Inspect one decision (see ./inspector.ts); never rejects. */
-  inspect(req: Omit<InspectRequest, "id">): Promise<InspectOutcome> {
+  inspect(request: Omit<InspectRequest, "id">): Promise<InspectOutcome> {
     const id = this.nextId++;
-    const w = (this.worker ??= this.start());
+    const req: InspectRequest = { ...request, id };
     return new Promise((resolve) => {
-      const timer = setTimeout(() => {
-        log.warn("decision inspection timed out: a file under a writable root blocked it; the worker is replaced", {
-          file: req.request.file,
-          deadline_ms: this.deadlineMs,
-        });
-        this.abandon(
-          w,
-          `inspecting the program and its repository took longer than ${this.deadlineMs} ms (a file under a writable root blocked it)`,
-        );
-      }, this.deadlineMs);
-      this.pending.set(id, { resolve, timer });
-      w.postMessage({ ...req, id } satisfies InspectRequest);
+      const worker = this.current();
+      const timer = setTimeout(() => this.expire(id), this.deadlineMs);
+      this.pending.set(id, { resolve, timer, req, worker });
+      worker.postMessage(req);
     });
   }
 
   /** Stop the worker (pending inspections fail closed). */
   stop(): void {
-    if (this.worker !== undefined) this.abandon(this.worker, "the escalation server stopped");
+    for (const id of [...this.pending.keys()]) this.answer(id, failed(id, "the escalation server stopped"));
+    if (this.worker !== undefined) this.retire(this.worker);
   }
+}
+
+function failed(id: number, error: string): InspectOutcome {
+  return { id, ok: false, error, timedOut: true };
 }

@@ -10,7 +10,8 @@
  *
  * Nothing here knows about MCP or exec policy: `decide` is injected.
  */
-import { existsSync, lstatSync, rmSync } from "node:fs";
+import { existsSync, lstatSync, renameSync, unlinkSync } from "node:fs";
+import { rm } from "node:fs/promises";
 import { isAbsolute, normalize, resolve } from "node:path";
 import * as libc from "../../ffi/libc.ts";
 import { ShellmcpError } from "../errors.ts";
@@ -87,6 +88,25 @@ export function resolveRequest(r: EscalateRequest): ResolvedRequest {
   return { ...r, file, workdir, rawFile: r.file };
 }
 
+/**
+ * Remove a git control path that a room program created (`mustNotAppear`) without blocking this thread on what it
+ * made: a file or link is unlinked; a folder (of any size) is first renamed aside, at once, and then removed in the
+ * background.
+ */
+function removeAppeared(p: string): void {
+  try {
+    if (!lstatSync(p).isDirectory()) return unlinkSync(p);
+    const aside = `${p}.shellmcp-removed-${process.pid}-${Date.now()}`;
+    renameSync(p, aside);
+    void rm(aside, { recursive: true, force: true }).catch((e) =>
+      log.warn("could not remove a folder set aside", { path: aside, error: String(e) }),
+    );
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code === "ENOENT") return;
+    log.warn("could not remove a git control path an escalated program created", { path: p, error: (e as Error).message });
+  }
+}
+
 /** Whether `p` is a symbolic link (`existsSync` follows links: a dangling one reads as absent). */
 function isLink(p: string): boolean {
   try {
@@ -108,7 +128,7 @@ function settleRoom(r: { release: () => void; mustNotAppear: readonly string[] }
   }
   for (const p of r.mustNotAppear) {
     if (!existsSync(p) && !isLink(p)) continue;
-    rmSync(p, { recursive: true, force: true });
+    removeAppeared(p);
     log.warn("removed a git control file an escalated program created", { path: p });
   }
 }
@@ -290,7 +310,7 @@ export class EscalationServer {
     for (const r of [...this.rooms.values(), ...this.kept.values()]) {
       for (const p of r.mustNotAppear) {
         if (!existsSync(p) && !isLink(p)) continue;
-        rmSync(p, { recursive: true, force: true });
+        removeAppeared(p);
         log.warn("removed a git control file an escalated program created", { path: p });
       }
     }

@@ -52,6 +52,20 @@ describe("decision inspector", () => {
     expect(r.ok && r.check.ok).toBe(true);
   });
 
+  test("another call's inspection queued behind a wedged one is sent again to the new worker, not failed", async () => {
+    const inspector = new Inspector(400, new URL("./fixtures/hanging-inspector.ts", import.meta.url).href);
+    try {
+      const hung = inspector.inspect({ boundary: READ_ONLY, request: { file: "/hang", argv: ["x"], workdir: "/" }, env: {} });
+      await Bun.sleep(200);
+      const queued = inspector.inspect({ boundary: READ_ONLY, request: { file: "/usr/bin/true", argv: ["true"], workdir: "/" }, env: {} });
+      expect((await hung).ok).toBe(false);
+      const q = await queued;
+      expect(q.ok && q.check.ok).toBe(true);
+    } finally {
+      inspector.stop();
+    }
+  });
+
   test("an inspection past its deadline fails closed, and the next one runs in a new worker", async () => {
     const inspector = new Inspector(300, new URL("./fixtures/hanging-inspector.ts", import.meta.url).href);
     try {
