@@ -4,7 +4,7 @@
  * hostile Python programs a sandboxed command runs against the escalation socket (protocol: a 1-byte datagram on
  * `$CODEX_ESCALATE_SOCKET` carrying one stream socket by SCM_RIGHTS, then u32-LE length-prefixed JSON frames).
  */
-import { existsSync, mkdirSync, readdirSync, readFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { startServe, type Session, type StartOptions } from "./mcp.ts";
 import { CONF_BASE } from "./test-dirs.ts";
@@ -325,6 +325,21 @@ export function hostGit(dir: string, ...args: string[]): string {
   });
   if (r.exitCode !== 0) throw new Error(`git ${args.join(" ")}: ${r.stderr}`);
   return r.stdout.toString().trim();
+}
+
+/**
+ * Make `dir` (created if missing) a git repository on branch main with user t <t@example.com> in its config and
+ * one commit of `f.txt` ("one\n", message "first"); returns `dir`.
+ */
+export function oneCommitRepo(dir: string): string {
+  mkdirSync(dir, { recursive: true });
+  hostGit(dir, "init", "-q", "-b", "main");
+  hostGit(dir, "config", "user.name", "t");
+  hostGit(dir, "config", "user.email", "t@example.com");
+  writeFileSync(`${dir}/f.txt`, "one\n");
+  hostGit(dir, "add", "f.txt");
+  hostGit(dir, "commit", "-q", "-m", "first");
+  return dir;
 }
 
 /** Fail (not skip) when a program the suite needs is missing. */

@@ -5,9 +5,9 @@
  * linked worktree or the submodule by an allowed `git` lands, judged by `git log` run on the host.
  */
 import { afterAll, describe, expect, test } from "bun:test";
-import { mkdirSync, writeFileSync } from "node:fs";
+import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { closeAll, confDir, hostGit, requirePrograms, serveWithPid } from "../helpers/attack.ts";
+import { closeAll, confDir, hostGit, oneCommitRepo, requirePrograms, serveWithPid } from "../helpers/attack.ts";
 import { skipWithout } from "../helpers/prereq.ts";
 import { shellsMissing } from "../helpers/shells.ts";
 
@@ -15,16 +15,7 @@ afterAll(closeAll);
 
 const RULES = 'prefix_rule(pattern=["git"], decision="allow")\n';
 
-function repo(dir: string): string {
-  mkdirSync(dir, { recursive: true });
-  hostGit(dir, "init", "-q", "-b", "main");
-  hostGit(dir, "config", "user.name", "t");
-  hostGit(dir, "config", "user.email", "t@example.com");
-  writeFileSync(join(dir, "f.txt"), "one\n");
-  hostGit(dir, "add", "f.txt");
-  hostGit(dir, "commit", "-q", "-m", "first");
-  return dir;
-}
+const repo = oneCommitRepo;
 
 async function serve(backend: "bwrap" | "landlock", client: "codex" | "plain", ws: string) {
   const args = ["--sandbox-backend", backend, ...(client === "plain" ? ["--sandbox", "workspace-write", "--cd", ws] : [])];

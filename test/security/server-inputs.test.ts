@@ -12,9 +12,9 @@
  *   program's room was planned from that file: the named folder was writable there.
  */
 import { afterAll, describe, expect, test } from "bun:test";
-import { existsSync, writeFileSync } from "node:fs";
+import { existsSync } from "node:fs";
 import { join } from "node:path";
-import { closeAll, confDir, hostGit, requirePrograms, serveWithPid, withDeadline } from "../helpers/attack.ts";
+import { closeAll, confDir, hostGit, oneCommitRepo, requirePrograms, serveWithPid, withDeadline } from "../helpers/attack.ts";
 import { skipWithout } from "../helpers/prereq.ts";
 import { shellsMissing } from "../helpers/shells.ts";
 import { assertOutside } from "../helpers/test-dirs.ts";
@@ -26,12 +26,8 @@ type ClientKind = "codex" | "plain";
 
 /** A serve session writing repository `ws` (one commit), with `rules`, on `backend`, as `client` would drive it. */
 async function setup(rules: string, backend: Backend, client: ClientKind) {
-  const ws = confDir("inputs-ws");
+  const ws = oneCommitRepo(confDir("inputs-ws"));
   const outside = assertOutside(confDir("inputs-outside"));
-  hostGit(ws, "init", "-q", "-b", "main");
-  writeFileSync(join(ws, "f.txt"), "one\n");
-  hostGit(ws, "add", "f.txt");
-  hostGit(ws, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "-m", "first");
   const args = ["--sandbox-backend", backend, ...(client === "plain" ? ["--sandbox", "workspace-write", "--cd", ws] : [])];
   const s = await serveWithPid({ rules, args, env: { SHELLMCP_LOG: "info" } });
   if (client === "codex") expect(await s.sandboxState({ type: "workspace-write", network_access: false }, ws)).toEqual({});

@@ -111,6 +111,14 @@ async function answers(t: Target, ms = 15_000): Promise<boolean> {
   return Promise.race([call, timer]);
 }
 
+/** `held` when a call running `command` (3 s timeout) returns, and the next call is answered. */
+async function keepsAnswering(t: Target, command: string): Promise<Verdict> {
+  const attack = t.run(command, 3_000).catch(() => undefined);
+  const timer = new Promise<"hung">((res) => setTimeout(() => res("hung"), 15_000));
+  if ((await Promise.race([attack.then(() => "done" as const), timer])) === "hung") return broken("the attack call never returned");
+  return (await answers(t)) ? held("the server answered the next call") : broken("the server stopped answering");
+}
+
 /** Every scenario, in table order. */
 export const SCENARIOS: readonly Scenario[] = [
   {
@@ -223,24 +231,14 @@ export const SCENARIOS: readonly Scenario[] = [
     category: "denial of service",
     title: "`mkfifo .gitmodules`, then an allowed `git status`: the server must keep answering",
     rules: 'prefix_rule(pattern=["git", "status"], decision="allow")\n',
-    async attack(t) {
-      const attack = t.run("mkfifo .gitmodules && git status --short; true", 3_000).catch(() => undefined);
-      const timer = new Promise<"hung">((res) => setTimeout(() => res("hung"), 15_000));
-      if ((await Promise.race([attack.then(() => "done" as const), timer])) === "hung") return broken("the attack call never returned");
-      return (await answers(t)) ? held("the server answered the next call") : broken("the server stopped answering");
-    },
+    attack: (t) => keepsAnswering(t, "mkfifo .gitmodules && git status --short; true"),
   },
   {
     id: "dos.fifo-commondir",
     category: "denial of service",
     title: "a FIFO at `.git/commondir` of a repository the command made, then any allowed program",
     rules: 'prefix_rule(pattern=["ls"], decision="allow")\n',
-    async attack(t) {
-      const attack = t.run("git init -q sub && mkfifo sub/.git/commondir && cd sub && ls; true", 3_000).catch(() => undefined);
-      const timer = new Promise<"hung">((res) => setTimeout(() => res("hung"), 15_000));
-      if ((await Promise.race([attack.then(() => "done" as const), timer])) === "hung") return broken("the attack call never returned");
-      return (await answers(t)) ? held("the server answered the next call") : broken("the server stopped answering");
-    },
+    attack: (t) => keepsAnswering(t, "git init -q sub && mkfifo sub/.git/commondir && cd sub && ls; true"),
   },
   {
     id: "dos.signal-server",

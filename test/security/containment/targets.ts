@@ -3,9 +3,9 @@
  * drives it, and the Rust reference 0.97 (./generate.ts only). Each target gets a fresh workspace (a git repository
  * with one commit), a folder outside every writable root, and its own HOME/CODEX_HOME holding the scenario's rules.
  */
-import { existsSync, writeFileSync } from "node:fs";
+import { existsSync } from "node:fs";
 import { join } from "node:path";
-import { confDir, hostGit, serveWithPid } from "../../helpers/attack.ts";
+import { confDir, oneCommitRepo, serveWithPid } from "../../helpers/attack.ts";
 import { ROOT } from "../../helpers/binary.ts";
 import { startReference } from "../../helpers/reference.ts";
 import { assertOutside } from "../../helpers/test-dirs.ts";
@@ -19,13 +19,7 @@ export { COLUMNS } from "./targets-columns.ts";
 
 /** A fresh workspace (a git repository, one commit) and an outside folder. */
 function folders(): { ws: string; outside: string } {
-  const ws = confDir("contain-ws");
-  const outside = assertOutside(confDir("contain-outside"));
-  hostGit(ws, "init", "-q", "-b", "main");
-  writeFileSync(join(ws, "f.txt"), "one\n");
-  hostGit(ws, "add", "f.txt");
-  hostGit(ws, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "-m", "first");
-  return { ws, outside };
+  return { ws: oneCommitRepo(confDir("contain-ws")), outside: assertOutside(confDir("contain-outside")) };
 }
 
 /** shellmcp serving `setup` on `backend`, driven as `client` would (workspace-write, network off). */
