@@ -176,6 +176,16 @@ export interface EscalationConfig {
   mode: "room" | "host";
   /** `[shellmcp.room_writable]`: program base name → extra paths its room may write (`~/` expanded, absolute). */
   extraWritable: Record<string, string[]>;
+  /**
+   * `[shellmcp.room_network]`: program base name → the network its room gets instead of the call's: `"host"` (the
+   * host's network namespace: loopback services and Unix sockets included) or `"call"` (the default).
+   */
+  roomNetwork: Record<string, "host" | "call">;
+  /**
+   * `[shellmcp.room_readable]`: program base name → credential stores its room may read after all (`~/` expanded,
+   * absolute; src/sandbox/room.ts `CREDENTIAL_STORES` lists what a room hides by default).
+   */
+  roomReadable: Record<string, string[]>;
 }
 
 /**
@@ -188,18 +198,32 @@ export function escalationConfig(cfg: Config, home: string): EscalationConfig {
   const mode = t.escalation ?? "room";
   if (mode !== "room" && mode !== "host")
     throw new ShellmcpError("CONFIG", `shellmcp.escalation must be "room" or "host" (got ${JSON.stringify(mode)})`);
-  const extraWritable: Record<string, string[]> = {};
-  const rw = (t.room_writable ?? {}) as Record<string, unknown>;
-  if (typeof rw !== "object" || rw === null || Array.isArray(rw))
-    throw new ShellmcpError("CONFIG", "shellmcp.room_writable must be a table");
-  for (const [program, paths] of Object.entries(rw)) {
-    if (!Array.isArray(paths) || !paths.every((p) => typeof p === "string"))
-      throw new ShellmcpError("CONFIG", `shellmcp.room_writable.${program} must be a list of paths`);
-    extraWritable[program] = paths.map((p) => {
-      const abs = p === "~" ? home : p.startsWith("~/") ? `${home}/${p.slice(2)}` : p;
-      if (!abs.startsWith("/")) throw new ShellmcpError("CONFIG", `shellmcp.room_writable.${program}: ${p} is not an absolute path`);
-      return abs;
-    });
+  const table = (key: string): Record<string, unknown> => {
+    const v = (t[key] ?? {}) as Record<string, unknown>;
+    if (typeof v !== "object" || v === null || Array.isArray(v)) throw new ShellmcpError("CONFIG", `shellmcp.${key} must be a table`);
+    return v;
+  };
+  const pathLists = (key: string): Record<string, string[]> => {
+    const out: Record<string, string[]> = {};
+    for (const [program, paths] of Object.entries(table(key))) {
+      if (!Array.isArray(paths) || !paths.every((p) => typeof p === "string"))
+        throw new ShellmcpError("CONFIG", `shellmcp.${key}.${program} must be a list of paths`);
+      out[program] = paths.map((p) => {
+        const abs = p === "~" ? home : p.startsWith("~/") ? `${home}/${p.slice(2)}` : p;
+        if (!abs.startsWith("/")) throw new ShellmcpError("CONFIG", `shellmcp.${key}.${program}: ${p} is not an absolute path`);
+        return abs;
+      });
+    }
+    return out;
+  };
+  const roomNetwork: Record<string, "host" | "call"> = {};
+  for (const [program, v] of Object.entries(table("room_network"))) {
+    if (v !== "host" && v !== "call")
+      throw new ShellmcpError(
+        "CONFIG",
+        `shellmcp.room_network.${program} must be "host" (the host's network, loopback services and Unix sockets included) or "call" (the call's own network, the default); got ${JSON.stringify(v)}`,
+      );
+    roomNetwork[program] = v;
   }
-  return { mode, extraWritable };
+  return { mode, extraWritable: pathLists("room_writable"), roomNetwork, roomReadable: pathLists("room_readable") };
 }

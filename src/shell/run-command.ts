@@ -18,7 +18,7 @@ import type { EscalationServer, ListenOptions } from "../escalate/server.ts";
 import { INTERCEPT_ENV_VAR, PROTOCOL_ENV_VARS } from "../escalate/protocol.ts";
 import { hasFullDiskWrite, hasFullNetwork, protectedConfigDirs, serializeSandboxPolicy, type SandboxPolicy } from "../sandbox/policy.ts";
 import { writableView, type WritableView, type WriteEnforcement } from "../sandbox/writable.ts";
-import type { EscalationMode, RoomSpec } from "../sandbox/room.ts";
+import type { EscalationMode, RoomNetworkGrant, RoomSpec } from "../sandbox/room.ts";
 import { planSandboxPolicy } from "../sandbox/filesystem-plan.ts";
 import { findBwrap, openSelfExe } from "../sandbox/linux/bwrap.ts";
 import type { PermissionProfile } from "../sandbox/permission-profile.ts";
@@ -174,7 +174,14 @@ export interface RunCommandOptions {
    * writable paths per program. `callPlan`: the call's sandbox when it comes from a permission profile (else it is
    * planned from `policy`).
    */
-  escalation?: { mode: EscalationMode; extraWritable: Readonly<Record<string, readonly string[]>> };
+  escalation?: {
+    mode: EscalationMode;
+    extraWritable: Readonly<Record<string, readonly string[]>>;
+    /** `[shellmcp.room_network]` (../sandbox/room.ts `RoomSpec.networkGrants`). */
+    roomNetwork?: Readonly<Record<string, RoomNetworkGrant>>;
+    /** `[shellmcp.room_readable]` (../sandbox/room.ts `RoomSpec.readableGrants`). */
+    roomReadable?: Readonly<Record<string, readonly string[]>>;
+  };
   callPlan?: FilesystemPlan;
   /**
    * Network proxy mode (docs/network.md): the call's proxy. Under bubblewrap the command gets a private network
@@ -208,28 +215,32 @@ export function roomFor(
     Partial<Pick<RunCommandOptions, "workdir">>,
   enforcement: WriteEnforcement,
 ): RoomSpec {
-  const extraWritable = o.escalation?.extraWritable ?? {};
+  const extraWritable = {
+    extraWritable: o.escalation?.extraWritable ?? {},
+    networkGrants: o.escalation?.roomNetwork ?? {},
+    readableGrants: o.escalation?.roomReadable ?? {},
+  };
   let call: FilesystemPlan;
   try {
     call = o.callPlan ?? planSandboxPolicy(o.policy, o.sandboxCwd, o.env, enforcement === "bwrap" ? { workdir: o.workdir } : undefined);
   } catch (e) {
-    return { backend: { kind: "unavailable", reason: (e as Error).message }, call: UNSANDBOXED, extraWritable };
+    return { backend: { kind: "unavailable", reason: (e as Error).message }, call: UNSANDBOXED, ...extraWritable };
   }
-  if (o.escalation?.mode === "host" || enforcement === "none") return { backend: { kind: "host" }, call, extraWritable };
+  if (o.escalation?.mode === "host" || enforcement === "none") return { backend: { kind: "host" }, call, ...extraWritable };
   if (o.launcher.seatbelt !== undefined)
-    return { backend: { kind: "seatbelt", allowLocalBinding: o.networkProxy?.policy.allowLocalBinding === true }, call, extraWritable };
+    return { backend: { kind: "seatbelt", allowLocalBinding: o.networkProxy?.policy.allowLocalBinding === true }, call, ...extraWritable };
   if (enforcement === "bwrap") {
     const bwrap = o.launcher.direct?.bwrap ?? findBwrap().path;
-    if (bwrap === undefined) return { backend: { kind: "unavailable", reason: "bubblewrap is not installed" }, call, extraWritable };
+    if (bwrap === undefined) return { backend: { kind: "unavailable", reason: "bubblewrap is not installed" }, call, ...extraWritable };
     return {
       backend: { kind: "bwrap", bwrap, noProc: o.launcher.direct?.noProc === true || o.launcher.flags.includes("--no-proc") },
       call,
-      extraWritable,
+      ...extraWritable,
     };
   }
   // The room's helper refuses a Landlock room whose writable roots contain CODEX_HOME (it cannot carve it out).
   const protect = protectedConfigDirs().flatMap((d) => ["--protected-config-dir", d]);
-  return { backend: { kind: "landlock", helper: [...helperCommand(o.launcher.exe), ...protect] }, call, extraWritable };
+  return { backend: { kind: "landlock", helper: [...helperCommand(o.launcher.exe), ...protect] }, call, ...extraWritable };
 }
 
 /** Placeholder plan when the call's own plan cannot be computed (the room is then unavailable anyway). */

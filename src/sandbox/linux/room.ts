@@ -18,7 +18,16 @@
  */
 import { existsSync, realpathSync, statSync } from "node:fs";
 import { serializePermissionProfile, type FileSystemSandboxEntry, type PermissionProfile } from "../permission-profile.ts";
-import { nonInteractiveEnv, planRoom, ROOM_BRIDGE_FD, type RoomPlan, type RoomSpec } from "../room.ts";
+import { isUnder } from "../policy.ts";
+import {
+  nonInteractiveEnv,
+  planRoom,
+  readableComplement,
+  ROOM_BRIDGE_FD,
+  type RoomNetwork,
+  type RoomPlan,
+  type RoomSpec,
+} from "../room.ts";
 import { seatbeltLaunch } from "../macos/seatbelt.ts";
 import { bwrapMounts, releaseBwrapPlan, selfHelperCommand } from "./bwrap.ts";
 
@@ -79,40 +88,62 @@ export type PreparedRoom =
   { kind: "host"; env: string[] } | { kind: "unavailable"; reason: string } | { kind: "room"; room: RoomPlan; env: string[]; key: string };
 
 /**
- * The first, side-effect-free half of building a room: the program's environment (non-interactive, the proxy's
- * variables winning over the request's), whether a room applies, and its plan. `key` is equal for two programs
- * exactly when their rooms would have the same walls (backend, plan, proxy): a kept room (./room-launcher.ts) is
- * reused by key. Throws nothing: a failure to plan is a reason.
+ * The first, side-effect-free half of building a room: the program's environment (non-interactive; in a room
+ * without network `CODEX_SANDBOX_NETWORK_DISABLED=1`, through the proxy the proxy's variables winning over the
+ * request's), whether a room applies, and its plan (`aliases`: the names grants may know `program` by, ../room.ts
+ * `grantNames`). `key` is equal for two programs exactly when their rooms would have the same walls (backend, plan,
+ * network, proxy): a kept room (./room-launcher.ts) is reused by key. Under Landlock a room whose writable roots
+ * hold a credential store it must not read is unavailable (Landlock cannot hide it). Throws nothing: a failure to
+ * plan is a reason.
  */
-export function prepareRoom(spec: RoomSpec, program: string, cwd: string, env: readonly string[]): PreparedRoom {
+export function prepareRoom(
+  spec: RoomSpec,
+  program: string,
+  cwd: string,
+  env: readonly string[],
+  aliases: readonly (string | undefined)[] = [],
+): PreparedRoom {
   const proxy = spec.proxy;
-  // The room's network is on: the call's "network disabled" marker (Codex's) does not describe it.
-  const quiet = nonInteractiveEnv(env).filter((e) => !e.startsWith("CODEX_SANDBOX_NETWORK_DISABLED="));
-  if (proxy !== undefined) {
-    // The proxy variables win over the request's (set after the environment policy, as for the call).
-    const keys = new Set(Object.keys(proxy.env));
-    quiet.splice(
-      0,
-      quiet.length,
-      ...quiet.filter((e) => !keys.has(e.slice(0, e.indexOf("=")))),
-      ...Object.entries(proxy.env).map(([k, v]) => `${k}=${v}`),
-    );
-  }
   const b = spec.backend;
-  if (proxy !== undefined && b.kind === "bwrap" && proxy.bridgeFd === undefined)
-    return { kind: "unavailable", reason: "network proxy mode: no bridge for a bubblewrap room" };
-  if (b.kind === "host" || !spec.call.sandboxed) return { kind: "host", env: quiet };
+  const base = nonInteractiveEnv(env);
+  if (b.kind === "host" || !spec.call.sandboxed)
+    return { kind: "host", env: roomEnv(base, proxy !== undefined ? "proxy" : "host", proxy?.env) };
   if (b.kind === "unavailable") return { kind: "unavailable", reason: b.reason };
   if (!spec.call.fullRead)
     return { kind: "unavailable", reason: "the call's sandbox restricts reads, which an escalation room does not reproduce yet" };
   let room: RoomPlan;
   try {
-    room = planRoom(spec, cwd, program);
+    room = planRoom(spec, cwd, program, aliases);
   } catch (e) {
     return { kind: "unavailable", reason: `cannot plan the escalation room: ${(e as Error).message}` };
   }
-  const key = JSON.stringify([b, room.plan, proxy?.ports ?? null]);
-  return { kind: "room", room, env: quiet, key };
+  if (room.network === "proxy" && b.kind === "bwrap" && proxy?.bridgeFd === undefined)
+    return { kind: "unavailable", reason: "network proxy mode: no bridge for a bubblewrap room" };
+  if (b.kind === "landlock") {
+    // Landlock cannot carve a hole in a folder it lets the room read or write: the credential stores are left out
+    // of the room's read rules (./room.ts `readableComplement`), which cannot work under a writable root.
+    const under = room.hiddenCredentials.find((c) => room.plan.writableRoots.some((w) => isUnder(c, w.root)));
+    if (under !== undefined)
+      return {
+        kind: "unavailable",
+        reason: `the room would write ${under}, a credential store it must not read, and Landlock cannot hide a path inside a writable folder (use the bubblewrap backend, or grant it in [shellmcp.room_readable])`,
+      };
+  }
+  const key = JSON.stringify([b, room.plan, room.network, room.network === "proxy" ? (proxy?.ports ?? null) : null]);
+  return { kind: "room", room, env: roomEnv(base, room.network, proxy?.env), key };
+}
+
+/**
+ * A room program's environment from `env` (already non-interactive) for a room whose network is `network`: the
+ * call's "network disabled" marker (Codex's) only when it has none; the proxy's variables (winning over the
+ * request's) only when it goes through the proxy.
+ */
+function roomEnv(env: readonly string[], network: RoomNetwork, proxyEnv: Readonly<Record<string, string>> | undefined): string[] {
+  const drop = new Set(["CODEX_SANDBOX_NETWORK_DISABLED", ...Object.keys(proxyEnv ?? {})]);
+  const kept = env.filter((e) => !drop.has(e.slice(0, Math.max(0, e.indexOf("=")))));
+  if (network === "off") return [...kept, "CODEX_SANDBOX_NETWORK_DISABLED=1"];
+  if (network === "proxy" && proxyEnv !== undefined) return [...kept, ...Object.entries(proxyEnv).map(([k, v]) => `${k}=${v}`)];
+  return kept;
 }
 
 /**
@@ -128,11 +159,12 @@ export function buildRoom(
   inner: string[],
 ): Omit<RoomLaunch, "mustNotAppear" | "room"> | { unavailable: string } {
   const b = spec.backend;
-  const proxy = spec.proxy;
-  // Proxy mode under bubblewrap: this binary's inner stage builds the bridge's listeners in the room's network
-  // namespace and installs the proxy seccomp filter before it execs the program.
+  const proxy = room.network === "proxy" ? spec.proxy : undefined;
+  // bubblewrap: this binary's inner stage installs the room's seccomp filter before it execs the program — the
+  // call's network-off filter in a room without network (no connect or bind of any socket: no host pathname Unix
+  // socket), the proxy filter in proxy mode, after building the bridge's listeners in the room's namespace.
   const staged =
-    proxy !== undefined && b.kind === "bwrap"
+    b.kind === "bwrap" && proxy !== undefined
       ? [
           ...selfHelperCommand(),
           "--apply-seccomp-then-exec",
@@ -147,7 +179,18 @@ export function buildRoom(
           "--",
           ...inner,
         ]
-      : inner;
+      : b.kind === "bwrap" && room.network === "off"
+        ? [
+            ...selfHelperCommand(),
+            "--apply-seccomp-then-exec",
+            "--sandbox-policy-cwd",
+            cwd,
+            "--sandbox-policy",
+            '{"type":"external-sandbox","network_access":"restricted"}',
+            "--",
+            ...inner,
+          ]
+        : inner;
   if (b.kind === "bwrap") {
     const created: string[] = [];
     const tempDirs: string[] = [];
@@ -165,7 +208,7 @@ export function buildRoom(
       "--unshare-user",
       "--unshare-pid",
       "--unshare-ipc",
-      ...(proxy !== undefined ? ["--unshare-net"] : []),
+      ...(room.network !== "host" ? ["--unshare-net"] : []),
       ...(b.noProc ? [] : ["--proc", "/proc"]),
       "--cap-drop",
       "ALL",
@@ -205,13 +248,19 @@ export function buildRoom(
   // itself could not write (their config would become writable).
   const callRoots = new Set(spec.call.writableRoots.map((w) => w.root));
   const gitDirs = new Set(room.repository?.gitDirs ?? []);
-  const entries: FileSystemSandboxEntry[] = [{ path: { type: "special", value: { kind: "root" } }, access: "read" }];
+  // Reads: everything, or, when credential stores must stay hidden, everything else (Landlock cannot deny a path
+  // inside a readable folder: the rules name every folder and file beside the way to each store instead).
+  const hidden = new Set(room.hiddenCredentials);
+  const entries: FileSystemSandboxEntry[] =
+    hidden.size === 0
+      ? [{ path: { type: "special", value: { kind: "root" } }, access: "read" }]
+      : readableComplement([...hidden]).map((p) => ({ path: { type: "path", path: p }, access: "read" }) as FileSystemSandboxEntry);
   for (const w of room.plan.writableRoots) {
     if (gitDirs.has(w.root) && !callRoots.has(w.root)) continue;
     entries.push({ path: { type: "path", path: w.root }, access: "write" });
   }
-  for (const d of room.plan.deniedPaths) entries.push({ path: { type: "path", path: d }, access: "deny" });
-  const profile: PermissionProfile = { type: "managed", fileSystem: { type: "restricted", entries }, network: "enabled" };
+  for (const d of room.plan.deniedPaths) if (!hidden.has(d)) entries.push({ path: { type: "path", path: d }, access: "deny" });
+  const profile: PermissionProfile = { type: "managed", fileSystem: { type: "restricted", entries }, network: room.plan.network };
   const full = [
     ...b.helper,
     "--sandbox-policy-cwd",
@@ -242,7 +291,7 @@ export function roomLaunch(
   cwd: string,
   env: readonly string[],
   named?: string,
-  prepared: PreparedRoom = prepareRoom(spec, program, cwd, env),
+  prepared: PreparedRoom = prepareRoom(spec, program, cwd, env, [named, argv[0]]),
 ): RoomLaunch | { unavailable: string } {
   if (prepared.kind === "unavailable") return { unavailable: prepared.reason };
   if (prepared.kind === "host")
