@@ -15,7 +15,7 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { closeAll, confDir, hostGit, requirePrograms, serveWithPid, token, waitFor } from "../helpers/attack.ts";
-import { homeDir } from "../helpers/binary.ts";
+import { homeDir, ROOT } from "../helpers/binary.ts";
 import { skipWithout } from "../helpers/prereq.ts";
 import { shellsMissing } from "../helpers/shells.ts";
 
@@ -112,12 +112,16 @@ function workspace(): string {
   return ws;
 }
 
-/** A serve session; `config` is written to its CODEX_HOME's config.toml (HOME is the same folder). */
+/**
+ * A serve session; `config` is written to its CODEX_HOME's config.toml. HOME (`home`) is a folder of its own, as
+ * a user's is (a HOME that is CODEX_HOME would make every cache in it a protected path).
+ */
 async function session(o: { backend: "bwrap" | "landlock"; client: "codex" | "plain"; rules: string; ws: string; config?: string }) {
-  const home = homeDir();
-  if (o.config !== undefined) writeFileSync(join(home, "config.toml"), o.config);
+  const codexHome = homeDir();
+  const home = homeDir("shellmcp-user-home-");
+  if (o.config !== undefined) writeFileSync(join(codexHome, "config.toml"), o.config);
   const args = ["--sandbox-backend", o.backend, ...(o.client === "plain" ? ["--sandbox", "read-only", "--cd", o.ws] : [])];
-  const s = await serveWithPid({ rules: o.rules, args, codexHome: home, env: { SHELLMCP_LOG: "info" } });
+  const s = await serveWithPid({ rules: o.rules, args, codexHome, env: { SHELLMCP_LOG: "info", HOME: home } });
   if (o.client === "codex") expect(await s.sandboxState({ type: "read-only" }, o.ws)).toEqual({});
   const run = async (command: string) => (await s.shell({ command, workdir: o.ws, login: false, timeout_ms: 30_000 })).out.output;
   const escalated = () => [...s.stderr().matchAll(/escalated \{"file":"([^"]+)"/g)].map((m) => m[1]!);
@@ -259,5 +263,116 @@ describe.skipIf(skipWithout("room reach suite", shellsMissing()))("issue 30: a r
       expect(out).toContain(secret);
       expect(out).not.toContain(`${secret}-netrc`);
     }, 60_000);
+  });
+
+  describe("the starter policy (examples/rules/agent.rules) is safe and works", () => {
+    const rules = readFileSync(join(ROOT, "examples", "rules", "agent.rules"), "utf8");
+
+    test("git rebase --exec, git -c core.sshCommand=…, git fetch --upload-pack=… are not escalated (a client without elicitation)", async () => {
+      const l = await listen();
+      try {
+        const ws = workspace();
+        const { run, escalated, s } = await session({
+          backend: "bwrap",
+          client: "codex",
+          ws,
+          rules,
+          config: '[shellmcp.room_network]\ngit = "host"\n',
+        });
+        const reach = (tag: string) => `python3 ${ws}/reach.py ${tag} ${l.port} ${l.path} ${l.abstract}`;
+        const out = await run(
+          [
+            `git rebase --exec "${reach("rebase")}" --root 2>&1; echo rebase=$?`,
+            `git -c core.sshCommand="${reach("sshcommand")}" fetch ssh://example.invalid/x.git 2>&1; echo c=$?`,
+            `git fetch --upload-pack="${reach("uploadpack")}; git-upload-pack" . 2>&1; echo fetch=$?`,
+            `echo more >> reach.py; git add reach.py && echo added`,
+          ].join("; "),
+        );
+        expect(out).toContain("added");
+        // git add (allowed) escalated; none of the three did.
+        expect(escalated().length).toBe(1);
+        expect(s.stderr()).toMatch(/escalated \{"file":"[^"]*git","argv":\["git","add"/);
+        expect({ out, seen: l.seen() }).toEqual({ out, seen: "" });
+        await l.control();
+      } finally {
+        await l.stop();
+      }
+    }, 60_000);
+
+    for (const backend of ["bwrap", "landlock"] as const)
+      test(`${backend}: npm install of a package from a registry on 127.0.0.1 works where npm is granted the network, and not where it is not`, async () => {
+        const tarDir = confDir("npm-pkg");
+        mkdirSync(join(tarDir, "package"));
+        writeFileSync(join(tarDir, "package", "package.json"), JSON.stringify({ name: "tiny-pkg", version: "1.0.0", main: "index.js" }));
+        writeFileSync(join(tarDir, "package", "index.js"), "module.exports = 'tiny';\n");
+        expect(Bun.spawnSync(["tar", "czf", "tiny-pkg-1.0.0.tgz", "package"], { cwd: tarDir }).exitCode).toBe(0);
+        const tgz = readFileSync(join(tarDir, "tiny-pkg-1.0.0.tgz"));
+        const sha1 = new Bun.CryptoHasher("sha1").update(tgz).digest("hex");
+        const integrity = `sha512-${new Bun.CryptoHasher("sha512").update(tgz).digest("base64")}`;
+        const requests: string[] = [];
+        const registry: Bun.Server<undefined> = Bun.serve({
+          hostname: "127.0.0.1",
+          port: 0,
+          fetch(req): Response {
+            const path = new URL(req.url).pathname;
+            requests.push(path);
+            if (path === "/tiny-pkg")
+              return Response.json({
+                name: "tiny-pkg",
+                "dist-tags": { latest: "1.0.0" },
+                versions: {
+                  "1.0.0": {
+                    name: "tiny-pkg",
+                    version: "1.0.0",
+                    main: "index.js",
+                    dist: { tarball: `http://127.0.0.1:${registry.port}/tiny-pkg/-/tiny-pkg-1.0.0.tgz`, shasum: sha1, integrity },
+                  },
+                },
+              });
+            if (path === "/tiny-pkg/-/tiny-pkg-1.0.0.tgz")
+              return new Response(tgz, { headers: { "content-type": "application/octet-stream" } });
+            return new Response("not found", { status: 404 });
+          },
+        });
+        try {
+          const project = (ws: string) => {
+            writeFileSync(
+              join(ws, "package.json"),
+              JSON.stringify({ name: "proj", version: "1.0.0", dependencies: { "tiny-pkg": "1.0.0" } }),
+            );
+            writeFileSync(
+              join(ws, ".npmrc"),
+              `registry=http://127.0.0.1:${registry.port}/\naudit=false\nfund=false\nupdate-notifier=false\nfetch-retries=0\n`,
+            );
+          };
+          // Granted: the network and the cache.
+          const ws = workspace();
+          project(ws);
+          const granted = await session({
+            backend,
+            client: "codex",
+            ws,
+            rules,
+            config: '[shellmcp.room_network]\nnpm = "host"\n[shellmcp.room_writable]\nnpm = ["~/.npm"]\n',
+          });
+          mkdirSync(join(granted.home, ".npm"), { recursive: true });
+          const out = await granted.run("npm install --no-audit --no-fund 2>&1; echo npm=$?");
+          expect(out).toContain("npm=0");
+          expect(readFileSync(join(ws, "node_modules", "tiny-pkg", "index.js"), "utf8")).toContain("tiny");
+          expect(requests).toContain("/tiny-pkg/-/tiny-pkg-1.0.0.tgz");
+          // Not granted: the room has the call's network (none), the install fails and nothing is fetched.
+          const before = requests.length;
+          const ws2 = workspace();
+          project(ws2);
+          const plain = await session({ backend, client: "codex", ws: ws2, rules, config: '[shellmcp.room_writable]\nnpm = ["~/.npm"]\n' });
+          mkdirSync(join(plain.home, ".npm"), { recursive: true });
+          const out2 = await plain.run("npm install --no-audit --no-fund 2>&1; echo npm=$?");
+          expect(out2).not.toContain("npm=0");
+          expect(existsSync(join(ws2, "node_modules", "tiny-pkg"))).toBe(false);
+          expect(requests.length).toBe(before);
+        } finally {
+          registry.stop(true);
+        }
+      }, 90_000);
   });
 });
