@@ -3,11 +3,15 @@
  * program in it.
  *
  * - bubblewrap: the room's mounts (`/` read-only, the room's writable roots, the git control paths re-bound
- *   read-only, the call's denied paths), its own user, pid and ipc namespaces, its own `/proc`, no capabilities,
- *   the host's network. The pid namespace contains everything the program starts (a `setsid` or double fork
+ *   read-only, the call's denied paths and the credential stores), its own user, pid and ipc namespaces, its own
+ *   `/proc`, no capabilities; its network as ../room.ts `RoomNetwork` says: `off` = its own network namespace and
+ *   the call's network-off seccomp filter (bwrap `--seccomp`), `proxy` = its own namespace bridged to the call's
+ *   proxy, `host` = the host's. The pid namespace contains everything the program starts (a `setsid` or double fork
  *   included) and dies with bwrap, which dies with the escalation worker.
- * - Landlock: this binary's sandbox helper with a permission profile of the room's writable roots and full
- *   network. Landlock cannot keep a file inside a writable folder read-only, so a git dir the call's sandbox could
+ * - Landlock: this binary's sandbox helper with a permission profile of the room's writable roots, its reads
+ *   (everything, or everything beside the way to each hidden credential store) and its network (`off`: the
+ *   helper's network-off sandbox — Landlock TCP rules from ABI 4, abstract sockets scoped from ABI 6, and the
+ *   network-off seccomp filter, which refuses connect(2) on every socket). Landlock cannot keep a file inside a writable folder read-only, so a git dir the call's sandbox could
  *   not write stays read-only in a Landlock room (git's writes there fail; bubblewrap is the backend that makes
  *   escalated git work).
  * - Either way, a call with restricted reads gets no room (its read rules would need the inner stage): the
@@ -29,7 +33,13 @@ import {
   type RoomSpec,
 } from "../room.ts";
 import { seatbeltLaunch } from "../macos/seatbelt.ts";
+import * as libc from "../../../ffi/libc.ts";
 import { bwrapMounts, releaseBwrapPlan, selfHelperCommand } from "./bwrap.ts";
+import { bytesPipe } from "./run.ts";
+import { buildFilter } from "./seccomp.ts";
+
+/** fd number of the seccomp program (a pipe bwrap reads with `--seccomp`) in a bubblewrap room without network. */
+export const ROOM_SECCOMP_FD = 6;
 
 /** The host bash that sets `argv[0]` inside the room. */
 const EXEC_AS_BASH = "/bin/bash";
@@ -160,9 +170,10 @@ export function buildRoom(
 ): Omit<RoomLaunch, "mustNotAppear" | "room"> | { unavailable: string } {
   const b = spec.backend;
   const proxy = room.network === "proxy" ? spec.proxy : undefined;
-  // bubblewrap: this binary's inner stage installs the room's seccomp filter before it execs the program — the
-  // call's network-off filter in a room without network (no connect or bind of any socket: no host pathname Unix
-  // socket), the proxy filter in proxy mode, after building the bridge's listeners in the room's namespace.
+  // Proxy mode under bubblewrap: this binary's inner stage builds the bridge's listeners in the room's network
+  // namespace and installs the proxy seccomp filter before it execs the program. A room without network gets the
+  // call's network-off filter from bwrap itself (`--seccomp`, below): no connect or bind of any socket, so no host
+  // pathname Unix socket either.
   const staged =
     b.kind === "bwrap" && proxy !== undefined
       ? [
@@ -179,18 +190,7 @@ export function buildRoom(
           "--",
           ...inner,
         ]
-      : b.kind === "bwrap" && room.network === "off"
-        ? [
-            ...selfHelperCommand(),
-            "--apply-seccomp-then-exec",
-            "--sandbox-policy-cwd",
-            cwd,
-            "--sandbox-policy",
-            '{"type":"external-sandbox","network_access":"restricted"}',
-            "--",
-            ...inner,
-          ]
-        : inner;
+      : inner;
   if (b.kind === "bwrap") {
     const created: string[] = [];
     const tempDirs: string[] = [];
@@ -201,6 +201,17 @@ export function buildRoom(
       releaseBwrapPlan({ argv: [], created, tempDirs, direct: false });
       return { unavailable: (e as Error).message };
     }
+    let bpf: number | undefined;
+    try {
+      if (room.network === "off") bpf = bytesPipe(buildFilter("restricted"));
+    } catch (e) {
+      releaseBwrapPlan({ argv: [], created, tempDirs, direct: false });
+      return { unavailable: `cannot prepare the room's seccomp filter: ${(e as Error).message}` };
+    }
+    const fds: [number, number][] = [
+      ...(proxy !== undefined ? [[proxy.bridgeFd!, ROOM_BRIDGE_FD] as [number, number]] : []),
+      ...(bpf !== undefined ? [[bpf, ROOM_SECCOMP_FD] as [number, number]] : []),
+    ];
     const full = [
       b.bwrap,
       "--die-with-parent",
@@ -209,6 +220,7 @@ export function buildRoom(
       "--unshare-pid",
       "--unshare-ipc",
       ...(room.network !== "host" ? ["--unshare-net"] : []),
+      ...(bpf !== undefined ? ["--seccomp", String(ROOM_SECCOMP_FD)] : []),
       ...(b.noProc ? [] : ["--proc", "/proc"]),
       "--cap-drop",
       "ALL",
@@ -222,8 +234,11 @@ export function buildRoom(
       argv: full,
       env,
       contained: true,
-      release: () => releaseBwrapPlan({ argv: [], created, tempDirs, direct: false }),
-      ...(proxy !== undefined ? { extraFds: [[proxy.bridgeFd!, ROOM_BRIDGE_FD] as [number, number]] } : {}),
+      release: () => {
+        if (bpf !== undefined) libc.closeQuiet(bpf);
+        releaseBwrapPlan({ argv: [], created, tempDirs, direct: false });
+      },
+      ...(fds.length > 0 ? { extraFds: fds } : {}),
     };
   }
   if (b.kind === "seatbelt") {
