@@ -10,6 +10,7 @@
 import { join } from "node:path";
 import { parse as parseToml, TomlError } from "smol-toml";
 import { ShellmcpError } from "../errors.ts";
+import { normalizePattern } from "../network/policy.ts";
 import { readUntrustedText } from "../sandbox/untrusted-fs.ts";
 import { DEFAULT_EXCLUDES, filterEnvironment } from "./env-policy.ts";
 
@@ -177,10 +178,11 @@ export interface EscalationConfig {
   /** `[shellmcp.room_writable]`: program base name → extra paths its room may write (`~/` expanded, absolute). */
   extraWritable: Record<string, string[]>;
   /**
-   * `[shellmcp.room_network]`: program base name → the network its room gets instead of the call's: `"host"` (the
-   * host's network namespace: loopback services and Unix sockets included) or `"call"` (the default).
+   * `[shellmcp.room_network]`: program base name → the network its room gets instead of the call's: a list of
+   * domains (a proxy of its own allowing exactly those, src/network/room-grants.ts), `"host"` (the host's network
+   * namespace: loopback services and Unix sockets included) or `"call"` (the default).
    */
-  roomNetwork: Record<string, "host" | "call">;
+  roomNetwork: Record<string, "host" | "call" | string[]>;
   /**
    * `[shellmcp.room_readable]`: program base name → credential stores its room may read after all (`~/` expanded,
    * absolute; src/sandbox/room.ts `CREDENTIAL_STORES` lists what a room hides by default).
@@ -216,14 +218,18 @@ export function escalationConfig(cfg: Config, home: string): EscalationConfig {
     }
     return out;
   };
-  const roomNetwork: Record<string, "host" | "call"> = {};
+  const roomNetwork: Record<string, "host" | "call" | string[]> = {};
   for (const [program, v] of Object.entries(table("room_network"))) {
-    if (v !== "host" && v !== "call")
+    if (Array.isArray(v) && v.length > 0 && v.every((d) => typeof d === "string")) {
+      // Checked here, so that a pattern no host can match stops the server at start-up, not a room later.
+      for (const d of v) normalizePattern(d, "allow");
+      roomNetwork[program] = v as string[];
+    } else if (v === "host" || v === "call") roomNetwork[program] = v;
+    else
       throw new ShellmcpError(
         "CONFIG",
-        `shellmcp.room_network.${program} must be "host" (the host's network, loopback services and Unix sockets included) or "call" (the call's own network, the default); got ${JSON.stringify(v)}`,
+        `shellmcp.room_network.${program} must be a list of domains (reached through a proxy of its own, e.g. ["registry.npmjs.org"]), "host" (the host's network, loopback services and Unix sockets included) or "call" (the call's own network, the default); got ${JSON.stringify(v)}`,
       );
-    roomNetwork[program] = v;
   }
   return { mode, extraWritable: pathLists("room_writable"), roomNetwork, roomReadable: pathLists("room_readable") };
 }

@@ -75,15 +75,33 @@ export interface RoomSpec {
    * `bridgeFd` (the call's room bridge, mapped to fd {@link ROOM_BRIDGE_FD}); Landlock rooms may connect only to
    * `ports` (the proxy's host-loopback ports). `env`: the proxy variables for the program.
    */
-  proxy?: { ports: number[]; bridgeFd?: number; env: Readonly<Record<string, string>> };
+  proxy?: RoomProxy;
+  /**
+   * The proxies of domain grants, by the program name the grant names (`[shellmcp.room_network] npm = [...]`),
+   * started for the call (../network/room-grants.ts). A program granted domains whose proxy is missing here gets
+   * no room (never a wider network).
+   */
+  grantProxies?: Readonly<Record<string, RoomProxy>>;
 }
 
 /**
  * A network grant for one program's room (`[shellmcp.room_network]` in config.toml): `host` = the host's network
  * namespace, loopback services and Unix sockets included (the behaviour before issue 30, chosen knowingly);
- * `call` = the call's own network (the default, the same as naming nothing).
+ * `call` = the call's own network (the default, the same as naming nothing); a list of domains = a proxy of its
+ * own allowing exactly those (Codex's allow-list patterns; a local target only when listed exactly), plus the
+ * call's allow-list in proxy mode (../network/room-grants.ts).
  */
-export type RoomNetworkGrant = "host" | "call";
+export type RoomNetworkGrant = "host" | "call" | readonly string[];
+
+/** How a room reaches a proxy (the call's, or a grant's): ports, the bubblewrap bridge, the proxy variables. */
+export interface RoomProxy {
+  /** The ports TCP may reach: in the room's namespace (bubblewrap) or the proxy's on the host's loopback (Landlock). */
+  ports: number[];
+  /** bubblewrap: the bridge's child end, mapped to fd {@link ROOM_BRIDGE_FD} in the room. */
+  bridgeFd?: number;
+  /** The proxy variables for the program. */
+  env: Readonly<Record<string, string>>;
+}
 
 /**
  * What a room's network is, as its backend builds it:
@@ -317,6 +335,8 @@ function isDir(p: string): boolean {
 export interface RoomPlan {
   plan: FilesystemPlan;
   network: RoomNetwork;
+  /** The proxy a `proxy` room goes through (the call's, or its program's grant's). */
+  proxy?: RoomProxy;
   hiddenCredentials: string[];
   mustNotAppear: string[];
   repository?: Repository;
@@ -331,22 +351,44 @@ export function grantNames(program: string, aliases: readonly (string | undefine
   return [...new Set([program, ...aliases].filter((a): a is string => a !== undefined && a !== "").map((a) => basename(a)))];
 }
 
+/** The first of `names` that `table` has a grant for, or undefined. */
+function grantKey(table: Readonly<Record<string, unknown>> | undefined, names: readonly string[]): string | undefined {
+  if (table === undefined) return undefined;
+  return names.find((n) => Object.hasOwn(table, n));
+}
+
 /** The first grant of `table` for one of `names`, or undefined. */
 function grantFor<T>(table: Readonly<Record<string, T>> | undefined, names: readonly string[]): T | undefined {
-  if (table === undefined) return undefined;
-  for (const n of names) if (Object.hasOwn(table, n)) return table[n];
-  return undefined;
+  const k = grantKey(table, names);
+  return k === undefined ? undefined : table![k];
 }
 
 /**
- * The network of `program`'s room under `spec` ({@link RoomNetwork}): a `host` grant for one of its
- * {@link grantNames} (`aliases` as there) → `host`; else the call's: proxy mode → `proxy`, a call with the network
- * → `host`, a call without → `off`.
+ * The network of `program`'s room under `spec` ({@link RoomNetwork}) and the proxy it goes through: a `host` grant
+ * for one of its {@link grantNames} (`aliases` as there) → `host`; a domain grant → `proxy` through that grant's
+ * proxy ({@link RoomSpec.grantProxies}); else the call's: proxy mode → `proxy` through the call's, a call with the
+ * network → `host`, a call without → `off`. Throws when a domain grant's proxy is missing (the room is then
+ * refused, with this reason).
  */
-export function roomNetwork(spec: RoomSpec, program: string, aliases: readonly (string | undefined)[] = []): RoomNetwork {
-  if (grantFor(spec.networkGrants, grantNames(program, aliases)) === "host") return "host";
-  if (spec.proxy !== undefined) return "proxy";
-  return spec.call.network === "enabled" ? "host" : "off";
+export function roomNetwork(
+  spec: RoomSpec,
+  program: string,
+  aliases: readonly (string | undefined)[] = [],
+): { network: RoomNetwork; proxy?: RoomProxy } {
+  const names = grantNames(program, aliases);
+  const key = grantKey(spec.networkGrants, names);
+  const grant = key === undefined ? undefined : spec.networkGrants![key];
+  if (grant === "host") return { network: "host" };
+  if (Array.isArray(grant)) {
+    const proxy = spec.grantProxies?.[key!];
+    if (proxy === undefined)
+      throw new Error(
+        `[shellmcp.room_network] grants ${key} the domains ${grant.join(", ")}, through a proxy this room cannot have here (a bubblewrap or Landlock room of a sandboxed call only)`,
+      );
+    return { network: "proxy", proxy };
+  }
+  if (spec.proxy !== undefined) return { network: "proxy", proxy: spec.proxy };
+  return { network: spec.call.network === "enabled" ? "host" : "off" };
 }
 
 /**
@@ -401,7 +443,7 @@ export function planRoom(spec: RoomSpec, cwd: string, program: string, aliases: 
     );
   for (const p of grantFor(spec.extraWritable, names) ?? []) if (isAbsolute(p) && existsSync(p)) add(canonicalPath(p), []);
   const writableRoots: WritableRoot[] = [...roots].map(([root, ro]) => ({ root, readOnlySubpaths: [...ro] }));
-  const network = roomNetwork(spec, program, aliases);
+  const { network, proxy } = roomNetwork(spec, program, aliases);
   const hiddenCredentials = credentialStores(canonicalPath(homedir()), grantFor(spec.readableGrants, names) ?? []).filter(
     (c) => !call.deniedPaths.includes(c),
   );
@@ -416,7 +458,7 @@ export function planRoom(spec: RoomSpec, cwd: string, program: string, aliases: 
     network: network === "off" ? "restricted" : "enabled",
     strict: true,
   };
-  const r: RoomPlan = { plan, network, hiddenCredentials, mustNotAppear };
+  const r: RoomPlan = { plan, network, ...(proxy !== undefined ? { proxy } : {}), hiddenCredentials, mustNotAppear };
   return repo === undefined ? r : { ...r, repository: repo };
 }
 

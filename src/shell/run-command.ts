@@ -27,7 +27,8 @@ import { seatbeltShellLaunch } from "../sandbox/macos/seatbelt.ts";
 import { bytesPipe, planBwrap, releaseBwrapPlan, SANDBOX_FAILURE_EXIT, type BwrapPlan } from "../sandbox/linux/run.ts";
 import type { CallCgroup, CgroupManager } from "./cgroup.ts";
 import { CappedOutput } from "./output.ts";
-import type { CallProxy } from "../network/proxy.ts";
+import { refusalReport, type CallProxy } from "../network/proxy.ts";
+import { roomGrantProxies } from "../network/room-grants.ts";
 import { bridgePair, NAMESPACE_PORTS, PROXY_BRIDGE_FD, receiveNamespaceListeners, watchNamespaceListeners } from "../network/bridge.ts";
 import { proxyEnvironment } from "../network/env.ts";
 import {
@@ -480,10 +481,14 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
   let stopwatch: Stopwatch | undefined;
   // What an escalation may run is judged against the sandbox as it is now, when the shell starts.
   const enforcement = launcherEnforcement(sandboxed, o.launcher);
+  const roomSpec = roomProxy === undefined ? roomFor(o, enforcement) : { ...roomFor(o, enforcement), proxy: roomProxy };
+  // Programs granted domains (`[shellmcp.room_network] npm = ["registry.npmjs.org"]`) get a proxy of their own.
+  const grantProxies = await roomGrantProxies(roomSpec, o.networkProxy?.policy);
+  if (grantProxies !== undefined) hold(() => grantProxies.end());
   const boundary: EscalationBoundary = {
     baseEnv: o.env,
     writable: (o.writable ?? ((e) => writableView(o.policy, o.sandboxCwd, e, o.env, o.workdir)))(enforcement),
-    room: roomProxy === undefined ? roomFor(o, enforcement) : { ...roomFor(o, enforcement), proxy: roomProxy },
+    room: grantProxies === undefined ? roomSpec : { ...roomSpec, grantProxies: grantProxies.endpoints },
   };
   let cgroup: CallCgroup | undefined;
   try {
@@ -625,6 +630,7 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
       ended,
     );
   }
+  grantProxies?.watch();
   if (bridge !== undefined) {
     libc.closeQuiet(bridge.childFd);
     const proxy = o.networkProxy!;
@@ -691,6 +697,12 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
     libc.closeQuiet(roomBridge.childFd);
     callEnded();
     await roomsWatched;
+  }
+  if (grantProxies !== undefined) {
+    // As for the room bridge: once the worker has let go of the listener, no room can start any more.
+    await listenerClosed.catch(() => undefined);
+    const refused = await grantProxies.end();
+    if (refused.length > 0) out.push(Buffer.from(refusalReport(refused)));
   }
 
   const sig = proc.signalCode === null || proc.signalCode === undefined ? undefined : String(proc.signalCode);

@@ -213,6 +213,38 @@ describe.skipIf(skipWithout("room reach suite", shellsMissing()))("issue 30: a r
       }, 60_000);
   });
 
+  describe("item 1: a domain grant reaches its domains through a proxy, and no host listener", () => {
+    for (const backend of ["bwrap", "landlock"] as const)
+      test(`${backend}: python3 granted ["example.com"] reaches neither 127.0.0.1, a pathname nor an abstract socket`, async () => {
+        const l = await listen();
+        try {
+          const ws = workspace();
+          const { run } = await session({
+            backend,
+            client: "codex",
+            ws,
+            rules: 'prefix_rule(pattern=["python3"], decision="allow")\n',
+            config: '[shellmcp.room_network]\npython3 = ["example.com"]\n',
+          });
+          const tag = token();
+          const out = await run(`python3 reach.py ${tag} ${l.port} ${l.path} ${l.abstract}; echo "proxy=$HTTP_PROXY"`);
+          expect(out).toContain(`RAN ${tag}`);
+          expect(out).toContain("proxy=\n"); // the command's shell is in the sandbox, without a proxy…
+          expect({ out, seen: l.seen() }).toEqual({ out, seen: "" });
+          // …but the program's own room has its grant's proxy, which refuses the listener's port on 127.0.0.1.
+          const viaProxy = await run(
+            `python3 -c 'import os, urllib.request\nprint("P", os.environ.get("HTTP_PROXY"))\ntry:\n    urllib.request.urlopen("http://127.0.0.1:${l.port}/", timeout=10)\nexcept Exception as e:\n    print("refused", e)'`,
+          );
+          expect(viaProxy).toMatch(/P http:\/\/127\.0\.0\.1:\d+/);
+          expect(viaProxy).toContain("refused");
+          expect(l.seen()).toBe("");
+          await l.control();
+        } finally {
+          await l.stop();
+        }
+      }, 60_000);
+  });
+
   describe("item 2: a room does not read the user's credential stores", () => {
     for (const [backend, client] of COLUMNS) {
       test(`${backend}/${client}: an allowed python3 reading ~/.ssh/id_rsa, ~/.netrc and ~/.aws gets nothing`, async () => {
@@ -353,7 +385,7 @@ describe.skipIf(skipWithout("room reach suite", shellsMissing()))("issue 30: a r
             client: "codex",
             ws,
             rules,
-            config: '[shellmcp.room_network]\nnpm = "host"\n[shellmcp.room_writable]\nnpm = ["~/.npm"]\n',
+            config: '[shellmcp.room_network]\nnpm = ["127.0.0.1"]\n[shellmcp.room_writable]\nnpm = ["~/.npm"]\n',
           });
           mkdirSync(join(granted.home, ".npm"), { recursive: true });
           const out = await granted.run("npm install --no-audit --no-fund 2>&1; echo npm=$?");
@@ -369,6 +401,22 @@ describe.skipIf(skipWithout("room reach suite", shellsMissing()))("issue 30: a r
           const out2 = await plain.run("npm install --no-audit --no-fund 2>&1; echo npm=$?");
           expect(out2).not.toContain("npm=0");
           expect(existsSync(join(ws2, "node_modules", "tiny-pkg"))).toBe(false);
+          expect(requests.length).toBe(before);
+          // Granted another domain: its proxy refuses the loopback registry, and the tool result says so.
+          const ws3 = workspace();
+          project(ws3);
+          const other = await session({
+            backend,
+            client: "codex",
+            ws: ws3,
+            rules,
+            config: '[shellmcp.room_network]\nnpm = ["registry.npmjs.org"]\n[shellmcp.room_writable]\nnpm = ["~/.npm"]\n',
+          });
+          mkdirSync(join(other.home, ".npm"), { recursive: true });
+          const out3 = await other.run("npm install --no-audit --no-fund 2>&1; echo npm=$?");
+          expect(out3).not.toContain("npm=0");
+          expect(out3).toContain("shellmcp: network access refused: 127.0.0.1:");
+          expect(existsSync(join(ws3, "node_modules", "tiny-pkg"))).toBe(false);
           expect(requests.length).toBe(before);
         } finally {
           registry.stop(true);

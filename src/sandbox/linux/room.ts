@@ -127,7 +127,7 @@ export function prepareRoom(
   } catch (e) {
     return { kind: "unavailable", reason: `cannot plan the escalation room: ${(e as Error).message}` };
   }
-  if (room.network === "proxy" && b.kind === "bwrap" && proxy?.bridgeFd === undefined)
+  if (room.network === "proxy" && b.kind === "bwrap" && room.proxy?.bridgeFd === undefined)
     return { kind: "unavailable", reason: "network proxy mode: no bridge for a bubblewrap room" };
   if (b.kind === "landlock") {
     // Landlock cannot carve a hole in a folder it lets the room read or write: the credential stores are left out
@@ -139,17 +139,23 @@ export function prepareRoom(
         reason: `the room would write ${under}, a credential store it must not read, and Landlock cannot hide a path inside a writable folder (use the bubblewrap backend, or grant it in [shellmcp.room_readable])`,
       };
   }
-  const key = JSON.stringify([b, room.plan, room.network, room.network === "proxy" ? (proxy?.ports ?? null) : null]);
-  return { kind: "room", room, env: roomEnv(base, room.network, proxy?.env), key };
+  const key = JSON.stringify([b, room.plan, room.network, room.proxy ?? null]);
+  return { kind: "room", room, env: roomEnv(base, room.network, room.proxy?.env, proxy?.env), key };
 }
 
 /**
  * A room program's environment from `env` (already non-interactive) for a room whose network is `network`: the
- * call's "network disabled" marker (Codex's) only when it has none; the proxy's variables (winning over the
- * request's) only when it goes through the proxy.
+ * call's "network disabled" marker (Codex's) only when it has none; its proxy's variables `proxyEnv` (winning over
+ * the request's) only when it goes through a proxy; the call's proxy variables `callProxyEnv` removed otherwise.
  */
-function roomEnv(env: readonly string[], network: RoomNetwork, proxyEnv: Readonly<Record<string, string>> | undefined): string[] {
-  const drop = new Set(["CODEX_SANDBOX_NETWORK_DISABLED", ...Object.keys(proxyEnv ?? {})]);
+function roomEnv(
+  env: readonly string[],
+  network: RoomNetwork,
+  proxyEnv: Readonly<Record<string, string>> | undefined,
+  callProxyEnv?: Readonly<Record<string, string>>,
+): string[] {
+  // The call's proxy variables never reach a room that does not go through that proxy.
+  const drop = new Set(["CODEX_SANDBOX_NETWORK_DISABLED", ...Object.keys(proxyEnv ?? {}), ...Object.keys(callProxyEnv ?? {})]);
   const kept = env.filter((e) => !drop.has(e.slice(0, Math.max(0, e.indexOf("=")))));
   if (network === "off") return [...kept, "CODEX_SANDBOX_NETWORK_DISABLED=1"];
   if (network === "proxy" && proxyEnv !== undefined) return [...kept, ...Object.entries(proxyEnv).map(([k, v]) => `${k}=${v}`)];
@@ -169,7 +175,7 @@ export function buildRoom(
   inner: string[],
 ): Omit<RoomLaunch, "mustNotAppear" | "room"> | { unavailable: string } {
   const b = spec.backend;
-  const proxy = room.network === "proxy" ? spec.proxy : undefined;
+  const proxy = room.network === "proxy" ? room.proxy : undefined;
   // Proxy mode under bubblewrap: this binary's inner stage builds the bridge's listeners in the room's network
   // namespace and installs the proxy seccomp filter before it execs the program. A room without network gets the
   // call's network-off filter from bwrap itself (`--seccomp`, below): no connect or bind of any socket, so no host
