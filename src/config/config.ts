@@ -222,7 +222,12 @@ export function escalationConfig(cfg: Config, home: string): EscalationConfig {
   for (const [program, v] of Object.entries(table("room_network"))) {
     if (Array.isArray(v) && v.length > 0 && v.every((d) => typeof d === "string")) {
       // Checked here, so that a pattern no host can match stops the server at start-up, not a room later.
-      for (const d of v) normalizePattern(d, "allow");
+      for (const d of v)
+        try {
+          normalizePattern(d, "allow");
+        } catch (e) {
+          throw new ShellmcpError("CONFIG", `shellmcp.room_network.${program}: ${(e as Error).message}`);
+        }
       roomNetwork[program] = v as string[];
     } else if (v === "host" || v === "call") roomNetwork[program] = v;
     else
