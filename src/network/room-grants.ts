@@ -15,8 +15,8 @@ import * as libc from "../../ffi/libc.ts";
 import { log } from "../log.ts";
 import { bridgePair, NAMESPACE_PORTS, watchNamespaceListeners } from "./bridge.ts";
 import { proxyEnvironment } from "./env.ts";
-import { normalizePattern, type NetworkPolicy } from "./policy.ts";
-import { CallProxy, type ProxyRefusal } from "./proxy.ts";
+import { normalizePattern, normalizeTarget, type NetworkPolicy } from "./policy.ts";
+import { approvalKey, CallProxy, type ProxyProtocol, type ProxyRefusal } from "./proxy.ts";
 import type { RoomSpec } from "../sandbox/room.ts";
 
 /** How a room reaches its proxy: the same shape as ../sandbox/room.ts `RoomSpec.proxy`. */
@@ -46,11 +46,23 @@ export interface RoomGrantProxies {
 /**
  * The policy of `program`'s grant proxy: its `domains` (normalised; throws `CONFIG` for a pattern no host can
  * match), plus the call's lists in proxy mode (`callPolicy`). SOCKS5 on (git, curl's `ALL_PROXY`); no local target
- * without an exact entry.
+ * without an exact entry. An exact host with a port (`127.0.0.1:4873`, `[::1]:8080`, `registry.local:443`) allows
+ * that port only: it is not put on the allow-list (whose entries cover every port, as Codex's) but returned in
+ * `exact` as {@link approvalKey}s for each protocol, which the proxy treats as a person's yes for exactly that
+ * destination. A port on a wildcard is ignored (every port), as in Codex's lists.
  */
-export function grantPolicy(domains: readonly string[], callPolicy?: NetworkPolicy): NetworkPolicy {
-  const allow = domains.map((d) => normalizePattern(d, "allow"));
-  return {
+export function grantPolicy(domains: readonly string[], callPolicy?: NetworkPolicy): { policy: NetworkPolicy; exact: Set<string> } {
+  const allow: string[] = [];
+  const exact = new Set<string>();
+  for (const d of domains) {
+    const m = /^\[([^\]]+)\]:(\d+)$/.exec(d.trim()) ?? /^([^:\[\]]+):(\d+)$/.exec(d.trim());
+    const host = m === null ? undefined : normalizeTarget(m[1]!)?.host;
+    const port = m === null ? NaN : Number(m[2]);
+    if (m !== null && host !== undefined && !host.includes("*") && port > 0 && port < 65536)
+      for (const protocol of PROTOCOLS) exact.add(approvalKey(host, port, protocol));
+    else allow.push(normalizePattern(d, "allow"));
+  }
+  const policy: NetworkPolicy = {
     enabled: true,
     mode: "full",
     allow: [...new Set([...allow, ...(callPolicy?.allow ?? [])])],
@@ -59,7 +71,11 @@ export function grantPolicy(domains: readonly string[], callPolicy?: NetworkPoli
     enableSocks5: true,
     enableSocks5Udp: false,
   };
+  return { policy, exact };
 }
+
+/** The wire protocols a port-exact grant covers. */
+const PROTOCOLS: readonly ProxyProtocol[] = ["http", "https_connect", "socks5_tcp"];
 
 /**
  * Start a proxy for each program of `grants` (program base name → its domains) for one call whose rooms are built
@@ -93,7 +109,8 @@ export async function startRoomGrantProxies(
   };
   try {
     for (const [program, domains] of Object.entries(grants)) {
-      const proxy = new CallProxy({ policy: grantPolicy(domains, callPolicy) });
+      const g = grantPolicy(domains, callPolicy);
+      const proxy = new CallProxy({ policy: g.policy, sessionAllowed: g.exact });
       proxies.push(proxy);
       if (backend === "bwrap") {
         const b = bridgePair();

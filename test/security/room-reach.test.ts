@@ -215,7 +215,7 @@ describe.skipIf(skipWithout("room reach suite", shellsMissing()))("issue 30: a r
 
   describe("item 1: a domain grant reaches its domains through a proxy, and no host listener", () => {
     for (const backend of ["bwrap", "landlock"] as const)
-      test(`${backend}: python3 granted ["example.com"] reaches neither 127.0.0.1, a pathname nor an abstract socket`, async () => {
+      test(`${backend}: python3 granted ["example.com", "127.0.0.1:OTHER"] reaches neither the listener's port, a pathname nor an abstract socket`, async () => {
         const l = await listen();
         try {
           const ws = workspace();
@@ -224,7 +224,8 @@ describe.skipIf(skipWithout("room reach suite", shellsMissing()))("issue 30: a r
             client: "codex",
             ws,
             rules: 'prefix_rule(pattern=["python3"], decision="allow")\n',
-            config: '[shellmcp.room_network]\npython3 = ["example.com"]\n',
+            // Loopback granted, but another port only: the listener's port stays out of reach, via the proxy too.
+            config: `[shellmcp.room_network]\npython3 = ["example.com", "127.0.0.1:${l.port === 65535 ? 1 : l.port + 1}"]\n`,
           });
           const tag = token();
           const out = await run(`python3 reach.py ${tag} ${l.port} ${l.path} ${l.abstract}; echo "proxy=$HTTP_PROXY"`);
@@ -385,7 +386,7 @@ describe.skipIf(skipWithout("room reach suite", shellsMissing()))("issue 30: a r
             client: "codex",
             ws,
             rules,
-            config: '[shellmcp.room_network]\nnpm = ["127.0.0.1"]\n[shellmcp.room_writable]\nnpm = ["~/.npm"]\n',
+            config: `[shellmcp.room_network]\nnpm = ["127.0.0.1:${registry.port}"]\n[shellmcp.room_writable]\nnpm = ["~/.npm"]\n`,
           });
           mkdirSync(join(granted.home, ".npm"), { recursive: true });
           const out = await granted.run("npm install --no-audit --no-fund 2>&1; echo npm=$?");

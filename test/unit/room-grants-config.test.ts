@@ -43,11 +43,21 @@ describe("[shellmcp.room_network] and [shellmcp.room_readable]", () => {
     expect(grantNames("/usr/bin/python3.11", ["/usr/bin/python3", "python3", undefined])).toEqual(["python3.11", "python3"]);
   });
 
-  test("a grant's proxy allows exactly its domains (plus the call's lists), nothing local unless listed", () => {
-    const p = grantPolicy(["Registry.NPMjs.org.", "127.0.0.1:4873"]);
-    expect(p.allow).toEqual(["registry.npmjs.org", "127.0.0.1"]);
+  test("a grant's proxy allows exactly its domains (plus the call's lists), a port only where given, nothing local unless listed", () => {
+    const { policy: p, exact } = grantPolicy(["Registry.NPMjs.org.", "127.0.0.1:4873", "[::1]:8080", "*.example.com:443"]);
+    expect(p.allow).toEqual(["registry.npmjs.org", "*.example.com"]);
+    expect([...exact].sort()).toEqual(
+      [
+        "127.0.0.1 4873 http",
+        "127.0.0.1 4873 https_connect",
+        "127.0.0.1 4873 socks5_tcp",
+        "::1 8080 http",
+        "::1 8080 https_connect",
+        "::1 8080 socks5_tcp",
+      ].sort(),
+    );
     expect(p.allowLocalBinding).toBe(false);
-    const withCall = grantPolicy(["a.example"], { ...p, allow: ["b.example"], deny: ["c.example"] });
+    const withCall = grantPolicy(["a.example"], { ...p, allow: ["b.example"], deny: ["c.example"] }).policy;
     expect(withCall.allow).toEqual(["a.example", "b.example"]);
     expect(withCall.deny).toEqual(["c.example"]);
   });
