@@ -10,6 +10,7 @@
 import { join } from "node:path";
 import { parse as parseToml, TomlError } from "smol-toml";
 import { ShellmcpError } from "../errors.ts";
+import { normalizePattern } from "../network/policy.ts";
 import { readUntrustedText } from "../sandbox/untrusted-fs.ts";
 import { DEFAULT_EXCLUDES, filterEnvironment } from "./env-policy.ts";
 
@@ -176,6 +177,17 @@ export interface EscalationConfig {
   mode: "room" | "host";
   /** `[shellmcp.room_writable]`: program base name → extra paths its room may write (`~/` expanded, absolute). */
   extraWritable: Record<string, string[]>;
+  /**
+   * `[shellmcp.room_network]`: program base name → the network its room gets instead of the call's: a list of
+   * domains (a proxy of its own allowing exactly those, src/network/room-grants.ts), `"host"` (the host's network
+   * namespace: loopback services and Unix sockets included) or `"call"` (the default).
+   */
+  roomNetwork: Record<string, "host" | "call" | string[]>;
+  /**
+   * `[shellmcp.room_readable]`: program base name → credential stores its room may read after all (`~/` expanded,
+   * absolute; src/sandbox/room.ts `CREDENTIAL_STORES` lists what a room hides by default).
+   */
+  roomReadable: Record<string, string[]>;
 }
 
 /**
@@ -188,18 +200,41 @@ export function escalationConfig(cfg: Config, home: string): EscalationConfig {
   const mode = t.escalation ?? "room";
   if (mode !== "room" && mode !== "host")
     throw new ShellmcpError("CONFIG", `shellmcp.escalation must be "room" or "host" (got ${JSON.stringify(mode)})`);
-  const extraWritable: Record<string, string[]> = {};
-  const rw = (t.room_writable ?? {}) as Record<string, unknown>;
-  if (typeof rw !== "object" || rw === null || Array.isArray(rw))
-    throw new ShellmcpError("CONFIG", "shellmcp.room_writable must be a table");
-  for (const [program, paths] of Object.entries(rw)) {
-    if (!Array.isArray(paths) || !paths.every((p) => typeof p === "string"))
-      throw new ShellmcpError("CONFIG", `shellmcp.room_writable.${program} must be a list of paths`);
-    extraWritable[program] = paths.map((p) => {
-      const abs = p === "~" ? home : p.startsWith("~/") ? `${home}/${p.slice(2)}` : p;
-      if (!abs.startsWith("/")) throw new ShellmcpError("CONFIG", `shellmcp.room_writable.${program}: ${p} is not an absolute path`);
-      return abs;
-    });
+  const table = (key: string): Record<string, unknown> => {
+    const v = (t[key] ?? {}) as Record<string, unknown>;
+    if (typeof v !== "object" || v === null || Array.isArray(v)) throw new ShellmcpError("CONFIG", `shellmcp.${key} must be a table`);
+    return v;
+  };
+  const pathLists = (key: string): Record<string, string[]> => {
+    const out: Record<string, string[]> = {};
+    for (const [program, paths] of Object.entries(table(key))) {
+      if (!Array.isArray(paths) || !paths.every((p) => typeof p === "string"))
+        throw new ShellmcpError("CONFIG", `shellmcp.${key}.${program} must be a list of paths`);
+      out[program] = paths.map((p) => {
+        const abs = p === "~" ? home : p.startsWith("~/") ? `${home}/${p.slice(2)}` : p;
+        if (!abs.startsWith("/")) throw new ShellmcpError("CONFIG", `shellmcp.${key}.${program}: ${p} is not an absolute path`);
+        return abs;
+      });
+    }
+    return out;
+  };
+  const roomNetwork: Record<string, "host" | "call" | string[]> = {};
+  for (const [program, v] of Object.entries(table("room_network"))) {
+    if (Array.isArray(v) && v.length > 0 && v.every((d) => typeof d === "string")) {
+      // Checked here, so that a pattern no host can match stops the server at start-up, not a room later.
+      for (const d of v)
+        try {
+          normalizePattern(d, "allow");
+        } catch (e) {
+          throw new ShellmcpError("CONFIG", `shellmcp.room_network.${program}: ${(e as Error).message}`);
+        }
+      roomNetwork[program] = v as string[];
+    } else if (v === "host" || v === "call") roomNetwork[program] = v;
+    else
+      throw new ShellmcpError(
+        "CONFIG",
+        `shellmcp.room_network.${program} must be a list of domains (reached through a proxy of its own, e.g. ["registry.npmjs.org"]), "host" (the host's network, loopback services and Unix sockets included) or "call" (the call's own network, the default); got ${JSON.stringify(v)}`,
+      );
   }
-  return { mode, extraWritable };
+  return { mode, extraWritable: pathLists("room_writable"), roomNetwork, roomReadable: pathLists("room_readable") };
 }

@@ -34,7 +34,12 @@ export function inspect(req: InspectRequest): InspectReply {
     const check = checkEscalation(req.boundary, req.request, req.env, req.grant);
     if (!check.ok || req.boundary.room === undefined) return { id: req.id, ok: true, check };
     const entries = Object.entries(req.env).map(([k, v]) => `${k}=${v}`);
-    return { id: req.id, ok: true, check, prepared: prepareRoom(req.boundary.room, check.path, check.cwd, entries) };
+    return {
+      id: req.id,
+      ok: true,
+      check,
+      prepared: prepareRoom(req.boundary.room, check.path, check.cwd, entries, [req.request.file, req.request.argv[0]]),
+    };
   } catch (e) {
     return { id: req.id, ok: false, error: e instanceof Error ? e.message : String(e) };
   }

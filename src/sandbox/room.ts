@@ -2,12 +2,15 @@
  * The escalation room (issue 21): where an escalated program runs. An `allow` rule (or a human's approval) lets a
  * program out of the call's sandbox, but into a bounded room, not onto the host:
  *
- * - it reads what the call's sandbox could read;
+ * - it reads what the call's sandbox could read, minus the user's credential stores ({@link CREDENTIAL_STORES}:
+ *   `~/.ssh`, `~/.aws`, `~/.netrc` …) unless `[shellmcp.room_readable]` names one for that program;
  * - it writes what the call's sandbox could write, plus the repository it runs in (work tree and git dirs) — except
  *   what git executes or reads commands from: each git dir's `config`, `config.worktree`, `commondir`, `hooks/`,
  *   `info/`, and the same in every submodule git dir under `modules/` — plus the extra paths the user names for that
  *   program (`[shellmcp.room_writable]`); HOME's dotfiles, `/etc`, other projects and caches stay read-only;
- * - the network is on (the usual reason to escalate), through the call's proxy in network proxy mode;
+ * - its network is granted, never inherited ({@link RoomNetwork}): by default the call's own (off → none at all: no
+ *   TCP, no host Unix socket, pathname or abstract; proxy mode → the call's proxy; a call with the full network →
+ *   the full network), or what `[shellmcp.room_network]` grants that program (`"host"`: the host's network);
  * - no terminal: a new session without a controlling terminal, terminal fds replaced (the worker does that), and a
  *   non-interactive environment ({@link NON_INTERACTIVE_ENV}) whatever the request said.
  *
@@ -21,7 +24,7 @@
  */
 import { existsSync, lstatSync, readdirSync, statSync } from "node:fs";
 import { homedir } from "node:os";
-import { basename, isAbsolute, join } from "node:path";
+import { basename, dirname, isAbsolute, join } from "node:path";
 import type { FilesystemPlan } from "./filesystem-plan.ts";
 import { discoverRepository, type Repository } from "./git-layout.ts";
 import { isUnder, PROTECTED_NAMES, type WritableRoot } from "./policy.ts";
@@ -57,12 +60,153 @@ export interface RoomSpec {
   /** Extra writable paths by program base name (`npm` → `["/home/u/.npm"]`), absolute. */
   extraWritable: Readonly<Record<string, readonly string[]>>;
   /**
+   * Network grants by program base name (`[shellmcp.room_network]`): a program named here gets that network in its
+   * room instead of the call's own. Absent: every room gets the call's network.
+   */
+  networkGrants?: Readonly<Record<string, RoomNetworkGrant>>;
+  /**
+   * Credential stores a program's room may read after all (`[shellmcp.room_readable]`), by program base name:
+   * absolute paths; each one of {@link CREDENTIAL_STORES} under one of them stays readable for that program.
+   */
+  readableGrants?: Readonly<Record<string, readonly string[]>>;
+  /**
    * Network proxy mode (docs/network.md): escalated programs reach the network only through the call's proxy.
    * bubblewrap rooms get a private network namespace whose listeners (`ports`, made by the inner stage) are sent over
    * `bridgeFd` (the call's room bridge, mapped to fd {@link ROOM_BRIDGE_FD}); Landlock rooms may connect only to
    * `ports` (the proxy's host-loopback ports). `env`: the proxy variables for the program.
    */
-  proxy?: { ports: number[]; bridgeFd?: number; env: Readonly<Record<string, string>> };
+  proxy?: RoomProxy;
+  /**
+   * The proxies of domain grants, by the program name the grant names (`[shellmcp.room_network] npm = [...]`),
+   * started for the call (../network/room-grants.ts). A program granted domains whose proxy is missing here gets
+   * no room (never a wider network).
+   */
+  grantProxies?: Readonly<Record<string, RoomProxy>>;
+}
+
+/**
+ * A network grant for one program's room (`[shellmcp.room_network]` in config.toml): `host` = the host's network
+ * namespace, loopback services and Unix sockets included (the behaviour before issue 30, chosen knowingly);
+ * `call` = the call's own network (the default, the same as naming nothing); a list of domains = a proxy of its
+ * own allowing exactly those (Codex's allow-list patterns; a local target only when listed exactly), plus the
+ * call's allow-list in proxy mode (../network/room-grants.ts).
+ */
+export type RoomNetworkGrant = "host" | "call" | readonly string[];
+
+/** How a room reaches a proxy (the call's, or a grant's): ports, the bubblewrap bridge, the proxy variables. */
+export interface RoomProxy {
+  /** The ports TCP may reach: in the room's namespace (bubblewrap) or the proxy's on the host's loopback (Landlock). */
+  ports: number[];
+  /** bubblewrap: the bridge's child end, mapped to fd {@link ROOM_BRIDGE_FD} in the room. */
+  bridgeFd?: number;
+  /** The proxy variables for the program. */
+  env: Readonly<Record<string, string>>;
+}
+
+/**
+ * What a room's network is, as its backend builds it:
+ * - `off`: no network at all. bubblewrap: a network namespace of its own (`--unshare-net`: no host loopback, no
+ *   abstract Unix socket of the host) and the call's network-off seccomp filter (no `connect`/`bind` of any socket,
+ *   so no host pathname Unix socket either; `socketpair` works). Landlock: the helper's network-off sandbox (ABI ≥ 4:
+ *   no TCP connect or bind; ABI ≥ 6: abstract Unix sockets scoped) and the same seccomp filter.
+ * - `proxy`: the call's proxy only (network proxy mode, {@link RoomSpec.proxy}).
+ * - `host`: the host's network namespace: a call that itself has the full network, or a `host` grant.
+ */
+export type RoomNetwork = "off" | "proxy" | "host";
+
+/**
+ * The user's credential stores, relative to HOME: one list, one place (docs/escalation.md "What a room reads").
+ * A room's read view excludes each one that exists unless `[shellmcp.room_readable]` names it for the program.
+ * Folders are hidden whole; files (`.netrc`, `.npmrc`, `.docker/config.json` …) one by one.
+ */
+export const CREDENTIAL_STORES: readonly string[] = [
+  ".ssh",
+  ".gnupg",
+  ".aws",
+  ".azure",
+  ".kube",
+  ".config/gcloud",
+  ".config/gh",
+  ".config/hub",
+  ".config/git/credentials",
+  ".git-credentials",
+  ".netrc",
+  ".npmrc",
+  ".yarnrc.yml",
+  ".pypirc",
+  ".gem/credentials",
+  ".cargo/credentials",
+  ".cargo/credentials.toml",
+  ".docker/config.json",
+  ".terraform.d/credentials.tfrc.json",
+  ".vault-token",
+  ".password-store",
+  ".local/share/keyrings",
+  ".mozilla",
+  ".config/google-chrome",
+  ".config/chromium",
+  ".config/BraveSoftware",
+  ".config/microsoft-edge",
+  "snap/firefox",
+];
+
+/**
+ * The credential stores of `home` that exist (canonical paths: a store that is a symlink is hidden where it
+ * points), minus those under a path of `granted` (absolute). Reads the filesystem (lstat/realpath) only.
+ */
+export function credentialStores(home: string, granted: readonly string[] = []): string[] {
+  const out = new Set<string>();
+  const grants = granted.map((g) => canonicalPath(g));
+  for (const rel of CREDENTIAL_STORES) {
+    const p = join(home, rel);
+    if (!existsSync(p)) continue;
+    const c = canonicalPath(p);
+    if (grants.some((g) => isUnder(c, g) || isUnder(p, g))) continue;
+    out.add(c);
+  }
+  return [...out];
+}
+
+/**
+ * Every path readable except `hidden` (canonical absolute paths), as a list of roots for a backend that can only
+ * allow (Landlock): at each folder on the way from `/` to a hidden path, every other entry of that folder. Symlinks
+ * are left out (Landlock judges the file a path resolves to, so a link is followed to a root of the list, never
+ * into a hidden store). Files created later beside a hidden store are not readable. Reads folders only.
+ */
+export function readableComplement(hidden: readonly string[]): string[] {
+  const hide = new Set(hidden);
+  const onTheWay = new Set<string>();
+  for (const h of hidden)
+    for (let d = dirname(h); ; d = dirname(d)) {
+      onTheWay.add(d);
+      if (d === "/") break;
+    }
+  const out: string[] = [];
+  const visit = (dir: string) => {
+    let names: string[];
+    try {
+      names = readdirSync(dir);
+    } catch {
+      return;
+    }
+    for (const n of names) {
+      const p = join(dir, n);
+      if (hide.has(p)) continue;
+      if (onTheWay.has(p)) {
+        visit(p);
+        continue;
+      }
+      try {
+        if (lstatSync(p).isSymbolicLink()) continue;
+      } catch {
+        continue;
+      }
+      out.push(p);
+    }
+  };
+  if (hide.size === 0) return ["/"];
+  visit("/");
+  return out;
 }
 
 /** fd number of the proxy bridge in a bubblewrap room. */
@@ -183,19 +327,79 @@ function isDir(p: string): boolean {
   }
 }
 
-/** The room for one escalated program: the plan a backend enforces, and the paths to check once it has ended. */
+/**
+ * The room for one escalated program: the plan a backend enforces (its `network` is `enabled` unless the room's
+ * network is `off`), the room's network, the credential stores it must not read (canonical paths, also in
+ * `plan.deniedPaths`), and the paths to check once it has ended.
+ */
 export interface RoomPlan {
   plan: FilesystemPlan;
+  network: RoomNetwork;
+  /** The proxy a `proxy` room goes through (the call's, or its program's grant's). */
+  proxy?: RoomProxy;
+  hiddenCredentials: string[];
   mustNotAppear: string[];
   repository?: Repository;
 }
 
 /**
- * Plan the room for `program` (canonical path) started in `cwd` under the call's sandbox `spec.call`. The plan is
- * strict (a backend that cannot keep a read-only path read-only must say so); its network is enabled.
+ * The names a grant (`[shellmcp.room_writable|room_network|room_readable]`) may know `program` (canonical path) by:
+ * its base name and the base names of `aliases` (the path the command named it by and its judged `argv[0]`, which
+ * the escalation boundary has checked name this very file: `python3` for `/usr/bin/python3.11`).
  */
-export function planRoom(spec: RoomSpec, cwd: string, program: string): RoomPlan {
+export function grantNames(program: string, aliases: readonly (string | undefined)[] = []): string[] {
+  return [...new Set([program, ...aliases].filter((a): a is string => a !== undefined && a !== "").map((a) => basename(a)))];
+}
+
+/** The first of `names` that `table` has a grant for, or undefined. */
+function grantKey(table: Readonly<Record<string, unknown>> | undefined, names: readonly string[]): string | undefined {
+  if (table === undefined) return undefined;
+  return names.find((n) => Object.hasOwn(table, n));
+}
+
+/** The first grant of `table` for one of `names`, or undefined. */
+function grantFor<T>(table: Readonly<Record<string, T>> | undefined, names: readonly string[]): T | undefined {
+  const k = grantKey(table, names);
+  return k === undefined ? undefined : table![k];
+}
+
+/**
+ * The network of `program`'s room under `spec` ({@link RoomNetwork}) and the proxy it goes through: a `host` grant
+ * for one of its {@link grantNames} (`aliases` as there) → `host`; a domain grant → `proxy` through that grant's
+ * proxy ({@link RoomSpec.grantProxies}); else the call's: proxy mode → `proxy` through the call's, a call with the
+ * network → `host`, a call without → `off`. Throws when a domain grant's proxy is missing (the room is then
+ * refused, with this reason).
+ */
+export function roomNetwork(
+  spec: RoomSpec,
+  program: string,
+  aliases: readonly (string | undefined)[] = [],
+): { network: RoomNetwork; proxy?: RoomProxy } {
+  const names = grantNames(program, aliases);
+  const key = grantKey(spec.networkGrants, names);
+  const grant = key === undefined ? undefined : spec.networkGrants![key];
+  if (grant === "host") return { network: "host" };
+  if (Array.isArray(grant)) {
+    const proxy = spec.grantProxies?.[key!];
+    if (proxy === undefined)
+      throw new Error(
+        `[shellmcp.room_network] grants ${key} the domains ${grant.join(", ")}, through a proxy this room cannot have here (a bubblewrap or Landlock room of a sandboxed call only)`,
+      );
+    return { network: "proxy", proxy };
+  }
+  if (spec.proxy !== undefined) return { network: "proxy", proxy: spec.proxy };
+  return { network: spec.call.network === "enabled" ? "host" : "off" };
+}
+
+/**
+ * Plan the room for `program` (canonical path; `aliases`: see {@link grantNames}) started in `cwd` under the
+ * call's sandbox `spec.call`. The plan is
+ * strict (a backend that cannot keep a read-only path read-only must say so); its network is the room's
+ * ({@link roomNetwork}); the credential stores of HOME are denied unless granted to the program.
+ */
+export function planRoom(spec: RoomSpec, cwd: string, program: string, aliases: readonly (string | undefined)[] = []): RoomPlan {
   const call = spec.call;
+  const names = grantNames(program, aliases);
   const roots = new Map<string, Set<string>>();
   const add = (root: string, readOnly: readonly string[]) => {
     const set = roots.get(root) ?? new Set<string>();
@@ -237,8 +441,12 @@ export function planRoom(spec: RoomSpec, cwd: string, program: string): RoomPlan
       w.root,
       w.readOnlySubpaths.filter((p) => !released.has(canonicalPath(p))),
     );
-  for (const p of spec.extraWritable[basename(program)] ?? []) if (isAbsolute(p) && existsSync(p)) add(canonicalPath(p), []);
+  for (const p of grantFor(spec.extraWritable, names) ?? []) if (isAbsolute(p) && existsSync(p)) add(canonicalPath(p), []);
   const writableRoots: WritableRoot[] = [...roots].map(([root, ro]) => ({ root, readOnlySubpaths: [...ro] }));
+  const { network, proxy } = roomNetwork(spec, program, aliases);
+  const hiddenCredentials = credentialStores(canonicalPath(homedir()), grantFor(spec.readableGrants, names) ?? []).filter(
+    (c) => !call.deniedPaths.includes(c),
+  );
   const plan: FilesystemPlan = {
     sandboxed: true,
     fullRead: call.fullRead,
@@ -246,11 +454,12 @@ export function planRoom(spec: RoomSpec, cwd: string, program: string): RoomPlan
     readableRoots: call.readableRoots,
     includePlatformDefaults: call.includePlatformDefaults,
     writableRoots,
-    deniedPaths: call.deniedPaths,
-    network: "enabled",
+    deniedPaths: [...call.deniedPaths, ...hiddenCredentials],
+    network: network === "off" ? "restricted" : "enabled",
     strict: true,
   };
-  return repo === undefined ? { plan, mustNotAppear } : { plan, mustNotAppear, repository: repo };
+  const r: RoomPlan = { plan, network, ...(proxy !== undefined ? { proxy } : {}), hiddenCredentials, mustNotAppear };
+  return repo === undefined ? r : { ...r, repository: repo };
 }
 
 /**

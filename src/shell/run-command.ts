@@ -18,7 +18,7 @@ import type { EscalationServer, ListenOptions } from "../escalate/server.ts";
 import { INTERCEPT_ENV_VAR, PROTOCOL_ENV_VARS } from "../escalate/protocol.ts";
 import { hasFullDiskWrite, hasFullNetwork, protectedConfigDirs, serializeSandboxPolicy, type SandboxPolicy } from "../sandbox/policy.ts";
 import { writableView, type WritableView, type WriteEnforcement } from "../sandbox/writable.ts";
-import type { EscalationMode, RoomSpec } from "../sandbox/room.ts";
+import type { EscalationMode, RoomNetworkGrant, RoomSpec } from "../sandbox/room.ts";
 import { planSandboxPolicy } from "../sandbox/filesystem-plan.ts";
 import { findBwrap, openSelfExe } from "../sandbox/linux/bwrap.ts";
 import type { PermissionProfile } from "../sandbox/permission-profile.ts";
@@ -27,7 +27,8 @@ import { seatbeltShellLaunch } from "../sandbox/macos/seatbelt.ts";
 import { bytesPipe, planBwrap, releaseBwrapPlan, SANDBOX_FAILURE_EXIT, type BwrapPlan } from "../sandbox/linux/run.ts";
 import type { CallCgroup, CgroupManager } from "./cgroup.ts";
 import { CappedOutput } from "./output.ts";
-import type { CallProxy } from "../network/proxy.ts";
+import { refusalReport, type CallProxy } from "../network/proxy.ts";
+import { roomGrantProxies } from "../network/room-grants.ts";
 import { bridgePair, NAMESPACE_PORTS, PROXY_BRIDGE_FD, receiveNamespaceListeners, watchNamespaceListeners } from "../network/bridge.ts";
 import { proxyEnvironment } from "../network/env.ts";
 import {
@@ -174,7 +175,14 @@ export interface RunCommandOptions {
    * writable paths per program. `callPlan`: the call's sandbox when it comes from a permission profile (else it is
    * planned from `policy`).
    */
-  escalation?: { mode: EscalationMode; extraWritable: Readonly<Record<string, readonly string[]>> };
+  escalation?: {
+    mode: EscalationMode;
+    extraWritable: Readonly<Record<string, readonly string[]>>;
+    /** `[shellmcp.room_network]` (../sandbox/room.ts `RoomSpec.networkGrants`). */
+    roomNetwork?: Readonly<Record<string, RoomNetworkGrant>>;
+    /** `[shellmcp.room_readable]` (../sandbox/room.ts `RoomSpec.readableGrants`). */
+    roomReadable?: Readonly<Record<string, readonly string[]>>;
+  };
   callPlan?: FilesystemPlan;
   /**
    * Network proxy mode (docs/network.md): the call's proxy. Under bubblewrap the command gets a private network
@@ -208,28 +216,32 @@ export function roomFor(
     Partial<Pick<RunCommandOptions, "workdir">>,
   enforcement: WriteEnforcement,
 ): RoomSpec {
-  const extraWritable = o.escalation?.extraWritable ?? {};
+  const extraWritable = {
+    extraWritable: o.escalation?.extraWritable ?? {},
+    networkGrants: o.escalation?.roomNetwork ?? {},
+    readableGrants: o.escalation?.roomReadable ?? {},
+  };
   let call: FilesystemPlan;
   try {
     call = o.callPlan ?? planSandboxPolicy(o.policy, o.sandboxCwd, o.env, enforcement === "bwrap" ? { workdir: o.workdir } : undefined);
   } catch (e) {
-    return { backend: { kind: "unavailable", reason: (e as Error).message }, call: UNSANDBOXED, extraWritable };
+    return { backend: { kind: "unavailable", reason: (e as Error).message }, call: UNSANDBOXED, ...extraWritable };
   }
-  if (o.escalation?.mode === "host" || enforcement === "none") return { backend: { kind: "host" }, call, extraWritable };
+  if (o.escalation?.mode === "host" || enforcement === "none") return { backend: { kind: "host" }, call, ...extraWritable };
   if (o.launcher.seatbelt !== undefined)
-    return { backend: { kind: "seatbelt", allowLocalBinding: o.networkProxy?.policy.allowLocalBinding === true }, call, extraWritable };
+    return { backend: { kind: "seatbelt", allowLocalBinding: o.networkProxy?.policy.allowLocalBinding === true }, call, ...extraWritable };
   if (enforcement === "bwrap") {
     const bwrap = o.launcher.direct?.bwrap ?? findBwrap().path;
-    if (bwrap === undefined) return { backend: { kind: "unavailable", reason: "bubblewrap is not installed" }, call, extraWritable };
+    if (bwrap === undefined) return { backend: { kind: "unavailable", reason: "bubblewrap is not installed" }, call, ...extraWritable };
     return {
       backend: { kind: "bwrap", bwrap, noProc: o.launcher.direct?.noProc === true || o.launcher.flags.includes("--no-proc") },
       call,
-      extraWritable,
+      ...extraWritable,
     };
   }
   // The room's helper refuses a Landlock room whose writable roots contain CODEX_HOME (it cannot carve it out).
   const protect = protectedConfigDirs().flatMap((d) => ["--protected-config-dir", d]);
-  return { backend: { kind: "landlock", helper: [...helperCommand(o.launcher.exe), ...protect] }, call, extraWritable };
+  return { backend: { kind: "landlock", helper: [...helperCommand(o.launcher.exe), ...protect] }, call, ...extraWritable };
 }
 
 /** Placeholder plan when the call's own plan cannot be computed (the room is then unavailable anyway). */
@@ -469,10 +481,14 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
   let stopwatch: Stopwatch | undefined;
   // What an escalation may run is judged against the sandbox as it is now, when the shell starts.
   const enforcement = launcherEnforcement(sandboxed, o.launcher);
+  const roomSpec = roomProxy === undefined ? roomFor(o, enforcement) : { ...roomFor(o, enforcement), proxy: roomProxy };
+  // Programs granted domains (`[shellmcp.room_network] npm = ["registry.npmjs.org"]`) get a proxy of their own.
+  const grantProxies = await roomGrantProxies(roomSpec, o.networkProxy?.policy);
+  if (grantProxies !== undefined) hold(() => grantProxies.end());
   const boundary: EscalationBoundary = {
     baseEnv: o.env,
     writable: (o.writable ?? ((e) => writableView(o.policy, o.sandboxCwd, e, o.env, o.workdir)))(enforcement),
-    room: roomProxy === undefined ? roomFor(o, enforcement) : { ...roomFor(o, enforcement), proxy: roomProxy },
+    room: grantProxies === undefined ? roomSpec : { ...roomSpec, grantProxies: grantProxies.endpoints },
   };
   let cgroup: CallCgroup | undefined;
   try {
@@ -614,6 +630,7 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
       ended,
     );
   }
+  grantProxies?.watch();
   if (bridge !== undefined) {
     libc.closeQuiet(bridge.childFd);
     const proxy = o.networkProxy!;
@@ -680,6 +697,12 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
     libc.closeQuiet(roomBridge.childFd);
     callEnded();
     await roomsWatched;
+  }
+  if (grantProxies !== undefined) {
+    // As for the room bridge: once the worker has let go of the listener, no room can start any more.
+    await listenerClosed.catch(() => undefined);
+    const refused = await grantProxies.end();
+    if (refused.length > 0) out.push(Buffer.from(refusalReport(refused)));
   }
 
   const sig = proc.signalCode === null || proc.signalCode === undefined ? undefined : String(proc.signalCode);

@@ -9,13 +9,15 @@
  * 3 terminals and editors (a pty handed to an allowed git diff; git commit without -m; locks after a timeout)
  * 4 project files behind harmless-looking rules (python3 -m json.tool, make -n, a submodule's core.fsmonitor)
  * 5 the starter policy: read-only inspection runs in the sandbox
- * and normal use: git against a remote served on 127.0.0.1, a host Unix socket, the repository written.
+ * and normal use: git against a remote served on 127.0.0.1 and a host Unix socket, each granted by
+ * `[shellmcp.room_network]` (a room's network is the call's unless granted: issue 30, test/security/room-reach.test.ts),
+ * the repository written.
  */
 import { afterAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { closeAll, confDir, exists, hostGit, py, requirePrograms, serveWithPid, token } from "../helpers/attack.ts";
-import { ROOT } from "../helpers/binary.ts";
+import { homeDir, ROOT } from "../helpers/binary.ts";
 import { skipWithout } from "../helpers/prereq.ts";
 import { shellsMissing } from "../helpers/shells.ts";
 import { assertOutside } from "../helpers/test-dirs.ts";
@@ -36,8 +38,13 @@ print("ANSWER", os.read(mine.fileno(), n).decode(), flush=True)
 `;
 
 /** A serve session over a repository `ws` (one commit) and an outside folder, in the given sandbox. */
-async function setup(rules: string, o: { sandbox?: "read-only" | "workspace-write"; onElicit?: () => { action: "accept" } } = {}) {
-  const s = await serveWithPid({ rules, env: { SHELLMCP_LOG: "info" }, ...(o.onElicit ? { onElicit: o.onElicit } : {}) });
+async function setup(
+  rules: string,
+  o: { sandbox?: "read-only" | "workspace-write"; onElicit?: () => { action: "accept" }; config?: string } = {},
+) {
+  const codexHome = homeDir();
+  if (o.config !== undefined) writeFileSync(join(codexHome, "config.toml"), o.config);
+  const s = await serveWithPid({ rules, codexHome, env: { SHELLMCP_LOG: "info" }, ...(o.onElicit ? { onElicit: o.onElicit } : {}) });
   const ws = confDir("room-ws");
   const outside = assertOutside(confDir("room-outside"));
   hostGit(ws, "init", "-q", "-b", "main");
@@ -226,7 +233,7 @@ print("CHILD-DONE", flush=True)
   });
 
   describe("normal use in the room", () => {
-    test("git status/add/commit/checkout/fetch/pull/push against a git daemon on 127.0.0.1 (agent.rules, network off in the sandbox)", async () => {
+    test("git status/add/commit/checkout/fetch/pull/push against a git daemon on 127.0.0.1 (agent.rules, network off in the sandbox, git granted the host's network)", async () => {
       const base = confDir("room-daemon");
       const remote = join(base, "remote.git");
       hostGit(base, "init", "-q", "--bare", "-b", "main", remote);
@@ -247,7 +254,11 @@ print("CHILD-DONE", flush=True)
       );
       try {
         const rules = readFileSync(join(ROOT, "examples", "rules", "agent.rules"), "utf8");
-        const { ws, run } = await setup(rules, { sandbox: "workspace-write", onElicit: () => ({ action: "accept" }) });
+        const { ws, run } = await setup(rules, {
+          sandbox: "workspace-write",
+          onElicit: () => ({ action: "accept" }),
+          config: '[shellmcp.room_network]\ngit = "host"\n',
+        });
         const url = `git://127.0.0.1:${port}/remote.git`;
         hostGit(ws, "remote", "add", "origin", url);
         for (let i = 0; i < 50 && Bun.spawnSync(["git", "ls-remote", url]).exitCode !== 0; i++) await Bun.sleep(100);
@@ -274,7 +285,7 @@ print("CHILD-DONE", flush=True)
       }
     }, 90_000);
 
-    test("an allowed client reaches a host Unix socket (a docker-style daemon) from a network-off call", async () => {
+    test("an allowed client granted the host's network reaches a host Unix socket (a docker-style daemon) from a network-off call; ungranted, it does not", async () => {
       const sockDir = confDir("room-sock");
       const sock = join(sockDir, "daemon.sock");
       const server = Bun.listen({
@@ -287,9 +298,10 @@ print("CHILD-DONE", flush=True)
         },
       });
       try {
-        const { ws, run } = await setup('prefix_rule(pattern=["python3", "client.py"], decision="allow")\n', {
-          sandbox: "workspace-write",
-        });
+        const { ws, run } = await setup(
+          'prefix_rule(pattern=["python3", "client.py"], decision="allow")\nprefix_rule(pattern=["perl"], decision="allow")\n',
+          { sandbox: "workspace-write", config: '[shellmcp.room_network]\npython3 = "host"\n' },
+        );
         writeFileSync(
           join(ws, "client.py"),
           `import socket, sys\ns = socket.socket(socket.AF_UNIX)\ns.connect(sys.argv[1])\ns.sendall(b"ping\\n")\nprint(s.recv(100).decode().strip())\n`,
@@ -300,6 +312,12 @@ print("CHILD-DONE", flush=True)
         );
         expect(r.output).toContain("pong:ping");
         expect(r.output).toContain("sandbox refused"); // the call's own sandbox still has no network
+        // An allowed program without the grant: its room has the call's network, none.
+        const p = await run(
+          `perl -e 'use Socket; socket(my $s, PF_UNIX, SOCK_STREAM, 0) or die "socket: $!\\n"; connect($s, pack_sockaddr_un("${sock}")) or die "refused: $!\\n"; print $s "ping\\n"; print "PERL-CONNECTED\\n"' 2>&1`,
+        );
+        expect(p.output).toContain("refused");
+        expect(p.output).not.toContain("PERL-CONNECTED");
       } finally {
         server.stop(true);
       }

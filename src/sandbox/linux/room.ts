@@ -3,11 +3,15 @@
  * program in it.
  *
  * - bubblewrap: the room's mounts (`/` read-only, the room's writable roots, the git control paths re-bound
- *   read-only, the call's denied paths), its own user, pid and ipc namespaces, its own `/proc`, no capabilities,
- *   the host's network. The pid namespace contains everything the program starts (a `setsid` or double fork
+ *   read-only, the call's denied paths and the credential stores), its own user, pid and ipc namespaces, its own
+ *   `/proc`, no capabilities; its network as ../room.ts `RoomNetwork` says: `off` = its own network namespace and
+ *   the call's network-off seccomp filter (bwrap `--seccomp`), `proxy` = its own namespace bridged to the call's
+ *   proxy, `host` = the host's. The pid namespace contains everything the program starts (a `setsid` or double fork
  *   included) and dies with bwrap, which dies with the escalation worker.
- * - Landlock: this binary's sandbox helper with a permission profile of the room's writable roots and full
- *   network. Landlock cannot keep a file inside a writable folder read-only, so a git dir the call's sandbox could
+ * - Landlock: this binary's sandbox helper with a permission profile of the room's writable roots, its reads
+ *   (everything, or everything beside the way to each hidden credential store) and its network (`off`: the
+ *   helper's network-off sandbox — Landlock TCP rules from ABI 4, abstract sockets scoped from ABI 6, and the
+ *   network-off seccomp filter, which refuses connect(2) on every socket). Landlock cannot keep a file inside a writable folder read-only, so a git dir the call's sandbox could
  *   not write stays read-only in a Landlock room (git's writes there fail; bubblewrap is the backend that makes
  *   escalated git work).
  * - Either way, a call with restricted reads gets no room (its read rules would need the inner stage): the
@@ -18,9 +22,24 @@
  */
 import { existsSync, realpathSync, statSync } from "node:fs";
 import { serializePermissionProfile, type FileSystemSandboxEntry, type PermissionProfile } from "../permission-profile.ts";
-import { nonInteractiveEnv, planRoom, ROOM_BRIDGE_FD, type RoomPlan, type RoomSpec } from "../room.ts";
+import { isUnder } from "../policy.ts";
+import {
+  nonInteractiveEnv,
+  planRoom,
+  readableComplement,
+  ROOM_BRIDGE_FD,
+  type RoomNetwork,
+  type RoomPlan,
+  type RoomSpec,
+} from "../room.ts";
 import { seatbeltLaunch } from "../macos/seatbelt.ts";
+import * as libc from "../../../ffi/libc.ts";
 import { bwrapMounts, releaseBwrapPlan, selfHelperCommand } from "./bwrap.ts";
+import { bytesPipe } from "./run.ts";
+import { buildFilter } from "./seccomp.ts";
+
+/** fd number of the seccomp program (a pipe bwrap reads with `--seccomp`) in a bubblewrap room without network. */
+export const ROOM_SECCOMP_FD = 6;
 
 /** The host bash that sets `argv[0]` inside the room. */
 const EXEC_AS_BASH = "/bin/bash";
@@ -79,40 +98,68 @@ export type PreparedRoom =
   { kind: "host"; env: string[] } | { kind: "unavailable"; reason: string } | { kind: "room"; room: RoomPlan; env: string[]; key: string };
 
 /**
- * The first, side-effect-free half of building a room: the program's environment (non-interactive, the proxy's
- * variables winning over the request's), whether a room applies, and its plan. `key` is equal for two programs
- * exactly when their rooms would have the same walls (backend, plan, proxy): a kept room (./room-launcher.ts) is
- * reused by key. Throws nothing: a failure to plan is a reason.
+ * The first, side-effect-free half of building a room: the program's environment (non-interactive; in a room
+ * without network `CODEX_SANDBOX_NETWORK_DISABLED=1`, through the proxy the proxy's variables winning over the
+ * request's), whether a room applies, and its plan (`aliases`: the names grants may know `program` by, ../room.ts
+ * `grantNames`). `key` is equal for two programs exactly when their rooms would have the same walls (backend, plan,
+ * network, proxy): a kept room (./room-launcher.ts) is reused by key. Under Landlock a room whose writable roots
+ * hold a credential store it must not read is unavailable (Landlock cannot hide it). Throws nothing: a failure to
+ * plan is a reason.
  */
-export function prepareRoom(spec: RoomSpec, program: string, cwd: string, env: readonly string[]): PreparedRoom {
+export function prepareRoom(
+  spec: RoomSpec,
+  program: string,
+  cwd: string,
+  env: readonly string[],
+  aliases: readonly (string | undefined)[] = [],
+): PreparedRoom {
   const proxy = spec.proxy;
-  // The room's network is on: the call's "network disabled" marker (Codex's) does not describe it.
-  const quiet = nonInteractiveEnv(env).filter((e) => !e.startsWith("CODEX_SANDBOX_NETWORK_DISABLED="));
-  if (proxy !== undefined) {
-    // The proxy variables win over the request's (set after the environment policy, as for the call).
-    const keys = new Set(Object.keys(proxy.env));
-    quiet.splice(
-      0,
-      quiet.length,
-      ...quiet.filter((e) => !keys.has(e.slice(0, e.indexOf("=")))),
-      ...Object.entries(proxy.env).map(([k, v]) => `${k}=${v}`),
-    );
-  }
   const b = spec.backend;
-  if (proxy !== undefined && b.kind === "bwrap" && proxy.bridgeFd === undefined)
-    return { kind: "unavailable", reason: "network proxy mode: no bridge for a bubblewrap room" };
-  if (b.kind === "host" || !spec.call.sandboxed) return { kind: "host", env: quiet };
+  const base = nonInteractiveEnv(env);
+  if (b.kind === "host" || !spec.call.sandboxed)
+    return { kind: "host", env: roomEnv(base, proxy !== undefined ? "proxy" : "host", proxy?.env) };
   if (b.kind === "unavailable") return { kind: "unavailable", reason: b.reason };
   if (!spec.call.fullRead)
     return { kind: "unavailable", reason: "the call's sandbox restricts reads, which an escalation room does not reproduce yet" };
   let room: RoomPlan;
   try {
-    room = planRoom(spec, cwd, program);
+    room = planRoom(spec, cwd, program, aliases);
   } catch (e) {
     return { kind: "unavailable", reason: `cannot plan the escalation room: ${(e as Error).message}` };
   }
-  const key = JSON.stringify([b, room.plan, proxy?.ports ?? null]);
-  return { kind: "room", room, env: quiet, key };
+  if (room.network === "proxy" && b.kind === "bwrap" && room.proxy?.bridgeFd === undefined)
+    return { kind: "unavailable", reason: "network proxy mode: no bridge for a bubblewrap room" };
+  if (b.kind === "landlock") {
+    // Landlock cannot carve a hole in a folder it lets the room read or write: the credential stores are left out
+    // of the room's read rules (./room.ts `readableComplement`), which cannot work under a writable root.
+    const under = room.hiddenCredentials.find((c) => room.plan.writableRoots.some((w) => isUnder(c, w.root)));
+    if (under !== undefined)
+      return {
+        kind: "unavailable",
+        reason: `the room would write ${under}, a credential store it must not read, and Landlock cannot hide a path inside a writable folder (use the bubblewrap backend, or grant it in [shellmcp.room_readable])`,
+      };
+  }
+  const key = JSON.stringify([b, room.plan, room.network, room.proxy ?? null]);
+  return { kind: "room", room, env: roomEnv(base, room.network, room.proxy?.env, proxy?.env), key };
+}
+
+/**
+ * A room program's environment from `env` (already non-interactive) for a room whose network is `network`: the
+ * call's "network disabled" marker (Codex's) only when it has none; its proxy's variables `proxyEnv` (winning over
+ * the request's) only when it goes through a proxy; the call's proxy variables `callProxyEnv` removed otherwise.
+ */
+function roomEnv(
+  env: readonly string[],
+  network: RoomNetwork,
+  proxyEnv: Readonly<Record<string, string>> | undefined,
+  callProxyEnv?: Readonly<Record<string, string>>,
+): string[] {
+  // The call's proxy variables never reach a room that does not go through that proxy.
+  const drop = new Set(["CODEX_SANDBOX_NETWORK_DISABLED", ...Object.keys(proxyEnv ?? {}), ...Object.keys(callProxyEnv ?? {})]);
+  const kept = env.filter((e) => !drop.has(e.slice(0, Math.max(0, e.indexOf("=")))));
+  if (network === "off") return [...kept, "CODEX_SANDBOX_NETWORK_DISABLED=1"];
+  if (network === "proxy" && proxyEnv !== undefined) return [...kept, ...Object.entries(proxyEnv).map(([k, v]) => `${k}=${v}`)];
+  return kept;
 }
 
 /**
@@ -128,11 +175,13 @@ export function buildRoom(
   inner: string[],
 ): Omit<RoomLaunch, "mustNotAppear" | "room"> | { unavailable: string } {
   const b = spec.backend;
-  const proxy = spec.proxy;
+  const proxy = room.network === "proxy" ? room.proxy : undefined;
   // Proxy mode under bubblewrap: this binary's inner stage builds the bridge's listeners in the room's network
-  // namespace and installs the proxy seccomp filter before it execs the program.
+  // namespace and installs the proxy seccomp filter before it execs the program. A room without network gets the
+  // call's network-off filter from bwrap itself (`--seccomp`, below): no connect or bind of any socket, so no host
+  // pathname Unix socket either.
   const staged =
-    proxy !== undefined && b.kind === "bwrap"
+    b.kind === "bwrap" && proxy !== undefined
       ? [
           ...selfHelperCommand(),
           "--apply-seccomp-then-exec",
@@ -158,6 +207,17 @@ export function buildRoom(
       releaseBwrapPlan({ argv: [], created, tempDirs, direct: false });
       return { unavailable: (e as Error).message };
     }
+    let bpf: number | undefined;
+    try {
+      if (room.network === "off") bpf = bytesPipe(buildFilter("restricted"));
+    } catch (e) {
+      releaseBwrapPlan({ argv: [], created, tempDirs, direct: false });
+      return { unavailable: `cannot prepare the room's seccomp filter: ${(e as Error).message}` };
+    }
+    const fds: [number, number][] = [
+      ...(proxy !== undefined ? [[proxy.bridgeFd!, ROOM_BRIDGE_FD] as [number, number]] : []),
+      ...(bpf !== undefined ? [[bpf, ROOM_SECCOMP_FD] as [number, number]] : []),
+    ];
     const full = [
       b.bwrap,
       "--die-with-parent",
@@ -165,7 +225,8 @@ export function buildRoom(
       "--unshare-user",
       "--unshare-pid",
       "--unshare-ipc",
-      ...(proxy !== undefined ? ["--unshare-net"] : []),
+      ...(room.network !== "host" ? ["--unshare-net"] : []),
+      ...(bpf !== undefined ? ["--seccomp", String(ROOM_SECCOMP_FD)] : []),
       ...(b.noProc ? [] : ["--proc", "/proc"]),
       "--cap-drop",
       "ALL",
@@ -179,8 +240,11 @@ export function buildRoom(
       argv: full,
       env,
       contained: true,
-      release: () => releaseBwrapPlan({ argv: [], created, tempDirs, direct: false }),
-      ...(proxy !== undefined ? { extraFds: [[proxy.bridgeFd!, ROOM_BRIDGE_FD] as [number, number]] } : {}),
+      release: () => {
+        if (bpf !== undefined) libc.closeQuiet(bpf);
+        releaseBwrapPlan({ argv: [], created, tempDirs, direct: false });
+      },
+      ...(fds.length > 0 ? { extraFds: fds } : {}),
     };
   }
   if (b.kind === "seatbelt") {
@@ -205,13 +269,19 @@ export function buildRoom(
   // itself could not write (their config would become writable).
   const callRoots = new Set(spec.call.writableRoots.map((w) => w.root));
   const gitDirs = new Set(room.repository?.gitDirs ?? []);
-  const entries: FileSystemSandboxEntry[] = [{ path: { type: "special", value: { kind: "root" } }, access: "read" }];
+  // Reads: everything, or, when credential stores must stay hidden, everything else (Landlock cannot deny a path
+  // inside a readable folder: the rules name every folder and file beside the way to each store instead).
+  const hidden = new Set(room.hiddenCredentials);
+  const entries: FileSystemSandboxEntry[] =
+    hidden.size === 0
+      ? [{ path: { type: "special", value: { kind: "root" } }, access: "read" }]
+      : readableComplement([...hidden]).map((p) => ({ path: { type: "path", path: p }, access: "read" }) as FileSystemSandboxEntry);
   for (const w of room.plan.writableRoots) {
     if (gitDirs.has(w.root) && !callRoots.has(w.root)) continue;
     entries.push({ path: { type: "path", path: w.root }, access: "write" });
   }
-  for (const d of room.plan.deniedPaths) entries.push({ path: { type: "path", path: d }, access: "deny" });
-  const profile: PermissionProfile = { type: "managed", fileSystem: { type: "restricted", entries }, network: "enabled" };
+  for (const d of room.plan.deniedPaths) if (!hidden.has(d)) entries.push({ path: { type: "path", path: d }, access: "deny" });
+  const profile: PermissionProfile = { type: "managed", fileSystem: { type: "restricted", entries }, network: room.plan.network };
   const full = [
     ...b.helper,
     "--sandbox-policy-cwd",
@@ -242,7 +312,7 @@ export function roomLaunch(
   cwd: string,
   env: readonly string[],
   named?: string,
-  prepared: PreparedRoom = prepareRoom(spec, program, cwd, env),
+  prepared: PreparedRoom = prepareRoom(spec, program, cwd, env, [named, argv[0]]),
 ): RoomLaunch | { unavailable: string } {
   if (prepared.kind === "unavailable") return { unavailable: prepared.reason };
   if (prepared.kind === "host")

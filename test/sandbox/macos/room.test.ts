@@ -45,7 +45,7 @@ describe("escalation room under Seatbelt", () => {
     expect(spec.backend).toEqual({ kind: "seatbelt", allowLocalBinding: false });
   });
 
-  test("a read-only call: the room writes the repository but not its git control paths, with the network on", () => {
+  test("a read-only call: the room writes the repository but not its git control paths, with the call's network (off)", () => {
     const ws = repo();
     const spec: RoomSpec = {
       backend: { kind: "seatbelt", allowLocalBinding: false },
@@ -57,18 +57,37 @@ describe("escalation room under Seatbelt", () => {
     expect(l.argv.slice(0, 2)).toEqual(["/usr/bin/sandbox-exec", "-p"]);
     expect(l.argv.slice(-3)).toEqual(["--", "git", "status"]);
     const policy = l.argv[2]!;
-    expect(policy).toContain("(allow network-outbound)");
+    expect(policy).not.toContain("(allow network-outbound)"); // issue 30: the call's network, not the host's
     const p = params(l.argv);
     const mac = darwinPath(ws); // /var is /private/var on a Mac
     const roots = [...p].filter(([k]) => /^WRITABLE_ROOT_\d+$/.test(k)).map(([, v]) => v);
     expect(roots.sort()).toEqual([mac, join(mac, ".git")].sort());
     const excluded = new Set([...p].filter(([k]) => k.includes("_EXCLUDED_")).map(([, v]) => v));
     for (const c of ["config", "hooks", "info"]) expect({ c, excluded: excluded.has(join(mac, ".git", c)) }).toEqual({ c, excluded: true });
-    // The room's network is on: Codex's "network disabled" marker does not pass; Seatbelt's own marker does.
-    expect(l.env).not.toContain("CODEX_SANDBOX_NETWORK_DISABLED=1");
+    // The room has the call's network (none): Codex's "network disabled" marker says so; Seatbelt's own marker too.
+    expect(l.env).toContain("CODEX_SANDBOX_NETWORK_DISABLED=1");
     expect(l.env).toContain("CODEX_SANDBOX=seatbelt");
     expect(l.env).toContain("GIT_TERMINAL_PROMPT=0");
     expect(l.mustNotAppear).toContain(join(ws, ".git", "commondir"));
+  });
+
+  test('[shellmcp.room_network] git = "host": that program\'s room has the network, without the marker', () => {
+    const ws = repo();
+    const spec: RoomSpec = {
+      backend: { kind: "seatbelt", allowLocalBinding: false },
+      call: planSandboxPolicy(READ_ONLY, ws, {}),
+      extraWritable: {},
+      networkGrants: { git: "host" },
+    };
+    const l = roomLaunch(spec, "/usr/bin/git", ["git", "fetch"], ws, ["PATH=/usr/bin:/bin", "CODEX_SANDBOX_NETWORK_DISABLED=1"]);
+    if ("unavailable" in l) throw new Error(l.unavailable);
+    expect(l.argv[2]!).toContain("(allow network-outbound)");
+    expect(l.env).not.toContain("CODEX_SANDBOX_NETWORK_DISABLED=1");
+    // A domain grant needs a proxy Seatbelt rooms do not get yet: no room, never a wider network.
+    const d = roomLaunch({ ...spec, networkGrants: { git: ["example.com"] } }, "/usr/bin/git", ["git", "fetch"], ws, [
+      "PATH=/usr/bin:/bin",
+    ]);
+    expect("unavailable" in d ? d.unavailable : "built").toContain("[shellmcp.room_network] grants git");
   });
 
   test("proxy mode: outbound only to the proxy's loopback ports, and its variables", () => {
