@@ -41,6 +41,10 @@ export function buildProgram(setExit: (code: number) => void): Command {
       [],
     )
     .option("--max-output-bytes <N>", "output cap per call (default 1048576)")
+    .option(
+      "--default-timeout-ms <MS>",
+      "timeout of a shell call that gives no timeout_ms (default 10000, Codex's); overrides shellmcp.default_timeout_ms",
+    )
     .option("--use-codex-linux-sandbox-exe", "run commands through the client's codexLinuxSandboxExe instead of this binary's own helper")
     .option("--intercept-all", "send every exec to the escalation server, not just those a rule or the danger heuristic can name (slower)")
     .option(

@@ -12,7 +12,7 @@ import { log, setLogFile } from "./log.ts";
 import { INSTRUCTIONS } from "./mcp/early-initialize.ts";
 import { parseSandboxState } from "./mcp/sandbox-state.ts";
 import { serveStdio } from "./mcp/server.ts";
-import { SHELL_TOOL } from "./mcp/shell-tool.ts";
+import { SHELL_TOOL, shellTool } from "./mcp/shell-tool.ts";
 import { errorResult, handleShellCall, type ServeRuntime } from "./serve/call.ts";
 import { checkShellIntercepts } from "./serve/shell-check.ts";
 import { loadServeSetup, type ServeOptions, type ServeSetup } from "./serve/setup.ts";
@@ -56,7 +56,7 @@ export async function serveMain(o: ServeOptions): Promise<number> {
     name: "shellmcp",
     version: VERSION,
     instructions: INSTRUCTIONS,
-    tool: SHELL_TOOL,
+    tool: shellTool(setup.defaultTimeoutMs),
     onSandboxState: (params) => {
       state = parseSandboxState(params); // applies to the next call; running calls keep their snapshot
       log.info("sandbox state", { policy: state.policy.type, profile: state.profile?.type, cwd: state.sandboxCwd });

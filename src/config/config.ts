@@ -203,3 +203,28 @@ export function escalationConfig(cfg: Config, home: string): EscalationConfig {
   }
   return { mode, extraWritable };
 }
+
+/** Largest `default_timeout_ms` accepted, ms (24 hours): longer work belongs in a session. */
+export const MAX_DEFAULT_TIMEOUT_MS = 24 * 3600 * 1000;
+
+/**
+ * Parse a default timeout for `shell` calls: a whole number of milliseconds from 1 to {@link MAX_DEFAULT_TIMEOUT_MS}
+ * (`value` from `--default-timeout-ms` as a string, or from `[shellmcp] default_timeout_ms` as a TOML integer).
+ * `where` names the flag or key in the error. Throws `CONFIG` (key) or `USAGE` (flag).
+ */
+export function parseDefaultTimeoutMs(value: unknown, where: string): number {
+  const n = typeof value === "string" && /^\s*\d+\s*$/.test(value) ? Number(value) : typeof value === "bigint" ? Number(value) : value;
+  if (typeof n !== "number" || !Number.isInteger(n) || n < 1 || n > MAX_DEFAULT_TIMEOUT_MS)
+    throw new ShellmcpError(
+      where.startsWith("--") ? "USAGE" : "CONFIG",
+      `${where} must be a whole number of milliseconds from 1 to ${MAX_DEFAULT_TIMEOUT_MS} (got ${JSON.stringify(typeof value === "bigint" ? String(value) : value)}), e.g. 120000 for two minutes`,
+    );
+  return n;
+}
+
+/** `[shellmcp] default_timeout_ms` (ms), or undefined when absent. Throws `CONFIG` for a bad value. */
+export function defaultTimeoutConfig(cfg: Config): number | undefined {
+  const t = (cfg.shellmcp ?? {}) as Record<string, unknown>;
+  if (typeof t !== "object" || t === null || Array.isArray(t) || t.default_timeout_ms === undefined) return undefined;
+  return parseDefaultTimeoutMs(t.default_timeout_ms, "shellmcp.default_timeout_ms");
+}

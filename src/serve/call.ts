@@ -156,7 +156,7 @@ export async function handleShellCall(
   args: Record<string, unknown> | undefined,
   ctx: ToolContext,
 ): Promise<ToolResult> {
-  const a = parseShellArgs(args);
+  const a = parseShellArgs(args, rt.setup.defaultTimeoutMs);
   const { setup } = rt;
   // Codex 0.169: the state travels with the call and applies to it alone; else the session's (0.97).
   let snap = state;

@@ -7,7 +7,16 @@
 import { existsSync, realpathSync } from "node:fs";
 import { homedir } from "node:os";
 import { basename, dirname, isAbsolute, join, resolve } from "node:path";
-import { applyEnvironmentPolicy, escalationConfig, loadConfig, shellEnvironmentPolicy, type EscalationConfig } from "../config/config.ts";
+import {
+  applyEnvironmentPolicy,
+  defaultTimeoutConfig,
+  escalationConfig,
+  loadConfig,
+  parseDefaultTimeoutMs,
+  shellEnvironmentPolicy,
+  type EscalationConfig,
+} from "../config/config.ts";
+import { DEFAULT_TIMEOUT_MS } from "../mcp/shell-tool.ts";
 import { ShellmcpError } from "../errors.ts";
 import { loadPolicy, resolveCodexHome } from "../execpolicy/discovery.ts";
 import { log } from "../log.ts";
@@ -45,6 +54,8 @@ export interface ServeOptions {
   addDir?: string[];
   /** `--log-file PATH` ("" for none): where everything the server logs is kept too. */
   logFile?: string;
+  /** `--default-timeout-ms N`: the timeout of a `shell` call without `timeout_ms` (overrides `shellmcp.default_timeout_ms`). */
+  defaultTimeoutMs?: string;
 }
 
 /** What `serve` runs with, as read at start. */
@@ -58,6 +69,8 @@ export interface ServeSetup {
   /** The sandbox state until the client sends one (`--sandbox`). */
   initialState: SandboxState;
   maxOutputBytes: number;
+  /** Timeout of a `shell` call that gives no `timeout_ms`, ms: `--default-timeout-ms`, `[shellmcp] default_timeout_ms`, else Codex's 10 s. */
+  defaultTimeoutMs: number;
   escalation: EscalationConfig;
   backend: BackendChoice;
   /** The network policy of proxy mode (`[features] network_proxy`, `[permissions.<p>.network]`, `network_rule`s). */
@@ -121,6 +134,10 @@ export function loadServeSetup(o: ServeOptions): ServeSetup {
     if (!Number.isInteger(maxOutputBytes) || maxOutputBytes < 1024)
       throw new ShellmcpError("USAGE", "--max-output-bytes must be an integer ≥ 1024");
   }
+  const defaultTimeoutMs =
+    o.defaultTimeoutMs !== undefined
+      ? parseDefaultTimeoutMs(o.defaultTimeoutMs, "--default-timeout-ms")
+      : (defaultTimeoutConfig(cfg) ?? DEFAULT_TIMEOUT_MS);
   return {
     codexHome,
     settings,
@@ -128,6 +145,7 @@ export function loadServeSetup(o: ServeOptions): ServeSetup {
     shellPath,
     initialState: pinned,
     maxOutputBytes,
+    defaultTimeoutMs,
     escalation,
     backend: new BackendChoice(backendKind, [codexHome]),
     network,

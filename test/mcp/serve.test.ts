@@ -49,7 +49,10 @@ describe.skipIf(skip)("shellmcp serve (SDK client, compiled binary)", () => {
     expect(tools.length).toBe(1);
     const t = tools[0]!;
     expect(t.name).toBe("shell");
-    expect(t.description).toBe("Runs a shell command and returns its output. You MUST provide the workdir as an absolute path.");
+    // Codex's sentence first, then the default timeout and the session hint (issue 31; test/mcp/default-timeout.test.ts).
+    expect(
+      t.description!.startsWith("Runs a shell command and returns its output. You MUST provide the workdir as an absolute path. "),
+    ).toBe(true);
     // Exactly the original's input schema (key order is checked on the raw wire below: the SDK client reorders).
     expect(t.inputSchema).toEqual(JSON.parse(ORIGINAL_INPUT_SCHEMA));
     expect(t.outputSchema?.required).toEqual(["exit_code", "output", "duration", "timed_out"]);
