@@ -108,6 +108,15 @@ export function loadServeSetup(o: ServeOptions): ServeSetup {
   const { policy, files } = loadPolicy({ codexHome, cwd: process.cwd(), extraRules: o.rules, config: cfg });
   log.info("rules loaded", { files, rules: policy.ruleCount });
   const network = readNetworkPolicy(cfg, policy, (m) => log.warn(m));
+  // A client that sends no sandbox state gets the network its configured permission profile says (issue 31): with
+  // `[features] network_proxy` that is proxy mode with the allow-list, as a Codex client would get.
+  const profileNetwork = profileNetworkEnabled(cfg);
+  const initialState = profileNetwork === true ? withNetwork(pinned) : pinned;
+  if (initialState !== pinned)
+    log.info("network for clients without sandbox state, from default_permissions", {
+      profile: cfg.default_permissions,
+      proxy: network.enabled,
+    });
   if (network.enabled)
     log.info("network proxy mode for calls with network", {
       allow: network.allow,
@@ -143,7 +152,7 @@ export function loadServeSetup(o: ServeOptions): ServeSetup {
     settings,
     env,
     shellPath,
-    initialState: pinned,
+    initialState,
     maxOutputBytes,
     defaultTimeoutMs,
     escalation,
@@ -203,6 +212,37 @@ function pinnedWorkspace(o: ServeOptions): SandboxState {
   if (policy.type === "workspace-write") policy = { ...policy, writable_roots: [...policy.writable_roots, ...extra] };
   log.info("workspace until the client sends a sandbox state", { cwd, policy: policy.type, addDir: extra });
   return { policy, sandboxCwd: cwd, useBwrap: false, useLegacyLandlock: false };
+}
+
+/**
+ * `network.enabled` of the `default_permissions` profile in config.toml, following `extends` through the
+ * `[permissions.*]` tables (a built-in `:name` profile has the network off): true or false when some table of the
+ * chain sets it, undefined when none does or there is no `default_permissions`. Wrong types were already refused by
+ * `readNetworkPolicy`; a cycle ends the walk.
+ */
+export function profileNetworkEnabled(cfg: Record<string, unknown>): boolean | undefined {
+  const perms = (cfg.permissions ?? {}) as Record<string, unknown>;
+  let name = cfg.default_permissions;
+  const seen = new Set<string>();
+  while (typeof name === "string" && !name.startsWith(":") && !seen.has(name)) {
+    seen.add(name);
+    const prof = perms[name] as Record<string, unknown> | undefined;
+    if (prof === undefined || typeof prof !== "object") return undefined;
+    const net = prof.network as Record<string, unknown> | undefined;
+    if (net !== undefined && typeof net === "object" && typeof net.enabled === "boolean") return net.enabled;
+    name = prof.extends;
+  }
+  return undefined;
+}
+
+/**
+ * `state` with the network on (`network_access: true`): read-only and workspace-write only (full access already
+ * has it). With `[features] network_proxy` the calls then run in proxy mode (../serve/call.ts `proxyModeFor`).
+ */
+function withNetwork(state: SandboxState): SandboxState {
+  const p = state.policy;
+  if (p.type === "read-only" || p.type === "workspace-write") return { ...state, policy: { ...p, network_access: true } };
+  return state;
 }
 
 /** The policy `--sandbox MODE` names (default read-only). Throws `USAGE`. */
