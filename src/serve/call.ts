@@ -157,6 +157,42 @@ export async function handleShellCall(
   ctx: ToolContext,
 ): Promise<ToolResult> {
   const a = parseShellArgs(args, rt.setup.defaultTimeoutMs);
+  const started = await launchCommand(rt, state, a, ctx);
+  if ("content" in started) return started;
+  const { r, notice, stale } = await started.done;
+  if (r.spawnError !== undefined) throw new ShellmcpError("PROTOCOL", r.spawnError);
+  if (stale !== undefined) return formatResult({ ...r, output: `${r.output}${stale}\n` }, notice);
+  return formatResult(r, notice);
+}
+
+/** How a session's command runs, besides what a `shell` call has (../shell/session-manager.ts). */
+export interface DetachedRun {
+  /** Ends the session's processes (its kill; a call's cancellation does not end a session). */
+  signal: AbortSignal;
+  terminal?: RunCommandOptions["terminal"];
+  onOutput: NonNullable<RunCommandOptions["onOutput"]>;
+  onStarted: NonNullable<RunCommandOptions["onStarted"]>;
+}
+
+/** A started command: its end, with shellmcp's own notices and, when bubblewrap's stale mount failed it, that report. */
+export interface LaunchedCommand {
+  done: Promise<{ r: RunCommandResult; notice: string; stale?: string }>;
+}
+
+/**
+ * Start one command as a `shell` call does — the call's sandbox state (per-call `_meta`, else `state`; MCP roots),
+ * its launcher, proxy mode, the git guard, every exec decided by the rules — and return once it runs (or a refusal
+ * as a tool result). `detached`: a session's command (`exec_command`), which gets its own kill signal, optionally a
+ * terminal, its output as it arrives, no progress notifications and no practical timeout; what it acquires (the
+ * escalation listener, the proxy, the cgroup) lives until it ends.
+ */
+export async function launchCommand(
+  rt: ServeRuntime,
+  state: SandboxState,
+  a: { command: string; workdir: string; login: boolean; timeoutMs: number },
+  ctx: ToolContext,
+  detached?: DetachedRun,
+): Promise<ToolResult | LaunchedCommand> {
   const { setup } = rt;
   // Codex 0.169: the state travels with the call and applies to it alone; else the session's (0.97).
   let snap = state;
@@ -217,52 +253,56 @@ export async function handleShellCall(
     notice = weakerProtectionNotice(why, rt.cgroups !== undefined || lifelineProblem() === undefined);
   }
   const notices: string[] = [];
-  let r: RunCommandResult;
-  try {
-    r = await runCommand({
-      notice: (text) => notices.push(text),
-      networkProxy: proxy,
-      command: a.command,
-      workdir: a.workdir,
-      login: a.login,
-      timeoutMs: a.timeoutMs,
-      shellPath: setup.shellPath,
-      wrapperPath: rt.wrapperPath,
-      env: setup.env,
-      policy: snap.policy,
-      sandboxCwd: snap.sandboxCwd ?? a.workdir,
-      writable: l.writable,
-      launcher: l.launcher,
-      server,
-      maxOutputBytes: setup.maxOutputBytes,
-      signal: ctx.signal,
-      decide: (req, stopwatch) => decideExec(setup.settings, { elicit: ctx.elicit, paused: (f) => stopwatch.paused(f) }, req),
-      onProgress:
-        ctx.progress === undefined
-          ? undefined
-          : (ms, bytes) => ctx.progress!(Math.floor(ms / 1000), `running for ${Math.floor(ms / 1000)} s, ${bytes} bytes of output`),
-      track: (sid, running) => trackSession(rt.sessions, sid, running),
-      cgroups: rt.cgroups,
-      interceptSet: rt.options.interceptAll ? undefined : interceptSetFor(setup.settings.policy),
-      escalation: setup.escalation,
-      callPlan: l.callPlan,
-    }).finally(() => proxy?.close());
-  } catch (e) {
-    // Every snapshot gets its check (the guard counts the calls in flight); whatever ran is undone.
-    if (gitBefore !== undefined) await checkGit(guard.guard, gitBefore, view, undefined, false);
-    throw e;
-  }
-  if (gitBefore !== undefined) notice = (await checkGit(guard.guard, gitBefore, view, r.settled, enforcement === "landlock")) + notice;
-  if (proxy !== undefined && proxy.refusals.length > 0) r.output += refusalReport(proxy.refusals);
-  // Allowed programs that ran inside the sandbox instead (../escalate/server.ts): after the output, like the guard's.
-  if (notices.length > 0) notice = notices.map((n) => `\nshellmcp: ${n}`).join("") + "\n" + notice;
-  if (r.spawnError !== undefined) throw new ShellmcpError("PROTOCOL", r.spawnError);
-  const stale = setup.backend.bwrapFailed(r, l.launcher);
-  if (stale !== undefined) {
-    log.warn(stale);
-    return formatResult({ ...r, output: `${r.output}${stale}\n` }, notice);
-  }
-  return formatResult(r, notice);
+  const guardOnce = guard.guard;
+  const run = runCommand({
+    notice: (text) => notices.push(text),
+    networkProxy: proxy,
+    command: a.command,
+    workdir: a.workdir,
+    login: a.login,
+    timeoutMs: a.timeoutMs,
+    shellPath: setup.shellPath,
+    wrapperPath: rt.wrapperPath,
+    env: setup.env,
+    policy: snap.policy,
+    sandboxCwd: snap.sandboxCwd ?? a.workdir,
+    writable: l.writable,
+    launcher: l.launcher,
+    server,
+    maxOutputBytes: setup.maxOutputBytes,
+    signal: detached?.signal ?? ctx.signal,
+    terminal: detached?.terminal,
+    onOutput: detached?.onOutput,
+    onStarted: detached?.onStarted,
+    decide: (req, stopwatch) => decideExec(setup.settings, { elicit: ctx.elicit, paused: (f) => stopwatch.paused(f) }, req),
+    onProgress:
+      ctx.progress === undefined || detached !== undefined
+        ? undefined
+        : (ms, bytes) => ctx.progress!(Math.floor(ms / 1000), `running for ${Math.floor(ms / 1000)} s, ${bytes} bytes of output`),
+    track: (sid, running) => trackSession(rt.sessions, sid, running),
+    cgroups: rt.cgroups,
+    interceptSet: rt.options.interceptAll ? undefined : interceptSetFor(setup.settings.policy),
+    escalation: setup.escalation,
+    callPlan: l.callPlan,
+  }).finally(() => proxy?.close());
+  const done = (async () => {
+    let r: RunCommandResult;
+    try {
+      r = await run;
+    } catch (e) {
+      // Every snapshot gets its check (the guard counts the calls in flight); whatever ran is undone.
+      if (gitBefore !== undefined) await checkGit(guardOnce, gitBefore, view, undefined, false);
+      throw e;
+    }
+    if (gitBefore !== undefined) notice = (await checkGit(guardOnce, gitBefore, view, r.settled, enforcement === "landlock")) + notice;
+    if (proxy !== undefined && proxy.refusals.length > 0) r.output += refusalReport(proxy.refusals);
+    // Allowed programs that ran inside the sandbox instead (../escalate/server.ts): after the output, like the guard's.
+    if (notices.length > 0) notice = notices.map((n) => `\nshellmcp: ${n}`).join("") + "\n" + notice;
+    const stale = setup.backend.bwrapFailed(r, l.launcher);
+    if (stale !== undefined) log.warn(stale);
+    return { r, notice, stale };
+  })();
+  return { done };
 }
 
 /**

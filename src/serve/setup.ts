@@ -13,10 +13,13 @@ import {
   escalationConfig,
   loadConfig,
   parseDefaultTimeoutMs,
+  parsePositive,
+  sessionLimitsConfig,
   shellEnvironmentPolicy,
   type EscalationConfig,
 } from "../config/config.ts";
 import { DEFAULT_TIMEOUT_MS } from "../mcp/shell-tool.ts";
+import { DEFAULT_IDLE_TIMEOUT_MS, DEFAULT_MAX_BUFFERED_BYTES, DEFAULT_MAX_SESSIONS, type SessionLimits } from "../shell/session-manager.ts";
 import { ShellmcpError } from "../errors.ts";
 import { loadPolicy, resolveCodexHome } from "../execpolicy/discovery.ts";
 import { log } from "../log.ts";
@@ -56,6 +59,10 @@ export interface ServeOptions {
   logFile?: string;
   /** `--default-timeout-ms N`: the timeout of a `shell` call without `timeout_ms` (overrides `shellmcp.default_timeout_ms`). */
   defaultTimeoutMs?: string;
+  /** `--max-sessions N`: unified exec sessions open at once (overrides `shellmcp.max_sessions`). */
+  maxSessions?: string;
+  /** `--session-idle-timeout-ms N`: a session without a call for this long is ended (overrides `shellmcp.session_idle_timeout_ms`). */
+  sessionIdleTimeoutMs?: string;
 }
 
 /** What `serve` runs with, as read at start. */
@@ -71,6 +78,8 @@ export interface ServeSetup {
   maxOutputBytes: number;
   /** Timeout of a `shell` call that gives no `timeout_ms`, ms: `--default-timeout-ms`, `[shellmcp] default_timeout_ms`, else Codex's 10 s. */
   defaultTimeoutMs: number;
+  /** Bounds of `exec_command` sessions (flags, `[shellmcp]` keys, else the defaults of ../shell/session-manager.ts). */
+  sessionLimits: SessionLimits;
   escalation: EscalationConfig;
   backend: BackendChoice;
   /** The network policy of proxy mode (`[features] network_proxy`, `[permissions.<p>.network]`, `network_rule`s). */
@@ -147,7 +156,18 @@ export function loadServeSetup(o: ServeOptions): ServeSetup {
     o.defaultTimeoutMs !== undefined
       ? parseDefaultTimeoutMs(o.defaultTimeoutMs, "--default-timeout-ms")
       : (defaultTimeoutConfig(cfg) ?? DEFAULT_TIMEOUT_MS);
+  const fromConfig = sessionLimitsConfig(cfg);
+  const sessionLimits: SessionLimits = {
+    maxSessions:
+      o.maxSessions !== undefined ? parsePositive(o.maxSessions, "--max-sessions", 1024) : (fromConfig.maxSessions ?? DEFAULT_MAX_SESSIONS),
+    idleTimeoutMs:
+      o.sessionIdleTimeoutMs !== undefined
+        ? parsePositive(o.sessionIdleTimeoutMs, "--session-idle-timeout-ms", 7 * 24 * 3600 * 1000)
+        : (fromConfig.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS),
+    maxBufferedBytes: DEFAULT_MAX_BUFFERED_BYTES,
+  };
   return {
+    sessionLimits,
     codexHome,
     settings,
     env,
