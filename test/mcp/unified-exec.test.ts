@@ -121,116 +121,131 @@ describe.skipIf(skip)("exec_command and write_stdin (compiled binary, SDK client
     expect(r.structured!.session_id).toBeUndefined();
   });
 
-  test("a dev server started by exec_command answers a later shell call (network on); polls collect its log; Ctrl-C ends it", async () => {
-    const ws = workspace();
-    writeFileSync(join(ws, "marker.txt"), "served from the session\n");
-    const s = await serveIn(ws, true);
-    const port = freePort();
-    const r = await call(s, "exec_command", {
-      cmd: `python3 -u -m http.server ${port} --bind 127.0.0.1`,
-      workdir: ws,
-      yield_time_ms: 1000,
+  // Both Linux backends: bubblewrap, and Landlock + seccomp (the helper of this binary).
+  for (const [backend, nap] of [
+    ["bwrap", 0],
+    ["landlock", 10],
+  ] as const) {
+    const BACKEND: StartOptions = { args: ["--sandbox-backend", backend] };
+    test(`${backend}: a dev server started by exec_command answers a later shell call (network on); polls collect its log; Ctrl-C ends it`, async () => {
+      const ws = workspace();
+      writeFileSync(join(ws, "marker.txt"), "served from the session\n");
+      const s = await serveIn(ws, true, BACKEND);
+      const port = freePort();
+      const r = await call(s, "exec_command", {
+        cmd: `python3 -u -m http.server ${port} --bind 127.0.0.1`,
+        workdir: ws,
+        yield_time_ms: 1000,
+      });
+      expect(r.isError).toBe(false);
+      expect(r.sessionId).toBeGreaterThanOrEqual(1000);
+      expect(r.exitCode).toBeUndefined();
+      expect(r.structured!.session_id).toBe(r.sessionId);
+      const got = await s.shell({
+        command: `for i in $(seq 100); do curl -sf http://127.0.0.1:${port}/marker.txt && exit 0; sleep 0.1; done; exit 1`,
+        workdir: ws,
+        login: false,
+        timeout_ms: 60_000,
+      });
+      expect(got.out.output).toBe("served from the session\n");
+      // The server's request log (stderr, merged) reaches the next poll.
+      expect((await pollFor(s, r.sessionId!, "GET /marker.txt")).output).toContain("GET /marker.txt");
+      // A pipe session's stdin is closed (Codex's words); Ctrl-C is accepted and ends it.
+      const w = await call(s, "write_stdin", { session_id: r.sessionId, chars: "hello\n" });
+      expect(w.isError).toBe(true);
+      expect(w.text).toBe("write_stdin failed: stdin is closed for this session; rerun exec_command with tty=true to keep stdin open");
+      const c = await call(s, "write_stdin", { session_id: r.sessionId, chars: "\u0003", yield_time_ms: 3000 });
+      const ended = c.exitCode !== undefined ? c : { exitCode: (await pollFor(s, r.sessionId!, "\u0000")).exitCode };
+      expect(ended.exitCode).toBeDefined(); // (python's server exits 0 on SIGINT; under bubblewrap the SIGINT ends bwrap first: 130)
+      const gone = await call(s, "write_stdin", { session_id: r.sessionId });
+      expect(gone.isError).toBe(true);
+      expect(gone.text).toBe(`write_stdin failed: Unknown process id ${r.sessionId}`);
     });
-    expect(r.isError).toBe(false);
-    expect(r.sessionId).toBeGreaterThanOrEqual(1000);
-    expect(r.exitCode).toBeUndefined();
-    expect(r.structured!.session_id).toBe(r.sessionId);
-    const got = await s.shell({
-      command: `for i in $(seq 100); do curl -sf http://127.0.0.1:${port}/marker.txt && exit 0; sleep 0.1; done; exit 1`,
-      workdir: ws,
-      login: false,
-      timeout_ms: 60_000,
-    });
-    expect(got.out.output).toBe("served from the session\n");
-    // The server's request log (stderr, merged) reaches the next poll.
-    expect((await pollFor(s, r.sessionId!, "GET /marker.txt")).output).toContain("GET /marker.txt");
-    // A pipe session's stdin is closed (Codex's words); Ctrl-C is accepted and ends it.
-    const w = await call(s, "write_stdin", { session_id: r.sessionId, chars: "hello\n" });
-    expect(w.isError).toBe(true);
-    expect(w.text).toBe("write_stdin failed: stdin is closed for this session; rerun exec_command with tty=true to keep stdin open");
-    const c = await call(s, "write_stdin", { session_id: r.sessionId, chars: "\u0003", yield_time_ms: 3000 });
-    const ended = c.exitCode !== undefined ? c : { exitCode: (await pollFor(s, r.sessionId!, "\u0000")).exitCode };
-    expect(ended.exitCode).toBeDefined();
-    expect(ended.exitCode).not.toBe(0);
-    const gone = await call(s, "write_stdin", { session_id: r.sessionId });
-    expect(gone.isError).toBe(true);
-    expect(gone.text).toBe(`write_stdin failed: Unknown process id ${r.sessionId}`);
-  });
 
-  test("with the network off, a session's server is not reachable from a later call (each launch has its own network)", async () => {
-    const ws = workspace();
-    const s = await serveIn(ws, false);
-    const port = freePort();
-    const r = await call(s, "exec_command", {
-      cmd: `python3 -u -m http.server ${port} --bind 127.0.0.1 || echo "no listener: $?"`,
-      workdir: ws,
-      yield_time_ms: 1000,
+    test(`${backend}: with the network off, a session's server is not reachable from a later call (each launch has its own network)`, async () => {
+      const ws = workspace();
+      const s = await serveIn(ws, false, BACKEND);
+      const port = freePort();
+      const r = await call(s, "exec_command", {
+        cmd: `python3 -u -m http.server ${port} --bind 127.0.0.1 || echo "no listener: $?"`,
+        workdir: ws,
+        yield_time_ms: 1000,
+      });
+      const got = await s.shell({ command: `curl -sf -m 2 http://127.0.0.1:${port}/ ; echo "curl=$?"`, workdir: ws, login: false });
+      expect(got.out.output).toMatch(/curl=[1-9]/);
+      if (r.sessionId !== undefined) await call(s, "write_stdin", { session_id: r.sessionId, chars: "\u0003" });
     });
-    const got = await s.shell({ command: `curl -sf -m 2 http://127.0.0.1:${port}/ ; echo "curl=$?"`, workdir: ws, login: false });
-    expect(got.out.output).toMatch(/curl=[1-9]/);
-    if (r.sessionId !== undefined) await call(s, "write_stdin", { session_id: r.sessionId, chars: "\u0003" });
-  });
 
-  test("tty: write_stdin drives an interactive python; EOF ends it with code 0", async () => {
-    const ws = workspace();
-    const s = await serveIn(ws, false);
-    const r = await call(s, "exec_command", {
-      cmd: "test -t 0 && test -t 1 && echo on-a-tty; exec python3 -i -q",
-      workdir: ws,
-      tty: true,
-      yield_time_ms: 1000,
+    test(`${backend}: tty: write_stdin drives an interactive python; EOF ends it with code 0`, async () => {
+      const ws = workspace();
+      const s = await serveIn(ws, false, BACKEND);
+      const r = await call(s, "exec_command", {
+        cmd: "test -t 0 && test -t 1 && echo on-a-tty; exec python3 -i -q",
+        workdir: ws,
+        tty: true,
+        yield_time_ms: 1000,
+      });
+      expect(r.isError).toBe(false);
+      expect(r.sessionId).toBeDefined();
+      const seen = (await pollFor(s, r.sessionId!, ">>> ", r.output)).output;
+      expect(seen).toContain("on-a-tty");
+      expect(seen).toContain(">>> ");
+      const typed = await call(s, "write_stdin", { session_id: r.sessionId, chars: "print(6*7)\n", yield_time_ms: 2000 });
+      expect((await pollFor(s, r.sessionId!, "42", typed.output)).output).toContain("print(6*7)\r\n42\r\n");
+      const bye = await call(s, "write_stdin", { session_id: r.sessionId, chars: "\u0004", yield_time_ms: 3000 });
+      const exitCode = bye.exitCode ?? (await pollFor(s, r.sessionId!, "\u0000")).exitCode;
+      expect(exitCode).toBe(0);
     });
-    expect(r.isError).toBe(false);
-    expect(r.sessionId).toBeDefined();
-    const seen = (await pollFor(s, r.sessionId!, ">>> ", r.output)).output;
-    expect(seen).toContain("on-a-tty");
-    expect(seen).toContain(">>> ");
-    const typed = await call(s, "write_stdin", { session_id: r.sessionId, chars: "print(6*7)\n", yield_time_ms: 2000 });
-    expect((await pollFor(s, r.sessionId!, "42", typed.output)).output).toContain("print(6*7)\r\n42\r\n");
-    const bye = await call(s, "write_stdin", { session_id: r.sessionId, chars: "\u0004", yield_time_ms: 3000 });
-    const exitCode = bye.exitCode ?? (await pollFor(s, r.sessionId!, "\u0000")).exitCode;
-    expect(exitCode).toBe(0);
-  });
 
-  test("a session's processes stay in the sandbox and obey the rules, also for commands typed later", async () => {
-    const ws = workspace();
-    const outside = workspace();
-    const s = await serveIn(ws, false, { rules: 'prefix_rule(pattern = ["touch"], decision = "forbidden")\n' });
-    const r = await call(s, "exec_command", {
-      cmd: `echo x > ${outside}/escaped; echo "write=$?"; while read -r line; do eval "$line"; done`,
-      workdir: ws,
-      tty: true,
-      yield_time_ms: 1000,
+    test(`${backend}: a session's processes stay in the sandbox and obey the rules, also for commands typed later`, async () => {
+      const ws = workspace();
+      const outside = workspace();
+      const s = await serveIn(ws, false, { ...BACKEND, rules: 'prefix_rule(pattern = ["touch"], decision = "forbidden")\n' });
+      const r = await call(s, "exec_command", {
+        cmd: `echo x > ${outside}/escaped; echo "write=$?"; while read -r line; do eval "$line"; done`,
+        workdir: ws,
+        tty: true,
+        yield_time_ms: 1000,
+      });
+      expect(r.sessionId).toBeDefined();
+      const out = (await pollFor(s, r.sessionId!, "write=", r.output)).output;
+      expect(out).toMatch(/write=[1-9]/);
+      expect(existsSync(join(outside, "escaped"))).toBe(false);
+      const w = await call(s, "write_stdin", {
+        session_id: r.sessionId,
+        chars: `touch ${ws}/typed; echo "touch=$?"\n`,
+        yield_time_ms: 2000,
+      });
+      const typed = await pollFor(s, r.sessionId!, "touch=", w.output);
+      expect(typed.output).toContain("Execution denied: Execution forbidden by policy");
+      expect(typed.output).toMatch(/touch=1/);
+      expect(existsSync(join(ws, "typed"))).toBe(false);
+      // Writes inside the workspace work from the session.
+      const w2 = await call(s, "write_stdin", {
+        session_id: r.sessionId,
+        chars: `echo ok > ${ws}/inside; echo "inside=$?"\n`,
+        yield_time_ms: 2000,
+      });
+      expect((await pollFor(s, r.sessionId!, "inside=", w2.output)).output).toContain("inside=0");
+      await call(s, "write_stdin", { session_id: r.sessionId, chars: "\u0004" });
     });
-    expect(r.sessionId).toBeDefined();
-    const out = (await pollFor(s, r.sessionId!, "write=", r.output)).output;
-    expect(out).toMatch(/write=[1-9]/);
-    expect(existsSync(join(outside, "escaped"))).toBe(false);
-    const w = await call(s, "write_stdin", { session_id: r.sessionId, chars: `touch ${ws}/typed; echo "touch=$?"\n`, yield_time_ms: 2000 });
-    const typed = await pollFor(s, r.sessionId!, "touch=", w.output);
-    expect(typed.output).toContain("Execution denied: Execution forbidden by policy");
-    expect(typed.output).toMatch(/touch=1/);
-    expect(existsSync(join(ws, "typed"))).toBe(false);
-    // Writes inside the workspace work from the session.
-    const w2 = await call(s, "write_stdin", {
-      session_id: r.sessionId,
-      chars: `echo ok > ${ws}/inside; echo "inside=$?"\n`,
-      yield_time_ms: 2000,
-    });
-    expect((await pollFor(s, r.sessionId!, "inside=", w2.output)).output).toContain("inside=0");
-    await call(s, "write_stdin", { session_id: r.sessionId, chars: "\u0004" });
-  });
 
-  test("closing the client ends every session's processes (pipe and tty)", async () => {
-    const ws = workspace();
-    const s = await serveIn(ws, false);
-    const a = await call(s, "exec_command", { cmd: `${NAP(106)}`, workdir: ws, yield_time_ms: 250 });
-    const b = await call(s, "exec_command", { cmd: `(setsid ${NAP(107)} &); ${NAP(108)}`, workdir: ws, tty: true, yield_time_ms: 250 });
-    expect(a.sessionId).toBeDefined();
-    expect(b.sessionId).toBeDefined();
-    await s.close();
-    for (const n of [106, 107, 108]) expect(await noProcessLeft(NAP(n))).toEqual([]);
-  });
+    test(`${backend}: closing the client ends every session's processes (pipe and tty)`, async () => {
+      const ws = workspace();
+      const s = await serveIn(ws, false, BACKEND);
+      const a = await call(s, "exec_command", { cmd: `${NAP(106 + nap)}`, workdir: ws, yield_time_ms: 250 });
+      const b = await call(s, "exec_command", {
+        cmd: `(setsid ${NAP(107 + nap)} &); ${NAP(108 + nap)}`,
+        workdir: ws,
+        tty: true,
+        yield_time_ms: 250,
+      });
+      expect(a.sessionId).toBeDefined();
+      expect(b.sessionId).toBeDefined();
+      await s.close();
+      for (const n of [106, 107, 108]) expect(await noProcessLeft(NAP(n + nap))).toEqual([]);
+    });
+  }
 
   test("bounds: the session count, the idle limit and the output buffer, each with a clear message", async () => {
     const ws = workspace();
