@@ -13,8 +13,8 @@ import { INSTRUCTIONS } from "./mcp/early-initialize.ts";
 import { parseSandboxState } from "./mcp/sandbox-state.ts";
 import { serveStdio } from "./mcp/server.ts";
 import { shellTool } from "./mcp/shell-tool.ts";
-import { EXEC_COMMAND_TOOL, WRITE_STDIN_TOOL } from "./mcp/unified-exec.ts";
-import { handleExecCommand, handleWriteStdin } from "./serve/unified-exec-call.ts";
+import { EXEC_COMMAND_TOOL, LIST_SESSIONS_TOOL, WRITE_STDIN_TOOL } from "./mcp/unified-exec.ts";
+import { handleExecCommand, handleListSessions, handleWriteStdin } from "./serve/unified-exec-call.ts";
 import { SessionManager } from "./shell/session-manager.ts";
 import { errorResult, handleShellCall, type ServeRuntime } from "./serve/call.ts";
 import { checkShellIntercepts } from "./serve/shell-check.ts";
@@ -59,7 +59,7 @@ export async function serveMain(o: ServeOptions): Promise<number> {
     name: "shellmcp",
     version: VERSION,
     instructions: INSTRUCTIONS,
-    tools: [shellTool(setup.defaultTimeoutMs), EXEC_COMMAND_TOOL, WRITE_STDIN_TOOL],
+    tools: [shellTool(setup.defaultTimeoutMs), EXEC_COMMAND_TOOL, WRITE_STDIN_TOOL, LIST_SESSIONS_TOOL],
     onSandboxState: (params) => {
       state = parseSandboxState(params); // applies to the next call; running calls keep their snapshot
       log.info("sandbox state", { policy: state.policy.type, profile: state.profile?.type, cwd: state.sandboxCwd });
@@ -69,7 +69,9 @@ export async function serveMain(o: ServeOptions): Promise<number> {
         ? handleExecCommand(rt, state, args, ctx)
         : name === "write_stdin"
           ? handleWriteStdin(rt, args)
-          : handleShellCall(rt, state, args, ctx),
+          : name === "list_sessions"
+            ? Promise.resolve(handleListSessions(rt, args))
+            : handleShellCall(rt, state, args, ctx),
   });
   // 5. The client is gone: nothing this server started outlives it.
   await rt.shutdown();
@@ -103,7 +105,7 @@ async function serveBroken(message: string): Promise<void> {
     name: "shellmcp",
     version: VERSION,
     instructions: INSTRUCTIONS,
-    tools: [shellTool(), EXEC_COMMAND_TOOL, WRITE_STDIN_TOOL],
+    tools: [shellTool(), EXEC_COMMAND_TOOL, WRITE_STDIN_TOOL, LIST_SESSIONS_TOOL],
     onSandboxState: () => {},
     callTool: async () => errorResult(`shellmcp cannot run commands: ${message}. Fix it, then restart the MCP server.`),
   });

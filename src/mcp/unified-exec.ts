@@ -86,6 +86,32 @@ export const WRITE_STDIN_TOOL: ToolDefinition = {
   outputSchema: OUTPUT_SCHEMA,
 };
 
+/**
+ * `list_sessions`: not one of Codex's tools (Codex lists and ends background terminals in its UI, `/stop`); here the
+ * model (or the user through it) can see the open sessions and end some.
+ */
+export const LIST_SESSIONS_TOOL: ToolDefinition = {
+  name: "list_sessions",
+  description:
+    "Lists the exec_command sessions that are still open (session ID, command, tty or pipes, running or exited, seconds since the last call, output waiting) and ends those whose session IDs are given in `kill` (every process of the session).",
+  inputSchema: {
+    type: "object",
+    properties: {
+      kill: { type: "array", items: { type: "number" }, description: "Session IDs to end before listing." },
+    },
+    additionalProperties: false,
+  },
+};
+
+/** Parse `list_sessions` arguments: `kill`, an optional list of integer session ids. Throws `USAGE`. */
+export function parseListSessionsArgs(args: Record<string, unknown> | undefined): { kill: number[] } {
+  const k = (args ?? {}).kill;
+  if (k === undefined || k === null) return { kill: [] };
+  if (!Array.isArray(k) || !k.every((x) => typeof x === "number" && Number.isInteger(x)))
+    throw bad("`kill` must be a list of session IDs (integers)");
+  return { kill: k as number[] };
+}
+
 /** Validated `exec_command` arguments (`yieldMs` clamped; `workdir` absolute). */
 export interface ExecCommandArgs {
   cmd: string;

@@ -7,7 +7,13 @@ import * as libc from "../../ffi/libc.ts";
 import { log } from "../log.ts";
 import { sandboxStateFromMeta, type SandboxState } from "../mcp/sandbox-state.ts";
 import type { ToolContext, ToolResult } from "../mcp/server.ts";
-import { formatUnifiedResult, parseExecCommandArgs, parseWriteStdinArgs, unifiedError } from "../mcp/unified-exec.ts";
+import {
+  formatUnifiedResult,
+  parseExecCommandArgs,
+  parseListSessionsArgs,
+  parseWriteStdinArgs,
+  unifiedError,
+} from "../mcp/unified-exec.ts";
 import { SessionError, type SessionManager } from "../shell/session-manager.ts";
 import { launchCommand, type ServeRuntime } from "./call.ts";
 
@@ -124,4 +130,22 @@ async function collect(
     if (e instanceof SessionError) return unifiedError(tool, e.message);
     throw e;
   }
+}
+
+/**
+ * One `list_sessions` call: end the sessions named in `kill` (unknown ids are reported, not an error), then list the
+ * open ones, one line each. Throws `USAGE` for malformed arguments.
+ */
+export function handleListSessions(rt: { unified: SessionManager }, args: Record<string, unknown> | undefined): ToolResult {
+  const a = parseListSessionsArgs(args);
+  const lines: string[] = [];
+  for (const id of a.kill) lines.push(rt.unified.kill(id) ? `Session ${id} ended.` : `No open session ${id}.`);
+  const open = rt.unified.list();
+  lines.push(open.length === 0 ? "No session is open." : `Open sessions (${open.length} of at most ${rt.unified.limits.maxSessions}):`);
+  for (const s of open)
+    lines.push(
+      `- session ID ${s.id}: ${s.running ? "running" : "exited (its end is reported by the next write_stdin)"}, ${s.tty ? "tty" : "pipes"}, ` +
+        `last call ${s.idleSeconds} s ago, ${s.bufferedBytes} bytes of output waiting; command: ${s.command}`,
+    );
+  return { content: [{ type: "text", text: lines.join("\n") }], isError: false };
 }

@@ -125,6 +125,8 @@ interface Session {
   idle?: ReturnType<typeof setTimeout>;
   /** Calls on one session are serialised (Codex C's interaction lock). */
   lock: Promise<void>;
+  /** `performance.now()` of the last call on it (or its start). */
+  lastCall: number;
 }
 
 /** The sessions of one server. */
@@ -135,9 +137,33 @@ export class SessionManager {
 
   constructor(readonly limits: SessionLimits) {}
 
-  /** Live sessions: id, command, whether on a terminal, whether the process still runs. */
-  list(): { id: number; command: string; tty: boolean; running: boolean }[] {
-    return [...this.live.values()].map((s) => ({ id: s.id, command: s.command, tty: s.tty, running: s.exit === undefined }));
+  /**
+   * Open sessions: id, command, whether on a terminal, whether the process still runs (an ended one stays until a
+   * call reports its end), seconds since the last call on it, bytes of output waiting for the next call.
+   */
+  list(): { id: number; command: string; tty: boolean; running: boolean; idleSeconds: number; bufferedBytes: number }[] {
+    const now = performance.now();
+    return [...this.live.values()].map((s) => ({
+      id: s.id,
+      command: s.command,
+      tty: s.tty,
+      running: s.exit === undefined,
+      idleSeconds: Math.round((now - s.lastCall) / 1000),
+      bufferedBytes: s.buffer.total,
+    }));
+  }
+
+  /**
+   * End session `id` (every process of it) at a user's or model's request; a later `write_stdin` is told it was
+   * killed. Returns false when no such session is open.
+   */
+  kill(id: number): boolean {
+    const s = this.live.get(id);
+    if (s === undefined) return false;
+    const proc = s.proc;
+    this.forget(s, "the session was ended by list_sessions (kill)");
+    proc?.kill();
+    return true;
   }
 
   /** The live sessions as one line each, for errors. */
@@ -157,7 +183,7 @@ export class SessionManager {
     if (this.live.size >= this.limits.maxSessions)
       throw new SessionError(
         `shellmcp keeps at most ${this.limits.maxSessions} sessions at once and ${this.live.size} are open (${this.describe()}). ` +
-          `Poll a finished one with write_stdin, interrupt one with write_stdin chars "\\u0003", or wait for one to end; ` +
+          `End one with list_sessions {"kill": [id]}, interrupt one with write_stdin chars "\\u0003", or poll a finished one with write_stdin; ` +
           `the user can raise the limit (serve --max-sessions or [shellmcp] max_sessions)`,
       );
     let id: number;
@@ -170,6 +196,7 @@ export class SessionManager {
       buffer: new HeadTail(this.limits.maxBufferedBytes),
       wake: () => undefined,
       lock: Promise.resolve(),
+      lastCall: performance.now(),
     };
     this.live.set(id, s);
     this.touch(s);
@@ -279,6 +306,7 @@ export class SessionManager {
   }
 
   private touch(s: Session): void {
+    s.lastCall = performance.now();
     if (s.idle !== undefined) clearTimeout(s.idle);
     s.idle = setTimeout(() => {
       const secs = Math.round(this.limits.idleTimeoutMs / 100) / 10;

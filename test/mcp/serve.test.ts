@@ -47,7 +47,7 @@ describe.skipIf(skip)("shellmcp serve (SDK client, compiled binary)", () => {
     expect(s.client.getServerVersion()?.name).toBe("shellmcp");
     const { tools } = await s.client.listTools();
     // shell, then Codex's unified exec tools (issue 31; test/mcp/unified-exec.test.ts).
-    expect(tools.map((t) => t.name)).toEqual(["shell", "exec_command", "write_stdin"]);
+    expect(tools.map((t) => t.name)).toEqual(["shell", "exec_command", "write_stdin", "list_sessions"]);
     const t = tools[0]!;
     expect(t.name).toBe("shell");
     // Codex's sentence first, then the default timeout and the session hint (issue 31; test/mcp/default-timeout.test.ts).
@@ -342,7 +342,7 @@ describe.skipIf(skip)("shellmcp serve (SDK client, compiled binary)", () => {
       setup(home);
       const s = await serve({ codexHome: home });
       const { tools } = await s.client.listTools();
-      expect(tools.map((t) => t.name)).toEqual(["shell", "exec_command", "write_stdin"]);
+      expect(tools.map((t) => t.name)).toEqual(["shell", "exec_command", "write_stdin", "list_sessions"]);
       const ws = workspace();
       for (let i = 0; i < 2; i++) {
         const r = (await s.client.callTool({ name: "shell", arguments: { command: "touch ran", workdir: ws } })) as {

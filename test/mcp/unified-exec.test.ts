@@ -247,6 +247,32 @@ describe.skipIf(skip)("exec_command and write_stdin (compiled binary, SDK client
     });
   }
 
+  test("list_sessions lists the open sessions and ends those named in kill", async () => {
+    const ws = workspace();
+    const s = await serveIn(ws, false);
+    const a = await call(s, "exec_command", { cmd: NAP(111), workdir: ws, yield_time_ms: 250 });
+    const b = await call(s, "exec_command", { cmd: `echo waiting; ${NAP(112)}`, workdir: ws, tty: true, yield_time_ms: 250 });
+    const text = async (args: Record<string, unknown>) =>
+      ((await s.client.callTool({ name: "list_sessions", arguments: args })).content as { text: string }[])[0]!.text;
+    const listed = await text({});
+    expect(listed).toContain("Open sessions (2 of at most 16):");
+    expect(listed).toContain(`- session ID ${a.sessionId}: running, pipes, last call`);
+    expect(listed).toContain(`command: ${NAP(111)}`);
+    expect(listed).toContain(`- session ID ${b.sessionId}: running, tty, last call`);
+    const after = await text({ kill: [a.sessionId, 7] });
+    expect(after).toContain(`Session ${a.sessionId} ended.`);
+    expect(after).toContain("No open session 7.");
+    expect(after).not.toContain(`session ID ${a.sessionId}:`);
+    expect(await noProcessLeft(NAP(111))).toEqual([]);
+    const gone = await call(s, "write_stdin", { session_id: a.sessionId });
+    expect(gone.text).toBe(
+      `write_stdin failed: Unknown process id ${a.sessionId}: the session was ended by list_sessions (kill) (open sessions: ${b.sessionId} (tty): echo waiting; ${NAP(112)})`,
+    );
+    await text({ kill: [b.sessionId] });
+    expect(await noProcessLeft(NAP(112))).toEqual([]);
+    expect(await text({})).toBe("No session is open.");
+  });
+
   test("bounds: the session count, the idle limit and the output buffer, each with a clear message", async () => {
     const ws = workspace();
     const s = await serveIn(ws, false, { args: ["--max-sessions", "1", "--session-idle-timeout-ms", "1500"] });
