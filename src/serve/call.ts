@@ -174,9 +174,12 @@ export interface DetachedRun {
   onStarted: NonNullable<RunCommandOptions["onStarted"]>;
 }
 
-/** A started command: its end, with shellmcp's own notices and, when bubblewrap's stale mount failed it, that report. */
+/**
+ * A started command: its end, with shellmcp's own notices, the network proxy's refusals (`refused`, also appended to
+ * `r.output`; a session's output went elsewhere as it arrived) and, when bubblewrap's stale mount failed it, that report.
+ */
 export interface LaunchedCommand {
-  done: Promise<{ r: RunCommandResult; notice: string; stale?: string }>;
+  done: Promise<{ r: RunCommandResult; notice: string; stale?: string; refused: string }>;
 }
 
 /**
@@ -295,12 +298,13 @@ export async function launchCommand(
       throw e;
     }
     if (gitBefore !== undefined) notice = (await checkGit(guardOnce, gitBefore, view, r.settled, enforcement === "landlock")) + notice;
-    if (proxy !== undefined && proxy.refusals.length > 0) r.output += refusalReport(proxy.refusals);
+    const refused = proxy !== undefined && proxy.refusals.length > 0 ? refusalReport(proxy.refusals) : "";
+    r.output += refused;
     // Allowed programs that ran inside the sandbox instead (../escalate/server.ts): after the output, like the guard's.
     if (notices.length > 0) notice = notices.map((n) => `\nshellmcp: ${n}`).join("") + "\n" + notice;
     const stale = setup.backend.bwrapFailed(r, l.launcher);
     if (stale !== undefined) log.warn(stale);
-    return { r, notice, stale };
+    return { r, notice, stale, refused };
   })();
   return { done };
 }

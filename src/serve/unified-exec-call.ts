@@ -84,9 +84,9 @@ export async function handleExecCommand(
     kill: () => kill.abort(),
     interrupt: () => interrupt(),
     terminalFd: pty?.master,
-    ended: launched.done.then(({ r, notice, stale }) => ({
+    ended: launched.done.then(({ r, notice, stale, refused }) => ({
       exitCode: r.exitCode,
-      trailer: (r.spawnError !== undefined ? `${r.spawnError}\n` : "") + (stale !== undefined ? `${stale}\n` : "") + notice,
+      trailer: (r.spawnError !== undefined ? `${r.spawnError}\n` : "") + refused + (stale !== undefined ? `${stale}\n` : "") + notice,
     })),
   });
   log.info("session started", { id, tty: a.tty, workdir: a.workdir });

@@ -69,6 +69,23 @@ describe.skipIf(skip)("network from the server's configuration, for a client wit
     );
   }
 
+  test("a session (exec_command) gets the same proxy: the allowed name answers, another is refused", async () => {
+    const s = await plainServe(CONFIG, "bwrap");
+    const r = await s.client.callTool({
+      name: "exec_command",
+      arguments: {
+        cmd: `curl -sS http://allowed.test:${port}/; curl -sS -o /dev/null -w '%{http_code}\\n' http://other.test:${port}/`,
+        workdir: s.ws,
+        login: false,
+        yield_time_ms: 30_000,
+      },
+    });
+    const text = (r.content as { text: string }[])[0]!.text;
+    expect(text).toContain("Process exited with code 0");
+    expect(text).toContain(`hello allowed.test:${port}\n403\n`);
+    expect(text).toContain(`shellmcp: network access refused: other.test:${port} (http): not_allowed`);
+  });
+
   test("without network in the profile, a plain client's network stays off", async () => {
     const s = await plainServe(CONFIG.replace("enabled = true", "enabled = false"), "bwrap");
     const r = await s.shell({ command: `curl -sS http://allowed.test:${port}/; echo "exit=$?"`, workdir: s.ws, login: false });
