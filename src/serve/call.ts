@@ -165,6 +165,22 @@ export async function handleShellCall(
   return formatResult(r, notice);
 }
 
+/**
+ * Variables every session's command gets on top of the shell environment policy's, as Codex's unified exec sets
+ * them (`UNIFIED_EXEC_ENV`, spec §4): no colours, a dumb terminal, UTF-8, pagers that do not wait for a key.
+ */
+export const SESSION_ENV: Readonly<Record<string, string>> = {
+  NO_COLOR: "1",
+  TERM: "dumb",
+  LANG: "C.UTF-8",
+  LC_CTYPE: "C.UTF-8",
+  LC_ALL: "C.UTF-8",
+  COLORTERM: "",
+  PAGER: "cat",
+  GIT_PAGER: "cat",
+  GH_PAGER: "cat",
+};
+
 /** How a session's command runs, besides what a `shell` call has (../shell/session-manager.ts). */
 export interface DetachedRun {
   /** Ends the session's processes (its kill; a call's cancellation does not end a session). */
@@ -266,7 +282,7 @@ export async function launchCommand(
     timeoutMs: a.timeoutMs,
     shellPath: setup.shellPath,
     wrapperPath: rt.wrapperPath,
-    env: setup.env,
+    env: detached === undefined ? setup.env : { ...setup.env, ...SESSION_ENV },
     policy: snap.policy,
     sandboxCwd: snap.sandboxCwd ?? a.workdir,
     writable: l.writable,

@@ -119,6 +119,9 @@ describe.skipIf(skip)("exec_command and write_stdin (compiled binary, SDK client
     expect(r.sessionId).toBeUndefined();
     expect(r.structured).toMatchObject({ exit_code: 3, output: `out\nerr\n${ws}\n` });
     expect(r.structured!.session_id).toBeUndefined();
+    // Codex's session environment: no colours, a dumb terminal, pagers that do not wait.
+    const env = await call(s, "exec_command", { cmd: 'echo "$TERM|$PAGER|$GIT_PAGER|$NO_COLOR|$LC_ALL"', workdir: ws, login: false });
+    expect(env.output).toBe("dumb|cat|cat|1|C.UTF-8\n");
   });
 
   // Both Linux backends: bubblewrap, and Landlock + seccomp (the helper of this binary).
