@@ -41,6 +41,28 @@ import { CallProxy, refusalReport } from "../network/proxy.ts";
 import { networkAsker } from "../mcp/network-approval.ts";
 import { visibleLines } from "../safe-text.ts";
 
+/** Bytes of the latest output a progress notification of a `shell` call carries. */
+export const PROGRESS_TAIL_BYTES = 400;
+
+/** The last `max` bytes of a stream, as visible text (controls escaped, line breaks kept: ../safe-text.ts). */
+export class OutputTail {
+  private buf = new Uint8Array(0);
+  constructor(private readonly max: number) {}
+  /** Add a chunk, keeping the last `max` bytes. */
+  push(chunk: Uint8Array): void {
+    const joined = new Uint8Array(Math.min(this.max, this.buf.byteLength + chunk.byteLength));
+    const fromChunk = Math.min(chunk.byteLength, joined.byteLength);
+    const fromBuf = joined.byteLength - fromChunk;
+    joined.set(this.buf.subarray(this.buf.byteLength - fromBuf), 0);
+    joined.set(chunk.subarray(chunk.byteLength - fromChunk), fromBuf);
+    this.buf = joined;
+  }
+  /** The kept bytes decoded (a cut first character dropped), controls made visible. */
+  text(): string {
+    return visibleLines(new TextDecoder().decode(this.buf).replace(/^\uFFFD/, ""));
+  }
+}
+
 /** What every call of one server shares. */
 export interface ServeRuntime {
   setup: ServeSetup;
@@ -273,6 +295,8 @@ export async function launchCommand(
   }
   const notices: string[] = [];
   const guardOnce = guard.guard;
+  // The end of the output so far, for progress notifications (issue 31: a client sees what a long command does).
+  const tail = new OutputTail(PROGRESS_TAIL_BYTES);
   const run = runCommand({
     notice: (text) => notices.push(text),
     networkProxy: proxy,
@@ -291,13 +315,17 @@ export async function launchCommand(
     maxOutputBytes: setup.maxOutputBytes,
     signal: detached?.signal ?? ctx.signal,
     terminal: detached?.terminal,
-    onOutput: detached?.onOutput,
+    onOutput: detached?.onOutput ?? (ctx.progress !== undefined ? (chunk) => tail.push(chunk) : undefined),
     onStarted: detached?.onStarted,
     decide: (req, stopwatch) => decideExec(setup.settings, { elicit: ctx.elicit, paused: (f) => stopwatch.paused(f) }, req),
     onProgress:
       ctx.progress === undefined || detached !== undefined
         ? undefined
-        : (ms, bytes) => ctx.progress!(Math.floor(ms / 1000), `running for ${Math.floor(ms / 1000)} s, ${bytes} bytes of output`),
+        : (ms, bytes) =>
+            ctx.progress!(
+              Math.floor(ms / 1000),
+              `running for ${Math.floor(ms / 1000)} s, ${bytes} bytes of output${bytes > 0 ? `; last output: ${tail.text()}` : ""}`,
+            ),
     track: (sid, running) => trackSession(rt.sessions, sid, running),
     cgroups: rt.cgroups,
     interceptSet: rt.options.interceptAll ? undefined : interceptSetFor(setup.settings.policy),

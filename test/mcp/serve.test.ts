@@ -282,11 +282,13 @@ describe.skipIf(skip)("shellmcp serve (SDK client, compiled binary)", () => {
     const ws = workspace();
     const seen: unknown[] = [];
     const r = await s.shell(
-      { command: "sleep 6; echo done", workdir: ws, login: false, timeout_ms: 20000 },
+      { command: "echo first; sleep 6; echo done", workdir: ws, login: false, timeout_ms: 20000 },
       { onprogress: (p) => seen.push(p) },
     );
-    expect(r.out.output).toBe("done\n");
+    expect(r.out.output).toBe("first\ndone\n");
     expect(seen.length).toBeGreaterThanOrEqual(1);
+    // Issue 31: the notification carries the end of the output so far.
+    expect((seen[0] as { message?: string }).message).toMatch(/^running for \d+ s, 6 bytes of output; last output: first\n$/);
   });
 
   test("cancellation kills the command's process group", async () => {
