@@ -387,17 +387,17 @@ export function shellArgv(
 }
 
 /**
- * Read `fd` until EOF, giving each chunk to `push`: a pipe through Bun's file stream, a terminal's master through a
+ * Read `readEnd` (the call's own output pipe or terminal master, an fd) until EOF, giving each chunk to `push`: a pipe through Bun's file stream, a terminal's master through a
  * `tty.ReadStream` (Bun's file stream uses positioned reads, which a terminal refuses; the stream owns the fd and
  * closes it, and the slave's last close reads as EIO, taken as EOF). `cancel` stops reading.
  */
 function readOutput(
-  fd: number,
+  readEnd: number,
   terminal: boolean,
   push: (chunk: Uint8Array) => void,
 ): { done: Promise<void>; cancel: () => Promise<void> } {
   if (terminal) {
-    const stream = new (require("node:tty") as typeof import("node:tty")).ReadStream(fd);
+    const stream = new (require("node:tty") as typeof import("node:tty")).ReadStream(readEnd);
     const done = new Promise<void>((res) => {
       stream.on("data", (d: Buffer) => push(new Uint8Array(d)));
       stream.on("error", () => undefined); // EIO: every slave fd is closed
@@ -411,7 +411,7 @@ function readOutput(
       },
     };
   }
-  const reader = Bun.file(fd).stream().getReader();
+  const reader = Bun.file(readEnd).stream().getReader();
   const done = (async () => {
     try {
       for (;;) {
