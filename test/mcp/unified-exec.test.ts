@@ -250,6 +250,35 @@ describe.skipIf(skip)("exec_command and write_stdin (compiled binary, SDK client
     });
   }
 
+  test("a prompt rule inside a session asks the human after exec_command has returned; accepted, the program runs", async () => {
+    const ws = workspace();
+    expect(Bun.spawnSync(["git", "init", "-q", ws]).exitCode).toBe(0); // an escalated program's room writes its repository
+    const s = await serve({
+      rules: 'prefix_rule(pattern = ["touch"], decision = "prompt")\n',
+      onElicit: (message) => ({ action: message.includes("late.txt") ? "accept" : "decline" }),
+    });
+    const r = await call(s, "exec_command", {
+      cmd: 'while read -r line; do eval "$line"; done',
+      workdir: ws,
+      tty: true,
+      yield_time_ms: 250,
+    });
+    expect(r.sessionId).toBeDefined();
+    expect(s.elicitations).toEqual([]);
+    const w = await call(s, "write_stdin", {
+      session_id: r.sessionId,
+      chars: 'touch late.txt; echo "late=$?"; touch other.txt; echo "other=$?"\n',
+      yield_time_ms: 2000,
+    });
+    const out = (await pollFor(s, r.sessionId!, "other=", w.output)).output;
+    expect(out).toContain("late=0");
+    expect(out).toContain("Execution denied: User declined execution");
+    expect(s.elicitations[0]).toBe(`Allow agent to run \`/usr/bin/touch late.txt\` in \`${ws}\`?`);
+    expect(existsSync(join(ws, "late.txt"))).toBe(true);
+    expect(existsSync(join(ws, "other.txt"))).toBe(false);
+    await call(s, "write_stdin", { session_id: r.sessionId, chars: "\u0004" });
+  });
+
   test("list_sessions lists the open sessions and ends those named in kill", async () => {
     const ws = workspace();
     const s = await serveIn(ws, false);
