@@ -564,7 +564,16 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
     const [r, w] = [readEnd, writeEnd];
     hold(() => [r, w].forEach(libc.closeQuiet));
   }
-  let outputFd: number | undefined = libc.fcntl(writeEnd, libc.SOCK.F_DUPFD_CLOEXEC, 3);
+  // On a terminal, escalated programs' output goes through a pipe of its own, merged into the output below: a room
+  // passes no terminal (its programs' stdout would otherwise be the session's terminal, readable as input).
+  let escalatedRead: number | undefined;
+  let outputFd: number | undefined;
+  if (tty !== undefined) {
+    const [r, w] = libc.pipe2(libc.SOCK.SOCK_CLOEXEC);
+    escalatedRead = r;
+    outputFd = w;
+    hold(() => libc.closeQuiet(r));
+  } else outputFd = libc.fcntl(writeEnd, libc.SOCK.F_DUPFD_CLOEXEC, 3);
   hold(() => outputFd !== undefined && libc.closeQuiet(outputFd)); // until the listener has it
   let listener: ReturnType<EscalationServer["listen"]>;
   try {
@@ -721,11 +730,14 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
 
   // Read the shared pipe (or the terminal) until EOF; after the shell exits, give it DRAIN_MS more.
   let eof = false;
-  const reader = readOutput(readEnd, tty !== undefined, (chunk) => {
+  const take = (chunk: Uint8Array) => {
     out.push(chunk);
     o.onOutput?.(chunk);
-  });
-  const pump = reader.done.then(() => {
+  };
+  const readers = [readOutput(readEnd, tty !== undefined, take)];
+  if (escalatedRead !== undefined) readers.push(readOutput(escalatedRead, false, take));
+  const reader = { cancel: () => Promise.all(readers.map((r) => r.cancel())) };
+  const pump = Promise.all(readers.map((r) => r.done)).then(() => {
     eof = true;
   });
   const exitCode = await proc.exited;
@@ -740,6 +752,7 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
   await Promise.race([pump, Bun.sleep(DRAIN_MS)]);
   if (!eof) await reader.cancel();
   if (tty === undefined) libc.closeQuiet(readEnd); // a terminal's reader closed its own
+  if (escalatedRead !== undefined) libc.closeQuiet(escalatedRead);
   if (progress !== undefined) clearInterval(progress);
   o.signal?.removeEventListener("abort", onAbort);
   stopwatch.dispose();

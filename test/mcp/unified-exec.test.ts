@@ -233,6 +233,23 @@ describe.skipIf(skip)("exec_command and write_stdin (compiled binary, SDK client
       await call(s, "write_stdin", { session_id: r.sessionId, chars: "\u0004" });
     });
 
+    test(`${backend}: on a terminal, an escalated program's output arrives through a pipe, not the terminal (rooms pass no terminal)`, async () => {
+      const ws = workspace();
+      expect(Bun.spawnSync(["git", "init", "-q", ws]).exitCode).toBe(0);
+      const s = await serveIn(ws, false, { ...BACKEND, rules: 'prefix_rule(pattern = ["stat"], decision = "allow")\n' });
+      const r = await call(s, "exec_command", {
+        cmd: 'test -t 1 && echo "shell: terminal"; stat -L -c "escalated: %F" /proc/self/fd/1 /proc/self/fd/0',
+        workdir: ws,
+        tty: true,
+        yield_time_ms: 5000,
+      });
+      const out = (await pollFor(s, r.sessionId ?? 0, "\u0000", r.output, r.exitCode !== undefined ? 0 : 12)).output;
+      expect(out).toContain("shell: terminal");
+      expect(out).toContain("escalated: fifo");
+      expect(out).toContain("escalated: character special file"); // stdin: /dev/null
+      expect(out).not.toContain("escalated: character special file\r\nescalated: character special file");
+    });
+
     test(`${backend}: closing the client ends every session's processes (pipe and tty)`, async () => {
       const ws = workspace();
       const s = await serveIn(ws, false, BACKEND);
