@@ -312,7 +312,8 @@ export async function launchCommand(
     writable: l.writable,
     launcher: l.launcher,
     server,
-    maxOutputBytes: setup.maxOutputBytes,
+    // A session keeps its output in its own bounded buffer (../shell/session-manager.ts); the run's copy is unused.
+    maxOutputBytes: detached === undefined ? setup.maxOutputBytes : 1024,
     signal: detached?.signal ?? ctx.signal,
     terminal: detached?.terminal,
     onOutput: detached?.onOutput ?? (ctx.progress !== undefined ? (chunk) => tail.push(chunk) : undefined),
