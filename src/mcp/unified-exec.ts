@@ -9,14 +9,17 @@ import { isAbsolute, join } from "node:path";
 import { ShellmcpError } from "../errors.ts";
 import type { ToolDefinition, ToolResult } from "./server.ts";
 
-/** `exec_command`'s default yield time, ms, and its clamp (Codex: 10000, 250–30000). */
+/** `exec_command`'s default yield time, ms (Codex: 10000). */
 export const EXEC_YIELD_DEFAULT_MS = 10_000;
+/** Shortest yield time of `exec_command` and of a non-empty `write_stdin`, ms (Codex: 250). */
 export const YIELD_MIN_MS = 250;
+/** Longest yield time of `exec_command` and of a non-empty `write_stdin`, ms (Codex: 30000). */
 export const YIELD_MAX_MS = 30_000;
 /** `write_stdin`'s default yield time for a non-empty write, ms (Codex: 250). */
 export const WRITE_YIELD_DEFAULT_MS = 250;
-/** An empty poll waits at least this long, and at most {@link POLL_MAX_MS} (Codex's `background_terminal_max_timeout`). */
+/** An empty poll waits at least this long, ms (Codex: 5000). */
 export const POLL_MIN_MS = 5_000;
+/** An empty poll waits at most this long, ms (Codex's `background_terminal_max_timeout` default, 300000). */
 export const POLL_MAX_MS = 300_000;
 /** Default `max_output_tokens` (Codex: 10000), at about 4 bytes per token. */
 export const DEFAULT_MAX_OUTPUT_TOKENS = 10_000;
