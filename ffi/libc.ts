@@ -80,6 +80,14 @@ const GROUPS = {
   spawnClosefrom: {
     posix_spawn_file_actions_addclosefrom_np: { args: [P, i32], returns: i32 },
   },
+  pty: {
+    posix_openpt: { args: [i32], returns: i32 },
+    grantpt: { args: [i32], returns: i32 },
+    unlockpt: { args: [i32], returns: i32 },
+    ptsname_r: { args: [i32, P, u64], returns: i32 },
+    open: { args: [P, i32], returns: i32 },
+    ioctl: { args: [i32, u64, P], returns: i32 },
+  },
   kernel: {
     prctl: { args: [i64, u64, u64, u64, u64], returns: i32 },
     // Variadic in C: declare all six argument slots so none is left holding garbage.
@@ -867,4 +875,41 @@ export function pipe2(flags: number): [number, number] {
   const out = new Int32Array(2);
   if (sym("file").pipe2(out, flags) < 0) throw sysError("pipe2");
   return [out[0]!, out[1]!];
+}
+
+/** A pseudo-terminal pair: `master` (this process reads output and writes input) and `slave` (the program's fds 0–2). */
+export interface PtyPair {
+  master: number;
+  slave: number;
+}
+
+/** `O_RDWR | O_NOCTTY | O_CLOEXEC` on Linux (x86_64 and aarch64). */
+const PTY_OPEN_FLAGS = 0o2 | 0o400 | 0o2000000;
+/** `TIOCSWINSZ` on Linux. */
+const TIOCSWINSZ = 0x5414;
+
+/**
+ * Open a pseudo-terminal (`posix_openpt`, `grantpt`, `unlockpt`, `ptsname_r`, then the slave), both ends
+ * close-on-exec and not the caller's controlling terminal, sized `rows` × `cols` (Codex's unified exec: 24 × 80).
+ * Linux only. Throws `SYSCALL` (both ends closed on failure).
+ */
+export function openPty(rows = 24, cols = 80): PtyPair {
+  const s = sym("pty");
+  const master = s.posix_openpt(PTY_OPEN_FLAGS);
+  if (master < 0) throw sysError("posix_openpt");
+  try {
+    if (s.grantpt(master) !== 0) throw sysError("grantpt");
+    if (s.unlockpt(master) !== 0) throw sysError("unlockpt");
+    const name = new Uint8Array(128);
+    const e = s.ptsname_r(master, name, name.length);
+    if (e !== 0) throw sysError("ptsname_r", e);
+    const slave = s.open(name, PTY_OPEN_FLAGS);
+    if (slave < 0) throw sysError("open(pty slave)");
+    const ws = new Uint16Array([rows, cols, 0, 0]);
+    s.ioctl(slave, TIOCSWINSZ, ws);
+    return { master, slave };
+  } catch (err) {
+    closeQuiet(master);
+    throw err;
+  }
 }

@@ -41,6 +41,15 @@ export function buildProgram(setExit: (code: number) => void): Command {
       [],
     )
     .option("--max-output-bytes <N>", "output cap per call (default 1048576)")
+    .option(
+      "--default-timeout-ms <MS>",
+      "timeout of a shell call that gives no timeout_ms (default 10000, Codex's); overrides shellmcp.default_timeout_ms",
+    )
+    .option("--max-sessions <N>", "exec_command sessions open at once (default 16); overrides shellmcp.max_sessions")
+    .option(
+      "--session-idle-timeout-ms <MS>",
+      "an exec_command session without a call for this long is ended (default 1800000); overrides shellmcp.session_idle_timeout_ms",
+    )
     .option("--use-codex-linux-sandbox-exe", "run commands through the client's codexLinuxSandboxExe instead of this binary's own helper")
     .option("--intercept-all", "send every exec to the escalation server, not just those a rule or the danger heuristic can name (slower)")
     .option(

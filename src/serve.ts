@@ -12,7 +12,10 @@ import { log, setLogFile } from "./log.ts";
 import { INSTRUCTIONS } from "./mcp/early-initialize.ts";
 import { parseSandboxState } from "./mcp/sandbox-state.ts";
 import { serveStdio } from "./mcp/server.ts";
-import { SHELL_TOOL } from "./mcp/shell-tool.ts";
+import { shellTool } from "./mcp/shell-tool.ts";
+import { EXEC_COMMAND_TOOL, LIST_SESSIONS_TOOL, WRITE_STDIN_TOOL } from "./mcp/unified-exec.ts";
+import { handleExecCommand, handleListSessions, handleWriteStdin } from "./serve/unified-exec-call.ts";
+import { SessionManager } from "./shell/session-manager.ts";
 import { errorResult, handleShellCall, type ServeRuntime } from "./serve/call.ts";
 import { checkShellIntercepts } from "./serve/shell-check.ts";
 import { loadServeSetup, type ServeOptions, type ServeSetup } from "./serve/setup.ts";
@@ -56,12 +59,19 @@ export async function serveMain(o: ServeOptions): Promise<number> {
     name: "shellmcp",
     version: VERSION,
     instructions: INSTRUCTIONS,
-    tool: SHELL_TOOL,
+    tools: [shellTool(setup.defaultTimeoutMs), EXEC_COMMAND_TOOL, WRITE_STDIN_TOOL, LIST_SESSIONS_TOOL],
     onSandboxState: (params) => {
       state = parseSandboxState(params); // applies to the next call; running calls keep their snapshot
       log.info("sandbox state", { policy: state.policy.type, profile: state.profile?.type, cwd: state.sandboxCwd });
     },
-    callTool: (args, ctx) => handleShellCall(rt, state, args, ctx),
+    callTool: (name, args, ctx) =>
+      name === "exec_command"
+        ? handleExecCommand(rt, state, args, ctx)
+        : name === "write_stdin"
+          ? handleWriteStdin(rt, args)
+          : name === "list_sessions"
+            ? Promise.resolve(handleListSessions(rt, args))
+            : handleShellCall(rt, state, args, ctx),
   });
   // 5. The client is gone: nothing this server started outlives it.
   await rt.shutdown();
@@ -95,7 +105,7 @@ async function serveBroken(message: string): Promise<void> {
     name: "shellmcp",
     version: VERSION,
     instructions: INSTRUCTIONS,
-    tool: SHELL_TOOL,
+    tools: [shellTool(), EXEC_COMMAND_TOOL, WRITE_STDIN_TOOL, LIST_SESSIONS_TOOL],
     onSandboxState: () => {},
     callTool: async () => errorResult(`shellmcp cannot run commands: ${message}. Fix it, then restart the MCP server.`),
   });
@@ -130,7 +140,11 @@ function hardenServerProcess(platform: NodeJS.Platform, shellEnv: Record<string,
  * beside the MCP session; a call waits for it, a failure ends the server), one cgroup per call (so detached
  * processes end with their call), and the shutdown — on a signal or when the client goes away.
  */
-function startRuntime(o: ServeOptions, setup: ServeSetup, platform: NodeJS.Platform): ServeRuntime & { shutdown: () => Promise<void> } {
+function startRuntime(
+  o: ServeOptions,
+  setup: ServeSetup,
+  platform: NodeJS.Platform,
+): ServeRuntime & { unified: SessionManager; shutdown: () => Promise<void> } {
   let server: EscalationServer | undefined;
   const wrapperPath = o.execve ?? selfAs("codex-execve-wrapper");
   // The sandbox helper runs outside every sandbox, started by this process: as the file this process runs
@@ -173,10 +187,14 @@ function startRuntime(o: ServeOptions, setup: ServeSetup, platform: NodeJS.Platf
   if (lifeline !== undefined)
     writeStderr(`shellmcp: no lifeline guard (${lifeline}); a process this server starts can outlive a server killed by a signal\n`);
   const sessions = new Set<number>();
+  // exec_command sessions (Codex's unified exec): bounded, and ended first at shutdown.
+  const unified = new SessionManager(setup.sessionLimits);
   const shutdown = async () => {
     endLifeline(); // every call's guard kills what runs below it
+    const sessionsEnded = unified.closeAll(3000);
     await cgroups?.shutdown();
     killSessions(sessions);
+    await sessionsEnded;
     await server?.stop();
   };
   for (const sig of ["SIGTERM", "SIGINT", "SIGHUP"] as const) {
@@ -194,6 +212,7 @@ function startRuntime(o: ServeOptions, setup: ServeSetup, platform: NodeJS.Platf
     shellRefused: () => shellChecked,
     sessions,
     cgroups,
+    unified,
     shutdown,
   };
 }

@@ -238,3 +238,58 @@ export function escalationConfig(cfg: Config, home: string): EscalationConfig {
   }
   return { mode, extraWritable: pathLists("room_writable"), roomNetwork, roomReadable: pathLists("room_readable") };
 }
+
+/** Largest `default_timeout_ms` accepted, ms (24 hours): longer work belongs in a session. */
+export const MAX_DEFAULT_TIMEOUT_MS = 24 * 3600 * 1000;
+
+/**
+ * Parse a default timeout for `shell` calls: a whole number of milliseconds from 1 to {@link MAX_DEFAULT_TIMEOUT_MS}
+ * (`value` from `--default-timeout-ms` as a string, or from `[shellmcp] default_timeout_ms` as a TOML integer).
+ * `where` names the flag or key in the error. Throws `CONFIG` (key) or `USAGE` (flag).
+ */
+export function parseDefaultTimeoutMs(value: unknown, where: string): number {
+  const n = typeof value === "string" && /^\s*\d+\s*$/.test(value) ? Number(value) : typeof value === "bigint" ? Number(value) : value;
+  if (typeof n !== "number" || !Number.isInteger(n) || n < 1 || n > MAX_DEFAULT_TIMEOUT_MS)
+    throw new ShellmcpError(
+      where.startsWith("--") ? "USAGE" : "CONFIG",
+      `${where} must be a whole number of milliseconds from 1 to ${MAX_DEFAULT_TIMEOUT_MS} (got ${JSON.stringify(typeof value === "bigint" ? String(value) : value)}), e.g. 120000 for two minutes`,
+    );
+  return n;
+}
+
+/** `[shellmcp] default_timeout_ms` (ms), or undefined when absent. Throws `CONFIG` for a bad value. */
+export function defaultTimeoutConfig(cfg: Config): number | undefined {
+  const t = (cfg.shellmcp ?? {}) as Record<string, unknown>;
+  if (typeof t !== "object" || t === null || Array.isArray(t) || t.default_timeout_ms === undefined) return undefined;
+  return parseDefaultTimeoutMs(t.default_timeout_ms, "shellmcp.default_timeout_ms");
+}
+
+/**
+ * `[shellmcp] max_sessions` and `session_idle_timeout_ms` (unified exec sessions, ../shell/session-manager.ts):
+ * each undefined when absent. Throws `CONFIG` naming the key for a value that is not a positive whole number.
+ */
+export function sessionLimitsConfig(cfg: Config): { maxSessions?: number; idleTimeoutMs?: number } {
+  const t = (cfg.shellmcp ?? {}) as Record<string, unknown>;
+  if (typeof t !== "object" || t === null || Array.isArray(t)) return {};
+  return {
+    maxSessions: t.max_sessions === undefined ? undefined : parsePositive(t.max_sessions, "shellmcp.max_sessions", 1024),
+    idleTimeoutMs:
+      t.session_idle_timeout_ms === undefined
+        ? undefined
+        : parsePositive(t.session_idle_timeout_ms, "shellmcp.session_idle_timeout_ms", 7 * 24 * 3600 * 1000),
+  };
+}
+
+/**
+ * A whole number from 1 to `max`, from a flag (a string; `where` starts with `--`: `USAGE`) or a config key (`CONFIG`).
+ * Throws with the flag or key named.
+ */
+export function parsePositive(value: unknown, where: string, max: number): number {
+  const n = typeof value === "string" && /^\s*\d+\s*$/.test(value) ? Number(value) : typeof value === "bigint" ? Number(value) : value;
+  if (typeof n !== "number" || !Number.isInteger(n) || n < 1 || n > max)
+    throw new ShellmcpError(
+      where.startsWith("--") ? "USAGE" : "CONFIG",
+      `${where} must be a whole number from 1 to ${max} (got ${JSON.stringify(typeof value === "bigint" ? String(value) : value)})`,
+    );
+  return n;
+}

@@ -3,7 +3,7 @@
  * the plain types below, so the SDK can be replaced in one place.
  *
  * - Low-level `Server` with capabilities `tools` and `experimental["codex/sandbox-state"] = {version: "1.0.0"}`.
- * - `tools/list` / `tools/call` for the one tool; `codex/sandbox-state/update` as a request (answered `{}`) and,
+ * - `tools/list` / `tools/call` for the tools (`shell`, and Codex's unified exec `exec_command`/`write_stdin`); `codex/sandbox-state/update` as a request (answered `{}`) and,
  *   for older clients, as a notification.
  * - A stdio transport that, unlike the SDK's (and the Rust original, which exits), answers a line that is not
  *   JSON with a JSON-RPC parse error (-32700) and one that is not JSON-RPC with -32600, and keeps serving.
@@ -64,9 +64,13 @@ export interface McpServerOptions {
   name: string;
   version: string;
   instructions: string;
-  tool: ToolDefinition;
-  /** Run the tool. Throw `ShellmcpError` code `USAGE` for bad arguments (→ -32602), anything else → -32603. */
-  callTool: (args: Record<string, unknown> | undefined, ctx: ToolContext) => Promise<ToolResult>;
+  /** The tools listed, in order (the first is `shell`). */
+  tools: ToolDefinition[];
+  /**
+   * Run tool `name` (one of `tools`; another name is answered "tool not found" before this is called). Throw
+   * `ShellmcpError` code `USAGE` for bad arguments (→ -32602), anything else → -32603.
+   */
+  callTool: (name: string, args: Record<string, unknown> | undefined, ctx: ToolContext) => Promise<ToolResult>;
   /** Apply `codex/sandbox-state/update` params. Throw `ShellmcpError` `USAGE` to reject them (→ -32602). */
   onSandboxState: (params: unknown) => void;
 }
@@ -235,7 +239,7 @@ export async function serveStdio(o: McpServerOptions): Promise<void> {
     { capabilities: { tools: {}, experimental: { [SANDBOX_STATE_CAPABILITY]: { version: "1.0.0" } } }, instructions: o.instructions },
   );
 
-  server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: [o.tool] }));
+  server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: o.tools }));
 
   let roots: Promise<string[]> | undefined;
   server.setNotificationHandler(RootsListChangedNotificationSchema, async () => {
@@ -251,7 +255,7 @@ export async function serveStdio(o: McpServerOptions): Promise<void> {
     ));
 
   server.setRequestHandler(CallToolRequestSchema, async (req, extra) => {
-    if (req.params.name !== o.tool.name) throw new RpcError(ErrorCode.InvalidParams, "tool not found");
+    if (!o.tools.some((t) => t.name === req.params.name)) throw new RpcError(ErrorCode.InvalidParams, "tool not found");
     const token = extra._meta?.progressToken;
     const canElicit = server.getClientCapabilities()?.elicitation !== undefined;
     const hasRoots = server.getClientCapabilities()?.roots !== undefined;
@@ -278,7 +282,7 @@ export async function serveStdio(o: McpServerOptions): Promise<void> {
       roots: hasRoots ? listRoots : undefined,
     };
     try {
-      return (await o.callTool(req.params.arguments, ctx)) as never;
+      return (await o.callTool(req.params.name, req.params.arguments, ctx)) as never;
     } catch (e) {
       throw toRpcError(e);
     }

@@ -8,13 +8,38 @@ import { ShellmcpError } from "../errors.ts";
 import type { RunCommandResult } from "../shell/run-command.ts";
 import type { ToolDefinition, ToolResult } from "./server.ts";
 
-/** Default timeout of a call, ms (Codex's). */
+/** Default timeout of a call, ms (Codex's); `serve --default-timeout-ms` or `[shellmcp] default_timeout_ms` change it. */
 export const DEFAULT_TIMEOUT_MS = 10_000;
 
-/** The tool as Codex lists it, plus our `outputSchema`. */
+/** Codex's own description of the tool, to which {@link shellTool} appends the timeout and the session hint. */
+export const CODEX_SHELL_DESCRIPTION = "Runs a shell command and returns its output. You MUST provide the workdir as an absolute path.";
+
+/**
+ * The description as listed: Codex's sentence, then the default timeout (`defaultTimeoutMs`, ms) and that long
+ * work belongs in a session (`exec_command`, issue 31). The input schema stays Codex's byte for byte.
+ */
+export function shellDescription(defaultTimeoutMs: number): string {
+  return (
+    `${CODEX_SHELL_DESCRIPTION} The command is stopped after ${defaultTimeoutMs} ms (${formatSeconds(defaultTimeoutMs)}) unless timeout_ms says otherwise; ` +
+    "for long-running work (dev servers, watchers, long builds, installs, test suites) use exec_command, which keeps the process " +
+    "running in a session and returns its session ID (write_stdin polls it or types into it)."
+  );
+}
+
+function formatSeconds(ms: number): string {
+  const s = ms / 1000;
+  return s >= 120 && Number.isInteger(s / 60) ? `${s / 60} minutes` : `${Number(s.toFixed(3))} s`;
+}
+
+/** The tool as Codex lists it (input schema byte for byte), with {@link shellDescription}, plus our `outputSchema`. */
+export function shellTool(defaultTimeoutMs: number = DEFAULT_TIMEOUT_MS): ToolDefinition {
+  return { ...SHELL_TOOL, description: shellDescription(defaultTimeoutMs) };
+}
+
+/** The tool exactly as Codex lists it (its description unchanged), plus our `outputSchema`; {@link shellTool} is what serve lists. */
 export const SHELL_TOOL: ToolDefinition = {
   name: "shell",
-  description: "Runs a shell command and returns its output. You MUST provide the workdir as an absolute path.",
+  description: CODEX_SHELL_DESCRIPTION,
   inputSchema: {
     $schema: "https://json-schema.org/draft/2020-12/schema",
     title: "ExecParams",
@@ -69,13 +94,16 @@ function typeDesc(v: unknown): string {
   return Array.isArray(v) ? "sequence" : "map";
 }
 
-/** Validate arguments with serde-like messages; relative `workdir` resolves against the server's cwd (as Codex). */
-export function parseShellArgs(args: Record<string, unknown> | undefined): ShellArgs {
+/**
+ * Validate arguments with serde-like messages; relative `workdir` resolves against the server's cwd (as Codex). An
+ * absent or null `timeout_ms` is `defaultTimeoutMs` (the server's, ms). Throws `USAGE`.
+ */
+export function parseShellArgs(args: Record<string, unknown> | undefined, defaultTimeoutMs: number = DEFAULT_TIMEOUT_MS): ShellArgs {
   const a = args ?? {};
   for (const f of ["command", "workdir"]) if (a[f] === undefined) throw bad(`missing field \`${f}\``);
   if (typeof a.command !== "string") throw bad(`invalid type: ${typeDesc(a.command)}, expected a string`);
   if (typeof a.workdir !== "string") throw bad(`invalid type: ${typeDesc(a.workdir)}, expected a string`);
-  let timeoutMs = DEFAULT_TIMEOUT_MS;
+  let timeoutMs = defaultTimeoutMs;
   if (a.timeout_ms !== undefined && a.timeout_ms !== null) {
     const t = a.timeout_ms;
     if (typeof t !== "number" || !Number.isInteger(t)) throw bad(`invalid type: ${typeDesc(t)}, expected u64`);

@@ -41,6 +41,28 @@ import { CallProxy, refusalReport } from "../network/proxy.ts";
 import { networkAsker } from "../mcp/network-approval.ts";
 import { visibleLines } from "../safe-text.ts";
 
+/** Bytes of the latest output a progress notification of a `shell` call carries. */
+export const PROGRESS_TAIL_BYTES = 400;
+
+/** The last `max` bytes of a stream, as visible text (controls escaped, line breaks kept: ../safe-text.ts). */
+export class OutputTail {
+  private buf = new Uint8Array(0);
+  constructor(private readonly max: number) {}
+  /** Add a chunk, keeping the last `max` bytes. */
+  push(chunk: Uint8Array): void {
+    const joined = new Uint8Array(Math.min(this.max, this.buf.byteLength + chunk.byteLength));
+    const fromChunk = Math.min(chunk.byteLength, joined.byteLength);
+    const fromBuf = joined.byteLength - fromChunk;
+    joined.set(this.buf.subarray(this.buf.byteLength - fromBuf), 0);
+    joined.set(chunk.subarray(chunk.byteLength - fromChunk), fromBuf);
+    this.buf = joined;
+  }
+  /** The kept bytes decoded (a cut first character dropped), controls made visible. */
+  text(): string {
+    return visibleLines(new TextDecoder().decode(this.buf).replace(/^\uFFFD/, ""));
+  }
+}
+
 /** What every call of one server shares. */
 export interface ServeRuntime {
   setup: ServeSetup;
@@ -156,7 +178,62 @@ export async function handleShellCall(
   args: Record<string, unknown> | undefined,
   ctx: ToolContext,
 ): Promise<ToolResult> {
-  const a = parseShellArgs(args);
+  const a = parseShellArgs(args, rt.setup.defaultTimeoutMs);
+  const started = await launchCommand(rt, state, a, ctx);
+  if ("content" in started) return started;
+  const { r, notice, stale } = await started.done;
+  if (r.spawnError !== undefined) throw new ShellmcpError("PROTOCOL", r.spawnError);
+  if (stale !== undefined) return formatResult({ ...r, output: `${r.output}${stale}\n` }, notice);
+  return formatResult(r, notice);
+}
+
+/**
+ * Variables every session's command gets on top of the shell environment policy's, as Codex's unified exec sets
+ * them (`UNIFIED_EXEC_ENV`, spec §4): no colours, a dumb terminal, UTF-8, pagers that do not wait for a key.
+ */
+export const SESSION_ENV: Readonly<Record<string, string>> = {
+  NO_COLOR: "1",
+  TERM: "dumb",
+  LANG: "C.UTF-8",
+  LC_CTYPE: "C.UTF-8",
+  LC_ALL: "C.UTF-8",
+  COLORTERM: "",
+  PAGER: "cat",
+  GIT_PAGER: "cat",
+  GH_PAGER: "cat",
+};
+
+/** How a session's command runs, besides what a `shell` call has (../shell/session-manager.ts). */
+export interface DetachedRun {
+  /** Ends the session's processes (its kill; a call's cancellation does not end a session). */
+  signal: AbortSignal;
+  terminal?: RunCommandOptions["terminal"];
+  onOutput: NonNullable<RunCommandOptions["onOutput"]>;
+  onStarted: NonNullable<RunCommandOptions["onStarted"]>;
+}
+
+/**
+ * A started command: its end, with shellmcp's own notices, the network proxy's refusals (`refused`, also appended to
+ * `r.output`; a session's output went elsewhere as it arrived) and, when bubblewrap's stale mount failed it, that report.
+ */
+export interface LaunchedCommand {
+  done: Promise<{ r: RunCommandResult; notice: string; stale?: string; refused: string }>;
+}
+
+/**
+ * Start one command as a `shell` call does — the call's sandbox state (per-call `_meta`, else `state`; MCP roots),
+ * its launcher, proxy mode, the git guard, every exec decided by the rules — and return once it runs (or a refusal
+ * as a tool result). `detached`: a session's command (`exec_command`), which gets its own kill signal, optionally a
+ * terminal, its output as it arrives, no progress notifications and no practical timeout; what it acquires (the
+ * escalation listener, the proxy, the cgroup) lives until it ends.
+ */
+export async function launchCommand(
+  rt: ServeRuntime,
+  state: SandboxState,
+  a: { command: string; workdir: string; login: boolean; timeoutMs: number },
+  ctx: ToolContext,
+  detached?: DetachedRun,
+): Promise<ToolResult | LaunchedCommand> {
   const { setup } = rt;
   // Codex 0.169: the state travels with the call and applies to it alone; else the session's (0.97).
   let snap = state;
@@ -217,52 +294,64 @@ export async function handleShellCall(
     notice = weakerProtectionNotice(why, rt.cgroups !== undefined || lifelineProblem() === undefined);
   }
   const notices: string[] = [];
-  let r: RunCommandResult;
-  try {
-    r = await runCommand({
-      notice: (text) => notices.push(text),
-      networkProxy: proxy,
-      command: a.command,
-      workdir: a.workdir,
-      login: a.login,
-      timeoutMs: a.timeoutMs,
-      shellPath: setup.shellPath,
-      wrapperPath: rt.wrapperPath,
-      env: setup.env,
-      policy: snap.policy,
-      sandboxCwd: snap.sandboxCwd ?? a.workdir,
-      writable: l.writable,
-      launcher: l.launcher,
-      server,
-      maxOutputBytes: setup.maxOutputBytes,
-      signal: ctx.signal,
-      decide: (req, stopwatch) => decideExec(setup.settings, { elicit: ctx.elicit, paused: (f) => stopwatch.paused(f) }, req),
-      onProgress:
-        ctx.progress === undefined
-          ? undefined
-          : (ms, bytes) => ctx.progress!(Math.floor(ms / 1000), `running for ${Math.floor(ms / 1000)} s, ${bytes} bytes of output`),
-      track: (sid, running) => trackSession(rt.sessions, sid, running),
-      cgroups: rt.cgroups,
-      interceptSet: rt.options.interceptAll ? undefined : interceptSetFor(setup.settings.policy),
-      escalation: setup.escalation,
-      callPlan: l.callPlan,
-    }).finally(() => proxy?.close());
-  } catch (e) {
-    // Every snapshot gets its check (the guard counts the calls in flight); whatever ran is undone.
-    if (gitBefore !== undefined) await checkGit(guard.guard, gitBefore, view, undefined, false);
-    throw e;
-  }
-  if (gitBefore !== undefined) notice = (await checkGit(guard.guard, gitBefore, view, r.settled, enforcement === "landlock")) + notice;
-  if (proxy !== undefined && proxy.refusals.length > 0) r.output += refusalReport(proxy.refusals);
-  // Allowed programs that ran inside the sandbox instead (../escalate/server.ts): after the output, like the guard's.
-  if (notices.length > 0) notice = notices.map((n) => `\nshellmcp: ${n}`).join("") + "\n" + notice;
-  if (r.spawnError !== undefined) throw new ShellmcpError("PROTOCOL", r.spawnError);
-  const stale = setup.backend.bwrapFailed(r, l.launcher);
-  if (stale !== undefined) {
-    log.warn(stale);
-    return formatResult({ ...r, output: `${r.output}${stale}\n` }, notice);
-  }
-  return formatResult(r, notice);
+  const guardOnce = guard.guard;
+  // The end of the output so far, for progress notifications (issue 31: a client sees what a long command does).
+  const tail = new OutputTail(PROGRESS_TAIL_BYTES);
+  const run = runCommand({
+    notice: (text) => notices.push(text),
+    networkProxy: proxy,
+    command: a.command,
+    workdir: a.workdir,
+    login: a.login,
+    timeoutMs: a.timeoutMs,
+    shellPath: setup.shellPath,
+    wrapperPath: rt.wrapperPath,
+    env: detached === undefined ? setup.env : { ...setup.env, ...SESSION_ENV },
+    policy: snap.policy,
+    sandboxCwd: snap.sandboxCwd ?? a.workdir,
+    writable: l.writable,
+    launcher: l.launcher,
+    server,
+    // A session keeps its output in its own bounded buffer (../shell/session-manager.ts); the run's copy is unused.
+    maxOutputBytes: detached === undefined ? setup.maxOutputBytes : 1024,
+    signal: detached?.signal ?? ctx.signal,
+    terminal: detached?.terminal,
+    onOutput: detached?.onOutput ?? (ctx.progress !== undefined ? (chunk) => tail.push(chunk) : undefined),
+    onStarted: detached?.onStarted,
+    decide: (req, stopwatch) => decideExec(setup.settings, { elicit: ctx.elicit, paused: (f) => stopwatch.paused(f) }, req),
+    onProgress:
+      ctx.progress === undefined || detached !== undefined
+        ? undefined
+        : (ms, bytes) =>
+            ctx.progress!(
+              Math.floor(ms / 1000),
+              `running for ${Math.floor(ms / 1000)} s, ${bytes} bytes of output${bytes > 0 ? `; last output: ${tail.text()}` : ""}`,
+            ),
+    track: (sid, running) => trackSession(rt.sessions, sid, running),
+    cgroups: rt.cgroups,
+    interceptSet: rt.options.interceptAll ? undefined : interceptSetFor(setup.settings.policy),
+    escalation: setup.escalation,
+    callPlan: l.callPlan,
+  }).finally(() => proxy?.close());
+  const done = (async () => {
+    let r: RunCommandResult;
+    try {
+      r = await run;
+    } catch (e) {
+      // Every snapshot gets its check (the guard counts the calls in flight); whatever ran is undone.
+      if (gitBefore !== undefined) await checkGit(guardOnce, gitBefore, view, undefined, false);
+      throw e;
+    }
+    if (gitBefore !== undefined) notice = (await checkGit(guardOnce, gitBefore, view, r.settled, enforcement === "landlock")) + notice;
+    const refused = proxy !== undefined && proxy.refusals.length > 0 ? refusalReport(proxy.refusals) : "";
+    r.output += refused;
+    // Allowed programs that ran inside the sandbox instead (../escalate/server.ts): after the output, like the guard's.
+    if (notices.length > 0) notice = notices.map((n) => `\nshellmcp: ${n}`).join("") + "\n" + notice;
+    const stale = setup.backend.bwrapFailed(r, l.launcher);
+    if (stale !== undefined) log.warn(stale);
+    return { r, notice, stale, refused };
+  })();
+  return { done };
 }
 
 /**

@@ -7,7 +7,19 @@
 import { existsSync, realpathSync } from "node:fs";
 import { homedir } from "node:os";
 import { basename, dirname, isAbsolute, join, resolve } from "node:path";
-import { applyEnvironmentPolicy, escalationConfig, loadConfig, shellEnvironmentPolicy, type EscalationConfig } from "../config/config.ts";
+import {
+  applyEnvironmentPolicy,
+  defaultTimeoutConfig,
+  escalationConfig,
+  loadConfig,
+  parseDefaultTimeoutMs,
+  parsePositive,
+  sessionLimitsConfig,
+  shellEnvironmentPolicy,
+  type EscalationConfig,
+} from "../config/config.ts";
+import { DEFAULT_TIMEOUT_MS } from "../mcp/shell-tool.ts";
+import { DEFAULT_IDLE_TIMEOUT_MS, DEFAULT_MAX_BUFFERED_BYTES, DEFAULT_MAX_SESSIONS, type SessionLimits } from "../shell/session-manager.ts";
 import { ShellmcpError } from "../errors.ts";
 import { loadPolicy, resolveCodexHome } from "../execpolicy/discovery.ts";
 import { log } from "../log.ts";
@@ -45,6 +57,12 @@ export interface ServeOptions {
   addDir?: string[];
   /** `--log-file PATH` ("" for none): where everything the server logs is kept too. */
   logFile?: string;
+  /** `--default-timeout-ms N`: the timeout of a `shell` call without `timeout_ms` (overrides `shellmcp.default_timeout_ms`). */
+  defaultTimeoutMs?: string;
+  /** `--max-sessions N`: unified exec sessions open at once (overrides `shellmcp.max_sessions`). */
+  maxSessions?: string;
+  /** `--session-idle-timeout-ms N`: a session without a call for this long is ended (overrides `shellmcp.session_idle_timeout_ms`). */
+  sessionIdleTimeoutMs?: string;
 }
 
 /** What `serve` runs with, as read at start. */
@@ -58,6 +76,10 @@ export interface ServeSetup {
   /** The sandbox state until the client sends one (`--sandbox`). */
   initialState: SandboxState;
   maxOutputBytes: number;
+  /** Timeout of a `shell` call that gives no `timeout_ms`, ms: `--default-timeout-ms`, `[shellmcp] default_timeout_ms`, else Codex's 10 s. */
+  defaultTimeoutMs: number;
+  /** Bounds of `exec_command` sessions (flags, `[shellmcp]` keys, else the defaults of ../shell/session-manager.ts). */
+  sessionLimits: SessionLimits;
   escalation: EscalationConfig;
   backend: BackendChoice;
   /** The network policy of proxy mode (`[features] network_proxy`, `[permissions.<p>.network]`, `network_rule`s). */
@@ -95,6 +117,15 @@ export function loadServeSetup(o: ServeOptions): ServeSetup {
   const { policy, files } = loadPolicy({ codexHome, cwd: process.cwd(), extraRules: o.rules, config: cfg });
   log.info("rules loaded", { files, rules: policy.ruleCount });
   const network = readNetworkPolicy(cfg, policy, (m) => log.warn(m));
+  // A client that sends no sandbox state gets the network its configured permission profile says (issue 31): with
+  // `[features] network_proxy` that is proxy mode with the allow-list, as a Codex client would get.
+  const profileNetwork = profileNetworkEnabled(cfg);
+  const initialState = profileNetwork === true ? withNetwork(pinned) : pinned;
+  if (initialState !== pinned)
+    log.info("network for clients without sandbox state, from default_permissions", {
+      profile: cfg.default_permissions,
+      proxy: network.enabled,
+    });
   if (network.enabled)
     log.info("network proxy mode for calls with network", {
       allow: network.allow,
@@ -121,13 +152,29 @@ export function loadServeSetup(o: ServeOptions): ServeSetup {
     if (!Number.isInteger(maxOutputBytes) || maxOutputBytes < 1024)
       throw new ShellmcpError("USAGE", "--max-output-bytes must be an integer ≥ 1024");
   }
+  const defaultTimeoutMs =
+    o.defaultTimeoutMs !== undefined
+      ? parseDefaultTimeoutMs(o.defaultTimeoutMs, "--default-timeout-ms")
+      : (defaultTimeoutConfig(cfg) ?? DEFAULT_TIMEOUT_MS);
+  const fromConfig = sessionLimitsConfig(cfg);
+  const sessionLimits: SessionLimits = {
+    maxSessions:
+      o.maxSessions !== undefined ? parsePositive(o.maxSessions, "--max-sessions", 1024) : (fromConfig.maxSessions ?? DEFAULT_MAX_SESSIONS),
+    idleTimeoutMs:
+      o.sessionIdleTimeoutMs !== undefined
+        ? parsePositive(o.sessionIdleTimeoutMs, "--session-idle-timeout-ms", 7 * 24 * 3600 * 1000)
+        : (fromConfig.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS),
+    maxBufferedBytes: DEFAULT_MAX_BUFFERED_BYTES,
+  };
   return {
+    sessionLimits,
     codexHome,
     settings,
     env,
     shellPath,
-    initialState: pinned,
+    initialState,
     maxOutputBytes,
+    defaultTimeoutMs,
     escalation,
     backend: new BackendChoice(backendKind, [codexHome]),
     network,
@@ -185,6 +232,37 @@ function pinnedWorkspace(o: ServeOptions): SandboxState {
   if (policy.type === "workspace-write") policy = { ...policy, writable_roots: [...policy.writable_roots, ...extra] };
   log.info("workspace until the client sends a sandbox state", { cwd, policy: policy.type, addDir: extra });
   return { policy, sandboxCwd: cwd, useBwrap: false, useLegacyLandlock: false };
+}
+
+/**
+ * `network.enabled` of the `default_permissions` profile in config.toml, following `extends` through the
+ * `[permissions.*]` tables (a built-in `:name` profile has the network off): true or false when some table of the
+ * chain sets it, undefined when none does or there is no `default_permissions`. Wrong types were already refused by
+ * `readNetworkPolicy`; a cycle ends the walk.
+ */
+export function profileNetworkEnabled(cfg: Record<string, unknown>): boolean | undefined {
+  const perms = (cfg.permissions ?? {}) as Record<string, unknown>;
+  let name = cfg.default_permissions;
+  const seen = new Set<string>();
+  while (typeof name === "string" && !name.startsWith(":") && !seen.has(name)) {
+    seen.add(name);
+    const prof = perms[name] as Record<string, unknown> | undefined;
+    if (prof === undefined || typeof prof !== "object") return undefined;
+    const net = prof.network as Record<string, unknown> | undefined;
+    if (net !== undefined && typeof net === "object" && typeof net.enabled === "boolean") return net.enabled;
+    name = prof.extends;
+  }
+  return undefined;
+}
+
+/**
+ * `state` with the network on (`network_access: true`): read-only and workspace-write only (full access already
+ * has it). With `[features] network_proxy` the calls then run in proxy mode (../serve/call.ts `proxyModeFor`).
+ */
+function withNetwork(state: SandboxState): SandboxState {
+  const p = state.policy;
+  if (p.type === "read-only" || p.type === "workspace-write") return { ...state, policy: { ...p, network_access: true } };
+  return state;
 }
 
 /** The policy `--sandbox MODE` names (default read-only). Throws `USAGE`. */

@@ -191,6 +191,19 @@ export interface RunCommandOptions {
    * caller closes the proxy after the call.
    */
   networkProxy?: CallProxy;
+  /**
+   * A session's pseudo-terminal (`exec_command` with `tty: true`, ./session-manager.ts): the shell's fds 0–2 are
+   * `slave` (runCommand takes ownership of it: closed once the shell has started, or on a failed start) and the
+   * output is read from a copy of `master` (the caller keeps `master` to write input). Absent: stdin is /dev/null
+   * and stdout/stderr share a pipe.
+   */
+  terminal?: libc.PtyPair;
+  /** Every chunk of output as it arrives (a session's buffer), besides the capped output of the result. */
+  onOutput?: (chunk: Uint8Array) => void;
+  /**
+   * Told once the shell runs: `interrupt()` sends SIGINT to its process group (Codex's `"\u0003"` to a pipe session).
+   */
+  onStarted?: (control: { interrupt: () => void }) => void;
 }
 
 /** How proxy mode reaches the sandbox helper: the ports TCP may reach and, under bubblewrap, the bridge fd. */
@@ -385,7 +398,51 @@ export function shellArgv(
   };
 }
 
-/** Run the command to completion (or timeout/cancel). Never throws for command failures. */
+/**
+ * Read `readEnd` (the call's own output pipe or terminal master, an fd) until EOF, giving each chunk to `push`: a pipe through Bun's file stream, a terminal's master through a
+ * `tty.ReadStream` (Bun's file stream uses positioned reads, which a terminal refuses; the stream owns the fd and
+ * closes it, and the slave's last close reads as EIO, taken as EOF). `cancel` stops reading.
+ */
+function readOutput(
+  readEnd: number,
+  terminal: boolean,
+  push: (chunk: Uint8Array) => void,
+): { done: Promise<void>; cancel: () => Promise<void> } {
+  if (terminal) {
+    const stream = new (require("node:tty") as typeof import("node:tty")).ReadStream(readEnd);
+    const done = new Promise<void>((res) => {
+      stream.on("data", (d: Buffer) => push(new Uint8Array(d)));
+      stream.on("error", () => undefined); // EIO: every slave fd is closed
+      stream.on("close", () => res());
+    });
+    return {
+      done,
+      cancel: async () => {
+        stream.destroy();
+        await done;
+      },
+    };
+  }
+  const reader = Bun.file(readEnd).stream().getReader();
+  const done = (async () => {
+    try {
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        push(value);
+      }
+    } catch {
+      // the fd was closed under us after the drain deadline
+    }
+  })();
+  return { done, cancel: () => reader.cancel().catch(() => undefined) };
+}
+
+/**
+ * Run the command to completion (or timeout/cancel). Never throws for command failures. A session
+ * (./session-manager.ts) runs it "detached": it does not await it at once, gives a `terminal` and `onOutput`, a
+ * `signal` of its own (kill) and no practical timeout.
+ */
 export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult> {
   const t0 = performance.now();
   const out = new CappedOutput(o.maxOutputBytes);
@@ -401,10 +458,15 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
     sandboxed: sandboxedGuess,
     spawnError: msg,
   });
+  // The terminal's slave is ours from the start: closed on a return before the start-up stack holds it.
+  const failEarly = (msg: string): RunCommandResult => {
+    if (o.terminal !== undefined) libc.closeQuiet(o.terminal.slave);
+    return fail(msg);
+  };
   try {
-    if (!statSync(o.workdir).isDirectory()) return fail(`workdir is not a directory: ${o.workdir}`);
+    if (!statSync(o.workdir).isDirectory()) return failEarly(`workdir is not a directory: ${o.workdir}`);
   } catch (e) {
-    return fail(
+    return failEarly(
       `workdir ${o.workdir}: ${(e as NodeJS.ErrnoException).code === "ENOENT" ? "No such file or directory (os error 2)" : (e as Error).message}`,
     );
   }
@@ -421,6 +483,8 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
         log.warn("releasing what a call acquired failed", { error: (e as Error).message });
       }
     });
+  const tty = o.terminal;
+  if (tty !== undefined) hold(() => libc.closeQuiet(tty.slave));
   // Proxy mode: under bubblewrap a bridge into the namespace at fixed in-namespace ports; under Landlock the
   // proxy's own loopback ports.
   let proxySpec: ProxySpec | undefined;
@@ -500,9 +564,32 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
   }
   // The worker gets its own copy of the output pipe's write end (for escalated programs given a terminal); it is
   // created after the pipe below, so the listener is opened there.
-  const [readEnd, writeEnd] = libc.pipe2(libc.SOCK.SOCK_CLOEXEC);
-  hold(() => [readEnd, writeEnd].forEach(libc.closeQuiet));
-  let outputFd: number | undefined = libc.fcntl(writeEnd, libc.SOCK.F_DUPFD_CLOEXEC, 3);
+  let readEnd: number;
+  let writeEnd: number;
+  if (tty !== undefined) {
+    writeEnd = tty.slave; // held since the start
+    try {
+      readEnd = libc.fcntl(tty.master, libc.SOCK.F_DUPFD_CLOEXEC, 3);
+    } catch (e) {
+      return fail(`cannot use the session's terminal: ${(e as Error).message}`);
+    }
+    const r = readEnd;
+    hold(() => libc.closeQuiet(r));
+  } else {
+    [readEnd, writeEnd] = libc.pipe2(libc.SOCK.SOCK_CLOEXEC);
+    const [r, w] = [readEnd, writeEnd];
+    hold(() => [r, w].forEach(libc.closeQuiet));
+  }
+  // On a terminal, escalated programs' output goes through a pipe of its own, merged into the output below: a room
+  // passes no terminal (its programs' stdout would otherwise be the session's terminal, readable as input).
+  let escalatedRead: number | undefined;
+  let outputFd: number | undefined;
+  if (tty !== undefined) {
+    const [r, w] = libc.pipe2(libc.SOCK.SOCK_CLOEXEC);
+    escalatedRead = r;
+    outputFd = w;
+    hold(() => libc.closeQuiet(r));
+  } else outputFd = libc.fcntl(writeEnd, libc.SOCK.F_DUPFD_CLOEXEC, 3);
   hold(() => outputFd !== undefined && libc.closeQuiet(outputFd)); // until the listener has it
   let listener: ReturnType<EscalationServer["listen"]>;
   try {
@@ -576,7 +663,7 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
   if (joins && !guardJoins && selfHelper) argv.splice(2, 0, "--join-cgroup", cgroup!.procs);
   const seccomp = launch.bwrap?.seccomp === undefined ? undefined : bytesPipe(launch.bwrap.seccomp);
   if (seccomp !== undefined) hold(() => libc.closeQuiet(seccomp));
-  const stdio: (number | "ignore")[] = ["ignore", writeEnd, writeEnd, listener.clientFd];
+  const stdio: (number | "ignore")[] = [tty !== undefined ? writeEnd : "ignore", writeEnd, writeEnd, listener.clientFd];
   if (seccomp !== undefined) stdio[SECCOMP_FD] = seccomp;
   if (bridge !== undefined) {
     if (stdio[SECCOMP_FD] === undefined) stdio[SECCOMP_FD] = "ignore";
@@ -611,6 +698,11 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
   startup.move();
   pid = proc.pid;
   o.track?.(pid, true);
+  o.onStarted?.({
+    interrupt: () => {
+      if (proc.exitCode === null && proc.signalCode === null) libc.kill(-pid, 2);
+    },
+  });
   libc.closeQuiet(writeEnd);
   if (seccomp !== undefined) libc.closeQuiet(seccomp);
   listener.releaseClientFd();
@@ -653,21 +745,18 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
   const progress =
     o.onProgress === undefined ? undefined : setInterval(() => o.onProgress!(performance.now() - t0, out.total), PROGRESS_INTERVAL_MS);
 
-  // Read the shared pipe until EOF; after the shell exits, give it DRAIN_MS more.
-  const reader = Bun.file(readEnd).stream().getReader();
+  // Read the shared pipe (or the terminal) until EOF; after the shell exits, give it DRAIN_MS more.
   let eof = false;
-  const pump = (async () => {
-    try {
-      for (;;) {
-        const { value, done } = await reader.read();
-        if (done) break;
-        out.push(value);
-      }
-    } catch {
-      // the fd was closed under us after the drain deadline
-    }
+  const take = (chunk: Uint8Array) => {
+    out.push(chunk);
+    o.onOutput?.(chunk);
+  };
+  const readers = [readOutput(readEnd, tty !== undefined, take)];
+  if (escalatedRead !== undefined) readers.push(readOutput(escalatedRead, false, take));
+  const reader = { cancel: () => Promise.all(readers.map((r) => r.cancel())) };
+  const pump = Promise.all(readers.map((r) => r.done)).then(() => {
     eof = true;
-  })();
+  });
   const exitCode = await proc.exited;
   // Reaped: from now on its pid (the session's id) may be reused by any new process, so it is no longer tracked.
   o.track?.(pid, false);
@@ -678,10 +767,9 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
   // Everything the call started ends with it (background jobs, detached or not); their end closes the pipe.
   cgroup?.kill();
   await Promise.race([pump, Bun.sleep(DRAIN_MS)]);
-  if (!eof) {
-    await reader.cancel().catch(() => undefined);
-  }
-  libc.closeQuiet(readEnd);
+  if (!eof) await reader.cancel();
+  if (tty === undefined) libc.closeQuiet(readEnd); // a terminal's reader closed its own
+  if (escalatedRead !== undefined) libc.closeQuiet(escalatedRead);
   if (progress !== undefined) clearInterval(progress);
   o.signal?.removeEventListener("abort", onAbort);
   stopwatch.dispose();

@@ -27,7 +27,7 @@ describe.skipIf(skip)("MCP Inspector CLI against shellmcp serve", () => {
     const r = inspect(["--method", "tools/list"]);
     expect(r.code).toBe(0);
     const tools = r.json.tools as { name: string; inputSchema: { required: string[] } }[];
-    expect(tools.map((t) => t.name)).toEqual(["shell"]);
+    expect(tools.map((t) => t.name)).toEqual(["shell", "exec_command", "write_stdin", "list_sessions"]);
     expect(tools[0]!.inputSchema.required).toEqual(["command", "workdir"]);
   });
 

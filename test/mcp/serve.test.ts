@@ -46,10 +46,14 @@ describe.skipIf(skip)("shellmcp serve (SDK client, compiled binary)", () => {
     expect(s.client.getServerCapabilities()?.experimental).toEqual({ "codex/sandbox-state": { version: "1.0.0" } });
     expect(s.client.getServerVersion()?.name).toBe("shellmcp");
     const { tools } = await s.client.listTools();
-    expect(tools.length).toBe(1);
+    // shell, then Codex's unified exec tools (issue 31; test/mcp/unified-exec.test.ts).
+    expect(tools.map((t) => t.name)).toEqual(["shell", "exec_command", "write_stdin", "list_sessions"]);
     const t = tools[0]!;
     expect(t.name).toBe("shell");
-    expect(t.description).toBe("Runs a shell command and returns its output. You MUST provide the workdir as an absolute path.");
+    // Codex's sentence first, then the default timeout and the session hint (issue 31; test/mcp/default-timeout.test.ts).
+    expect(
+      t.description!.startsWith("Runs a shell command and returns its output. You MUST provide the workdir as an absolute path. "),
+    ).toBe(true);
     // Exactly the original's input schema (key order is checked on the raw wire below: the SDK client reorders).
     expect(t.inputSchema).toEqual(JSON.parse(ORIGINAL_INPUT_SCHEMA));
     expect(t.outputSchema?.required).toEqual(["exit_code", "output", "duration", "timed_out"]);
@@ -278,11 +282,13 @@ describe.skipIf(skip)("shellmcp serve (SDK client, compiled binary)", () => {
     const ws = workspace();
     const seen: unknown[] = [];
     const r = await s.shell(
-      { command: "sleep 6; echo done", workdir: ws, login: false, timeout_ms: 20000 },
+      { command: "echo first; sleep 6; echo done", workdir: ws, login: false, timeout_ms: 20000 },
       { onprogress: (p) => seen.push(p) },
     );
-    expect(r.out.output).toBe("done\n");
+    expect(r.out.output).toBe("first\ndone\n");
     expect(seen.length).toBeGreaterThanOrEqual(1);
+    // Issue 31: the notification carries the end of the output so far.
+    expect((seen[0] as { message?: string }).message).toMatch(/^running for \d+ s, 6 bytes of output; last output: first\n$/);
   });
 
   test("cancellation kills the command's process group", async () => {
@@ -338,7 +344,7 @@ describe.skipIf(skip)("shellmcp serve (SDK client, compiled binary)", () => {
       setup(home);
       const s = await serve({ codexHome: home });
       const { tools } = await s.client.listTools();
-      expect(tools.map((t) => t.name)).toEqual(["shell"]);
+      expect(tools.map((t) => t.name)).toEqual(["shell", "exec_command", "write_stdin", "list_sessions"]);
       const ws = workspace();
       for (let i = 0; i < 2; i++) {
         const r = (await s.client.callTool({ name: "shell", arguments: { command: "touch ran", workdir: ws } })) as {
