@@ -139,7 +139,8 @@ export function loadServeSetup(o: ServeOptions): ServeSetup {
  * The patched `kind` shell `serve` runs by default, first found of:
  * 1. `$SHELLMCP_SHELLS_DIR/<kind>` when that variable is set (e.g. the macOS shells built by
  *    scripts/build-shells-macos.sh);
- * 2. `<dir>/shells/<kind>` beside this executable (a from-source install: `dist/shells/`, Debian-built);
+ * 2. `<dir>/shells/<kind>` beside this executable (`dist/shells/` when scripts/build-shells-macos.sh, or the
+ *    optional Debian-linked scripts/build-shells.sh, built it);
  * 3. the portable shell this executable carries, copied to a checked folder outside every writable root
  *    (`src/shell/portable-shells.ts`; the npm packages and release tarballs for Linux).
  * Throws `CONFIG` saying how to get one when none exists (on macOS: build them with scripts/build-shells-macos.sh).
