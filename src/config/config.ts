@@ -10,7 +10,7 @@
 import { join } from "node:path";
 import { parse as parseToml, TomlError } from "smol-toml";
 import { ShellmcpError } from "../errors.ts";
-import { readUntrustedText } from "../sandbox/untrusted-fs.ts";
+import { readUntrustedText } from "../untrusted-fs.ts";
 import { DEFAULT_EXCLUDES, filterEnvironment } from "./env-policy.ts";
 
 /** A parsed config tree. */
@@ -88,7 +88,7 @@ export function parseConfigText(text: string, file: string): Config {
 
 /**
  * Load `<codexHome>/config.toml` (empty if missing) and apply `overrides`. Throws `CONFIG` for bad TOML, and for a
- * file that is not a small regular file (a FIFO, a device, over 1 MiB: read through ../sandbox/untrusted-fs.ts, so
+ * file that is not a small regular file (a FIFO, a device, over 1 MiB: read through ../untrusted-fs.ts, so
  * it never blocks; a symlink is followed, as a dotfiles setup links it).
  */
 export function loadConfig(codexHome: string, overrides: readonly string[] = []): Config {

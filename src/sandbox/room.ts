@@ -25,7 +25,7 @@ import { basename, isAbsolute, join } from "node:path";
 import type { FilesystemPlan } from "./filesystem-plan.ts";
 import { discoverRepository, type Repository } from "./git-layout.ts";
 import { isUnder, PROTECTED_NAMES, type WritableRoot } from "./policy.ts";
-import { readUntrustedText } from "./untrusted-fs.ts";
+import { readUntrustedText } from "../untrusted-fs.ts";
 import { canonicalPath } from "./writable.ts";
 
 export type { Repository } from "./git-layout.ts";
