@@ -11,7 +11,7 @@ import { join } from "node:path";
 import { parse as parseToml, TomlError } from "smol-toml";
 import { ShellmcpError } from "../errors.ts";
 import { readUntrustedText } from "../untrusted-fs.ts";
-import { DEFAULT_EXCLUDES, filterEnvironment } from "./env-policy.ts";
+import { filterEnvironment } from "./env-policy.ts";
 
 /** A parsed config tree. */
 export type Config = Record<string, unknown>;
@@ -128,8 +128,6 @@ export const CORE_VARS = [
   "LC_CTYPE",
   "TERM",
 ];
-/** Names dropped unless `ignore_default_excludes = true` (defined, with the value check, in ./env-policy.ts). */
-export { DEFAULT_EXCLUDES };
 
 /**
  * Read `shell_environment_policy` from a config. Defaults: `inherit = "all"`, and — safer than current Codex,

@@ -34,7 +34,15 @@ const LAYERS: readonly (readonly string[])[] = [
   ["src/network"], // proxy policy, proxy, bridge
   ["src/execpolicy"], // .rules: the Starlark subset, matching, discovery
   ["src/config"], // config.toml, -c, shell_environment_policy
-  ["src/log.ts", "src/self.ts", "src/escalation-socket.ts", "src/fault-injection.ts", "src/untrusted-fs.ts", "src/version.ts"],
+  [
+    "src/log.ts",
+    "src/self.ts",
+    "src/escalation-socket.ts",
+    "src/fault-injection.ts",
+    "src/untrusted-fs.ts",
+    "src/version.ts",
+    "src/find-executable.ts",
+  ],
   ["src/safe-text.ts", "src/stderr.ts"],
   ["ffi"], // libc bindings and struct layouts
   ["src/errors.ts"], // the one error class: imports nothing
