@@ -131,7 +131,7 @@ export function buildProgram(setExit: (code: number) => void): Command {
 
   const execServer = program
     .command("exec-server")
-    .description('run Codex\'s JSON-RPC exec server (websocket or stdio; see README "shellmcp exec-server")')
+    .description("run Codex's JSON-RPC exec server (websocket or stdio; see docs/exec-server.md)")
     .option(
       "--listen <URL>",
       "ws://IP:PORT to listen on (default ws://127.0.0.1:0: loopback, a free port; the URL is printed on stdout), or stdio / stdio:// (JSON lines on stdin/stdout)",
