@@ -88,7 +88,10 @@ interface Citation {
   where: string;
 }
 
-/** The `docs/…` citations in `text` (of file `where`): `docs/x.md`, `docs/x.md, "Section"`, `docs/x.md "Section"`. */
+/**
+ * The citations in `text` (of file `where`): `docs/x.md`, `docs/x.md, "Section"`, `docs/x.md "Section"`, and a
+ * README section by name (`README "Section"`).
+ */
 function citationsIn(text: string, where: string): Citation[] {
   const out: Citation[] = [];
   for (const m of text.matchAll(/(?<![\w./-])docs\/([\w./-]*[\w/])(?:,? "([^"\n]+)")?/g)) {
@@ -96,6 +99,8 @@ function citationsIn(text: string, where: string): Citation[] {
     if (file.includes("*")) continue;
     out.push({ file, section: m[1]!.endsWith(".md") ? m[2] : undefined, where });
   }
+  // A section of the README cited by name (`README "Install"`, `README.md, "Install"`) must be one of its headings.
+  for (const m of text.matchAll(/(?<![\w./-])README(?:\.md)?,? "([^"\n]+)"/g)) out.push({ file: "README.md", section: m[1]!, where });
   return out;
 }
 
@@ -193,6 +198,10 @@ describe("docs", () => {
       { file: "docs/escalation.md", section: "Wire protocol", where: "x.ts" },
       { file: "docs/nope.md", section: undefined, where: "x.ts" },
     ]);
+    expect(citationsIn('see README "shellmcp exec-server"', "y.ts")).toEqual([
+      { file: "README.md", section: "shellmcp exec-server", where: "y.ts" },
+    ]);
+    expect(citationProblem({ file: "README.md", section: "shellmcp exec-server", where: "y.ts" })).toContain("no heading");
     expect(citationProblem({ file: "docs/nope.md", where: "x.ts" })).toContain("does not exist");
     expect(citationProblem({ file: "docs/escalation.md", section: "No such section", where: "x.ts" })).toContain("no heading");
     expect(citationProblem({ file: "docs/escalation.md", section: "Wire protocol", where: "x.ts" })).toBeUndefined();
