@@ -17,8 +17,9 @@ SHELL_BUILD_PKGS=(build-essential musl-tools autoconf patch xz-utils)
 DEBIAN_SHELL_BUILD_PKGS=("${SHELL_BUILD_PKGS[@]}" dpkg-dev libncurses-dev)
 # SHELL_BUILD_OPTIONAL_PKGS: tools the build runs when they are there and does without otherwise (not installed;
 # a clean-root build without them passes, scripts/fresh-machine.sh): gettext (bash's po/ targets), man-db and
-# bsdextrautils (`man`, `col`: zsh's documentation). scripts/check-build-deps.sh accepts them.
-SHELL_BUILD_OPTIONAL_PKGS=(gettext man-db bsdextrautils)
+# bsdextrautils (`man`, `col`: zsh's documentation), file (a configure script runs `file conftest` when it is
+# there). scripts/check-build-deps.sh accepts them.
+SHELL_BUILD_OPTIONAL_PKGS=(gettext man-db bsdextrautils file)
 RUN_PKGS=(bubblewrap git zsh curl ca-certificates python3 strace procps)
 
 # apt_retry ARGS…: apt-get that waits for the dpkg lock, and retries when another apt holds the lists lock
