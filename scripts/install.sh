@@ -27,4 +27,14 @@ fi
 # (test/helpers/shells.ts): ~3 min on 2 cores the first time, cached in .cache/shells-static/ afterwards. The
 # Debian-linked build (scripts/build-shells.sh, into dist/shells/) is optional and not run here (issue 33).
 bash scripts/build-shells-static.sh
+# The from-source layout: copies of those same shells beside the executable, in dist/shells/, where `serve` looks
+# before its carried ones and where the exec wrapper finds the bash that runs a script without `#!` (so that the
+# script's own commands are intercepted too; src/escalate/wrapper.ts). Copies, not a second build; a Debian-linked
+# dist/shells/ from scripts/build-shells.sh (optional) is left alone.
+platform=linux-$(uname -m | sed 's/x86_64/x64/; s/aarch64/arm64/')
+if [ ! -e dist/shells/.stamp ] || grep -q '^static:' dist/shells/.stamp; then
+  mkdir -p dist/shells
+  install -m 0755 "dist/shells-static/$platform/bash" "dist/shells-static/$platform/zsh" dist/shells/
+  echo "static:$(cat "dist/shells-static/$platform/.stamp")" >dist/shells/.stamp
+fi
 node_modules/.bin/bun build.ts
