@@ -120,7 +120,9 @@ if (import.meta.main) {
   const argv = process.argv.slice(2);
   mkdirSync(join(ROOT, "dist"), { recursive: true });
   if (argv.includes("--release")) {
-    await import("./scripts/release.ts").then((m) => m.release());
+    // scripts/release.ts builds on this file (compile, TARGETS), so it runs as a program of its own rather than
+    // being imported: the build and the release do not import each other (docs/architecture.md, "Layering").
+    run([process.execPath, join(ROOT, "scripts", "release.ts")]);
   } else if (argv.includes("--all")) {
     for (const t of Object.keys(TARGETS)) compile(join(ROOT, "dist", `shellmcp-${t}`), t);
   } else if (argv[0] === "--target" && argv[1] !== undefined) {

@@ -28,6 +28,7 @@ import { roomLauncherPath } from "../src/sandbox/linux/room-launcher.ts";
 import { writableView } from "../src/sandbox/writable.ts";
 import { startLineRpc } from "../test/helpers/reference.ts";
 import { benchDir, median, pairedRatio, perExec, referenceShellToolDir, ROOT } from "./lib.ts";
+import { patchedShell } from "../test/helpers/shells.ts";
 
 // One "escalated" notice per exec would flood the output (and its write is not what is measured).
 process.env.SHELLMCP_LOG ??= "warn";
@@ -40,7 +41,7 @@ const dir = benchDir("shellmcp-bench-escalated-");
 const work = join(dir, "work");
 mkdirSync(work);
 Bun.spawnSync(["git", "init", "-q", work]);
-const bash = join(ROOT, "dist", "shells", "bash");
+const bash = patchedShell("bash");
 const policy = policyFromSources([{ path: "bench.rules", text: RULES }]);
 const settings: EscalationSettings = { policy, codexHome: dir, preserveProgramPaths: false, onPrompt: "deny", memory: new Map() };
 const readOnly = { type: "read-only" as const, access: { type: "full-access" as const }, network_access: false };

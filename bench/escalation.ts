@@ -30,6 +30,7 @@ import { decideExec, type EscalationSettings } from "../src/mcp/escalation-polic
 import { INTERCEPT_ENV_VAR, interceptSetFor } from "../src/mcp/intercept-set.ts";
 import { startLineRpc } from "../test/helpers/reference.ts";
 import { benchDir, median, pairedRatio, perExec, referenceShellToolDir, ROOT } from "./lib.ts";
+import { patchedShell } from "../test/helpers/shells.ts";
 
 const N = Number(process.argv[2] ?? 200);
 const ROUNDS = Number(process.argv[3] ?? 7);
@@ -38,7 +39,7 @@ const loop = (n: number) => `for i in $(/usr/bin/seq 1 ${n}); do /bin/true; done
 const dir = benchDir("shellmcp-bench-");
 const wrapper = join(dir, "codex-execve-wrapper");
 symlinkSync(join(ROOT, "dist", "shellmcp"), wrapper);
-const bash = join(ROOT, "dist", "shells", "bash");
+const bash = patchedShell("bash");
 
 // A typical policy: a few rules, none for `true` (skip), and one that names `true` (in-shell client; never matches).
 const RULES = [

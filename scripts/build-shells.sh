@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Build the patched bash 5.2.15 and zsh 5.9 from Debian bookworm's source packages (pinned to the versions the
 # patches were made for: bash 5.2.15-2, zsh 5.9-4), with our exec-wrapper patches from patches/, into
-# dist/shells/{bash,zsh}. Idempotent: when both binaries exist and were built from the current patches, pins and
+# dist/shells/{bash,zsh}, linked against Debian's glibc and libtinfo. Optional: the install does not run it (it
+# builds only the static shells, scripts/build-shells-static.sh, which the executable carries and the tests run);
+# `serve` of dist/shellmcp prefers dist/shells/ beside it when present. Idempotent: when both binaries exist and were built from the current patches, pins and
 # this script (stamp = sha256 of them), it does nothing.
 #
 #   bash scripts/build-shells.sh          build if needed
@@ -35,7 +37,7 @@ apt_updated=
 apt_update() { [ -n "$apt_updated" ] || { apt_retry update -qq; apt_updated=1; }; }
 
 # Build tools and libraries (the list is in scripts/apt.sh).
-mapfile -t missing < <(missing_pkgs "${SHELL_BUILD_PKGS[@]}")
+mapfile -t missing < <(missing_pkgs "${DEBIAN_SHELL_BUILD_PKGS[@]}")
 if [ "${#missing[@]}" -gt 0 ]; then
   echo "build-shells: apt-get install ${missing[*]}"
   apt_update

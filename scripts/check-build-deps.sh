@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Check that the install list covers what the shell build really runs: build both patched shells once more under
-# `strace -f` (execve only), map every program that was executed to its Debian package (`dpkg -S`), and fail if
-# a package is neither in SHELL_BUILD_PKGS (scripts/apt.sh), nor pulled in by them (Depends/Pre-Depends,
-# recursively), nor part of every Debian system (Essential or Priority: required). This is the check that would
-# have caught `autoconf` missing from the list. Needs strace and the unpacked sources (run build-shells.sh first);
-# takes a little longer than the shell build (measured: 4 min 45 s on 2 busy cores, 2.5 min of CPU). Writes nothing outside .cache/.
+# Check that the install list covers what the shell build really runs: build the patched shells once more (the
+# static ones, scripts/build-shells-static.sh, the only shell build the install runs) under `strace -f` (execve
+# only), in a scratch copy of scripts/ and patches/ with the sources already downloaded, map every program that was
+# executed to its Debian package (`dpkg -S`), and fail if a package is neither in SHELL_BUILD_PKGS
+# (scripts/apt.sh), nor pulled in by them (Depends/Pre-Depends, recursively), nor part of every Debian system
+# (Essential or Priority: required). This is the check that would have caught `autoconf` missing from the list.
+# Needs strace and the downloaded sources (run build-shells-static.sh first); takes a little longer than the
+# shell build. Writes nothing outside .cache/.
 set -euo pipefail
 trap 'echo "check-build-deps: failed (exit status $?) at line $LINENO: $BASH_COMMAND" >&2' ERR
 cd "$(dirname "$0")/.."
@@ -16,17 +18,13 @@ if [ "${1:-}" = "--without" ] && [ -n "${2:-}" ]; then
   mapfile -t SHELL_BUILD_PKGS < <(printf '%s\n' "${SHELL_BUILD_PKGS[@]}" | grep -v -x -F "$2")
 fi
 command -v strace >/dev/null || { echo "check-build-deps: strace is not installed" >&2; exit 1; }
-for d in bash-5.2.15 zsh-5.9; do
-  [ -d ".cache/shells/$d" ] || { echo "check-build-deps: .cache/shells/$d missing: run scripts/build-shells.sh first" >&2; exit 1; }
-done
+[ -d .cache/shells-static/src ] || { echo "check-build-deps: .cache/shells-static/src missing: run scripts/build-shells-static.sh first" >&2; exit 1; }
 
-rm -rf "$WORK" && mkdir -p "$WORK"
-cp -a .cache/shells/bash-5.2.15 "$WORK/bash" && cp -a .cache/shells/zsh-5.9 "$WORK/zsh"
-# The same steps as build-shells.sh (its patches, the in-shell client's source, its configure flags), traced.
-build='(cd "$1/bash" && patch -s -p1 -i "$2/patches/bash-5.2.15-exec-wrapper.patch" && cp "$2/patches/escalate-client.c" . && ./configure -q --without-bash-malloc --disable-nls && make -s bash) & b=$!
-(cd "$1/zsh" && patch -s -p1 -i "$2/patches/zsh-5.9-exec-wrapper.patch" && cp "$2/patches/escalate-client.c" Src/ && ./configure -q --disable-dynamic --with-tcsetpgrp --enable-etcdir=/etc/zsh --disable-gdbm --disable-pcre && make -s) || exit
-wait "$b"'
-strace -f -qq --seccomp-bpf -e trace=execve -e status=successful -o "$WORK/trace" bash -c "$build" build "$WORK" "$ROOT" >"$WORK/build.log" 2>&1 \
+rm -rf "$WORK" && mkdir -p "$WORK/tree/.cache/shells-static"
+cp -a scripts patches "$WORK/tree/" && cp -a .cache/shells-static/src "$WORK/tree/.cache/shells-static/"
+# The same build as the install's, traced (its downloads are already there and checked against their pins).
+strace -f -qq --seccomp-bpf -e trace=execve -e status=successful -o "$WORK/trace" \
+  bash "$WORK/tree/scripts/build-shells-static.sh" --force >"$WORK/build.log" 2>&1 \
   || { echo "check-build-deps: the traced build failed; end of $WORK/build.log:" >&2; tail -n 30 "$WORK/build.log" >&2; exit 1; }
 
 # Programs executed, as real paths.
@@ -45,7 +43,7 @@ done <"$WORK/programs" | sort -u >"$WORK/used"
   dpkg-query -W -f='${Package} ${Essential} ${Priority}\n' | awk '$2 == "yes" || $3 == "required" { print $1 }'
 } | sed 's/:.*//' | sort -u >"$WORK/allowed"
 
-rm -rf "${WORK:?}/bash" "${WORK:?}/zsh"
+rm -rf "${WORK:?}/tree"
 missing=$(comm -23 "$WORK/used" "$WORK/allowed")
 echo "check-build-deps: the build ran $(wc -l <"$WORK/programs") programs from $(wc -l <"$WORK/used") packages"
 if [ -n "$missing" ]; then

@@ -4,7 +4,9 @@
 # answer it depends on (no fixed sleeps); the whole exchange gives up after DEMO_TIMEOUT_S seconds (60).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-home=$(mktemp -d)
+# A CODEX_HOME of its own, outside /tmp, $TMPDIR and /dev/shm: serve loads no rules or config.toml from a folder
+# sandboxed commands can write (issue 34), and says so in every call.
+home=$(mktemp -d /var/tmp/shellmcp-demo.XXXXXX)
 timeout_s=${DEMO_TIMEOUT_S:-60}
 coproc SERVER { CODEX_HOME="$home" exec dist/shellmcp serve; }
 server_pid=$SERVER_PID

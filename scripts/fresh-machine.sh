@@ -22,7 +22,14 @@ if ! command -v mmdebstrap >/dev/null; then
 fi
 
 tmp=$(mktemp -d /tmp/shellmcp-fresh.XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
+# Cleanup never crosses into a mount: a mount left under the root (seen once: the host's /proc, read-only, after a
+# failed run) is detached first, and rm stays on the root's own file system, so it can never delete from the
+# host's /dev, /proc or /sys.
+cleanup() {
+  { grep -o " $tmp/[^ ]*" /proc/mounts || true; } | sort -r | while read -r m; do umount -l "$m" || true; done
+  rm -rf --one-file-system "$tmp"
+}
+trap cleanup EXIT
 git archive --format=tar --prefix=shellmcp/ HEAD >"$tmp/tree.tar"
 # Behind a TLS-inspecting proxy the host trusts an extra CA (NODE_EXTRA_CA_CERTS): hand the same file to npm
 # inside the root (a property of this network, not of the machine under test).

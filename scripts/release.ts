@@ -1,5 +1,5 @@
 /**
- * `bun build.ts --release`: every release artifact of this version into `dist/release/`:
+ * `bun build.ts --release` (which runs this file: `bun scripts/release.ts`): every release artifact of this version into `dist/release/`:
  *
  * - `shellmcp-<version>-<target>.tar.gz` per target (linux-x64, linux-arm64, darwin-x64, darwin-arm64): a folder
  *   `shellmcp-<version>-<target>/` with the executable, its role links (`codex-execve-wrapper`,
@@ -139,3 +139,5 @@ export function release(): string[] {
   for (const a of readdirSync(out)) console.log(`dist/release/${a}`);
   return artifacts;
 }
+
+if (import.meta.main) release();

@@ -80,13 +80,13 @@ export function buildProgram(setExit: (code: number) => void): Command {
       .argument("[cmd...]", "the command and its arguments")
       .passThroughOptions();
   /** The sandbox options as commander gives them (`--no-proc` arrives as `proc: false`). */
-  type SandboxOpts = Omit<import("./sandbox/cli.ts").SandboxCliOptions, "noProc"> & { proc?: boolean };
+  type SandboxOpts = Omit<import("./sandbox-cli/linux.ts").SandboxCliOptions, "noProc"> & { proc?: boolean };
   const runLinux = (defaultBackend: "auto" | "landlock") => async (cmd: string[], o: SandboxOpts) => {
-    const { sandboxLinuxCli } = await import("./sandbox/cli.ts");
+    const { sandboxLinuxCli } = await import("./sandbox-cli/linux.ts");
     setExit(await sandboxLinuxCli(cmd, { ...o, noProc: o.proc === false }, defaultBackend));
   };
   const runMacos = async (cmd: string[], o: SandboxOpts & { permissionProfile?: string; printPolicy?: boolean }) => {
-    const { sandboxMacosCli, processHost } = await import("./sandbox/macos/cli.ts");
+    const { sandboxMacosCli, processHost } = await import("./sandbox-cli/macos.ts");
     setExit(await sandboxMacosCli(cmd, o, processHost(o.cd)));
   };
   const macosOptions = (c: Command) =>
@@ -140,7 +140,7 @@ export function buildProgram(setExit: (code: number) => void): Command {
 
   const execServer = program
     .command("exec-server")
-    .description('run Codex\'s JSON-RPC exec server (websocket or stdio; see README "shellmcp exec-server")')
+    .description("run Codex's JSON-RPC exec server (websocket or stdio; see docs/exec-server.md)")
     .option(
       "--listen <URL>",
       "ws://IP:PORT to listen on (default ws://127.0.0.1:0: loopback, a free port; the URL is printed on stdout), or stdio / stdio:// (JSON lines on stdin/stdout)",

@@ -10,9 +10,8 @@
 import { join } from "node:path";
 import { parse as parseToml, TomlError } from "smol-toml";
 import { ShellmcpError } from "../errors.ts";
-import { normalizePattern } from "../network/policy.ts";
-import { readUntrustedText } from "../sandbox/untrusted-fs.ts";
-import { DEFAULT_EXCLUDES, filterEnvironment } from "./env-policy.ts";
+import { readUntrustedText } from "../untrusted-fs.ts";
+import { filterEnvironment } from "./env-policy.ts";
 
 /** A parsed config tree. */
 export type Config = Record<string, unknown>;
@@ -89,7 +88,7 @@ export function parseConfigText(text: string, file: string): Config {
 
 /**
  * Load `<codexHome>/config.toml` (empty if missing) and apply `overrides`. Throws `CONFIG` for bad TOML, and for a
- * file that is not a small regular file (a FIFO, a device, over 1 MiB: read through ../sandbox/untrusted-fs.ts, so
+ * file that is not a small regular file (a FIFO, a device, over 1 MiB: read through ../untrusted-fs.ts, so
  * it never blocks; a symlink is followed, as a dotfiles setup links it).
  */
 export function loadConfig(codexHome: string, overrides: readonly string[] = []): Config {
@@ -129,8 +128,6 @@ export const CORE_VARS = [
   "LC_CTYPE",
   "TERM",
 ];
-/** Names dropped unless `ignore_default_excludes = true` (defined, with the value check, in ./env-policy.ts). */
-export { DEFAULT_EXCLUDES };
 
 /**
  * Read `shell_environment_policy` from a config. Defaults: `inherit = "all"`, and — safer than current Codex,
@@ -179,7 +176,7 @@ export interface EscalationConfig {
   extraWritable: Record<string, string[]>;
   /**
    * `[shellmcp.room_network]`: program base name → the network its room gets instead of the call's: a list of
-   * domains (a proxy of its own allowing exactly those, src/network/room-grants.ts), `"host"` (the host's network
+   * domains (a proxy of its own allowing exactly those, src/sandbox/room-grants.ts), `"host"` (the host's network
    * namespace: loopback services and Unix sockets included) or `"call"` (the default).
    */
   roomNetwork: Record<string, "host" | "call" | string[]>;
@@ -221,13 +218,7 @@ export function escalationConfig(cfg: Config, home: string): EscalationConfig {
   const roomNetwork: Record<string, "host" | "call" | string[]> = {};
   for (const [program, v] of Object.entries(table("room_network"))) {
     if (Array.isArray(v) && v.length > 0 && v.every((d) => typeof d === "string")) {
-      // Checked here, so that a pattern no host can match stops the server at start-up, not a room later.
-      for (const d of v)
-        try {
-          normalizePattern(d, "allow");
-        } catch (e) {
-          throw new ShellmcpError("CONFIG", `shellmcp.room_network.${program}: ${(e as Error).message}`);
-        }
+      // Each domain's syntax is checked by serve's set-up (../sandbox/room-grants.ts `checkRoomNetworkGrants`).
       roomNetwork[program] = v as string[];
     } else if (v === "host" || v === "call") roomNetwork[program] = v;
     else

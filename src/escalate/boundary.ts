@@ -21,7 +21,7 @@ import { existsSync, realpathSync, statSync } from "node:fs";
 import { basename, delimiter, dirname, isAbsolute, join, resolve } from "node:path";
 import { discoverRepository, trustedCommonDir } from "../sandbox/git-layout.ts";
 import type { RoomSpec } from "../sandbox/room.ts";
-import { MAX_INDEX_BYTES, readUntrusted, readUntrustedText } from "../sandbox/untrusted-fs.ts";
+import { MAX_INDEX_BYTES, readUntrusted, readUntrustedText } from "../untrusted-fs.ts";
 import { canonicalPath, canWrite, type WritableView } from "../sandbox/writable.ts";
 import { PROTOCOL_ENV_VARS } from "./protocol.ts";
 

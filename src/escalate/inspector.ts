@@ -3,7 +3,7 @@
  * 34, item 1) — the escalation boundary's checks (./boundary.ts: program identity, `#!` chain, git's repository,
  * config, submodules) and the room's plan (../sandbox/room.ts: repository layout, control paths, local remotes).
  *
- * Those read files a sandboxed command chose or wrote. They go through ../sandbox/untrusted-fs.ts (never blocking
+ * Those read files a sandboxed command chose or wrote. They go through ../untrusted-fs.ts (never blocking
  * on a FIFO, never following a planted link, capped), and they run here, off the main thread, under a deadline
  * that ./inspector-client.ts enforces: even a read that blocks where no read should (a hung network filesystem)
  * costs one decision — which fails closed — never the server.

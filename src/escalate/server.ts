@@ -3,7 +3,7 @@
  * (one per shell run), any number of concurrent sessions (one per intercepted exec) — docs/escalation.md, "Server side".
  *
  * The socket work happens in a Worker (./worker.ts) blocked in poll(2); this side only decides. Each listener
- * owns a datagram socketpair: the client end goes to the shell (put it at some fd in the child and export
+ * owns a seqpacket socketpair (Codex: datagram): the client end goes to the shell (put it at some fd in the child and export
  * `CODEX_ESCALATE_SOCKET=<that fd>`), the server end is watched by the worker. Each request is passed to the
  * listener's `decide` function; `Escalate` spawns the program outside the sandbox on the wrapper's fds 0,1,2 with
  * the request's argv (argv[0] included), workdir and environment.
@@ -31,7 +31,7 @@ import {
   type EscalateAction,
   type EscalateRequest,
 } from "./protocol.ts";
-import type { Command, EscalateSpawn, WorkerEvent } from "./worker.ts";
+import type { Command, EscalateSpawn, WorkerEvent } from "./worker-messages.ts";
 
 /** Request as seen by `decide`: `file` and `workdir` resolved and normalised (relative `file` against `workdir`). */
 export interface ResolvedRequest extends EscalateRequest {
@@ -141,7 +141,7 @@ export class EscalationListener {
   constructor(
     private readonly server: EscalationServer,
     readonly id: number,
-    /** Client end of the datagram socketpair (CLOEXEC here; dup it into the shell). */
+    /** Client end of the seqpacket socketpair (CLOEXEC here; dup it into the shell). */
     readonly clientFd: number,
     /** @internal */ readonly options: ListenOptions,
   ) {}

@@ -1,5 +1,5 @@
 /**
- * The escalation worker's session state machine: its listeners (one datagram socket per shell run, taking
+ * The escalation worker's session state machine: its listeners (one seqpacket socket per shell run, taking
  * handshakes) and sessions (one stream socket per intercepted exec), each step of a session (request, decision,
  * answer, SuperExecMessage, running child, exit status), the bounds of ./worker-messages.ts, and the poll
  * entries that drive them. The poll loop and the control socket are in ./worker.ts; starting and reaping the
@@ -160,7 +160,7 @@ export class SessionTable {
     }
   }
 
-  /** Take `fd` (a shell run's datagram socket) as listener `lid`; it is made non-blocking. */
+  /** Take `fd` (a shell run's seqpacket socket) as listener `lid`; it is made non-blocking. */
   listen(lid: number, fd: number, cgroupProcs: string | undefined, outputFd?: number): void {
     libc.setNonblock(fd, true);
     this.listeners.set(lid, { fd, sessions: 0, buffered: 0, refused: 0, cgroupProcs, outputFd });

@@ -4,7 +4,7 @@
  *
  * Inputs, all multiplexed by one poll:
  * - the control socket (main → worker commands, length-prefixed JSON, see {@link Command});
- * - one datagram socket per listener (a shell run): handshakes carrying one stream fd each;
+ * - one seqpacket socket per listener (a shell run): handshakes carrying one stream fd each;
  * - one stream socket per session (an intercepted exec): `EscalateRequest`, then `SuperExecMessage`;
  * - one pidfd per escalated child: readable when it exits.
  * Outputs to main are `postMessage` calls ({@link WorkerEvent}); main answers decisions over the control socket.
@@ -39,13 +39,9 @@ import {
   RECV_CHUNK,
   SESSION_IO_TIMEOUT_MS,
   type Command,
-  type EscalateSpawn,
   type WorkerEvent,
 } from "./worker-messages.ts";
 import { isEagain, SessionTable, type PollEntry } from "./worker-sessions.ts";
-
-export type { Command, EscalateSpawn, WorkerEvent };
-export { MAX_LISTENER_BUFFERED_BYTES, MAX_REQUEST_BYTES, MAX_SESSIONS, MAX_SESSIONS_PER_LISTENER, SESSION_IO_TIMEOUT_MS };
 
 /** The worker's global scope (bun-types does not declare `self` without the DOM lib). */
 const scope = globalThis as unknown as { postMessage(m: unknown): void; onmessage: ((ev: MessageEvent) => void) | null };

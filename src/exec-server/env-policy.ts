@@ -8,8 +8,6 @@
 import { filterEnvironment } from "../config/env-policy.ts";
 import { field, invalidParams, invalidType, paramsObject } from "./rpc.ts";
 
-export { DEFAULT_EXCLUDES } from "../config/env-policy.ts";
-
 /** The decoded policy. All five fields are required on the wire. */
 export interface EnvPolicy {
   inherit: "core" | "all" | "none";

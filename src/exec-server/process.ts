@@ -11,6 +11,7 @@
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import { constants as osConstants } from "node:os";
 import { join } from "node:path";
+import { findExecutable } from "../find-executable.ts";
 import { log } from "../log.ts";
 import type { CallCgroup, CgroupManager } from "../shell/cgroup.ts";
 import { envForSelf, isSelfExe } from "../self.ts";
@@ -83,17 +84,7 @@ export interface ReadResult {
 
 /** Resolve `name` like execvp with the child's PATH (libc default `/bin:/usr/bin` when it has none). */
 export function resolveProgram(name: string, path: string | undefined): string | undefined {
-  if (name.includes("/")) return name;
-  for (const dir of (path ?? "/bin:/usr/bin").split(":")) {
-    const p = join(dir === "" ? "." : dir, name);
-    try {
-      const st = statSync(p);
-      if (st.isFile() && (st.mode & 0o111) !== 0) return p;
-    } catch {
-      // not here
-    }
-  }
-  return undefined;
+  return findExecutable(name, path ?? "/bin:/usr/bin");
 }
 
 /**

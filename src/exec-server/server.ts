@@ -28,9 +28,6 @@ import { isKnownMethod, prepare, type MethodContext } from "./methods.ts";
 import { RPC, rpcError, toRpcError } from "./rpc.ts";
 import { OUTBOUND_HIGH_WATER_BYTES, SessionRegistry, type Conn, type ConnData, type ConnSocket } from "./session.ts";
 
-export { environmentInfo } from "./methods.ts";
-export { OUTBOUND_HIGH_WATER_BYTES } from "./session.ts";
-
 /** Inbound bytes a connection may have waiting to be handled before it is closed. */
 export const MAX_QUEUED_BYTES = 256 * 1024 * 1024;
 

@@ -11,7 +11,7 @@ import { closeSync, constants, fstatSync, fsyncSync, mkdirSync, openSync, writeS
 import { join } from "node:path";
 import { flock, LOCK } from "../../ffi/libc.ts";
 import { ShellmcpError } from "../errors.ts";
-import { readUntrustedText } from "../sandbox/untrusted-fs.ts";
+import { readUntrustedText } from "../untrusted-fs.ts";
 import type { Policy } from "./policy.ts";
 
 /** The amendment line for `tokens`. Throws `USAGE` for an empty prefix. */

@@ -3,7 +3,7 @@
  * `network_rule` with Codex's validation order and messages (docs/execpolicy.md, "Builtins" and "Errors"), deferred per-call
  * `match`/`not_match` self-tests (docs/execpolicy.md, "Self-tests"), and errors that name file, line and column.
  */
-import { readUntrustedText } from "../sandbox/untrusted-fs.ts";
+import { readUntrustedText } from "../untrusted-fs.ts";
 import { ShellmcpError } from "../errors.ts";
 import {
   absoluteProgram,
@@ -183,7 +183,7 @@ export class PolicyBuilder {
   }
 
   /**
-   * Read and add a file from disk: through ../sandbox/untrusted-fs.ts (a project's `.codex/rules` may have been
+   * Read and add a file from disk: through ../untrusted-fs.ts (a project's `.codex/rules` may have been
    * written by a sandboxed command), so a FIFO, device or a file over {@link MAX_RULES_FILE_BYTES} is a read
    * error instead of a server that blocks at start-up; a symlink named on the command line is followed (folders
    * skip symlinks already, see discovery.ts). Throws {@link RulesError} for read and parse failures.

@@ -21,7 +21,7 @@
  *    put back — and restore the index from the snapshot when it gained a gitlink whose nested repository the
  *    sandbox could write. The report ({@link formatGitGuardReport}) is written for a model to pass on to a human.
  *
- * Everything the sandbox could have written is read through ./untrusted-fs.ts (no FIFO or device can block the
+ * Everything the sandbox could have written is read through ../untrusted-fs.ts (no FIFO or device can block the
  * server, no symlink is followed) or with `lstat`/`readdir`/`readlink`, which never follow the last link; restores
  * never follow a link either: every folder on the way is checked with `lstat` from the git dir down (nothing of the
  * call runs any more, so nothing races the check), files are written to a new name with `O_EXCL | O_NOFOLLOW` and
@@ -46,7 +46,7 @@ import {
 } from "node:fs";
 import { basename, dirname, isAbsolute, join, relative, resolve } from "node:path";
 import { gitlinksOf } from "../escalate/boundary.ts";
-import { MAX_INDEX_BYTES, readUntrusted, readUntrustedText } from "./untrusted-fs.ts";
+import { MAX_INDEX_BYTES, readUntrusted, readUntrustedText } from "../untrusted-fs.ts";
 import { visible } from "../safe-text.ts";
 import { isUnder } from "./policy.ts";
 import { canonicalPath, canWrite, type WritableView } from "./writable.ts";

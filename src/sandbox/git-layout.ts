@@ -16,11 +16,11 @@
  *
  * Anything else (a pointer elsewhere, an unreadable, huge or non-regular pointer file) makes the layout
  * *untrusted*: the caller fails closed (no room; the program runs inside the call's sandbox, with the reason).
- * Pointer files are read through ./untrusted-fs.ts (never blocking, never following a link).
+ * Pointer files are read through ../untrusted-fs.ts (never blocking, never following a link).
  */
 import { lstatSync, statSync } from "node:fs";
 import { basename, dirname, join, resolve } from "node:path";
-import { readUntrustedText } from "./untrusted-fs.ts";
+import { readUntrustedText } from "../untrusted-fs.ts";
 import { canonicalPath } from "./writable.ts";
 
 /** A git repository as found from a folder: its work tree and its git dirs (the own one first, then the common one). */

@@ -10,7 +10,7 @@ import { existsSync, lstatSync, readdirSync, realpathSync, statSync, type Dirent
 import { basename, dirname, isAbsolute, join, normalize, resolve, sep } from "node:path";
 import { ShellmcpError } from "../errors.ts";
 import { log } from "../log.ts";
-import { readUntrustedText } from "./untrusted-fs.ts";
+import { readUntrustedText } from "../untrusted-fs.ts";
 
 /** Read access: everything, or only some roots (+ optional platform defaults). */
 export type ReadOnlyAccess = { type: "full-access" } | { type: "restricted"; include_platform_defaults: boolean; readable_roots: string[] };
@@ -223,7 +223,7 @@ export function isDir(p: string): boolean {
 
 /**
  * The gitdir a `.git` *file* points at (`gitdir: <path>`, relative to the file's folder), if it exists. The file
- * may have been written by a sandboxed command: it is read through ./untrusted-fs.ts (never blocks on a FIFO,
+ * may have been written by a sandboxed command: it is read through ../untrusted-fs.ts (never blocks on a FIFO,
  * refuses a symlink, a non-regular or an oversized file), and anything but a small regular file gives undefined.
  */
 export function gitdirPointer(dotGit: string): string | undefined {

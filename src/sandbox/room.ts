@@ -28,7 +28,7 @@ import { basename, dirname, isAbsolute, join } from "node:path";
 import type { FilesystemPlan } from "./filesystem-plan.ts";
 import { discoverRepository, type Repository } from "./git-layout.ts";
 import { isUnder, PROTECTED_NAMES, type WritableRoot } from "./policy.ts";
-import { readUntrustedText } from "./untrusted-fs.ts";
+import { readUntrustedText } from "../untrusted-fs.ts";
 import { canonicalPath } from "./writable.ts";
 
 export type { Repository } from "./git-layout.ts";
@@ -78,7 +78,7 @@ export interface RoomSpec {
   proxy?: RoomProxy;
   /**
    * The proxies of domain grants, by the program name the grant names (`[shellmcp.room_network] npm = [...]`),
-   * started for the call (../network/room-grants.ts). A program granted domains whose proxy is missing here gets
+   * started for the call (./room-grants.ts). A program granted domains whose proxy is missing here gets
    * no room (never a wider network).
    */
   grantProxies?: Readonly<Record<string, RoomProxy>>;
@@ -89,7 +89,7 @@ export interface RoomSpec {
  * namespace, loopback services and Unix sockets included (the behaviour before issue 30, chosen knowingly);
  * `call` = the call's own network (the default, the same as naming nothing); a list of domains = a proxy of its
  * own allowing exactly those (Codex's allow-list patterns; a local target only when listed exactly), plus the
- * call's allow-list in proxy mode (../network/room-grants.ts).
+ * call's allow-list in proxy mode (./room-grants.ts).
  */
 export type RoomNetworkGrant = "host" | "call" | readonly string[];
 
@@ -115,7 +115,7 @@ export interface RoomProxy {
 export type RoomNetwork = "off" | "proxy" | "host";
 
 /**
- * The user's credential stores, relative to HOME: one list, one place (docs/escalation.md "What a room reads").
+ * The user's credential stores, relative to HOME: one list, one place (docs/escalation.md, "Rooms: what a room reaches and reads (issue 30)").
  * A room's read view excludes each one that exists unless `[shellmcp.room_readable]` names it for the program.
  * Folders are hidden whole; files (`.netrc`, `.npmrc`, `.docker/config.json` …) one by one.
  */

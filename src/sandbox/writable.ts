@@ -1,6 +1,6 @@
 /**
  * What a sandboxed command can write on the host: the question the escalation boundary asks before it runs a
- * program outside the sandbox (docs/security.md, "what an allow rule grants").
+ * program outside the sandbox (docs/escalation.md, "The escalation boundary: what an allow rule grants").
  *
  * A {@link WritableView} is taken when a shell starts, from the same inputs the sandbox helper uses (policy,
  * policy cwd, the shell's environment for `$TMPDIR`), so it describes the sandbox that shell runs in:

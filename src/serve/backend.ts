@@ -5,7 +5,7 @@
  */
 import type { PermissionProfile } from "../sandbox/permission-profile.ts";
 import { forgetBwrapProbe } from "../sandbox/linux/bwrap.ts";
-import { probeBwrap } from "../sandbox/linux/run.ts";
+import { probeBwrap } from "../sandbox/linux/bwrap.ts";
 import type { SandboxLauncher } from "../shell/run-command.ts";
 import { ShellmcpError } from "../errors.ts";
 import { writeStderr } from "../stderr.ts";

@@ -21,6 +21,7 @@ import {
 import { DEFAULT_TIMEOUT_MS } from "../mcp/shell-tool.ts";
 import { DEFAULT_IDLE_TIMEOUT_MS, DEFAULT_MAX_BUFFERED_BYTES, DEFAULT_MAX_SESSIONS, type SessionLimits } from "../shell/session-manager.ts";
 import { ShellmcpError } from "../errors.ts";
+import { checkRoomNetworkGrants } from "../sandbox/room-grants.ts";
 import { loadPolicy, resolveCodexHome } from "../execpolicy/discovery.ts";
 import { log } from "../log.ts";
 import type { EscalationSettings, OnPrompt } from "../mcp/escalation-policy.ts";
@@ -108,6 +109,7 @@ export function loadServeSetup(o: ServeOptions): ServeSetup {
   const exposedByShellTmp = codexHomeExposure(codexHome, { tmpdirs: [env.TMPDIR], pinned: [] });
   if (exposedByShellTmp !== undefined) throw exposedByShellTmp;
   const escalation = escalationConfig(cfg, homedir());
+  checkRoomNetworkGrants(escalation.roomNetwork);
   if (o.escalation !== undefined) {
     if (o.escalation !== "room" && o.escalation !== "host")
       throw new ShellmcpError("USAGE", `--escalation must be room or host (got ${o.escalation})`);
@@ -186,7 +188,8 @@ export function loadServeSetup(o: ServeOptions): ServeSetup {
  * The patched `kind` shell `serve` runs by default, first found of:
  * 1. `$SHELLMCP_SHELLS_DIR/<kind>` when that variable is set (e.g. the macOS shells built by
  *    scripts/build-shells-macos.sh);
- * 2. `<dir>/shells/<kind>` beside this executable (a from-source install: `dist/shells/`, Debian-built);
+ * 2. `<dir>/shells/<kind>` beside this executable (`dist/shells/` when scripts/build-shells-macos.sh, or the
+ *    optional Debian-linked scripts/build-shells.sh, built it);
  * 3. the portable shell this executable carries, copied to a checked folder outside every writable root
  *    (`src/shell/portable-shells.ts`; the npm packages and release tarballs for Linux).
  * Throws `CONFIG` saying how to get one when none exists (on macOS: build them with scripts/build-shells-macos.sh).

@@ -59,5 +59,5 @@ export async function checkShellIntercepts(
     await l.close();
   }
   if (reached) return undefined;
-  return `the shell ${shellPath} does not hand its execs to shellmcp (it is not a patched shell), so no rule would apply: use the patched bash or zsh (scripts/build-shells.sh builds them into dist/shells/; --shell bash|zsh), or --shell PATH to another patched shell`;
+  return `the shell ${shellPath} does not hand its execs to shellmcp (it is not a patched shell), so no rule would apply: use the patched bash or zsh (scripts/build-shells-static.sh builds them into dist/shells-static/ and the executable carries them; --shell bash|zsh), or --shell PATH to another patched shell`;
 }

@@ -4,16 +4,16 @@
  * group. (A process group or session is left with one `setsid()`; a cgroup cannot be left without write access
  * to the cgroup filesystem, which no sandbox grants.)
  *
- * Layout: `<this server's cgroup>/shellmcp-<pid>/call-<n>`. The server moves the shell (or the sandbox helper
- * that becomes it) into the call's cgroup right after starting it, before it can have forked anything that
- * matters (the helper takes milliseconds to start); the escalation worker moves each escalated program there as
- * it starts. Ending a call writes `cgroup.kill` (Linux 5.14+; older kernels: freeze, SIGKILL every member,
- * thaw), then removes the folder once it is empty.
+ * Layout: `<this server's cgroup>/shellmcp-<pid>/call-<n>`. Every process of a call is in the call's cgroup from
+ * its first instruction: the lifeline guard that starts the shell or an escalated program joins it first
+ * (src/shell/lifeline.ts), or `/bin/sh` (`joinCgroupFirst` in ./run-command.ts) where there is no guard binary, and
+ * the sandbox helper joins it itself with `--join-cgroup`. Ending a call writes `cgroup.kill` (Linux 5.14+; older
+ * kernels: freeze, SIGKILL every member, thaw), then removes the folder once it is empty.
  *
  * Needs a writable cgroup v2 hierarchy (root, or a delegated subtree as systemd gives user services). Where there
- * is none, {@link CgroupManager.detect} says why and calls fall back to process groups (and bubblewrap's pid
- * namespace): then a process that calls `setsid` under the Landlock backend or an escalated program's detached
- * grandchild can outlive its call.
+ * is none, {@link CgroupManager.detect} says why, and the lifeline guard still holds a call's processes: it is the
+ * subreaper of everything the shell or program starts and kills it all when the shell ends, when the server ends
+ * the call, or when the server dies (docs/security.md, "Running as root / in containers").
  */
 import { appendFileSync, existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";

@@ -24,11 +24,13 @@ import { findBwrap, openSelfExe } from "../sandbox/linux/bwrap.ts";
 import type { PermissionProfile } from "../sandbox/permission-profile.ts";
 import type { FilesystemPlan } from "../sandbox/filesystem-plan.ts";
 import { seatbeltShellLaunch } from "../sandbox/macos/seatbelt.ts";
-import { bytesPipe, planBwrap, releaseBwrapPlan, SANDBOX_FAILURE_EXIT, type BwrapPlan } from "../sandbox/linux/run.ts";
+import { planBwrap, releaseBwrapPlan, type BwrapPlan } from "../sandbox/linux/bwrap.ts";
+import { SANDBOX_FAILURE_EXIT } from "../sandbox/linux/in-process.ts";
+import { bytesPipe } from "../sandbox/linux/run.ts";
 import type { CallCgroup, CgroupManager } from "./cgroup.ts";
 import { CappedOutput } from "./output.ts";
 import { refusalReport, type CallProxy } from "../network/proxy.ts";
-import { roomGrantProxies } from "../network/room-grants.ts";
+import { roomGrantProxies } from "../sandbox/room-grants.ts";
 import { bridgePair, NAMESPACE_PORTS, PROXY_BRIDGE_FD, receiveNamespaceListeners, watchNamespaceListeners } from "../network/bridge.ts";
 import { proxyEnvironment } from "../network/env.ts";
 import {

@@ -22,7 +22,7 @@ import { startServer } from "../exec-server/codex-harness.ts";
 import { ensureBinary, ROOT } from "../helpers/binary.ts";
 import { startServe } from "../helpers/mcp.ts";
 import { skipWithout, toolMissing } from "../helpers/prereq.ts";
-import { shellsMissing } from "../helpers/shells.ts";
+import { patchedShell, shellsMissing } from "../helpers/shells.ts";
 import { assertOutside, CONF_BASE } from "../helpers/test-dirs.ts";
 
 const ROLES = ["codex-execve-wrapper", "codex-linux-sandbox", "codex-fs"];
@@ -33,8 +33,8 @@ function installCopy(): string {
   copyFileSync(ensureBinary(), join(dir, "shellmcp"));
   chmodSync(join(dir, "shellmcp"), 0o755);
   mkdirSync(join(dir, "shells"));
-  for (const s of ["bash", "zsh"]) {
-    copyFileSync(join(ROOT, "dist", "shells", s), join(dir, "shells", s));
+  for (const s of ["bash", "zsh"] as const) {
+    copyFileSync(patchedShell(s), join(dir, "shells", s));
     chmodSync(join(dir, "shells", s), 0o755);
   }
   for (const r of ROLES) symlinkSync("shellmcp", join(dir, r));

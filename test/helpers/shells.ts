@@ -9,9 +9,18 @@ import { ROOT } from "./binary.ts";
 /** The shells we patch. */
 export type ShellName = "bash" | "zsh";
 
-/** Path of the patched shell built by scripts/build-shells.sh. */
+/**
+ * Folder of the patched shells the tests run: on Linux the portable static ones that scripts/build-shells-static.sh
+ * builds into `dist/shells-static/linux-<arch>/` (the same files the executable carries, so the tests, the
+ * walkthrough and `serve` run one build of the shells); on macOS `dist/shells/`, where scripts/build-shells-macos.sh
+ * builds them.
+ */
+export const PATCHED_SHELLS_DIR =
+  process.platform === "linux" ? join(ROOT, "dist", "shells-static", `linux-${process.arch}`) : join(ROOT, "dist", "shells");
+
+/** Path of the patched shell `name` in {@link PATCHED_SHELLS_DIR}. */
 export function patchedShell(name: ShellName): string {
-  return join(ROOT, "dist", "shells", name);
+  return join(PATCHED_SHELLS_DIR, name);
 }
 
 /** Path of Debian's stock shell of the same kind, or undefined when not installed. */
@@ -23,7 +32,8 @@ export function stockShell(name: ShellName): string | undefined {
 /** Why the patched shells' suites must skip, or undefined when both are built. */
 export function shellsMissing(): string | undefined {
   for (const s of ["bash", "zsh"] as const) {
-    if (!existsSync(patchedShell(s))) return `patched ${s} not built (run scripts/build-shells.sh)`;
+    if (!existsSync(patchedShell(s)))
+      return `patched ${s} not built (run ${process.platform === "linux" ? "scripts/build-shells-static.sh" : "scripts/build-shells-macos.sh"})`;
   }
   return undefined;
 }

@@ -4,13 +4,8 @@
  * `include_only` — with case-insensitive glob patterns (docs/sandbox.md, "Environment").
  */
 import { describe, expect, test } from "bun:test";
-import {
-  applyEnvironmentPolicy,
-  CORE_VARS,
-  DEFAULT_EXCLUDES,
-  shellEnvironmentPolicy,
-  type ShellEnvironmentPolicy,
-} from "../../src/config/config.ts";
+import { applyEnvironmentPolicy, CORE_VARS, shellEnvironmentPolicy, type ShellEnvironmentPolicy } from "../../src/config/config.ts";
+import { DEFAULT_EXCLUDES } from "../../src/config/env-policy.ts";
 import { ShellmcpError } from "../../src/errors.ts";
 
 const ENV = {

@@ -4,7 +4,7 @@
  */
 import { describe, expect, test } from "bun:test";
 import { escalationConfig } from "../../src/config/config.ts";
-import { grantPolicy } from "../../src/network/room-grants.ts";
+import { checkRoomNetworkGrants, grantPolicy } from "../../src/sandbox/room-grants.ts";
 import { CREDENTIAL_STORES, grantNames, readableComplement, roomNetwork, type RoomSpec } from "../../src/sandbox/room.ts";
 import { planSandboxPolicy } from "../../src/sandbox/filesystem-plan.ts";
 
@@ -19,8 +19,11 @@ describe("[shellmcp.room_network] and [shellmcp.room_readable]", () => {
   });
 
   test("anything else stops the server, naming the key", () => {
-    for (const v of [true, "on", [], [1], { unix_sockets: ["/var/run/docker.sock"] }, ["bad host!"]])
+    for (const v of [true, "on", [], [1], { unix_sockets: ["/var/run/docker.sock"] }])
       expect(() => escalationConfig({ shellmcp: { room_network: { docker: v } } }, "/home/u")).toThrow(/room_network/);
+    // A domain no host can match: serve's set-up checks each one with the proxy policy's rules.
+    const bad = escalationConfig({ shellmcp: { room_network: { docker: ["bad host!"] } } }, "/home/u");
+    expect(() => checkRoomNetworkGrants(bad.roomNetwork)).toThrow(/room_network\.docker/);
     expect(() => escalationConfig({ shellmcp: { room_readable: { git: ["relative"] } } }, "/home/u")).toThrow(
       /room_readable\.git: relative is not an absolute path/,
     );

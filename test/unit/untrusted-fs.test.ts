@@ -1,10 +1,10 @@
-/** src/sandbox/untrusted-fs.ts: every outcome of a read of a file a sandbox could have made. */
+/** src/untrusted-fs.ts: every outcome of a read of a file a sandbox could have made. */
 import { afterAll, describe, expect, test } from "bun:test";
 import { execFileSync } from "node:child_process";
 import { mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { readUntrusted, readUntrustedText, readUntrustedTextOrAbsent, UntrustedFileError } from "../../src/sandbox/untrusted-fs.ts";
+import { readUntrusted, readUntrustedText, readUntrustedTextOrAbsent, UntrustedFileError } from "../../src/untrusted-fs.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "untrusted-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));

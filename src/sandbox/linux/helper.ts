@@ -28,7 +28,8 @@ import { writeStderr } from "../../stderr.ts";
 import { parsePermissionProfile, pathFromUri, type PermissionProfile } from "../permission-profile.ts";
 import { planPermissionProfile, summarySandboxPolicy } from "../filesystem-plan.ts";
 import { parseSandboxPolicy, setProtectedConfigDirs, type SandboxPolicy } from "../policy.ts";
-import { innerStage, runSandboxed, SANDBOX_FAILURE_EXIT, type Backend } from "./run.ts";
+import { innerStage, SANDBOX_FAILURE_EXIT, type Backend } from "./in-process.ts";
+import { runSandboxed } from "./run.ts";
 
 /** Usage-error exit status. */
 export const HELPER_USAGE_EXIT = 2;

@@ -4,11 +4,11 @@
  * inner stage inside bubblewrap), then the command exec'd in place with a shell-style error when it cannot be.
  * The backend choice and bubblewrap are in ./run.ts and ./bwrap.ts.
  */
-import { statSync } from "node:fs";
 import { constants as osConstants } from "node:os";
-import { delimiter, dirname, join } from "node:path";
+import { dirname } from "node:path";
 import * as libc from "../../../ffi/libc.ts";
 import { ShellmcpError } from "../../errors.ts";
+import { findExecutable } from "../../find-executable.ts";
 import { portableShellBases } from "../../shell/portable-shells.ts";
 import { writeStderr } from "../../stderr.ts";
 import { type PermissionProfile } from "../permission-profile.ts";
@@ -72,17 +72,7 @@ export function seccompModeFor(p: SandboxPolicy): SeccompMode | undefined {
 
 /** Resolve `name` like execvp: names with `/` as given, else the first executable regular file on PATH. */
 export function resolveCommand(name: string, path = process.env.PATH ?? "/usr/local/bin:/usr/bin:/bin"): string | undefined {
-  if (name.includes("/")) return name;
-  for (const dir of path.split(delimiter)) {
-    const p = join(dir === "" ? "." : dir, name);
-    try {
-      const st = statSync(p);
-      if (st.isFile() && (st.mode & 0o111) !== 0) return p;
-    } catch {
-      // not here
-    }
-  }
-  return undefined;
+  return findExecutable(name, path);
 }
 
 /**

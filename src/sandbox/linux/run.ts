@@ -26,19 +26,6 @@ import { openSelfExe, planBwrap, probeBwrap, releaseBwrapPlan, selfHelperArgv, t
 import { applyInProcess, execCommand, planOf, runInNewSession, waitForNamespaceInit, type SandboxRun } from "./in-process.ts";
 import { landlockAbi } from "./landlock.ts";
 
-export {
-  applyInProcess,
-  execCommand,
-  innerStage,
-  planOf,
-  resolveCommand,
-  SANDBOX_FAILURE_EXIT,
-  seccompModeFor,
-  type Backend,
-  type SandboxRun,
-} from "./in-process.ts";
-export { planBwrap, probeBwrap, releaseBwrapPlan, type BwrapPlan, type BwrapProbe } from "./bwrap.ts";
-
 /** fds this process inherited from its parent (not CLOEXEC): the command must get them too (e.g. the escalation socket). */
 function inheritedFds(): number[] {
   const out: number[] = [];

@@ -14,7 +14,7 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { basename, join } from "node:path";
-import { sandboxMacosCli, type MacosCliOptions } from "../../../src/sandbox/macos/cli.ts";
+import { sandboxMacosCli, type MacosCliOptions } from "../../../src/sandbox-cli/macos.ts";
 import { BASE_RULES, DYNAMIC_RULE_IDS, NETWORK_RULES, PLATFORM_DEFAULT_RULES } from "../../../src/sandbox/macos/rules.ts";
 
 const ROOT = join(import.meta.dir, "..", "..", "..");

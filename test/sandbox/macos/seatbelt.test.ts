@@ -6,7 +6,7 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { join } from "node:path";
-import { sandboxMacosCli, type MacosCliHost } from "../../../src/sandbox/macos/cli.ts";
+import { sandboxMacosCli, type MacosCliHost } from "../../../src/sandbox-cli/macos.ts";
 import {
   darwinPath,
   SANDBOX_EXEC_PATH,

@@ -116,7 +116,7 @@ describe("framing", () => {
     const payload = encodeRequest(request);
     expect(payload.byteLength).toBeGreaterThan(2 * 1024 * 1024);
     // The receiver must run concurrently: a 2 MiB frame does not fit in the socket buffer.
-    const receiver = new Worker(new URL("./fixtures/recv-frame-worker.ts", import.meta.url).href);
+    const receiver = new Worker(new URL("../escalate/fixtures/recv-frame-worker.ts", import.meta.url).href);
     const got = new Promise<{ json: string; fds: number }>((res) => (receiver.onmessage = (ev) => res(ev.data)));
     receiver.postMessage({ fd: b });
     sendFrame(a, payload, [x]);

@@ -11,11 +11,11 @@
  */
 import { constants as osConstants } from "node:os";
 import { resolve } from "node:path";
-import { ShellmcpError } from "../../errors.ts";
-import { policyFromFlags, type SandboxCliOptions } from "../cli.ts";
-import { parsePermissionProfile } from "../permission-profile.ts";
-import { planPermissionProfile, planSandboxPolicy, type FilesystemPlan } from "../filesystem-plan.ts";
-import { seatbeltLaunch, type SeatbeltHost, type SeatbeltLaunch } from "./seatbelt.ts";
+import { ShellmcpError } from "../errors.ts";
+import { policyFromFlags, type SandboxCliOptions } from "./linux.ts";
+import { parsePermissionProfile } from "../sandbox/permission-profile.ts";
+import { planPermissionProfile, planSandboxPolicy, type FilesystemPlan } from "../sandbox/filesystem-plan.ts";
+import { seatbeltLaunch, type SeatbeltHost, type SeatbeltLaunch } from "../sandbox/macos/seatbelt.ts";
 
 /** Options as commander parses them. */
 export interface MacosCliOptions extends SandboxCliOptions {

@@ -1,5 +1,5 @@
 /**
- * Reading what a sandbox could have written (issue 34, docs/security.md "The server's inputs"): the one module
+ * Reading what a sandbox could have written (issue 34, docs/escalation.md, "What a decision reads"): the one module
  * through which the server reads a file whose path or content a sandboxed command (or an escalation room) may
  * have chosen — work trees, git dirs and their pointer files (`.git` files, `commondir`, `gitdir`), `.gitmodules`,
  * git's index and config, `#!` lines, CODEX_HOME, a project's `.codex/`.

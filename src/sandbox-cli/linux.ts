@@ -18,7 +18,7 @@
 import { resolve } from "node:path";
 import { ShellmcpError } from "../errors.ts";
 import { writeStderr } from "../stderr.ts";
-import { hasFullDiskWrite, hasFullNetwork, parseSandboxPolicy, serializeSandboxPolicy, type SandboxPolicy } from "./policy.ts";
+import { hasFullDiskWrite, hasFullNetwork, parseSandboxPolicy, serializeSandboxPolicy, type SandboxPolicy } from "../sandbox/policy.ts";
 import { loadConfig } from "../config/config.ts";
 import { resolveCodexHome } from "../execpolicy/discovery.ts";
 import { normalizePattern, readNetworkPolicy, type NetworkPolicy } from "../network/policy.ts";
@@ -79,7 +79,8 @@ export async function sandboxLinuxCli(
     writeStderr("shellmcp: `sandbox linux` needs Linux; on macOS use `shellmcp sandbox macos`\n");
     return 2;
   }
-  const { runSandboxed, SANDBOX_FAILURE_EXIT } = await import("./linux/run.ts");
+  const { runSandboxed } = await import("../sandbox/linux/run.ts");
+  const { SANDBOX_FAILURE_EXIT } = await import("../sandbox/linux/in-process.ts");
   let policy: SandboxPolicy;
   try {
     if (command.length === 0) throw new ShellmcpError("USAGE", "no command given (usage: shellmcp sandbox linux [options] -- CMD...)");
@@ -149,8 +150,8 @@ async function runProxied(command: string[], policy: SandboxPolicy, network: Net
   const { CallProxy, refusalReport } = await import("../network/proxy.ts");
   const { bridgePair, NAMESPACE_PORTS, PROXY_BRIDGE_FD, receiveNamespaceListeners } = await import("../network/bridge.ts");
   const { proxyEnvironment } = await import("../network/env.ts");
-  const { probeBwrap, SANDBOX_FAILURE_EXIT } = await import("./linux/run.ts");
-  const { selfHelperCommand } = await import("./linux/bwrap.ts");
+  const { probeBwrap, selfHelperCommand } = await import("../sandbox/linux/bwrap.ts");
+  const { SANDBOX_FAILURE_EXIT } = await import("../sandbox/linux/in-process.ts");
 
   const { closeQuiet } = await import("../../ffi/libc.ts");
   const requested = o.backend ?? "auto";

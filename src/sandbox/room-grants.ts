@@ -12,12 +12,13 @@
  * answer) and are logged.
  */
 import * as libc from "../../ffi/libc.ts";
+import { ShellmcpError } from "../errors.ts";
 import { log } from "../log.ts";
-import { bridgePair, NAMESPACE_PORTS, watchNamespaceListeners } from "./bridge.ts";
-import { proxyEnvironment } from "./env.ts";
-import { normalizePattern, normalizeTarget, type NetworkPolicy } from "./policy.ts";
-import { approvalKey, CallProxy, type ProxyProtocol, type ProxyRefusal } from "./proxy.ts";
-import type { RoomSpec } from "../sandbox/room.ts";
+import { bridgePair, NAMESPACE_PORTS, watchNamespaceListeners } from "../network/bridge.ts";
+import { proxyEnvironment } from "../network/env.ts";
+import { normalizePattern, normalizeTarget, type NetworkPolicy } from "../network/policy.ts";
+import { approvalKey, CallProxy, type ProxyProtocol, type ProxyRefusal } from "../network/proxy.ts";
+import type { RoomSpec } from "./room.ts";
 
 /** How a room reaches its proxy: the same shape as ../sandbox/room.ts `RoomSpec.proxy`. */
 export interface RoomProxyEndpoint {
@@ -144,7 +145,7 @@ export async function startRoomGrantProxies(
 /**
  * The grant proxies a call's rooms need under `spec` (the call's room spec): undefined when no program is granted
  * domains, or the rooms are not built by bubblewrap or Landlock (Seatbelt, the host, no room: a domain grant is then
- * refused when a room is planned, see ../sandbox/room.ts `roomNetwork`). A failure to start them is logged and
+ * refused when a room is planned, see ./room.ts `roomNetwork`). A failure to start them is logged and
  * gives undefined too (the granted programs' rooms are refused, with the reason, never widened).
  */
 export async function roomGrantProxies(spec: RoomSpec, callPolicy?: NetworkPolicy): Promise<RoomGrantProxies | undefined> {
@@ -159,5 +160,22 @@ export async function roomGrantProxies(spec: RoomSpec, callPolicy?: NetworkPolic
       error: (e as Error).message,
     });
     return undefined;
+  }
+}
+
+/**
+ * Check the domain lists of `[shellmcp.room_network]` (as ../config/config.ts `escalationConfig` read them) with
+ * the proxy policy's own pattern rules, so that a pattern no host can match stops the server at start-up, not a
+ * room later. Throws `CONFIG` naming the key.
+ */
+export function checkRoomNetworkGrants(grants: Readonly<Record<string, "host" | "call" | readonly string[]>>): void {
+  for (const [program, v] of Object.entries(grants)) {
+    if (!Array.isArray(v)) continue;
+    for (const d of v)
+      try {
+        normalizePattern(d, "allow");
+      } catch (e) {
+        throw new ShellmcpError("CONFIG", `shellmcp.room_network.${program}: ${(e as Error).message}`);
+      }
   }
 }

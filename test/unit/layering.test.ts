@@ -1,0 +1,250 @@
+/**
+ * Layering as a checked contract (issue 33): the folders of `src/` (and `ffi/`, `build.ts`, `scripts/`) import
+ * each other in one direction only, the one docs/architecture.md ("Layering") draws. Every import of a module in
+ * another unit must point to a lower layer; the imports that do not yet are listed in {@link EXCEPTIONS}, each with
+ * the reason and the refactor that removes it, so that a new one fails here. A listed exception that no longer
+ * occurs fails too (strike it from the list). The folder graph, exceptions left out, must have no cycle.
+ *
+ * Pure: reads the source files as text, runs nothing.
+ */
+import { describe, expect, test } from "bun:test";
+import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
+import { dirname, join, normalize } from "node:path";
+
+const ROOT = join(import.meta.dir, "..", "..");
+
+/**
+ * The layers, top to bottom (docs/architecture.md, "Layering"). A unit is a folder or a single file, relative to
+ * the repository root; a file belongs to the longest unit that contains it. A module may import its own unit and
+ * any unit of a lower layer; nothing else (units of one layer do not import each other).
+ */
+const LAYERS: readonly (readonly string[])[] = [
+  ["scripts"], // release.ts builds on build.ts
+  ["build.ts"],
+  ["src/main.ts"], // arg0 dispatch: loads each role lazily
+  ["src/cli.ts"], // the shellmcp CLI
+  ["src/fs-helper"], // the codex-fs role: the exec-server's fs operations
+  ["src/serve.ts"], // `serve` as a list of steps
+  ["src/serve", "src/exec-server", "src/sandbox-cli"], // the commands
+  ["src/mcp"], // the only folder that knows MCP
+  ["src/shell"], // one command run: spawn, output, sessions, lifeline, the carried shells
+  ["src/escalate"], // the escalation protocol, worker, boundary, wrapper role
+  ["src/sandbox/linux", "src/sandbox/macos"], // the backends
+  ["src/sandbox"], // policy, filesystem plan, rooms' plan, git layout, git guard
+  ["src/network"], // proxy policy, proxy, bridge
+  ["src/execpolicy"], // .rules: the Starlark subset, matching, discovery
+  ["src/config"], // config.toml, -c, shell_environment_policy
+  [
+    "src/log.ts",
+    "src/self.ts",
+    "src/escalation-socket.ts",
+    "src/fault-injection.ts",
+    "src/untrusted-fs.ts",
+    "src/version.ts",
+    "src/find-executable.ts",
+  ],
+  ["src/safe-text.ts", "src/stderr.ts"],
+  ["ffi"], // libc bindings and struct layouts
+  ["src/errors.ts"], // the one error class: imports nothing
+];
+
+/**
+ * Imports against the direction that remain until the big refactors of issue 33 (the call's sandbox as one object,
+ * runCommand as plan → acquire → run → settle, escalation split into protocol, decision and placement). Each is
+ * `from → to` (files), with why it is there and what removes it.
+ */
+const EXCEPTIONS: readonly { from: string; to: string; reason: string }[] = [
+  {
+    from: "src/sandbox/git-guard.ts",
+    to: "src/escalate/boundary.ts",
+    reason: "the git index parser (gitlinksOf) lives in the boundary; it moves to src/sandbox/git-layout.ts with the escalation split",
+  },
+  {
+    from: "src/escalate/escalated-child.ts",
+    to: "src/shell/lifeline.ts",
+    reason: "the lifeline guard serves both a shell run and an escalated program; it moves below both with runCommand's resources",
+  },
+  {
+    from: "src/sandbox/linux/in-process.ts",
+    to: "src/shell/portable-shells.ts",
+    reason: "the carried shells' folder is known to shell/; the SandboxBackend object will take it as a parameter",
+  },
+  {
+    from: "src/sandbox/linux/room-launcher.ts",
+    to: "src/shell/portable-shells.ts",
+    reason: "the room launcher is installed like the carried shells (one checked copy); the asset installer moves below the backends",
+  },
+  {
+    from: "src/sandbox/linux/room.ts",
+    to: "src/sandbox/macos/seatbelt.ts",
+    reason: "room building plans every platform's launch in one file; the SandboxBackend split gives each backend its own room builder",
+  },
+];
+
+/** Repository-relative paths of the `.ts` files under `dir` (recursively). */
+function tsFiles(dir: string): string[] {
+  const out: string[] = [];
+  const walk = (d: string) => {
+    for (const name of readdirSync(join(ROOT, d))) {
+      const p = join(d, name);
+      if (statSync(join(ROOT, p)).isDirectory()) walk(p);
+      else if (p.endsWith(".ts") && !p.endsWith(".d.ts")) out.push(p);
+    }
+  };
+  walk(dir);
+  return out;
+}
+
+/**
+ * The module specifiers `source` imports: static `import … from`, `export … from`, side-effect `import "x"` and
+ * dynamic `import("x")` (type-only imports included: they are dependencies of the design too). Comment lines are
+ * skipped, so a docstring that shows an import is not one.
+ */
+function importsOf(source: string): string[] {
+  const code = source
+    .replace(/\/\*[\s\S]*?\*\//g, (c) => c.replace(/[^\n]/g, " "))
+    .split("\n")
+    .filter((l) => !/^\s*\/\//.test(l))
+    .join("\n");
+  const out: string[] = [];
+  const patterns = [
+    /^\s*(?:import|export)\s[^"';]*?\sfrom\s*["']([^"']+)["']/gm,
+    /^\s*import\s*["']([^"']+)["']/gm,
+    /\bimport\(\s*["']([^"']+)["']\s*\)/g,
+  ];
+  for (const re of patterns) for (const m of code.matchAll(re)) out.push(m[1]!);
+  return out;
+}
+
+/** The unit (a LAYERS entry) of repository-relative `file`, or undefined when none contains it. */
+function unitOf(file: string, layers: readonly (readonly string[])[]): string | undefined {
+  let best: string | undefined;
+  for (const u of layers.flat()) {
+    if ((file === u || file.startsWith(u + "/")) && (best === undefined || u.length > best.length)) best = u;
+  }
+  return best;
+}
+
+/** One cross-unit import edge: the importing file, the imported file, and their units. */
+interface Edge {
+  from: string;
+  to: string;
+  fromUnit: string;
+  toUnit: string;
+}
+
+/** Every import between two different units among `files` (path → source); relative specifiers to `.ts` files only. */
+function crossUnitEdges(files: ReadonlyMap<string, string>, layers: readonly (readonly string[])[]): Edge[] {
+  const edges: Edge[] = [];
+  for (const [from, source] of files) {
+    const fromUnit = unitOf(from, layers);
+    if (fromUnit === undefined) continue;
+    for (const spec of importsOf(source)) {
+      if (!spec.startsWith(".") || !spec.endsWith(".ts")) continue;
+      const to = normalize(join(dirname(from), spec));
+      const toUnit = unitOf(to, layers);
+      if (toUnit === undefined || toUnit === fromUnit) continue;
+      edges.push({ from, to, fromUnit, toUnit });
+    }
+  }
+  return edges;
+}
+
+/** The edges that go against the layers (to the same or a higher layer). */
+function againstDirection(edges: readonly Edge[], layers: readonly (readonly string[])[]): Edge[] {
+  const rank = (u: string) => layers.findIndex((l) => l.includes(u));
+  return edges.filter((e) => rank(e.toUnit) <= rank(e.fromUnit));
+}
+
+/** A cycle in the unit graph of `edges` (as a list of units, first = last), or undefined when there is none. */
+function unitCycle(edges: readonly Edge[]): string[] | undefined {
+  const next = new Map<string, Set<string>>();
+  for (const e of edges) (next.get(e.fromUnit) ?? next.set(e.fromUnit, new Set()).get(e.fromUnit)!).add(e.toUnit);
+  const state = new Map<string, "open" | "done">();
+  const stack: string[] = [];
+  const visit = (u: string): string[] | undefined => {
+    state.set(u, "open");
+    stack.push(u);
+    for (const v of next.get(u) ?? []) {
+      if (state.get(v) === "open") return [...stack.slice(stack.indexOf(v)), v];
+      if (state.get(v) === undefined) {
+        const c = visit(v);
+        if (c !== undefined) return c;
+      }
+    }
+    stack.pop();
+    state.set(u, "done");
+    return undefined;
+  };
+  for (const u of next.keys()) {
+    if (state.get(u) === undefined) {
+      const c = visit(u);
+      if (c !== undefined) return c;
+    }
+  }
+  return undefined;
+}
+
+const isException = (e: Edge) => EXCEPTIONS.some((x) => x.from === e.from && x.to === e.to);
+
+/** The repository's modules: src/, ffi/, scripts/*.ts and build.ts, path → source. */
+function repositoryModules(): Map<string, string> {
+  const files = new Map<string, string>();
+  for (const f of [...tsFiles("src"), ...tsFiles("ffi"), ...tsFiles("scripts"), "build.ts"]) {
+    files.set(f, readFileSync(join(ROOT, f), "utf8"));
+  }
+  return files;
+}
+
+describe('layering (docs/architecture.md, "Layering")', () => {
+  const files = repositoryModules();
+  const edges = crossUnitEdges(files, LAYERS);
+
+  test("every unit of the contract exists, and every module belongs to one", () => {
+    expect(LAYERS.flat().filter((u) => !existsSync(join(ROOT, u)))).toEqual([]);
+    expect([...files.keys()].filter((f) => unitOf(f, LAYERS) === undefined)).toEqual([]);
+  });
+
+  test("every import points down the layers, except the listed exceptions", () => {
+    const bad = againstDirection(edges, LAYERS)
+      .filter((e) => !isException(e))
+      .map((e) => `${e.from} imports ${e.to} (${e.fromUnit} → ${e.toUnit}, against docs/architecture.md's direction)`);
+    expect(bad).toEqual([]);
+  });
+
+  test("every listed exception still occurs (strike the ones a refactor removed)", () => {
+    const stale = EXCEPTIONS.filter((x) => !againstDirection(edges, LAYERS).some((e) => e.from === x.from && e.to === x.to));
+    expect(stale.map((x) => `${x.from} → ${x.to}`)).toEqual([]);
+  });
+
+  test("no cycle between folders once the exceptions are left out", () => {
+    expect(unitCycle(edges.filter((e) => !isException(e)))).toBeUndefined();
+  });
+
+  test("the checks catch a planted violation: an upward import and the cycle it closes", () => {
+    const planted = new Map(files);
+    planted.set("src/config/planted.ts", 'import { startServe } from "../mcp/server.ts";\n');
+    planted.set("src/mcp/planted.ts", 'export { x } from "../config/planted.ts";\n');
+    const e = crossUnitEdges(planted, LAYERS);
+    expect(againstDirection(e, LAYERS).filter((x) => !isException(x))).toEqual([
+      { from: "src/config/planted.ts", to: "src/mcp/server.ts", fromUnit: "src/config", toUnit: "src/mcp" },
+    ]);
+    expect(unitCycle(e.filter((x) => !isException(x)))).toBeDefined();
+  });
+
+  test("importsOf reads static, re-export, side-effect and dynamic imports, and skips comments", () => {
+    const src = [
+      'import { a } from "./a.ts";',
+      "import {",
+      "  b,",
+      '} from "./b.ts";',
+      'import type { C } from "./c.ts";',
+      'export { d } from "./d.ts";',
+      'import "./e.ts";',
+      'const f = await import("./f.ts");',
+      '// import { g } from "./g.ts";',
+      '/** import("./h.ts") */',
+    ].join("\n");
+    expect(importsOf(src).sort()).toEqual(["./a.ts", "./b.ts", "./c.ts", "./d.ts", "./e.ts", "./f.ts"]);
+  });
+});
