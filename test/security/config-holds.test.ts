@@ -203,7 +203,7 @@ describe.skipIf(skipWithout("configuration suite", shellsMissing()))("issue 22: 
 
   test.skipIf(skipWithout("item 2 as an unprivileged user (run as root)", isRoot ? undefined : "needs root to create a user"))(
     "item 2 (landlock), an unprivileged user (created here): a process of the same user is out of reach (limits, priority, signals)",
-    () => {
+    async () => {
       const user = createdUser("smcq");
       const victim = Bun.spawn([...user.as, "sleep", "60"]);
       try {
@@ -225,6 +225,8 @@ describe.skipIf(skipWithout("configuration suite", shellsMissing()))("issue 22: 
         expect(control.stdout.toString()).toBe("reached\n");
       } finally {
         victim.kill(9);
+        // userdel refuses a user whose process is still there: wait for the victim first (a user was left behind).
+        await victim.exited;
         user.remove();
       }
     },
