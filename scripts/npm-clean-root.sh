@@ -95,6 +95,8 @@ run_root() {
 prefix_rule(pattern=["rm"], decision="forbidden")
 prefix_rule(pattern=["node"], decision="allow")
 RULES
+  # A room has the call's own network unless granted more (issue 30): the allowed node is granted the host's.
+  printf '[shellmcp.room_network]\nnode = "host"\n' >"$home/.codex/config.toml"
   chown -R "$TESTER_UID:$TESTER_UID" "$home"
   out=$CACHE/$suite.out
   # The local registry (on the host; the root shares its network).
@@ -146,10 +148,10 @@ for suite in "${suites[@]}"; do
     exit 1
   fi
   check "$suite" '^initialize \{"name":"shellmcp"' "initialize answered"
-  check "$suite" '^tools/list \["shell"\]' "tools/list lists shell"
+  check "$suite" '^tools/list \["shell"' "tools/list lists shell first"
   check "$suite" 'Execution denied: Execution forbidden by policy' "rm denied by its rule"
   check "$suite" 'escalated \{"file":"/usr/bin/node"' "node escalated (server log)"
-  check "$suite" 'network: listening' "the escalated node reached the network"
+  check "$suite" 'network: listening' "the escalated node, granted the host's network, reached it"
   check "$suite" 'network: E(PERM|ACCES)' "node kept in the sandbox had no network"
   check "$suite" "touch: cannot touch '/home/tester/outside.txt': (Read-only file system|Permission denied)" "write outside refused"
   if [ "$suite" = bullseye ]; then
