@@ -28,7 +28,7 @@ describe.skipIf(skipWithout("npm launcher", toolMissing("node", "npm")))("npm la
     const s = await startServe({ command: ["node", LAUNCHER], env: { SHELLMCP_BINARY: ensureBinary() } });
     try {
       const tools = await s.client.listTools();
-      expect(tools.tools.map((t) => t.name)).toEqual(["shell"]);
+      expect(tools.tools.map((t) => t.name)).toEqual(["shell", "exec_command", "write_stdin", "list_sessions"]);
       const r = await s.shell({ command: "echo through the launcher", workdir: CONF_BASE, login: false });
       expect(r.out.output).toBe("through the launcher\n");
     } finally {

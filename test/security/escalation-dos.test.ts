@@ -42,7 +42,7 @@ describe("item 1: a session that never reads its answer cannot wedge the server"
       expect(v.out.exit_code).toBe(0);
     }
     const { tools } = await withDeadline(s.client.listTools(), 20_000, "tools/list");
-    expect(tools.map((t) => t.name)).toEqual(["shell"]);
+    expect(tools.map((t) => t.name)).toContain("shell");
     // The attacker's session failed closed: the server closed its end within the call.
     const a = await withDeadline(attack, 60_000, "attacker call");
     console.log(`wedge attacker: ${a.out.output.trim()}`);
