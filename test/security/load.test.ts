@@ -102,6 +102,6 @@ describe("load: 50 calls × 50 execs plus one attacker of each kind", () => {
     console.log(`load: idle ${idleRss.toFixed(0)} MiB / ${idleFds} fds; after ${rssMiB(s.pid).toFixed(0)} MiB / ${fdCount(s.pid)} fds`);
     expect({ back, survivors: pidsWith(`sleep\0${sleepTag}`).length }).toEqual({ back: true, survivors: 0 });
     const { tools } = await withDeadline(s.client.listTools(), 20_000, "tools/list");
-    expect(tools.length).toBe(1);
+    expect(tools.map((t) => t.name)).toContain("shell");
   }, 300_000);
 });
