@@ -99,7 +99,10 @@ describe.skipIf(skip)("side by side with codex sandbox 0.169", () => {
     const ours = await run([ensureBinary(), "sandbox", "linux", "--full-auto", "--network", "--", "bash", "-c", script()]);
     const theirs = await run([codex!, "sandbox", "-P", "agent", "-C", ws, "--", "bash", "-c", script()]);
     console.log(`codex 0.169:\n${theirs}\nshellmcp:\n${ours}`);
-    expect(ours.split("\n")).toEqual(theirs.split("\n"));
+    // A direct connection must fail on both sides; how (7: refused, 52: an empty reply) varies from run to run on
+    // Codex's side (seen once in a full run), so that one line compares as "failed".
+    const same = (out: string) => out.split("\n").map((l) => l.replace(/^(direct, no proxy: curl exit )(7|52)$/, "$1failed"));
+    expect(same(ours)).toEqual(same(theirs));
   }, 120_000);
 
   test("without allow_local_binding: names resolving locally refused, an exact 127.0.0.1 entry allowed, NO_PROXY empty", async () => {
