@@ -16,6 +16,16 @@ export function benchDir(prefix: string): string {
   return dir;
 }
 
+/**
+ * A fresh folder for a server's HOME and CODEX_HOME outside /tmp, $TMPDIR and /dev/shm (`/var/tmp/<prefix>XXXXXX`):
+ * `serve` refuses to load rules and config from a CODEX_HOME a sandboxed command could write. Removed at exit.
+ */
+export function benchHome(prefix: string): string {
+  const dir = mkdtempSync(join("/var/tmp", prefix));
+  process.on("exit", () => rmSync(dir, { recursive: true, force: true }));
+  return dir;
+}
+
 /** Directory of the reference shell-tool MCP (0.97.0) binaries for this host, or undefined. */
 export function referenceShellToolDir(): string | undefined {
   const triple = process.arch === "arm64" ? "aarch64-unknown-linux-musl" : "x86_64-unknown-linux-musl";

@@ -17,7 +17,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:f
 import { homedir } from "node:os";
 import { join } from "node:path";
 import { startLineRpc, type LineRpc } from "../test/helpers/reference.ts";
-import { benchDir, codex097Exe, median, pairedRatio, referenceShellToolDir, ROOT } from "./lib.ts";
+import { benchDir, benchHome, codex097Exe, median, pairedRatio, referenceShellToolDir, ROOT } from "./lib.ts";
 
 const RUNS = Number(process.argv[2] ?? 30);
 /** `SHELLMCP_BENCH_BINARY`: another build of shellmcp to measure (e.g. the build before a change), else dist/shellmcp. */
@@ -66,8 +66,7 @@ async function memory(name: string, rpc: LineRpc): Promise<{ idle: number; busy:
   return { idle, busy };
 }
 
-const home = join(dir, "home");
-mkdirSync(home);
+const home = benchHome("shellmcp-bench-serve-home-");
 const env = { PATH: "/usr/bin:/bin", HOME: home, CODEX_HOME: home };
 
 /** Ms from spawn to the first byte of the `initialize` answer, for one start of `argv`. */

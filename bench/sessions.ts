@@ -10,18 +10,17 @@
  *
  *   bun bench/sessions.ts [runs]
  */
-import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { startLineRpc, type LineRpc } from "../test/helpers/reference.ts";
-import { benchDir, median, ROOT } from "./lib.ts";
+import { benchDir, benchHome, median, ROOT } from "./lib.ts";
 
 const RUNS = Number(process.argv[2] ?? 20);
 const OURS = process.env.SHELLMCP_BENCH_BINARY ?? join(ROOT, "dist", "shellmcp");
 const dir = benchDir("shellmcp-bench-sessions-");
 const work = join(dir, "work");
 // CODEX_HOME outside /tmp and $TMPDIR (serve refuses one a sandbox could write).
-const home = mkdtempSync("/var/tmp/shellmcp-bench-sessions-home-");
-process.on("exit", () => rmSync(home, { recursive: true, force: true }));
+const home = benchHome("shellmcp-bench-sessions-home-");
 mkdirSync(work);
 const YIELD_MS = 250;
 
