@@ -46,10 +46,19 @@ export class CappedOutput {
     }
   }
 
+  /**
+   * What was kept, decoded: `whole` when nothing was dropped (head and tail decoded together, so a character split
+   * between them stays whole), else `head` and `tail` apart. For callers with a marker of their own.
+   */
+  kept(): { whole: string } | { head: string; tail: string } {
+    const dec = (parts: Uint8Array[]) => new TextDecoder("utf-8", { fatal: false }).decode(Buffer.concat(parts));
+    return this.dropped === 0 ? { whole: dec([...this.head, ...this.tail]) } : { head: dec(this.head), tail: dec(this.tail) };
+  }
+
   /** The text: head, a notice of dropped bytes if any, tail. */
   text(): string {
-    const dec = (parts: Uint8Array[]) => new TextDecoder("utf-8", { fatal: false }).decode(Buffer.concat(parts));
-    if (this.dropped === 0) return dec([...this.head, ...this.tail]);
-    return `${dec(this.head)}\n[... shellmcp: ${this.dropped} bytes of output omitted (${this.total} in all; the first and last ${this.headBytes + this.tailBytes} are shown) ...]\n${dec(this.tail)}`;
+    const k = this.kept();
+    if ("whole" in k) return k.whole;
+    return `${k.head}\n[... shellmcp: ${this.dropped} bytes of output omitted (${this.total} in all; the first and last ${this.headBytes + this.tailBytes} are shown) ...]\n${k.tail}`;
   }
 }

@@ -13,6 +13,7 @@
  */
 import { writeSync } from "node:fs";
 import * as libc from "../../ffi/libc.ts";
+import { CappedOutput } from "./output.ts";
 
 /** Codex's buffer between calls: 1 MiB (512 KiB head + 512 KiB tail). */
 export const DEFAULT_MAX_BUFFERED_BYTES = 1024 * 1024;
@@ -60,54 +61,28 @@ export interface Collected {
 /** A refusal, worded for the model (Codex's wording where Codex has one). */
 export class SessionError extends Error {}
 
-/** Head-and-tail byte buffer drained by each call. */
+/** Head-and-tail byte buffer (./output.ts `CappedOutput`) drained by each call, with Codex's omission marker. */
 class HeadTail {
-  private head: Uint8Array[] = [];
-  private headBytes = 0;
-  private tail: Uint8Array[] = [];
-  private tailBytes = 0;
-  private omitted = 0;
-  total = 0;
-  constructor(private readonly cap: number) {}
+  private out: CappedOutput;
+  constructor(private readonly cap: number) {
+    this.out = new CappedOutput(cap);
+  }
+
+  /** Bytes pushed since the last drain, dropped ones included. */
+  get total(): number {
+    return this.out.total;
+  }
 
   push(chunk: Uint8Array): void {
-    this.total += chunk.byteLength;
-    const headCap = Math.floor(this.cap / 2);
-    let c = chunk;
-    if (this.headBytes < headCap) {
-      const take = Math.min(headCap - this.headBytes, c.byteLength);
-      this.head.push(c.slice(0, take));
-      this.headBytes += take;
-      c = c.subarray(take);
-    }
-    if (c.byteLength === 0) return;
-    const tailCap = this.cap - headCap;
-    this.tail.push(c.slice());
-    this.tailBytes += c.byteLength;
-    while (this.tail.length > 0 && this.tailBytes - this.tail[0]!.byteLength >= tailCap) {
-      const gone = this.tail.shift()!.byteLength;
-      this.tailBytes -= gone;
-      this.omitted += gone;
-    }
-    if (this.tailBytes > tailCap) {
-      const extra = this.tailBytes - tailCap;
-      this.tail[0] = this.tail[0]!.subarray(extra);
-      this.tailBytes -= extra;
-      this.omitted += extra;
-    }
+    this.out.push(chunk);
   }
 
   /** Everything buffered as text, and empty the buffer. */
   drain(): { text: string; bytes: number } {
-    const dec = (parts: Uint8Array[]) => new TextDecoder("utf-8", { fatal: false }).decode(Buffer.concat(parts));
-    const text =
-      this.omitted === 0
-        ? dec([...this.head, ...this.tail])
-        : `${dec(this.head)}\n... ${this.omitted} bytes omitted ...\n${dec(this.tail)}`;
-    const bytes = this.total;
-    this.head = [];
-    this.tail = [];
-    this.headBytes = this.tailBytes = this.omitted = this.total = 0;
+    const k = this.out.kept();
+    const text = "whole" in k ? k.whole : `${k.head}\n... ${this.out.dropped} bytes omitted ...\n${k.tail}`;
+    const bytes = this.out.total;
+    this.out = new CappedOutput(this.cap);
     return { text, bytes };
   }
 }
