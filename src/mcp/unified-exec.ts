@@ -1,5 +1,5 @@
 /**
- * Codex's unified exec tools as MCP tools (spec: ../../../shared/spec/unified-exec.md §1–§3): `exec_command` runs a
+ * Codex's unified exec tools as MCP tools (the shared spec notes on unified exec, unified-exec.md §1–§3; docs/sessions.md): `exec_command` runs a
  * command and returns its output, or a session id when it is still running at the end of its yield time;
  * `write_stdin` types into a session (or polls it) and returns the output since the previous call. Names, fields,
  * defaults, clamps and the result text are Codex's, so that models trained on Codex use them unprompted; the

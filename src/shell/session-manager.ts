@@ -1,5 +1,5 @@
 /**
- * The processes behind Codex's unified exec (`exec_command` / `write_stdin`, spec: ../../../shared/spec/unified-exec.md
+ * The processes behind Codex's unified exec (`exec_command` / `write_stdin`, the shared spec notes on unified exec, unified-exec.md
  * §4): a command still running when its call's yield time ends stays here under a session id, its output collected
  * in a bounded head-and-tail buffer that each later call drains.
  *

@@ -1,6 +1,6 @@
 /**
  * Issue 31: sessions as Codex's unified exec names them (`exec_command`, `write_stdin`; spec in
- * ../../../shared/spec/unified-exec.md), through the compiled binary and the MCP SDK client: Codex's fields and result
+ * the shared spec notes on unified exec, unified-exec.md), through the compiled binary and the MCP SDK client: Codex's fields and result
  * text, a dev server started by `exec_command` reached by a later `shell` call, an interactive program driven over a
  * terminal, the sandbox and the rules inside a session, the bounds and their errors, nothing left when the client
  * goes away.
