@@ -13,7 +13,17 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import { chmodSync, existsSync, lstatSync, readFileSync, readlinkSync, renameSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { closeAll, confDir, exists, hostGit, requirePrograms, serveWithPid, token, withDeadline } from "../helpers/attack.ts";
+import {
+  closeAll,
+  confDir,
+  exists,
+  hostGit,
+  oneCommitRepo,
+  requirePrograms,
+  serveWithPid,
+  token,
+  withDeadline,
+} from "../helpers/attack.ts";
 import { skipWithout } from "../helpers/prereq.ts";
 import { shellsMissing } from "../helpers/shells.ts";
 import { assertOutside } from "../helpers/test-dirs.ts";
@@ -27,14 +37,8 @@ async function setup(backend: Backend, rules = "", config?: string) {
   const codexHome = confDir("guard-home");
   if (config !== undefined) writeFileSync(join(codexHome, "config.toml"), config);
   const s = await serveWithPid({ rules, codexHome, args: ["--sandbox-backend", backend], env: { SHELLMCP_LOG: "info" } });
-  const ws = confDir("guard-ws");
+  const ws = oneCommitRepo(confDir("guard-ws"));
   const outside = assertOutside(confDir("guard-outside"));
-  hostGit(ws, "init", "-q", "-b", "main");
-  hostGit(ws, "config", "user.name", "t");
-  hostGit(ws, "config", "user.email", "t@example.com");
-  writeFileSync(join(ws, "f.txt"), "one\n");
-  hostGit(ws, "add", "f.txt");
-  hostGit(ws, "commit", "-q", "-m", "first");
   expect(await s.sandboxState({ type: "workspace-write", network_access: false }, ws)).toEqual({});
   const run = async (command: string, timeout_ms = 30_000) => (await s.shell({ command, workdir: ws, login: false, timeout_ms })).out;
   return { s, ws, outside, run };

@@ -16,7 +16,7 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { closeAll, confDir, exists, hostGit, py, requirePrograms, serveWithPid, token } from "../helpers/attack.ts";
+import { closeAll, confDir, exists, hostGit, oneCommitRepo, py, requirePrograms, serveWithPid, token } from "../helpers/attack.ts";
 import { homeDir, ROOT } from "../helpers/binary.ts";
 import { skipWithout } from "../helpers/prereq.ts";
 import { shellsMissing } from "../helpers/shells.ts";
@@ -45,14 +45,8 @@ async function setup(
   const codexHome = homeDir();
   if (o.config !== undefined) writeFileSync(join(codexHome, "config.toml"), o.config);
   const s = await serveWithPid({ rules, codexHome, env: { SHELLMCP_LOG: "info" }, ...(o.onElicit ? { onElicit: o.onElicit } : {}) });
-  const ws = confDir("room-ws");
+  const ws = oneCommitRepo(confDir("room-ws"));
   const outside = assertOutside(confDir("room-outside"));
-  hostGit(ws, "init", "-q", "-b", "main");
-  hostGit(ws, "config", "user.name", "t");
-  hostGit(ws, "config", "user.email", "t@example.com");
-  writeFileSync(join(ws, "f.txt"), "one\n");
-  hostGit(ws, "add", "f.txt");
-  hostGit(ws, "commit", "-q", "-m", "first");
   if (o.sandbox === "workspace-write") expect(await s.sandboxState({ type: "workspace-write", network_access: false }, ws)).toEqual({});
   const run = async (command: string, timeout_ms = 30_000) => (await s.shell({ command, workdir: ws, login: false, timeout_ms })).out;
   // The outside folder really is outside: the sandbox cannot write it.
