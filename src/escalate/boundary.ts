@@ -19,9 +19,9 @@
  */
 import { existsSync, realpathSync, statSync } from "node:fs";
 import { basename, delimiter, dirname, isAbsolute, join, resolve } from "node:path";
-import { discoverRepository, trustedCommonDir } from "../sandbox/git-layout.ts";
+import { discoverRepository, submodulePaths, trustedCommonDir } from "../sandbox/git-layout.ts";
 import type { RoomSpec } from "../sandbox/room.ts";
-import { MAX_INDEX_BYTES, readUntrusted, readUntrustedText } from "../untrusted-fs.ts";
+import { readUntrusted, readUntrustedText } from "../untrusted-fs.ts";
 import { canonicalPath, canWrite, type WritableView } from "../sandbox/writable.ts";
 import { PROTOCOL_ENV_VARS } from "./protocol.ts";
 
@@ -435,88 +435,4 @@ function linkReplaceable(w: WritableView, p: string): boolean {
   if (w.full) return true;
   const entry = join(canonicalPath(dirname(p)), basename(p));
   return !w.readOnly.some((r) => isUnderRoot(entry, r)) && w.roots.some((r) => entry !== r && isUnderRoot(entry, r));
-}
-
-/** Mode of a gitlink (submodule) entry in git's index. */
-const GITLINK_MODE = 0o160000;
-
-/**
- * Work-tree-relative paths of the submodules of the repository at `gitDir`/`workTree`: every gitlink in the index
- * (versions 2–4, SHA-1 or SHA-256 object names) and every `path =` of `.gitmodules`. A string (the reason) when
- * the index cannot be read although `.gitmodules` exists: then the submodules are unknown, and git is not
- * escalated.
- */
-export function submodulePaths(gitDir: string, workTree: string): string[] | string {
-  const out = new Set<string>();
-  const gm = readUntrustedText(join(workTree, ".gitmodules"));
-  if (!gm.ok && gm.why !== "missing") return `cannot read .gitmodules to find the submodules git would enter: ${gm.reason}`;
-  const gitmodules = gm.ok ? gm.text : undefined;
-  for (const m of (gitmodules ?? "").matchAll(/^\s*path\s*=\s*(.+?)\s*$/gm)) out.add(m[1]!.replace(/^"(.*)"$/, "$1"));
-  const ix = readUntrusted(join(gitDir, "index"), { maxBytes: MAX_INDEX_BYTES });
-  if (!ix.ok && ix.why !== "missing") return `cannot read git's index to find the submodules git would enter: ${ix.reason}`;
-  if (ix.ok) {
-    const links = gitlinksOf(ix.data);
-    if (links === undefined) {
-      if (gitmodules !== undefined) return `cannot read ${join(gitDir, "index")} to find the submodules git would enter`;
-    } else for (const l of links) out.add(l);
-  }
-  return [...out];
-}
-
-/** Gitlink paths of an index file, or undefined when it is not an index this parser knows. */
-export function gitlinksOf(buf: Buffer): string[] | undefined {
-  if (buf.length < 12 || buf.toString("latin1", 0, 4) !== "DIRC") return undefined;
-  const version = buf.readUInt32BE(4);
-  if (version < 2 || version > 4) return undefined;
-  const count = buf.readUInt32BE(8);
-  // The object name length is not in the index: try SHA-1, then SHA-256; the right one parses to the end.
-  for (const hashLen of [20, 32]) {
-    const links = parseEntries(buf, version, count, hashLen);
-    if (links !== undefined) return links;
-  }
-  return undefined;
-}
-
-function parseEntries(buf: Buffer, version: number, count: number, hashLen: number): string[] | undefined {
-  const links: string[] = [];
-  let off = 12;
-  let prev = "";
-  for (let i = 0; i < count; i++) {
-    const start = off;
-    if (off + 40 + hashLen + 2 > buf.length) return undefined;
-    const mode = buf.readUInt32BE(off + 24);
-    off += 40 + hashLen;
-    const flags = buf.readUInt16BE(off);
-    off += 2;
-    if (flags & 0x4000) {
-      if (version < 3) return undefined;
-      off += 2;
-    }
-    let path: string;
-    if (version === 4) {
-      let strip = 0;
-      let b: number;
-      do {
-        if (off >= buf.length) return undefined;
-        b = buf[off++]!;
-        strip = (strip << 7) | (b & 0x7f);
-        if (b & 0x80) strip += 1;
-      } while (b & 0x80);
-      const end = buf.indexOf(0, off);
-      if (end < 0 || strip > prev.length) return undefined;
-      path = prev.slice(0, prev.length - strip) + buf.toString("utf8", off, end);
-      off = end + 1;
-    } else {
-      const end = buf.indexOf(0, off);
-      if (end < 0) return undefined;
-      path = buf.toString("utf8", off, end);
-      off = start + Math.ceil((end - start + 1) / 8) * 8;
-    }
-    if ((flags & 0xfff) !== 0xfff && (flags & 0xfff) !== Buffer.byteLength(path)) return undefined;
-    prev = path;
-    if ((mode & 0o170000) === GITLINK_MODE) links.push(path);
-  }
-  // What follows the entries: extensions (4-letter signatures) and the trailing checksum.
-  if (off + hashLen > buf.length) return undefined;
-  return links;
 }

@@ -45,7 +45,7 @@ import {
   type BigIntStats,
 } from "node:fs";
 import { basename, dirname, isAbsolute, join, relative, resolve } from "node:path";
-import { gitlinksOf } from "../escalate/boundary.ts";
+import { gitlinksOf } from "./git-layout.ts";
 import { MAX_INDEX_BYTES, readUntrusted, readUntrustedText } from "../untrusted-fs.ts";
 import { visible } from "../safe-text.ts";
 import { isUnder } from "./policy.ts";

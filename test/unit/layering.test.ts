@@ -55,11 +55,6 @@ const LAYERS: readonly (readonly string[])[] = [
  */
 const EXCEPTIONS: readonly { from: string; to: string; reason: string }[] = [
   {
-    from: "src/sandbox/git-guard.ts",
-    to: "src/escalate/boundary.ts",
-    reason: "the git index parser (gitlinksOf) lives in the boundary; it moves to src/sandbox/git-layout.ts with the escalation split",
-  },
-  {
     from: "src/escalate/escalated-child.ts",
     to: "src/shell/lifeline.ts",
     reason: "the lifeline guard serves both a shell run and an escalated program; it moves below both with runCommand's resources",
