@@ -25,12 +25,12 @@ export const ROOT = import.meta.dir;
 const pkg = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as { version: string; devDependencies: Record<string, string> };
 
 /** Worker entrypoints, each embedded in the executable. */
-const WORKER_ENTRYPOINTS = ["src/escalate/worker.ts", "src/escalate/inspector.ts"];
+const WORKER_ENTRYPOINTS = ["src/escalate/worker/worker.ts", "src/escalate/decision/inspector.ts"];
 /**
  * The roles src/main.ts loads by path (each a bundle of its own, so that a role parses only its own code at start).
  * The worker's and these bundles each carry their own copy of what they share; a process loads main's and one.
  */
-const ROLE_ENTRYPOINTS = ["src/cli.ts", "src/escalate/wrapper.ts", "src/sandbox/linux/helper.ts", "src/fs-helper/main.ts"];
+const ROLE_ENTRYPOINTS = ["src/cli.ts", "src/escalate/protocol/wrapper.ts", "src/sandbox/linux/helper.ts", "src/fs-helper/main.ts"];
 
 /** Cross-compilation targets: our name → [Bun's --target, npm package with that runtime]. */
 export const TARGETS: Record<string, [string, string]> = {

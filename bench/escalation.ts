@@ -22,12 +22,13 @@ import { mkdirSync, symlinkSync } from "node:fs";
 
 import { join } from "node:path";
 import * as libc from "../ffi/libc.ts";
-import { encodeResponse } from "../src/escalate/protocol.ts";
+import { encodeResponse } from "../src/escalate/protocol/wire.ts";
 import { EscalationServer } from "../src/escalate/server.ts";
-import { recvFrame, sendFrame } from "../src/escalate/socket.ts";
+import { recvFrame, sendFrame } from "../src/escalate/protocol/socket.ts";
 import { policyFromSources } from "../src/execpolicy/load.ts";
 import { decideExec, type EscalationSettings } from "../src/mcp/escalation-policy.ts";
-import { INTERCEPT_ENV_VAR, interceptSetFor } from "../src/mcp/intercept-set.ts";
+import { interceptSetFor } from "../src/escalate/decision/intercept-set.ts";
+import { INTERCEPT_ENV_VAR } from "../src/escalate/protocol/wire.ts";
 import { startLineRpc } from "../test/helpers/reference.ts";
 import { benchDir, median, pairedRatio, perExec, referenceShellToolDir, ROOT } from "./lib.ts";
 import { patchedShell } from "../test/helpers/shells.ts";

@@ -45,7 +45,7 @@ async function main(): Promise<number> {
   const args = process.argv.slice(2);
   switch (basename(process.argv0)) {
     case ROLES.WRAPPER:
-      return ((await import(role("escalate/wrapper"))) as typeof import("./escalate/wrapper.ts")).wrapperMain(args);
+      return ((await import(role("escalate/protocol/wrapper"))) as typeof import("./escalate/protocol/wrapper.ts")).wrapperMain(args);
     case ROLES.LINUX_SANDBOX:
       // Named both ways (argv[0] and the flag, as `serve` starts its helper through trampolines that may drop argv[0]).
       return ((await import(role("sandbox/linux/helper"))) as typeof import("./sandbox/linux/helper.ts")).linuxSandboxMain(

@@ -2,7 +2,7 @@
  * Escalation server (main-thread side): one per `shellmcp serve` process, any number of concurrent listeners
  * (one per shell run), any number of concurrent sessions (one per intercepted exec) — docs/escalation.md, "Server side".
  *
- * The socket work happens in a Worker (./worker.ts) blocked in poll(2); this side only decides. Each listener
+ * The socket work happens in a Worker (./worker/worker.ts) blocked in poll(2); this side only decides. Each listener
  * owns a seqpacket socketpair (Codex: datagram): the client end goes to the shell (put it at some fd in the child and export
  * `CODEX_ESCALATE_SOCKET=<that fd>`), the server end is watched by the worker. Each request is passed to the
  * listener's `decide` function; `Escalate` spawns the program outside the sandbox on the wrapper's fds 0,1,2 with
@@ -15,23 +15,23 @@ import { rm } from "node:fs/promises";
 import { isAbsolute, normalize, resolve } from "node:path";
 import * as libc from "../../ffi/libc.ts";
 import { ShellmcpError } from "../errors.ts";
+import { ESCALATE_SOCKET_ENV_VAR } from "../escalation-socket.ts";
 import { log } from "../log.ts";
 import { bounded } from "../safe-text.ts";
-import { buildRoom, roomLaunch, type PreparedRoom } from "../sandbox/linux/room.ts";
+import { buildRoom, roomLaunch, type PreparedRoom } from "./rooms/build.ts";
 import { keepsRooms, launcherArgv, MAX_KEPT_ROOMS_PER_CALL, roomLauncherPath } from "../sandbox/linux/room-launcher.ts";
-import type { RoomSpec } from "../sandbox/room.ts";
+import type { RoomSpec } from "./rooms/plan.ts";
 import { workerUrl as workerUrlOf } from "../self.ts";
-import { escalatedEnv, type EscalationBoundary, type Grant } from "./boundary.ts";
-import { Inspector } from "./inspector-client.ts";
+import { escalatedEnv, type EscalationBoundary, type Grant } from "./decision/boundary.ts";
+import { Inspector } from "./decision/inspector-client.ts";
 import {
   encodeFrame,
   BASH_EXEC_WRAPPER_ENV_VAR,
-  ESCALATE_SOCKET_ENV_VAR,
   EXEC_WRAPPER_ENV_VAR,
   type EscalateAction,
   type EscalateRequest,
-} from "./protocol.ts";
-import type { Command, EscalateSpawn, WorkerEvent } from "./worker-messages.ts";
+} from "./protocol/wire.ts";
+import type { Command, EscalateSpawn, WorkerEvent } from "./worker/messages.ts";
 
 /** Request as seen by `decide`: `file` and `workdir` resolved and normalised (relative `file` against `workdir`). */
 export interface ResolvedRequest extends EscalateRequest {
@@ -118,7 +118,7 @@ function isLink(p: string): boolean {
 
 /**
  * A room's program (or a kept room) has ended: give back what building the room made on the host, and remove any
- * git control file that appeared where none existed (`mustNotAppear`, ../sandbox/room.ts).
+ * git control file that appeared where none existed (`mustNotAppear`, ./rooms/plan.ts).
  */
 function settleRoom(r: { release: () => void; mustNotAppear: readonly string[] }): void {
   try {
@@ -236,9 +236,9 @@ export class EscalationServer {
   /**
    * Start the worker; resolves once it is polling. Fails closed with `ESCALATION_UNAVAILABLE` when the worker
    * errors or is not ready within {@link START_TIMEOUT_MS}. `workerUrl` is for tests; by default the worker is the
-   * copy embedded in the executable (never a file on disk, see self.ts) or, from source, ./worker.ts.
+   * copy embedded in the executable (never a file on disk, see self.ts) or, from source, ./worker/worker.ts.
    */
-  static async start(workerUrl: string = workerUrlOf("escalate/worker")): Promise<EscalationServer> {
+  static async start(workerUrl: string = workerUrlOf("escalate/worker/worker")): Promise<EscalationServer> {
     const [mine, theirs] = libc.socketpair(libc.SOCK.AF_UNIX, libc.SOCK.SOCK_STREAM | libc.SOCK.SOCK_CLOEXEC);
     // Not `smol`: it saves ~9 MiB of RSS but costs ~1 ms per intercepted exec in GC (bench/escalation.ts).
     const worker = new Worker(workerUrl);
@@ -270,9 +270,9 @@ export class EscalationServer {
 
   /** Rooms of running escalated programs, by session: what to give back and check once each has ended. */
   private readonly rooms = new Map<number, { lid: number; release: () => void; mustNotAppear: string[] }>();
-  /** Kept rooms (src/escalate/worker-rooms.ts) by `lid:rid`: what to give back and check once each has ended. */
+  /** Kept rooms (./worker/kept-rooms.ts) by `lid:rid`: what to give back and check once each has ended. */
   private readonly kept = new Map<string, { release: () => void; mustNotAppear: string[] }>();
-  /** Each open listener's kept rooms: room id by key (src/sandbox/linux/room.ts, {@link prepareRoom}). */
+  /** Each open listener's kept rooms: room id by key (./rooms/plan.ts `prepareRoom`). */
   private readonly roomIds = new Map<number, Map<string, number>>();
   private nextRid = 1;
 
@@ -297,7 +297,7 @@ export class EscalationServer {
     settleRoom(r);
   }
 
-  /** Inspects each `Escalate` decision off the main thread (./inspector-client.ts). */
+  /** Inspects each `Escalate` decision off the main thread (./decision/inspector-client.ts). */
   private readonly inspector = new Inspector();
 
   /**

@@ -19,10 +19,10 @@
 import { amendPolicyInMemory, appendAllowRule } from "../execpolicy/amend.ts";
 import { isPolicyDriven, type Evaluation, type Policy } from "../execpolicy/policy.ts";
 import { shlexJoin } from "../execpolicy/shlex.ts";
-import type { Grant } from "../escalate/boundary.ts";
+import type { Grant } from "../escalate/decision/boundary.ts";
 import type { Decided, ResolvedRequest } from "../escalate/server.ts";
 import { log } from "../log.ts";
-import { commandMightBeDangerous } from "./heuristics.ts";
+import { commandMightBeDangerous } from "../escalate/decision/heuristics.ts";
 import { bounded } from "../safe-text.ts";
 
 /** Elicitation answer, as MCP defines it. */

@@ -9,7 +9,7 @@ import { existsSync } from "node:fs";
 import { isAbsolute } from "node:path";
 import type { EscalationServer } from "../escalate/server.ts";
 import { decideExec } from "../mcp/escalation-policy.ts";
-import { interceptSetFor } from "../mcp/intercept-set.ts";
+import { interceptSetFor } from "../escalate/decision/intercept-set.ts";
 import { planWritableView, sandboxStateFromMeta, type SandboxState } from "../mcp/sandbox-state.ts";
 import type { ToolContext, ToolResult } from "../mcp/server.ts";
 import { formatResult, parseShellArgs } from "../mcp/shell-tool.ts";

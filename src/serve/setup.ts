@@ -21,7 +21,7 @@ import {
 import { DEFAULT_TIMEOUT_MS } from "../mcp/shell-tool.ts";
 import { DEFAULT_IDLE_TIMEOUT_MS, DEFAULT_MAX_BUFFERED_BYTES, DEFAULT_MAX_SESSIONS, type SessionLimits } from "../shell/session-manager.ts";
 import { ShellmcpError } from "../errors.ts";
-import { checkRoomNetworkGrants } from "../sandbox/room-grants.ts";
+import { checkRoomNetworkGrants } from "../escalate/rooms/grants.ts";
 import { loadPolicy, resolveCodexHome } from "../execpolicy/discovery.ts";
 import { log } from "../log.ts";
 import type { EscalationSettings, OnPrompt } from "../mcp/escalation-policy.ts";

@@ -10,7 +10,7 @@
  * at the next start either.
  */
 import type { EscalationServer } from "../escalate/server.ts";
-import { INTERCEPT_ENV_VAR } from "../escalate/protocol.ts";
+import { INTERCEPT_ENV_VAR } from "../escalate/protocol/wire.ts";
 
 /** How long the probe may take before the shell is judged unpatched, ms. */
 export const SHELL_CHECK_TIMEOUT_MS = 10_000;

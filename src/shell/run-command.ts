@@ -13,12 +13,12 @@
 import { statSync } from "node:fs";
 import { constants as osConstants } from "node:os";
 import * as libc from "../../ffi/libc.ts";
-import type { EscalationBoundary } from "../escalate/boundary.ts";
+import type { EscalationBoundary } from "../escalate/decision/boundary.ts";
 import type { EscalationServer, ListenOptions } from "../escalate/server.ts";
-import { INTERCEPT_ENV_VAR, PROTOCOL_ENV_VARS } from "../escalate/protocol.ts";
+import { INTERCEPT_ENV_VAR, PROTOCOL_ENV_VARS } from "../escalate/protocol/wire.ts";
 import { hasFullDiskWrite, hasFullNetwork, protectedConfigDirs, serializeSandboxPolicy, type SandboxPolicy } from "../sandbox/policy.ts";
 import { writableView, type WritableView, type WriteEnforcement } from "../sandbox/writable.ts";
-import type { EscalationMode, RoomNetworkGrant, RoomSpec } from "../sandbox/room.ts";
+import type { EscalationMode, RoomNetworkGrant, RoomSpec } from "../escalate/rooms/plan.ts";
 import { planSandboxPolicy } from "../sandbox/filesystem-plan.ts";
 import { findBwrap, openSelfExe } from "../sandbox/linux/bwrap.ts";
 import type { PermissionProfile } from "../sandbox/permission-profile.ts";
@@ -30,7 +30,7 @@ import { bytesPipe } from "../sandbox/linux/run.ts";
 import type { CallCgroup, CgroupManager } from "./cgroup.ts";
 import { CappedOutput } from "./output.ts";
 import { refusalReport, type CallProxy } from "../network/proxy.ts";
-import { roomGrantProxies } from "../sandbox/room-grants.ts";
+import { roomGrantProxies } from "../escalate/rooms/grants.ts";
 import { bridgePair, NAMESPACE_PORTS, PROXY_BRIDGE_FD, receiveNamespaceListeners, watchNamespaceListeners } from "../network/bridge.ts";
 import { proxyEnvironment } from "../network/env.ts";
 import {

@@ -79,7 +79,7 @@ describe("no autoload from an untrusted cwd", () => {
   test("the escalation worker is the embedded one, never a worker.ts from the cwd", async () => {
     const { dir, marker } = hostileDir();
     const evil = `require("node:fs").writeFileSync(${JSON.stringify(marker)}, "worker");\n`;
-    for (const rel of ["worker.ts", "worker.js", "src/escalate/worker.ts", "escalate/worker.ts"]) {
+    for (const rel of ["worker.ts", "worker.js", "src/escalate/worker/worker.ts", "escalate/worker/worker.ts"]) {
       require("node:fs").mkdirSync(join(dir, rel, ".."), { recursive: true });
       writeFileSync(join(dir, rel), evil);
     }

@@ -16,7 +16,7 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
 import { homedir } from "node:os";
 import { join } from "node:path";
-import { signalDescendants } from "../../src/escalate/escalated-child.ts";
+import { signalDescendants } from "../../src/escalate/worker/escalated-child.ts";
 import { ExecClient, workspaceWrite } from "../exec-server/client.ts";
 import { startServer } from "../exec-server/codex-harness.ts";
 import { ensureBinary, ROOT } from "../helpers/binary.ts";

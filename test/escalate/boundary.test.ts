@@ -1,11 +1,11 @@
 /**
- * The escalation boundary on real files: what an `Escalate` may run outside the sandbox (src/escalate/boundary.ts)
+ * The escalation boundary on real files: what an `Escalate` may run outside the sandbox (src/escalate/decision/boundary.ts)
  * and what a sandbox can write (src/sandbox/writable.ts).
  */
 import { describe, expect, test } from "bun:test";
 import { chmodSync, mkdirSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { checkEscalation, escalatedEnv, safePath, type EscalationBoundary } from "../../src/escalate/boundary.ts";
+import { checkEscalation, escalatedEnv, safePath, type EscalationBoundary } from "../../src/escalate/decision/boundary.ts";
 import { parseSandboxPolicy } from "../../src/sandbox/policy.ts";
 import { canWrite, writableView } from "../../src/sandbox/writable.ts";
 import { CONF_BASE } from "../helpers/cleanup.ts";

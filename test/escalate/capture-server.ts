@@ -6,8 +6,8 @@
  */
 import { closeSync, writeSync } from "node:fs";
 import * as libc from "../../ffi/libc.ts";
-import { encodeFrame, encodeResponse, encodeResult } from "../../src/escalate/protocol.ts";
-import { recvFrame, sendFrame } from "../../src/escalate/socket.ts";
+import { encodeFrame, encodeResponse, encodeResult } from "../../src/escalate/protocol/wire.ts";
+import { recvFrame, sendFrame } from "../../src/escalate/protocol/socket.ts";
 
 /** How to answer one request. */
 export type Reply =

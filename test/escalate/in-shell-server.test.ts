@@ -8,7 +8,8 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { EscalationServer, type ResolvedRequest } from "../../src/escalate/server.ts";
 import { policyFromSources } from "../../src/execpolicy/load.ts";
 import { decideExec, type EscalationSettings } from "../../src/mcp/escalation-policy.ts";
-import { INTERCEPT_ENV_VAR, interceptSetFor } from "../../src/mcp/intercept-set.ts";
+import { interceptSetFor } from "../../src/escalate/decision/intercept-set.ts";
+import { INTERCEPT_ENV_VAR } from "../../src/escalate/protocol/wire.ts";
 import { runInShell } from "../helpers/escalation.ts";
 import { patchedShell, shellsMissing } from "../helpers/shells.ts";
 

@@ -1,5 +1,5 @@
 /**
- * Issue 34, item 1: the decision inspector (src/escalate/inspector.ts) reads what a sandbox wrote without blocking,
+ * Issue 34, item 1: the decision inspector (src/escalate/decision/inspector.ts) reads what a sandbox wrote without blocking,
  * and its client (inspector-client.ts) fails a decision closed when the inspection does not finish by its deadline,
  * then carries on with a fresh worker.
  */
@@ -8,9 +8,9 @@ import { execFileSync } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { EscalationBoundary } from "../../src/escalate/boundary.ts";
-import { Inspector } from "../../src/escalate/inspector-client.ts";
-import { inspect } from "../../src/escalate/inspector.ts";
+import type { EscalationBoundary } from "../../src/escalate/decision/boundary.ts";
+import { Inspector } from "../../src/escalate/decision/inspector-client.ts";
+import { inspect } from "../../src/escalate/decision/inspector.ts";
 
 const dirs: string[] = [];
 afterAll(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));

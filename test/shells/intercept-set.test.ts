@@ -16,7 +16,7 @@ import { amendPolicyInMemory } from "../../src/execpolicy/amend.ts";
 import { policyFromSources } from "../../src/execpolicy/load.ts";
 import type { Policy } from "../../src/execpolicy/policy.ts";
 import { decideExec, type EscalationSettings } from "../../src/mcp/escalation-policy.ts";
-import { HEURISTIC_PROGRAMS, interceptEntries, interceptSetFor, shellIntercepts } from "../../src/mcp/intercept-set.ts";
+import { HEURISTIC_PROGRAMS, interceptEntries, interceptSetFor, shellIntercepts } from "../../src/escalate/decision/intercept-set.ts";
 import { runCaptured } from "../escalate/capture-server.ts";
 import { tempDir } from "../helpers/binary.ts";
 import { ourWrapper } from "../helpers/escalation.ts";

@@ -13,8 +13,8 @@ import {
   encodeSuperExec,
   FrameDecoder,
   frameLength,
-} from "../../src/escalate/protocol.ts";
-import { recvFrame, sendFrame } from "../../src/escalate/socket.ts";
+} from "../../src/escalate/protocol/wire.ts";
+import { recvFrame, sendFrame } from "../../src/escalate/protocol/socket.ts";
 
 const enc = (s: string) => new TextEncoder().encode(s);
 const dec = (b: Uint8Array) => new TextDecoder().decode(b);

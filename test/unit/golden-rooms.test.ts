@@ -1,6 +1,6 @@
 /**
  * Golden room plans (issue 33): today's escalation rooms, pinned byte for byte, so that refactoring the room
- * planner and builders (src/sandbox/room.ts `planRoom`, the room builder's `prepareRoom` and `buildRoom`) cannot
+ * planner and builders (src/escalate/rooms/: plan.ts `planRoom` and `prepareRoom`, build.ts `buildRoom`) cannot
  * change a wall unnoticed. ./fixtures/golden-rooms/print.ts prints the matrix — bubblewrap, Landlock and Seatbelt;
  * no repository, a repository, a linked worktree, a submodule, its superproject, a clone with a local remote, a
  * workspace at HOME; the call's network off, on, in proxy mode; network grants `"call"`, `"host"`, domains (with

@@ -4,7 +4,7 @@
  * (docs/escalation.md, "The danger heuristic").
  */
 import { describe, expect, test } from "bun:test";
-import { commandMightBeDangerous } from "../../src/mcp/heuristics.ts";
+import { commandMightBeDangerous } from "../../src/escalate/decision/heuristics.ts";
 
 const dangerous = (s: string) => commandMightBeDangerous(s.split(" "));
 

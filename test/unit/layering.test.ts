@@ -28,7 +28,10 @@ const LAYERS: readonly (readonly string[])[] = [
   ["src/serve", "src/exec-server", "src/sandbox-cli"], // the commands
   ["src/mcp"], // the only folder that knows MCP
   ["src/shell"], // one command run: spawn, output, sessions, lifeline, the carried shells
-  ["src/escalate"], // the escalation protocol, worker, boundary, wrapper role
+  ["src/escalate/server.ts"], // the escalation server: each intercepted exec → decision → placement → answer
+  ["src/escalate/decision", "src/escalate/worker"], // what an exec may do; the poll(2) worker that places it
+  ["src/escalate/rooms"], // the escalation room: plan, build, keep, check
+  ["src/escalate/protocol"], // the wire, its sockets, the wrapper role
   ["src/sandbox/linux", "src/sandbox/macos"], // the backends
   ["src/sandbox"], // policy, filesystem plan, rooms' plan, git layout, git guard
   ["src/network"], // proxy policy, proxy, bridge
@@ -55,7 +58,7 @@ const LAYERS: readonly (readonly string[])[] = [
  */
 const EXCEPTIONS: readonly { from: string; to: string; reason: string }[] = [
   {
-    from: "src/escalate/escalated-child.ts",
+    from: "src/escalate/worker/escalated-child.ts",
     to: "src/shell/lifeline.ts",
     reason: "the lifeline guard serves both a shell run and an escalated program; it moves below both with runCommand's resources",
   },
@@ -68,11 +71,6 @@ const EXCEPTIONS: readonly { from: string; to: string; reason: string }[] = [
     from: "src/sandbox/linux/room-launcher.ts",
     to: "src/shell/portable-shells.ts",
     reason: "the room launcher is installed like the carried shells (one checked copy); the asset installer moves below the backends",
-  },
-  {
-    from: "src/sandbox/linux/room.ts",
-    to: "src/sandbox/macos/seatbelt.ts",
-    reason: "room building plans every platform's launch in one file; the SandboxBackend split gives each backend its own room builder",
   },
 ];
 

@@ -5,7 +5,7 @@
  */
 import { describe, expect, test } from "bun:test";
 import { realpathSync } from "node:fs";
-import { execAs } from "../../src/sandbox/linux/room.ts";
+import { execAs } from "../../src/escalate/rooms/build.ts";
 
 const TRUE = realpathSync("/bin/true"); // /usr/bin/true on a merged /usr
 

@@ -4,8 +4,8 @@
  */
 import { describe, expect, test } from "bun:test";
 import { escalationConfig } from "../../src/config/config.ts";
-import { checkRoomNetworkGrants, grantPolicy } from "../../src/sandbox/room-grants.ts";
-import { CREDENTIAL_STORES, grantNames, readableComplement, roomNetwork, type RoomSpec } from "../../src/sandbox/room.ts";
+import { checkRoomNetworkGrants, grantPolicy } from "../../src/escalate/rooms/grants.ts";
+import { CREDENTIAL_STORES, grantNames, readableComplement, roomNetwork, type RoomSpec } from "../../src/escalate/rooms/plan.ts";
 import { planSandboxPolicy } from "../../src/sandbox/filesystem-plan.ts";
 
 describe("[shellmcp.room_network] and [shellmcp.room_readable]", () => {

@@ -17,11 +17,11 @@ const ALLOWED: Record<string, [string, string][]> = {
     ['readFileSync("/proc/sys/kernel/cap_last_cap"', "a kernel file"],
     ['readFileSync("/proc/self/stat"', "the process's own /proc entry"],
   ],
-  "src/escalate/wrapper.ts": [
+  "src/escalate/protocol/wrapper.ts": [
     ['readFileSync("/proc/self/cmdline")', "the wrapper's own /proc entry (it runs inside the sandbox anyway)"],
     ['readFileSync("/proc/self/environ")', "the wrapper's own /proc entry"],
   ],
-  "src/escalate/escalated-child.ts": [["readFileSync(`/proc/${p}/task/${t}/children`", "/proc: kernel-made, never blocks"]],
+  "src/escalate/worker/escalated-child.ts": [["readFileSync(`/proc/${p}/task/${t}/children`", "/proc: kernel-made, never blocks"]],
   "src/exec-server/process.ts": [["readFileSync(`/proc/${pid}/stat`", "/proc: kernel-made"]],
   "src/shell/sessions.ts": [["readFileSync(`/proc/${pid}/stat`", "/proc: kernel-made"]],
   "src/shell/cgroup.ts": [

@@ -25,9 +25,6 @@ import { log } from "../../log.ts";
 import { IS_COMPILED } from "../../self.ts";
 import { embeddedShell, installPortableShell } from "../../shell/portable-shells.ts";
 import { landlockAbi } from "./landlock.ts";
-import type { PreparedRoom } from "./room.ts";
-
-export type { PreparedRoom };
 
 /**
  * Kept rooms one call may hold at once. The key is the room's plan, which follows the repository a program runs

@@ -1,9 +1,9 @@
 /**
  * The decision inspector: a Worker thread that does every filesystem inspection an `Escalate` decision needs (issue
  * 34, item 1) — the escalation boundary's checks (./boundary.ts: program identity, `#!` chain, git's repository,
- * config, submodules) and the room's plan (../sandbox/room.ts: repository layout, control paths, local remotes).
+ * config, submodules) and the room's plan (../rooms/plan.ts: repository layout, control paths, local remotes).
  *
- * Those read files a sandboxed command chose or wrote. They go through ../untrusted-fs.ts (never blocking
+ * Those read files a sandboxed command chose or wrote. They go through ../../untrusted-fs.ts (never blocking
  * on a FIFO, never following a planted link, capped), and they run here, off the main thread, under a deadline
  * that ./inspector-client.ts enforces: even a read that blocks where no read should (a hung network filesystem)
  * costs one decision — which fails closed — never the server.
@@ -11,7 +11,7 @@
  * Messages: main → worker {@link InspectRequest}; worker → main {@link InspectReply}. Embedded in the executable
  * by build.ts; started lazily by ./inspector-client.ts.
  */
-import { prepareRoom, type PreparedRoom } from "../sandbox/linux/room.ts";
+import { prepareRoom, type PreparedRoom } from "../rooms/build.ts";
 import { checkEscalation, type EscalationBoundary, type EscalationCheck, type Grant } from "./boundary.ts";
 
 /** One inspection: what {@link checkEscalation} and, when it passes and rooms apply, {@link prepareRoom} need. */

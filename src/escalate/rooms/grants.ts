@@ -11,16 +11,16 @@
  * which are the only TCP ports the room may connect to. Refusals are final (nobody is asked: the grant is the
  * answer) and are logged.
  */
-import * as libc from "../../ffi/libc.ts";
-import { ShellmcpError } from "../errors.ts";
-import { log } from "../log.ts";
-import { bridgePair, NAMESPACE_PORTS, watchNamespaceListeners } from "../network/bridge.ts";
-import { proxyEnvironment } from "../network/env.ts";
-import { normalizePattern, normalizeTarget, type NetworkPolicy } from "../network/policy.ts";
-import { approvalKey, CallProxy, type ProxyProtocol, type ProxyRefusal } from "../network/proxy.ts";
-import type { RoomSpec } from "./room.ts";
+import * as libc from "../../../ffi/libc.ts";
+import { ShellmcpError } from "../../errors.ts";
+import { log } from "../../log.ts";
+import { bridgePair, NAMESPACE_PORTS, watchNamespaceListeners } from "../../network/bridge.ts";
+import { proxyEnvironment } from "../../network/env.ts";
+import { normalizePattern, normalizeTarget, type NetworkPolicy } from "../../network/policy.ts";
+import { approvalKey, CallProxy, type ProxyProtocol, type ProxyRefusal } from "../../network/proxy.ts";
+import type { RoomSpec } from "./plan.ts";
 
-/** How a room reaches its proxy: the same shape as ../sandbox/room.ts `RoomSpec.proxy`. */
+/** How a room reaches its proxy: the same shape as ./plan.ts `RoomSpec.proxy`. */
 export interface RoomProxyEndpoint {
   /** The ports TCP may reach: in the room's namespace (bubblewrap) or the proxy's on the host's loopback (Landlock). */
   ports: number[];
@@ -82,7 +82,7 @@ const PROTOCOLS: readonly ProxyProtocol[] = ["http", "https_connect", "socks5_tc
  * Start a proxy for each program of `grants` (program base name → its domains) for one call whose rooms are built
  * by `backend` (`bwrap`: a bridge per program; `landlock`: loopback listeners). `callPolicy`: the call's proxy
  * policy in network proxy mode. Throws what listening throws (the caller then gives the call no such grants: the
- * programs' rooms are refused, see ../sandbox/linux/room.ts); what it started is closed first.
+ * programs' rooms are refused, see ./build.ts); what it started is closed first.
  */
 export async function startRoomGrantProxies(
   grants: Readonly<Record<string, readonly string[]>>,
@@ -145,7 +145,7 @@ export async function startRoomGrantProxies(
 /**
  * The grant proxies a call's rooms need under `spec` (the call's room spec): undefined when no program is granted
  * domains, or the rooms are not built by bubblewrap or Landlock (Seatbelt, the host, no room: a domain grant is then
- * refused when a room is planned, see ./room.ts `roomNetwork`). A failure to start them is logged and
+ * refused when a room is planned, see ./plan.ts `roomNetwork`). A failure to start them is logged and
  * gives undefined too (the granted programs' rooms are refused, with the reason, never widened).
  */
 export async function roomGrantProxies(spec: RoomSpec, callPolicy?: NetworkPolicy): Promise<RoomGrantProxies | undefined> {

@@ -13,17 +13,14 @@
  *
  * Unknown JSON fields are ignored (as serde does); missing or mistyped required fields are a `PROTOCOL` error.
  */
-import { ShellmcpError } from "../errors.ts";
+import { ShellmcpError } from "../../errors.ts";
+import { ESCALATE_SOCKET_ENV_VAR } from "../../escalation-socket.ts";
 
-import { ESCALATE_SOCKET_ENV_VAR } from "../escalation-socket.ts";
-
-/** Environment variables the protocol uses (the socket's is defined with it in ../escalation-socket.ts). */
-export { ESCALATE_SOCKET_ENV_VAR };
 /** Wrapper path variable read by newer patched shells (and ours, first). */
 export const EXEC_WRAPPER_ENV_VAR = "EXEC_WRAPPER";
 /** Wrapper path variable read by the Codex 0.97 bash (and ours, as fallback). */
 export const BASH_EXEC_WRAPPER_ENV_VAR = "BASH_EXEC_WRAPPER";
-/** Intercept set for our patched shells (src/mcp/intercept-set.ts); absent: every exec goes to the wrapper. */
+/** Intercept set for our patched shells (../decision/intercept-set.ts); absent: every exec goes to the wrapper. */
 export const INTERCEPT_ENV_VAR = "SHELLMCP_INTERCEPT";
 /**
  * The variables the wrapper (and the in-shell client, patches/escalate-client.c) strip from the env they forward:

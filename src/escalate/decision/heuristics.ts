@@ -2,7 +2,7 @@
  * `command_might_be_dangerous` as Codex 0.97 shipped it (docs/escalation.md, "The danger heuristic"): the fallback that makes an
  * exec no rule matched `prompt` instead of `allow`.
  */
-import { shlexSplit } from "../execpolicy/shlex.ts";
+import { shlexSplit } from "../../execpolicy/shlex.ts";
 
 const GIT_OPTS_WITH_VALUE = new Set([
   "-C",

@@ -1,9 +1,9 @@
 /**
- * What the escalation server (./server.ts) and its worker (./worker.ts) say to each other — the commands main
+ * What the escalation server (../server.ts) and its worker (./worker.ts) say to each other — the commands main
  * sends over the control socket and the events the worker posts back — and the bounds the worker enforces on
  * its sessions (docs: "escalation server bounds"). Types and constants only: importing it starts nothing.
  */
-import type { EscalateAction, EscalateRequest } from "./protocol.ts";
+import type { EscalateAction, EscalateRequest } from "../protocol/wire.ts";
 
 /**
  * How main asks for an escalated program to be started: `path` exec'd with `argv` (argv[0] included), `env`
@@ -28,7 +28,7 @@ export interface EscalateSpawn {
    */
   extraFds?: [number, number][];
   /**
-   * Run the program in kept room `rid` of its listener (src/escalate/worker-rooms.ts) instead of starting `path`
+   * Run the program in kept room `rid` of its listener (./kept-rooms.ts) instead of starting `path`
    * itself: `path`, `argv`, `env` and `cwd` are then the program's, exec'd by the room's launcher. `start` comes with
    * the first decision that names the room, which opens it.
    */

@@ -3,9 +3,9 @@
  * (docs/escalation.md, "Framing"): the whole frame is written with `sendmsg`, continuing after partial writes, with
  * the `SCM_RIGHTS` control message on the first chunk only; the receiver's first header read collects the fds.
  */
-import { recvmsg, sendmsg, MAX_FDS_PER_MESSAGE } from "../../ffi/libc.ts";
-import { ShellmcpError } from "../errors.ts";
-import { encodeFrame, FRAME_HEADER_BYTES, frameLength, MAX_FRAME_BYTES } from "./protocol.ts";
+import { recvmsg, sendmsg, MAX_FDS_PER_MESSAGE } from "../../../ffi/libc.ts";
+import { ShellmcpError } from "../../errors.ts";
+import { encodeFrame, FRAME_HEADER_BYTES, frameLength, MAX_FRAME_BYTES } from "./wire.ts";
 
 /** Write `payload` as one frame on blocking stream `fd`, attaching `fds` to the first chunk. */
 export function sendFrame(fd: number, payload: Uint8Array, fds: readonly number[] = []): void {

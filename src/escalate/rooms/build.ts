@@ -1,10 +1,10 @@
 /**
- * Building the escalation room on Linux (../room.ts says what the room is): the argv that starts one escalated
+ * Building the escalation room on Linux (./plan.ts says what the room is): the argv that starts one escalated
  * program in it.
  *
  * - bubblewrap: the room's mounts (`/` read-only, the room's writable roots, the git control paths re-bound
  *   read-only, the call's denied paths and the credential stores), its own user, pid and ipc namespaces, its own
- *   `/proc`, no capabilities; its network as ../room.ts `RoomNetwork` says: `off` = its own network namespace and
+ *   `/proc`, no capabilities; its network as ./plan.ts `RoomNetwork` says: `off` = its own network namespace and
  *   the call's network-off seccomp filter (bwrap `--seccomp`), `proxy` = its own namespace bridged to the call's
  *   proxy, `host` = the host's. The pid namespace contains everything the program starts (a `setsid` or double fork
  *   included) and dies with bwrap, which dies with the escalation worker.
@@ -21,22 +21,14 @@
  * `/bin/bash --norc --noprofile -c 'exec -a "$0" "$@"'` starts it inside the room (`BASH_ENV` and `ENV` unset).
  */
 import { existsSync, realpathSync, statSync } from "node:fs";
-import { serializePermissionProfile, type FileSystemSandboxEntry, type PermissionProfile } from "../permission-profile.ts";
-import { isUnder } from "../policy.ts";
-import {
-  nonInteractiveEnv,
-  planRoom,
-  readableComplement,
-  ROOM_BRIDGE_FD,
-  type RoomNetwork,
-  type RoomPlan,
-  type RoomSpec,
-} from "../room.ts";
-import { seatbeltLaunch } from "../macos/seatbelt.ts";
+import { serializePermissionProfile, type FileSystemSandboxEntry, type PermissionProfile } from "../../sandbox/permission-profile.ts";
+import { isUnder } from "../../sandbox/policy.ts";
+import { nonInteractiveEnv, planRoom, readableComplement, ROOM_BRIDGE_FD, type RoomNetwork, type RoomPlan, type RoomSpec } from "./plan.ts";
+import { seatbeltLaunch } from "../../sandbox/macos/seatbelt.ts";
 import * as libc from "../../../ffi/libc.ts";
-import { bwrapMounts, releaseBwrapPlan, selfHelperCommand } from "./bwrap.ts";
-import { bytesPipe } from "./run.ts";
-import { buildFilter } from "./seccomp.ts";
+import { bwrapMounts, releaseBwrapPlan, selfHelperCommand } from "../../sandbox/linux/bwrap.ts";
+import { bytesPipe } from "../../sandbox/linux/run.ts";
+import { buildFilter } from "../../sandbox/linux/seccomp.ts";
 
 /** fd number of the seccomp program (a pipe bwrap reads with `--seccomp`) in a bubblewrap room without network. */
 export const ROOM_SECCOMP_FD = 6;
@@ -51,7 +43,7 @@ export interface RoomLaunch {
   env: string[];
   /** The program runs in a pid namespace of its own (nothing it starts can outlive the room's process). */
   contained: boolean;
-  /** Control files that did not exist and must not exist after the program (see ../room.ts). */
+  /** Control files that did not exist and must not exist after the program (see ./plan.ts). */
   mustNotAppear: string[];
   /** The room that was planned (undefined on the host). */
   room?: RoomPlan;
@@ -100,9 +92,9 @@ export type PreparedRoom =
 /**
  * The first, side-effect-free half of building a room: the program's environment (non-interactive; in a room
  * without network `CODEX_SANDBOX_NETWORK_DISABLED=1`, through the proxy the proxy's variables winning over the
- * request's), whether a room applies, and its plan (`aliases`: the names grants may know `program` by, ../room.ts
+ * request's), whether a room applies, and its plan (`aliases`: the names grants may know `program` by, ./plan.ts
  * `grantNames`). `key` is equal for two programs exactly when their rooms would have the same walls (backend, plan,
- * network, proxy): a kept room (./room-launcher.ts) is reused by key. Under Landlock a room whose writable roots
+ * network, proxy): a kept room (../../sandbox/linux/room-launcher.ts) is reused by key. Under Landlock a room whose writable roots
  * hold a credential store it must not read is unavailable (Landlock cannot hide it). Throws nothing: a failure to
  * plan is a reason.
  */
@@ -131,7 +123,7 @@ export function prepareRoom(
     return { kind: "unavailable", reason: "network proxy mode: no bridge for a bubblewrap room" };
   if (b.kind === "landlock") {
     // Landlock cannot carve a hole in a folder it lets the room read or write: the credential stores are left out
-    // of the room's read rules (./room.ts `readableComplement`), which cannot work under a writable root.
+    // of the room's read rules (./plan.ts `readableComplement`), which cannot work under a writable root.
     const under = room.hiddenCredentials.find((c) => room.plan.writableRoots.some((w) => isUnder(c, w.root)));
     if (under !== undefined)
       return {
@@ -302,7 +294,7 @@ export function buildRoom(
  * (KEY=VALUE); `named` is the path the command named the program by (the escalation request's file), judged by
  * the boundary; `prepared` is {@link prepareRoom}'s result when the caller has it (the escalation server's
  * inspector plans rooms off the main thread). The room lives as long as the program (a kept room that serves every program of a call is
- * ./room-launcher.ts). Returns the launch, or `{ unavailable }` with the reason when no room can be built (the
+ * ../../sandbox/linux/room-launcher.ts). Returns the launch, or `{ unavailable }` with the reason when no room can be built (the
  * caller then runs the program inside the call's sandbox). Throws nothing: a failure to plan is a reason too.
  */
 export function roomLaunch(

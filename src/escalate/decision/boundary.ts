@@ -19,11 +19,11 @@
  */
 import { existsSync, realpathSync, statSync } from "node:fs";
 import { basename, delimiter, dirname, isAbsolute, join, resolve } from "node:path";
-import { discoverRepository, submodulePaths, trustedCommonDir } from "../sandbox/git-layout.ts";
-import type { RoomSpec } from "../sandbox/room.ts";
-import { readUntrusted, readUntrustedText } from "../untrusted-fs.ts";
-import { canonicalPath, canWrite, type WritableView } from "../sandbox/writable.ts";
-import { PROTOCOL_ENV_VARS } from "./protocol.ts";
+import { discoverRepository, submodulePaths, trustedCommonDir } from "../../sandbox/git-layout.ts";
+import type { RoomSpec } from "../rooms/plan.ts";
+import { readUntrusted, readUntrustedText } from "../../untrusted-fs.ts";
+import { canonicalPath, canWrite, type WritableView } from "../../sandbox/writable.ts";
+import { PROTOCOL_ENV_VARS } from "../protocol/wire.ts";
 
 /**
  * What a rule granted, judged against what will really run (issue 21, "identity"): the rule's program token
@@ -45,7 +45,7 @@ export interface EscalationBoundary {
   /** Where that shell's sandbox can write. */
   writable: WritableView;
   /**
-   * How escalated programs are confined (../sandbox/room.ts). Undefined: they run on the host (Codex's meaning;
+   * How escalated programs are confined (../rooms/plan.ts). Undefined: they run on the host (Codex's meaning;
    * what `escalation = "host"` asks for).
    */
   room?: RoomSpec;
@@ -330,7 +330,7 @@ function gitWritable(w: WritableView, argv: readonly string[], workdir: string, 
   if (gitDir === undefined) {
     // Discovery, as git does it: the nearest folder with a .git (or that is a bare repository). Any folder on
     // the way where the sandbox could create a .git would win over the real one. Pointer files (a `.git` file,
-    // `commondir`) are trusted only in git's own shape (../sandbox/git-layout.ts): a forged one fails closed.
+    // `commondir`) are trusted only in git's own shape (../../sandbox/git-layout.ts): a forged one fails closed.
     for (let d = canonicalPath(cwd); ; d = dirname(d)) {
       const dotGit = join(d, ".git");
       if (existsSync(dotGit)) {

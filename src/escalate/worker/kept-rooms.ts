@@ -13,8 +13,8 @@
  * points and check its git control files).
  */
 import { writeFileSync } from "node:fs";
-import * as libc from "../../ffi/libc.ts";
-import { ShellmcpError } from "../errors.ts";
+import * as libc from "../../../ffi/libc.ts";
+import { ShellmcpError } from "../../errors.ts";
 import {
   exitCodeOf,
   killFrame,
@@ -22,13 +22,13 @@ import {
   LauncherRecordReader,
   spawnFrame,
   type LauncherRecord,
-} from "../sandbox/linux/room-launcher.ts";
+} from "../../sandbox/linux/room-launcher.ts";
 import { reapExitCode, roomProgramFds, spawnEscalated, superviseChild } from "./escalated-child.ts";
-import type { RoomStart, WorkerEvent } from "./worker-messages.ts";
+import type { RoomStart, WorkerEvent } from "./messages.ts";
 
 const SEND_FLAGS = libc.SOCK.MSG_DONTWAIT | libc.SOCK.MSG_NOSIGNAL;
 
-/** One poll entry (as ./worker-sessions.ts's). */
+/** One poll entry (as ./sessions.ts's). */
 interface Entry {
   fd: number;
   events: number;

@@ -8,8 +8,8 @@
  * the wedged worker is terminated and a fresh one is started for the next decision. The worker starts on the first
  * escalation (most calls never escalate: no cost for them).
  */
-import { log } from "../log.ts";
-import { workerUrl } from "../self.ts";
+import { log } from "../../log.ts";
+import { workerUrl } from "../../self.ts";
 import type { InspectReply, InspectRequest } from "./inspector.ts";
 
 /** How long one inspection may take before its decision fails closed, ms (a normal one takes well under 5 ms). */
@@ -27,7 +27,7 @@ export class Inspector {
 
   /**
    * @param deadlineMs the deadline of each inspection (tests shorten it).
-   * @param url the worker's URL (tests); by default the copy embedded in the executable (../self.ts).
+   * @param url the worker's URL (tests); by default the copy embedded in the executable (../../self.ts).
    */
   constructor(
     private readonly deadlineMs: number = INSPECT_DEADLINE_MS,
@@ -36,7 +36,7 @@ export class Inspector {
 
   private current(): Worker {
     if (this.worker !== undefined) return this.worker;
-    const w = new Worker(this.url ?? workerUrl("escalate/inspector"));
+    const w = new Worker(this.url ?? workerUrl("escalate/decision/inspector"));
     w.onmessage = (ev: MessageEvent<InspectReply>) => this.answer(ev.data.id, ev.data);
     w.onerror = (ev) => {
       log.error("decision inspector failed; restarting it", { message: ev.message });

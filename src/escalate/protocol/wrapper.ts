@@ -17,19 +17,11 @@
  * Hot path: imported by the wrapper role only; keep imports to ffi/, protocol, socket and stderr.
  */
 import { existsSync, readFileSync, readlinkSync } from "node:fs";
-import * as libc from "../../ffi/libc.ts";
-import { ShellmcpError } from "../errors.ts";
-import { writeStderr } from "../stderr.ts";
-import {
-  decodeResponse,
-  decodeResult,
-  encodeRequest,
-  encodeSuperExec,
-  ESCALATE_SOCKET_ENV_VAR,
-  PROTOCOL_ENV_VARS,
-  type EscalateRequest,
-} from "./protocol.ts";
-import { keepEscalationSocketAcrossExec } from "../escalation-socket.ts";
+import * as libc from "../../../ffi/libc.ts";
+import { ShellmcpError } from "../../errors.ts";
+import { writeStderr } from "../../stderr.ts";
+import { decodeResponse, decodeResult, encodeRequest, encodeSuperExec, PROTOCOL_ENV_VARS, type EscalateRequest } from "./wire.ts";
+import { ESCALATE_SOCKET_ENV_VAR, keepEscalationSocketAcrossExec } from "../../escalation-socket.ts";
 import { recvFrame, sendFrame } from "./socket.ts";
 
 /** Exit status for a call without a target path (Codex's clap usage error is 2 as well). */

@@ -1,15 +1,15 @@
 /**
  * The escalation worker's session state machine: its listeners (one seqpacket socket per shell run, taking
  * handshakes) and sessions (one stream socket per intercepted exec), each step of a session (request, decision,
- * answer, SuperExecMessage, running child, exit status), the bounds of ./worker-messages.ts, and the poll
+ * answer, SuperExecMessage, running child, exit status), the bounds of ./messages.ts, and the poll
  * entries that drive them. The poll loop and the control socket are in ./worker.ts; starting and reaping the
  * escalated children is in ./escalated-child.ts.
  */
 import { writeFileSync } from "node:fs";
-import * as libc from "../../ffi/libc.ts";
-import { ShellmcpError } from "../errors.ts";
+import * as libc from "../../../ffi/libc.ts";
+import { ShellmcpError } from "../../errors.ts";
 import { reapExitCode, signalChild, signalDescendants, spawnEscalated, superviseChild } from "./escalated-child.ts";
-import { KeptRooms } from "./worker-rooms.ts";
+import { KeptRooms } from "./kept-rooms.ts";
 import {
   decodeRequest,
   decodeSuperExec,
@@ -18,7 +18,7 @@ import {
   encodeResult,
   FrameDecoder,
   type EscalateAction,
-} from "./protocol.ts";
+} from "../protocol/wire.ts";
 import {
   MAX_LISTENER_BUFFERED_BYTES,
   MAX_REQUEST_BYTES,
@@ -28,7 +28,7 @@ import {
   SESSION_IO_TIMEOUT_MS,
   type EscalateSpawn,
   type WorkerEvent,
-} from "./worker-messages.ts";
+} from "./messages.ts";
 
 const { MSG_DONTWAIT } = libc.SOCK;
 const SEND_FLAGS = MSG_DONTWAIT | libc.SOCK.MSG_NOSIGNAL;

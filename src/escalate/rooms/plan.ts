@@ -14,7 +14,7 @@
  * - no terminal: a new session without a controlling terminal, terminal fds replaced (the worker does that), and a
  *   non-interactive environment ({@link NON_INTERACTIVE_ENV}) whatever the request said.
  *
- * This module plans the room (pure planning over the filesystem); the backends build it (./linux/room.ts:
+ * This module plans the room (pure planning over the filesystem); the backends build it (./build.ts:
  * bubblewrap with its own user, pid and ipc namespaces, Landlock through the helper, or Seatbelt on macOS), and the
  * escalation server starts programs in it. `escalation = "host"` keeps Codex's meaning (the program runs on the
  * host with the user's full power).
@@ -25,13 +25,11 @@
 import { existsSync, lstatSync, readdirSync, statSync } from "node:fs";
 import { homedir } from "node:os";
 import { basename, dirname, isAbsolute, join } from "node:path";
-import type { FilesystemPlan } from "./filesystem-plan.ts";
-import { discoverRepository, type Repository } from "./git-layout.ts";
-import { isUnder, PROTECTED_NAMES, type WritableRoot } from "./policy.ts";
-import { readUntrustedText } from "../untrusted-fs.ts";
-import { canonicalPath } from "./writable.ts";
-
-export type { Repository } from "./git-layout.ts";
+import type { FilesystemPlan } from "../../sandbox/filesystem-plan.ts";
+import { discoverRepository, type Repository } from "../../sandbox/git-layout.ts";
+import { isUnder, PROTECTED_NAMES, type WritableRoot } from "../../sandbox/policy.ts";
+import { readUntrustedText } from "../../untrusted-fs.ts";
+import { canonicalPath } from "../../sandbox/writable.ts";
 
 /** `escalation` in the config: `room` (default) or `host` (Codex's meaning: the program runs unconfined). */
 export type EscalationMode = "room" | "host";

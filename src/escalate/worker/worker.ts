@@ -25,12 +25,12 @@
  * wrapper did not send, every other fd closed, signals reset, their own process group), moved into their
  * call's cgroup when it has one, signalled through their pidfd, and reaped here.
  *
- * This file is the Worker's entry (embedded in the executable by build.ts; ./server.ts starts it by this path)
- * and holds the poll loop and the control socket. The session state machine is in ./worker-sessions.ts, the
- * escalated children in ./escalated-child.ts, the messages and bounds in ./worker-messages.ts (re-exported here).
+ * This file is the Worker's entry (embedded in the executable by build.ts; ../server.ts starts it by this path)
+ * and holds the poll loop and the control socket. The session state machine is in ./sessions.ts, the
+ * escalated children in ./escalated-child.ts, the messages and bounds in ./messages.ts.
  */
-import * as libc from "../../ffi/libc.ts";
-import { FrameDecoder } from "./protocol.ts";
+import * as libc from "../../../ffi/libc.ts";
+import { FrameDecoder } from "../protocol/wire.ts";
 import {
   MAX_LISTENER_BUFFERED_BYTES,
   MAX_REQUEST_BYTES,
@@ -40,8 +40,8 @@ import {
   SESSION_IO_TIMEOUT_MS,
   type Command,
   type WorkerEvent,
-} from "./worker-messages.ts";
-import { isEagain, SessionTable, type PollEntry } from "./worker-sessions.ts";
+} from "./messages.ts";
+import { isEagain, SessionTable, type PollEntry } from "./sessions.ts";
 
 /** The worker's global scope (bun-types does not declare `self` without the DOM lib). */
 const scope = globalThis as unknown as { postMessage(m: unknown): void; onmessage: ((ev: MessageEvent) => void) | null };

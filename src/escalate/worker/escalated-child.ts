@@ -3,15 +3,15 @@
  * the wrapper sent on the numbers it asked for, /dev/null for any of 0/1/2 it did not send, every other fd
  * closed, signals reset, its own process group, through a bash trampoline into its call's cgroup when it has
  * one — how it is signalled, and how its exit is read. The session bookkeeping around it is in
- * ./worker-sessions.ts.
+ * ./sessions.ts.
  */
 import { existsSync, readdirSync, readFileSync } from "node:fs";
-import * as libc from "../../ffi/libc.ts";
-import { ShellmcpError } from "../errors.ts";
-import { failIfInjected } from "../fault-injection.ts";
-import type { EscalateSpawn } from "./worker-messages.ts";
-import { isSelfExe } from "../self.ts";
-import { GUARD_END_SIGNAL, guardedArgv, lifelineReadFd, selfExecFd } from "../shell/lifeline.ts";
+import * as libc from "../../../ffi/libc.ts";
+import { ShellmcpError } from "../../errors.ts";
+import { failIfInjected } from "../../fault-injection.ts";
+import type { EscalateSpawn } from "./messages.ts";
+import { isSelfExe } from "../../self.ts";
+import { GUARD_END_SIGNAL, guardedArgv, lifelineReadFd, selfExecFd } from "../../shell/lifeline.ts";
 
 /** The host's bash, used as a trampoline into a call's cgroup (it can exec with a chosen argv[0]). */
 const TRAMPOLINE_BASH = "/bin/bash";

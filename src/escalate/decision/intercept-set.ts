@@ -17,10 +17,8 @@
  * outside it gets `Run`. Amendments ("always allow") add rules to the same policy; the set is computed per shell
  * run, so later runs see them.
  */
-import type { Policy } from "../execpolicy/policy.ts";
-import { INTERCEPT_ENV_VAR } from "../escalate/protocol.ts";
-
-export { INTERCEPT_ENV_VAR };
+import type { Policy } from "../../execpolicy/policy.ts";
+import { INTERCEPT_ENV_VAR } from "../protocol/wire.ts";
 
 /** Program names the danger heuristic ({@link commandMightBeDangerous}) can flag; `*git` is a suffix. */
 export const HEURISTIC_PROGRAMS = ["*git", "rm", "sudo", "bash", "zsh", "sh"] as const;
