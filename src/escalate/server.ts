@@ -10,20 +10,16 @@
  *
  * Nothing here knows about MCP or exec policy: `decide` is injected.
  */
-import { existsSync, lstatSync, renameSync, unlinkSync } from "node:fs";
-import { rm } from "node:fs/promises";
 import { isAbsolute, normalize, resolve } from "node:path";
 import * as libc from "../../ffi/libc.ts";
 import { ShellmcpError } from "../errors.ts";
 import { ESCALATE_SOCKET_ENV_VAR } from "../escalation-socket.ts";
 import { log } from "../log.ts";
 import { bounded } from "../safe-text.ts";
-import { buildRoom, roomLaunch, type PreparedRoom } from "./rooms/build.ts";
-import { keepsRooms, launcherArgv, MAX_KEPT_ROOMS_PER_CALL, roomLauncherPath } from "../sandbox/linux/room-launcher.ts";
-import type { RoomSpec } from "./rooms/plan.ts";
 import { workerUrl as workerUrlOf } from "../self.ts";
 import { escalatedEnv, type EscalationBoundary, type Grant } from "./decision/boundary.ts";
 import { Inspector } from "./decision/inspector-client.ts";
+import { RoomsInUse, type EscalateSpawn } from "./rooms/keep.ts";
 import {
   encodeFrame,
   BASH_EXEC_WRAPPER_ENV_VAR,
@@ -31,7 +27,7 @@ import {
   type EscalateAction,
   type EscalateRequest,
 } from "./protocol/wire.ts";
-import type { Command, EscalateSpawn, WorkerEvent } from "./worker/messages.ts";
+import type { Command, WorkerEvent } from "./worker/messages.ts";
 
 /** Request as seen by `decide`: `file` and `workdir` resolved and normalised (relative `file` against `workdir`). */
 export interface ResolvedRequest extends EscalateRequest {
@@ -81,56 +77,14 @@ export interface ListenOptions {
 /** Most notices one listener (one call) passes on ({@link EscalationListener.notice}). */
 export const MAX_NOTICES = 8;
 
+/** What the server answers one request: the wire's action, and for `Escalate` what the worker starts. */
+type Answer = { action: EscalateAction; spawn?: EscalateSpawn };
+
 /** Resolve a request's `file`/`workdir` like later Codex: relative `file` against the request's `workdir`. */
 export function resolveRequest(r: EscalateRequest): ResolvedRequest {
   const workdir = normalize(isAbsolute(r.workdir) ? r.workdir : resolve(r.workdir));
   const file = normalize(isAbsolute(r.file) ? r.file : resolve(workdir, r.file));
   return { ...r, file, workdir, rawFile: r.file };
-}
-
-/**
- * Remove a git control path that a room program created (`mustNotAppear`) without blocking this thread on what it
- * made: a file or link is unlinked; a folder (of any size) is first renamed aside, at once, and then removed in the
- * background.
- */
-function removeAppeared(p: string): void {
-  try {
-    if (!lstatSync(p).isDirectory()) return unlinkSync(p);
-    const aside = `${p}.shellmcp-removed-${process.pid}-${Date.now()}`;
-    renameSync(p, aside);
-    void rm(aside, { recursive: true, force: true }).catch((e) =>
-      log.warn("could not remove a folder set aside", { path: aside, error: String(e) }),
-    );
-  } catch (e) {
-    if ((e as NodeJS.ErrnoException).code === "ENOENT") return;
-    log.warn("could not remove a git control path an escalated program created", { path: p, error: (e as Error).message });
-  }
-}
-
-/** Whether `p` is a symbolic link (`existsSync` follows links: a dangling one reads as absent). */
-function isLink(p: string): boolean {
-  try {
-    return lstatSync(p).isSymbolicLink();
-  } catch {
-    return false;
-  }
-}
-
-/**
- * A room's program (or a kept room) has ended: give back what building the room made on the host, and remove any
- * git control file that appeared where none existed (`mustNotAppear`, ./rooms/plan.ts).
- */
-function settleRoom(r: { release: () => void; mustNotAppear: readonly string[] }): void {
-  try {
-    r.release();
-  } catch (e) {
-    log.warn("could not release an escalation room", { error: (e as Error).message });
-  }
-  for (const p of r.mustNotAppear) {
-    if (!existsSync(p) && !isLink(p)) continue;
-    removeAppeared(p);
-    log.warn("removed a git control file an escalated program created", { path: p });
-  }
 }
 
 export class EscalationListener {
@@ -268,53 +222,11 @@ export class EscalationServer {
     return server;
   }
 
-  /** Rooms of running escalated programs, by session: what to give back and check once each has ended. */
-  private readonly rooms = new Map<number, { lid: number; release: () => void; mustNotAppear: string[] }>();
-  /** Kept rooms (./worker/kept-rooms.ts) by `lid:rid`: what to give back and check once each has ended. */
-  private readonly kept = new Map<string, { release: () => void; mustNotAppear: string[] }>();
-  /** Each open listener's kept rooms: room id by key (./rooms/plan.ts `prepareRoom`). */
-  private readonly roomIds = new Map<number, Map<string, number>>();
-  private nextRid = 1;
-
-  /** A kept room has ended: give back its mount points, check its control files, and never name it again. */
-  private afterKeptRoom(lid: number, rid: number): void {
-    const ids = this.roomIds.get(lid);
-    for (const [key, id] of ids ?? []) if (id === rid) ids!.delete(key);
-    const k = this.kept.get(`${lid}:${rid}`);
-    if (k === undefined) return;
-    this.kept.delete(`${lid}:${rid}`);
-    settleRoom(k);
-  }
-
-  /**
-   * Once an escalated program has ended: give back its room's mount points, and remove any git control file it
-   * created where none existed (a `commondir` would send later git runs on the host to another config).
-   */
-  private afterRoom(sid: number): void {
-    const r = this.rooms.get(sid);
-    if (r === undefined) return;
-    this.rooms.delete(sid);
-    settleRoom(r);
-  }
+  /** The rooms in use: where each escalated program goes, and what to check when it ends (./rooms/keep.ts). */
+  private readonly rooms = new RoomsInUse();
 
   /** Inspects each `Escalate` decision off the main thread (./decision/inspector-client.ts). */
   private readonly inspector = new Inspector();
-
-  /**
-   * Remove, now, every git control file that a running room's program created where none existed (`mustNotAppear`
-   * of the rooms in use): run before each decision, so no decision (nor a later git on the host) follows a
-   * `commondir` a room program has just written, however long that program runs. Only `lstat` and `unlink`: nothing
-   * here can block on what the sandbox made.
-   */
-  private sweepControlFiles(): void {
-    for (const r of [...this.rooms.values(), ...this.kept.values()]) {
-      for (const p of r.mustNotAppear) {
-        if (!existsSync(p) && !isLink(p)) continue;
-        removeAppeared(p);
-        log.warn("removed a git control file an escalated program created", { path: p });
-      }
-    }
-  }
 
   private onStartFailure?: (e: Error) => void;
   /** Set when the worker died: nothing can be decided any more, and `listen` refuses. */
@@ -380,24 +292,22 @@ export class EscalationServer {
         return;
       case "exited":
         log.debug("escalated program exited", { listener: e.lid, session: e.sid, pid: e.pid });
-        this.afterRoom(e.sid);
+        this.rooms.programEnded(e.sid);
         return;
       case "session-error":
         log.warn("escalate session failed", { listener: e.lid, session: e.sid, error: e.message });
         return;
       case "room-ended":
-        this.afterKeptRoom(e.lid, e.rid);
+        this.rooms.keptRoomEnded(e.lid, e.rid);
         return;
       case "unlistened":
-        for (const [sid, r] of this.rooms) if (r.lid === e.lid) this.afterRoom(sid);
-        this.roomIds.delete(e.lid);
+        this.rooms.listenerClosed(e.lid);
         this.listeners.delete(e.lid);
         this.unlistenWaiters.get(e.lid)?.();
         this.unlistenWaiters.delete(e.lid);
         return;
       case "stopped":
-        for (const sid of [...this.rooms.keys()]) this.afterRoom(sid);
-        for (const key of [...this.kept.keys()]) this.afterKeptRoom(Number(key.split(":")[0]), Number(key.split(":")[1]));
+        this.rooms.closeAll();
         this.listeners.clear();
         for (const w of this.unlistenWaiters.values()) w();
         this.unlistenWaiters.clear();
@@ -406,114 +316,69 @@ export class EscalationServer {
     }
   }
 
+  /**
+   * Answer request `raw` of session `sid` of listener `lid`: resolve it, ask the listener's `decide`, and for
+   * `Escalate` place the program ({@link escalate}); the answer (and what to start) goes to the worker. Never
+   * rejects: a failure denies the exec with its reason.
+   */
   private async decide(lid: number, sid: number, raw: EscalateRequest): Promise<void> {
     const l = this.listeners.get(lid);
-    let action: EscalateAction;
-    let spawn: EscalateSpawn | undefined;
-    let kept: ReturnType<EscalationServer["inKeptRoom"]>;
+    let answer: Answer;
     try {
       if (l === undefined) throw new ShellmcpError("PROTOCOL", "request for a closed listener");
       const request = resolveRequest(raw);
       const { grant, ...wire } = await l.options.decide(request);
-      action = wire as EscalateAction;
-      if (action.kind === "Escalate") {
-        const boundary = l.options.boundary;
-        const { env, dropped } = escalatedEnv(boundary, request.env);
-        if (dropped.length > 0) log.info("escalated program: environment changes not passed on", { file: request.file, dropped });
-        this.sweepControlFiles();
-        // Every file the decision reads is read by the inspector, off this thread and under a deadline.
-        const inspected = await this.inspector.inspect({ boundary, request, env, ...(grant !== undefined ? { grant } : {}) });
-        const check = inspected.ok ? inspected.check : { ok: false as const, reason: inspected.error };
-        const prepared = inspected.ok ? inspected.prepared : undefined;
-        const entries = Object.entries(env).map(([k, v]) => `${k}=${v}`);
-        if (!check.ok) {
-          log.notice("not escalated: runs inside the sandbox instead", { file: request.file, argv: request.argv, reason: check.reason });
-          l.notice(request.argv, check.reason);
-          action = { kind: "Run" };
-        } else if (boundary.room === undefined) {
-          spawn = { path: check.path, argv: request.argv, env: entries, cwd: check.cwd };
-          log.notice("escalated", { file: request.file, argv: request.argv, room: "none" });
-        } else if ((kept = this.inKeptRoom(lid, boundary.room, prepared!, check.path, request.argv, check.cwd)) !== undefined) {
-          if ("unavailable" in kept) {
-            log.warn("no escalation room: runs inside the sandbox instead", { file: request.file, reason: kept.unavailable });
-            l.notice(request.argv, `no escalation room: ${kept.unavailable}`);
-            action = { kind: "Run" };
-          } else {
-            spawn = kept;
-            // Checked after each program too (the room's own check comes when it ends).
-            this.rooms.set(sid, { lid, release: () => {}, mustNotAppear: this.kept.get(`${lid}:${kept.room.rid}`)?.mustNotAppear ?? [] });
-            log.notice("escalated", { file: request.file, argv: request.argv, room: boundary.room.backend.kind, kept: kept.room.rid });
-          }
-        } else {
-          const launch = roomLaunch(boundary.room, check.path, request.argv, check.cwd, entries, request.file, prepared);
-          if ("unavailable" in launch) {
-            log.warn("no escalation room: runs inside the sandbox instead", { file: request.file, reason: launch.unavailable });
-            l.notice(request.argv, `no escalation room: ${launch.unavailable}`);
-            action = { kind: "Run" };
-          } else {
-            spawn = {
-              path: launch.path,
-              argv: launch.argv,
-              env: launch.env,
-              cwd: check.cwd,
-              setsid: true,
-              contained: launch.contained,
-              noTerminals: true,
-              ...(launch.extraFds !== undefined ? { extraFds: launch.extraFds } : {}),
-            };
-            this.rooms.set(sid, { lid, release: launch.release, mustNotAppear: launch.mustNotAppear });
-            log.notice("escalated", { file: request.file, argv: request.argv, room: boundary.room.backend.kind });
-          }
-        }
-      }
+      const action = wire as EscalateAction;
+      answer = action.kind === "Escalate" ? await this.escalate(l, sid, request, action, grant) : { action };
     } catch (err) {
       // Fail closed: a policy or client error denies the exec, and says why.
       const msg = err instanceof Error ? err.message : String(err);
       log.warn("escalation decision failed", { error: msg });
-      action = { kind: "Deny", reason: `escalation policy error: ${msg}` };
-      spawn = undefined;
+      answer = { action: { kind: "Deny", reason: `escalation policy error: ${msg}` } };
     }
-    if (!this.stopped) this.command({ t: "decision", sid, action, spawn });
+    if (!this.stopped) this.command({ t: "decision", sid, action: answer.action, spawn: answer.spawn });
   }
 
   /**
-   * The spawn that runs `program` (canonical path, exec'd with `argv` exactly) in a kept room of listener `lid`: the
-   * room of the same walls when one is open, else a new one (its start goes with this decision). Undefined when no
-   * kept room applies (no room launcher, a Landlock kernel below ABI 6 ({@link keepsRooms}), the call holds {@link MAX_KEPT_ROOMS_PER_CALL} already, or no room at all:
-   * the caller builds a room of its own, or runs on the host); `{ unavailable }` when the room cannot be built (the program then runs inside the call's sandbox).
+   * An `Escalate` decision (`action`) for session `sid`: the escalated environment, the boundary's checks and the
+   * room's plan (off this thread, ./decision/inspector-client.ts), then where the program runs (on the host without
+   * a room, else ./rooms/keep.ts). A check or a room that fails turns it into `Run`: the program runs inside the
+   * call's sandbox, and the call's result says why.
    */
-  private inKeptRoom(
-    lid: number,
-    spec: RoomSpec,
-    prepared: PreparedRoom,
-    program: string,
-    argv: string[],
-    cwd: string,
-  ): (EscalateSpawn & { room: NonNullable<EscalateSpawn["room"]> }) | { unavailable: string } | undefined {
-    const launcher = roomLauncherPath();
-    if (launcher === undefined || (spec.backend.kind !== "bwrap" && spec.backend.kind !== "landlock") || !keepsRooms(spec.backend.kind))
-      return undefined;
-    if (prepared.kind === "unavailable") return { unavailable: prepared.reason };
-    if (prepared.kind === "host") return undefined;
-    const ids = this.roomIds.get(lid) ?? new Map<string, number>();
-    this.roomIds.set(lid, ids);
-    const base = { path: program, argv, env: prepared.env, cwd, setsid: true, noTerminals: true };
-    const rid = ids.get(prepared.key);
-    if (rid !== undefined) return { ...base, room: { rid } };
-    if (ids.size >= MAX_KEPT_ROOMS_PER_CALL) return undefined; // a room of its own (see the bound's docs)
-    const built = buildRoom(spec, prepared.room, cwd, prepared.env, launcherArgv(launcher, spec.backend.kind === "bwrap"));
-    if ("unavailable" in built) return built;
-    const id = this.nextRid++;
-    ids.set(prepared.key, id);
-    this.kept.set(`${lid}:${id}`, { release: built.release, mustNotAppear: prepared.room.mustNotAppear });
-    const start = {
-      path: built.path,
-      argv: built.argv,
-      env: built.env,
-      cwd,
-      contained: built.contained,
-      ...(built.extraFds ? { extraFds: built.extraFds } : {}),
-    };
-    return { ...base, room: { rid: id, start } };
+  private async escalate(
+    l: EscalationListener,
+    sid: number,
+    request: ResolvedRequest,
+    action: EscalateAction,
+    grant?: Grant,
+  ): Promise<Answer> {
+    const boundary = l.options.boundary;
+    const { env, dropped } = escalatedEnv(boundary, request.env);
+    if (dropped.length > 0) log.info("escalated program: environment changes not passed on", { file: request.file, dropped });
+    this.rooms.sweep();
+    // Every file the decision reads is read by the inspector, off this thread and under a deadline.
+    const inspected = await this.inspector.inspect({ boundary, request, env, ...(grant !== undefined ? { grant } : {}) });
+    const check = inspected.ok ? inspected.check : { ok: false as const, reason: inspected.error };
+    if (!check.ok) {
+      log.notice("not escalated: runs inside the sandbox instead", { file: request.file, argv: request.argv, reason: check.reason });
+      l.notice(request.argv, check.reason);
+      return { action: { kind: "Run" } };
+    }
+    const entries = Object.entries(env).map(([k, v]) => `${k}=${v}`);
+    if (boundary.room === undefined) {
+      log.notice("escalated", { file: request.file, argv: request.argv, room: "none" });
+      return { action, spawn: { path: check.path, argv: request.argv, env: entries, cwd: check.cwd } };
+    }
+    const prepared = inspected.ok ? inspected.prepared : undefined; // planned whenever rooms apply and the check passed
+    const program = { program: check.path, argv: request.argv, cwd: check.cwd, env: entries, named: request.file };
+    const placed = this.rooms.place(l.id, sid, boundary.room, prepared!, program);
+    if ("unavailable" in placed) {
+      log.warn("no escalation room: runs inside the sandbox instead", { file: request.file, reason: placed.unavailable });
+      l.notice(request.argv, `no escalation room: ${placed.unavailable}`);
+      return { action: { kind: "Run" } };
+    }
+    const kept = placed.kept !== undefined ? { kept: placed.kept } : {};
+    log.notice("escalated", { file: request.file, argv: request.argv, room: boundary.room.backend.kind, ...kept });
+    return { action, spawn: placed.spawn };
   }
 }

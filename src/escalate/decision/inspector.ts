@@ -11,7 +11,7 @@
  * Messages: main → worker {@link InspectRequest}; worker → main {@link InspectReply}. Embedded in the executable
  * by build.ts; started lazily by ./inspector-client.ts.
  */
-import { prepareRoom, type PreparedRoom } from "../rooms/build.ts";
+import { prepareRoom, type PreparedRoom } from "../rooms/plan.ts";
 import { checkEscalation, type EscalationBoundary, type EscalationCheck, type Grant } from "./boundary.ts";
 
 /** One inspection: what {@link checkEscalation} and, when it passes and rooms apply, {@link prepareRoom} need. */

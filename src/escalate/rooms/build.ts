@@ -22,8 +22,17 @@
  */
 import { existsSync, realpathSync, statSync } from "node:fs";
 import { serializePermissionProfile, type FileSystemSandboxEntry, type PermissionProfile } from "../../sandbox/permission-profile.ts";
-import { isUnder } from "../../sandbox/policy.ts";
-import { nonInteractiveEnv, planRoom, readableComplement, ROOM_BRIDGE_FD, type RoomNetwork, type RoomPlan, type RoomSpec } from "./plan.ts";
+import type { FilesystemPlan } from "../../sandbox/filesystem-plan.ts";
+import {
+  prepareRoom,
+  readableComplement,
+  ROOM_BRIDGE_FD,
+  type PreparedRoom,
+  type RoomBackend,
+  type RoomPlan,
+  type RoomProxy,
+  type RoomSpec,
+} from "./plan.ts";
 import { seatbeltLaunch } from "../../sandbox/macos/seatbelt.ts";
 import * as libc from "../../../ffi/libc.ts";
 import { bwrapMounts, releaseBwrapPlan, selfHelperCommand } from "../../sandbox/linux/bwrap.ts";
@@ -85,79 +94,14 @@ function firstOnPath(name: string, path: string): string | undefined {
   return undefined;
 }
 
-/** What {@link prepareRoom} found: no room (the host), no room possible, or the room's plan and its reuse key. */
-export type PreparedRoom =
-  { kind: "host"; env: string[] } | { kind: "unavailable"; reason: string } | { kind: "room"; room: RoomPlan; env: string[]; key: string };
-
-/**
- * The first, side-effect-free half of building a room: the program's environment (non-interactive; in a room
- * without network `CODEX_SANDBOX_NETWORK_DISABLED=1`, through the proxy the proxy's variables winning over the
- * request's), whether a room applies, and its plan (`aliases`: the names grants may know `program` by, ./plan.ts
- * `grantNames`). `key` is equal for two programs exactly when their rooms would have the same walls (backend, plan,
- * network, proxy): a kept room (../../sandbox/linux/room-launcher.ts) is reused by key. Under Landlock a room whose writable roots
- * hold a credential store it must not read is unavailable (Landlock cannot hide it). Throws nothing: a failure to
- * plan is a reason.
- */
-export function prepareRoom(
-  spec: RoomSpec,
-  program: string,
-  cwd: string,
-  env: readonly string[],
-  aliases: readonly (string | undefined)[] = [],
-): PreparedRoom {
-  const proxy = spec.proxy;
-  const b = spec.backend;
-  const base = nonInteractiveEnv(env);
-  if (b.kind === "host" || !spec.call.sandboxed)
-    return { kind: "host", env: roomEnv(base, proxy !== undefined ? "proxy" : "host", proxy?.env) };
-  if (b.kind === "unavailable") return { kind: "unavailable", reason: b.reason };
-  if (!spec.call.fullRead)
-    return { kind: "unavailable", reason: "the call's sandbox restricts reads, which an escalation room does not reproduce yet" };
-  let room: RoomPlan;
-  try {
-    room = planRoom(spec, cwd, program, aliases);
-  } catch (e) {
-    return { kind: "unavailable", reason: `cannot plan the escalation room: ${(e as Error).message}` };
-  }
-  if (room.network === "proxy" && b.kind === "bwrap" && room.proxy?.bridgeFd === undefined)
-    return { kind: "unavailable", reason: "network proxy mode: no bridge for a bubblewrap room" };
-  if (b.kind === "landlock") {
-    // Landlock cannot carve a hole in a folder it lets the room read or write: the credential stores are left out
-    // of the room's read rules (./plan.ts `readableComplement`), which cannot work under a writable root.
-    const under = room.hiddenCredentials.find((c) => room.plan.writableRoots.some((w) => isUnder(c, w.root)));
-    if (under !== undefined)
-      return {
-        kind: "unavailable",
-        reason: `the room would write ${under}, a credential store it must not read, and Landlock cannot hide a path inside a writable folder (use the bubblewrap backend, or grant it in [shellmcp.room_readable])`,
-      };
-  }
-  const key = JSON.stringify([b, room.plan, room.network, room.proxy ?? null]);
-  return { kind: "room", room, env: roomEnv(base, room.network, room.proxy?.env, proxy?.env), key };
-}
-
-/**
- * A room program's environment from `env` (already non-interactive) for a room whose network is `network`: the
- * call's "network disabled" marker (Codex's) only when it has none; its proxy's variables `proxyEnv` (winning over
- * the request's) only when it goes through a proxy; the call's proxy variables `callProxyEnv` removed otherwise.
- */
-function roomEnv(
-  env: readonly string[],
-  network: RoomNetwork,
-  proxyEnv: Readonly<Record<string, string>> | undefined,
-  callProxyEnv?: Readonly<Record<string, string>>,
-): string[] {
-  // The call's proxy variables never reach a room that does not go through that proxy.
-  const drop = new Set(["CODEX_SANDBOX_NETWORK_DISABLED", ...Object.keys(proxyEnv ?? {}), ...Object.keys(callProxyEnv ?? {})]);
-  const kept = env.filter((e) => !drop.has(e.slice(0, Math.max(0, e.indexOf("=")))));
-  if (network === "off") return [...kept, "CODEX_SANDBOX_NETWORK_DISABLED=1"];
-  if (network === "proxy" && proxyEnv !== undefined) return [...kept, ...Object.entries(proxyEnv).map(([k, v]) => `${k}=${v}`)];
-  return kept;
-}
+/** A room built for one start: what {@link RoomLaunch} says, less what the plan already knows. */
+export type BuiltRoom = Omit<RoomLaunch, "mustNotAppear" | "room">;
 
 /**
  * The second half: the argv that starts `inner` (an argv, run with `env`) inside the room `room` planned by
- * {@link prepareRoom}, starting in `cwd`. bubblewrap rooms make mount points on the host (given back by
- * `release`). Returns `{ unavailable }` when the mounts cannot be planned.
+ * ./plan.ts `prepareRoom`, starting in `cwd`, on the backend `spec.backend` says (one builder each, below).
+ * bubblewrap rooms make mount points on the host (given back by `release`). Returns `{ unavailable }` when the
+ * mounts cannot be planned, or the backend builds no room.
  */
 export function buildRoom(
   spec: RoomSpec,
@@ -165,104 +109,147 @@ export function buildRoom(
   cwd: string,
   env: string[],
   inner: string[],
-): Omit<RoomLaunch, "mustNotAppear" | "room"> | { unavailable: string } {
+): BuiltRoom | { unavailable: string } {
   const b = spec.backend;
   const proxy = room.network === "proxy" ? room.proxy : undefined;
-  // Proxy mode under bubblewrap: this binary's inner stage builds the bridge's listeners in the room's network
-  // namespace and installs the proxy seccomp filter before it execs the program. A room without network gets the
-  // call's network-off filter from bwrap itself (`--seccomp`, below): no connect or bind of any socket, so no host
-  // pathname Unix socket either.
-  const staged =
-    b.kind === "bwrap" && proxy !== undefined
-      ? [
-          ...selfHelperCommand(),
-          "--apply-seccomp-then-exec",
-          "--sandbox-policy-cwd",
-          cwd,
-          "--sandbox-policy",
-          '{"type":"external-sandbox","network_access":"enabled"}',
-          "--network-proxy-fd",
-          String(ROOM_BRIDGE_FD),
-          "--network-proxy-ports",
-          proxy.ports.join(","),
-          "--",
-          ...inner,
-        ]
-      : inner;
-  if (b.kind === "bwrap") {
-    const created: string[] = [];
-    const tempDirs: string[] = [];
-    let mounts: string[];
-    try {
-      mounts = bwrapMounts(room.plan, created, tempDirs);
-    } catch (e) {
-      releaseBwrapPlan({ argv: [], created, tempDirs, direct: false });
-      return { unavailable: (e as Error).message };
-    }
-    let bpf: number | undefined;
-    try {
-      if (room.network === "off") bpf = bytesPipe(buildFilter("restricted"));
-    } catch (e) {
-      releaseBwrapPlan({ argv: [], created, tempDirs, direct: false });
-      return { unavailable: `cannot prepare the room's seccomp filter: ${(e as Error).message}` };
-    }
-    const fds: [number, number][] = [
-      ...(proxy !== undefined ? [[proxy.bridgeFd!, ROOM_BRIDGE_FD] as [number, number]] : []),
-      ...(bpf !== undefined ? [[bpf, ROOM_SECCOMP_FD] as [number, number]] : []),
-    ];
-    const full = [
-      b.bwrap,
-      "--die-with-parent",
-      ...mounts,
-      "--unshare-user",
-      "--unshare-pid",
-      "--unshare-ipc",
-      ...(room.network !== "host" ? ["--unshare-net"] : []),
-      ...(bpf !== undefined ? ["--seccomp", String(ROOM_SECCOMP_FD)] : []),
-      ...(b.noProc ? [] : ["--proc", "/proc"]),
-      "--cap-drop",
-      "ALL",
-      "--chdir",
-      cwd,
-      "--",
-      ...staged,
-    ];
-    return {
-      path: b.bwrap,
-      argv: full,
-      env,
-      contained: true,
-      release: () => {
-        if (bpf !== undefined) libc.closeQuiet(bpf);
-        releaseBwrapPlan({ argv: [], created, tempDirs, direct: false });
-      },
-      ...(fds.length > 0 ? { extraFds: fds } : {}),
-    };
+  switch (b.kind) {
+    case "bwrap":
+      return bwrapRoom(b, room, cwd, env, proxy === undefined ? inner : proxyStage(cwd, proxy, inner), proxy);
+    case "seatbelt":
+      return seatbeltRoom(b, room, env, inner, proxy);
+    case "landlock":
+      return landlockRoom(b, spec.call, room, cwd, env, inner, proxy);
+    default:
+      return { unavailable: `no room backend (${b.kind})` };
   }
-  if (b.kind === "seatbelt") {
-    // macOS: the plan as a Seatbelt policy (the proxy's loopback ports only, in proxy mode). No pid namespace.
-    const launch = seatbeltLaunch(
-      room.plan,
-      staged,
-      proxy === undefined ? {} : { proxy: { ports: proxy.ports, allowLocalBinding: b.allowLocalBinding } },
-    );
-    const marks = Object.entries(launch.env).map(([k, v]) => `${k}=${v}`);
-    const keys = new Set(Object.keys(launch.env));
-    return {
-      path: launch.argv[0]!,
-      argv: launch.argv,
-      env: [...env.filter((e) => !keys.has(e.slice(0, e.indexOf("=")))), ...marks],
-      contained: false,
-      release: () => {},
-    };
+}
+
+/**
+ * Proxy mode under bubblewrap: this binary's inner stage builds the bridge's listeners in the room's network
+ * namespace and installs the proxy seccomp filter before it execs `inner`. (A room without network gets the call's
+ * network-off filter from bwrap itself, `--seccomp`: no connect or bind of any socket, so no host pathname Unix
+ * socket either.)
+ */
+function proxyStage(cwd: string, proxy: RoomProxy, inner: string[]): string[] {
+  return [
+    ...selfHelperCommand(),
+    "--apply-seccomp-then-exec",
+    "--sandbox-policy-cwd",
+    cwd,
+    "--sandbox-policy",
+    '{"type":"external-sandbox","network_access":"enabled"}',
+    "--network-proxy-fd",
+    String(ROOM_BRIDGE_FD),
+    "--network-proxy-ports",
+    proxy.ports.join(","),
+    "--",
+    ...inner,
+  ];
+}
+
+/**
+ * bubblewrap: the room's mounts (../../sandbox/linux/bwrap.ts `bwrapMounts`), its own user, pid and ipc namespaces,
+ * its own network namespace unless the room's network is the host's, the network-off seccomp filter on fd
+ * {@link ROOM_SECCOMP_FD} when it has none, the proxy bridge on fd {@link ROOM_BRIDGE_FD} in proxy mode.
+ */
+function bwrapRoom(
+  b: Extract<RoomBackend, { kind: "bwrap" }>,
+  room: RoomPlan,
+  cwd: string,
+  env: string[],
+  staged: string[],
+  proxy: RoomProxy | undefined,
+): BuiltRoom | { unavailable: string } {
+  const created: string[] = [];
+  const tempDirs: string[] = [];
+  const giveBack = () => releaseBwrapPlan({ argv: [], created, tempDirs, direct: false });
+  let mounts: string[];
+  try {
+    mounts = bwrapMounts(room.plan, created, tempDirs);
+  } catch (e) {
+    giveBack();
+    return { unavailable: (e as Error).message };
   }
-  if (b.kind !== "landlock") return { unavailable: `no room backend (${b.kind})` };
-  // Landlock: the room's writable roots without carve-outs (Landlock cannot enforce them), minus git dirs the call
-  // itself could not write (their config would become writable).
-  const callRoots = new Set(spec.call.writableRoots.map((w) => w.root));
+  let bpf: number | undefined;
+  try {
+    if (room.network === "off") bpf = bytesPipe(buildFilter("restricted"));
+  } catch (e) {
+    giveBack();
+    return { unavailable: `cannot prepare the room's seccomp filter: ${(e as Error).message}` };
+  }
+  const fds: [number, number][] = [
+    ...(proxy !== undefined ? [[proxy.bridgeFd!, ROOM_BRIDGE_FD] as [number, number]] : []),
+    ...(bpf !== undefined ? [[bpf, ROOM_SECCOMP_FD] as [number, number]] : []),
+  ];
+  const argv = [
+    b.bwrap,
+    "--die-with-parent",
+    ...mounts,
+    "--unshare-user",
+    "--unshare-pid",
+    "--unshare-ipc",
+    ...(room.network !== "host" ? ["--unshare-net"] : []),
+    ...(bpf !== undefined ? ["--seccomp", String(ROOM_SECCOMP_FD)] : []),
+    ...(b.noProc ? [] : ["--proc", "/proc"]),
+    "--cap-drop",
+    "ALL",
+    "--chdir",
+    cwd,
+    "--",
+    ...staged,
+  ];
+  const release = () => {
+    if (bpf !== undefined) libc.closeQuiet(bpf);
+    giveBack();
+  };
+  return { path: b.bwrap, argv, env, contained: true, release, ...(fds.length > 0 ? { extraFds: fds } : {}) };
+}
+
+/**
+ * macOS: the plan as a Seatbelt policy (../../sandbox/macos/seatbelt.ts; the proxy's loopback ports only, in proxy
+ * mode), with Seatbelt's markers in the environment. No pid namespace.
+ */
+function seatbeltRoom(
+  b: Extract<RoomBackend, { kind: "seatbelt" }>,
+  room: RoomPlan,
+  env: string[],
+  inner: string[],
+  proxy: RoomProxy | undefined,
+): BuiltRoom {
+  const launch = seatbeltLaunch(
+    room.plan,
+    inner,
+    proxy === undefined ? {} : { proxy: { ports: proxy.ports, allowLocalBinding: b.allowLocalBinding } },
+  );
+  const marks = Object.entries(launch.env).map(([k, v]) => `${k}=${v}`);
+  const keys = new Set(Object.keys(launch.env));
+  return {
+    path: launch.argv[0]!,
+    argv: launch.argv,
+    env: [...env.filter((e) => !keys.has(e.slice(0, e.indexOf("=")))), ...marks],
+    contained: false,
+    release: () => {},
+  };
+}
+
+/**
+ * Landlock: this binary's sandbox helper with a permission profile of the room's writable roots without carve-outs
+ * (Landlock cannot enforce them), minus git dirs the call itself could not write (their config would become
+ * writable); reads: everything, or, when credential stores must stay hidden, everything else (Landlock cannot deny
+ * a path inside a readable folder: the rules name every folder and file beside the way to each store instead,
+ * ./plan.ts `readableComplement`).
+ */
+function landlockRoom(
+  b: Extract<RoomBackend, { kind: "landlock" }>,
+  call: FilesystemPlan,
+  room: RoomPlan,
+  cwd: string,
+  env: string[],
+  inner: string[],
+  proxy: RoomProxy | undefined,
+): BuiltRoom {
+  const callRoots = new Set(call.writableRoots.map((w) => w.root));
   const gitDirs = new Set(room.repository?.gitDirs ?? []);
-  // Reads: everything, or, when credential stores must stay hidden, everything else (Landlock cannot deny a path
-  // inside a readable folder: the rules name every folder and file beside the way to each store instead).
   const hidden = new Set(room.hiddenCredentials);
   const entries: FileSystemSandboxEntry[] =
     hidden.size === 0
@@ -274,7 +261,7 @@ export function buildRoom(
   }
   for (const d of room.plan.deniedPaths) if (!hidden.has(d)) entries.push({ path: { type: "path", path: d }, access: "deny" });
   const profile: PermissionProfile = { type: "managed", fileSystem: { type: "restricted", entries }, network: room.plan.network };
-  const full = [
+  const argv = [
     ...b.helper,
     "--sandbox-policy-cwd",
     cwd,
@@ -284,9 +271,9 @@ export function buildRoom(
     "landlock",
     ...(proxy !== undefined ? ["--network-proxy-ports", proxy.ports.join(",")] : []),
     "--",
-    ...staged,
+    ...inner,
   ];
-  return { path: full[0]!, argv: full, env, contained: false, release: () => {} };
+  return { path: argv[0]!, argv, env, contained: false, release: () => {} };
 }
 
 /**

@@ -389,57 +389,69 @@ export function roomNetwork(
   return { network: spec.call.network === "enabled" ? "host" : "off" };
 }
 
+/** Writable roots being planned: root → its read-only subpaths, in the order roots were first added. */
+type RootPlan = Map<string, Set<string>>;
+
+/** Add `root` (and more read-only subpaths of it) to `roots`. */
+function addRoot(roots: RootPlan, root: string, readOnly: readonly string[]): void {
+  const set = roots.get(root) ?? new Set<string>();
+  for (const r of readOnly) set.add(r);
+  roots.set(root, set);
+}
+
 /**
- * Plan the room for `program` (canonical path; `aliases`: see {@link grantNames}) started in `cwd` under the
- * call's sandbox `spec.call`. The plan is
- * strict (a backend that cannot keep a read-only path read-only must say so); its network is the room's
- * ({@link roomNetwork}); the credential stores of HOME are denied unless granted to the program.
+ * Add what a room writes of `repo` to `roots`: its work tree (unless it is HOME or one of its ancestors, a dotfiles
+ * repository: HOME's dotfiles stay read-only) with its protected names and `.git` pointer file read-only; each git
+ * dir with its control paths read-only; for `git`, the git dirs of its local remotes too. Returns the git dirs
+ * released (carve-outs of the call that the room writes) and the control files that must not appear.
  */
-export function planRoom(spec: RoomSpec, cwd: string, program: string, aliases: readonly (string | undefined)[] = []): RoomPlan {
-  const call = spec.call;
-  const names = grantNames(program, aliases);
-  const roots = new Map<string, Set<string>>();
-  const add = (root: string, readOnly: readonly string[]) => {
-    const set = roots.get(root) ?? new Set<string>();
-    for (const r of readOnly) set.add(r);
-    roots.set(root, set);
-  };
-  const repo = findRepository(cwd);
-  const released = new Set<string>(); // carve-outs of the call that the room writes (the repository's git dir)
+function addRepository(roots: RootPlan, repo: Repository, isGit: boolean): { released: Set<string>; mustNotAppear: string[] } {
+  const released = new Set<string>();
   const mustNotAppear: string[] = [];
-  if (repo !== undefined) {
-    const home = canonicalPath(homedir());
-    // The work tree is the project, unless it is HOME itself or one of its ancestors (a dotfiles repository):
-    // HOME's dotfiles stay read-only.
-    if (!isUnder(home, repo.workTree)) {
-      const own = PROTECTED_NAMES.filter((n) => n !== ".git").map((n) => join(repo.workTree, n));
-      const dotGit = join(repo.workTree, ".git");
-      if (lstatSync(dotGit).isFile()) own.push(dotGit); // the pointer decides where the git dir is
-      add(repo.workTree, own);
-    }
-    for (const g of repo.gitDirs) {
-      const c = gitControlPaths(g);
-      add(g, c.readOnly);
-      mustNotAppear.push(...c.mustNotAppear);
-      released.add(g);
-    }
+  if (!isUnder(canonicalPath(homedir()), repo.workTree)) {
+    const own = PROTECTED_NAMES.filter((n) => n !== ".git").map((n) => join(repo.workTree, n));
+    const dotGit = join(repo.workTree, ".git");
+    if (lstatSync(dotGit).isFile()) own.push(dotGit); // the pointer decides where the git dir is
+    addRoot(roots, repo.workTree, own);
+  }
+  const addGitDir = (g: string) => {
+    const c = gitControlPaths(g);
+    addRoot(roots, g, c.readOnly);
+    mustNotAppear.push(...c.mustNotAppear);
+  };
+  for (const g of repo.gitDirs) {
+    addGitDir(g);
+    released.add(g);
   }
   // git pushing to a remote that is a path on this machine writes that repository: the remotes named in the
   // repository's config (which the call's sandbox cannot write, or git would not be escalated), never a path the
   // command gives itself.
-  if (repo !== undefined && basename(program) === "git") {
-    for (const g of localRemotes(repo)) {
-      const c = gitControlPaths(g);
-      add(g, c.readOnly);
-      mustNotAppear.push(...c.mustNotAppear);
-    }
-  }
+  if (isGit) for (const g of localRemotes(repo)) addGitDir(g);
+  return { released, mustNotAppear };
+}
+
+/**
+ * Plan the room for `program` (canonical path; `aliases`: see {@link grantNames}) started in `cwd` under the
+ * call's sandbox `spec.call`: the repository's roots ({@link addRepository}), then the call's writable roots
+ * (less the carve-outs of git dirs the room writes), then the program's `[shellmcp.room_writable]` grant. The plan
+ * is strict (a backend that cannot keep a read-only path read-only must say so); its network is the room's
+ * ({@link roomNetwork}); the credential stores of HOME are denied unless granted to the program. Throws when the
+ * repository's layout cannot be trusted ({@link findRepository}) or a domain grant has no proxy.
+ */
+export function planRoom(spec: RoomSpec, cwd: string, program: string, aliases: readonly (string | undefined)[] = []): RoomPlan {
+  const call = spec.call;
+  const names = grantNames(program, aliases);
+  const roots: RootPlan = new Map();
+  const repo = findRepository(cwd);
+  const { released, mustNotAppear } =
+    repo === undefined ? { released: new Set<string>(), mustNotAppear: [] } : addRepository(roots, repo, basename(program) === "git");
   for (const w of call.writableRoots)
-    add(
+    addRoot(
+      roots,
       w.root,
       w.readOnlySubpaths.filter((p) => !released.has(canonicalPath(p))),
     );
-  for (const p of grantFor(spec.extraWritable, names) ?? []) if (isAbsolute(p) && existsSync(p)) add(canonicalPath(p), []);
+  for (const p of grantFor(spec.extraWritable, names) ?? []) if (isAbsolute(p) && existsSync(p)) addRoot(roots, canonicalPath(p), []);
   const writableRoots: WritableRoot[] = [...roots].map(([root, ro]) => ({ root, readOnlySubpaths: [...ro] }));
   const { network, proxy } = roomNetwork(spec, program, aliases);
   const hiddenCredentials = credentialStores(canonicalPath(homedir()), grantFor(spec.readableGrants, names) ?? []).filter(
@@ -478,4 +490,72 @@ export function localRemotes(repo: Repository): string[] {
     }
   }
   return [...out];
+}
+
+/** What {@link prepareRoom} found: no room (the host), no room possible, or the room's plan and its reuse key. */
+export type PreparedRoom =
+  { kind: "host"; env: string[] } | { kind: "unavailable"; reason: string } | { kind: "room"; room: RoomPlan; env: string[]; key: string };
+
+/**
+ * The first, side-effect-free half of building a room: the program's environment (non-interactive; in a room
+ * without network `CODEX_SANDBOX_NETWORK_DISABLED=1`, through the proxy the proxy's variables winning over the
+ * request's), whether a room applies, and its plan (`aliases`: the names grants may know `program` by, {@link grantNames}). `key` is equal for two programs exactly when their rooms would have the same walls (backend, plan,
+ * network, proxy): a kept room (../../sandbox/linux/room-launcher.ts) is reused by key. Under Landlock a room whose writable roots
+ * hold a credential store it must not read is unavailable (Landlock cannot hide it). Throws nothing: a failure to
+ * plan is a reason.
+ */
+export function prepareRoom(
+  spec: RoomSpec,
+  program: string,
+  cwd: string,
+  env: readonly string[],
+  aliases: readonly (string | undefined)[] = [],
+): PreparedRoom {
+  const proxy = spec.proxy;
+  const b = spec.backend;
+  const base = nonInteractiveEnv(env);
+  if (b.kind === "host" || !spec.call.sandboxed)
+    return { kind: "host", env: roomEnv(base, proxy !== undefined ? "proxy" : "host", proxy?.env) };
+  if (b.kind === "unavailable") return { kind: "unavailable", reason: b.reason };
+  if (!spec.call.fullRead)
+    return { kind: "unavailable", reason: "the call's sandbox restricts reads, which an escalation room does not reproduce yet" };
+  let room: RoomPlan;
+  try {
+    room = planRoom(spec, cwd, program, aliases);
+  } catch (e) {
+    return { kind: "unavailable", reason: `cannot plan the escalation room: ${(e as Error).message}` };
+  }
+  if (room.network === "proxy" && b.kind === "bwrap" && room.proxy?.bridgeFd === undefined)
+    return { kind: "unavailable", reason: "network proxy mode: no bridge for a bubblewrap room" };
+  if (b.kind === "landlock") {
+    // Landlock cannot carve a hole in a folder it lets the room read or write: the credential stores are left out
+    // of the room's read rules ({@link readableComplement}), which cannot work under a writable root.
+    const under = room.hiddenCredentials.find((c) => room.plan.writableRoots.some((w) => isUnder(c, w.root)));
+    if (under !== undefined)
+      return {
+        kind: "unavailable",
+        reason: `the room would write ${under}, a credential store it must not read, and Landlock cannot hide a path inside a writable folder (use the bubblewrap backend, or grant it in [shellmcp.room_readable])`,
+      };
+  }
+  const key = JSON.stringify([b, room.plan, room.network, room.proxy ?? null]);
+  return { kind: "room", room, env: roomEnv(base, room.network, room.proxy?.env, proxy?.env), key };
+}
+
+/**
+ * A room program's environment from `env` (already non-interactive) for a room whose network is `network`: the
+ * call's "network disabled" marker (Codex's) only when it has none; its proxy's variables `proxyEnv` (winning over
+ * the request's) only when it goes through a proxy; the call's proxy variables `callProxyEnv` removed otherwise.
+ */
+function roomEnv(
+  env: readonly string[],
+  network: RoomNetwork,
+  proxyEnv: Readonly<Record<string, string>> | undefined,
+  callProxyEnv?: Readonly<Record<string, string>>,
+): string[] {
+  // The call's proxy variables never reach a room that does not go through that proxy.
+  const drop = new Set(["CODEX_SANDBOX_NETWORK_DISABLED", ...Object.keys(proxyEnv ?? {}), ...Object.keys(callProxyEnv ?? {})]);
+  const kept = env.filter((e) => !drop.has(e.slice(0, Math.max(0, e.indexOf("=")))));
+  if (network === "off") return [...kept, "CODEX_SANDBOX_NETWORK_DISABLED=1"];
+  if (network === "proxy" && proxyEnv !== undefined) return [...kept, ...Object.entries(proxyEnv).map(([k, v]) => `${k}=${v}`)];
+  return kept;
 }

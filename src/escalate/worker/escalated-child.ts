@@ -9,7 +9,7 @@ import { existsSync, readdirSync, readFileSync } from "node:fs";
 import * as libc from "../../../ffi/libc.ts";
 import { ShellmcpError } from "../../errors.ts";
 import { failIfInjected } from "../../fault-injection.ts";
-import type { EscalateSpawn } from "./messages.ts";
+import type { EscalateSpawn } from "../rooms/keep.ts";
 import { isSelfExe } from "../../self.ts";
 import { GUARD_END_SIGNAL, guardedArgv, lifelineReadFd, selfExecFd } from "../../shell/lifeline.ts";
 

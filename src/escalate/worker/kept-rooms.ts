@@ -24,7 +24,8 @@ import {
   type LauncherRecord,
 } from "../../sandbox/linux/room-launcher.ts";
 import { reapExitCode, roomProgramFds, spawnEscalated, superviseChild } from "./escalated-child.ts";
-import type { RoomStart, WorkerEvent } from "./messages.ts";
+import type { RoomStart } from "../rooms/keep.ts";
+import type { WorkerEvent } from "./messages.ts";
 
 const SEND_FLAGS = libc.SOCK.MSG_DONTWAIT | libc.SOCK.MSG_NOSIGNAL;
 

@@ -4,48 +4,7 @@
  * its sessions (docs: "escalation server bounds"). Types and constants only: importing it starts nothing.
  */
 import type { EscalateAction, EscalateRequest } from "../protocol/wire.ts";
-
-/**
- * How main asks for an escalated program to be started: `path` exec'd with `argv` (argv[0] included), `env`
- * (KEY=VALUE) and `cwd`.
- * - `setsid`: a new session without a controlling terminal (the escalation room); else a new process group.
- * - `contained`: the program runs in a pid namespace of its own (a bwrap room): it is moved into the call's cgroup
- *   after it starts, with no trampoline (nothing it starts can escape the namespace meanwhile).
- * - `noTerminals`: received fds 0–2 that are terminals are not passed: stdin becomes /dev/null, stdout/stderr the
- *   call's output pipe (the listener's `outputFd`), or /dev/null once that is released.
- */
-export interface EscalateSpawn {
-  path: string;
-  argv: string[];
-  env: string[];
-  cwd: string;
-  setsid?: boolean;
-  contained?: boolean;
-  noTerminals?: boolean;
-  /**
-   * More fds for the child, `[fd in this process, fd number in the child]`: the call's network proxy bridge for a
-   * room in proxy mode (src/network/bridge.ts). The source fds belong to the call and stay open here.
-   */
-  extraFds?: [number, number][];
-  /**
-   * Run the program in kept room `rid` of its listener (./kept-rooms.ts) instead of starting `path`
-   * itself: `path`, `argv`, `env` and `cwd` are then the program's, exec'd by the room's launcher. `start` comes with
-   * the first decision that names the room, which opens it.
-   */
-  room?: { rid: number; start?: RoomStart };
-}
-
-/** How to start a kept room: `path` (bwrap, or the sandbox helper) with `argv` ending in the room launcher. */
-export interface RoomStart {
-  path: string;
-  argv: string[];
-  env: string[];
-  cwd: string;
-  /** A pid namespace of its own (bubblewrap): moved into the call's cgroup once started. */
-  contained: boolean;
-  /** More fds for the room (`[fd here, fd in the room]`): the proxy bridge. */
-  extraFds?: [number, number][];
-}
+import type { EscalateSpawn } from "../rooms/keep.ts";
 
 /**
  * Commands main sends to the worker. `cgroupProcs`: the call's `cgroup.procs` file, for escalated children;

@@ -26,9 +26,9 @@ import {
   MAX_SESSIONS_PER_LISTENER,
   RECV_CHUNK,
   SESSION_IO_TIMEOUT_MS,
-  type EscalateSpawn,
   type WorkerEvent,
 } from "./messages.ts";
+import type { EscalateSpawn } from "../rooms/keep.ts";
 
 const { MSG_DONTWAIT } = libc.SOCK;
 const SEND_FLAGS = MSG_DONTWAIT | libc.SOCK.MSG_NOSIGNAL;
