@@ -3,7 +3,9 @@
  * each other in one direction only, the one docs/architecture.md ("Layering") draws. Every import of a module in
  * another unit must point to a lower layer; the imports that do not yet are listed in {@link EXCEPTIONS}, each with
  * the reason and the refactor that removes it, so that a new one fails here. A listed exception that no longer
- * occurs fails too (strike it from the list). The folder graph, exceptions left out, must have no cycle.
+ * occurs fails too (strike it from the list). The folder graph, exceptions left out, must have no cycle. The
+ * layers themselves are the documented ones: {@link LAYERS} must equal the table in docs/architecture.md,
+ * "Layering" (a layer added, moved or renamed in one place only fails).
  *
  * Pure: reads the source files as text, runs nothing.
  */
@@ -180,6 +182,20 @@ function unitCycle(edges: readonly Edge[]): string[] | undefined {
 
 const isException = (e: Edge) => EXCEPTIONS.some((x) => x.from === e.from && x.to === e.to);
 
+/**
+ * The layers docs/architecture.md's "Layering" table draws, top to bottom: each row's first cell names units in
+ * backticks (a trailing `/` marks a folder); units separated by ", then " are successive layers, by ", " one layer.
+ */
+function documentedLayers(markdown: string): string[][] {
+  const rows = markdown.slice(markdown.indexOf("| layer (top to bottom)")).split("\n").slice(2);
+  const out: string[][] = [];
+  for (const row of rows) {
+    if (!row.startsWith("|")) break;
+    for (const part of row.split("|")[1]!.split(", then ")) out.push([...part.matchAll(/`([^`]+)`/g)].map((m) => m[1]!.replace(/\/$/, "")));
+  }
+  return out;
+}
+
 /** The repository's modules: src/, ffi/, scripts/*.ts and build.ts, path → source. */
 function repositoryModules(): Map<string, string> {
   const files = new Map<string, string>();
@@ -205,6 +221,11 @@ describe('layering (docs/architecture.md, "Layering")', () => {
     expect(bad).toEqual([]);
   });
 
+  test("the contract is the one docs/architecture.md documents: its Layering table lists these layers, in this order", () => {
+    const doc = documentedLayers(readFileSync(join(ROOT, "docs", "architecture.md"), "utf8"));
+    expect(doc).toEqual(LAYERS.map((l) => [...l]));
+  });
+
   test("every listed exception still occurs (strike the ones a refactor removed)", () => {
     const stale = EXCEPTIONS.filter((x) => !againstDirection(edges, LAYERS).some((e) => e.from === x.from && e.to === x.to));
     expect(stale.map((x) => `${x.from} → ${x.to}`)).toEqual([]);
@@ -223,6 +244,19 @@ describe('layering (docs/architecture.md, "Layering")', () => {
       { from: "src/config/planted.ts", to: "src/mcp/server.ts", fromUnit: "src/config", toUnit: "src/mcp" },
     ]);
     expect(unitCycle(e.filter((x) => !isException(x)))).toBeDefined();
+  });
+
+  test("the escalation folders are checked against each other: the wire below the rooms, decision and worker apart", () => {
+    const planted = new Map(files);
+    planted.set("src/escalate/protocol/planted.ts", 'import type { EscalateSpawn } from "../rooms/keep.ts";\n');
+    planted.set("src/escalate/rooms/planted.ts", 'import { checkEscalation } from "../decision/boundary.ts";\n');
+    planted.set("src/escalate/decision/planted.ts", 'import { SessionTable } from "../worker/sessions.ts";\n');
+    const bad = againstDirection(crossUnitEdges(planted, LAYERS), LAYERS).filter((x) => !isException(x));
+    expect(bad.map((x) => `${x.fromUnit} → ${x.toUnit}`).sort()).toEqual([
+      "src/escalate/decision → src/escalate/worker",
+      "src/escalate/protocol → src/escalate/rooms",
+      "src/escalate/rooms → src/escalate/decision",
+    ]);
   });
 
   test("importsOf reads static, re-export, side-effect and dynamic imports, and skips comments", () => {
