@@ -299,7 +299,30 @@ function lookPath(name: string, path: string): string | undefined {
 
 /** Why an escalated `git` could run something the sandbox wrote, or undefined when it cannot. */
 function gitWritable(w: WritableView, argv: readonly string[], workdir: string, env: Record<string, string>): string | undefined {
-  // Global options before the subcommand that change where git looks.
+  const opts = gitOptions(w, argv, workdir);
+  if (typeof opts === "string") return opts;
+  const { cwd } = opts;
+  const repo = opts.gitDir === undefined ? discoverGit(w, cwd) : { gitDir: opts.gitDir, dirs: [] };
+  if (typeof repo === "string") return repo;
+  const configs: string[] = [];
+  if (repo.gitDir !== undefined) {
+    const why = gitDirsWritable(w, repo.gitDir, repo.dirs, repo.workTree, configs);
+    if (why !== undefined) return why;
+  }
+  configs.push(...userGitConfigs(env));
+  return configsWritable(w, configs, env.HOME, cwd);
+}
+
+/** `why` as the boundary's reason when the sandbox of `w` can write `p`: git's `what` there. */
+function writableBy(w: WritableView, what: string, p: string): string | undefined {
+  return canWrite(w, p) ? `git's ${what} ${p} can be written by the sandboxed command` : undefined;
+}
+
+/**
+ * git's global options before the subcommand that change where it looks: `-C` (the folder git starts in, from
+ * `workdir`), `--git-dir`; a sandbox-writable `--exec-path` is the reason returned.
+ */
+function gitOptions(w: WritableView, argv: readonly string[], workdir: string): { cwd: string; gitDir?: string } | string {
   let cwd = workdir;
   let gitDir: string | undefined;
   for (let i = 1; i < argv.length; i++) {
@@ -323,69 +346,79 @@ function gitWritable(w: WritableView, argv: readonly string[], workdir: string, 
     }
     if (!a.startsWith("-")) break;
   }
-  const writable = (what: string, p: string) => (canWrite(w, p) ? `git's ${what} ${p} can be written by the sandboxed command` : undefined);
+  return gitDir === undefined ? { cwd } : { cwd, gitDir };
+}
 
-  let workTree: string | undefined;
-  let dirs: string[] = [];
-  if (gitDir === undefined) {
-    // Discovery, as git does it: the nearest folder with a .git (or that is a bare repository). Any folder on
-    // the way where the sandbox could create a .git would win over the real one. Pointer files (a `.git` file,
-    // `commondir`) are trusted only in git's own shape (../../sandbox/git-layout.ts): a forged one fails closed.
-    for (let d = canonicalPath(cwd); ; d = dirname(d)) {
-      const dotGit = join(d, ".git");
-      if (existsSync(dotGit)) {
-        const why = writable("repository", dotGit);
-        if (why !== undefined) return why;
-        // A `.git` symlink whose entry the sandbox can replace is a pointer the sandbox chose (hole 2 of the review).
-        const found = discoverRepository(d, 0, (link) => !linkReplaceable(w, link));
-        if (found.kind === "untrusted") return `git's repository layout cannot be trusted: ${found.reason}`;
-        if (found.kind === "repository") {
-          workTree = found.repository.workTree;
-          gitDir = found.repository.gitDirs[0];
-          dirs = found.repository.gitDirs;
-        }
-        break;
-      }
-      if (canWrite(w, dotGit)) return `the sandboxed command can create a repository at ${dotGit}, which git would use`;
-      if (existsSync(join(d, "HEAD")) && existsSync(join(d, "objects")) && existsSync(join(d, "refs"))) {
-        gitDir = d;
-        break;
-      }
-      if (dirname(d) === d) break;
+/**
+ * Discovery, as git does it from `cwd`: the nearest folder with a .git (or that is a bare repository). Any folder on
+ * the way where the sandbox could create a .git would win over the real one (the reason returned). Pointer files (a
+ * `.git` file, `commondir`) are trusted only in git's own shape (../../sandbox/git-layout.ts): a forged one fails
+ * closed. `dirs`: the repository's git dirs when discovery found them (empty for a bare repository).
+ */
+function discoverGit(w: WritableView, cwd: string): { workTree?: string; gitDir?: string; dirs: string[] } | string {
+  for (let d = canonicalPath(cwd); ; d = dirname(d)) {
+    const dotGit = join(d, ".git");
+    if (existsSync(dotGit)) {
+      const why = writableBy(w, "repository", dotGit);
+      if (why !== undefined) return why;
+      // A `.git` symlink whose entry the sandbox can replace is a pointer the sandbox chose (hole 2 of the review).
+      const found = discoverRepository(d, 0, (link) => !linkReplaceable(w, link));
+      if (found.kind === "untrusted") return `git's repository layout cannot be trusted: ${found.reason}`;
+      if (found.kind === "repository")
+        return { workTree: found.repository.workTree, gitDir: found.repository.gitDirs[0], dirs: found.repository.gitDirs };
+      return { dirs: [] };
     }
+    if (canWrite(w, dotGit)) return `the sandboxed command can create a repository at ${dotGit}, which git would use`;
+    if (existsSync(join(d, "HEAD")) && existsSync(join(d, "objects")) && existsSync(join(d, "refs"))) return { gitDir: d, dirs: [] };
+    if (dirname(d) === d) return { dirs: [] };
   }
+}
 
+/**
+ * Why git dir `gitDir` (its git dirs `dirs`: empty for `--git-dir` or a bare repository, whose `commondir` is then
+ * followed), its hooks, its configs, or a submodule's `.git` in `workTree`, can be written by the sandbox; the git
+ * dirs' config files are appended to `configs`.
+ */
+function gitDirsWritable(
+  w: WritableView,
+  gitDir: string,
+  dirs: string[],
+  workTree: string | undefined,
+  configs: string[],
+): string | undefined {
+  if (dirs.length === 0) {
+    // --git-dir, or a bare repository: its commondir too (a linked worktree of a bare repository).
+    const common = trustedCommonDir(canonicalPath(gitDir));
+    if (typeof common === "object") return `git's repository layout cannot be trusted: ${common.untrusted}`;
+    dirs = common === undefined ? [gitDir] : [gitDir, common];
+  }
+  for (const d of dirs) {
+    for (const [what, p] of [
+      ["git dir", d],
+      ["hooks", join(d, "hooks")],
+      ["config", join(d, "config")],
+      ["config", join(d, "config.worktree")],
+    ] as const) {
+      const why = writableBy(w, what, p);
+      if (why !== undefined) return why;
+    }
+    configs.push(join(d, "config"), join(d, "config.worktree"));
+  }
+  // Submodules: git recurses into them (status, diff, fetch…) and runs *their* config and hooks. A submodule's
+  // .git lives in the work tree, where the sandbox may create or replace it.
+  if (workTree === undefined) return undefined;
+  const subs = submodulePaths(gitDir, workTree);
+  if (typeof subs === "string") return subs;
+  for (const sub of subs) {
+    const why = writableBy(w, "submodule repository", join(workTree, sub, ".git"));
+    if (why !== undefined) return why;
+  }
+  return undefined;
+}
+
+/** The system and global config files git reads under `env` (`GIT_CONFIG_NOSYSTEM`, `…_SYSTEM`, `…_GLOBAL`, HOME, XDG). */
+function userGitConfigs(env: Record<string, string>): string[] {
   const configs: string[] = [];
-  if (gitDir !== undefined) {
-    if (dirs.length === 0) {
-      // --git-dir, or a bare repository: its commondir too (a linked worktree of a bare repository).
-      const common = trustedCommonDir(canonicalPath(gitDir));
-      if (typeof common === "object") return `git's repository layout cannot be trusted: ${common.untrusted}`;
-      dirs = common === undefined ? [gitDir] : [gitDir, common];
-    }
-    for (const d of dirs) {
-      for (const [what, p] of [
-        ["git dir", d],
-        ["hooks", join(d, "hooks")],
-        ["config", join(d, "config")],
-        ["config", join(d, "config.worktree")],
-      ] as const) {
-        const why = writable(what, p);
-        if (why !== undefined) return why;
-      }
-      configs.push(join(d, "config"), join(d, "config.worktree"));
-    }
-    // Submodules: git recurses into them (status, diff, fetch…) and runs *their* config and hooks. A submodule's
-    // .git lives in the work tree, where the sandbox may create or replace it.
-    if (workTree !== undefined) {
-      const subs = submodulePaths(gitDir, workTree);
-      if (typeof subs === "string") return subs;
-      for (const sub of subs) {
-        const why = writable("submodule repository", join(workTree, sub, ".git"));
-        if (why !== undefined) return why;
-      }
-    }
-  }
   const home = env.HOME;
   if (env.GIT_CONFIG_NOSYSTEM === undefined) configs.push(env.GIT_CONFIG_SYSTEM ?? "/etc/gitconfig");
   if (env.GIT_CONFIG_GLOBAL !== undefined) configs.push(env.GIT_CONFIG_GLOBAL);
@@ -395,14 +428,23 @@ function gitWritable(w: WritableView, argv: readonly string[], workdir: string, 
       join(env.XDG_CONFIG_HOME && isAbsolute(env.XDG_CONFIG_HOME) ? env.XDG_CONFIG_HOME : join(home, ".config"), "git", "config"),
     );
   }
-  // Config files, and the files and hook folders they name (one level of includes).
+  return configs;
+}
+
+/**
+ * Why one of `configs`, or a file or hook folder they name (`include.path`, `core.hooksPath`, `core.fsmonitor`; two
+ * levels of includes), can be written by the sandbox, or cannot be read; relative names resolve against the config's
+ * folder and against `cwd`, `~/` against `home`.
+ */
+function configsWritable(w: WritableView, configs: readonly string[], home: string | undefined, cwd: string): string | undefined {
+  // Config files, and the files and hook folders they name.
   const seen = new Set<string>();
   const queue = configs.map((c) => ({ file: c, depth: 0 }));
   while (queue.length > 0) {
     const { file, depth } = queue.shift()!;
     if (seen.has(file)) continue;
     seen.add(file);
-    const why = writable("config file", file);
+    const why = writableBy(w, "config file", file);
     if (why !== undefined) return why;
     const r = readUntrustedText(file, { follow: true });
     if (!r.ok) {
@@ -415,7 +457,8 @@ function gitWritable(w: WritableView, argv: readonly string[], workdir: string, 
       if (v.startsWith("~/") && home !== undefined) v = join(home, v.slice(2));
       const targets = isAbsolute(v) ? [v] : [resolve(dirname(file), v), resolve(cwd, v)];
       for (const t of targets) {
-        const why2 = writable(
+        const why2 = writableBy(
+          w,
           m[1]!.toLowerCase() === "path" ? "included config" : m[1]!.toLowerCase() === "hookspath" ? "core.hooksPath" : "core.fsmonitor",
           t,
         );
