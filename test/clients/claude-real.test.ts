@@ -9,7 +9,7 @@
  * the model received as the tool results, and on the files and processes on the machine.
  */
 import { afterAll, describe, expect, test } from "bun:test";
-import { existsSync } from "node:fs";
+import { existsSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { ensureBinary, ROOT } from "../helpers/binary.ts";
 import { MessagesMock, offersTool, text, toolResults, toolUse, type Script } from "../helpers/messages-mock.ts";
@@ -115,6 +115,28 @@ describe.skipIf(skip)("real Claude Code (claude -p) against shellmcp serve", () 
     expect(o.results[0]).toContain("Claude requested permissions to use mcp__shell__shell, but you haven't granted it yet.");
     expect(o.results[0]).not.toContain("MADE");
     expect(existsSync(join(p.proj, "made"))).toBe(false);
+  }, 120_000);
+
+  test("a project .mcp.json is used by print mode as well (not left pending approval), with --allowedTools", async () => {
+    const p = place("claude");
+    writeFileSync(
+      join(p.proj, ".mcp.json"),
+      JSON.stringify({ mcpServers: { shell: { command: ensureBinary(), args: ["serve", "--sandbox", "workspace-write"] } } }),
+    );
+    const mock = new MessagesMock(
+      script(calls({ tool: "shell", args: { command: "touch made && echo MADE", workdir: p.proj, login: false } })),
+    );
+    mocks.push(mock);
+    const r = await runClient([CLAUDE, "-p", "run the planned commands", "--allowedTools", "mcp__shell"], {
+      cwd: p.proj,
+      env: env(p, mock),
+    });
+    mock.stop();
+    expect(r.exitCode).toBe(0);
+    const last = [...toolResults(mock.requests.at(-1)!)].filter(([id]) => id !== SEARCH_ID);
+    expect(last.length).toBe(1);
+    expect(last[0]![1].text).toContain("MADE");
+    expect(existsSync(join(p.proj, "made"))).toBe(true);
   }, 120_000);
 
   test("a shell call: workspace-write writes the project, not outside it nor .git", async () => {

@@ -98,7 +98,7 @@ function env(p: Place, mock?: GeminiMock): Record<string, string> {
  * (with `prefix` in front of the server: the network scenario's outer bubblewrap), then `gemini -p --skip-trust`
  * in the project, the model following `plan`.
  */
-async function run(p: Place, plan: Plan, o: { prefix?: string[]; trust?: boolean } = {}): Promise<Outcome> {
+async function run(p: Place, plan: Plan, o: { prefix?: string[]; trust?: boolean; skipTrust?: boolean } = {}): Promise<Outcome> {
   const server = [...(o.prefix ?? []), ensureBinary()];
   const add = await runClient(
     [
@@ -126,10 +126,14 @@ async function run(p: Place, plan: Plan, o: { prefix?: string[]; trust?: boolean
   writeFileSync(settingsPath, JSON.stringify({ ...settings, security: { auth: { selectedType: "gemini-api-key" } } }, null, 2));
   const mock = new GeminiMock(script(plan));
   mocks.push(mock);
-  const r = await runClient([NODE!, GEMINI, "-p", "run the planned commands", "--skip-trust"], { cwd: p.proj, env: env(p, mock) });
+  const r = await runClient([NODE!, GEMINI, "-p", "run the planned commands", ...(o.skipTrust === false ? [] : ["--skip-trust"])], {
+    cwd: p.proj,
+    env: env(p, mock),
+  });
   mock.stop();
   const results = shellResults(mock.requests.at(-1));
-  if (results.length === 0 && o.trust !== false) console.warn(`gemini -p (${r.exitCode}):\n${r.stdout}\n${r.stderr.slice(-3000)}`);
+  if (results.length === 0 && o.trust !== false && o.skipTrust !== false)
+    console.warn(`gemini -p (${r.exitCode}):\n${r.stdout}\n${r.stderr.slice(-3000)}`);
   return { ...r, results, mock };
 }
 
@@ -146,6 +150,17 @@ describe.skipIf(skip)("real Gemini CLI (gemini -p) against shellmcp serve", () =
     expect(main.length).toBeGreaterThan(0);
     for (const r of o.mock.requests) expect(declaresFunction(r, "mcp_shell_shell")).toBe(false);
     expect(o.results).toEqual([]);
+    expect(existsSync(join(p.proj, "made"))).toBe(false);
+  }, 120_000);
+
+  test("headless Gemini in a folder it does not trust stops before the model is asked", async () => {
+    const p = place("gemini");
+    const o = await run(p, calls({ tool: "shell", args: { command: "touch made", workdir: p.proj, login: false } }), {
+      skipTrust: false,
+    });
+    expect(o.exitCode).toBe(55);
+    expect(o.stderr).toContain("Gemini CLI is not running in a trusted directory");
+    expect(o.mock.requests).toEqual([]);
     expect(existsSync(join(p.proj, "made"))).toBe(false);
   }, 120_000);
 
