@@ -9,7 +9,7 @@
  * the model received as the tool results, and on the files and processes on the machine.
  */
 import { afterAll, describe, expect, test } from "bun:test";
-import { existsSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { ensureBinary, ROOT } from "../helpers/binary.ts";
 import { MessagesMock, offersTool, text, toolResults, toolUse, type Script } from "../helpers/messages-mock.ts";
@@ -115,6 +115,17 @@ describe.skipIf(skip)("real Claude Code (claude -p) against shellmcp serve", () 
     expect(o.results[0]).toContain("Claude requested permissions to use mcp__shell__shell, but you haven't granted it yet.");
     expect(o.results[0]).not.toContain("MADE");
     expect(existsSync(join(p.proj, "made"))).toBe(false);
+  }, 120_000);
+
+  test("a permissions.allow entry in ~/.claude/settings.json allows the tools as --allowedTools does", async () => {
+    const p = place("claude");
+    mkdirSync(join(p.home, ".claude"), { recursive: true });
+    writeFileSync(join(p.home, ".claude", "settings.json"), JSON.stringify({ permissions: { allow: ["mcp__shell"] } }));
+    const o = await run(p, calls({ tool: "shell", args: { command: "touch made && echo MADE", workdir: p.proj, login: false } }), {
+      allowed: [],
+    });
+    expect(o.results[0]).toContain("MADE");
+    expect(existsSync(join(p.proj, "made"))).toBe(true);
   }, 120_000);
 
   test("a project .mcp.json is used by print mode as well (not left pending approval), with --allowedTools", async () => {
