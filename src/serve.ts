@@ -60,6 +60,7 @@ export async function serveMain(o: ServeOptions): Promise<number> {
     version: VERSION,
     instructions: INSTRUCTIONS,
     tools: [shellTool(setup.defaultTimeoutMs), EXEC_COMMAND_TOOL, WRITE_STDIN_TOOL, LIST_SESSIONS_TOOL],
+    parkedTimeoutMs: approvalTimeoutMs(),
     onSandboxState: (params) => {
       state = parseSandboxState(params); // applies to the next call; running calls keep their snapshot
       log.info("sandbox state", { policy: state.policy.type, profile: state.profile?.type, cwd: state.sandboxCwd });
@@ -76,6 +77,19 @@ export async function serveMain(o: ServeOptions): Promise<number> {
   // 5. The client is gone: nothing this server started outlives it.
   await rt.shutdown();
   return 0;
+}
+
+/**
+ * How long an exec parked for a human's approval in the modern MCP era waits for the client's answer, ms:
+ * `SHELLMCP_APPROVAL_TIMEOUT_MS` (a positive integer), else the default of ./mcp/modern.ts (docs/mcp-eras.md).
+ */
+function approvalTimeoutMs(): number | undefined {
+  const v = process.env.SHELLMCP_APPROVAL_TIMEOUT_MS;
+  if (v === undefined || v === "") return undefined;
+  const n = Number(v);
+  if (Number.isInteger(n) && n > 0) return n;
+  writeStderr(`shellmcp serve: ignored SHELLMCP_APPROVAL_TIMEOUT_MS=${JSON.stringify(v)} (not a positive integer of ms)\n`);
+  return undefined;
 }
 
 /**
