@@ -60,7 +60,8 @@ export async function serveMain(o: ServeOptions): Promise<number> {
     version: VERSION,
     instructions: INSTRUCTIONS,
     tools: [shellTool(setup.defaultTimeoutMs), EXEC_COMMAND_TOOL, WRITE_STDIN_TOOL, LIST_SESSIONS_TOOL],
-    parkedTimeoutMs: approvalTimeoutMs(),
+    parkedTimeoutMs: envMs("SHELLMCP_APPROVAL_TIMEOUT_MS"),
+    taskAfterMs: envMs("SHELLMCP_TASK_AFTER_MS"),
     onSandboxState: (params) => {
       state = parseSandboxState(params); // applies to the next call; running calls keep their snapshot
       log.info("sandbox state", { policy: state.policy.type, profile: state.profile?.type, cwd: state.sandboxCwd });
@@ -80,15 +81,16 @@ export async function serveMain(o: ServeOptions): Promise<number> {
 }
 
 /**
- * How long an exec parked for a human's approval in the modern MCP era waits for the client's answer, ms:
- * `SHELLMCP_APPROVAL_TIMEOUT_MS` (a positive integer), else the default of ./mcp/modern.ts (docs/mcp-eras.md).
+ * A duration of the modern MCP era from the environment, ms (docs/mcp-eras.md): `SHELLMCP_APPROVAL_TIMEOUT_MS`, how
+ * long an exec parked for a human's approval waits for the client's answer; `SHELLMCP_TASK_AFTER_MS`, after how long
+ * a call becomes a task for a client with the tasks extension. Unset (or not a positive integer): ./mcp/modern.ts's default.
  */
-function approvalTimeoutMs(): number | undefined {
-  const v = process.env.SHELLMCP_APPROVAL_TIMEOUT_MS;
+function envMs(name: string): number | undefined {
+  const v = process.env[name];
   if (v === undefined || v === "") return undefined;
   const n = Number(v);
   if (Number.isInteger(n) && n > 0) return n;
-  writeStderr(`shellmcp serve: ignored SHELLMCP_APPROVAL_TIMEOUT_MS=${JSON.stringify(v)} (not a positive integer of ms)\n`);
+  writeStderr(`shellmcp serve: ignored ${name}=${JSON.stringify(v)} (not a positive integer of ms)\n`);
   return undefined;
 }
 

@@ -80,13 +80,14 @@ export function earlyInitializeResponse(
 
 /**
  * The `server/discover` result (modern era): the modern versions only (legacy ones are negotiated by `initialize`,
- * as the v2 SDK does), our capabilities, the cache fields (not cacheable: private, 0 ms) and our identity.
+ * as the v2 SDK does), our capabilities with the tasks extension (./modern.ts), the cache fields (not cacheable:
+ * private, 0 ms) and our identity.
  */
 export function discoverResult(info: { name: string; version: string } = { name: SERVER_NAME, version: VERSION }): Record<string, unknown> {
   return {
     resultType: "complete",
     supportedVersions: [MODERN_PROTOCOL_VERSION],
-    capabilities: SERVER_CAPABILITIES,
+    capabilities: { ...SERVER_CAPABILITIES, extensions: { "io.modelcontextprotocol/tasks": {} } },
     instructions: INSTRUCTIONS,
     ttlMs: 0,
     cacheScope: "private",

@@ -24,6 +24,14 @@ import type { ElicitAnswer } from "./escalation-policy.ts";
 export const PROTOCOL_VERSION_META_KEY = "io.modelcontextprotocol/protocolVersion";
 /** `_meta` key of the request's client capabilities. */
 export const CLIENT_CAPABILITIES_META_KEY = "io.modelcontextprotocol/clientCapabilities";
+/** The tasks extension's name (in client capabilities and in `server/discover`). */
+export const TASKS_EXTENSION = "io.modelcontextprotocol/tasks";
+/** Default time after which a call of a client that declares the tasks extension becomes a task, ms. */
+export const DEFAULT_TASK_AFTER_MS = 5000;
+/** How long a finished task's result stays available to `tasks/get`, ms (its `ttlMs`). */
+export const TASK_TTL_MS = 10 * 60 * 1000;
+/** How often a client should poll a task, ms (its `pollIntervalMs`). */
+export const TASK_POLL_MS = 1000;
 /** Default time a parked exec waits for the human's answer before it is denied and its command ended, ms. */
 export const DEFAULT_PARKED_TIMEOUT_MS = 10 * 60 * 1000;
 
@@ -66,6 +74,11 @@ export interface ModernEraOptions {
   send: (message: Record<string, unknown>) => void;
   /** How long a parked exec waits for the human's answer, ms (default {@link DEFAULT_PARKED_TIMEOUT_MS}). */
   parkedTimeoutMs?: number;
+  /**
+   * After how long a call of a client that declares the tasks extension becomes a task (its answer a
+   * `resultType: "task"`, its result fetched by `tasks/get`), ms (default {@link DEFAULT_TASK_AFTER_MS}).
+   */
+  taskAfterMs?: number;
 }
 
 /** A JSON-RPC error to answer with. */
@@ -194,6 +207,11 @@ class ModernCall {
     });
   }
 
+  /** Wake {@link asked}'s waiter when approvals are pending (after answers left some unanswered). */
+  poke(): void {
+    if (this.pending.size > 0) this.wake?.();
+  }
+
   /** Resolves once an approval is pending (at once if one already is). */
   asked(): Promise<void> {
     if (this.pending.size > 0) return Promise.resolve();
@@ -206,6 +224,32 @@ class ModernCall {
   }
 }
 
+/** A task (tasks extension): a call that outlived {@link ModernEraOptions.taskAfterMs}, polled by `tasks/get`. */
+interface Task {
+  id: string;
+  call: ModernCall;
+  status: "working" | "input_required" | "completed" | "failed" | "cancelled";
+  createdAt: string;
+  lastUpdatedAt: string;
+  inputRequests?: Record<string, unknown>;
+  result?: Record<string, unknown>;
+  error?: { code: number; message: string; data?: unknown };
+  /** Denies the awaited approvals and ends the command when nobody answers them in time. */
+  parkedTimer?: Timer;
+}
+
+function rpcErrorOf(e: unknown): ModernRpcError {
+  return e instanceof ModernRpcError
+    ? e
+    : e instanceof ShellmcpError && e.code === "USAGE"
+      ? new ModernRpcError(RPC.INVALID_PARAMS, e.message)
+      : new ModernRpcError(RPC.INTERNAL_ERROR, e instanceof Error ? e.message : String(e));
+}
+
+function errorObject(e: ModernRpcError): { code: number; message: string; data?: unknown } {
+  return { code: e.code, message: e.message, ...(e.data === undefined ? {} : { data: e.data }) };
+}
+
 /** The modern era's request handling (one per server process). */
 export class ModernEra {
   private readonly codec = new RequestStateCodec();
@@ -215,28 +259,20 @@ export class ModernEra {
   private readonly inFlight = new Map<string | number, ModernCall>();
   private readonly calls = new Set<ModernCall>();
   private readonly parkedTimeoutMs: number;
+  private readonly taskAfterMs: number;
+  /** Tasks by id (unguessable: the id is the bearer handle). */
+  private readonly tasks = new Map<string, Task>();
 
   constructor(private readonly o: ModernEraOptions) {
     this.parkedTimeoutMs = o.parkedTimeoutMs ?? DEFAULT_PARKED_TIMEOUT_MS;
+    this.taskAfterMs = o.taskAfterMs ?? DEFAULT_TASK_AFTER_MS;
   }
 
   /** Serve one modern request (see {@link isModernRequest}); the answer is sent through `send`. */
   handle(msg: { id: string | number; method: string; params?: unknown }): void {
     void this.answer(msg).then(
       (result) => this.o.send({ jsonrpc: "2.0", id: msg.id, result }),
-      (e: unknown) => {
-        const err =
-          e instanceof ModernRpcError
-            ? e
-            : e instanceof ShellmcpError && e.code === "USAGE"
-              ? new ModernRpcError(RPC.INVALID_PARAMS, e.message)
-              : new ModernRpcError(RPC.INTERNAL_ERROR, e instanceof Error ? e.message : String(e));
-        this.o.send({
-          jsonrpc: "2.0",
-          id: msg.id,
-          error: { code: err.code, message: err.message, ...(err.data === undefined ? {} : { data: err.data }) },
-        });
-      },
+      (e: unknown) => this.o.send({ jsonrpc: "2.0", id: msg.id, error: errorObject(rpcErrorOf(e)) }),
     );
   }
 
@@ -254,6 +290,7 @@ export class ModernEra {
   close(): void {
     for (const { timer } of this.parked.values()) clearTimeout(timer);
     this.parked.clear();
+    for (const t of this.tasks.values()) clearTimeout(t.parkedTimer);
     for (const call of this.calls) {
       call.controller.abort();
       for (const a of [...call.pending.values(), ...call.awaiting.values()]) a.answer({ action: "cancel" });
@@ -297,6 +334,25 @@ export class ModernEra {
         const r = await this.toolCall(msg.id, params, meta!, caps);
         return { ...r, _meta: { ...(isObject(r._meta) ? r._meta : {}), ...stamp } };
       }
+      case "tasks/get":
+        return { ...this.taskView(this.task(params.taskId)), resultType: "complete", _meta: stamp };
+      case "tasks/update": {
+        const task = this.task(params.taskId);
+        if (task.status === "input_required") {
+          clearTimeout(task.parkedTimer);
+          task.status = "working";
+          task.inputRequests = undefined;
+          task.lastUpdatedAt = new Date().toISOString();
+          this.resume(task.call, params.inputResponses);
+          task.call.poke();
+        }
+        return { resultType: "complete", _meta: stamp };
+      }
+      case "tasks/cancel": {
+        const task = this.task(params.taskId);
+        if (task.status === "working" || task.status === "input_required") this.endTask(task, "cancelled");
+        return { resultType: "complete", _meta: stamp };
+      }
       default:
         throw new ModernRpcError(RPC.METHOD_NOT_FOUND, `Method not found: ${msg.method}`);
     }
@@ -326,11 +382,101 @@ export class ModernEra {
     }
     call.current = { id, progressToken };
     this.inFlight.set(id, call);
+    const ext = caps.extensions;
     try {
-      return await this.drive(call);
+      return await this.drive(call, isObject(ext) && isObject(ext[TASKS_EXTENSION]));
     } finally {
       this.inFlight.delete(id);
     }
+  }
+
+  /** The task `id` names, or -32602. */
+  private task(id: unknown): Task {
+    const t = typeof id === "string" ? this.tasks.get(id) : undefined;
+    if (t === undefined) throw new ModernRpcError(RPC.INVALID_PARAMS, "Unknown or expired taskId");
+    return t;
+  }
+
+  /** A task as `tasks/get` shows it. */
+  private taskView(t: Task): Record<string, unknown> {
+    return {
+      taskId: t.id,
+      status: t.status,
+      createdAt: t.createdAt,
+      lastUpdatedAt: t.lastUpdatedAt,
+      ttlMs: TASK_TTL_MS,
+      pollIntervalMs: TASK_POLL_MS,
+      ...(t.status === "input_required" ? { inputRequests: t.inputRequests } : {}),
+      ...(t.status === "completed" ? { result: t.result } : {}),
+      ...(t.status === "failed" ? { error: t.error } : {}),
+    };
+  }
+
+  /** Turn `call` into a task, driven in the background until it ends; returns the `CreateTaskResult`. */
+  private startTask(call: ModernCall): Record<string, unknown> {
+    const now = new Date().toISOString();
+    const task: Task = { id: randomBytes(18).toString("base64url"), call, status: "working", createdAt: now, lastUpdatedAt: now };
+    this.tasks.set(task.id, task);
+    call.current = undefined; // no progress notifications for tasks
+    log.info("call became a task", { tool: call.name, afterMs: this.taskAfterMs });
+    void (async () => {
+      for (;;) {
+        const next = await Promise.race([call.done, call.asked().then(() => undefined)]);
+        if (task.status === "cancelled") return;
+        if (next !== undefined) {
+          call.finished = true;
+          if (next.error !== undefined) {
+            task.error = errorObject(rpcErrorOf(next.error));
+            this.endTask(task, "failed");
+          } else {
+            task.result = { ...next.result!, resultType: "complete" };
+            this.endTask(task, "completed");
+          }
+          return;
+        }
+        await new Promise((r) => setTimeout(r, 0));
+        task.inputRequests = this.publish(call);
+        task.status = "input_required";
+        task.lastUpdatedAt = new Date().toISOString();
+        clearTimeout(task.parkedTimer);
+        task.parkedTimer = setTimeout(() => {
+          log.notice("approval not answered in time: denied, command ended", { task: task.id, ms: this.parkedTimeoutMs });
+          this.endTask(task, "cancelled");
+        }, this.parkedTimeoutMs);
+      }
+    })();
+    return { resultType: "task", ...this.taskView(task) };
+  }
+
+  /** End a task: `cancelled` ends its command (its approvals denied); kept for `tasks/get` for {@link TASK_TTL_MS}. */
+  private endTask(task: Task, status: "completed" | "failed" | "cancelled"): void {
+    clearTimeout(task.parkedTimer);
+    task.status = status;
+    task.inputRequests = undefined;
+    task.lastUpdatedAt = new Date().toISOString();
+    if (status === "cancelled") {
+      const { call } = task;
+      call.finished = true;
+      call.controller.abort();
+      for (const a of [...call.awaiting.values(), ...call.pending.values()]) a.answer({ action: "cancel" });
+      call.awaiting.clear();
+      call.pending.clear();
+    }
+    setTimeout(() => this.tasks.delete(task.id), TASK_TTL_MS).unref();
+  }
+
+  /** Move the pending approvals to the awaited ones; their `inputRequests` (the approval forms). */
+  private publish(call: ModernCall): Record<string, unknown> {
+    const inputRequests: Record<string, unknown> = {};
+    for (const [key, asked] of call.pending) {
+      call.pending.delete(key);
+      call.awaiting.set(key, asked);
+      inputRequests[key] = {
+        method: "elicitation/create",
+        params: { mode: "form", message: asked.message, requestedSchema: asked.requestedSchema },
+      };
+    }
+    return inputRequests;
   }
 
   /** Start a new call of `name`. */
@@ -390,9 +536,18 @@ export class ModernEra {
     }
   }
 
-  /** Wait for the call's result or its next approval; the latter parks it and answers `input_required`. */
-  private async drive(call: ModernCall): Promise<Record<string, unknown>> {
-    const next = await Promise.race([call.done, call.asked().then(() => undefined)]);
+  /**
+   * Wait for the call's result or its next approval; the latter parks it and answers `input_required`. `tasks`:
+   * the request declared the tasks extension, and a call still running after `taskAfterMs` becomes a task.
+   */
+  private async drive(call: ModernCall, tasks: boolean): Promise<Record<string, unknown>> {
+    let taskTimer: Timer | undefined;
+    const later = tasks
+      ? new Promise<"task">((r) => (taskTimer = setTimeout(() => r("task"), this.taskAfterMs)))
+      : new Promise<never>(() => {});
+    const next = await Promise.race([call.done, call.asked().then(() => undefined), later]);
+    clearTimeout(taskTimer);
+    if (next === "task") return this.startTask(call);
     if (next !== undefined) {
       call.finished = true;
       call.current = undefined;
@@ -400,15 +555,7 @@ export class ModernEra {
       return { ...next.result!, resultType: "complete" };
     }
     await new Promise((r) => setTimeout(r, 0)); // approvals asked at the same moment (`a & b`) go out together
-    const inputRequests: Record<string, unknown> = {};
-    for (const [key, asked] of call.pending) {
-      call.pending.delete(key);
-      call.awaiting.set(key, asked);
-      inputRequests[key] = {
-        method: "elicitation/create",
-        params: { mode: "form", message: asked.message, requestedSchema: asked.requestedSchema },
-      };
-    }
+    const inputRequests = this.publish(call);
     const handle = randomBytes(16).toString("base64url");
     const timer = setTimeout(() => this.expire(handle), this.parkedTimeoutMs);
     this.parked.set(handle, { call, timer });

@@ -82,6 +82,11 @@ export interface McpServerOptions {
    * before it is denied and its command ended, ms (default ./modern.ts `DEFAULT_PARKED_TIMEOUT_MS`).
    */
   parkedTimeoutMs?: number;
+  /**
+   * Modern era: after how long a call of a client that declares the tasks extension becomes a task, ms (default
+   * ./modern.ts `DEFAULT_TASK_AFTER_MS`).
+   */
+  taskAfterMs?: number;
 }
 
 /** Name of Codex's custom method (and capability). */

@@ -7,7 +7,7 @@
  * - legacy (2025-era `initialize`) with the v1 SDK's client: the same calls, unchanged.
  */
 import { CONF_BASE } from "../helpers/cleanup.ts";
-import { afterAll, describe, expect, test } from "bun:test";
+import { afterEach, describe, expect, test } from "bun:test";
 import { existsSync, mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { startServe, type Session } from "../helpers/mcp.ts";
@@ -19,9 +19,10 @@ import { skipWithout } from "../helpers/prereq.ts";
 const skip = skipWithout("modern-era suite", shellsMissing());
 const PROMPT_TOUCH = 'prefix_rule(pattern = ["touch"], decision = "prompt", justification = "touch needs a human")\n';
 const TOOLS = ["shell", "exec_command", "write_stdin", "list_sessions"];
+// Each test's servers end with it (their command lines name the run's folders: --cd).
 const closers: (() => Promise<void>)[] = [];
-afterAll(async () => {
-  for (const c of closers) await c().catch(() => undefined);
+afterEach(async () => {
+  for (const c of closers.splice(0)) await c().catch(() => undefined);
 });
 async function modern(o: Parameters<typeof startModern>[0] = {}): Promise<ModernSession> {
   const s = await startModern(o);
@@ -56,7 +57,11 @@ describe.skipIf(skip)("modern era: the v2 SDK client pinned to 2026-07-28", () =
   test("discover at connect, tools/list, a plain call", async () => {
     const s = await modern();
     expect(s.client.getServerVersion()?.name).toBe("shellmcp");
-    expect(s.client.getServerCapabilities()).toEqual({ tools: {}, experimental: { "codex/sandbox-state": { version: "1.0.0" } } });
+    expect(s.client.getServerCapabilities()).toEqual({
+      tools: {},
+      experimental: { "codex/sandbox-state": { version: "1.0.0" } },
+      extensions: { "io.modelcontextprotocol/tasks": {} },
+    });
     expect(s.client.getInstructions()).toContain("shell commands");
     expect((await s.client.listTools()).tools.map((t) => t.name)).toEqual(TOOLS);
     const ws = workspace();
@@ -226,6 +231,81 @@ describe.skipIf(skip)("modern era on the wire (raw JSON lines)", () => {
     expect((late.error as { code: number }).code).toBe(-32602);
     expect(existsSync(join(ws, "late.txt"))).toBe(false);
     expect(s.stderr()).toContain("approval not answered in time");
+  });
+});
+
+describe.skipIf(skip)("tasks extension (raw JSON lines): long calls of a client that declares it", () => {
+  const TASKS = { elicitation: { form: {} }, extensions: { "io.modelcontextprotocol/tasks": {} } };
+  const AFTER = { SHELLMCP_TASK_AFTER_MS: "300" };
+  type TaskView = {
+    resultType: string;
+    taskId: string;
+    status: string;
+    inputRequests?: Record<string, unknown>;
+    result?: Record<string, unknown>;
+  };
+  /** `tasks/get` until the task leaves `working`. */
+  async function settled(s: RawModern, taskId: string): Promise<TaskView> {
+    for (let i = 0; i < 200; i++) {
+      const t = (await s.request("tasks/get", { taskId }, TASKS)).result as TaskView;
+      if (t.status !== "working") return t;
+      await Bun.sleep(50);
+    }
+    throw new Error("task still working after 10 s");
+  }
+
+  test("a call that outlives SHELLMCP_TASK_AFTER_MS becomes a task; tasks/get returns its result; without the extension it does not", async () => {
+    const ws = workspace();
+    const s = raw({ args: pinned(ws), env: AFTER });
+    const args = { command: "sleep 0.8; echo late", workdir: ws, login: false };
+    const created = (await s.request("tools/call", { name: "shell", arguments: args }, TASKS)).result as TaskView & Record<string, unknown>;
+    expect(created).toMatchObject({ resultType: "task", status: "working", ttlMs: expect.any(Number), pollIntervalMs: expect.any(Number) });
+    expect(created.taskId).toMatch(/^[\w-]{24}$/);
+    const working = (await s.request("tasks/get", { taskId: created.taskId }, TASKS)).result as TaskView;
+    expect(working).toMatchObject({ resultType: "complete", status: "working" });
+    const done = await settled(s, created.taskId);
+    expect(done.status).toBe("completed");
+    expect(done.result).toMatchObject({ resultType: "complete", isError: false });
+    expect(JSON.parse((done.result!.content as { text: string }[])[0]!.text).output).toBe("late\n");
+    const plain = (await s.request("tools/call", { name: "shell", arguments: args })).result as Record<string, unknown>;
+    expect(plain.resultType).toBe("complete");
+    expect(((await s.request("tasks/get", { taskId: "no-such-task" }, TASKS)).error as { code: number }).code).toBe(-32602);
+  });
+
+  test("an approval during a task: input_required in tasks/get, answered by tasks/update, the same run goes on", async () => {
+    const ws = workspace();
+    const s = raw({ rules: PROMPT_TOUCH, args: pinned(ws), env: AFTER });
+    const args = { command: `sleep 0.6; ${approvedTouch("task.txt")}`, workdir: ws, login: false };
+    const created = (await s.request("tools/call", { name: "shell", arguments: args }, TASKS)).result as TaskView;
+    expect(created.resultType).toBe("task");
+    const asking = await settled(s, created.taskId);
+    expect(asking.status).toBe("input_required");
+    const key = Object.keys(asking.inputRequests!)[0]!;
+    expect(asking.inputRequests![key]).toMatchObject({
+      method: "elicitation/create",
+      params: { message: expect.stringContaining("touch task.txt") },
+    });
+    expect(existsSync(join(ws, "task.txt"))).toBe(false);
+    const ack = await s.request("tasks/update", { taskId: created.taskId, inputResponses: { [key]: { action: "accept" } } }, TASKS);
+    expect(ack.result).toMatchObject({ resultType: "complete" });
+    const done = await settled(s, created.taskId);
+    expect(done.status).toBe("completed");
+    expect(existsSync(join(ws, "task.txt"))).toBe(true);
+    expect(readFileSync(join(ws, "log"), "utf8")).toBe("start\nend 0\n");
+  });
+
+  test("tasks/cancel ends the task's command: nothing left behind", async () => {
+    const nap = `sleep 96.${process.pid}`;
+    const ws = workspace();
+    const s = raw({ args: pinned(ws), env: AFTER });
+    const args = { command: `${nap}; touch never.txt`, workdir: ws, login: false, timeout_ms: 60000 };
+    const created = (await s.request("tools/call", { name: "shell", arguments: args }, TASKS)).result as TaskView;
+    expect(created.resultType).toBe("task");
+    expect(Bun.spawnSync(["pgrep", "-f", nap]).exitCode).toBe(0);
+    expect((await s.request("tasks/cancel", { taskId: created.taskId }, TASKS)).result).toMatchObject({ resultType: "complete" });
+    expect(await noProcessLeft(nap)).toEqual([]);
+    expect(((await s.request("tasks/get", { taskId: created.taskId }, TASKS)).result as TaskView).status).toBe("cancelled");
+    expect(existsSync(join(ws, "never.txt"))).toBe(false);
   });
 });
 
