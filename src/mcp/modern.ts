@@ -260,6 +260,8 @@ export class ModernEra {
   private readonly calls = new Set<ModernCall>();
   private readonly parkedTimeoutMs: number;
   private readonly taskAfterMs: number;
+  /** Requests cancelled while in flight: their answer is not sent. */
+  private readonly cancelled = new Set<string | number>();
   /** Tasks by id (unguessable: the id is the bearer handle). */
   private readonly tasks = new Map<string, Task>();
 
@@ -268,11 +270,17 @@ export class ModernEra {
     this.taskAfterMs = o.taskAfterMs ?? DEFAULT_TASK_AFTER_MS;
   }
 
-  /** Serve one modern request (see {@link isModernRequest}); the answer is sent through `send`. */
+  /**
+   * Serve one modern request (see {@link isModernRequest}); the answer is sent through `send`, unless the client
+   * cancelled the request meanwhile (then nothing more is sent for it).
+   */
   handle(msg: { id: string | number; method: string; params?: unknown }): void {
+    const send = (m: Record<string, unknown>) => {
+      if (!this.cancelled.delete(msg.id)) this.o.send(m);
+    };
     void this.answer(msg).then(
-      (result) => this.o.send({ jsonrpc: "2.0", id: msg.id, result }),
-      (e: unknown) => this.o.send({ jsonrpc: "2.0", id: msg.id, error: errorObject(rpcErrorOf(e)) }),
+      (result) => send({ jsonrpc: "2.0", id: msg.id, result }),
+      (e: unknown) => send({ jsonrpc: "2.0", id: msg.id, error: errorObject(rpcErrorOf(e)) }),
     );
   }
 
@@ -282,6 +290,7 @@ export class ModernEra {
     const call = this.inFlight.get(requestId);
     if (call === undefined) return false;
     log.info("modern call cancelled", { requestId });
+    this.cancelled.add(requestId);
     call.controller.abort();
     return true;
   }
@@ -530,7 +539,7 @@ export class ModernEra {
     const r = isObject(responses) ? responses : {};
     for (const [key, asked] of call.awaiting) {
       call.awaiting.delete(key);
-      const answer = toAnswer(r[key]);
+      const answer = toAnswer(r[key], asked.requestedSchema);
       if (answer === undefined) call.pending.set(key, asked);
       else asked.answer(answer);
     }
@@ -580,10 +589,21 @@ export class ModernEra {
   }
 }
 
-/** An `ElicitResult` from a retry's `inputResponses`, or `undefined` when it is missing or not one. */
-function toAnswer(v: unknown): ElicitAnswer | undefined {
+/**
+ * An `ElicitResult` from a retry's `inputResponses`, or `undefined` when it is missing or not one. Accepted content
+ * keeps only the fields the form asked for (`schema.properties`) with primitive values: a client cannot add a field
+ * the human was not shown (e.g. `always_allow` to a prompt rule's form, which offers none).
+ */
+function toAnswer(v: unknown, schema: Record<string, unknown>): ElicitAnswer | undefined {
   if (!isObject(v)) return undefined;
-  if (v.action === "accept") return { action: "accept", content: isObject(v.content) ? v.content : undefined };
+  if (v.action === "accept") {
+    if (!isObject(v.content)) return { action: "accept" };
+    const asked = isObject(schema.properties) ? schema.properties : {};
+    const content: Record<string, unknown> = {};
+    for (const [k, x] of Object.entries(v.content))
+      if (Object.hasOwn(asked, k) && ["string", "number", "boolean"].includes(typeof x)) content[k] = x;
+    return { action: "accept", content };
+  }
   if (v.action === "decline" || v.action === "cancel") return { action: v.action };
   return undefined;
 }

@@ -13,6 +13,7 @@ import { join } from "node:path";
 import { startServe, type Session } from "../helpers/mcp.ts";
 import { MODERN, startModern, startRawModern, type ModernSession, type RawModern } from "../helpers/mcp-modern.ts";
 import { noProcessLeft } from "../helpers/events.ts";
+import { earlyDiscoverResponse } from "../../src/mcp/early-initialize.ts";
 import { shellsMissing } from "../helpers/shells.ts";
 import { skipWithout } from "../helpers/prereq.ts";
 
@@ -102,6 +103,29 @@ describe.skipIf(skip)("modern era: the v2 SDK client pinned to 2026-07-28", () =
     expect(existsSync(join(ws, "declined.txt"))).toBe(false);
     expect(readFileSync(join(ws, "log"), "utf8")).toBe("start\nend 1\n");
   });
+});
+
+test("earlyDiscoverResponse: a first-line server/discover with a valid 2026-07-28 envelope only", () => {
+  const line = (params: unknown) => JSON.stringify({ jsonrpc: "2.0", id: 7, method: "server/discover", params });
+  const meta = (m: Record<string, unknown>) => ({ _meta: m });
+  const good = { "io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {} };
+  expect(earlyDiscoverResponse(line(meta(good)), { name: "shellmcp", version: "9" })).toMatchObject({
+    id: 7,
+    result: {
+      resultType: "complete",
+      supportedVersions: [MODERN],
+      _meta: { "io.modelcontextprotocol/serverInfo": { name: "shellmcp", version: "9" } },
+    },
+  });
+  for (const bad of [
+    line({}),
+    line(meta({ ...good, "io.modelcontextprotocol/protocolVersion": "2025-11-25" })),
+    line(meta({ "io.modelcontextprotocol/protocolVersion": MODERN })),
+    JSON.stringify({ jsonrpc: "2.0", id: 7, method: "tools/list", params: meta(good) }),
+    JSON.stringify({ jsonrpc: "2.0", id: null, method: "server/discover", params: meta(good) }),
+    "not json",
+  ])
+    expect(earlyDiscoverResponse(bad)).toBeUndefined();
 });
 
 describe.skipIf(skip)("modern era on the wire (raw JSON lines)", () => {
@@ -195,6 +219,47 @@ describe.skipIf(skip)("modern era on the wire (raw JSON lines)", () => {
     );
     expect(text(blind).output).toContain("this MCP client cannot ask (no elicitation support)");
     expect(existsSync(join(ws, "blind.txt"))).toBe(false);
+  });
+
+  test("an answer keeps only the fields its form asked: always_allow added to a prompt rule's form changes no rule", async () => {
+    const ws = workspace();
+    const s = raw({ rules: PROMPT_TOUCH, args: pinned(ws) });
+    const args = { command: "touch sneaky.txt", workdir: ws, login: false };
+    const first = (await s.call(args)).result as {
+      inputRequests: Record<string, { params: { requestedSchema: { properties: object } } }>;
+      requestState: string;
+    };
+    const key = Object.keys(first.inputRequests)[0]!;
+    expect(Object.keys(first.inputRequests[key]!.params.requestedSchema.properties)).toEqual(["reason"]);
+    const answer = { action: "accept", content: { reason: "fine", always_allow: true } };
+    await s.call(args, { inputResponses: { [key]: answer }, requestState: first.requestState });
+    expect(existsSync(join(ws, "sneaky.txt"))).toBe(true);
+    expect(readFileSync(join(s.codexHome, "rules", "default.rules"), "utf8")).toBe(PROMPT_TOUCH);
+  });
+
+  test("notifications/cancelled for a modern call in flight ends its command; the server serves on", async () => {
+    const nap = `sleep 95.${process.pid}`;
+    const ws = workspace();
+    const s = raw({ args: pinned(ws) });
+    s.rpc.send({
+      jsonrpc: "2.0",
+      id: "to-cancel",
+      method: "tools/call",
+      params: {
+        name: "shell",
+        arguments: { command: nap, workdir: ws, login: false, timeout_ms: 60000 },
+        _meta: { "io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {} },
+      },
+    });
+    let running = false;
+    for (let i = 0; i < 80 && !running; i++) {
+      running = Bun.spawnSync(["pgrep", "-f", nap]).exitCode === 0;
+      if (!running) await Bun.sleep(25);
+    }
+    expect(running).toBe(true);
+    s.rpc.notify("notifications/cancelled", { requestId: "to-cancel", reason: "test" });
+    expect(await noProcessLeft(nap)).toEqual([]);
+    expect(text(await s.call({ command: "echo still", workdir: ws, login: false })).output).toBe("still\n");
   });
 
   test("the call's timeout does not run while its exec waits for the human", async () => {
