@@ -503,11 +503,16 @@ export class ModernEra {
     const ctx: ModernToolContext = {
       signal: call.controller.signal,
       meta,
-      progress: (progress, message) => {
-        const token = call.current?.progressToken;
-        if (token === undefined) return; // parked, or no token on the request that carries the call now
-        this.o.send({ jsonrpc: "2.0", method: "notifications/progress", params: { progressToken: token, progress, message } });
-      },
+      // As in the legacy era, only when the client asked for progress (the first request's token); then sent on
+      // the token of the request that carries the call now (none while parked or as a task).
+      progress:
+        meta.progressToken === undefined
+          ? undefined
+          : (progress, message) => {
+              const token = call.current?.progressToken;
+              if (token === undefined) return;
+              this.o.send({ jsonrpc: "2.0", method: "notifications/progress", params: { progressToken: token, progress, message } });
+            },
       elicit: canAsk ? (message, schema) => call.ask(message, schema) : undefined,
     };
     this.calls.add(call);

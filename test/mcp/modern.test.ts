@@ -49,6 +49,12 @@ function workspace(): string {
 }
 /** The server's pinned workspace (no roots, no sandbox state from the client): `--cd ws`, writable. */
 const pinned = (ws: string) => ["--sandbox", "workspace-write", "--cd", ws];
+/**
+ * No sandbox around the command (the approvals are the exec policy's, whatever the sandbox): outputs compared
+ * byte for byte are then not joined by the git guard's report on other programs' repositories in /tmp, which
+ * workspace-write makes writable (a shared test machine).
+ */
+const open = (ws: string) => ["--sandbox", "danger-full-access", "--cd", ws];
 /** A command that logs its start and end around an approval: run twice, the log would say so. */
 const approvedTouch = (file: string) => `echo start >> log; touch ${file}; echo "end $?" >> log; echo done`;
 const text = (r: Record<string, unknown>) =>
@@ -72,6 +78,19 @@ describe.skipIf(skip)("modern era: the v2 SDK client pinned to 2026-07-28", () =
     expect(r.out.output).toBe(`hi\n${ws}\n`);
   });
 
+  test("progress notifications on the request's token, as in the legacy era", async () => {
+    const s = await modern();
+    const ws = workspace();
+    const seen: { message?: string }[] = [];
+    const raw = await s.client.callTool(
+      { name: "shell", arguments: { command: "echo first; sleep 6; echo done", workdir: ws, login: false, timeout_ms: 20000 } },
+      { onprogress: (p) => seen.push(p as { message?: string }), timeout: 60000 },
+    );
+    expect(JSON.parse((raw.content as { text: string }[])[0]!.text).output).toBe("first\ndone\n");
+    expect(seen.length).toBeGreaterThanOrEqual(1);
+    expect(seen[0]!.message).toMatch(/^running for \d+ s, 6 bytes of output; last output: first\n$/);
+  });
+
   test("a workspace without roots: the server's pinned folder (--cd) is writable, a sibling is not", async () => {
     const ws = workspace();
     const outside = workspace();
@@ -84,7 +103,7 @@ describe.skipIf(skip)("modern era: the v2 SDK client pinned to 2026-07-28", () =
 
   test("a prompt rule, accepted: the approval form reaches the client's handler, the same process resumes at its execve", async () => {
     const ws = workspace();
-    const s = await modern({ rules: PROMPT_TOUCH, onElicit: () => ({ action: "accept" }), args: pinned(ws) });
+    const s = await modern({ rules: PROMPT_TOUCH, onElicit: () => ({ action: "accept" }), args: open(ws) });
     const r = await s.shell({ command: approvedTouch("accepted.txt"), workdir: ws, login: false });
     expect(r.out.output).toBe("done\n");
     expect(existsSync(join(ws, "accepted.txt"))).toBe(true);
@@ -97,7 +116,7 @@ describe.skipIf(skip)("modern era: the v2 SDK client pinned to 2026-07-28", () =
 
   test("a prompt rule, declined: nothing ran, the command goes on with the denial", async () => {
     const ws = workspace();
-    const s = await modern({ rules: PROMPT_TOUCH, onElicit: () => ({ action: "decline" }), args: pinned(ws) });
+    const s = await modern({ rules: PROMPT_TOUCH, onElicit: () => ({ action: "decline" }), args: open(ws) });
     const r = await s.shell({ command: approvedTouch("declined.txt"), workdir: ws, login: false });
     expect(r.out.output).toBe("Execution denied: User declined execution\ndone\n");
     expect(existsSync(join(ws, "declined.txt"))).toBe(false);
@@ -163,7 +182,7 @@ describe.skipIf(skip)("modern era on the wire (raw JSON lines)", () => {
 
   test("a tampered, a foreign and a replayed requestState are refused and run nothing; the genuine one runs the exec once", async () => {
     const ws = workspace();
-    const s = raw({ rules: PROMPT_TOUCH, args: pinned(ws) });
+    const s = raw({ rules: PROMPT_TOUCH, args: open(ws) });
     const args = { command: approvedTouch("once.txt"), workdir: ws, login: false };
     const first = (await s.call(args)).result as { resultType: string; inputRequests: Record<string, unknown>; requestState: string };
     expect(first.resultType).toBe("input_required");
@@ -199,7 +218,7 @@ describe.skipIf(skip)("modern era on the wire (raw JSON lines)", () => {
 
   test("a retry without the answer is asked again; a client without elicitation gets a denial a model can act on", async () => {
     const ws = workspace();
-    const s = raw({ rules: PROMPT_TOUCH, args: pinned(ws) });
+    const s = raw({ rules: PROMPT_TOUCH, args: open(ws) });
     const args = { command: "touch asked.txt; echo after", workdir: ws, login: false };
     const first = (await s.call(args)).result as { inputRequests: Record<string, unknown>; requestState: string };
     const again = (await s.call(args, { inputResponses: {}, requestState: first.requestState })).result as typeof first & {
@@ -223,7 +242,7 @@ describe.skipIf(skip)("modern era on the wire (raw JSON lines)", () => {
 
   test("an answer keeps only the fields its form asked: always_allow added to a prompt rule's form changes no rule", async () => {
     const ws = workspace();
-    const s = raw({ rules: PROMPT_TOUCH, args: pinned(ws) });
+    const s = raw({ rules: PROMPT_TOUCH, args: open(ws) });
     const args = { command: "touch sneaky.txt", workdir: ws, login: false };
     const first = (await s.call(args)).result as {
       inputRequests: Record<string, { params: { requestedSchema: { properties: object } } }>;
@@ -240,7 +259,7 @@ describe.skipIf(skip)("modern era on the wire (raw JSON lines)", () => {
   test("notifications/cancelled for a modern call in flight ends its command; the server serves on", async () => {
     const nap = `sleep 95.${process.pid}`;
     const ws = workspace();
-    const s = raw({ args: pinned(ws) });
+    const s = raw({ args: open(ws) });
     s.rpc.send({
       jsonrpc: "2.0",
       id: "to-cancel",
@@ -264,7 +283,7 @@ describe.skipIf(skip)("modern era on the wire (raw JSON lines)", () => {
 
   test("the call's timeout does not run while its exec waits for the human", async () => {
     const ws = workspace();
-    const s = raw({ rules: PROMPT_TOUCH, args: pinned(ws) });
+    const s = raw({ rules: PROMPT_TOUCH, args: open(ws) });
     const args = { command: "touch slow.txt; echo after", workdir: ws, login: false, timeout_ms: 1000 };
     const first = (await s.call(args)).result as { inputRequests: Record<string, unknown>; requestState: string };
     await Bun.sleep(2000); // the human takes twice the call's timeout
@@ -277,7 +296,7 @@ describe.skipIf(skip)("modern era on the wire (raw JSON lines)", () => {
   test("a parked exec nobody answers is denied after SHELLMCP_APPROVAL_TIMEOUT_MS: its command ends, nothing is left behind", async () => {
     const nap = `sleep 97.${process.pid}`;
     const ws = workspace();
-    const s = raw({ rules: PROMPT_TOUCH, env: { SHELLMCP_APPROVAL_TIMEOUT_MS: "1500" }, args: pinned(ws) });
+    const s = raw({ rules: PROMPT_TOUCH, env: { SHELLMCP_APPROVAL_TIMEOUT_MS: "1500" }, args: open(ws) });
     const args = { command: `${nap} & touch late.txt; wait`, workdir: ws, login: false, timeout_ms: 60000 };
     const t0 = Date.now();
     const first = (await s.call(args)).result as { resultType: string; inputRequests: Record<string, unknown>; requestState: string };
@@ -321,7 +340,7 @@ describe.skipIf(skip)("tasks extension (raw JSON lines): long calls of a client 
 
   test("a call that outlives SHELLMCP_TASK_AFTER_MS becomes a task; tasks/get returns its result; without the extension it does not", async () => {
     const ws = workspace();
-    const s = raw({ args: pinned(ws), env: AFTER });
+    const s = raw({ args: open(ws), env: AFTER });
     const args = { command: "sleep 0.8; echo late", workdir: ws, login: false };
     const created = (await s.request("tools/call", { name: "shell", arguments: args }, TASKS)).result as TaskView & Record<string, unknown>;
     expect(created).toMatchObject({ resultType: "task", status: "working", ttlMs: expect.any(Number), pollIntervalMs: expect.any(Number) });
@@ -339,7 +358,7 @@ describe.skipIf(skip)("tasks extension (raw JSON lines): long calls of a client 
 
   test("an approval during a task: input_required in tasks/get, answered by tasks/update, the same run goes on", async () => {
     const ws = workspace();
-    const s = raw({ rules: PROMPT_TOUCH, args: pinned(ws), env: AFTER });
+    const s = raw({ rules: PROMPT_TOUCH, args: open(ws), env: AFTER });
     const args = { command: `sleep 0.6; ${approvedTouch("task.txt")}`, workdir: ws, login: false };
     const created = (await s.request("tools/call", { name: "shell", arguments: args }, TASKS)).result as TaskView;
     expect(created.resultType).toBe("task");
@@ -362,7 +381,7 @@ describe.skipIf(skip)("tasks extension (raw JSON lines): long calls of a client 
   test("tasks/cancel ends the task's command: nothing left behind", async () => {
     const nap = `sleep 96.${process.pid}`;
     const ws = workspace();
-    const s = raw({ args: pinned(ws), env: AFTER });
+    const s = raw({ args: open(ws), env: AFTER });
     const args = { command: `${nap}; touch never.txt`, workdir: ws, login: false, timeout_ms: 60000 };
     const created = (await s.request("tools/call", { name: "shell", arguments: args }, TASKS)).result as TaskView;
     expect(created.resultType).toBe("task");
@@ -387,7 +406,7 @@ describe.skipIf(skip)("legacy era: the v1 SDK client, unchanged", () => {
   test("a prompt rule accepted (elicitation/create, the file on disk) and declined (nothing ran)", async () => {
     let answer: "accept" | "decline" = "accept";
     const ws = workspace();
-    const s = await legacy({ rules: PROMPT_TOUCH, onElicit: () => ({ action: answer }), args: pinned(ws) });
+    const s = await legacy({ rules: PROMPT_TOUCH, onElicit: () => ({ action: answer }), args: open(ws) });
     expect((await s.shell({ command: approvedTouch("accepted.txt"), workdir: ws, login: false })).out.output).toBe("done\n");
     expect(existsSync(join(ws, "accepted.txt"))).toBe(true);
     answer = "decline";
