@@ -14,7 +14,6 @@
  *   the answer resumes that same exec, and the retry is answered with the command's result (or with the next
  *   approval it needs). A parked exec nobody answers is denied and its command ended after `parkedTimeoutMs`.
  */
-import { createHash, createHmac, randomBytes, timingSafeEqual } from "node:crypto";
 import { ShellmcpError } from "../errors.ts";
 import { log } from "../log.ts";
 import { discoverResult, MODERN_PROTOCOL_VERSION, SERVER_INFO_META_KEY } from "./early-initialize.ts";
@@ -92,6 +91,24 @@ export class ModernRpcError extends Error {
   }
 }
 
+/** `n` random bytes, base64url (Web Crypto: no `node:crypto`, which costs `serve` ~3 MiB of RSS at start). */
+function randomId(n: number): string {
+  return Buffer.from(crypto.getRandomValues(new Uint8Array(n))).toString("base64url");
+}
+
+/** SHA-256 (HMAC-SHA256 with `key`) of `data`, base64url. */
+function sha256(data: string, key?: Uint8Array): string {
+  return Buffer.from(new Bun.CryptoHasher("sha256", key).update(data).digest()).toString("base64url");
+}
+
+/** Whether `a` and `b` are equal, in time independent of where they differ. */
+function sameBytes(a: string, b: string): boolean {
+  if (a.length !== b.length) return false;
+  let diff = 0;
+  for (let i = 0; i < a.length; i++) diff |= a.charCodeAt(i) ^ b.charCodeAt(i);
+  return diff === 0;
+}
+
 function isObject(v: unknown): v is Record<string, unknown> {
   return typeof v === "object" && v !== null && !Array.isArray(v);
 }
@@ -135,7 +152,7 @@ interface StatePayload {
  * only a random handle, a digest and an expiry.
  */
 export class RequestStateCodec {
-  private readonly key = randomBytes(32);
+  private readonly key = crypto.getRandomValues(new Uint8Array(32));
 
   /** Sign `p`. */
   mint(p: StatePayload): string {
@@ -148,9 +165,7 @@ export class RequestStateCodec {
     if (typeof state !== "string" || state.length > 4096) return undefined;
     const parts = state.split(".");
     if (parts.length !== 3 || parts[0] !== "v1") return undefined;
-    const want = Buffer.from(this.mac(parts[1]!));
-    const got = Buffer.from(parts[2]!);
-    if (want.byteLength !== got.byteLength || !timingSafeEqual(want, got)) return undefined;
+    if (!sameBytes(this.mac(parts[1]!), parts[2]!)) return undefined;
     let p: unknown;
     try {
       p = JSON.parse(Buffer.from(parts[1]!, "base64url").toString());
@@ -162,7 +177,7 @@ export class RequestStateCodec {
   }
 
   private mac(body: string): string {
-    return createHmac("sha256", this.key).update(body).digest("base64url");
+    return sha256(body, this.key);
   }
 }
 
@@ -378,9 +393,7 @@ export class ModernEra {
       throw new ModernRpcError(RPC.INVALID_PARAMS, "tool not found");
     const args = params.arguments;
     if (args !== undefined && !isObject(args)) throw new ModernRpcError(RPC.INVALID_PARAMS, "arguments must be an object");
-    const digest = createHash("sha256")
-      .update(canonical([name, args ?? {}]))
-      .digest("base64url");
+    const digest = sha256(canonical([name, args ?? {}]));
     const progressToken = typeof meta.progressToken === "string" || typeof meta.progressToken === "number" ? meta.progressToken : undefined;
     let call: ModernCall;
     if (params.requestState !== undefined) {
@@ -424,7 +437,7 @@ export class ModernEra {
   /** Turn `call` into a task, driven in the background until it ends; returns the `CreateTaskResult`. */
   private startTask(call: ModernCall): Record<string, unknown> {
     const now = new Date().toISOString();
-    const task: Task = { id: randomBytes(18).toString("base64url"), call, status: "working", createdAt: now, lastUpdatedAt: now };
+    const task: Task = { id: randomId(18), call, status: "working", createdAt: now, lastUpdatedAt: now };
     this.tasks.set(task.id, task);
     call.current = undefined; // no progress notifications for tasks
     log.info("call became a task", { tool: call.name, afterMs: this.taskAfterMs });
@@ -570,7 +583,7 @@ export class ModernEra {
     }
     await new Promise((r) => setTimeout(r, 0)); // approvals asked at the same moment (`a & b`) go out together
     const inputRequests = this.publish(call);
-    const handle = randomBytes(16).toString("base64url");
+    const handle = randomId(16);
     const timer = setTimeout(() => this.expire(handle), this.parkedTimeoutMs);
     this.parked.set(handle, { call, timer });
     call.current = undefined;
