@@ -30,6 +30,8 @@ export interface ModernStartOptions {
   env?: Record<string, string>;
   /** Answer approvals (declares `elicitation: {form: {}}`); omit for a client without elicitation. */
   onElicit?: (message: string, schema: unknown) => Answer | Promise<Answer>;
+  /** The v2 client's negotiation: pinned to 2026-07-28 (default), or `auto` (probe with discover, else initialize). */
+  negotiation?: "pin" | "auto";
 }
 
 /** A v2-SDK client connected in the modern era. */
@@ -71,7 +73,10 @@ export async function startModern(o: ModernStartOptions = {}): Promise<ModernSes
   transport.stderr?.on("data", (d: Buffer) => (err += d.toString()));
   const client = new Client(
     { name: "shellmcp-modern-test", version: "0" },
-    { capabilities: o.onElicit ? { elicitation: { form: {} } } : {}, versionNegotiation: { mode: { pin: MODERN } } },
+    {
+      capabilities: o.onElicit ? { elicitation: { form: {} } } : {},
+      versionNegotiation: { mode: o.negotiation === "auto" ? "auto" : { pin: MODERN } },
+    },
   );
   const elicitations: string[] = [];
   if (o.onElicit)

@@ -78,6 +78,12 @@ describe.skipIf(skip)("modern era: the v2 SDK client pinned to 2026-07-28", () =
     expect(r.out.output).toBe(`hi\n${ws}\n`);
   });
 
+  test("a v2 client in auto mode (probe with server/discover, else initialize) chooses the modern era", async () => {
+    const s = await modern({ negotiation: "auto" });
+    expect(s.client.getServerCapabilities()?.extensions).toEqual({ "io.modelcontextprotocol/tasks": {} });
+    expect((await s.shell({ command: "echo auto", workdir: workspace(), login: false })).out.output).toBe("auto\n");
+  });
+
   test("progress notifications on the request's token, as in the legacy era", async () => {
     const s = await modern();
     const ws = workspace();
