@@ -190,10 +190,12 @@ class RobustStdioTransport implements Transport {
       this.sendError(null, ErrorCode.ParseError, `Parse error: ${(e as Error).message}`);
       return;
     }
-    if (isModernRequest(value) && this.early !== undefined && !this.earlyAnswerDropped) {
-      const id = (value as { id: unknown }).id;
-      if (id === this.early.answeredId()) {
-        this.earlyAnswerDropped = true; // a `server/discover` answered early (stateless: nothing else to do)
+    // The first line, a `server/discover` answered early (stateless: nothing else to do). An `initialize` answered
+    // early still goes to the SDK, whose answer is dropped in send().
+    if (this.early !== undefined && !this.earlyAnswerDropped && isModernRequest(value)) {
+      const v = value as { id: unknown; method: unknown };
+      if (v.method === "server/discover" && v.id === this.early.answeredId()) {
+        this.earlyAnswerDropped = true;
         return;
       }
     }

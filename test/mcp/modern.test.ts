@@ -11,7 +11,8 @@ import { afterEach, describe, expect, test } from "bun:test";
 import { existsSync, mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { startServe, type Session } from "../helpers/mcp.ts";
-import { MODERN, startModern, startRawModern, type ModernSession, type RawModern } from "../helpers/mcp-modern.ts";
+import { ensureBinary } from "../helpers/binary.ts";
+import { MODERN, modernHome, startModern, startRawModern, type ModernSession, type RawModern } from "../helpers/mcp-modern.ts";
 import { noProcessLeft } from "../helpers/events.ts";
 import { earlyDiscoverResponse } from "../../src/mcp/early-initialize.ts";
 import { shellsMissing } from "../helpers/shells.ts";
@@ -184,6 +185,47 @@ describe.skipIf(skip)("modern era on the wire (raw JSON lines)", () => {
       data: { supported: [MODERN], requested: "2099-01-01" },
     });
     expect(((await s.rpc.request("server/discover", {})).error as { code: number }).code).toBe(-32602);
+  });
+
+  test("both eras on one connection: an early-answered initialize and a modern request with the same id both get their answer", async () => {
+    const home = modernHome();
+    const p = Bun.spawn([ensureBinary(), "serve"], {
+      env: { PATH: "/usr/bin:/bin", HOME: home, CODEX_HOME: home },
+      stdin: "pipe",
+      stdout: "pipe",
+      stderr: "ignore",
+    });
+    closers.push(async () => {
+      p.stdin.end();
+      await p.exited;
+    });
+    const meta = { "io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {} };
+    p.stdin.write(
+      JSON.stringify({
+        jsonrpc: "2.0",
+        id: 1,
+        method: "initialize",
+        params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "both", version: "0" } },
+      }) +
+        "\n" +
+        JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list", params: { _meta: meta } }) +
+        "\n",
+    );
+    p.stdin.flush();
+    const reader = p.stdout.getReader();
+    let out = "";
+    while (out.split("\n").length < 3) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      out += new TextDecoder().decode(value);
+    }
+    const answers = out
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l) as { id: number; result: Record<string, unknown> });
+    expect(answers.map((a) => a.id)).toEqual([1, 1]);
+    expect(answers[0]!.result.protocolVersion).toBe("2025-06-18");
+    expect(answers[1]!.result).toMatchObject({ resultType: "complete", ttlMs: 0 });
   });
 
   test("a tampered, a foreign and a replayed requestState are refused and run nothing; the genuine one runs the exec once", async () => {
