@@ -6,7 +6,8 @@
  * `initialize` request, writes the same answer the SDK would give (protocol version negotiated as the SDK does,
  * our capabilities, server info, instructions). Everything read — that first line included — is then handed to
  * the MCP transport ({@link takeEarlyInput}), so the SDK still sees the `initialize` request (it records the
- * client's capabilities, e.g. elicitation); its own answer to that one id is dropped.
+ * client's capabilities, e.g. elicitation); its own answer to that one id is dropped. A first-line modern-era
+ * `server/discover` (2026-07-28, ./modern.ts) is answered the same way, and that line is then skipped.
  *
  * This module imports nothing (it runs on the start-up path). test/mcp/early-initialize.test.ts checks the
  * constants below against the SDK's.

@@ -1,7 +1,7 @@
 /**
  * The modern MCP era (protocol revision 2026-07-28), served beside the legacy one by the same stdio transport
  * (./server.ts routes here every request that carries the modern `_meta` envelope, and `server/discover`). No SDK:
- * the era is stateless JSON-RPC with three methods, and docs/mcp-eras.md says why it is not the v2 SDK.
+ * the era is stateless JSON-RPC with a handful of methods, and docs/mcp-eras.md says why it is not the v2 SDK.
  *
  * - Every request carries `io.modelcontextprotocol/protocolVersion` (only 2026-07-28 here, else -32022 naming it)
  *   and `io.modelcontextprotocol/clientCapabilities` (else -32602); every result carries `resultType` and the
@@ -13,6 +13,8 @@
  *   of this process, the parked exec's handle, an expiry, a digest of the tool name and arguments), redeemed once,
  *   the answer resumes that same exec, and the retry is answered with the command's result (or with the next
  *   approval it needs). A parked exec nobody answers is denied and its command ended after `parkedTimeoutMs`.
+ * - The tasks extension: a call of a client that declares it, still running after `taskAfterMs`, becomes a task
+ *   (`tasks/get`, `tasks/update` for approvals met during the task, `tasks/cancel`).
  */
 import { ShellmcpError } from "../errors.ts";
 import { log } from "../log.ts";
