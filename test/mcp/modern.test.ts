@@ -85,6 +85,21 @@ describe.skipIf(skip)("modern era: the v2 SDK client pinned to 2026-07-28", () =
     expect((await s.shell({ command: "echo auto", workdir: workspace(), login: false })).out.output).toBe("auto\n");
   });
 
+  test("unified exec: exec_command starts a session, write_stdin drives it, list_sessions sees it", async () => {
+    const s = await modern();
+    const ws = workspace();
+    const text = async (name: string, args: Record<string, unknown>) =>
+      ((await s.client.callTool({ name, arguments: args }, { timeout: 60000 })).content as { text: string }[])
+        .map((c) => c.text)
+        .join("\n");
+    const started = await text("exec_command", { cmd: "read x; echo got-$x", workdir: ws, tty: true, yield_time_ms: 500 });
+    const id = Number(/^Process running with session ID (\d+)$/m.exec(started)?.[1]);
+    expect(id).toBeGreaterThan(0);
+    expect(await text("list_sessions", {})).toContain(String(id));
+    const answered = await text("write_stdin", { session_id: id, chars: "hello\n", yield_time_ms: 3000 });
+    expect(answered).toContain("got-hello");
+  });
+
   test("progress notifications on the request's token, as in the legacy era", async () => {
     const s = await modern();
     const ws = workspace();
