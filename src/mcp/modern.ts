@@ -93,7 +93,7 @@ export class ModernRpcError extends Error {
   }
 }
 
-/** `n` random bytes, base64url (Web Crypto: no `node:crypto`, which costs `serve` ~3 MiB of RSS at start). */
+/** `n` random bytes, base64url (Web Crypto and Bun.CryptoHasher: this module loads no `node:crypto`). */
 function randomId(n: number): string {
   return Buffer.from(crypto.getRandomValues(new Uint8Array(n))).toString("base64url");
 }
