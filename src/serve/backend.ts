@@ -5,7 +5,7 @@
  */
 import type { PermissionProfile } from "../sandbox/permission-profile.ts";
 import { forgetBwrapProbe } from "../sandbox/linux/bwrap.ts";
-import { probeBwrap } from "../sandbox/linux/bwrap.ts";
+import { probeBwrap, type BwrapProbe } from "../sandbox/linux/bwrap.ts";
 import type { SandboxLauncher } from "../shell/run-command.ts";
 import { ShellmcpError } from "../errors.ts";
 import { writeStderr } from "../stderr.ts";
@@ -21,10 +21,12 @@ export class BackendChoice {
   /**
    * `kind`: `auto`, `bwrap` or `landlock`; throws `USAGE` for anything else. `configDirs`: folders no sandbox may
    * write (the server's CODEX_HOME), passed to the helper with every backend choice (see {@link protectFlags}).
+   * `probe`: bubblewrap's preflight (the real {@link probeBwrap}; tests give a fixed answer).
    */
   constructor(
     private readonly kind: string = "auto",
     private readonly configDirs: readonly string[] = [],
+    private readonly probe: () => BwrapProbe = () => probeBwrap(true),
   ) {
     if (kind !== "auto" && kind !== "bwrap" && kind !== "landlock")
       throw new ShellmcpError("USAGE", `--sandbox-backend must be auto, bwrap or landlock (got ${kind})`);
@@ -54,12 +56,12 @@ export class BackendChoice {
     }
     if (this.kind === "bwrap") {
       // With bwrap forced, a failed preflight leaves the helper to run it and fail closed with the reason.
-      const probe = probeBwrap(true);
+      const probe = this.probe();
       if (probe.ok) this.bwrapDirect = { bwrap: probe.path!, noProc: probe.noProc === true };
       return ["--backend", "bwrap", ...(probe.noProc ? ["--no-proc"] : [])];
     }
     if (this.probed !== undefined) return this.probed;
-    const probe = probeBwrap(true);
+    const probe = this.probe();
     if (!probe.ok)
       writeStderr(
         `shellmcp: ${probe.reason}; commands run under Landlock + seccomp, which does not protect .git/.codex inside writable roots\n`,

@@ -115,9 +115,15 @@ export function errorResult(message: string): ToolResult {
   return { content: [{ type: "text", text: visibleLines(message) }], isError: true };
 }
 
-/** The launcher for one call under `snap`, or a refusal (what cannot be enforced is never run with less). */
-function launcherFor(
-  rt: ServeRuntime,
+/**
+ * The launcher for one call under `snap` (`workdir`: the call's folder, the policy cwd when `snap` has none), or a
+ * refusal as a tool result (what cannot be enforced is never run with less). Exported for the golden launch tests.
+ */
+export function launcherFor(
+  rt: Pick<ServeRuntime, "helperExe" | "platform"> & {
+    options: Pick<ServeOptions, "useCodexLinuxSandboxExe">;
+    setup: Pick<ServeSetup, "backend" | "env">;
+  },
   snap: SandboxState,
   workdir: string,
 ): { launcher: SandboxLauncher; writable?: RunCommandOptions["writable"]; callPlan?: FilesystemPlan } | ToolResult {
