@@ -16,15 +16,11 @@ import * as libc from "../../ffi/libc.ts";
 import type { EscalationBoundary } from "../escalate/boundary.ts";
 import type { EscalationServer, ListenOptions } from "../escalate/server.ts";
 import { INTERCEPT_ENV_VAR, PROTOCOL_ENV_VARS } from "../escalate/protocol.ts";
-import { hasFullDiskWrite, hasFullNetwork, protectedConfigDirs, serializeSandboxPolicy, type SandboxPolicy } from "../sandbox/policy.ts";
-import { writableView, type WritableView, type WriteEnforcement } from "../sandbox/writable.ts";
+import { hasFullNetwork, type SandboxPolicy } from "../sandbox/policy.ts";
+import type { CallSandbox, Launch, ProxySpec } from "../sandbox/backend.ts";
 import type { EscalationMode, RoomNetworkGrant, RoomSpec } from "../sandbox/room.ts";
-import { planSandboxPolicy } from "../sandbox/filesystem-plan.ts";
-import { findBwrap, openSelfExe } from "../sandbox/linux/bwrap.ts";
-import type { PermissionProfile } from "../sandbox/permission-profile.ts";
+import { openSelfExe } from "../sandbox/linux/bwrap.ts";
 import type { FilesystemPlan } from "../sandbox/filesystem-plan.ts";
-import { seatbeltShellLaunch } from "../sandbox/macos/seatbelt.ts";
-import { planBwrap, releaseBwrapPlan, type BwrapPlan } from "../sandbox/linux/bwrap.ts";
 import { SANDBOX_FAILURE_EXIT } from "../sandbox/linux/in-process.ts";
 import { bytesPipe } from "../sandbox/linux/run.ts";
 import type { CallCgroup, CgroupManager } from "./cgroup.ts";
@@ -46,7 +42,7 @@ import {
 import { Stopwatch } from "./stopwatch.ts";
 import { failIfInjected } from "../fault-injection.ts";
 import { log } from "../log.ts";
-import { envForSelf, isSelfExe, selfExePath } from "../self.ts";
+import { envForSelf, isSelfExe } from "../self.ts";
 
 /** Time the output pipe may stay open after the shell exited, ms. */
 export const DRAIN_MS = 2000;
@@ -55,84 +51,8 @@ export const PROGRESS_INTERVAL_MS = 5000;
 /** fd number of the escalation socket in the shell. */
 const ESCALATE_FD = 3;
 
-/** How the sandbox helper is invoked. */
-export interface SandboxLauncher {
-  /** Program to run as the helper (this binary, or Codex's `codexLinuxSandboxExe`). */
-  exe: string;
-  /** Extra helper flags (e.g. `--backend bwrap`, `--use-bwrap-sandbox`). */
-  flags: string[];
-  /**
-   * Start bubblewrap directly, with no helper process of ours in between (one fewer Bun start per call): set when
-   * our own helper would use bwrap anyway. The helper is still used when the plan needs an inner stage
-   * (restricted reads) — see {@link planBwrap}.
-   */
-  direct?: { bwrap: string; noProc: boolean; profile?: PermissionProfile };
-  /** macOS: run the shell under Seatbelt (`/usr/bin/sandbox-exec`) with the policy generated from `plan`. */
-  seatbelt?: { plan: FilesystemPlan };
-}
-
-/** fd number of the seccomp program bwrap reads in a direct launch. */
-const SECCOMP_FD = 4;
-/** fd of the genuine executable for bwrap's `--ro-bind-fd` when serve starts bwrap with our inner stage (proxy mode). */
-const SELF_EXE_FD = 6;
-
-/** How one shell is started: its argv, and what to give back when it has ended. */
-export interface Launch {
-  argv: string[];
-  argv0?: string;
-  sandboxed: boolean;
-  /** Variables the launcher adds after the environment policy (Seatbelt: `CODEX_SANDBOX=seatbelt`, …). */
-  env?: Record<string, string>;
-  /** Direct bwrap: the plan (host mount points to release) and the seccomp program to pass at {@link SECCOMP_FD}. */
-  bwrap?: BwrapPlan;
-}
-
-/**
- * Plan the launch: Seatbelt on macOS, direct bwrap where possible, else {@link shellArgv}. Throws
- * `SANDBOX_UNAVAILABLE` (refusals).
- */
-export function planLaunch(
-  o: Pick<RunCommandOptions, "shellPath" | "login" | "command" | "policy" | "sandboxCwd" | "launcher" | "wrapperPath"> &
-    Partial<Pick<RunCommandOptions, "workdir">>,
-  proxy?: ProxySpec,
-): Launch {
-  if (o.launcher.seatbelt !== undefined) {
-    const l = seatbeltShellLaunch(
-      o.launcher.seatbelt.plan,
-      {
-        shellPath: o.shellPath,
-        login: o.login,
-        command: o.command,
-        exePath: o.wrapperPath,
-      },
-      undefined,
-      proxy === undefined ? undefined : { ports: proxy.ports, allowLocalBinding: proxy.allowLocalBinding === true },
-    );
-    return { argv: l.argv, sandboxed: l.sandboxed, env: l.env };
-  }
-  const viaHelper = shellArgv(o, proxy);
-  const d = o.launcher.direct;
-  if (!viaHelper.sandboxed || d === undefined) return viaHelper;
-  const shell = [o.shellPath, o.login ? "-lc" : "-c", o.command];
-  const plan = planBwrap(
-    d.bwrap,
-    {
-      policy: o.policy,
-      profile: d.profile,
-      policyCwd: o.sandboxCwd,
-      workdir: o.workdir,
-      command: shell,
-      backend: "bwrap",
-      noProc: d.noProc,
-      ...(proxy !== undefined ? { networkProxy: proxy } : {}),
-    },
-    { seccompFd: SECCOMP_FD, ...(openSelfExe() !== undefined ? { selfFd: SELF_EXE_FD } : {}) },
-  );
-  // Proxy mode: bwrap starts our inner stage itself (it builds the bridge), still with no helper process before it.
-  if (plan.direct || proxy !== undefined) return { argv: plan.argv, sandboxed: true, bwrap: plan };
-  releaseBwrapPlan(plan); // the plan needs our inner stage: let the helper build it
-  return viaHelper;
-}
+export type { Launch, ProxySpec } from "../sandbox/backend.ts";
+export { helperCommand } from "../sandbox/linux/backend.ts";
 
 /** One command run. */
 export interface RunCommandOptions {
@@ -143,9 +63,8 @@ export interface RunCommandOptions {
   shellPath: string;
   wrapperPath: string;
   env: Record<string, string>;
-  policy: SandboxPolicy;
-  sandboxCwd: string;
-  launcher: SandboxLauncher;
+  /** The call's sandbox (../sandbox/backend.ts): its backend and state, asked for the launch, room and writable view. */
+  sandbox: CallSandbox;
   server: EscalationServer;
   /**
    * Decides each exec of this call: the escalation request and the call's stopwatch (a prompt pauses it, so the
@@ -162,8 +81,6 @@ export interface RunCommandOptions {
   track?: (pgid: number, running: boolean) => void;
   /** Per-call cgroups (every process of the call ends with it); undefined where the host has none. */
   cgroups?: CgroupManager;
-  /** What the sandbox lets the shell write, when `policy` does not say it exactly (a permission profile). */
-  writable?: (enforcement: WriteEnforcement) => WritableView;
   /**
    * Intercept set for our patched shells (`SHELLMCP_INTERCEPT`, from `interceptSetFor(policy)`): programs outside
    * it are exec'd directly. Undefined: the variable is removed (an inherited one included), so every exec goes
@@ -174,8 +91,7 @@ export interface RunCommandOptions {
   notice?: (text: string) => void;
   /**
    * Where escalated programs run (../sandbox/room.ts): `room` (default) or `host` (Codex's meaning), and the extra
-   * writable paths per program. `callPlan`: the call's sandbox when it comes from a permission profile (else it is
-   * planned from `policy`).
+   * writable paths per program.
    */
   escalation?: {
     mode: EscalationMode;
@@ -185,7 +101,6 @@ export interface RunCommandOptions {
     /** `[shellmcp.room_readable]` (../sandbox/room.ts `RoomSpec.readableGrants`). */
     roomReadable?: Readonly<Record<string, readonly string[]>>;
   };
-  callPlan?: FilesystemPlan;
   /**
    * Network proxy mode (docs/network.md): the call's proxy. Under bubblewrap the command gets a private network
    * namespace whose only listeners are handed to it (src/network/bridge.ts); under Landlock it listens on the
@@ -208,29 +123,16 @@ export interface RunCommandOptions {
   onStarted?: (control: { interrupt: () => void }) => void;
 }
 
-/** How proxy mode reaches the sandbox helper: the ports TCP may reach and, under bubblewrap, the bridge fd. */
-export interface ProxySpec {
-  /** bubblewrap: the bridge socket's fd number in the sandbox ({@link PROXY_BRIDGE_FD}). */
-  fd?: number;
-  /** The ports TCP may reach: in the call's namespace (bubblewrap) or the proxy's on the host's loopback. */
-  ports: number[];
-  /** macOS: `allow_local_binding` (Seatbelt's local rules). */
-  allowLocalBinding?: boolean;
-}
-
 /** How long escalated programs get between SIGTERM and SIGKILL when their call times out or is cancelled, ms. */
 export const ESCALATED_GRACE_MS = 2000;
 
 /**
  * The room escalated programs of this call run in: built by the backend the call's own sandbox uses (bubblewrap,
- * Landlock or Seatbelt), on the host when the call is not sandboxed or `escalation = "host"`, and unavailable (they run inside
- * the call's sandbox) when the backend cannot build one.
+ * Landlock or Seatbelt: ../sandbox/backend.ts `SandboxBackend.room`), on the host when the call is not sandboxed or
+ * `escalation = "host"`, and unavailable (they run inside the call's sandbox) when the backend cannot build one or
+ * the call's plan cannot be made.
  */
-export function roomFor(
-  o: Pick<RunCommandOptions, "escalation" | "callPlan" | "policy" | "sandboxCwd" | "env" | "launcher" | "networkProxy"> &
-    Partial<Pick<RunCommandOptions, "workdir">>,
-  enforcement: WriteEnforcement,
-): RoomSpec {
+export function roomFor(o: Pick<RunCommandOptions, "escalation" | "sandbox" | "networkProxy">): RoomSpec {
   const extraWritable = {
     extraWritable: o.escalation?.extraWritable ?? {},
     networkGrants: o.escalation?.roomNetwork ?? {},
@@ -238,25 +140,13 @@ export function roomFor(
   };
   let call: FilesystemPlan;
   try {
-    call = o.callPlan ?? planSandboxPolicy(o.policy, o.sandboxCwd, o.env, enforcement === "bwrap" ? { workdir: o.workdir } : undefined);
+    call = o.sandbox.plan();
   } catch (e) {
     return { backend: { kind: "unavailable", reason: (e as Error).message }, call: UNSANDBOXED, ...extraWritable };
   }
-  if (o.escalation?.mode === "host" || enforcement === "none") return { backend: { kind: "host" }, call, ...extraWritable };
-  if (o.launcher.seatbelt !== undefined)
-    return { backend: { kind: "seatbelt", allowLocalBinding: o.networkProxy?.policy.allowLocalBinding === true }, call, ...extraWritable };
-  if (enforcement === "bwrap") {
-    const bwrap = o.launcher.direct?.bwrap ?? findBwrap().path;
-    if (bwrap === undefined) return { backend: { kind: "unavailable", reason: "bubblewrap is not installed" }, call, ...extraWritable };
-    return {
-      backend: { kind: "bwrap", bwrap, noProc: o.launcher.direct?.noProc === true || o.launcher.flags.includes("--no-proc") },
-      call,
-      ...extraWritable,
-    };
-  }
-  // The room's helper refuses a Landlock room whose writable roots contain CODEX_HOME (it cannot carve it out).
-  const protect = protectedConfigDirs().flatMap((d) => ["--protected-config-dir", d]);
-  return { backend: { kind: "landlock", helper: [...helperCommand(o.launcher.exe), ...protect] }, call, ...extraWritable };
+  if (o.escalation?.mode === "host" || o.sandbox.enforcement === "none") return { backend: { kind: "host" }, call, ...extraWritable };
+  const allowLocalBinding = o.networkProxy?.policy.allowLocalBinding === true;
+  return { backend: o.sandbox.backend.room(o.sandbox, { allowLocalBinding }), call, ...extraWritable };
 }
 
 /** Placeholder plan when the call's own plan cannot be computed (the room is then unavailable anyway). */
@@ -291,7 +181,7 @@ export function joinCgroupFirst(procs: string, argv: string[]): string[] {
  * network is off, and the launcher's own (Seatbelt's `CODEX_SANDBOX`).
  */
 export function shellEnvironment(
-  o: Pick<RunCommandOptions, "env" | "policy" | "interceptSet">,
+  o: Pick<RunCommandOptions, "env" | "interceptSet"> & { policy: SandboxPolicy },
   protocol: Record<string, string>,
   launcherEnv?: Record<string, string>,
 ): Record<string, string> {
@@ -301,14 +191,6 @@ export function shellEnvironment(
   if (o.interceptSet !== undefined) env[INTERCEPT_ENV_VAR] = o.interceptSet;
   if (!hasFullNetwork(o.policy)) env.CODEX_SANDBOX_NETWORK_DISABLED = "1";
   return Object.assign(env, launcherEnv);
-}
-
-/** Which mechanism confines the shell's writes, from how the sandbox helper is launched. */
-export function launcherEnforcement(sandboxed: boolean, launcher: SandboxLauncher): WriteEnforcement {
-  if (!sandboxed) return "none";
-  const f = launcher.flags;
-  const i = f.indexOf("--backend");
-  return f.includes("--use-bwrap-sandbox") || (i >= 0 && f[i + 1] === "bwrap") ? "bwrap" : "landlock";
 }
 
 /**
@@ -361,46 +243,6 @@ export interface RunCommandResult {
 }
 
 /**
- * argv that starts the sandbox helper `exe`: this binary's own ({@link selfExePath}, `/proc/<pid>/exe`) gets its role
- * by flag, since a trampoline that execs it (the cgroup `/bin/sh`, the room's `exec -a` bash) does not keep argv[0];
- * another helper (Codex's `codexLinuxSandboxExe`, a role link) is named as is.
- */
-export function helperCommand(exe: string): string[] {
-  return exe === selfExePath() ? [exe, "--codex-run-as-linux-sandbox"] : [exe];
-}
-
-/** The argv that starts the shell, through the sandbox helper when the policy needs one. */
-export function shellArgv(
-  o: Pick<RunCommandOptions, "shellPath" | "login" | "command" | "policy" | "sandboxCwd" | "launcher">,
-  proxy?: ProxySpec,
-): {
-  argv: string[];
-  argv0?: string;
-  sandboxed: boolean;
-} {
-  const shell = [o.shellPath, o.login ? "-lc" : "-c", o.command];
-  if (o.policy.type === "danger-full-access" || (hasFullDiskWrite(o.policy) && hasFullNetwork(o.policy)))
-    return { argv: shell, sandboxed: false };
-  return {
-    argv: [
-      ...helperCommand(o.launcher.exe),
-      ...o.launcher.flags,
-      ...(proxy === undefined
-        ? []
-        : ["--network-proxy-ports", proxy.ports.join(","), ...(proxy.fd !== undefined ? ["--network-proxy-fd", String(proxy.fd)] : [])]),
-      "--sandbox-policy-cwd",
-      o.sandboxCwd,
-      "--sandbox-policy",
-      serializeSandboxPolicy(o.policy),
-      "--",
-      ...shell,
-    ],
-    argv0: "codex-linux-sandbox",
-    sandboxed: true,
-  };
-}
-
-/**
  * Read `readEnd` (the call's own output pipe or terminal master, an fd) until EOF, giving each chunk to `push`: a pipe through Bun's file stream, a terminal's master through a
  * `tty.ReadStream` (Bun's file stream uses positioned reads, which a terminal refuses; the stream owns the fd and
  * closes it, and the slave's last close reads as EIO, taken as EOF). `cancel` stops reading.
@@ -448,7 +290,7 @@ function readOutput(
 export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult> {
   const t0 = performance.now();
   const out = new CappedOutput(o.maxOutputBytes);
-  const sandboxedGuess = shellArgv(o).sandboxed;
+  const sandboxedGuess = o.sandbox.sandboxed;
   const fail = (msg: string): RunCommandResult => ({
     exitCode: 127,
     output: msg,
@@ -494,7 +336,7 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
   let proxyEnv: Record<string, string> | undefined;
   if (o.networkProxy !== undefined && sandboxedGuess) {
     const np = o.networkProxy.policy;
-    if (launcherEnforcement(true, o.launcher) === "bwrap" && o.launcher.seatbelt === undefined) {
+    if (o.sandbox.backend.proxyWiring === "bridge") {
       const b = (bridge = bridgePair());
       hold(() => [b.serverFd, b.childFd].forEach(libc.closeQuiet));
       const ports = np.enableSocks5 ? { http: NAMESPACE_PORTS.http, socks: NAMESPACE_PORTS.socks } : { http: NAMESPACE_PORTS.http };
@@ -519,7 +361,7 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
   }
   let launch: Launch;
   try {
-    launch = planLaunch(o, proxySpec);
+    launch = o.sandbox.launch(o, proxySpec);
   } catch (e) {
     // A sandbox that cannot be built as asked (e.g. a protected path that is a symlink): fail closed, as the
     // helper does (status 101, the reason in the output).
@@ -537,23 +379,20 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
   }
   const { argv, argv0, sandboxed } = launch;
   /** Give back the direct plan's host mount points, once the sandbox has ended. */
-  const release = () => {
-    if (launch.bwrap !== undefined) releaseBwrapPlan(launch.bwrap);
-  };
+  const release = () => launch.release?.();
   hold(release);
 
   let pid = 0;
   let killed: "timeout" | "cancel" | undefined;
   let stopwatch: Stopwatch | undefined;
   // What an escalation may run is judged against the sandbox as it is now, when the shell starts.
-  const enforcement = launcherEnforcement(sandboxed, o.launcher);
-  const roomSpec = roomProxy === undefined ? roomFor(o, enforcement) : { ...roomFor(o, enforcement), proxy: roomProxy };
+  const roomSpec = roomProxy === undefined ? roomFor(o) : { ...roomFor(o), proxy: roomProxy };
   // Programs granted domains (`[shellmcp.room_network] npm = ["registry.npmjs.org"]`) get a proxy of their own.
   const grantProxies = await roomGrantProxies(roomSpec, o.networkProxy?.policy);
   if (grantProxies !== undefined) hold(() => grantProxies.end());
   const boundary: EscalationBoundary = {
     baseEnv: o.env,
-    writable: (o.writable ?? ((e) => writableView(o.policy, o.sandboxCwd, e, o.env, o.workdir)))(enforcement),
+    writable: o.sandbox.writable(),
     room: grantProxies === undefined ? roomSpec : { ...roomSpec, grantProxies: grantProxies.endpoints },
   };
   let cgroup: CallCgroup | undefined;
@@ -659,28 +498,29 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
   // (/proc/self/exe) cannot go through the trampoline (the shell would exec itself): it joins the cgroup itself,
   // first thing (`--join-cgroup`), before it starts anything of the call; anything else goes through /bin/sh.
   const selfHelper = isSelfExe(argv[0]);
-  const joins = cgroup !== undefined && launch.bwrap === undefined;
+  const joins = cgroup !== undefined && launch.ownPidNamespace !== true;
   const guardJoins = joins && lifelineProblem() === undefined;
   const trampoline = joins && !guardJoins && !selfHelper;
   if (joins && !guardJoins && selfHelper) argv.splice(2, 0, "--join-cgroup", cgroup!.procs);
-  const seccomp = launch.bwrap?.seccomp === undefined ? undefined : bytesPipe(launch.bwrap.seccomp);
+  const seccomp = launch.seccomp === undefined ? undefined : bytesPipe(launch.seccomp.program);
   if (seccomp !== undefined) hold(() => libc.closeQuiet(seccomp));
   const stdio: (number | "ignore")[] = [tty !== undefined ? writeEnd : "ignore", writeEnd, writeEnd, listener.clientFd];
-  if (seccomp !== undefined) stdio[SECCOMP_FD] = seccomp;
+  if (seccomp !== undefined) stdio[launch.seccomp!.fd] = seccomp;
   if (bridge !== undefined) {
-    if (stdio[SECCOMP_FD] === undefined) stdio[SECCOMP_FD] = "ignore";
+    for (let fd = 0; fd < PROXY_BRIDGE_FD; fd++) stdio[fd] ??= "ignore";
     stdio[PROXY_BRIDGE_FD] = bridge.childFd;
   }
-  const selfExe = launch.bwrap !== undefined && !launch.bwrap.direct ? openSelfExe() : undefined;
+  const selfExeFd = launch.selfExeFd;
+  const selfExe = selfExeFd !== undefined ? openSelfExe() : undefined;
   if (selfExe !== undefined) {
-    for (let fd = 0; fd < SELF_EXE_FD; fd++) stdio[fd] ??= "ignore";
-    stdio[SELF_EXE_FD] = selfExe; // bwrap binds it over the executable's path for our inner stage
+    for (let fd = 0; fd < selfExeFd!; fd++) stdio[fd] ??= "ignore";
+    stdio[selfExeFd!] = selfExe; // bwrap binds it over the executable's path for our inner stage
   }
   let proc!: ReturnType<typeof Bun.spawn>;
   let guarded = false;
   try {
     const env = (selfHelper ? envForSelf : (e: Record<string, string>) => e)(
-      shellEnvironment(o, listener.shellEnv(o.wrapperPath, ESCALATE_FD), { ...launch.env, ...proxyEnv }),
+      shellEnvironment({ ...o, policy: o.sandbox.policy }, listener.shellEnv(o.wrapperPath, ESCALATE_FD), { ...launch.env, ...proxyEnv }),
     );
     const target = trampoline ? joinCgroupFirst(cgroup!.procs, argv) : argv;
     const started = guardedStart(target, trampoline ? undefined : argv0, stdio, guardJoins ? cgroup!.procs : undefined);

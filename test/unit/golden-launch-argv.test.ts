@@ -6,7 +6,8 @@
  * danger-full-access) × backends (bubblewrap found, found without /proc, missing, forced but failing, Landlock
  * asked, the client's legacy Landlock, Codex's helper with and without bubblewrap, macOS).
  *
- * Pinned so that the refactor of the call's sandbox into one object keeps every argv byte-identical. Pure: the
+ * Pinned before the call's sandbox became one object (src/sandbox/backend.ts `CallSandbox`), which kept every argv
+ * byte-identical. Pure: the
  * bubblewrap preflight is a fixed answer, the workspace is a fixture folder made here, and machine paths are
  * replaced by placeholders (`<W>` the fixture, `<SELF>` this process's executable as the helper, `<EXE>` and
  * `<MAIN>` how it starts itself, `<DENY>` the private folder of denied files). Direct bubblewrap is planned
@@ -22,12 +23,11 @@ import { join } from "node:path";
 import type { SandboxState } from "../../src/mcp/sandbox-state.ts";
 import { NAMESPACE_PORTS, PROXY_BRIDGE_FD } from "../../src/network/bridge.ts";
 import type { BwrapProbe } from "../../src/sandbox/linux/bwrap.ts";
-import { releaseBwrapPlan } from "../../src/sandbox/linux/bwrap.ts";
 import { parsePermissionProfile, type PermissionProfile } from "../../src/sandbox/permission-profile.ts";
 import { parseSandboxPolicy, protectedConfigDirs, setProtectedConfigDirs, type SandboxPolicy } from "../../src/sandbox/policy.ts";
 import { BackendChoice } from "../../src/serve/backend.ts";
-import { launcherFor, proxyModeFor } from "../../src/serve/call.ts";
-import { launcherEnforcement, planLaunch, shellArgv, type ProxySpec } from "../../src/shell/run-command.ts";
+import { proxyModeFor, sandboxFor } from "../../src/serve/call.ts";
+import type { Launch, ProxySpec } from "../../src/sandbox/backend.ts";
 import { selfExePath } from "../../src/self.ts";
 
 const GOLDEN = join(import.meta.dir, "golden", "launch-argv.json");
@@ -171,40 +171,34 @@ function spawnOf(b: Backend, state: SandboxState, proxyMode: boolean): unknown {
     platform: b.platform,
     options: { useCodexLinuxSandboxExe: b.useCodexHelper === true },
     setup,
-  } as Parameters<typeof launcherFor>[0];
-  const l = launcherFor(rt, state, ws);
-  if ("content" in l) return { refused: normalize((l.content[0] as { text: string }).text) };
+  } as Parameters<typeof sandboxFor>[0];
+  const call = sandboxFor(rt, state, ws);
+  if ("content" in call) return { refused: normalize((call.content[0] as { text: string }).text) };
   const proxied = proxyModeFor(setup, state);
-  if (proxied && l.launcher.direct === undefined && l.launcher.exe !== rt.helperExe) return { refused: "proxy mode under Codex's helper" };
-  const o = {
-    shellPath,
-    login: false,
-    command: "echo hi",
-    policy: state.policy,
-    sandboxCwd: state.sandboxCwd ?? ws,
-    workdir: ws,
-    launcher: l.launcher,
-    wrapperPath: join(root, "bin", "codex-execve-wrapper"),
-  };
+  if (proxied && call.backend.proxyWiring === "unsupported") return { refused: "proxy mode under Codex's helper" };
+  const shell = { shellPath, login: false, command: "echo hi", wrapperPath: join(root, "bin", "codex-execve-wrapper") };
   let proxy: ProxySpec | undefined;
-  if (proxied && shellArgv(o).sandboxed)
+  if (proxied && call.sandboxed)
     proxy =
-      launcherEnforcement(true, l.launcher) === "bwrap" && l.launcher.seatbelt === undefined
+      call.backend.proxyWiring === "bridge"
         ? { fd: PROXY_BRIDGE_FD, ports: [NAMESPACE_PORTS.http] }
         : { ports: LOOPBACK_PORTS, allowLocalBinding: false };
-  let launch: ReturnType<typeof planLaunch>;
+  let launch: Launch;
   try {
-    launch = planLaunch(o, proxy);
+    launch = call.launch(shell, proxy);
   } catch (e) {
     return { planRefused: normalize((e as Error).message) };
   }
-  if (launch.bwrap !== undefined) releaseBwrapPlan(launch.bwrap);
+  launch.release?.();
   return {
     argv: withoutDaemonDir(launch.argv).map(normalize),
     ...(launch.argv0 !== undefined ? { argv0: launch.argv0 } : {}),
     sandboxed: launch.sandboxed,
     ...(launch.env !== undefined && Object.keys(launch.env).length > 0 ? { env: launch.env } : {}),
-    ...(launch.bwrap !== undefined ? { bwrapDirect: launch.bwrap.direct, seccompBytes: launch.bwrap.seccomp?.byteLength ?? 0 } : {}),
+    // Direct bubblewrap: whether it runs the shell itself (no inner stage of ours), and the seccomp program's size.
+    ...(launch.ownPidNamespace === true
+      ? { bwrapDirect: launch.selfExeFd === undefined, seccompBytes: launch.seccomp?.program.byteLength ?? 0 }
+      : {}),
   };
 }
 
