@@ -89,9 +89,9 @@ export class HelperBackend implements SandboxBackend {
   /** The helper's argv, or bubblewrap's own when started directly (see the class). */
   launch(call: CallSandbox, shell: ShellCommand, proxy?: ProxySpec): Launch {
     const profile = call.profile === undefined ? [] : ["--permission-profile", serializePermissionProfile(call.profile)];
-    const viaHelper = helperArgv([...helperCommand(this.exe), ...this.flags, ...profile], call, shell, proxy);
+    const viaHelper = () => helperArgv([...helperCommand(this.exe), ...this.flags, ...profile], call, shell, proxy);
     const d = this.directBwrap;
-    if (d === undefined) return viaHelper;
+    if (d === undefined) return viaHelper();
     const self = openSelfExe() !== undefined ? { selfFd: SELF_EXE_FD } : {};
     const plan = planBwrap(
       d.bwrap,
@@ -118,7 +118,7 @@ export class HelperBackend implements SandboxBackend {
         release: () => releaseBwrapPlan(plan),
       };
     releaseBwrapPlan(plan); // the plan needs our inner stage: let the helper build it
-    return viaHelper;
+    return viaHelper();
   }
 
   /** bubblewrap rooms (where bwrap is found), or Landlock rooms built by the helper. */
