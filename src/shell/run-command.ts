@@ -9,6 +9,8 @@
  * - The timeout is a pausable stopwatch: time waiting for a human does not count.
  * - After the shell exits, the pipe gets {@link DRAIN_MS} to reach EOF (background jobs may hold it); what was
  *   read is kept either way (Codex discarded it).
+ * - {@link runCommand} is plan → acquire → run → settle: the call's sandbox (../sandbox/backend.ts `CallSandbox`)
+ *   gives the launch, room and writable view; everything the call acquires is held by one {@link CallResources}.
  */
 import { statSync } from "node:fs";
 import { constants as osConstants } from "node:os";
@@ -51,7 +53,7 @@ export const PROGRESS_INTERVAL_MS = 5000;
 /** fd number of the escalation socket in the shell. */
 const ESCALATE_FD = 3;
 
-export type { Launch, ProxySpec } from "../sandbox/backend.ts";
+/** Moved to ../sandbox/linux/backend.ts with the Linux backends; kept here for its importers. */
 export { helperCommand } from "../sandbox/linux/backend.ts";
 
 /** One command run. */
