@@ -13,16 +13,24 @@ export const FAULT_ENV = "SHELLMCP_FAULT_INJECT";
 /**
  * Steps that can be made to fail:
  * - `pidfd_open`: the escalation worker's pidfd of a child it has just started (an escalated program, a kept room);
+ * - `call_bridge`: a call's start-up in proxy mode under bubblewrap, right after its two bridges were made;
+ * - `call_grants`: a call's start-up, right after its rooms' grant proxies were started (after its mount points);
  * - `call_cgroup`: a call's start-up, right after its cgroup was created (after its bridges and mount points);
  * - `call_listen`: a call's start-up, right after its escalation listener was opened (and its output pipe);
+ * - `call_expired`: a call's start-up, with everything acquired: its timeout counts as already over (status 124);
  * - `call_spawn`: starting the call's shell, after everything else was acquired;
  * - `bwrap_mounts`: planning bubblewrap (the call's sandbox), right after its host mount points were created.
  */
-export type FaultStep = "pidfd_open" | "call_cgroup" | "call_listen" | "call_spawn" | "bwrap_mounts";
+export type FaultStep =
+  "pidfd_open" | "call_bridge" | "call_grants" | "call_cgroup" | "call_listen" | "call_expired" | "call_spawn" | "bwrap_mounts";
+
+/** Whether `step` is named in {@link FAULT_ENV} (for a fault that is a condition rather than an error). */
+export function isInjected(step: FaultStep, env: Record<string, string | undefined> = process.env): boolean {
+  const v = env[FAULT_ENV];
+  return v !== undefined && v !== "" && v.split(",").includes(step);
+}
 
 /** Throw `SYSCALL` (an injected fault, `data.injected: step`) when `step` is named in {@link FAULT_ENV}. */
 export function failIfInjected(step: FaultStep, env: Record<string, string | undefined> = process.env): void {
-  const v = env[FAULT_ENV];
-  if (v === undefined || v === "") return;
-  if (v.split(",").includes(step)) throw new ShellmcpError("SYSCALL", `${step}: injected fault (${FAULT_ENV})`, { injected: step });
+  if (isInjected(step, env)) throw new ShellmcpError("SYSCALL", `${step}: injected fault (${FAULT_ENV})`, { injected: step });
 }

@@ -6,7 +6,8 @@
  * `initialize` request, writes the same answer the SDK would give (protocol version negotiated as the SDK does,
  * our capabilities, server info, instructions). Everything read — that first line included — is then handed to
  * the MCP transport ({@link takeEarlyInput}), so the SDK still sees the `initialize` request (it records the
- * client's capabilities, e.g. elicitation); its own answer to that one id is dropped.
+ * client's capabilities, e.g. elicitation); its own answer to that one id is dropped. A first-line modern-era
+ * `server/discover` (2026-07-28, ./modern.ts) is answered the same way, and that line is then skipped.
  *
  * This module imports nothing (it runs on the start-up path). test/mcp/early-initialize.test.ts checks the
  * constants below against the SDK's.
@@ -25,10 +26,14 @@ export const SERVER_CAPABILITIES = { tools: {}, experimental: { [SANDBOX_STATE_C
 export const LATEST_PROTOCOL_VERSION = "2025-11-25";
 /** Protocol versions the MCP SDK accepts as requested. */
 export const SUPPORTED_PROTOCOL_VERSIONS = [LATEST_PROTOCOL_VERSION, "2025-06-18", "2025-03-26", "2024-11-05", "2024-10-07"];
+/** The modern protocol revision served (./modern.ts): stateless, no `initialize`, `server/discover`. */
+export const MODERN_PROTOCOL_VERSION = "2026-07-28";
+/** `_meta` key of the server's identity on every modern-era result. */
+export const SERVER_INFO_META_KEY = "io.modelcontextprotocol/serverInfo";
 /** Longest first line looked at, bytes (a bigger one is left to the transport). */
 const MAX_FIRST_LINE_BYTES = 1024 * 1024;
 
-/** stdin as read so far and still to come, and the id of the `initialize` already answered (if any). */
+/** stdin as read so far and still to come, and the id of the `initialize` or `server/discover` already answered (if any). */
 export interface EarlyInput {
   source: AsyncIterable<Uint8Array>;
   answeredId(): string | number | undefined;
@@ -75,7 +80,47 @@ export function earlyInitializeResponse(
 }
 
 /**
- * Start reading stdin now and answer a first-line `initialize` at once. Call once, before the MCP transport
+ * The `server/discover` result (modern era): the modern versions only (legacy ones are negotiated by `initialize`,
+ * as the v2 SDK does), our capabilities with the tasks extension (./modern.ts), the cache fields (not cacheable:
+ * private, 0 ms) and our identity.
+ */
+export function discoverResult(info: { name: string; version: string } = { name: SERVER_NAME, version: VERSION }): Record<string, unknown> {
+  return {
+    resultType: "complete",
+    supportedVersions: [MODERN_PROTOCOL_VERSION],
+    capabilities: { ...SERVER_CAPABILITIES, extensions: { "io.modelcontextprotocol/tasks": {} } },
+    instructions: INSTRUCTIONS,
+    ttlMs: 0,
+    cacheScope: "private",
+    _meta: { [SERVER_INFO_META_KEY]: info },
+  };
+}
+
+/**
+ * The answer to `line` when it is a `server/discover` request with a valid modern envelope for
+ * {@link MODERN_PROTOCOL_VERSION} (the version, and client capabilities as an object), else `undefined` (the
+ * modern era's handler, ./modern.ts, answers it, errors included).
+ */
+export function earlyDiscoverResponse(
+  line: string,
+  info: { name: string; version: string } = { name: SERVER_NAME, version: VERSION },
+): Record<string, unknown> | undefined {
+  let m: unknown;
+  try {
+    m = JSON.parse(line);
+  } catch {
+    return undefined;
+  }
+  if (!isObject(m) || m.jsonrpc !== "2.0" || m.method !== "server/discover" || !isObject(m.params)) return undefined;
+  if (typeof m.id !== "string" && (typeof m.id !== "number" || !Number.isInteger(m.id))) return undefined;
+  const meta = m.params._meta;
+  if (!isObject(meta) || meta["io.modelcontextprotocol/protocolVersion"] !== MODERN_PROTOCOL_VERSION) return undefined;
+  if (!isObject(meta["io.modelcontextprotocol/clientCapabilities"])) return undefined;
+  return { jsonrpc: "2.0", id: m.id, result: discoverResult(info) };
+}
+
+/**
+ * Start reading stdin now and answer a first-line `initialize` (or modern `server/discover`) at once. Call once, before the MCP transport
  * starts. Resolves when the first line has been handled (answered or left to the SDK) or stdin ended: the caller
  * should wait for it — briefly, see main.ts — because loading the rest of the program is one long synchronous
  * stretch during which stdin is not read.
@@ -100,7 +145,8 @@ export function startEarlyInitialize(): Promise<void> {
     const all = pending.length === 1 ? pending[0]! : Buffer.concat(pending);
     const nl = all.indexOf(10);
     if (nl < 0) return;
-    const response = earlyInitializeResponse(new TextDecoder().decode(all.subarray(0, nl)));
+    const line = new TextDecoder().decode(all.subarray(0, nl));
+    const response = earlyInitializeResponse(line) ?? earlyDiscoverResponse(line);
     if (response === undefined) return;
     answered = response.id as string | number;
     process.stdout.write(JSON.stringify(response) + "\n");

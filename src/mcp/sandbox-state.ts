@@ -14,11 +14,9 @@
  * profile themselves are validated strictly (see policy.ts and permission-profile.ts).
  */
 import { ShellmcpError } from "../errors.ts";
-import { existsSync } from "node:fs";
 import { parsePermissionProfile, pathFromUri, type PermissionProfile } from "../sandbox/permission-profile.ts";
-import { planPermissionProfile, summarySandboxPolicy, type FilesystemPlan } from "../sandbox/filesystem-plan.ts";
+import { planPermissionProfile, summarySandboxPolicy } from "../sandbox/filesystem-plan.ts";
 import { parseSandboxPolicy, type SandboxPolicy } from "../sandbox/policy.ts";
-import { canonicalPath, LANDLOCK_EXTRA_WRITABLE, type WritableView, type WriteEnforcement } from "../sandbox/writable.ts";
 
 /** A sandbox state, from either Codex line. */
 export interface SandboxState {
@@ -112,21 +110,5 @@ export function sandboxStateFromMeta(meta: Record<string, unknown> | undefined):
   return state;
 }
 
-/**
- * What a shell started under `plan` can write, for the escalation boundary (writable.ts): everything when
- * unsandboxed or `fullWrite`; else the writable roots (plus `/dev/shm` under Landlock), minus — only where the
- * backend enforces them (bubblewrap) — the read-only subpaths and denied paths. Never narrower than what the
- * sandbox really allows, so the boundary never trusts a path the command could have written.
- */
-export function planWritableView(plan: FilesystemPlan, enforcement: WriteEnforcement): WritableView {
-  if (enforcement === "none" || !plan.sandboxed || plan.fullWrite) return { full: true, roots: [], readOnly: [] };
-  const extra = enforcement === "landlock" ? LANDLOCK_EXTRA_WRITABLE.filter((p) => existsSync(p)).map((p) => canonicalPath(p)) : [];
-  return {
-    full: false,
-    roots: [...plan.writableRoots.map((w) => canonicalPath(w.root)), ...extra],
-    readOnly:
-      enforcement === "bwrap"
-        ? [...plan.writableRoots.flatMap((w) => w.readOnlySubpaths), ...plan.deniedPaths].map((p) => canonicalPath(p))
-        : [],
-  };
-}
+/** Moved to ../sandbox/writable.ts (the call's sandbox asks it there); kept here for existing importers. */
+export { planWritableView } from "../sandbox/writable.ts";

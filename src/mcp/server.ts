@@ -1,6 +1,9 @@
 /**
  * The MCP adapter: the only module that imports `@modelcontextprotocol/sdk` (v1). Everything else speaks in
- * the plain types below, so the SDK can be replaced in one place.
+ * the plain types below, so the SDK can be replaced in one place. Both protocol eras are served from one stdio
+ * connection (docs/mcp-eras.md): the legacy one (2025-11-25 and earlier, `initialize`) by the v1 SDK as before, the
+ * modern one (2026-07-28: `server/discover`, a `_meta` envelope on every request, `resultType` on every result,
+ * approvals as `input_required`) by ./modern.ts, to which the transport routes every request with the envelope.
  *
  * - Low-level `Server` with capabilities `tools` and `experimental["codex/sandbox-state"] = {version: "1.0.0"}`.
  * - `tools/list` / `tools/call` for the tools (`shell`, and Codex's unified exec `exec_command`/`write_stdin`); `codex/sandbox-state/update` as a request (answered `{}`) and,
@@ -23,6 +26,7 @@ import { ShellmcpError } from "../errors.ts";
 import { log } from "../log.ts";
 import { takeEarlyInput, type EarlyInput } from "./early-initialize.ts";
 import type { ElicitAnswer } from "./escalation-policy.ts";
+import { isModernRequest, ModernEra } from "./modern.ts";
 
 /** A tool as listed. */
 export interface ToolDefinition {
@@ -73,6 +77,16 @@ export interface McpServerOptions {
   callTool: (name: string, args: Record<string, unknown> | undefined, ctx: ToolContext) => Promise<ToolResult>;
   /** Apply `codex/sandbox-state/update` params. Throw `ShellmcpError` `USAGE` to reject them (→ -32602). */
   onSandboxState: (params: unknown) => void;
+  /**
+   * Modern era: how long an exec parked for a human's approval (`input_required`) waits for the client's retry
+   * before it is denied and its command ended, ms (default ./modern.ts `DEFAULT_PARKED_TIMEOUT_MS`).
+   */
+  parkedTimeoutMs?: number;
+  /**
+   * Modern era: after how long a call of a client that declares the tasks extension becomes a task, ms (default
+   * ./modern.ts `DEFAULT_TASK_AFTER_MS`).
+   */
+  taskAfterMs?: number;
 }
 
 /** Name of Codex's custom method (and capability). */
@@ -176,6 +190,16 @@ class RobustStdioTransport implements Transport {
       this.sendError(null, ErrorCode.ParseError, `Parse error: ${(e as Error).message}`);
       return;
     }
+    // The first line, a `server/discover` answered early (stateless: nothing else to do). An `initialize` answered
+    // early still goes to the SDK, whose answer is dropped in send().
+    if (this.early !== undefined && !this.earlyAnswerDropped && isModernRequest(value)) {
+      const v = value as { id: unknown; method: unknown };
+      if (v.method === "server/discover" && v.id === this.early.answeredId()) {
+        this.earlyAnswerDropped = true;
+        return;
+      }
+    }
+    if (this.route?.(value) === true) return;
     const parsed = JSONRPCMessageSchema.safeParse(value);
     if (!parsed.success) {
       const id =
@@ -197,7 +221,8 @@ class RobustStdioTransport implements Transport {
     this.write({ jsonrpc: "2.0", id, error: { code, message } });
   }
 
-  private write(msg: unknown): void {
+  /** Write one JSON-RPC message to stdout (the modern era's answers and notifications). */
+  write(msg: unknown): void {
     if (this.closed) return;
     try {
       process.stdout.write(JSON.stringify(msg) + "\n");
@@ -207,8 +232,14 @@ class RobustStdioTransport implements Transport {
     }
   }
 
-  /** `early`: stdin already being read by {@link startEarlyInitialize}, whose answered `initialize` is not answered twice. */
-  constructor(private readonly early?: EarlyInput) {}
+  /**
+   * `early`: stdin already being read by {@link startEarlyInitialize}, whose answered `initialize` or
+   * `server/discover` is not answered twice. `route`: takes a parsed message before the SDK sees it (true: handled).
+   */
+  constructor(
+    private readonly early?: EarlyInput,
+    private readonly route?: (value: unknown) => boolean,
+  ) {}
   private earlyAnswerDropped = false;
 
   async send(message: JSONRPCMessage): Promise<void> {
@@ -307,9 +338,22 @@ export async function serveStdio(o: McpServerOptions): Promise<void> {
     }
   };
 
-  const transport = new RobustStdioTransport(takeEarlyInput());
+  // The modern era: requests with the 2026-07-28 envelope, and the cancellation of those in flight.
+  let transport: RobustStdioTransport | undefined = undefined;
+  const modern = new ModernEra({ ...o, send: (m) => transport?.write(m) });
+  transport = new RobustStdioTransport(takeEarlyInput(), (value) => {
+    if (isModernRequest(value)) {
+      modern.handle(value as { id: string | number; method: string; params?: unknown });
+      return true;
+    }
+    const v = value as { method?: unknown; params?: { requestId?: unknown } } | null;
+    return typeof v === "object" && v !== null && v.method === "notifications/cancelled" && modern.cancel(v.params?.requestId);
+  });
   const closed = new Promise<void>((res) => {
-    server.onclose = () => res();
+    server.onclose = () => {
+      modern.close();
+      res();
+    };
   });
   server.onerror = (e) => log.debug("mcp transport error", { error: e.message });
   await server.connect(transport);

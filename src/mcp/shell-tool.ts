@@ -36,6 +36,30 @@ export function shellTool(defaultTimeoutMs: number = DEFAULT_TIMEOUT_MS): ToolDe
   return { ...SHELL_TOOL, description: shellDescription(defaultTimeoutMs) };
 }
 
+/**
+ * Whether an MCP client is Codex, from the `clientInfo.name` it sent in `initialize` (Codex 0.97 and 0.169 both send
+ * `codex-mcp-client`; Codex's exec-server and app-server clients also start with `codex`).
+ */
+export function isCodexClient(clientName: string | undefined): boolean {
+  return clientName !== undefined && clientName.startsWith("codex");
+}
+
+/**
+ * The `shell` tool as listed to the client named `clientName` (its `clientInfo.name`, undefined when unknown):
+ * Codex, and a client that did not say who it is, get {@link shellTool} — Codex's input schema byte for byte.
+ * Every other client gets the same schema without `format: "uint64"` on `timeout_ms`: that format is Rust's
+ * (schemars) and no JSON Schema format, so validators that check formats warn about it (Gemini CLI 0.61 prints
+ * `unknown format "uint64" ignored in schema at path "#/properties/timeout_ms"` each time it validates a call);
+ * `type: "integer"` and `minimum: 0` still say the same. Codex itself drops `format` before the model sees the tool.
+ */
+export function shellToolFor(clientName: string | undefined, defaultTimeoutMs: number = DEFAULT_TIMEOUT_MS): ToolDefinition {
+  const tool = shellTool(defaultTimeoutMs);
+  if (clientName === undefined || isCodexClient(clientName)) return tool;
+  const props = tool.inputSchema.properties as Record<string, Record<string, unknown>>;
+  const { format: _uint64, ...timeout } = props.timeout_ms!;
+  return { ...tool, inputSchema: { ...tool.inputSchema, properties: { ...props, timeout_ms: timeout } } };
+}
+
 /** The tool exactly as Codex lists it (its description unchanged), plus our `outputSchema`; {@link shellTool} is what serve lists. */
 export const SHELL_TOOL: ToolDefinition = {
   name: "shell",

@@ -15,6 +15,7 @@
  */
 import { existsSync, lstatSync, readlinkSync, realpathSync } from "node:fs";
 import { basename, dirname, isAbsolute, join, normalize, resolve } from "node:path";
+import type { FilesystemPlan } from "./filesystem-plan.ts";
 import { hasFullDiskWrite, isUnder, writableRoots, type SandboxPolicy } from "./policy.ts";
 
 /** Which mechanism confines the shell's writes. `none`: the shell runs unsandboxed. */
@@ -86,4 +87,23 @@ export function canWrite(view: WritableView, path: string): boolean {
   const p = canonicalPath(path);
   if (view.readOnly.some((r) => isUnder(p, r))) return false;
   return view.roots.some((r) => isUnder(p, r));
+}
+
+/**
+ * What a shell started under `plan` can write, for the escalation boundary (writable.ts): everything when
+ * unsandboxed or `fullWrite`; else the writable roots (plus `/dev/shm` under Landlock), minus — only where the
+ * backend enforces them (bubblewrap) — the read-only subpaths and denied paths. Never narrower than what the
+ * sandbox really allows, so the boundary never trusts a path the command could have written.
+ */
+export function planWritableView(plan: FilesystemPlan, enforcement: WriteEnforcement): WritableView {
+  if (enforcement === "none" || !plan.sandboxed || plan.fullWrite) return { full: true, roots: [], readOnly: [] };
+  const extra = enforcement === "landlock" ? LANDLOCK_EXTRA_WRITABLE.filter((p) => existsSync(p)).map((p) => canonicalPath(p)) : [];
+  return {
+    full: false,
+    roots: [...plan.writableRoots.map((w) => canonicalPath(w.root)), ...extra],
+    readOnly:
+      enforcement === "bwrap"
+        ? [...plan.writableRoots.flatMap((w) => w.readOnlySubpaths), ...plan.deniedPaths].map((p) => canonicalPath(p))
+        : [],
+  };
 }

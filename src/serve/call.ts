@@ -10,31 +10,16 @@ import { isAbsolute } from "node:path";
 import type { EscalationServer } from "../escalate/server.ts";
 import { decideExec } from "../mcp/escalation-policy.ts";
 import { interceptSetFor } from "../escalate/decision/intercept-set.ts";
-import { planWritableView, sandboxStateFromMeta, type SandboxState } from "../mcp/sandbox-state.ts";
+import { sandboxStateFromMeta, type SandboxState } from "../mcp/sandbox-state.ts";
 import type { ToolContext, ToolResult } from "../mcp/server.ts";
 import { formatResult, parseShellArgs } from "../mcp/shell-tool.ts";
-import {
-  configDirExposure,
-  landlockCanEnforce,
-  planPermissionProfile,
-  planSandboxPolicy,
-  type FilesystemPlan,
-} from "../sandbox/filesystem-plan.ts";
-import { seatbeltWritableView } from "../sandbox/macos/seatbelt.ts";
-import { serializePermissionProfile } from "../sandbox/permission-profile.ts";
+import type { CallSandbox } from "../sandbox/backend.ts";
 import { ShellmcpError } from "../errors.ts";
 import { log } from "../log.ts";
 import type { CgroupManager } from "../shell/cgroup.ts";
-import {
-  launcherEnforcement,
-  runCommand,
-  shellArgv,
-  type RunCommandOptions,
-  type RunCommandResult,
-  type SandboxLauncher,
-} from "../shell/run-command.ts";
+import { runCommand, type RunCommandOptions, type RunCommandResult } from "../shell/run-command.ts";
 import { formatGitGuardReport, GitGuard, MAX_SEARCH_DEPTH, type GitSnapshot } from "../sandbox/git-guard.ts";
-import { LANDLOCK_EXTRA_WRITABLE, writableView, type WritableView } from "../sandbox/writable.ts";
+import { LANDLOCK_EXTRA_WRITABLE, type WritableView } from "../sandbox/writable.ts";
 import type { ServeOptions, ServeSetup } from "./setup.ts";
 import { hasFullDiskWrite, hasFullNetwork } from "../sandbox/policy.ts";
 import { CallProxy, refusalReport } from "../network/proxy.ts";
@@ -115,56 +100,27 @@ export function errorResult(message: string): ToolResult {
   return { content: [{ type: "text", text: visibleLines(message) }], isError: true };
 }
 
-/** The launcher for one call under `snap`, or a refusal (what cannot be enforced is never run with less). */
-function launcherFor(
-  rt: ServeRuntime,
+/**
+ * The sandbox of one call under `snap` (`workdir`: the call's folder, the policy cwd when `snap` has none), chosen
+ * by the server's {@link ServeSetup.backend}, or a refusal as a tool result (what cannot be enforced is never run
+ * with less).
+ */
+export function sandboxFor(
+  rt: Pick<ServeRuntime, "helperExe" | "platform"> & {
+    options: Pick<ServeOptions, "useCodexLinuxSandboxExe">;
+    setup: Pick<ServeSetup, "backend" | "env">;
+  },
   snap: SandboxState,
   workdir: string,
-): { launcher: SandboxLauncher; writable?: RunCommandOptions["writable"]; callPlan?: FilesystemPlan } | ToolResult {
-  const { helperExe, setup } = rt;
-  const cwd = snap.sandboxCwd ?? workdir;
-  if (rt.platform === "darwin") {
-    // macOS: Seatbelt, from the profile or the legacy policy; the boundary judges what that policy lets write.
-    let plan: FilesystemPlan;
-    try {
-      plan = snap.profile !== undefined ? planPermissionProfile(snap.profile, cwd) : planSandboxPolicy(snap.policy, cwd, setup.env);
-    } catch (e) {
-      return errorResult(`shellmcp refused to run the command: ${(e as Error).message}`);
-    }
-    return { launcher: { exe: helperExe, flags: [], seatbelt: { plan } }, writable: () => seatbeltWritableView(plan), callPlan: plan };
-  }
-  if (snap.profile !== undefined) {
-    // Codex's own helper takes profiles with a different argv (no --sandbox-policy): ours always runs them.
-    const flags = snap.useLegacyLandlock ? ["--backend", "landlock", ...setup.backend.protectFlags()] : setup.backend.flags();
-    let plan: FilesystemPlan;
-    try {
-      plan = planPermissionProfile(snap.profile, cwd);
-    } catch (e) {
-      return errorResult(`shellmcp refused to run the command: ${(e as Error).message}`);
-    }
-    const why = flags[1] === "landlock" ? landlockCanEnforce(plan) : undefined;
-    if (why !== undefined) return errorResult(`shellmcp refused to run the command: ${why}`);
-    return {
-      launcher: {
-        exe: helperExe,
-        flags: [...flags, "--permission-profile", serializePermissionProfile(snap.profile)],
-        direct: setup.backend.direct(flags, snap.profile),
-      },
-      // The escalation boundary judges against what the profile really lets the shell write.
-      writable: (enforcement) => planWritableView(plan, enforcement),
-      callPlan: plan,
-    };
-  }
-  const codexHelper = rt.options.useCodexLinuxSandboxExe === true && snap.codexLinuxSandboxExe !== undefined;
-  const flags = codexHelper ? [] : snap.useBwrap ? ["--backend", "bwrap", ...setup.backend.protectFlags()] : setup.backend.flags();
-  // CODEX_HOME inside a writable root: only bubblewrap of ours can keep it read-only (issue 34, item 4).
-  const exposed = codexHelper || flags[1] === "landlock" ? configDirExposure(snap.policy, cwd, setup.env) : undefined;
-  if (exposed !== undefined)
-    return errorResult(
-      `shellmcp refused to run the command: ${codexHelper ? `Codex's own sandbox helper (--use-codex-linux-sandbox-exe) cannot keep ${exposed.dir} read-only inside the writable ${exposed.root}` : exposed.why}`,
-    );
-  if (codexHelper) return { launcher: { exe: snap.codexLinuxSandboxExe!, flags: snap.useBwrap ? ["--use-bwrap-sandbox"] : [] } };
-  return { launcher: { exe: helperExe, flags, direct: setup.backend.direct(flags) } };
+): CallSandbox | ToolResult {
+  const { setup } = rt;
+  const call = setup.backend.forCall(snap, workdir, {
+    platform: rt.platform,
+    helperExe: rt.helperExe,
+    useCodexLinuxSandboxExe: rt.options.useCodexLinuxSandboxExe,
+    env: setup.env,
+  });
+  return "refused" in call ? errorResult(`shellmcp refused to run the command: ${call.refused}`) : call;
 }
 
 /**
@@ -247,12 +203,12 @@ export async function launchCommand(
     const extra = (await ctx.roots()).filter((p) => isAbsolute(p) && existsSync(p));
     if (extra.length > 0) snap = { ...snap, policy: { ...snap.policy, writable_roots: [...snap.policy.writable_roots, ...extra] } };
   }
-  const l = launcherFor(rt, snap, a.workdir);
-  if ("content" in l) return l;
+  const sandbox = sandboxFor(rt, snap, a.workdir);
+  if ("content" in sandbox) return sandbox;
   // Network proxy mode: the feature is on and this call's sandbox has the network (Codex: without the feature,
   // enabled network stays full network).
   const proxied = proxyModeFor(setup, snap);
-  if (proxied && l.launcher.direct === undefined && l.launcher.exe !== rt.helperExe)
+  if (proxied && sandbox.backend.proxyWiring === "unsupported")
     return errorResult(
       "shellmcp refused to run the command: network proxy mode cannot be enforced by Codex's own sandbox helper (--use-codex-linux-sandbox-exe); run without that flag",
     );
@@ -267,10 +223,8 @@ export async function launchCommand(
       })
     : undefined;
   // The git guard (../sandbox/git-guard.ts): the control state under the writable roots, before anything runs.
-  const sandboxCwd = snap.sandboxCwd ?? a.workdir;
-  const sandboxed = shellArgv({ ...a, shellPath: setup.shellPath, policy: snap.policy, sandboxCwd, launcher: l.launcher }).sandboxed;
-  const enforcement = launcherEnforcement(sandboxed, l.launcher);
-  const view: WritableView = (l.writable ?? ((e) => writableView(snap.policy, sandboxCwd, e, setup.env)))(enforcement);
+  const enforcement = sandbox.enforcement;
+  const view: WritableView = sandbox.writable();
   const guard = guardOf(rt);
   let gitBefore: GitSnapshot | undefined;
   try {
@@ -284,12 +238,7 @@ export async function launchCommand(
   const writesFolders = view.roots.some((r) => !LANDLOCK_EXTRA_WRITABLE.includes(r));
   if (!guard.noticeGiven && rt.platform === "linux" && !view.full && enforcement === "landlock" && writesFolders) {
     guard.noticeGiven = true;
-    const why =
-      l.launcher.exe !== rt.helperExe
-        ? "Codex's own sandbox helper without bubblewrap"
-        : snap.useLegacyLandlock && snap.profile !== undefined
-          ? "the client asked for Codex's legacy Landlock sandbox"
-          : setup.backend.whyLandlock();
+    const why = sandbox.backend.landlockWhy;
     // Every process of a call ends with it: with per-call cgroups, or under the lifeline guard (src/shell/lifeline.ts).
     notice = weakerProtectionNotice(why, rt.cgroups !== undefined || lifelineProblem() === undefined);
   }
@@ -307,10 +256,7 @@ export async function launchCommand(
     shellPath: setup.shellPath,
     wrapperPath: rt.wrapperPath,
     env: detached === undefined ? setup.env : { ...setup.env, ...SESSION_ENV },
-    policy: snap.policy,
-    sandboxCwd: snap.sandboxCwd ?? a.workdir,
-    writable: l.writable,
-    launcher: l.launcher,
+    sandbox,
     server,
     // A session keeps its output in its own bounded buffer (../shell/session-manager.ts); the run's copy is unused.
     maxOutputBytes: detached === undefined ? setup.maxOutputBytes : 1024,
@@ -331,7 +277,6 @@ export async function launchCommand(
     cgroups: rt.cgroups,
     interceptSet: rt.options.interceptAll ? undefined : interceptSetFor(setup.settings.policy),
     escalation: setup.escalation,
-    callPlan: l.callPlan,
   }).finally(() => proxy?.close());
   const done = (async () => {
     let r: RunCommandResult;
@@ -347,7 +292,7 @@ export async function launchCommand(
     r.output += refused;
     // Allowed programs that ran inside the sandbox instead (../escalate/server.ts): after the output, like the guard's.
     if (notices.length > 0) notice = notices.map((n) => `\nshellmcp: ${n}`).join("") + "\n" + notice;
-    const stale = setup.backend.bwrapFailed(r, l.launcher);
+    const stale = setup.backend.bwrapFailed(r, sandbox);
     if (stale !== undefined) log.warn(stale);
     return { r, notice, stale, refused };
   })();

@@ -9,6 +9,8 @@
  * - The timeout is a pausable stopwatch: time waiting for a human does not count.
  * - After the shell exits, the pipe gets {@link DRAIN_MS} to reach EOF (background jobs may hold it); what was
  *   read is kept either way (Codex discarded it).
+ * - {@link runCommand} is plan → acquire → run → settle: the call's sandbox (../sandbox/backend.ts `CallSandbox`)
+ *   gives the launch, room and writable view; everything the call acquires is held by one {@link CallResources}.
  */
 import { statSync } from "node:fs";
 import { constants as osConstants } from "node:os";
@@ -16,15 +18,11 @@ import * as libc from "../../ffi/libc.ts";
 import type { EscalationBoundary } from "../escalate/decision/boundary.ts";
 import type { EscalationServer, ListenOptions } from "../escalate/server.ts";
 import { INTERCEPT_ENV_VAR, PROTOCOL_ENV_VARS } from "../escalate/protocol/wire.ts";
-import { hasFullDiskWrite, hasFullNetwork, protectedConfigDirs, serializeSandboxPolicy, type SandboxPolicy } from "../sandbox/policy.ts";
-import { writableView, type WritableView, type WriteEnforcement } from "../sandbox/writable.ts";
+import { hasFullNetwork, type SandboxPolicy } from "../sandbox/policy.ts";
+import type { CallSandbox, Launch, ProxySpec } from "../sandbox/backend.ts";
 import type { EscalationMode, RoomNetworkGrant, RoomSpec } from "../escalate/rooms/plan.ts";
-import { planSandboxPolicy } from "../sandbox/filesystem-plan.ts";
-import { findBwrap, openSelfExe } from "../sandbox/linux/bwrap.ts";
-import type { PermissionProfile } from "../sandbox/permission-profile.ts";
+import { openSelfExe } from "../sandbox/linux/bwrap.ts";
 import type { FilesystemPlan } from "../sandbox/filesystem-plan.ts";
-import { seatbeltShellLaunch } from "../sandbox/macos/seatbelt.ts";
-import { planBwrap, releaseBwrapPlan, type BwrapPlan } from "../sandbox/linux/bwrap.ts";
 import { SANDBOX_FAILURE_EXIT } from "../sandbox/linux/in-process.ts";
 import { bytesPipe } from "../sandbox/linux/run.ts";
 import type { CallCgroup, CgroupManager } from "./cgroup.ts";
@@ -44,9 +42,9 @@ import {
   selfExecFd,
 } from "./lifeline.ts";
 import { Stopwatch } from "./stopwatch.ts";
-import { failIfInjected } from "../fault-injection.ts";
+import { failIfInjected, isInjected } from "../fault-injection.ts";
 import { log } from "../log.ts";
-import { envForSelf, isSelfExe, selfExePath } from "../self.ts";
+import { envForSelf, isSelfExe } from "../self.ts";
 
 /** Time the output pipe may stay open after the shell exited, ms. */
 export const DRAIN_MS = 2000;
@@ -55,84 +53,8 @@ export const PROGRESS_INTERVAL_MS = 5000;
 /** fd number of the escalation socket in the shell. */
 const ESCALATE_FD = 3;
 
-/** How the sandbox helper is invoked. */
-export interface SandboxLauncher {
-  /** Program to run as the helper (this binary, or Codex's `codexLinuxSandboxExe`). */
-  exe: string;
-  /** Extra helper flags (e.g. `--backend bwrap`, `--use-bwrap-sandbox`). */
-  flags: string[];
-  /**
-   * Start bubblewrap directly, with no helper process of ours in between (one fewer Bun start per call): set when
-   * our own helper would use bwrap anyway. The helper is still used when the plan needs an inner stage
-   * (restricted reads) — see {@link planBwrap}.
-   */
-  direct?: { bwrap: string; noProc: boolean; profile?: PermissionProfile };
-  /** macOS: run the shell under Seatbelt (`/usr/bin/sandbox-exec`) with the policy generated from `plan`. */
-  seatbelt?: { plan: FilesystemPlan };
-}
-
-/** fd number of the seccomp program bwrap reads in a direct launch. */
-const SECCOMP_FD = 4;
-/** fd of the genuine executable for bwrap's `--ro-bind-fd` when serve starts bwrap with our inner stage (proxy mode). */
-const SELF_EXE_FD = 6;
-
-/** How one shell is started: its argv, and what to give back when it has ended. */
-export interface Launch {
-  argv: string[];
-  argv0?: string;
-  sandboxed: boolean;
-  /** Variables the launcher adds after the environment policy (Seatbelt: `CODEX_SANDBOX=seatbelt`, …). */
-  env?: Record<string, string>;
-  /** Direct bwrap: the plan (host mount points to release) and the seccomp program to pass at {@link SECCOMP_FD}. */
-  bwrap?: BwrapPlan;
-}
-
-/**
- * Plan the launch: Seatbelt on macOS, direct bwrap where possible, else {@link shellArgv}. Throws
- * `SANDBOX_UNAVAILABLE` (refusals).
- */
-export function planLaunch(
-  o: Pick<RunCommandOptions, "shellPath" | "login" | "command" | "policy" | "sandboxCwd" | "launcher" | "wrapperPath"> &
-    Partial<Pick<RunCommandOptions, "workdir">>,
-  proxy?: ProxySpec,
-): Launch {
-  if (o.launcher.seatbelt !== undefined) {
-    const l = seatbeltShellLaunch(
-      o.launcher.seatbelt.plan,
-      {
-        shellPath: o.shellPath,
-        login: o.login,
-        command: o.command,
-        exePath: o.wrapperPath,
-      },
-      undefined,
-      proxy === undefined ? undefined : { ports: proxy.ports, allowLocalBinding: proxy.allowLocalBinding === true },
-    );
-    return { argv: l.argv, sandboxed: l.sandboxed, env: l.env };
-  }
-  const viaHelper = shellArgv(o, proxy);
-  const d = o.launcher.direct;
-  if (!viaHelper.sandboxed || d === undefined) return viaHelper;
-  const shell = [o.shellPath, o.login ? "-lc" : "-c", o.command];
-  const plan = planBwrap(
-    d.bwrap,
-    {
-      policy: o.policy,
-      profile: d.profile,
-      policyCwd: o.sandboxCwd,
-      workdir: o.workdir,
-      command: shell,
-      backend: "bwrap",
-      noProc: d.noProc,
-      ...(proxy !== undefined ? { networkProxy: proxy } : {}),
-    },
-    { seccompFd: SECCOMP_FD, ...(openSelfExe() !== undefined ? { selfFd: SELF_EXE_FD } : {}) },
-  );
-  // Proxy mode: bwrap starts our inner stage itself (it builds the bridge), still with no helper process before it.
-  if (plan.direct || proxy !== undefined) return { argv: plan.argv, sandboxed: true, bwrap: plan };
-  releaseBwrapPlan(plan); // the plan needs our inner stage: let the helper build it
-  return viaHelper;
-}
+/** Moved to ../sandbox/linux/backend.ts with the Linux backends; kept here for its importers. */
+export { helperCommand } from "../sandbox/linux/backend.ts";
 
 /** One command run. */
 export interface RunCommandOptions {
@@ -143,9 +65,8 @@ export interface RunCommandOptions {
   shellPath: string;
   wrapperPath: string;
   env: Record<string, string>;
-  policy: SandboxPolicy;
-  sandboxCwd: string;
-  launcher: SandboxLauncher;
+  /** The call's sandbox (../sandbox/backend.ts): its backend and state, asked for the launch, room and writable view. */
+  sandbox: CallSandbox;
   server: EscalationServer;
   /**
    * Decides each exec of this call: the escalation request and the call's stopwatch (a prompt pauses it, so the
@@ -162,8 +83,6 @@ export interface RunCommandOptions {
   track?: (pgid: number, running: boolean) => void;
   /** Per-call cgroups (every process of the call ends with it); undefined where the host has none. */
   cgroups?: CgroupManager;
-  /** What the sandbox lets the shell write, when `policy` does not say it exactly (a permission profile). */
-  writable?: (enforcement: WriteEnforcement) => WritableView;
   /**
    * Intercept set for our patched shells (`SHELLMCP_INTERCEPT`, from `interceptSetFor(policy)`): programs outside
    * it are exec'd directly. Undefined: the variable is removed (an inherited one included), so every exec goes
@@ -174,8 +93,7 @@ export interface RunCommandOptions {
   notice?: (text: string) => void;
   /**
    * Where escalated programs run (../sandbox/room.ts): `room` (default) or `host` (Codex's meaning), and the extra
-   * writable paths per program. `callPlan`: the call's sandbox when it comes from a permission profile (else it is
-   * planned from `policy`).
+   * writable paths per program.
    */
   escalation?: {
     mode: EscalationMode;
@@ -185,7 +103,6 @@ export interface RunCommandOptions {
     /** `[shellmcp.room_readable]` (../sandbox/room.ts `RoomSpec.readableGrants`). */
     roomReadable?: Readonly<Record<string, readonly string[]>>;
   };
-  callPlan?: FilesystemPlan;
   /**
    * Network proxy mode (docs/network.md): the call's proxy. Under bubblewrap the command gets a private network
    * namespace whose only listeners are handed to it (src/network/bridge.ts); under Landlock it listens on the
@@ -208,29 +125,16 @@ export interface RunCommandOptions {
   onStarted?: (control: { interrupt: () => void }) => void;
 }
 
-/** How proxy mode reaches the sandbox helper: the ports TCP may reach and, under bubblewrap, the bridge fd. */
-export interface ProxySpec {
-  /** bubblewrap: the bridge socket's fd number in the sandbox ({@link PROXY_BRIDGE_FD}). */
-  fd?: number;
-  /** The ports TCP may reach: in the call's namespace (bubblewrap) or the proxy's on the host's loopback. */
-  ports: number[];
-  /** macOS: `allow_local_binding` (Seatbelt's local rules). */
-  allowLocalBinding?: boolean;
-}
-
 /** How long escalated programs get between SIGTERM and SIGKILL when their call times out or is cancelled, ms. */
 export const ESCALATED_GRACE_MS = 2000;
 
 /**
  * The room escalated programs of this call run in: built by the backend the call's own sandbox uses (bubblewrap,
- * Landlock or Seatbelt), on the host when the call is not sandboxed or `escalation = "host"`, and unavailable (they run inside
- * the call's sandbox) when the backend cannot build one.
+ * Landlock or Seatbelt: ../sandbox/backend.ts `SandboxBackend.room`), on the host when the call is not sandboxed or
+ * `escalation = "host"`, and unavailable (they run inside the call's sandbox) when the backend cannot build one or
+ * the call's plan cannot be made.
  */
-export function roomFor(
-  o: Pick<RunCommandOptions, "escalation" | "callPlan" | "policy" | "sandboxCwd" | "env" | "launcher" | "networkProxy"> &
-    Partial<Pick<RunCommandOptions, "workdir">>,
-  enforcement: WriteEnforcement,
-): RoomSpec {
+export function roomFor(o: Pick<RunCommandOptions, "escalation" | "sandbox" | "networkProxy">): RoomSpec {
   const extraWritable = {
     extraWritable: o.escalation?.extraWritable ?? {},
     networkGrants: o.escalation?.roomNetwork ?? {},
@@ -238,25 +142,13 @@ export function roomFor(
   };
   let call: FilesystemPlan;
   try {
-    call = o.callPlan ?? planSandboxPolicy(o.policy, o.sandboxCwd, o.env, enforcement === "bwrap" ? { workdir: o.workdir } : undefined);
+    call = o.sandbox.plan();
   } catch (e) {
     return { backend: { kind: "unavailable", reason: (e as Error).message }, call: UNSANDBOXED, ...extraWritable };
   }
-  if (o.escalation?.mode === "host" || enforcement === "none") return { backend: { kind: "host" }, call, ...extraWritable };
-  if (o.launcher.seatbelt !== undefined)
-    return { backend: { kind: "seatbelt", allowLocalBinding: o.networkProxy?.policy.allowLocalBinding === true }, call, ...extraWritable };
-  if (enforcement === "bwrap") {
-    const bwrap = o.launcher.direct?.bwrap ?? findBwrap().path;
-    if (bwrap === undefined) return { backend: { kind: "unavailable", reason: "bubblewrap is not installed" }, call, ...extraWritable };
-    return {
-      backend: { kind: "bwrap", bwrap, noProc: o.launcher.direct?.noProc === true || o.launcher.flags.includes("--no-proc") },
-      call,
-      ...extraWritable,
-    };
-  }
-  // The room's helper refuses a Landlock room whose writable roots contain CODEX_HOME (it cannot carve it out).
-  const protect = protectedConfigDirs().flatMap((d) => ["--protected-config-dir", d]);
-  return { backend: { kind: "landlock", helper: [...helperCommand(o.launcher.exe), ...protect] }, call, ...extraWritable };
+  if (o.escalation?.mode === "host" || o.sandbox.enforcement === "none") return { backend: { kind: "host" }, call, ...extraWritable };
+  const allowLocalBinding = o.networkProxy?.policy.allowLocalBinding === true;
+  return { backend: o.sandbox.backend.room(o.sandbox, { allowLocalBinding }), call, ...extraWritable };
 }
 
 /** Placeholder plan when the call's own plan cannot be computed (the room is then unavailable anyway). */
@@ -291,7 +183,7 @@ export function joinCgroupFirst(procs: string, argv: string[]): string[] {
  * network is off, and the launcher's own (Seatbelt's `CODEX_SANDBOX`).
  */
 export function shellEnvironment(
-  o: Pick<RunCommandOptions, "env" | "policy" | "interceptSet">,
+  o: Pick<RunCommandOptions, "env" | "interceptSet"> & { policy: SandboxPolicy },
   protocol: Record<string, string>,
   launcherEnv?: Record<string, string>,
 ): Record<string, string> {
@@ -301,14 +193,6 @@ export function shellEnvironment(
   if (o.interceptSet !== undefined) env[INTERCEPT_ENV_VAR] = o.interceptSet;
   if (!hasFullNetwork(o.policy)) env.CODEX_SANDBOX_NETWORK_DISABLED = "1";
   return Object.assign(env, launcherEnv);
-}
-
-/** Which mechanism confines the shell's writes, from how the sandbox helper is launched. */
-export function launcherEnforcement(sandboxed: boolean, launcher: SandboxLauncher): WriteEnforcement {
-  if (!sandboxed) return "none";
-  const f = launcher.flags;
-  const i = f.indexOf("--backend");
-  return f.includes("--use-bwrap-sandbox") || (i >= 0 && f[i + 1] === "bwrap") ? "bwrap" : "landlock";
 }
 
 /**
@@ -361,46 +245,6 @@ export interface RunCommandResult {
 }
 
 /**
- * argv that starts the sandbox helper `exe`: this binary's own ({@link selfExePath}, `/proc/<pid>/exe`) gets its role
- * by flag, since a trampoline that execs it (the cgroup `/bin/sh`, the room's `exec -a` bash) does not keep argv[0];
- * another helper (Codex's `codexLinuxSandboxExe`, a role link) is named as is.
- */
-export function helperCommand(exe: string): string[] {
-  return exe === selfExePath() ? [exe, "--codex-run-as-linux-sandbox"] : [exe];
-}
-
-/** The argv that starts the shell, through the sandbox helper when the policy needs one. */
-export function shellArgv(
-  o: Pick<RunCommandOptions, "shellPath" | "login" | "command" | "policy" | "sandboxCwd" | "launcher">,
-  proxy?: ProxySpec,
-): {
-  argv: string[];
-  argv0?: string;
-  sandboxed: boolean;
-} {
-  const shell = [o.shellPath, o.login ? "-lc" : "-c", o.command];
-  if (o.policy.type === "danger-full-access" || (hasFullDiskWrite(o.policy) && hasFullNetwork(o.policy)))
-    return { argv: shell, sandboxed: false };
-  return {
-    argv: [
-      ...helperCommand(o.launcher.exe),
-      ...o.launcher.flags,
-      ...(proxy === undefined
-        ? []
-        : ["--network-proxy-ports", proxy.ports.join(","), ...(proxy.fd !== undefined ? ["--network-proxy-fd", String(proxy.fd)] : [])]),
-      "--sandbox-policy-cwd",
-      o.sandboxCwd,
-      "--sandbox-policy",
-      serializeSandboxPolicy(o.policy),
-      "--",
-      ...shell,
-    ],
-    argv0: "codex-linux-sandbox",
-    sandboxed: true,
-  };
-}
-
-/**
  * Read `readEnd` (the call's own output pipe or terminal master, an fd) until EOF, giving each chunk to `push`: a pipe through Bun's file stream, a terminal's master through a
  * `tty.ReadStream` (Bun's file stream uses positioned reads, which a terminal refuses; the stream owns the fd and
  * closes it, and the slave's last close reads as EIO, taken as EOF). `cancel` stops reading.
@@ -440,16 +284,73 @@ function readOutput(
   return { done, cancel: () => reader.cancel().catch(() => undefined) };
 }
 
+/** An fd a call owns: closed exactly once, at the end of the call or earlier, unless handed over to a new owner. */
+export class OwnedFd {
+  constructor(private current: number) {}
+  /** The fd number (-1 once closed or handed over). */
+  get fd(): number {
+    return this.current;
+  }
+  /** Close it now (a no-op when already closed or handed over). */
+  close(): void {
+    if (this.current >= 0) libc.closeQuiet(this.current);
+    this.current = -1;
+  }
+  /** Give it to a new owner, which closes it: the call no longer does. */
+  handOver(): number {
+    const fd = this.current;
+    this.current = -1;
+    return fd;
+  }
+}
+
 /**
- * Run the command to completion (or timeout/cancel). Never throws for command failures. A session
- * (./session-manager.ts) runs it "detached": it does not await it at once, gives a `terminal` and `onOutput`, a
- * `signal` of its own (kill) and no practical timeout.
+ * Everything one call acquires — bridges, mount points, grant proxies, its cgroup, pipes, the terminal's slave, the
+ * escalation listener, the stopwatch, timers — released by one `AsyncDisposableStack`, last acquired first, whatever
+ * way the call ends (a refusal, an error, a timeout already over, a failed spawn, the shell's end). Releases that
+ * finish later (the worker's acknowledgement that the listener is closed, the cgroup emptied) go to
+ * {@link settling}: awaited before an early exit returns, handed to the result as `settled` after a run.
  */
-export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult> {
-  const t0 = performance.now();
-  const out = new CappedOutput(o.maxOutputBytes);
-  const sandboxedGuess = shellArgv(o).sandboxed;
-  const fail = (msg: string): RunCommandResult => ({
+export class CallResources implements AsyncDisposable {
+  private readonly stack = new AsyncDisposableStack();
+  /** Releases still finishing after the stack was disposed. */
+  readonly settling: Promise<unknown>[] = [];
+  /** Set once the shell started: the result then carries {@link settling} instead of waiting for it. */
+  started = false;
+  /**
+   * The worker's acknowledgement that the call's escalation listener is closed (its rooms killed): what the rooms
+   * use (their bridge's child end, the grant proxies) is released after it.
+   */
+  listenerClosed: Promise<void> | undefined;
+
+  /** Run `release` when the call ends; a failure is logged, never thrown (the other releases still run). */
+  hold(release: () => unknown): void {
+    this.stack.defer(async () => {
+      try {
+        await release();
+      } catch (e) {
+        log.warn("releasing what a call acquired failed", { error: (e as Error).message });
+      }
+    });
+  }
+
+  /** Own `fd` until the call ends (see {@link OwnedFd}). */
+  fd(fd: number): OwnedFd {
+    const owned = new OwnedFd(fd);
+    this.hold(() => owned.close());
+    return owned;
+  }
+
+  /** Release everything (once); before the shell started, wait for the late releases too. */
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.stack.disposeAsync();
+    if (!this.started) await Promise.all(this.settling.map((p) => p.catch(() => undefined)));
+  }
+}
+
+/** A result for a call whose shell was never started: `exitCode` 127 with `spawnError` (or as given). */
+function notStarted(t0: number, msg: string, sandboxed: boolean, o: Partial<RunCommandResult> = {}): RunCommandResult {
+  return {
     exitCode: 127,
     output: msg,
     durationMs: performance.now() - t0,
@@ -457,356 +358,423 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
     cancelled: false,
     outputBytes: 0,
     droppedBytes: 0,
-    sandboxed: sandboxedGuess,
+    sandboxed,
     spawnError: msg,
-  });
-  // The terminal's slave is ours from the start: closed on a return before the start-up stack holds it.
-  const failEarly = (msg: string): RunCommandResult => {
-    if (o.terminal !== undefined) libc.closeQuiet(o.terminal.slave);
-    return fail(msg);
+    ...o,
   };
+}
+
+/** Why `workdir` cannot be the shell's working folder (Codex's wording for a missing one), or undefined. */
+function workdirProblem(workdir: string): string | undefined {
   try {
-    if (!statSync(o.workdir).isDirectory()) return failEarly(`workdir is not a directory: ${o.workdir}`);
+    return statSync(workdir).isDirectory() ? undefined : `workdir is not a directory: ${workdir}`;
   } catch (e) {
-    return failEarly(
-      `workdir ${o.workdir}: ${(e as NodeJS.ErrnoException).code === "ENOENT" ? "No such file or directory (os error 2)" : (e as Error).message}`,
-    );
+    const missing = (e as NodeJS.ErrnoException).code === "ENOENT";
+    return `workdir ${workdir}: ${missing ? "No such file or directory (os error 2)" : (e as Error).message}`;
   }
-  // What the call acquires before its shell runs (bridges, mount points, its cgroup, the output pipe, the
-  // escalation listener, the stopwatch, the seccomp pipe) is released by this one stack, last first, on every way
-  // out before the shell has started: a refusal, an error, a timeout already over, a failed spawn. Once the shell
-  // runs, the stack is emptied (`move()`) and the end of the call releases everything in its own order below.
-  await using startup = new AsyncDisposableStack();
-  const hold = (release: () => unknown) =>
-    startup.defer(async () => {
-      try {
-        await release();
-      } catch (e) {
-        log.warn("releasing what a call acquired failed", { error: (e as Error).message });
-      }
+}
+
+/** Proxy mode's wiring for one call: what the launch and the rooms get, and the bridges to serve. */
+interface ProxyWiring {
+  spec?: ProxySpec;
+  env?: Record<string, string>;
+  /** bubblewrap: the call's bridge (server end, child end at {@link PROXY_BRIDGE_FD}). */
+  bridge?: { server: OwnedFd; child: OwnedFd };
+  /** bubblewrap: the rooms' bridge, kept for the whole call; `stopWatching` once its server end is watched. */
+  roomBridge?: { server: OwnedFd; child: OwnedFd; stopWatching?: () => Promise<void> };
+  room?: RoomSpec["proxy"];
+}
+
+/**
+ * Proxy mode (when `o.networkProxy` is set and the call is sandboxed): under bubblewrap a bridge into the
+ * namespace at fixed in-namespace ports (and one more for the rooms); under Landlock and Seatbelt the proxy's own
+ * loopback ports (the rooms' too).
+ */
+async function wireProxy(o: RunCommandOptions, res: CallResources): Promise<ProxyWiring> {
+  if (o.networkProxy === undefined || !o.sandbox.sandboxed) return {};
+  const np = o.networkProxy.policy;
+  if (o.sandbox.backend.proxyWiring === "bridge") {
+    const pair = () => {
+      const b = bridgePair();
+      return { server: res.fd(b.serverFd), child: res.fd(b.childFd) };
+    };
+    const bridge = pair();
+    const ports = np.enableSocks5 ? { http: NAMESPACE_PORTS.http, socks: NAMESPACE_PORTS.socks } : { http: NAMESPACE_PORTS.http };
+    const env = proxyEnvironment(ports, np.allowLocalBinding);
+    const roomBridge: NonNullable<ProxyWiring["roomBridge"]> = pair();
+    // The worker may still be starting a room with the child end: closed once it has let go of the listener (its
+    // rooms killed), then the watching stops (which closes the server end).
+    res.hold(async () => {
+      await res.listenerClosed?.catch(() => undefined);
+      roomBridge.child.close();
+      await roomBridge.stopWatching?.();
     });
-  const tty = o.terminal;
-  if (tty !== undefined) hold(() => libc.closeQuiet(tty.slave));
-  // Proxy mode: under bubblewrap a bridge into the namespace at fixed in-namespace ports; under Landlock the
-  // proxy's own loopback ports.
-  let proxySpec: ProxySpec | undefined;
-  let bridge: { serverFd: number; childFd: number } | undefined;
-  let proxyEnv: Record<string, string> | undefined;
-  if (o.networkProxy !== undefined && sandboxedGuess) {
-    const np = o.networkProxy.policy;
-    if (launcherEnforcement(true, o.launcher) === "bwrap" && o.launcher.seatbelt === undefined) {
-      const b = (bridge = bridgePair());
-      hold(() => [b.serverFd, b.childFd].forEach(libc.closeQuiet));
-      const ports = np.enableSocks5 ? { http: NAMESPACE_PORTS.http, socks: NAMESPACE_PORTS.socks } : { http: NAMESPACE_PORTS.http };
-      proxySpec = { fd: PROXY_BRIDGE_FD, ports: Object.values(ports) };
-      proxyEnv = proxyEnvironment(ports, np.allowLocalBinding);
-    } else {
-      const ports = await o.networkProxy.listenLoopback();
-      proxySpec = { ports: Object.values(ports), allowLocalBinding: np.allowLocalBinding };
-      proxyEnv = proxyEnvironment(ports, np.allowLocalBinding);
-    }
+    failIfInjected("call_bridge");
+    const spec = { fd: PROXY_BRIDGE_FD, ports: Object.values(ports) };
+    return { spec, env, bridge, roomBridge, room: { ports: spec.ports, bridgeFd: roomBridge.child.fd, env } };
   }
-  // Escalation rooms of a bubblewrap call get namespaces of their own, bridged the same way over one more pair
-  // (kept for the whole call); Landlock rooms are limited to the call's loopback ports.
-  let roomBridge: { serverFd: number; childFd: number } | undefined;
-  let roomProxy: RoomSpec["proxy"];
-  if (proxySpec !== undefined) {
-    if (bridge !== undefined) {
-      const b = (roomBridge = bridgePair());
-      hold(() => [b.serverFd, b.childFd].forEach(libc.closeQuiet));
-      roomProxy = { ports: proxySpec.ports, bridgeFd: roomBridge.childFd, env: proxyEnv! };
-    } else roomProxy = { ports: proxySpec.ports, env: proxyEnv! };
-  }
+  const ports = await o.networkProxy.listenLoopback();
+  const env = proxyEnvironment(ports, np.allowLocalBinding);
+  const spec = { ports: Object.values(ports), allowLocalBinding: np.allowLocalBinding };
+  return { spec, env, room: { ports: spec.ports, env } };
+}
+
+/** What the call's start-up acquired, for its run. */
+interface Acquired {
+  launch: Launch;
+  proxy: ProxyWiring;
+  grantProxies?: Awaited<ReturnType<typeof roomGrantProxies>>;
+  cgroup?: CallCgroup;
+  listener: ReturnType<EscalationServer["listen"]>;
+  /** Where the shell's output is read (a pipe's read end, or a copy of the terminal's master). */
+  readEnd: OwnedFd;
+  /** The shell's fds 1 and 2 (and 0 on a terminal). */
+  writeEnd: OwnedFd;
+  /** The shell runs on a session's terminal. */
+  terminal: boolean;
+  /** On a terminal: escalated programs' own output pipe, merged into the output. */
+  escalatedRead?: OwnedFd;
+  control: CallControl;
+}
+
+/**
+ * Acquire what the call needs before its shell starts, each resource held by `res`: proxy wiring, the launch
+ * (mount points), the rooms' grant proxies, the cgroup, the output pipe or terminal, the escalation listener.
+ * Returns a result instead when the call ends here (a sandbox that cannot be built as asked, a resource that
+ * cannot be had); throws what the proxy's or grants' start throws.
+ */
+async function acquire(o: RunCommandOptions, res: CallResources, t0: number, tty?: OwnedFd): Promise<Acquired | RunCommandResult> {
+  const sandboxed = o.sandbox.sandboxed;
+  const proxy = await wireProxy(o, res);
   let launch: Launch;
   try {
-    launch = planLaunch(o, proxySpec);
+    launch = o.sandbox.launch(o, proxy.spec);
   } catch (e) {
     // A sandbox that cannot be built as asked (e.g. a protected path that is a symlink): fail closed, as the
     // helper does (status 101, the reason in the output).
     const msg = `shellmcp: ${(e as Error).message}\n`;
-    return {
-      exitCode: SANDBOX_FAILURE_EXIT,
-      output: msg,
-      durationMs: performance.now() - t0,
-      timedOut: false,
-      cancelled: false,
-      outputBytes: msg.length,
-      droppedBytes: 0,
-      sandboxed: true,
-    };
+    return notStarted(t0, msg, true, { exitCode: SANDBOX_FAILURE_EXIT, outputBytes: msg.length, spawnError: undefined });
   }
-  const { argv, argv0, sandboxed } = launch;
-  /** Give back the direct plan's host mount points, once the sandbox has ended. */
-  const release = () => {
-    if (launch.bwrap !== undefined) releaseBwrapPlan(launch.bwrap);
-  };
-  hold(release);
-
-  let pid = 0;
-  let killed: "timeout" | "cancel" | undefined;
-  let stopwatch: Stopwatch | undefined;
+  res.hold(() => launch.release?.());
   // What an escalation may run is judged against the sandbox as it is now, when the shell starts.
-  const enforcement = launcherEnforcement(sandboxed, o.launcher);
-  const roomSpec = roomProxy === undefined ? roomFor(o, enforcement) : { ...roomFor(o, enforcement), proxy: roomProxy };
+  const roomSpec = proxy.room === undefined ? roomFor(o) : { ...roomFor(o), proxy: proxy.room };
   // Programs granted domains (`[shellmcp.room_network] npm = ["registry.npmjs.org"]`) get a proxy of their own.
   const grantProxies = await roomGrantProxies(roomSpec, o.networkProxy?.policy);
-  if (grantProxies !== undefined) hold(() => grantProxies.end());
+  const late: string[] = [];
+  if (grantProxies !== undefined)
+    // As for the room bridge: ended once the worker has let go of the listener (no room can start any more).
+    res.hold(async () => {
+      await res.listenerClosed?.catch(() => undefined);
+      const refused = await grantProxies.end();
+      if (refused.length > 0) late.push(refusalReport(refused));
+    });
+  failIfInjected("call_grants");
   const boundary: EscalationBoundary = {
     baseEnv: o.env,
-    writable: (o.writable ?? ((e) => writableView(o.policy, o.sandboxCwd, e, o.env, o.workdir)))(enforcement),
+    writable: o.sandbox.writable(),
     room: grantProxies === undefined ? roomSpec : { ...roomSpec, grantProxies: grantProxies.endpoints },
   };
+  const fail = (what: string, e: unknown) => notStarted(t0, `${what}: ${(e as Error).message}`, sandboxed);
   let cgroup: CallCgroup | undefined;
   try {
     const c = (cgroup = o.cgroups?.create());
-    if (c !== undefined) hold(() => c.dispose());
+    if (c !== undefined) res.hold(() => res.settling.push(c.dispose()));
     failIfInjected("call_cgroup");
   } catch (e) {
-    return fail(`cannot create this call's cgroup: ${(e as Error).message}`);
+    return fail("cannot create this call's cgroup", e);
   }
-  // The worker gets its own copy of the output pipe's write end (for escalated programs given a terminal); it is
-  // created after the pipe below, so the listener is opened there.
-  let readEnd: number;
-  let writeEnd: number;
-  if (tty !== undefined) {
-    writeEnd = tty.slave; // held since the start
-    try {
-      readEnd = libc.fcntl(tty.master, libc.SOCK.F_DUPFD_CLOEXEC, 3);
-    } catch (e) {
-      return fail(`cannot use the session's terminal: ${(e as Error).message}`);
-    }
-    const r = readEnd;
-    hold(() => libc.closeQuiet(r));
-  } else {
-    [readEnd, writeEnd] = libc.pipe2(libc.SOCK.SOCK_CLOEXEC);
-    const [r, w] = [readEnd, writeEnd];
-    hold(() => [r, w].forEach(libc.closeQuiet));
-  }
-  // On a terminal, escalated programs' output goes through a pipe of its own, merged into the output below: a room
-  // passes no terminal (its programs' stdout would otherwise be the session's terminal, readable as input).
-  let escalatedRead: number | undefined;
-  let outputFd: number | undefined;
-  if (tty !== undefined) {
-    const [r, w] = libc.pipe2(libc.SOCK.SOCK_CLOEXEC);
-    escalatedRead = r;
-    outputFd = w;
-    hold(() => libc.closeQuiet(r));
-  } else outputFd = libc.fcntl(writeEnd, libc.SOCK.F_DUPFD_CLOEXEC, 3);
-  hold(() => outputFd !== undefined && libc.closeQuiet(outputFd)); // until the listener has it
-  let listener: ReturnType<EscalationServer["listen"]>;
+  const io = openOutput(res, tty);
+  if ("error" in io) return fail("cannot use the session's terminal", io.error);
+  const control = new CallControl(o, cgroup, late);
   try {
-    listener = o.server.listen({
-      decide: (r) => o.decide(r, stopwatch!),
+    control.listener = o.server.listen({
+      decide: (r) => o.decide(r, control.stopwatch!),
       boundary,
       cgroupProcs: cgroup?.procs,
-      outputFd,
+      outputFd: io.outputFd.fd,
       notice: o.notice,
     });
-    outputFd = undefined; // the worker's now
-    const l = listener;
-    hold(() => l.close());
+    io.outputFd.handOver(); // the worker's now
+    const l = control.listener;
+    // Stops interception for leftovers and kills this call's escalated programs. The commands reach the worker
+    // synchronously inside close(); only its acknowledgement is not awaited, so the answer is not delayed by it.
+    res.hold(() => res.settling.push((res.listenerClosed = l.close())));
     failIfInjected("call_listen");
   } catch (e) {
-    return fail(`cannot open this call's escalation listener: ${(e as Error).message}`);
+    return fail("cannot open this call's escalation listener", e);
   }
-  // Timeout or cancel: the sandboxed shell's process group dies at once; escalated programs get SIGTERM and
-  // ESCALATED_GRACE_MS to end (git removes its index.lock), then everything left of the call is killed.
-  let graceOver: Promise<void> | undefined;
-  // The shell's process group, while the shell is unreaped (so its pid, the group's id, cannot have been reused):
-  // under a lifeline guard, SIGUSR1 to the guard, which kills everything below it (setsid'd and double-forked
-  // processes too, cgroup or not) and then dies of SIGKILL; else SIGKILL to the group.
-  const killShell = () => {
-    if (pid <= 0 || proc.exitCode !== null || proc.signalCode !== null) return;
-    if (guarded) libc.kill(pid, GUARD_END_SIGNAL);
+  return { launch, proxy, grantProxies, cgroup, listener: control.listener, terminal: tty !== undefined, ...io, control };
+}
+
+/**
+ * The shell's output: a pipe (stdout and stderr share it; stdin is /dev/null), or on a session's terminal a copy of
+ * the master to read and the slave as fds 0–2, escalated programs' output then going through a pipe of its own
+ * (a room passes no terminal). `outputFd`: the worker's copy of where escalated programs write.
+ */
+function openOutput(
+  res: CallResources,
+  tty?: OwnedFd & { master?: number },
+): { readEnd: OwnedFd; writeEnd: OwnedFd; escalatedRead?: OwnedFd; outputFd: OwnedFd } | { error: unknown } {
+  if (tty !== undefined) {
+    let readEnd: OwnedFd;
+    try {
+      readEnd = res.fd(libc.fcntl(tty.master!, libc.SOCK.F_DUPFD_CLOEXEC, 3));
+    } catch (e) {
+      return { error: e };
+    }
+    const [r, w] = libc.pipe2(libc.SOCK.SOCK_CLOEXEC);
+    return { readEnd, writeEnd: tty, escalatedRead: res.fd(r), outputFd: res.fd(w) };
+  }
+  const [r, w] = libc.pipe2(libc.SOCK.SOCK_CLOEXEC);
+  const writeEnd = res.fd(w);
+  return { readEnd: res.fd(r), writeEnd, outputFd: res.fd(libc.fcntl(w, libc.SOCK.F_DUPFD_CLOEXEC, 3)) };
+}
+
+/**
+ * A running call's kill switches: timeout or cancel kill the sandboxed shell's process group at once; escalated
+ * programs get SIGTERM and {@link ESCALATED_GRACE_MS} to end (git removes its index.lock), then everything left of the
+ * call is killed.
+ */
+class CallControl {
+  listener!: ReturnType<EscalationServer["listen"]>;
+  stopwatch: Stopwatch | undefined;
+  proc: ReturnType<typeof Bun.spawn> | undefined;
+  /** The shell runs under a lifeline guard (which kills everything below it on SIGUSR1). */
+  guarded = false;
+  killed: "timeout" | "cancel" | undefined;
+  graceOver: Promise<void> | undefined;
+  /** `late`: text for the end of the output, known only once released (the grant proxies' refusals). */
+  constructor(
+    private readonly o: Pick<RunCommandOptions, "timeoutMs">,
+    private readonly cgroup: CallCgroup | undefined,
+    readonly late: string[],
+  ) {}
+
+  /** Whether the shell has exited (and been reaped). */
+  get exited(): boolean {
+    return this.proc !== undefined && (this.proc.exitCode !== null || this.proc.signalCode !== null);
+  }
+
+  /**
+   * The shell's process group, while the shell is unreaped (so its pid, the group's id, cannot have been reused):
+   * under a lifeline guard, SIGUSR1 to the guard, which kills everything below it (setsid'd and double-forked
+   * processes too, cgroup or not) and then dies of SIGKILL; else SIGKILL to the group.
+   */
+  killShell(): void {
+    const pid = this.proc?.pid ?? 0;
+    if (pid <= 0 || this.exited) return;
+    if (this.guarded) libc.kill(pid, GUARD_END_SIGNAL);
     else libc.kill(-pid, 9);
-  };
-  const killAll = () => {
-    cgroup?.kill();
-    killShell();
-    listener.signalChildren(9);
-  };
-  const killTree = () => {
-    if (graceOver !== undefined) return;
-    listener.signalChildren(15);
-    killShell();
-    graceOver = Bun.sleep(ESCALATED_GRACE_MS).then(killAll);
-  };
-  stopwatch = new Stopwatch(o.timeoutMs, () => {
-    killed ??= "timeout";
-    killTree();
-  });
-  const sw = stopwatch;
-  hold(() => sw.dispose());
-  // Time a person takes to answer a network question does not count against the timeout either.
-  if (o.networkProxy !== undefined) o.networkProxy.pauseWhile = (f) => stopwatch!.paused(f);
-  if (stopwatch.expired) {
-    return {
-      exitCode: 124,
-      output: "",
-      durationMs: performance.now() - t0,
-      timedOut: true,
-      cancelled: false,
-      outputBytes: 0,
-      droppedBytes: 0,
-      sandboxed,
-    };
   }
-  // The shell joins the call's cgroup before it runs anything, except under direct bubblewrap: there every
-  // sandboxed process is in bwrap's pid namespace, which the kernel kills whole when bwrap's init exits (it dies
-  // with bwrap, --die-with-parent), so the cgroup only needs the escalated programs (the worker moves those in).
-  // Saves a /bin/sh start per call.
-  // The lifeline guard joins it itself before it forks (no trampoline). Without a guard: our own helper
-  // (/proc/self/exe) cannot go through the trampoline (the shell would exec itself): it joins the cgroup itself,
-  // first thing (`--join-cgroup`), before it starts anything of the call; anything else goes through /bin/sh.
+
+  /** Everything of the call, at once. */
+  killAll(): void {
+    this.cgroup?.kill();
+    this.killShell();
+    this.listener.signalChildren(9);
+  }
+
+  /** End the call for `why`: the shell now, escalated programs after their grace. */
+  stop(why: "timeout" | "cancel"): void {
+    this.killed ??= why;
+    if (this.graceOver !== undefined) return;
+    this.listener.signalChildren(15);
+    this.killShell();
+    this.graceOver = Bun.sleep(ESCALATED_GRACE_MS).then(() => this.killAll());
+  }
+
+  /** The call's stopwatch (a prompt pauses it), held by `res`. */
+  startStopwatch(res: CallResources): Stopwatch {
+    const sw = (this.stopwatch = new Stopwatch(this.o.timeoutMs, () => this.stop("timeout")));
+    res.hold(() => sw.dispose());
+    return sw;
+  }
+}
+
+/**
+ * The argv, argv[0] and fds the shell starts with: the cgroup joined first, the lifeline guard, the seccomp program,
+ * the bridge's child end, the genuine executable. The shell joins the call's cgroup before it runs anything, except
+ * under direct bubblewrap: there every sandboxed process is in bwrap's pid namespace, which the kernel kills whole
+ * when bwrap's init exits (it dies with bwrap, --die-with-parent), so the cgroup only needs the escalated programs
+ * (the worker moves those in); that saves a /bin/sh start per call. The lifeline guard joins it itself before it
+ * forks (no trampoline). Without a guard: our own helper (/proc/self/exe) cannot go through the trampoline (the
+ * shell would exec itself): it joins the cgroup itself, first thing (`--join-cgroup`), before it starts anything of
+ * the call; anything else goes through /bin/sh.
+ */
+function spawnPlan(
+  a: Acquired,
+  res: CallResources,
+): { argv: string[]; argv0: string | undefined; stdio: (number | "ignore")[]; selfHelper: boolean; seccomp?: OwnedFd } {
+  const { launch, cgroup } = a;
+  const argv = [...launch.argv];
   const selfHelper = isSelfExe(argv[0]);
-  const joins = cgroup !== undefined && launch.bwrap === undefined;
+  const joins = cgroup !== undefined && launch.ownPidNamespace !== true;
   const guardJoins = joins && lifelineProblem() === undefined;
   const trampoline = joins && !guardJoins && !selfHelper;
   if (joins && !guardJoins && selfHelper) argv.splice(2, 0, "--join-cgroup", cgroup!.procs);
-  const seccomp = launch.bwrap?.seccomp === undefined ? undefined : bytesPipe(launch.bwrap.seccomp);
-  if (seccomp !== undefined) hold(() => libc.closeQuiet(seccomp));
-  const stdio: (number | "ignore")[] = [tty !== undefined ? writeEnd : "ignore", writeEnd, writeEnd, listener.clientFd];
-  if (seccomp !== undefined) stdio[SECCOMP_FD] = seccomp;
-  if (bridge !== undefined) {
-    if (stdio[SECCOMP_FD] === undefined) stdio[SECCOMP_FD] = "ignore";
-    stdio[PROXY_BRIDGE_FD] = bridge.childFd;
+  const seccomp = launch.seccomp === undefined ? undefined : res.fd(bytesPipe(launch.seccomp.program));
+  const stdio: (number | "ignore")[] = [a.terminal ? a.writeEnd.fd : "ignore", a.writeEnd.fd, a.writeEnd.fd];
+  stdio[ESCALATE_FD] = a.listener.clientFd;
+  if (seccomp !== undefined) stdio[launch.seccomp!.fd] = seccomp.fd;
+  if (a.proxy.bridge !== undefined) {
+    for (let fd = 0; fd < PROXY_BRIDGE_FD; fd++) stdio[fd] ??= "ignore";
+    stdio[PROXY_BRIDGE_FD] = a.proxy.bridge.child.fd;
   }
-  const selfExe = launch.bwrap !== undefined && !launch.bwrap.direct ? openSelfExe() : undefined;
+  const selfExe = launch.selfExeFd !== undefined ? openSelfExe() : undefined;
   if (selfExe !== undefined) {
-    for (let fd = 0; fd < SELF_EXE_FD; fd++) stdio[fd] ??= "ignore";
-    stdio[SELF_EXE_FD] = selfExe; // bwrap binds it over the executable's path for our inner stage
+    for (let fd = 0; fd < launch.selfExeFd!; fd++) stdio[fd] ??= "ignore";
+    stdio[launch.selfExeFd!] = selfExe; // bwrap binds it over the executable's path for our inner stage
   }
-  let proc!: ReturnType<typeof Bun.spawn>;
-  let guarded = false;
-  try {
-    const env = (selfHelper ? envForSelf : (e: Record<string, string>) => e)(
-      shellEnvironment(o, listener.shellEnv(o.wrapperPath, ESCALATE_FD), { ...launch.env, ...proxyEnv }),
-    );
-    const target = trampoline ? joinCgroupFirst(cgroup!.procs, argv) : argv;
-    const started = guardedStart(target, trampoline ? undefined : argv0, stdio, guardJoins ? cgroup!.procs : undefined);
-    guarded = started.argv0 === GUARD_ARGV0;
-    failIfInjected("call_spawn");
-    proc = Bun.spawn(started.argv, {
-      cwd: o.workdir,
-      env,
-      stdio: stdio as unknown as ["ignore", "pipe", "pipe"],
-      detached: true, // setsid: the shell (or its guard) leads its own session and process group
-      argv0: started.argv0,
-    });
-  } catch (e) {
-    return fail(`cannot start ${argv[0]}: ${(e as Error).message}`);
-  }
-  // The shell runs: from here on the end of the call releases what the start-up acquired.
-  startup.move();
-  pid = proc.pid;
-  o.track?.(pid, true);
-  o.onStarted?.({
-    interrupt: () => {
-      if (proc.exitCode === null && proc.signalCode === null) libc.kill(-pid, 2);
-    },
-  });
-  libc.closeQuiet(writeEnd);
-  if (seccomp !== undefined) libc.closeQuiet(seccomp);
-  listener.releaseClientFd();
-  // The bridge: the namespace's listeners arrive once the inner stage has made them; the proxy accepts on them.
-  // Anything failing here ends the call (fail closed: the namespace has no other way out).
-  let bridgeError: string | undefined;
-  let roomsWatched: Promise<void> | undefined;
-  let callEnded: () => void = () => undefined;
-  if (roomBridge !== undefined) {
-    const proxy = o.networkProxy!;
-    const count = proxySpec!.ports.length;
+  const target = trampoline ? joinCgroupFirst(cgroup!.procs, argv) : argv;
+  const started = guardedStart(target, trampoline ? undefined : launch.argv0, stdio, guardJoins ? cgroup!.procs : undefined);
+  a.control.guarded = started.argv0 === GUARD_ARGV0;
+  return { ...started, stdio, selfHelper, seccomp };
+}
+
+/**
+ * Once the shell runs: close this process's copies of what the shell now holds, and serve proxy mode's bridges
+ * (the namespace's listeners arrive once the inner stage has made them; the proxy accepts on them). A failing call
+ * bridge ends the call (fail closed: the namespace has no other way out); `bridgeError` then says why.
+ */
+function afterStart(o: RunCommandOptions, a: Acquired, s: { seccomp?: OwnedFd }): { bridgeError?: string } {
+  const { proxy, control } = a;
+  const proc = control.proc!;
+  const state: { bridgeError?: string } = {};
+  a.writeEnd.close();
+  s.seccomp?.close();
+  a.listener.releaseClientFd();
+  const adopt = (fds: number[]) => o.networkProxy!.adopt(fds.length === 2 ? { http: fds[0]!, socks: fds[1]! } : { http: fds[0]! });
+  const count = proxy.spec?.ports.length ?? 0;
+  if (proxy.roomBridge !== undefined) {
+    let callEnded: () => void = () => undefined;
     const ended = new Promise<void>((r) => (callEnded = r));
-    roomsWatched = watchNamespaceListeners(
-      roomBridge.serverFd,
-      count,
-      (fds) => void proxy.adopt(fds.length === 2 ? { http: fds[0]!, socks: fds[1]! } : { http: fds[0]! }),
-      ended,
-    );
+    const watched = watchNamespaceListeners(proxy.roomBridge.server.handOver(), count, (fds) => void adopt(fds), ended);
+    proxy.roomBridge.stopWatching = async () => {
+      callEnded();
+      await watched;
+    };
   }
-  grantProxies?.watch();
-  if (bridge !== undefined) {
-    libc.closeQuiet(bridge.childFd);
-    const proxy = o.networkProxy!;
-    const count = proxySpec!.ports.length;
-    void receiveNamespaceListeners(bridge.serverFd, count, proc.exited)
-      .then((fds) => proxy.adopt(fds.length === 2 ? { http: fds[0]!, socks: fds[1]! } : { http: fds[0]! }))
+  a.grantProxies?.watch();
+  if (proxy.bridge !== undefined) {
+    proxy.bridge.child.close();
+    void receiveNamespaceListeners(proxy.bridge.server.handOver(), count, proc.exited)
+      .then(adopt)
       .catch((e: unknown) => {
-        if (proc.exitCode !== null || proc.signalCode !== null) return; // ended first: its own output says why
-        bridgeError = `shellmcp: the network proxy bridge failed, the command was stopped: ${(e as Error).message}\n`;
-        killAll();
+        if (control.exited) return; // ended first: its own output says why
+        state.bridgeError = `shellmcp: the network proxy bridge failed, the command was stopped: ${(e as Error).message}\n`;
+        control.killAll();
       });
   }
+  return state;
+}
 
-  const onAbort = () => {
-    killed ??= "cancel";
-    killTree();
-  };
+/**
+ * Read the output until EOF while the shell runs; after it exits, escalated programs keep their grace (when killed),
+ * everything left of the call is killed (its cgroup), and the pipe gets {@link DRAIN_MS} more to reach EOF.
+ * Resolves with the shell's exit status once the reading has stopped.
+ */
+async function pump(o: RunCommandOptions, res: CallResources, a: Acquired, out: CappedOutput, t0: number): Promise<number> {
+  const { control } = a;
+  const onAbort = () => control.stop("cancel");
   o.signal?.addEventListener("abort", onAbort);
+  res.hold(() => o.signal?.removeEventListener("abort", onAbort));
   if (o.signal?.aborted) onAbort();
-  const progress =
-    o.onProgress === undefined ? undefined : setInterval(() => o.onProgress!(performance.now() - t0, out.total), PROGRESS_INTERVAL_MS);
-
-  // Read the shared pipe (or the terminal) until EOF; after the shell exits, give it DRAIN_MS more.
-  let eof = false;
+  if (o.onProgress !== undefined) {
+    const progress = setInterval(() => o.onProgress!(performance.now() - t0, out.total), PROGRESS_INTERVAL_MS);
+    res.hold(() => clearInterval(progress));
+  }
   const take = (chunk: Uint8Array) => {
     out.push(chunk);
     o.onOutput?.(chunk);
   };
-  const readers = [readOutput(readEnd, tty !== undefined, take)];
-  if (escalatedRead !== undefined) readers.push(readOutput(escalatedRead, false, take));
-  const reader = { cancel: () => Promise.all(readers.map((r) => r.cancel())) };
-  const pump = Promise.all(readers.map((r) => r.done)).then(() => {
-    eof = true;
-  });
-  const exitCode = await proc.exited;
+  // A terminal's reader owns (and closes) its copy of the master.
+  const readers = [readOutput(a.terminal ? a.readEnd.handOver() : a.readEnd.fd, a.terminal, take)];
+  if (a.escalatedRead !== undefined) readers.push(readOutput(a.escalatedRead.fd, false, take));
+  let eof = false;
+  const drained = Promise.all(readers.map((r) => r.done)).then(() => (eof = true));
+  const exitCode = await control.proc!.exited;
   // Reaped: from now on its pid (the session's id) may be reused by any new process, so it is no longer tracked.
-  o.track?.(pid, false);
+  o.track?.(control.proc!.pid, false);
   // The shell is gone: the worker lets go of its copy of the pipe (later escalations of leftovers get /dev/null).
-  listener.releaseOutput();
+  a.listener.releaseOutput();
   // Killed (timeout, cancel): escalated programs have their grace period, unless they end (and close the pipe) first.
-  if (graceOver !== undefined) await Promise.race([pump, graceOver]);
+  if (control.graceOver !== undefined) await Promise.race([drained, control.graceOver]);
   // Everything the call started ends with it (background jobs, detached or not); their end closes the pipe.
-  cgroup?.kill();
-  await Promise.race([pump, Bun.sleep(DRAIN_MS)]);
-  if (!eof) await reader.cancel();
-  if (tty === undefined) libc.closeQuiet(readEnd); // a terminal's reader closed its own
-  if (escalatedRead !== undefined) libc.closeQuiet(escalatedRead);
-  if (progress !== undefined) clearInterval(progress);
-  o.signal?.removeEventListener("abort", onAbort);
-  stopwatch.dispose();
-  // Stops interception for leftovers and kills this call's escalated programs. The commands reach the worker
-  // synchronously inside close(); only its acknowledgement is not awaited, so the answer is not delayed by it.
-  const listenerClosed = listener.close();
-  const disposed = cgroup?.dispose();
-  release();
-  if (roomBridge !== undefined) {
-    // The worker may still be starting a room with the bridge's child end: close it once the worker has let go of
-    // the listener (its rooms killed), then stop watching (that closes the server end).
-    await listenerClosed.catch(() => undefined);
-    libc.closeQuiet(roomBridge.childFd);
-    callEnded();
-    await roomsWatched;
-  }
-  if (grantProxies !== undefined) {
-    // As for the room bridge: once the worker has let go of the listener, no room can start any more.
-    await listenerClosed.catch(() => undefined);
-    const refused = await grantProxies.end();
-    if (refused.length > 0) out.push(Buffer.from(refusalReport(refused)));
-  }
+  a.cgroup?.kill();
+  await Promise.race([drained, Bun.sleep(DRAIN_MS)]);
+  if (!eof) await Promise.all(readers.map((r) => r.cancel()));
+  return exitCode;
+}
 
+/**
+ * Run the command to completion (or timeout/cancel): plan (the workdir), acquire (./run-command.ts `acquire`: every
+ * resource held by one {@link CallResources}), run (spawn, then read the output until the shell and its leftovers are
+ * gone), settle (release everything, last acquired first; the result's `settled` says when the late releases are
+ * done). Never throws for command failures. A session (./session-manager.ts) runs it "detached": it does not await
+ * it at once, gives a `terminal` and `onOutput`, a `signal` of its own (kill) and no practical timeout.
+ */
+export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult> {
+  const t0 = performance.now();
+  await using res = new CallResources();
+  // The terminal's slave is ours from the start.
+  const tty = o.terminal === undefined ? undefined : Object.assign(res.fd(o.terminal.slave), { master: o.terminal.master });
+  // Plan.
+  const bad = workdirProblem(o.workdir);
+  if (bad !== undefined) return notStarted(t0, bad, o.sandbox.sandboxed);
+  // Acquire.
+  const a = await acquire(o, res, t0, tty);
+  if (!("launch" in a)) return a;
+  const { control, launch } = a;
+  const stopwatch = control.startStopwatch(res);
+  // Time a person takes to answer a network question does not count against the timeout either.
+  if (o.networkProxy !== undefined) o.networkProxy.pauseWhile = (f) => stopwatch.paused(f);
+  if (stopwatch.expired || isInjected("call_expired"))
+    return notStarted(t0, "", launch.sandboxed, { exitCode: 124, timedOut: true, spawnError: undefined });
+  // Run.
+  let spawn: ReturnType<typeof spawnPlan>;
+  try {
+    spawn = spawnPlan(a, res);
+    const env = shellEnvironment({ ...o, policy: o.sandbox.policy }, a.listener.shellEnv(o.wrapperPath, ESCALATE_FD), {
+      ...launch.env,
+      ...a.proxy.env,
+    });
+    failIfInjected("call_spawn");
+    control.proc = Bun.spawn(spawn.argv, {
+      cwd: o.workdir,
+      env: spawn.selfHelper ? envForSelf(env) : env,
+      stdio: spawn.stdio as unknown as ["ignore", "pipe", "pipe"],
+      detached: true, // setsid: the shell (or its guard) leads its own session and process group
+      argv0: spawn.argv0,
+    });
+  } catch (e) {
+    return notStarted(t0, `cannot start ${launch.argv[0]}: ${(e as Error).message}`, o.sandbox.sandboxed);
+  }
+  res.started = true;
+  const pid = control.proc.pid;
+  o.track?.(pid, true);
+  o.onStarted?.({
+    interrupt: () => {
+      if (!control.exited) libc.kill(-pid, 2);
+    },
+  });
+  const bridge = afterStart(o, a, spawn);
+  const out = new CappedOutput(o.maxOutputBytes);
+  const exitCode = await pump(o, res, a, out, t0);
+  // Settle.
+  await res[Symbol.asyncDispose]();
+  for (const text of control.late) out.push(Buffer.from(text));
+  const proc = control.proc;
   const sig = proc.signalCode === null || proc.signalCode === undefined ? undefined : String(proc.signalCode);
-  const code = sig !== undefined ? 128 + (osConstants.signals[sig as NodeJS.Signals] ?? 0) : exitCode;
   return {
-    exitCode: code,
-    output: bridgeError === undefined ? out.text() : out.text() + bridgeError,
+    exitCode: sig !== undefined ? 128 + (osConstants.signals[sig as NodeJS.Signals] ?? 0) : exitCode,
+    output: bridge.bridgeError === undefined ? out.text() : out.text() + bridge.bridgeError,
     durationMs: performance.now() - t0,
-    timedOut: killed === "timeout",
-    cancelled: killed === "cancel",
+    timedOut: control.killed === "timeout",
+    cancelled: control.killed === "cancel",
     signal: sig,
     outputBytes: out.total,
     droppedBytes: out.dropped,
-    sandboxed,
-    settled: Promise.all([listenerClosed.catch(() => undefined), disposed]).then(() => undefined),
+    sandboxed: launch.sandboxed,
+    settled: Promise.all(res.settling.map((p) => p.catch(() => undefined))).then(() => undefined),
   };
 }

@@ -23,12 +23,12 @@
 import { existsSync, realpathSync, statSync } from "node:fs";
 import { serializePermissionProfile, type FileSystemSandboxEntry, type PermissionProfile } from "../../sandbox/permission-profile.ts";
 import type { FilesystemPlan } from "../../sandbox/filesystem-plan.ts";
+import type { RoomBackend } from "../../sandbox/room-backend.ts";
 import {
   prepareRoom,
   readableComplement,
   ROOM_BRIDGE_FD,
   type PreparedRoom,
-  type RoomBackend,
   type RoomPlan,
   type RoomProxy,
   type RoomSpec,

@@ -26,6 +26,7 @@ import { existsSync, lstatSync, readdirSync, statSync } from "node:fs";
 import { homedir } from "node:os";
 import { basename, dirname, isAbsolute, join } from "node:path";
 import type { FilesystemPlan } from "../../sandbox/filesystem-plan.ts";
+import type { RoomBackend } from "../../sandbox/room-backend.ts";
 import { discoverRepository, type Repository } from "../../sandbox/git-layout.ts";
 import { isUnder, PROTECTED_NAMES, type WritableRoot } from "../../sandbox/policy.ts";
 import { readUntrustedText } from "../../untrusted-fs.ts";
@@ -33,22 +34,6 @@ import { canonicalPath } from "../../sandbox/writable.ts";
 
 /** `escalation` in the config: `room` (default) or `host` (Codex's meaning: the program runs unconfined). */
 export type EscalationMode = "room" | "host";
-
-/** How rooms are built for one call. */
-export type RoomBackend =
-  /** No room: the program runs on the host (`escalation = "host"`, or the call itself is not sandboxed). */
-  | { kind: "host" }
-  /** bubblewrap at `bwrap`; `noProc` when `/proc` cannot be mounted here (as the call's own probe found). */
-  | { kind: "bwrap"; bwrap: string; noProc: boolean }
-  /** Landlock + seccomp through this binary's sandbox helper (`helper`: the argv that starts it). */
-  | { kind: "landlock"; helper: string[] }
-  /**
-   * Seatbelt on macOS: `/usr/bin/sandbox-exec` with a policy generated from the room's plan (its read-only paths
-   * inside writable roots included: Seatbelt excludes them by path). `allowLocalBinding`: proxy mode's local rules.
-   */
-  | { kind: "seatbelt"; allowLocalBinding: boolean }
-  /** A room cannot be built here: escalated programs run inside the call's sandbox instead (never on the host). */
-  | { kind: "unavailable"; reason: string };
 
 /** Everything the escalation server needs to build rooms for one call. */
 export interface RoomSpec {

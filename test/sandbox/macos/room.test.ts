@@ -12,7 +12,9 @@ import { planSandboxPolicy } from "../../../src/sandbox/filesystem-plan.ts";
 import { roomLaunch } from "../../../src/escalate/rooms/build.ts";
 import { darwinPath } from "../../../src/sandbox/macos/seatbelt.ts";
 import type { RoomSpec } from "../../../src/escalate/rooms/plan.ts";
-import { launcherEnforcement, roomFor } from "../../../src/shell/run-command.ts";
+import { CallSandbox } from "../../../src/sandbox/backend.ts";
+import { SeatbeltBackend } from "../../../src/sandbox/macos/backend.ts";
+import { roomFor } from "../../../src/shell/run-command.ts";
 import { hostGit } from "../../helpers/attack.ts";
 import { CONF_BASE } from "../../helpers/test-dirs.ts";
 
@@ -33,15 +35,8 @@ function params(argv: string[]): Map<string, string> {
 describe("escalation room under Seatbelt", () => {
   test("serve's calls under Seatbelt get Seatbelt rooms (they used to get none)", () => {
     const ws = repo();
-    const spec = roomFor(
-      {
-        policy: READ_ONLY,
-        sandboxCwd: ws,
-        env: {},
-        launcher: { seatbelt: { plan: planSandboxPolicy(READ_ONLY, ws, {}) }, flags: [] } as never,
-      },
-      launcherEnforcement(true, { flags: [] } as never), // what a Seatbelt call's launcher says
-    );
+    const state = { policy: READ_ONLY, policyCwd: ws, workdir: ws, env: {} };
+    const spec = roomFor({ sandbox: new CallSandbox(new SeatbeltBackend(), state, planSandboxPolicy(READ_ONLY, ws, {})) });
     expect(spec.backend).toEqual({ kind: "seatbelt", allowLocalBinding: false });
   });
 

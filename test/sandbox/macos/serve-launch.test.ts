@@ -5,7 +5,8 @@
 import { describe, expect, test } from "bun:test";
 import { planSandboxPolicy } from "../../../src/sandbox/filesystem-plan.ts";
 import { parseSandboxPolicy } from "../../../src/sandbox/policy.ts";
-import { planLaunch } from "../../../src/shell/run-command.ts";
+import { CallSandbox } from "../../../src/sandbox/backend.ts";
+import { SeatbeltBackend } from "../../../src/sandbox/macos/backend.ts";
 import { tempDir } from "../../helpers/binary.ts";
 
 describe("serve's launch on macOS", () => {
@@ -13,14 +14,12 @@ describe("serve's launch on macOS", () => {
     const cwd = tempDir("sb-serve-");
     const policy = parseSandboxPolicy({ type: "workspace-write" });
     const plan = planSandboxPolicy(policy, cwd, {});
-    const l = planLaunch({
+    const call = new CallSandbox(new SeatbeltBackend(), { policy, policyCwd: cwd, workdir: cwd, env: {} }, plan);
+    const l = call.launch({
       shellPath: "/opt/shells/bash",
       login: true,
       command: "echo hi",
-      policy,
-      sandboxCwd: cwd,
       wrapperPath: "/opt/shellmcp/codex-execve-wrapper",
-      launcher: { exe: "unused", flags: [], seatbelt: { plan } },
     });
     expect(l.sandboxed).toBe(true);
     expect(l.argv[0]).toBe("/usr/bin/sandbox-exec");
@@ -32,15 +31,8 @@ describe("serve's launch on macOS", () => {
   test("danger-full-access: the shell runs as is", () => {
     const policy = parseSandboxPolicy({ type: "danger-full-access" });
     const plan = planSandboxPolicy(policy, "/", {});
-    const l = planLaunch({
-      shellPath: "/opt/shells/bash",
-      login: false,
-      command: "true",
-      policy,
-      sandboxCwd: "/",
-      wrapperPath: "/x",
-      launcher: { exe: "unused", flags: [], seatbelt: { plan } },
-    });
+    const call = new CallSandbox(new SeatbeltBackend(), { policy, policyCwd: "/", workdir: "/", env: {} }, plan);
+    const l = call.launch({ shellPath: "/opt/shells/bash", login: false, command: "true", wrapperPath: "/x" });
     expect(l.sandboxed).toBe(false);
     expect(l.argv).toEqual(["/opt/shells/bash", "-c", "true"]);
   });

@@ -1,0 +1,254 @@
+/**
+ * The real Claude Code CLI (print mode, `claude -p`, @anthropic-ai/claude-code's native linux build) drives the
+ * compiled `shellmcp serve` configured exactly as the README's Claude Code recipe says — `claude mcp add --scope user
+ * shell -- shellmcp serve --sandbox workspace-write`, then `claude -p --allowedTools mcp__shell` — with a stand-in
+ * model on loopback speaking the Anthropic Messages API (test/helpers/messages-mock.ts).
+ *
+ * Claude Code defers MCP tools behind its `ToolSearch` tool: like a real model, the stand-in first loads the shell
+ * tools with `select:…`, then makes its planned calls one by one, then ends the turn. Every scenario asserts on what
+ * the model received as the tool results, and on the files and processes on the machine.
+ */
+import { afterAll, describe, expect, test } from "bun:test";
+import { existsSync, mkdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { ensureBinary, ROOT } from "../helpers/binary.ts";
+import { MessagesMock, offersTool, text, toolResults, toolUse, type Script } from "../helpers/messages-mock.ts";
+import { agentNetworkConfig } from "../helpers/network.ts";
+import { skipWithout, toolMissing } from "../helpers/prereq.ts";
+import { shellsMissing } from "../helpers/shells.ts";
+import {
+  calls,
+  freePort,
+  hostsFile,
+  NETWORK_ON_CONFIG,
+  place,
+  processesWith,
+  RULES,
+  runClient,
+  sessionId,
+  upstream,
+  withHosts,
+  type ClientRun,
+  type Place,
+  type Plan,
+} from "./common.ts";
+
+/** Claude Code's native binary, from its platform package (what the wrapper's postinstall copies to bin/). */
+const CLAUDE = join(ROOT, "node_modules", "@anthropic-ai", `claude-code-linux-${process.arch === "arm64" ? "arm64" : "x64"}`, "claude");
+
+const skip = skipWithout(
+  "real Claude Code",
+  shellsMissing() ??
+    (existsSync(CLAUDE) ? undefined : "@anthropic-ai/claude-code (its linux platform package) is not installed: npm ci") ??
+    toolMissing("git", "python3", "curl", "bwrap"),
+);
+
+const SHELL_TOOLS = ["shell", "exec_command", "write_stdin", "list_sessions"].map((t) => `mcp__shell__${t}`);
+const SEARCH_ID = "toolu_search";
+
+/** The stand-in model: load the deferred shell tools through ToolSearch, then follow `plan`, then end the turn. */
+function script(plan: Plan): Script {
+  return (req) => {
+    const mainLoop = offersTool(req, "ToolSearch") || offersTool(req, "mcp__shell__shell");
+    if (!mainLoop) return [text("ok")];
+    const got = toolResults(req);
+    if (!offersTool(req, "mcp__shell__shell") && !got.has(SEARCH_ID))
+      return [toolUse(SEARCH_ID, "ToolSearch", { query: `select:${SHELL_TOOLS.join(",")}` })];
+    const results = [...got].filter(([id]) => id !== SEARCH_ID).map(([, r]) => r.text);
+    const next = plan(results);
+    return next === undefined ? [text("done")] : [toolUse(`toolu_${results.length}`, `mcp__shell__${next.tool}`, next.args)];
+  };
+}
+
+const mocks: MessagesMock[] = [];
+afterAll(() => {
+  for (const m of mocks) m.stop();
+});
+
+interface Outcome extends ClientRun {
+  /** The text of every shell tool result the model received, in order. */
+  results: string[];
+  mock: MessagesMock;
+}
+
+/** The environment Claude Code runs with: the place's HOME, the stand-in model, no traffic beyond it. */
+function env(p: Place, mock?: MessagesMock): Record<string, string> {
+  return {
+    PATH: process.env.PATH ?? "/usr/bin:/bin",
+    HOME: p.home,
+    ANTHROPIC_API_KEY: "dummy",
+    CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1",
+    ...(mock === undefined ? {} : { ANTHROPIC_BASE_URL: mock.url }),
+  };
+}
+
+/**
+ * The README's recipe: `claude mcp add --scope user shell -- <shellmcp> serve --sandbox workspace-write` (with
+ * `prefix` before the server command: the network scenario's outer bubblewrap), then `claude -p` in the project
+ * with `--allowedTools mcp__shell` (or `allowed`), the model following `plan`.
+ */
+async function run(p: Place, plan: Plan, o: { prefix?: string[]; allowed?: string[] } = {}): Promise<Outcome> {
+  const add = await runClient(
+    [CLAUDE, "mcp", "add", "--scope", "user", "shell", "--", ...(o.prefix ?? []), ensureBinary(), "serve", "--sandbox", "workspace-write"],
+    { cwd: p.proj, env: env(p), deadlineMs: 30_000 },
+  );
+  if (add.exitCode !== 0) throw new Error(`claude mcp add: ${add.stdout}${add.stderr}`);
+  const mock = new MessagesMock(script(plan));
+  mocks.push(mock);
+  const r = await runClient([CLAUDE, "-p", "run the planned commands", ...(o.allowed ?? ["--allowedTools", "mcp__shell"])], {
+    cwd: p.proj,
+    env: env(p, mock),
+  });
+  mock.stop();
+  const last = mock.requests.at(-1);
+  const results = last === undefined ? [] : [...toolResults(last)].filter(([id]) => id !== SEARCH_ID).map(([, v]) => v.text);
+  if (results.length === 0) console.warn(`claude -p (${r.exitCode}):\n${r.stdout}\n${r.stderr.slice(-3000)}`);
+  return { ...r, results, mock };
+}
+
+describe.skipIf(skip)("real Claude Code (claude -p) against shellmcp serve", () => {
+  test("without --allowedTools, print mode refuses the call itself: nothing runs", async () => {
+    const p = place("claude");
+    const o = await run(p, calls({ tool: "shell", args: { command: "touch made && echo MADE", workdir: p.proj, login: false } }), {
+      allowed: [],
+    });
+    expect(o.results[0]).toContain("Claude requested permissions to use mcp__shell__shell, but you haven't granted it yet.");
+    expect(o.results[0]).not.toContain("MADE");
+    expect(existsSync(join(p.proj, "made"))).toBe(false);
+  }, 120_000);
+
+  test("a permissions.allow entry in ~/.claude/settings.json allows the tools as --allowedTools does", async () => {
+    const p = place("claude");
+    mkdirSync(join(p.home, ".claude"), { recursive: true });
+    writeFileSync(join(p.home, ".claude", "settings.json"), JSON.stringify({ permissions: { allow: ["mcp__shell"] } }));
+    const o = await run(p, calls({ tool: "shell", args: { command: "touch made && echo MADE", workdir: p.proj, login: false } }), {
+      allowed: [],
+    });
+    expect(o.results[0]).toContain("MADE");
+    expect(existsSync(join(p.proj, "made"))).toBe(true);
+  }, 120_000);
+
+  test("a project .mcp.json is used by print mode as well (not left pending approval), with --allowedTools", async () => {
+    const p = place("claude");
+    writeFileSync(
+      join(p.proj, ".mcp.json"),
+      JSON.stringify({ mcpServers: { shell: { command: ensureBinary(), args: ["serve", "--sandbox", "workspace-write"] } } }),
+    );
+    const mock = new MessagesMock(
+      script(calls({ tool: "shell", args: { command: "touch made && echo MADE", workdir: p.proj, login: false } })),
+    );
+    mocks.push(mock);
+    const r = await runClient([CLAUDE, "-p", "run the planned commands", "--allowedTools", "mcp__shell"], {
+      cwd: p.proj,
+      env: env(p, mock),
+    });
+    mock.stop();
+    expect(r.exitCode).toBe(0);
+    const last = [...toolResults(mock.requests.at(-1)!)].filter(([id]) => id !== SEARCH_ID);
+    expect(last.length).toBe(1);
+    expect(last[0]![1].text).toContain("MADE");
+    expect(existsSync(join(p.proj, "made"))).toBe(true);
+  }, 120_000);
+
+  test("a shell call: workspace-write writes the project, not outside it nor .git", async () => {
+    const p = place("claude");
+    const o = await run(
+      p,
+      calls({
+        tool: "shell",
+        args: {
+          command: `touch inside && echo INSIDE_OK; touch ${p.outside}/x || echo OUTSIDE_REFUSED; touch .git/x || echo GIT_RO; echo END`,
+          workdir: p.proj,
+          login: false,
+        },
+      }),
+    );
+    expect(o.exitCode).toBe(0);
+    // The shell tools were deferred, then loaded: the model saw all four.
+    for (const t of SHELL_TOOLS) expect(o.mock.requests.some((r) => offersTool(r, t))).toBe(true);
+    expect(o.results[0]).toContain("INSIDE_OK");
+    expect(o.results[0]).toContain("OUTSIDE_REFUSED");
+    expect(o.results[0]).toContain("GIT_RO");
+    expect(o.results[0]).toContain("END");
+    expect(existsSync(join(p.proj, "inside"))).toBe(true);
+    expect(existsSync(join(p.outside, "x"))).toBe(false);
+    expect(existsSync(join(p.proj, ".git", "x"))).toBe(false);
+  }, 120_000);
+
+  test("a session: exec_command starts a dev server, a later shell call reaches it (network on), it ends with the client", async () => {
+    const p = place("claude", { config: NETWORK_ON_CONFIG });
+    const port = freePort();
+    const plan: Plan = (results) => {
+      if (results.length === 0)
+        return {
+          tool: "exec_command",
+          args: { cmd: `python3 -m http.server ${port} --bind 127.0.0.1`, workdir: p.proj, login: false, yield_time_ms: 1500 },
+        };
+      if (results.length === 1)
+        return {
+          tool: "shell",
+          args: {
+            command: `for i in 1 2 3 4 5; do curl -sS http://127.0.0.1:${port}/README && break; sleep 0.5; done`,
+            workdir: p.proj,
+            login: false,
+          },
+        };
+      if (results.length === 2) return { tool: "list_sessions", args: {} };
+      return undefined;
+    };
+    const o = await run(p, plan);
+    // Claude Code hands the model the result's structuredContent (Codex's output schema) as JSON, not its text.
+    expect(o.results[0]).toMatch(/^\{"chunk_id":"[0-9a-f]+","wall_time_seconds":[\d.]+,"session_id":\d+,/);
+    const id = sessionId(o.results[0]);
+    expect(id).toBeNumber();
+    expect(o.results[1]).toContain("hello");
+    expect(o.results[2]).toContain(String(id));
+    expect(o.results[2]).toContain("http.server");
+    // Claude Code stopped the server when it exited: the session's processes are gone.
+    await Bun.sleep(500);
+    expect(processesWith(`http.server ${port}`)).toEqual([]);
+  }, 120_000);
+
+  test("a prompt rule: print mode offers elicitation but answers cancel at once, so nothing runs", async () => {
+    const p = place("claude", { rules: RULES });
+    const o = await run(p, calls({ tool: "shell", args: { command: "touch ask-me; echo rc=$?", workdir: p.proj, login: false } }));
+    // Not shellmcp's "cannot ask (no elicitation support)": Claude Code declares elicitation and cancels it.
+    expect(o.results[0]).toContain("Execution denied: User cancelled execution");
+    expect(o.results[0]).toContain("rc=1");
+    expect(existsSync(join(p.proj, "ask-me"))).toBe(false);
+  }, 120_000);
+
+  test("a forbidden rule: denied, the program never runs", async () => {
+    const p = place("claude", { rules: RULES });
+    const o = await run(p, calls({ tool: "shell", args: { command: "rm README; echo rc=$?", workdir: p.proj, login: false } }));
+    expect(o.results[0]).toContain("Execution denied: Execution forbidden by policy");
+    expect(o.results[0]).toContain("rc=1");
+    expect(existsSync(join(p.proj, "README"))).toBe(true);
+  }, 120_000);
+
+  test("network by domain: the allowed name is answered through the proxy, another is refused", async () => {
+    const up = upstream();
+    try {
+      const port = up.port!;
+      const p = place("claude", { config: agentNetworkConfig({ allowLocalBinding: true, domains: { "allowed.test": "allow" } }) });
+      const o = await run(
+        p,
+        calls({
+          tool: "shell",
+          args: {
+            command: `curl -sS http://allowed.test:${port}/; curl -sS -o /dev/null -w '%{http_code}\\n' http://other.test:${port}/`,
+            workdir: p.proj,
+            login: false,
+            timeout_ms: 60_000,
+          },
+        }),
+        { prefix: withHosts(hostsFile()) },
+      );
+      expect(o.results[0]).toContain(`hello allowed.test:${port}`);
+      expect(o.results[0]).toContain("403");
+      expect(o.results[0]).toContain(`shellmcp: network access refused: other.test:${port} (http): not_allowed`);
+    } finally {
+      void up.stop(true);
+    }
+  }, 120_000);
+});

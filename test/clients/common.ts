@@ -1,0 +1,157 @@
+/**
+ * What the real-client suites (claude-real, gemini-real) share: a scripted plan of MCP tool calls the stand-in model
+ * makes one after the other, a fresh project with a git repository and a private CODEX_HOME for `shellmcp serve`,
+ * the `.rules` and network configurations of the scenarios, and running a client with a deadline.
+ *
+ * Everything lives under the run's CONF_BASE (outside /tmp and $TMPDIR, which workspace-write sandboxes write, and
+ * where `serve` refuses a CODEX_HOME).
+ */
+import { CONF_BASE, RUN_TMP } from "../helpers/cleanup.ts";
+import { mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+
+/** One MCP tool call of the stand-in model: the tool's name as shellmcp lists it, and its arguments. */
+export interface PlannedCall {
+  tool: "shell" | "exec_command" | "write_stdin" | "list_sessions";
+  args: Record<string, unknown>;
+}
+
+/**
+ * The model's plan: given the text of every tool result it has received so far (in order), its next call, or
+ * undefined to end the turn. A plan sees earlier results, so a later call can use a session ID an earlier one got.
+ */
+export type Plan = (results: string[]) => PlannedCall | undefined;
+
+/** A plan of fixed calls made in order. */
+export function calls(...list: PlannedCall[]): Plan {
+  return (results) => list[results.length];
+}
+
+/** A fresh scenario folder: `proj` (a git repository with a committed README), `home` (the client's HOME, which
+ * `serve` inherits), `codexHome` (`home/.codex`: shellmcp's default CODEX_HOME, with `rules/`), and `outside`. */
+export interface Place {
+  base: string;
+  proj: string;
+  home: string;
+  codexHome: string;
+  outside: string;
+}
+
+function git(dir: string, ...args: string[]): void {
+  const r = Bun.spawnSync(["git", "-C", dir, ...args], {
+    env: {
+      ...process.env,
+      GIT_AUTHOR_NAME: "t",
+      GIT_AUTHOR_EMAIL: "t@example.com",
+      GIT_COMMITTER_NAME: "t",
+      GIT_COMMITTER_EMAIL: "t@example.com",
+    },
+  });
+  if (r.exitCode !== 0) throw new Error(`git ${args.join(" ")}: ${r.stderr}`);
+}
+
+/**
+ * Make a scenario's folders; `rules` goes to CODEX_HOME/rules/test.rules and `config` to CODEX_HOME/config.toml.
+ * @param client  a short name for the folder (e.g. "claude")
+ */
+export function place(client: string, o: { rules?: string; config?: string } = {}): Place {
+  const base = join(CONF_BASE, `${client}-real-${Math.random().toString(36).slice(2)}`);
+  const p: Place = {
+    base,
+    proj: join(base, "proj"),
+    home: join(base, "home"),
+    codexHome: join(base, "home", ".codex"),
+    outside: join(base, "outside"),
+  };
+  for (const d of [p.proj, p.home, p.outside, join(p.codexHome, "rules")]) mkdirSync(d, { recursive: true });
+  writeFileSync(join(p.proj, "README"), "hello\n");
+  git(p.proj, "init", "-q", "-b", "main");
+  git(p.proj, "add", "-A");
+  git(p.proj, "commit", "-qm", "initial");
+  if (o.rules !== undefined) writeFileSync(join(p.codexHome, "rules", "test.rules"), o.rules);
+  if (o.config !== undefined) writeFileSync(join(p.codexHome, "config.toml"), o.config);
+  return p;
+}
+
+/** The scenarios' rules: `rm` is forbidden, `touch ask-me` asks a human. */
+export const RULES = `
+prefix_rule(pattern = ["rm"], decision = "forbidden", justification = "no deleting in this test")
+prefix_rule(pattern = ["touch", "ask-me"], decision = "prompt")
+`;
+
+/** The config that gives a client without sandbox state the full network (docs/sessions.md): a profile with the
+ * network on and no proxy, named by `default_permissions`. */
+export const NETWORK_ON_CONFIG = `default_permissions = "dev"
+[permissions.dev]
+extends = ":workspace"
+[permissions.dev.network]
+enabled = true
+`;
+
+/**
+ * Names the network scenario resolves to loopback: `serve` runs under an outer bubblewrap whose /etc/hosts maps
+ * them to 127.0.0.1 (as test/network/serve-proxy-plain.test.ts), so no real name is looked up.
+ */
+export function hostsFile(): string {
+  const hosts = join(RUN_TMP, `hosts.clients-${Math.random().toString(36).slice(2)}`);
+  writeFileSync(hosts, "127.0.0.1 localhost\n127.0.0.1 allowed.test\n127.0.0.1 other.test\n");
+  return hosts;
+}
+
+/** The outer bubblewrap that gives `serve` the hosts file (prefix of the server's command line). */
+export function withHosts(hosts: string): string[] {
+  return ["bwrap", "--dev-bind", "/", "/", "--bind", hosts, "/etc/hosts", "--"];
+}
+
+/** A loopback HTTP server answering `hello <Host header>`, standing in for the allowed and the refused domains. */
+export function upstream(): ReturnType<typeof Bun.serve> {
+  return Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: (req) => new Response(`hello ${req.headers.get("host")}\n`) });
+}
+
+/** A TCP port that is probably free (for a dev server started in a session). */
+export function freePort(): number {
+  const s = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Response("") });
+  const port = s.port!;
+  void s.stop(true);
+  return port;
+}
+
+/** What a client run printed and how it ended. */
+export interface ClientRun {
+  exitCode: number;
+  stdout: string;
+  stderr: string;
+}
+
+/** Run a client to its end (killed after `deadlineMs`), with stdin closed. */
+export async function runClient(argv: string[], o: { cwd: string; env: Record<string, string>; deadlineMs?: number }): Promise<ClientRun> {
+  const proc = Bun.spawn(argv, { cwd: o.cwd, env: o.env, stdin: "ignore", stdout: "pipe", stderr: "pipe" });
+  const timer = setTimeout(() => proc.kill(9), o.deadlineMs ?? 90_000);
+  const [stdout, stderr, exitCode] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+  clearTimeout(timer);
+  return { exitCode, stdout, stderr };
+}
+
+/** Command lines of running processes that contain `marker`. */
+export function processesWith(marker: string): string[] {
+  const out: string[] = [];
+  for (const pid of readdirSync("/proc")) {
+    if (!/^\d+$/.test(pid)) continue;
+    try {
+      const cmd = readFileSync(`/proc/${pid}/cmdline`, "utf8").replaceAll("\0", " ");
+      if (cmd.includes(marker)) out.push(`${pid}: ${cmd}`);
+    } catch {
+      // gone
+    }
+  }
+  return out;
+}
+
+/**
+ * The session ID in an `exec_command` result as the model received it, or undefined: Codex's text (`Process running
+ * with session ID N`), or the `structuredContent` as JSON (`"session_id":N`), which is what Claude Code passes on.
+ */
+export function sessionId(result: string | undefined): number | undefined {
+  const m = /Process running with session ID (\d+)|"session_id":\s*(\d+)/.exec(result ?? "");
+  return m === null ? undefined : Number(m[1] ?? m[2]);
+}

@@ -1,0 +1,159 @@
+/**
+ * The call's sandbox as one object (issue 33, part A): what `BackendChoice.forCall` (src/serve/backend.ts) chooses
+ * for each situation, and what the `CallSandbox` (src/sandbox/backend.ts) answers its consumers — the enforcing
+ * mechanism, proxy mode's wiring, the weaker-protection reason, the escalation room's backend, the writable view —
+ * without any helper flag read back. The argv themselves are pinned by test/unit/golden-launch-argv.test.ts.
+ * Pure: bubblewrap's preflight is a counted fake, the workspace a fixture folder.
+ */
+import { afterAll, describe, expect, test } from "bun:test";
+import { mkdirSync, mkdtempSync, realpathSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { SandboxState } from "../../src/mcp/sandbox-state.ts";
+import { CallSandbox, NO_SANDBOX } from "../../src/sandbox/backend.ts";
+import type { BwrapProbe } from "../../src/sandbox/linux/bwrap.ts";
+import { parsePermissionProfile } from "../../src/sandbox/permission-profile.ts";
+import { parseSandboxPolicy, protectedConfigDirs, setProtectedConfigDirs, type SandboxPolicy } from "../../src/sandbox/policy.ts";
+import { writableView } from "../../src/sandbox/writable.ts";
+import { BackendChoice, type CallContext } from "../../src/serve/backend.ts";
+import { selfExePath } from "../../src/self.ts";
+
+const root = realpathSync(mkdtempSync(join(tmpdir(), "call-sandbox-")));
+const ws = join(root, "ws");
+const codexHome = join(root, "codex-home");
+for (const d of [ws, join(ws, ".git"), join(root, "tmp"), codexHome]) mkdirSync(d, { recursive: true });
+const env = { TMPDIR: join(root, "tmp"), PATH: "/usr/bin:/bin" };
+const saved = protectedConfigDirs();
+setProtectedConfigDirs([codexHome]);
+afterAll(() => {
+  setProtectedConfigDirs(saved);
+  rmSync(root, { recursive: true, force: true });
+});
+
+const WW = parseSandboxPolicy({ type: "workspace-write", exclude_slash_tmp: true });
+const ctx: CallContext = { platform: "linux", helperExe: selfExePath(), env };
+
+/** A server's choice with a preflight that answers `probe` and counts its runs. */
+function choice(kind: string, probe: BwrapProbe): { backend: BackendChoice; probes: () => number } {
+  let n = 0;
+  const backend = new BackendChoice(kind, [codexHome], () => {
+    n++;
+    return probe;
+  });
+  return { backend, probes: () => n };
+}
+
+function state(policy: SandboxPolicy, extra: Partial<SandboxState> = {}): SandboxState {
+  return { policy, sandboxCwd: ws, useBwrap: false, useLegacyLandlock: false, ...extra };
+}
+
+function call(c: BackendChoice, s: SandboxState, x: Partial<CallContext> = {}): CallSandbox {
+  const r = c.forCall(s, ws, { ...ctx, ...x });
+  if (!(r instanceof CallSandbox)) throw new Error(`refused: ${r.refused}`);
+  return r;
+}
+
+describe("BackendChoice.forCall", () => {
+  test("bubblewrap found: our helper's bubblewrap, started directly; bridged proxy; bubblewrap rooms with that bwrap", () => {
+    const { backend, probes } = choice("auto", { ok: true, path: "/usr/bin/bwrap", noProc: true });
+    const c = call(backend, state(WW));
+    expect([c.backend.kind, c.enforcement, c.backend.proxyWiring, c.backend.landlockWhy]).toEqual(["bwrap", "bwrap", "bridge", undefined]);
+    expect(c.backend.room(c, { allowLocalBinding: false })).toEqual({ kind: "bwrap", bwrap: "/usr/bin/bwrap", noProc: true });
+    call(backend, state(WW));
+    expect(probes()).toBe(1); // the preflight runs once per server
+  });
+
+  test("bubblewrap missing: Landlock with the preflight's reason; loopback proxy; Landlock rooms built by our helper", () => {
+    const { backend } = choice("auto", { ok: false, reason: "bubblewrap is not installed" });
+    const c = call(backend, state(WW));
+    expect([c.backend.kind, c.enforcement, c.backend.proxyWiring]).toEqual(["landlock", "landlock", "loopback"]);
+    expect(c.backend.landlockWhy).toBe("bubblewrap unavailable: bubblewrap is not installed");
+    expect(c.backend.room(c, { allowLocalBinding: false })).toEqual({
+      kind: "landlock",
+      // Every folder no sandbox may write (CODEX_HOME, /etc/codex): the room's helper refuses a root inside one.
+      helper: [selfExePath(), "--codex-run-as-linux-sandbox", ...protectedConfigDirs().flatMap((d) => ["--protected-config-dir", d])],
+    });
+  });
+
+  test("Codex's helper: its enforcement follows useLinuxSandboxBwrap; proxy mode unsupported; its own Landlock rooms", () => {
+    const { backend } = choice("auto", { ok: true, path: "/usr/bin/bwrap" });
+    const exe = "/opt/codex/codex-linux-sandbox";
+    const codex = (useBwrap: boolean) =>
+      call(backend, state(WW, { codexLinuxSandboxExe: exe, useBwrap }), { useCodexLinuxSandboxExe: true });
+    const landlock = codex(false);
+    expect([landlock.backend.kind, landlock.enforcement, landlock.backend.proxyWiring]).toEqual([
+      "codex-helper",
+      "landlock",
+      "unsupported",
+    ]);
+    expect(landlock.backend.landlockWhy).toBe("Codex's own sandbox helper without bubblewrap");
+    expect(landlock.backend.room(landlock, { allowLocalBinding: false })).toEqual({
+      kind: "landlock",
+      helper: [exe, ...protectedConfigDirs().flatMap((d) => ["--protected-config-dir", d])],
+    });
+    expect(codex(true).enforcement).toBe("bwrap");
+    // Without --use-codex-linux-sandbox-exe the client's helper is not used.
+    expect(call(backend, state(WW, { codexLinuxSandboxExe: exe })).backend.kind).toBe("bwrap");
+  });
+
+  test("the client's legacy Landlock for a profile: Landlock, and the notice says the client asked", () => {
+    const { backend } = choice("auto", { ok: true, path: "/usr/bin/bwrap" });
+    const profile = parsePermissionProfile({ type: "managed", network: "restricted", file_system: { type: "unrestricted" } });
+    const c = call(backend, state(WW, { profile, useLegacyLandlock: true }));
+    expect([c.backend.kind, c.backend.landlockWhy]).toEqual(["landlock", "the client asked for Codex's legacy Landlock sandbox"]);
+  });
+
+  test("danger-full-access: no sandbox, host rooms, everything writable", () => {
+    const { backend } = choice("auto", { ok: true, path: "/usr/bin/bwrap" });
+    const c = call(backend, state(parseSandboxPolicy({ type: "danger-full-access" })));
+    expect(c.backend).toBe(NO_SANDBOX);
+    expect([c.sandboxed, c.enforcement]).toEqual([false, "none"]);
+    expect(c.writable()).toEqual({ full: true, roots: [], readOnly: [] });
+    expect(c.launch({ shellPath: "/bin/sh", login: false, command: "true", wrapperPath: "/x" })).toEqual({
+      argv: ["/bin/sh", "-c", "true"],
+      sandboxed: false,
+    });
+  });
+
+  test("Landlock refuses what it cannot enforce: CODEX_HOME inside a writable root", () => {
+    const { backend } = choice("landlock", { ok: false, reason: "unused" });
+    const r = backend.forCall(
+      state(parseSandboxPolicy({ type: "workspace-write", writable_roots: [root], exclude_slash_tmp: true })),
+      ws,
+      ctx,
+    );
+    expect(r instanceof CallSandbox ? "chosen" : r.refused).toContain(codexHome);
+  });
+
+  test("bubblewrap failing after its preflight passed: the next call probes again", () => {
+    const { backend, probes } = choice("auto", { ok: true, path: "/usr/bin/bwrap" });
+    const c = call(backend, state(WW));
+    expect(backend.bwrapFailed({ exitCode: 0, output: "bwrap: x" }, c)).toBeUndefined();
+    expect(backend.bwrapFailed({ exitCode: 1, output: "bwrap: Creating new namespace failed\n" }, c)).toContain(
+      "Creating new namespace failed",
+    );
+    call(backend, state(WW));
+    expect(probes()).toBe(2);
+  });
+});
+
+describe("CallSandbox", () => {
+  test("the writable view is the policy's as the backend enforces it, with the workdir's repository; computed once", () => {
+    const { backend } = choice("auto", { ok: true, path: "/usr/bin/bwrap" });
+    const c = call(backend, state(WW));
+    const view = c.writable();
+    expect(view).toEqual(writableView(WW, ws, "bwrap", env, ws));
+    expect(view.readOnly).toContain(join(ws, ".git"));
+    expect(c.writable()).toBe(view);
+    const landlock = call(choice("landlock", { ok: false }).backend, state(WW));
+    expect(landlock.writable().readOnly).toEqual([]); // Landlock cannot keep .git read-only inside a writable root
+  });
+
+  test("the plan is made once: the policy's roots (the cwd, $TMPDIR from the shells' environment), .git read-only", () => {
+    const { backend } = choice("auto", { ok: true, path: "/usr/bin/bwrap" });
+    const c = call(backend, state(WW));
+    expect(c.plan()).toBe(c.plan());
+    expect(c.plan().writableRoots.map((w) => w.root)).toEqual([ws, join(root, "tmp")]);
+    expect(c.plan().writableRoots[0]!.readOnlySubpaths).toContain(join(ws, ".git"));
+  });
+});

@@ -1,0 +1,158 @@
+/**
+ * Issue 33, part A: runCommand releases every resource of a call through one stack (src/shell/run-command.ts
+ * `CallResources`), whatever way its start-up ends. Each early exit is made to happen (`SHELLMCP_FAULT_INJECT`,
+ * src/fault-injection.ts) in a call that acquires everything a call can: network proxy mode (under bubblewrap the
+ * call's and the rooms' bridges, under Landlock the proxy's loopback listeners), a `[shellmcp.room_network]` domain
+ * grant (a proxy of its own with its bridge or listener), a missing `.codex` made as a mount point (bubblewrap),
+ * the call's cgroup, the output pipe, the escalation listener, the stopwatch.
+ *
+ * Through the compiled `serve` and a real MCP client, three calls in a row per step; judged on the host after the
+ * third: no `.codex` left in the workspace (mount point), no `call-<n>` folder in the server's cgroup, no process
+ * left below the server, nothing left in the server's TMPDIR (socket files, private folders), and the server holds
+ * no more fds (pipes, sockets, listeners) than after the first.
+ */
+import { afterAll, describe, expect, test } from "bun:test";
+import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { closeAll, confDir, fdCount, serveWithPid, type AttackSession } from "../helpers/attack.ts";
+import { agentNetworkConfig } from "../helpers/network.ts";
+import { skipWithout, toolMissing } from "../helpers/prereq.ts";
+import { shellsMissing } from "../helpers/shells.ts";
+
+afterAll(closeAll);
+
+/** The `call-<n>` folders of server `pid`'s per-call cgroups (`<its cgroup>/shellmcp-<pid>`); [] without. */
+function callCgroups(pid: number): string[] {
+  const mount = readFileSync("/proc/self/mountinfo", "utf8")
+    .split("\n")
+    .map((l) => l.split(" - "))
+    .find(([, tail]) => tail?.startsWith("cgroup2 "))?.[0]
+    ?.split(" ");
+  const line = readFileSync(`/proc/${pid}/cgroup`, "utf8")
+    .split("\n")
+    .find((l) => l.startsWith("0::"));
+  if (mount === undefined || line === undefined) return [];
+  const rel = mount[3] === "/" ? line.slice(3) : line.slice(3).slice(mount[3]!.length);
+  const base = join(mount[4]!, rel, `shellmcp-${pid}`);
+  return existsSync(base) ? readdirSync(base).filter((n) => n.startsWith("call-")) : [];
+}
+
+/** Every process below `pid` (children, their children…), as `pid comm`. */
+function descendants(pid: number): string[] {
+  const byParent = new Map<number, { pid: number; comm: string }[]>();
+  for (const e of readdirSync("/proc")) {
+    if (!/^\d+$/.test(e)) continue;
+    let stat: string;
+    try {
+      stat = readFileSync(`/proc/${e}/stat`, "utf8");
+    } catch {
+      continue; // ended meanwhile
+    }
+    const comm = stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")"));
+    const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+    byParent.set(ppid, [...(byParent.get(ppid) ?? []), { pid: Number(e), comm }]);
+  }
+  const out: string[] = [];
+  const walk = (p: number) => {
+    for (const c of byParent.get(p) ?? []) {
+      out.push(`${c.pid} ${c.comm}`);
+      walk(c.pid);
+    }
+  };
+  walk(pid);
+  return out;
+}
+
+/** Call `echo hi` in `ws`: the outcome as text (a tool result's exit code and output, or the protocol error's message). */
+async function attempt(s: AttackSession, ws: string): Promise<string> {
+  try {
+    const r = await s.shell({ command: "echo hi", workdir: ws, login: false, timeout_ms: 20_000 });
+    return `exit ${r.out.exit_code}: ${r.out.output}`;
+  } catch (e) {
+    return `error: ${(e as Error).message}`;
+  }
+}
+
+/** What each injected step makes the call answer. */
+const EXPECTED: Record<string, string> = {
+  bwrap_mounts: "injected fault",
+  call_bridge: "injected fault",
+  call_grants: "injected fault",
+  call_cgroup: "injected fault",
+  call_listen: "injected fault",
+  call_expired: "exit 124",
+  call_spawn: "injected fault",
+};
+
+describe.skipIf(skipWithout("call resources suite", shellsMissing() ?? toolMissing("bwrap")))(
+  "every early exit of a call releases everything it acquired",
+  () => {
+    for (const backend of ["bwrap", "landlock"] as const)
+      for (const step of Object.keys(EXPECTED)) {
+        // Landlock calls make no mount points and no bridges (the proxy listens on the host's loopback).
+        if (backend === "landlock" && (step === "bwrap_mounts" || step === "call_bridge")) continue;
+        test(`${backend}, ${step}: nothing of the call is left`, async () => {
+          const codexHome = confDir("res-home");
+          writeFileSync(
+            join(codexHome, "config.toml"),
+            agentNetworkConfig({
+              allowLocalBinding: false,
+              domains: { "example.com": "allow" },
+              extra: '[shellmcp.room_network]\npython3 = ["example.com"]\n',
+            }).replace('default_permissions = "agent"\n', 'default_permissions = "agent"\n'),
+          );
+          const tmp = confDir("res-tmp");
+          const s = await serveWithPid({
+            codexHome,
+            args: ["--sandbox-backend", backend],
+            env: { SHELLMCP_FAULT_INJECT: step, TMPDIR: tmp },
+          });
+          const ws = confDir("res-ws");
+          expect(await s.sandboxState({ type: "workspace-write", network_access: true }, ws)).toEqual({});
+          expect(await attempt(s, ws)).toContain(EXPECTED[step]!);
+          const fds = fdCount(s.pid);
+          const tmpBefore = readdirSync(tmp);
+          for (let i = 0; i < 2; i++) expect(await attempt(s, ws)).toContain(EXPECTED[step]!);
+          expect({
+            workspace: readdirSync(ws),
+            cgroups: callCgroups(s.pid),
+            processes: descendants(s.pid),
+            tmp: readdirSync(tmp),
+            fdGrowth: fdCount(s.pid) - fds,
+          }).toEqual({ workspace: [], cgroups: [], processes: [], tmp: tmpBefore, fdGrowth: 0 });
+        }, 60_000);
+      }
+
+    test("control: the same call with no fault runs, under both backends, and leaves nothing either", async () => {
+      for (const backend of ["bwrap", "landlock"] as const) {
+        const codexHome = confDir("res-home");
+        writeFileSync(
+          join(codexHome, "config.toml"),
+          agentNetworkConfig({
+            allowLocalBinding: false,
+            domains: { "example.com": "allow" },
+            extra: '[shellmcp.room_network]\npython3 = ["example.com"]\n',
+          }),
+        );
+        const s = await serveWithPid({ codexHome, args: ["--sandbox-backend", backend] });
+        const ws = confDir("res-ws");
+        expect(await s.sandboxState({ type: "workspace-write", network_access: true }, ws)).toEqual({});
+        expect(await attempt(s, ws)).toStartWith("exit 0: hi");
+        const fds = fdCount(s.pid);
+        await attempt(s, ws);
+        await Bun.sleep(200); // the late releases (cgroup emptied) finish after the result
+        expect({
+          workspace: readdirSync(ws),
+          cgroups: callCgroups(s.pid),
+          processes: descendants(s.pid),
+          fdGrowth: fdCount(s.pid) - fds,
+        }).toEqual({
+          workspace: [],
+          cgroups: [],
+          processes: [],
+          fdGrowth: 0,
+        });
+      }
+    }, 60_000);
+  },
+);
