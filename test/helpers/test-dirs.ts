@@ -14,7 +14,7 @@
  * No `bun:test` import: scripts outside `bun test` (test/security/reference-table.ts) use it too. Removal and the
  * leftover check live in the preload, cleanup.ts.
  */
-import { mkdirSync, realpathSync } from "node:fs";
+import { mkdirSync, realpathSync, rmdirSync } from "node:fs";
 import { homedir, tmpdir } from "node:os";
 import { dirname, join, normalize, resolve, sep } from "node:path";
 
@@ -80,6 +80,19 @@ function chooseOutsideBase(): string {
 
 /** This test run's folder outside every default writable root (created on load; removed by the preload). */
 export const CONF_BASE: string = chooseOutsideBase();
+
+// A process that loads this module without the test preload (a bench script, a stand-in server a test starts as
+// its own process) removes its two folders when it exits, if it left them empty; a non-empty one stays for the
+// leftover check to report.
+process.on("exit", () => {
+  for (const dir of [CONF_BASE, RUN_TMP]) {
+    try {
+      rmdirSync(dir);
+    } catch {
+      // not empty, or already removed by the preload
+    }
+  }
+});
 
 /** Throw unless `path` lies outside every default writable root: tests assert this of their "outside" folders. */
 export function assertOutside(path: string): string {
