@@ -62,8 +62,14 @@ export function buildProgram(setExit: (code: number) => void): Command {
       "--escalation <WHERE>",
       "where allowed programs run: room (default: an escalation sandbox) or host (Codex's meaning: unconfined); overrides shellmcp.escalation",
     )
-    .option("--approver", "a prompt for a client without elicitation waits for `shellmcp approvals` (docs/approvals.md); overrides shellmcp.approver")
-    .option("--approver-timeout-ms <MS>", "how long such a prompt waits for an answer (default 120000); overrides shellmcp.approver_timeout_ms")
+    .option(
+      "--approver",
+      "a prompt for a client without elicitation waits for `shellmcp approvals` (docs/approvals.md); overrides shellmcp.approver",
+    )
+    .option(
+      "--approver-timeout-ms <MS>",
+      "how long such a prompt waits for an answer (default 120000); overrides shellmcp.approver_timeout_ms",
+    )
     .action(async (o: import("./serve.ts").ServeOptions) => {
       const { serveMain } = await import("./serve.ts");
       setExit(await serveMain(o));

@@ -202,13 +202,21 @@ async function interactive(dir: string): Promise<number> {
       break;
     }
     const decision: Decision | undefined =
-      a === "o" || a === "once" ? "once" : r.always && (a === "a" || a === "always") ? "always" : a === "d" || a === "deny" ? "deny" : undefined;
+      a === "o" || a === "once"
+        ? "once"
+        : r.always && (a === "a" || a === "always")
+          ? "always"
+          : a === "d" || a === "deny"
+            ? "deny"
+            : undefined;
     if (decision === undefined) {
       skipped.add(r.id);
       continue;
     }
     const why = await answerRequest(dir, r.id, decision);
-    process.stdout.write(why === undefined ? `${decision === "deny" ? "denied" : "approved"}: ${r.id}\n` : `not taken: ${visibleLines(why)}\n`);
+    process.stdout.write(
+      why === undefined ? `${decision === "deny" ? "denied" : "approved"}: ${r.id}\n` : `not taken: ${visibleLines(why)}\n`,
+    );
   }
   rl.close();
   return 0;

@@ -4,7 +4,7 @@
  * this user) and, once connected, the server itself (./peer.ts: a server inside a sandbox, which could show a person
  * false questions, is refused).
  */
-import { lstatSync, readdirSync } from "node:fs";
+import { existsSync, lstatSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import type { Socket } from "bun";
 import { checkPeer } from "./peer.ts";
@@ -91,10 +91,12 @@ export class ServerConnection {
 }
 
 /**
- * The approver sockets in `dir`: `{ sockets }`, or `{ error }` when the folder itself is unsafe or missing. Files
+ * The approver sockets in `dir`: `{ sockets }` (none when the folder does not exist yet), or `{ error }` when the
+ * folder itself is unsafe. Files
  * that are not sockets of this user with mode `0600` are left out and named in `skipped`.
  */
 export function listSockets(dir: string): { sockets: string[]; skipped: string[] } | { error: string } {
+  if (!existsSync(dir)) return { sockets: [], skipped: [] }; // no server with --approver has run yet
   const why = dirProblem(dir);
   if (why !== undefined) return { error: why };
   const sockets: string[] = [];

@@ -91,14 +91,16 @@ export async function processFacts(pid: number | "self", uid: number): Promise<P
 export function judgePeer(peer: ProcessFacts, self: ProcessFacts, server?: number): string | undefined {
   if (peer.uid !== self.uid) return `it runs as uid ${peer.uid}, not as this user (uid ${self.uid})`;
   for (const k of NAMESPACES)
-    if (peer.ns[k] !== self.ns[k]) return `its ${k} namespace (${peer.ns[k]}) is not this process's (${self.ns[k]}): a sandbox or a container`;
+    if (peer.ns[k] !== self.ns[k])
+      return `its ${k} namespace (${peer.ns[k]}) is not this process's (${self.ns[k]}): a sandbox or a container`;
   if (peer.noNewPrivs > self.noNewPrivs) return "it runs with no_new_privs, as every sandboxed command does, and this process does not";
   if (peer.seccompFilters !== undefined && self.seccompFilters !== undefined) {
     if (peer.seccompFilters > self.seccompFilters)
       return `it runs under ${peer.seccompFilters} seccomp filters, more than this process's ${self.seccompFilters}: every sandbox adds one`;
   } else if (peer.seccomp > self.seccomp) return `its seccomp mode (${peer.seccomp}) is stricter than this process's (${self.seccomp})`;
   if (CALL_CGROUP.test(peer.cgroup)) return "it runs in the cgroup of a shellmcp call";
-  if (server !== undefined && peer.ancestors.includes(server)) return `it was started by the server (pid ${server}): a command of one of its calls`;
+  if (server !== undefined && peer.ancestors.includes(server))
+    return `it was started by the server (pid ${server}): a command of one of its calls`;
   return undefined;
 }
 

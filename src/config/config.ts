@@ -298,6 +298,8 @@ export function approverConfig(cfg: Config): { enabled?: boolean; timeoutMs?: nu
   return {
     enabled: t.approver as boolean | undefined,
     timeoutMs:
-      t.approver_timeout_ms === undefined ? undefined : parsePositive(t.approver_timeout_ms, "shellmcp.approver_timeout_ms", 24 * 3600 * 1000),
+      t.approver_timeout_ms === undefined
+        ? undefined
+        : parsePositive(t.approver_timeout_ms, "shellmcp.approver_timeout_ms", 24 * 3600 * 1000),
   };
 }

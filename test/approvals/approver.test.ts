@@ -1,0 +1,197 @@
+/**
+ * Issue 32, the local approver (docs/approvals.md), through the compiled binary: `serve --approver` with a real MCP
+ * SDK client that declares no elicitation capability, and `shellmcp approvals` run as a person would, beside it.
+ *
+ * - approve: the prompted program ran (judged on disk: the file it creates exists);
+ * - deny: nothing ran (the file does not exist), the model reads "User declined execution";
+ * - nobody answers in time: a clear Deny naming `shellmcp approvals`, nothing ran, the request is gone from the
+ *   list, and once the server ends no socket is left;
+ * - the attack: a command inside the call's own sandbox (network on, so its seccomp filter lets it connect; both
+ *   backends) connects to the approver's socket and tries to approve its own pending prompt, with a raw client and
+ *   with `shellmcp approvals --approve` itself: refused, the prompt stays pending, a person then denies it and
+ *   nothing ran. Network off: the connect itself fails.
+ */
+import { afterAll, describe, expect, test } from "bun:test";
+import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { ensureBinary } from "../helpers/binary.ts";
+import { closeAll, confDir, requirePrograms, serveWithPid, type AttackSession } from "../helpers/attack.ts";
+import { skipWithout } from "../helpers/prereq.ts";
+import { shellsMissing } from "../helpers/shells.ts";
+
+const RULES = 'prefix_rule(pattern=["touch"], decision="prompt")\n';
+
+/** `shellmcp approvals ARGS` as the person beside the client runs it (same CODEX_HOME, no XDG_RUNTIME_DIR). */
+function approvals(codexHome: string, ...args: string[]): { code: number; out: string; err: string } {
+  const r = Bun.spawnSync([ensureBinary(), "approvals", ...args], {
+    env: { PATH: "/usr/bin:/bin", HOME: codexHome, CODEX_HOME: codexHome },
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  return { code: r.exitCode ?? -1, out: r.stdout.toString(), err: r.stderr.toString() };
+}
+
+/** The requests `approvals --list --json` shows. */
+function listed(codexHome: string): { id: string; message: string; always: boolean }[] {
+  const r = approvals(codexHome, "--list", "--json");
+  expect(r.code).toBe(0);
+  return r.out
+    .split("\n")
+    .filter((l) => l !== "")
+    .map((l) => JSON.parse(l) as { id: string; message: string; always: boolean });
+}
+
+/** Wait until exactly one request is listed, and return it. */
+async function oneRequest(codexHome: string): Promise<{ id: string; message: string; always: boolean }> {
+  const until = Date.now() + 20_000;
+  for (;;) {
+    const l = listed(codexHome);
+    if (l.length === 1) return l[0]!;
+    if (l.length > 1 || Date.now() > until) throw new Error(`expected one waiting request, got ${JSON.stringify(l)}`);
+    await Bun.sleep(200);
+  }
+}
+
+/** Wait until the server of `s` listens (its set-up runs after the early `initialize` answer). */
+async function socketOf(s: AttackSession): Promise<string> {
+  const p = join(s.codexHome, "approvals", `${s.pid}.sock`);
+  const until = Date.now() + 20_000;
+  while (!existsSync(p) && Date.now() < until) await Bun.sleep(50);
+  expect(existsSync(p)).toBe(true);
+  return p;
+}
+
+async function serve(ws: string, extra: string[] = []): Promise<AttackSession> {
+  return serveWithPid({ rules: RULES, args: ["--sandbox", "workspace-write", "--cd", ws, "--approver", ...extra] });
+}
+
+afterAll(closeAll);
+
+describe.skipIf(skipWithout("local approver suite", shellsMissing()))("issue 32: the local approver", () => {
+  requirePrograms("python3");
+
+  test("approve: the prompted program runs (on disk), and the question is the elicitation's", async () => {
+    const ws = confDir("appr-ws");
+    const s = await serve(ws);
+    const call = s.shell({ command: `touch ${ws}/approved; echo rc=$?`, workdir: ws, timeout_ms: 30_000 });
+    const r = await oneRequest(s.codexHome);
+    expect(r.message).toBe(`Allow agent to run \`/usr/bin/touch ${ws}/approved\` in \`${ws}\`?`);
+    expect(r.always).toBe(false); // a prompt rule asks: no "always", as the elicitation's form
+    expect(existsSync(join(ws, "approved"))).toBe(false);
+    const a = approvals(s.codexHome, "--approve", r.id);
+    expect(a).toMatchObject({ code: 0, out: `approved once: ${r.id}\n` });
+    const { out } = await call;
+    expect(out.output).toContain("rc=0");
+    expect(existsSync(join(ws, "approved"))).toBe(true);
+    expect(listed(s.codexHome)).toEqual([]);
+    // Answered once: the same request again is not taken.
+    expect(approvals(s.codexHome, "--deny", r.id)).toMatchObject({ code: 1 });
+  }, 60_000);
+
+  test("deny: nothing runs, the model reads that the user declined", async () => {
+    const ws = confDir("appr-ws");
+    const s = await serve(ws);
+    const call = s.shell({ command: `touch ${ws}/denied; echo rc=$?`, workdir: ws, timeout_ms: 30_000 });
+    const r = await oneRequest(s.codexHome);
+    expect(approvals(s.codexHome, "--always", r.id)).toMatchObject({ code: 1 }); // not offered for a prompt rule
+    expect(approvals(s.codexHome, "--deny", r.id)).toMatchObject({ code: 0, out: `denied: ${r.id}\n` });
+    const { out } = await call;
+    expect(out.output).toContain("Execution denied: User declined execution");
+    expect(out.output).toContain("rc=1");
+    expect(existsSync(join(ws, "denied"))).toBe(false);
+  }, 60_000);
+
+  test("nobody answers in time: a clear Deny, nothing ran, nothing left behind", async () => {
+    const ws = confDir("appr-ws");
+    const s = await serve(ws, ["--approver-timeout-ms", "2000"]);
+    const dir = join(s.codexHome, "approvals");
+    await socketOf(s);
+    expect(readdirSync(dir)).toEqual([`${s.pid}.sock`]);
+    const t0 = Date.now();
+    const { out } = await s.shell({ command: `touch ${ws}/late; echo rc=$?`, workdir: ws, timeout_ms: 1000 });
+    // The call's own timeout (1 s) was paused while the approver waited (2 s): the command was not killed.
+    expect(out.timed_out).toBe(false);
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(2000);
+    expect(out.output).toContain("nobody answered within 2 s");
+    expect(out.output).toContain("run `shellmcp approvals`");
+    expect(out.output).toContain("rc=1");
+    expect(existsSync(join(ws, "late"))).toBe(false);
+    expect(listed(s.codexHome)).toEqual([]);
+    await s.close();
+    // The server removed its socket when it ended.
+    const until = Date.now() + 5000;
+    while (readdirSync(dir).length > 0 && Date.now() < until) await Bun.sleep(100);
+    expect(readdirSync(dir)).toEqual([]);
+  }, 60_000);
+
+  /** A raw client that skips every check of `shellmcp approvals`: connect, say yes to ids 1-3, print what it got. */
+  const RAW_ATTACK = `
+import socket, os, json, sys, glob
+for p in sorted(glob.glob(sys.argv[1] + "/*.sock")):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.connect(p)
+    except Exception as e:
+        print("CONNECT-FAILED", e); continue
+    print("CONNECTED")
+    pid = os.path.basename(p).split(".")[0]
+    try:
+        for n in range(1, 4):
+            s.sendall((json.dumps({"type": "answer", "id": pid + "-" + str(n), "decision": "once"}) + "\\n").encode())
+    except Exception as e:
+        print("SEND-FAILED", e)
+    s.settimeout(5)
+    data = b""
+    try:
+        while True:
+            b = s.recv(65536)
+            if not b: break
+            data += b
+    except Exception as e:
+        print("RECV-FAILED", e)
+    print("GOT", data.decode())
+`;
+
+  for (const backend of ["bwrap", "landlock"] as const)
+    for (const network of [true, false])
+      test(`attack (${backend}, network ${network ? "on" : "off"}): a command of the call cannot approve its own prompt`, async () => {
+        const ws = confDir("appr-ws");
+        const s = await serve(ws, ["--sandbox-backend", backend, "--approver-timeout-ms", "30000"]);
+        expect(await s.sandboxState({ type: "workspace-write", network_access: network }, ws)).toEqual({});
+        const dir = join(s.codexHome, "approvals");
+        writeFileSync(join(ws, "attack.py"), RAW_ATTACK);
+        const attacker =
+          `(sleep 1; python3 ${ws}/attack.py ${dir} > ${ws}/raw.out 2>&1; ` +
+          `${ensureBinary()} approvals --approve ${s.pid}-1 > ${ws}/cli.out 2>&1; ` +
+          `${ensureBinary()} approvals --list --json >> ${ws}/cli.out 2>&1; echo done > ${ws}/attack.done) & `;
+        const call = s.shell({ command: `${attacker} touch ${ws}/pwned; echo rc=$?; wait`, workdir: ws, timeout_ms: 60_000 });
+        const r = await oneRequest(s.codexHome);
+        expect(r.id).toBe(`${s.pid}-1`);
+        const until = Date.now() + 30_000;
+        while (!existsSync(join(ws, "attack.done")) && Date.now() < until) await Bun.sleep(100);
+        const read = (f: string) => (existsSync(join(ws, f)) ? readFileSync(join(ws, f), "utf8") : "");
+        const raw = read("raw.out");
+        const cli = read("cli.out");
+        expect({ done: existsSync(join(ws, "attack.done")), raw, cli }).toMatchObject({ done: true });
+        if (network) {
+          // It connected (a pathname socket is reachable), and was refused before a byte of its was read.
+          expect(raw).toContain("CONNECTED");
+          expect(raw).toContain('"type":"refused"');
+          expect(raw).not.toContain('"type":"result"');
+          expect(raw).not.toContain('"type":"pending"');
+        } else {
+          // The network-off seccomp filter refuses the connect itself.
+          expect(raw).toContain("CONNECT-FAILED");
+        }
+        expect(cli).not.toContain("approved");
+        expect(cli).not.toContain(r.id + '"');
+        // The prompt is still waiting, for a person; the person denies it; nothing ran.
+        expect(listed(s.codexHome).map((x) => x.id)).toEqual([r.id]);
+        expect(existsSync(join(ws, "pwned"))).toBe(false);
+        expect(approvals(s.codexHome, "--deny", r.id)).toMatchObject({ code: 0 });
+        const { out } = await call;
+        expect(out.output).toContain("Execution denied: User declined execution");
+        expect(existsSync(join(ws, "pwned"))).toBe(false);
+        if (network) expect(s.stderr()).toContain("local approver: a connection was refused");
+      }, 90_000);
+});
