@@ -13,7 +13,7 @@ import { createInterface } from "node:readline/promises";
 import { bounded, visibleLines } from "../safe-text.ts";
 import { writeStderr } from "../stderr.ts";
 import { listSockets, ServerConnection } from "./client.ts";
-import { approvalsDir } from "./place.ts";
+import { approvalsDirs } from "./place.ts";
 import type { Decision, PendingRequest } from "./protocol.ts";
 
 /** Options of `shellmcp approvals`. */
@@ -68,16 +68,21 @@ async function openServer(
   return { conn, ...r };
 }
 
-/** Every waiting request of every server in the approver's folder; problems go to `problems`. */
-export async function listRequests(dir: string, problems: string[]): Promise<ListedRequest[]> {
-  const found = listSockets(dir);
-  if ("error" in found) {
-    problems.push(found.error);
-    return [];
+/** The sockets in every folder of `dirs`; unsafe folders and skipped files go to `problems`. */
+function socketsIn(dirs: readonly string[], problems: string[]): string[] {
+  const sockets: string[] = [];
+  for (const dir of dirs) {
+    const found = listSockets(dir);
+    if ("error" in found) problems.push(found.error);
+    else (sockets.push(...found.sockets), problems.push(...found.skipped));
   }
-  problems.push(...found.skipped);
+  return sockets;
+}
+
+/** Every waiting request of every server in the approver's folders `dirs`; problems go to `problems`. */
+export async function listRequests(dirs: readonly string[], problems: string[]): Promise<ListedRequest[]> {
   const out: ListedRequest[] = [];
-  for (const socket of found.sockets) {
+  for (const socket of socketsIn(dirs, problems)) {
     const s = await openServer(socket);
     if ("error" in s) {
       // A socket whose server ended (killed before it could remove it) refuses connections: not worth a word.
@@ -91,13 +96,13 @@ export async function listRequests(dir: string, problems: string[]): Promise<Lis
 }
 
 /** Send `decision` for request `id` to its server; resolves with an error sentence, or undefined when it was taken. */
-export async function answerRequest(dir: string, id: string, decision: Decision): Promise<string | undefined> {
+export async function answerRequest(dirs: readonly string[], id: string, decision: Decision): Promise<string | undefined> {
   const m = /^(\d+)-\d+$/.exec(id);
   if (m === null) return `${JSON.stringify(id)} is not a request id (they look like 12345-1)`;
-  const found = listSockets(dir);
-  if ("error" in found) return found.error;
-  const socket = found.sockets.find((s) => s.endsWith(`/${m[1]}.sock`));
-  if (socket === undefined) return `no shellmcp server with pid ${m[1]} listens in ${dir}`;
+  const problems: string[] = [];
+  const socket = socketsIn(dirs, problems).find((s) => s.endsWith(`/${m[1]}.sock`));
+  if (socket === undefined)
+    return `no shellmcp server with pid ${m[1]} listens in ${dirs.join(" or ")}${problems.length > 0 ? ` (${problems.join("; ")})` : ""}`;
   const s = await openServer(socket);
   if ("error" in s) return `${socket}: ${s.error}`;
   try {
@@ -138,9 +143,9 @@ export async function approvalsMain(o: ApprovalsOptions): Promise<number> {
     writeStderr("shellmcp approvals: the local approver runs on Linux only\n");
     return 2;
   }
-  let dir: string;
+  let dirs: string[];
   try {
-    dir = approvalsDir();
+    dirs = approvalsDirs();
   } catch (e) {
     writeStderr(`shellmcp approvals: ${(e as Error).message}\n`);
     return 2;
@@ -156,7 +161,7 @@ export async function approvalsMain(o: ApprovalsOptions): Promise<number> {
   }
   if (answers.length === 1) {
     const [decision, id] = answers[0]!;
-    const why = await answerRequest(dir, id, decision);
+    const why = await answerRequest(dirs, id, decision);
     if (why !== undefined) {
       writeStderr(`shellmcp approvals: ${visibleLines(why)}\n`);
       return 1;
@@ -166,27 +171,27 @@ export async function approvalsMain(o: ApprovalsOptions): Promise<number> {
   }
   if (o.list === true || o.json === true || !process.stdin.isTTY) {
     const problems: string[] = [];
-    const reqs = await listRequests(dir, problems);
+    const reqs = await listRequests(dirs, problems);
     for (const p of problems) writeStderr(`shellmcp approvals: ${visibleLines(p)}\n`);
     if (o.json === true) for (const r of reqs) process.stdout.write(JSON.stringify(r) + "\n");
-    else if (reqs.length === 0) process.stdout.write(`no request is waiting (folder ${dir})\n`);
+    else if (reqs.length === 0) process.stdout.write(`no request is waiting (looked in ${dirs.join(" and ")})\n`);
     else process.stdout.write(reqs.map(describe).join("\n\n") + "\n");
-    return problems.length > 0 && reqs.length === 0 && "error" in listSockets(dir) ? 1 : 0;
+    return dirs.every((d) => "error" in listSockets(d)) ? 1 : 0;
   }
-  return interactive(dir);
+  return interactive(dirs);
 }
 
 /** The terminal loop: each waiting request in turn, then watch for more (every second) until Ctrl-C or EOF. */
-async function interactive(dir: string): Promise<number> {
+async function interactive(dirs: readonly string[]): Promise<number> {
   const rl = createInterface({ input: process.stdin, output: process.stdout });
   let closed = false;
   rl.on("close", () => (closed = true));
   const skipped = new Set<string>();
   const said = new Set<string>();
-  process.stdout.write(`shellmcp approvals: watching ${dir} (Ctrl-C to stop)\n`);
+  process.stdout.write(`shellmcp approvals: watching ${dirs.join(" and ")} (Ctrl-C to stop)\n`);
   while (!closed) {
     const problems: string[] = [];
-    const reqs = (await listRequests(dir, problems)).filter((r) => !skipped.has(r.id));
+    const reqs = (await listRequests(dirs, problems)).filter((r) => !skipped.has(r.id));
     for (const p of problems) if (!said.has(p)) (said.add(p), writeStderr(`shellmcp approvals: ${visibleLines(p)}\n`));
     const r = reqs[0];
     if (r === undefined) {
@@ -213,7 +218,7 @@ async function interactive(dir: string): Promise<number> {
       skipped.add(r.id);
       continue;
     }
-    const why = await answerRequest(dir, r.id, decision);
+    const why = await answerRequest(dirs, r.id, decision);
     process.stdout.write(
       why === undefined ? `${decision === "deny" ? "denied" : "approved"}: ${r.id}\n` : `not taken: ${visibleLines(why)}\n`,
     );

@@ -37,16 +37,37 @@ function inside(path: string, root: string): boolean {
  * but missing (as every command that reads it).
  */
 export function approvalsDir(env: Record<string, string | undefined> = process.env): string {
+  return runtimeDir(env) ?? join(resolveCodexHome(env), "approvals");
+}
+
+/** `$XDG_RUNTIME_DIR/shellmcp` when `XDG_RUNTIME_DIR` qualifies (see the module comment), else undefined. */
+function runtimeDir(env: Record<string, string | undefined>): string | undefined {
   const xdg = env.XDG_RUNTIME_DIR;
-  if (xdg !== undefined && isAbsolute(xdg) && !sharedTemporaryFolders(env).some((t) => inside(resolve(xdg), t))) {
-    try {
-      const st = lstatSync(xdg);
-      if (st.isDirectory() && st.uid === process.getuid!() && (st.mode & 0o022) === 0) return join(resolve(xdg), "shellmcp");
-    } catch {
-      // not usable: CODEX_HOME below
-    }
+  if (xdg === undefined || !isAbsolute(xdg) || sharedTemporaryFolders(env).some((t) => inside(resolve(xdg), t))) return undefined;
+  try {
+    const st = lstatSync(xdg);
+    if (st.isDirectory() && st.uid === process.getuid!() && (st.mode & 0o022) === 0) return join(resolve(xdg), "shellmcp");
+  } catch {
+    // not usable
   }
-  return join(resolveCodexHome(env), "approvals");
+  return undefined;
+}
+
+/**
+ * Every folder a server of this user may have chosen, for `shellmcp approvals`: MCP clients often start servers with
+ * a reduced environment (the MCP SDK passes HOME, PATH, USER, SHELL, TERM, LOGNAME only), so a server may use
+ * `$CODEX_HOME/approvals` while the person's terminal has `XDG_RUNTIME_DIR`. Both are looked in.
+ */
+export function approvalsDirs(env: Record<string, string | undefined> = process.env): string[] {
+  const out: string[] = [];
+  const rt = runtimeDir(env);
+  if (rt !== undefined) out.push(rt);
+  try {
+    out.push(join(resolveCodexHome(env), "approvals"));
+  } catch (e) {
+    if (out.length === 0) throw e;
+  }
+  return out;
 }
 
 /**

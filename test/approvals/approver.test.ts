@@ -12,7 +12,7 @@
  *   nothing ran. Network off: the connect itself fails.
  */
 import { afterAll, describe, expect, test } from "bun:test";
-import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { ensureBinary } from "../helpers/binary.ts";
 import { closeAll, confDir, requirePrograms, serveWithPid, type AttackSession } from "../helpers/attack.ts";
@@ -24,12 +24,15 @@ const RULES = 'prefix_rule(pattern=["touch"], decision="prompt")\n';
 /** `shellmcp approvals ARGS` as the person beside the client runs it (same CODEX_HOME, no XDG_RUNTIME_DIR). */
 function approvals(codexHome: string, ...args: string[]): { code: number; out: string; err: string } {
   const r = Bun.spawnSync([ensureBinary(), "approvals", ...args], {
-    env: { PATH: "/usr/bin:/bin", HOME: codexHome, CODEX_HOME: codexHome },
+    env: { PATH: "/usr/bin:/bin", HOME: codexHome, CODEX_HOME: codexHome, ...approverEnv },
     stdout: "pipe",
     stderr: "pipe",
   });
   return { code: r.exitCode ?? -1, out: r.stdout.toString(), err: r.stderr.toString() };
 }
+
+/** More environment for `shellmcp approvals` (a test sets XDG_RUNTIME_DIR, which the server did not get). */
+let approverEnv: Record<string, string> = {};
 
 /** The requests `approvals --list --json` shows. */
 function listed(codexHome: string): { id: string; message: string; always: boolean }[] {
@@ -78,7 +81,13 @@ describe.skipIf(skipWithout("local approver suite", shellsMissing()))("issue 32:
     expect(r.message).toBe(`Allow agent to run \`/usr/bin/touch ${ws}/approved\` in \`${ws}\`?`);
     expect(r.always).toBe(false); // a prompt rule asks: no "always", as the elicitation's form
     expect(existsSync(join(ws, "approved"))).toBe(false);
+    // The person's terminal has an XDG_RUNTIME_DIR the server was not given (MCP clients pass a reduced
+    // environment): the approver looks in CODEX_HOME's folder too.
+    const xdg = confDir("xdg");
+    chmodSync(xdg, 0o700);
+    approverEnv = { XDG_RUNTIME_DIR: xdg };
     const a = approvals(s.codexHome, "--approve", r.id);
+    approverEnv = {};
     expect(a).toMatchObject({ code: 0, out: `approved once: ${r.id}\n` });
     const { out } = await call;
     expect(out.output).toContain("rc=0");
