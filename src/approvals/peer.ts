@@ -30,8 +30,13 @@ const NAMESPACES = ["user", "mnt", "pid", "net"] as const;
 export interface ProcessFacts {
   pid: number;
   uid: number;
-  /** `readlink /proc/<pid>/ns/<kind>`, e.g. `user:[4026531837]`. */
+  /**
+   * `readlink /proc/<pid>/ns/<kind>`, e.g. `user:[4026531837]`; {@link HIDDEN} where the kernel refused it (the
+   * process is not dumpable, as `serve` makes itself) and the caller allowed that.
+   */
   ns: Record<(typeof NAMESPACES)[number], string>;
+  /** How many pid namespaces the process is in, as seen from this one (the entries of `NSpid`; 0 when not shown). */
+  pidDepth: number;
   /** `NoNewPrivs` of /proc/<pid>/status. */
   noNewPrivs: number;
   /** `Seccomp` mode (0 none, 1 strict, 2 filter). */
@@ -52,12 +57,27 @@ function statusField(status: string, name: string): number | undefined {
   return m === null ? undefined : Number(m[1]);
 }
 
-/** Read {@link ProcessFacts} of `pid` (`"self"` for this process). Throws when one cannot be read. */
-export async function processFacts(pid: number | "self", uid: number): Promise<ProcessFacts> {
+/** A namespace the kernel would not show (see {@link ProcessFacts}). */
+export const HIDDEN = "hidden";
+
+/**
+ * Read {@link ProcessFacts} of `pid` (`"self"` for this process). Throws when one cannot be read, except, with
+ * `hiddenNamespaces`, namespaces the kernel refuses to show (EACCES: a non-dumpable process such as `serve`, judged
+ * by `shellmcp approvals`), which are {@link HIDDEN}.
+ */
+export async function processFacts(pid: number | "self", uid: number, hiddenNamespaces = false): Promise<ProcessFacts> {
   const base = `/proc/${pid}`;
   const status = await readFile(`${base}/status`, "utf8");
   const ns = {} as ProcessFacts["ns"];
-  for (const k of NAMESPACES) ns[k] = await readlink(`${base}/ns/${k}`);
+  for (const k of NAMESPACES) {
+    try {
+      ns[k] = await readlink(`${base}/ns/${k}`);
+    } catch (e) {
+      if (!hiddenNamespaces || (e as NodeJS.ErrnoException).code !== "EACCES") throw e;
+      ns[k] = HIDDEN;
+    }
+  }
+  const nspid = /^NSpid:\s*(.*)$/m.exec(status);
   const noNewPrivs = statusField(status, "NoNewPrivs");
   const seccomp = statusField(status, "Seccomp");
   if (noNewPrivs === undefined || seccomp === undefined) throw new Error(`${base}/status shows no NoNewPrivs or Seccomp line`);
@@ -75,6 +95,7 @@ export async function processFacts(pid: number | "self", uid: number): Promise<P
     pid: pid === "self" ? process.pid : pid,
     uid,
     ns,
+    pidDepth: nspid === null ? 0 : nspid[1]!.trim().split(/\s+/).length,
     noNewPrivs,
     seccomp,
     seccompFilters: statusField(status, "Seccomp_filters"),
@@ -90,9 +111,13 @@ export async function processFacts(pid: number | "self", uid: number): Promise<P
  */
 export function judgePeer(peer: ProcessFacts, self: ProcessFacts, server?: number): string | undefined {
   if (peer.uid !== self.uid) return `it runs as uid ${peer.uid}, not as this user (uid ${self.uid})`;
-  for (const k of NAMESPACES)
+  for (const k of NAMESPACES) {
+    if (peer.ns[k] === HIDDEN) continue; // judged by its pid namespace depth below
     if (peer.ns[k] !== self.ns[k])
       return `its ${k} namespace (${peer.ns[k]}) is not this process's (${self.ns[k]}): a sandbox or a container`;
+  }
+  if (peer.pidDepth !== self.pidDepth)
+    return `it is in ${peer.pidDepth} nested pid namespaces, this process in ${self.pidDepth}: a sandbox or a container`;
   if (peer.noNewPrivs > self.noNewPrivs) return "it runs with no_new_privs, as every sandboxed command does, and this process does not";
   if (peer.seccompFilters !== undefined && self.seccompFilters !== undefined) {
     if (peer.seccompFilters > self.seccompFilters)
@@ -133,6 +158,8 @@ export interface PeerVerdict {
  * when it is the server judging a client. Never throws: a fact that cannot be read refuses the peer.
  */
 export async function checkPeer(fd: number, server?: number): Promise<PeerVerdict> {
+  // A client judging a server: `serve` makes itself non-dumpable, so its namespaces are hidden from a client that
+  // is not root; its pid namespace depth (NSpid), no_new_privs, seccomp filters and cgroup still speak.
   let pid = -1;
   let pidfd: number | undefined;
   try {
@@ -142,7 +169,7 @@ export async function checkPeer(fd: number, server?: number): Promise<PeerVerdic
     pidfd = peerPidfd(fd) ?? syscall("pidfd_open", syscallNumber("pidfd_open"), pid, 0);
     if ((await pidOfPidfd(pidfd)) !== pid) return { pid, refused: "it ended before it could be examined" };
     const self = await processFacts("self", process.getuid!());
-    const peer = await processFacts(pid, cred.uid);
+    const peer = await processFacts(pid, cred.uid, server === undefined);
     // Still the same process now, so every fact above was its own (a pid is not reused before its process is reaped).
     if (!alive(pidfd)) return { pid, refused: "it ended while it was examined" };
     const why = judgePeer(peer, self, server);

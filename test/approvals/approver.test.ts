@@ -12,7 +12,7 @@
  *   nothing ran. Network off: the connect itself fails.
  */
 import { afterAll, describe, expect, test } from "bun:test";
-import { chmodSync, existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { chmodSync, chownSync, existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { ensureBinary } from "../helpers/binary.ts";
 import { closeAll, confDir, requirePrograms, serveWithPid, type AttackSession } from "../helpers/attack.ts";
@@ -132,6 +132,60 @@ describe.skipIf(skipWithout("local approver suite", shellsMissing()))("issue 32:
     while (readdirSync(dir).length > 0 && Date.now() < until) await Bun.sleep(100);
     expect(readdirSync(dir)).toEqual([]);
   }, 60_000);
+
+  test.skipIf(process.getuid!() !== 0)(
+    "a user who is not root: `serve` is not dumpable, yet `shellmcp approvals` (the same user) can judge it and approve",
+    async () => {
+      const name = `appr${process.pid}`;
+      expect(Bun.spawnSync(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", name]).exitCode).toBe(0);
+      let s: AttackSession | undefined;
+      try {
+        const id = (f: string) => Number(Bun.spawnSync(["id", f, name]).stdout.toString().trim());
+        const as = ["setpriv", `--reuid=${id("-u")}`, `--regid=${id("-g")}`, "--clear-groups"];
+        const home = confDir("appr-user-home");
+        const ws = confDir("appr-user-ws");
+        mkdirSync(join(home, "rules"));
+        writeFileSync(join(home, "rules", "default.rules"), RULES);
+        for (const d of [home, ws, join(home, "rules"), join(home, "rules", "default.rules")]) chownSync(d, id("-u"), id("-g"));
+        s = await serveWithPid({
+          codexHome: home,
+          command: [...as, ensureBinary()],
+          args: ["--sandbox", "workspace-write", "--cd", ws, "--sandbox-backend", "landlock", "--approver"],
+        });
+        const call = s.shell({ command: `touch ${ws}/by-user; echo rc=$?`, workdir: ws, timeout_ms: 30_000 });
+        call.catch(() => undefined); // awaited below; a failure before that must not surface between tests
+        const env = { PATH: "/usr/bin:/bin", HOME: home, CODEX_HOME: home };
+        const asUser = (...args: string[]) => {
+          const r = Bun.spawnSync([...as, ensureBinary(), ...args], { env, stdout: "pipe", stderr: "pipe" });
+          return { code: r.exitCode, out: r.stdout.toString(), err: r.stderr.toString() };
+        };
+        let list = asUser("approvals", "--list", "--json");
+        const until = Date.now() + 20_000;
+        while (list.out === "" && Date.now() < until) {
+          await Bun.sleep(200);
+          list = asUser("approvals", "--list", "--json");
+        }
+        const req = JSON.parse(list.out.split("\n")[0]!) as { id: string; server: { pid: number } };
+        // The server's namespaces are hidden from its own user (it is not dumpable): the check used the fallback.
+        const ns = Bun.spawnSync([...as, "readlink", "-v", `/proc/${req.server.pid}/ns/user`], { stderr: "pipe" });
+        expect(ns.exitCode).not.toBe(0);
+        expect(ns.stderr.toString()).toContain("Permission denied");
+        expect(asUser("approvals", "--approve", req.id)).toMatchObject({ code: 0 });
+        const { out } = await call;
+        expect(out.output).toContain("rc=0");
+        expect(existsSync(join(ws, "by-user"))).toBe(true);
+      } finally {
+        // The user goes once its server has ended (userdel refuses a user with processes).
+        if (s !== undefined) {
+          await s.close().catch(() => undefined);
+          const until = Date.now() + 5000;
+          while (Date.now() < until && Bun.spawnSync(["kill", "-0", String(s.pid)]).exitCode === 0) await Bun.sleep(50);
+        }
+        expect(Bun.spawnSync(["userdel", name]).exitCode).toBe(0);
+      }
+    },
+    60_000,
+  );
 
   /** A raw client that skips every check of `shellmcp approvals`: connect, say yes to ids 1-3, print what it got. */
   const RAW_ATTACK = `

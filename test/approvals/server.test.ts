@@ -7,7 +7,7 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync } from "node:fs";
 import { join } from "node:path";
 import { ServerConnection } from "../../src/approvals/client.ts";
-import { judgePeer, processFacts, type ProcessFacts } from "../../src/approvals/peer.ts";
+import { HIDDEN, judgePeer, processFacts, type ProcessFacts } from "../../src/approvals/peer.ts";
 import { dirProblem, ensureApprovalsDir, socketPath } from "../../src/approvals/place.ts";
 import { Approver } from "../../src/approvals/server.ts";
 import type { ServerLine } from "../../src/approvals/protocol.ts";
@@ -21,6 +21,7 @@ const SELF: ProcessFacts = {
   pid: 100,
   uid: 1000,
   ns: { user: "user:[1]", mnt: "mnt:[2]", pid: "pid:[3]", net: "net:[4]" },
+  pidDepth: 1,
   noNewPrivs: 0,
   seccomp: 0,
   seccompFilters: 0,
@@ -37,6 +38,11 @@ describe("judgePeer: each rule refuses on its own", () => {
   for (const k of ["user", "mnt", "pid", "net"] as const)
     test(`another ${k} namespace (bubblewrap)`, () =>
       expect(judgePeer(peer({ ns: { ...SELF.ns, [k]: `${k}:[9]` } }), SELF)).toContain(`its ${k} namespace`));
+  test("namespaces hidden (a non-dumpable server judged by a client): judged by the pid namespace depth", () => {
+    const hidden = { user: HIDDEN, mnt: HIDDEN, pid: HIDDEN, net: HIDDEN };
+    expect(judgePeer(peer({ ns: hidden }), SELF)).toBeUndefined();
+    expect(judgePeer(peer({ ns: hidden, pidDepth: 2 }), SELF)).toContain("2 nested pid namespaces");
+  });
   test("no_new_privs where the judge has none (Landlock)", () =>
     expect(judgePeer(peer({ noNewPrivs: 1 }), SELF)).toContain("no_new_privs"));
   test("more seccomp filters than the judge", () => {
