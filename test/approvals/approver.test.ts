@@ -16,6 +16,7 @@ import { chmodSync, chownSync, existsSync, mkdirSync, readdirSync, readFileSync,
 import { join } from "node:path";
 import { ensureBinary } from "../helpers/binary.ts";
 import { closeAll, confDir, requirePrograms, serveWithPid, type AttackSession } from "../helpers/attack.ts";
+import { agentNetworkConfig } from "../helpers/network.ts";
 import { skipWithout } from "../helpers/prereq.ts";
 import { shellsMissing } from "../helpers/shells.ts";
 
@@ -64,8 +65,10 @@ async function socketOf(s: AttackSession): Promise<string> {
   return p;
 }
 
-async function serve(ws: string, extra: string[] = []): Promise<AttackSession> {
-  return serveWithPid({ rules: RULES, args: ["--sandbox", "workspace-write", "--cd", ws, "--approver", ...extra] });
+async function serve(ws: string, extra: string[] = [], config?: string): Promise<AttackSession> {
+  const codexHome = confDir("appr-home");
+  if (config !== undefined) writeFileSync(join(codexHome, "config.toml"), config);
+  return serveWithPid({ codexHome, rules: RULES, args: ["--sandbox", "workspace-write", "--cd", ws, "--approver", ...extra] });
 }
 
 afterAll(closeAll);
@@ -108,6 +111,20 @@ describe.skipIf(skipWithout("local approver suite", shellsMissing()))("issue 32:
     expect(out.output).toContain("Execution denied: User declined execution");
     expect(out.output).toContain("rc=1");
     expect(existsSync(join(ws, "denied"))).toBe(false);
+  }, 60_000);
+
+  test("always (where the form offers it: a prompt of the danger heuristic): it runs, and an allow rule is added", async () => {
+    const ws = confDir("appr-ws");
+    writeFileSync(join(ws, "victim"), "x");
+    const s = await serve(ws);
+    const call = s.shell({ command: `rm -f ${ws}/victim; echo rc=$?`, workdir: ws, timeout_ms: 30_000 });
+    const r = await oneRequest(s.codexHome);
+    expect(r.always).toBe(true);
+    expect(approvals(s.codexHome, "--always", r.id)).toMatchObject({ code: 0, out: `approved always: ${r.id}\n` });
+    const { out } = await call;
+    expect(out.output).toContain("rc=0");
+    expect(existsSync(join(ws, "victim"))).toBe(false);
+    expect(readFileSync(join(s.codexHome, "rules", "default.rules"), "utf8")).toContain('prefix_rule(pattern=["rm", "-f"');
   }, 60_000);
 
   test("nobody answers in time: a clear Deny, nothing ran, nothing left behind", async () => {
@@ -191,8 +208,8 @@ describe.skipIf(skipWithout("local approver suite", shellsMissing()))("issue 32:
   const RAW_ATTACK = `
 import socket, os, json, sys, glob
 for p in sorted(glob.glob(sys.argv[1] + "/*.sock")):
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         s.connect(p)
     except Exception as e:
         print("CONNECT-FAILED", e); continue
@@ -216,18 +233,28 @@ for p in sorted(glob.glob(sys.argv[1] + "/*.sock")):
 `;
 
   for (const backend of ["bwrap", "landlock"] as const)
-    for (const network of [true, false])
-      test(`attack (${backend}, network ${network ? "on" : "off"}): a command of the call cannot approve its own prompt`, async () => {
+    for (const network of ["on", "off", "proxy"] as const)
+      test(`attack (${backend}, network ${network}): a command of the call cannot approve its own prompt`, async () => {
         const ws = confDir("appr-ws");
-        const s = await serve(ws, ["--sandbox-backend", backend, "--approver-timeout-ms", "30000"]);
-        expect(await s.sandboxState({ type: "workspace-write", network_access: network }, ws)).toEqual({});
+        // Proxy mode: the server's configuration gives a client without sandbox state the network through its proxy.
+        const s = await serve(
+          ws,
+          ["--sandbox-backend", backend, "--approver-timeout-ms", "30000"],
+          network === "proxy" ? agentNetworkConfig({ allowLocalBinding: false, domains: { "allowed.test": "allow" } }) : undefined,
+        );
+        if (network !== "proxy")
+          expect(await s.sandboxState({ type: "workspace-write", network_access: network === "on" }, ws)).toEqual({});
         const dir = join(s.codexHome, "approvals");
         writeFileSync(join(ws, "attack.py"), RAW_ATTACK);
         const attacker =
           `(sleep 1; python3 ${ws}/attack.py ${dir} > ${ws}/raw.out 2>&1; ` +
           `${ensureBinary()} approvals --approve ${s.pid}-1 > ${ws}/cli.out 2>&1; ` +
           `${ensureBinary()} approvals --list --json >> ${ws}/cli.out 2>&1; echo done > ${ws}/attack.done) & `;
-        const call = s.shell({ command: `${attacker} touch ${ws}/pwned; echo rc=$?; wait`, workdir: ws, timeout_ms: 60_000 });
+        const call = s.shell({
+          command: `${attacker} touch ${ws}/pwned; echo rc=$?; wait; echo "active=$CODEX_NETWORK_PROXY_ACTIVE"`,
+          workdir: ws,
+          timeout_ms: 60_000,
+        });
         const r = await oneRequest(s.codexHome);
         expect(r.id).toBe(`${s.pid}-1`);
         const until = Date.now() + 30_000;
@@ -236,15 +263,16 @@ for p in sorted(glob.glob(sys.argv[1] + "/*.sock")):
         const raw = read("raw.out");
         const cli = read("cli.out");
         expect({ done: existsSync(join(ws, "attack.done")), raw, cli }).toMatchObject({ done: true });
-        if (network) {
+        if (network === "on") {
           // It connected (a pathname socket is reachable), and was refused before a byte of its was read.
           expect(raw).toContain("CONNECTED");
           expect(raw).toContain('"type":"refused"');
           expect(raw).not.toContain('"type":"result"');
           expect(raw).not.toContain('"type":"pending"');
         } else {
-          // The network-off seccomp filter refuses the connect itself.
+          // The network-off seccomp filter refuses the connect itself; the proxy-mode one, an AF_UNIX socket.
           expect(raw).toContain("CONNECT-FAILED");
+          expect(raw).not.toContain("CONNECTED");
         }
         expect(cli).not.toContain("approved");
         expect(cli).not.toContain(r.id + '"');
@@ -255,6 +283,7 @@ for p in sorted(glob.glob(sys.argv[1] + "/*.sock")):
         const { out } = await call;
         expect(out.output).toContain("Execution denied: User declined execution");
         expect(existsSync(join(ws, "pwned"))).toBe(false);
-        if (network) expect(s.stderr()).toContain("local approver: a connection was refused");
+        if (network === "on") expect(s.stderr()).toContain("local approver: a connection was refused");
+        if (network === "proxy") expect(out.output).toContain("active=1");
       }, 90_000);
 });
