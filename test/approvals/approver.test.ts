@@ -113,6 +113,43 @@ describe.skipIf(skipWithout("local approver suite", shellsMissing()))("issue 32:
     expect(existsSync(join(ws, "denied"))).toBe(false);
   }, 60_000);
 
+  test("interactive, in a terminal: the question is shown, `d` denies it", async () => {
+    const ws = confDir("appr-ws");
+    const s = await serve(ws);
+    const call = s.shell({ command: `touch ${ws}/asked; echo rc=$?`, workdir: ws, timeout_ms: 30_000 });
+    await oneRequest(s.codexHome);
+    // `script` gives `shellmcp approvals` a terminal, as a person's.
+    const p = Bun.spawn(["script", "-q", "-e", "-c", `${ensureBinary()} approvals`, "/dev/null"], {
+      env: { PATH: "/usr/bin:/bin", HOME: s.codexHome, CODEX_HOME: s.codexHome, TERM: "dumb" },
+      stdin: "pipe",
+      stdout: "pipe",
+    });
+    let seen = "";
+    const reader = p.stdout.getReader();
+    const until = async (text: string) => {
+      const deadline = Date.now() + 20_000;
+      while (!seen.includes(text) && Date.now() < deadline) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        seen += new TextDecoder().decode(value);
+      }
+      expect(seen).toContain(text);
+    };
+    try {
+      await until("[o]nce, [d]eny, [s]kip? ");
+      expect(seen).toContain(`Allow agent to run \`/usr/bin/touch ${ws}/asked\` in \`${ws}\`?`);
+      p.stdin.write("d\n");
+      p.stdin.flush();
+      await until("denied: ");
+    } finally {
+      p.kill("SIGTERM");
+      await p.exited;
+    }
+    const { out } = await call;
+    expect(out.output).toContain("User declined execution");
+    expect(existsSync(join(ws, "asked"))).toBe(false);
+  }, 60_000);
+
   test("always (where the form offers it: a prompt of the danger heuristic): it runs, and an allow rule is added", async () => {
     const ws = confDir("appr-ws");
     writeFileSync(join(ws, "victim"), "x");
