@@ -12,7 +12,7 @@
 import { createInterface } from "node:readline/promises";
 import { bounded, visibleLines } from "../safe-text.ts";
 import { writeStderr } from "../stderr.ts";
-import { listSockets, ServerConnection } from "./client.ts";
+import { listSockets, ServerConnection, STALE } from "./client.ts";
 import { approvalsDirs } from "./place.ts";
 import type { Decision, PendingRequest } from "./protocol.ts";
 
@@ -86,7 +86,7 @@ export async function listRequests(dirs: readonly string[], problems: string[]):
     const s = await openServer(socket);
     if ("error" in s) {
       // A socket whose server ended (killed before it could remove it) refuses connections: not worth a word.
-      if (!/ECONNREFUSED|refused the connection|Connection refused/i.test(s.error)) problems.push(`${socket}: ${s.error}`);
+      if (s.error !== STALE) problems.push(`${socket}: ${s.error}`);
       continue;
     }
     s.conn.close();

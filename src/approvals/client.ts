@@ -11,6 +11,9 @@ import { checkPeer } from "./peer.ts";
 import { dirProblem } from "./place.ts";
 import { takeLines, type ClientLine, type ServerLine } from "./protocol.ts";
 
+/** What {@link ServerConnection.open} says of a socket nobody listens on (its server ended without removing it). */
+export const STALE = "nobody listens on it any more (its server has ended)";
+
 /** One connected server. */
 export class ServerConnection {
   private buf = "";
@@ -34,7 +37,9 @@ export class ServerConnection {
         },
       });
     } catch (e) {
-      return `cannot connect: ${(e as Error).message}`;
+      const code = (e as NodeJS.ErrnoException).code;
+      if (code === "ECONNREFUSED") return STALE;
+      return `cannot connect: ${(e as Error).message}${code === undefined ? "" : ` (${code})`}`;
     }
     const v = await checkPeer((this.socket as unknown as { fd: number }).fd);
     if (v.refused !== undefined) {

@@ -14,8 +14,8 @@
  * The folder is made `0700` (never through a symbolic link) and checked before every use: a real folder, owned by
  * this user, mode `0700`; anything else is refused with the reason.
  */
-import { chmodSync, lstatSync, mkdirSync } from "node:fs";
-import { isAbsolute, join, resolve, sep } from "node:path";
+import { chmodSync, existsSync, lstatSync, mkdirSync } from "node:fs";
+import { dirname, isAbsolute, join, resolve, sep } from "node:path";
 import { ShellmcpError } from "../errors.ts";
 import { resolveCodexHome } from "../execpolicy/discovery.ts";
 
@@ -89,10 +89,12 @@ export function dirProblem(dir: string): string | undefined {
 }
 
 /**
- * Create `dir` (mode `0700`; its parent must exist) unless it exists, then check it ({@link dirProblem}). An
+ * Create `dir` (mode `0700`; a missing parent, e.g. a new user's `~/.codex`, made `0700` too) unless it exists, then check it ({@link dirProblem}). An
  * existing folder of this user with a looser mode is tightened to `0700` first. Throws `CONFIG` with the reason.
  */
 export function ensureApprovalsDir(dir: string): void {
+  // CODEX_HOME (~/.codex) may not exist yet for a new user: made private, as Codex makes it.
+  if (!existsSync(dirname(dir))) mkdirSync(dirname(dir), { recursive: true, mode: 0o700 });
   try {
     mkdirSync(dir, { mode: 0o700 });
   } catch (e) {

@@ -32,7 +32,7 @@ export type ServerLine =
   | { type: "refused"; reason: string }
   | ({ type: "pending" } & PendingRequest)
   | { type: "listed" }
-  | { type: "gone"; id: string; why: "approved" | "denied" | "timed out" | "server closing" }
+  | { type: "gone"; id: string; why: "approved" | "denied" | "timed out" }
   | { type: "result"; id: string; ok: boolean; error?: string };
 
 /** Lines from a client. */

@@ -6,6 +6,7 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync } from "node:fs";
 import { join } from "node:path";
+import { answerRequest, listRequests } from "../../src/approvals/cli.ts";
 import { ServerConnection } from "../../src/approvals/client.ts";
 import { HIDDEN, judgePeer, processFacts, type ProcessFacts } from "../../src/approvals/peer.ts";
 import { dirProblem, ensureApprovalsDir, socketPath } from "../../src/approvals/place.ts";
@@ -110,6 +111,27 @@ describe("the approver's folder", () => {
     symlinkSync(d, link);
     expect(dirProblem(link)).toContain("symbolic link");
     expect(() => ensureApprovalsDir(link)).toThrow("symbolic link");
+  });
+  test("a missing CODEX_HOME is made (0700) with the folder", () => {
+    const d = join(base, "new-home", "approvals");
+    ensureApprovalsDir(d);
+    expect(dirProblem(d)).toBeUndefined();
+    expect(
+      Bun.spawnSync(["stat", "-c", "%a", join(base, "new-home")])
+        .stdout.toString()
+        .trim(),
+    ).toBe("700");
+  });
+  test("a socket nobody listens on (its server was killed): not listed, an answer says the server ended", async () => {
+    const d = join(base, "stale");
+    ensureApprovalsDir(d);
+    const py = "import socket,sys\ns=socket.socket(socket.AF_UNIX);s.bind(sys.argv[1]);s.close()";
+    expect(Bun.spawnSync(["python3", "-c", py, join(d, "999999.sock")]).exitCode).toBe(0);
+    chmodSync(join(d, "999999.sock"), 0o600);
+    const problems: string[] = [];
+    expect(await listRequests([d], problems)).toEqual([]);
+    expect(problems).toEqual([]);
+    expect(await answerRequest([d], "999999-1", "deny")).toContain("its server has ended");
   });
   test("a socket path longer than a sun_path is refused with what to do", () => {
     expect(() => socketPath("/" + "x".repeat(120), 1)).toThrow("XDG_RUNTIME_DIR");
