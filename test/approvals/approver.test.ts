@@ -257,7 +257,7 @@ for p in sorted(glob.glob(sys.argv[1] + "/*.sock")):
             s.sendall((json.dumps({"type": "answer", "id": pid + "-" + str(n), "decision": "once"}) + "\\n").encode())
     except Exception as e:
         print("SEND-FAILED", e)
-    s.settimeout(5)
+    s.settimeout(3)
     data = b""
     try:
         while True:
@@ -276,7 +276,7 @@ for p in sorted(glob.glob(sys.argv[1] + "/*.sock")):
         // Proxy mode: the server's configuration gives a client without sandbox state the network through its proxy.
         const s = await serve(
           ws,
-          ["--sandbox-backend", backend, "--approver-timeout-ms", "30000"],
+          ["--sandbox-backend", backend, "--approver-timeout-ms", "100000"],
           network === "proxy" ? agentNetworkConfig({ allowLocalBinding: false, domains: { "allowed.test": "allow" } }) : undefined,
         );
         if (network !== "proxy")
@@ -294,7 +294,7 @@ for p in sorted(glob.glob(sys.argv[1] + "/*.sock")):
         });
         const r = await oneRequest(s.codexHome);
         expect(r.id).toBe(`${s.pid}-1`);
-        const until = Date.now() + 30_000;
+        const until = Date.now() + 70_000;
         while (!existsSync(join(ws, "attack.done")) && Date.now() < until) await Bun.sleep(100);
         const read = (f: string) => (existsSync(join(ws, f)) ? readFileSync(join(ws, f), "utf8") : "");
         const raw = read("raw.out");
@@ -322,5 +322,5 @@ for p in sorted(glob.glob(sys.argv[1] + "/*.sock")):
         expect(existsSync(join(ws, "pwned"))).toBe(false);
         if (network === "on") expect(s.stderr()).toContain("local approver: a connection was refused");
         if (network === "proxy") expect(out.output).toContain("active=1");
-      }, 90_000);
+      }, 120_000);
 });
