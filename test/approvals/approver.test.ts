@@ -65,8 +65,7 @@ async function socketOf(s: AttackSession): Promise<string> {
   return p;
 }
 
-async function serve(ws: string, extra: string[] = [], config?: string): Promise<AttackSession> {
-  const codexHome = confDir("appr-home");
+async function serve(ws: string, extra: string[] = [], config?: string, codexHome = confDir("appr-home")): Promise<AttackSession> {
   if (config !== undefined) writeFileSync(join(codexHome, "config.toml"), config);
   return serveWithPid({ codexHome, rules: RULES, args: ["--sandbox", "workspace-write", "--cd", ws, "--approver", ...extra] });
 }
@@ -162,6 +161,44 @@ describe.skipIf(skipWithout("local approver suite", shellsMissing()))("issue 32:
     expect(out.output).toContain("rc=0");
     expect(existsSync(join(ws, "victim"))).toBe(false);
     expect(readFileSync(join(s.codexHome, "rules", "default.rules"), "utf8")).toContain('prefix_rule(pattern=["rm", "-f"');
+  }, 60_000);
+
+  test("two servers, one approver: both requests listed, each answered on its own server", async () => {
+    const ws = confDir("appr-ws");
+    const a = await serve(ws);
+    const b = await serve(ws, [], undefined, a.codexHome);
+    const ca = a.shell({ command: `touch ${ws}/from-a; echo rc=$?`, workdir: ws, timeout_ms: 30_000 });
+    const cb = b.shell({ command: `touch ${ws}/from-b; echo rc=$?`, workdir: ws, timeout_ms: 30_000 });
+    const until = Date.now() + 20_000;
+    let l = listed(a.codexHome);
+    while (l.length < 2 && Date.now() < until) {
+      await Bun.sleep(200);
+      l = listed(a.codexHome);
+    }
+    expect(l.map((r) => r.id).sort()).toEqual([`${a.pid}-1`, `${b.pid}-1`].sort());
+    expect(approvals(a.codexHome, "--deny", `${a.pid}-1`)).toMatchObject({ code: 0 });
+    expect(approvals(a.codexHome, "--approve", `${b.pid}-1`)).toMatchObject({ code: 0 });
+    expect((await ca).out.output).toContain("User declined execution");
+    expect((await cb).out.output).toContain("rc=0");
+    expect(existsSync(join(ws, "from-a"))).toBe(false);
+    expect(existsSync(join(ws, "from-b"))).toBe(true);
+  }, 60_000);
+
+  test("the client goes away while a request waits: the server ends, its socket with it, nothing ran", async () => {
+    const ws = confDir("appr-ws");
+    const s = await serve(ws);
+    const call = s.shell({ command: `touch ${ws}/orphan; echo rc=$?`, workdir: ws, timeout_ms: 30_000 });
+    call.catch(() => undefined); // the connection closes under it
+    await oneRequest(s.codexHome);
+    const sock = join(s.codexHome, "approvals", `${s.pid}.sock`);
+    expect(existsSync(sock)).toBe(true);
+    await s.close();
+    const until = Date.now() + 10_000;
+    while ((existsSync(sock) || Bun.spawnSync(["kill", "-0", String(s.pid)]).exitCode === 0) && Date.now() < until) await Bun.sleep(100);
+    expect(existsSync(sock)).toBe(false);
+    expect(Bun.spawnSync(["kill", "-0", String(s.pid)]).exitCode).not.toBe(0);
+    expect(listed(s.codexHome)).toEqual([]);
+    expect(existsSync(join(ws, "orphan"))).toBe(false);
   }, 60_000);
 
   test("nobody answers in time: a clear Deny, nothing ran, nothing left behind", async () => {
