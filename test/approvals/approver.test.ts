@@ -164,12 +164,15 @@ describe.skipIf(skipWithout("local approver suite", shellsMissing()))("issue 32:
   }, 60_000);
 
   test("two servers, one approver: both requests listed, each answered on its own server", async () => {
+    // Prompts of the danger heuristic (`rm -f`): approved, they run inside the call's sandbox, no room involved.
     const ws = confDir("appr-ws");
+    writeFileSync(join(ws, "victim-a"), "a");
+    writeFileSync(join(ws, "victim-b"), "b");
     const a = await serve(ws);
     const b = await serve(ws, [], undefined, a.codexHome);
-    const ca = a.shell({ command: `touch ${ws}/from-a; echo rc=$?`, workdir: ws, timeout_ms: 30_000 });
-    const cb = b.shell({ command: `touch ${ws}/from-b; echo rc=$?`, workdir: ws, timeout_ms: 30_000 });
-    const until = Date.now() + 20_000;
+    const ca = a.shell({ command: `rm -f ${ws}/victim-a; echo rc=$?`, workdir: ws, timeout_ms: 30_000 });
+    const cb = b.shell({ command: `rm -f ${ws}/victim-b; echo rc=$?`, workdir: ws, timeout_ms: 30_000 });
+    const until = Date.now() + 40_000;
     let l = listed(a.codexHome);
     while (l.length < 2 && Date.now() < until) {
       await Bun.sleep(200);
@@ -180,8 +183,8 @@ describe.skipIf(skipWithout("local approver suite", shellsMissing()))("issue 32:
     expect(approvals(a.codexHome, "--approve", `${b.pid}-1`)).toMatchObject({ code: 0 });
     expect((await ca).out.output).toContain("User declined execution");
     expect((await cb).out.output).toContain("rc=0");
-    expect(existsSync(join(ws, "from-a"))).toBe(false);
-    expect(existsSync(join(ws, "from-b"))).toBe(true);
+    expect(existsSync(join(ws, "victim-a"))).toBe(true);
+    expect(existsSync(join(ws, "victim-b"))).toBe(false);
   }, 60_000);
 
   test("the client goes away while a request waits: the server ends, its socket with it, nothing ran", async () => {
