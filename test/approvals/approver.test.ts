@@ -14,7 +14,7 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import { chmodSync, chownSync, existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { ensureBinary } from "../helpers/binary.ts";
+import { ensureBinary, ROOT } from "../helpers/binary.ts";
 import { closeAll, confDir, requirePrograms, serveWithPid, type AttackSession } from "../helpers/attack.ts";
 import { agentNetworkConfig } from "../helpers/network.ts";
 import { skipWithout } from "../helpers/prereq.ts";
@@ -148,6 +148,57 @@ describe.skipIf(skipWithout("local approver suite", shellsMissing()))("issue 32:
     expect(out.output).toContain("User declined execution");
     expect(existsSync(join(ws, "asked"))).toBe(false);
   }, 60_000);
+
+  const inspector = join(ROOT, "node_modules", ".bin", "mcp-inspector");
+  test.skipIf(skipWithout("approver with the MCP Inspector", existsSync(inspector) ? undefined : "MCP Inspector not installed (npm ci)"))(
+    "a third-party client without elicitation, the MCP Inspector's CLI: approved through the approver, the program ran",
+    async () => {
+      const home = confDir("appr-insp-home");
+      mkdirSync(join(home, "rules"));
+      writeFileSync(join(home, "rules", "default.rules"), RULES);
+      const ws = confDir("appr-ws");
+      const bin = ensureBinary();
+      const p = Bun.spawn(
+        [
+          inspector,
+          "--cli",
+          "-e",
+          `CODEX_HOME=${home}`,
+          bin,
+          "serve",
+          "--approver",
+          "--sandbox",
+          "workspace-write",
+          "--cd",
+          ws,
+          "--method",
+          "tools/call",
+          "--tool-name",
+          "shell",
+          "--tool-arg",
+          `command=touch ${ws}/by-inspector; echo rc=$?`,
+          "--tool-arg",
+          `workdir=${ws}`,
+          "--tool-arg",
+          "timeout_ms=30000",
+        ],
+        { stdout: "pipe", stderr: "pipe", env: { ...process.env } },
+      );
+      try {
+        const r = await oneRequest(home);
+        expect(approvals(home, "--approve", r.id)).toMatchObject({ code: 0 });
+        const out = await new Response(p.stdout).text();
+        expect(await p.exited).toBe(0);
+        const text = (JSON.parse(out) as { content: { text: string }[] }).content[0]!.text;
+        expect(JSON.parse(text)).toMatchObject({ exit_code: 0, output: "rc=0\n" });
+        expect(existsSync(join(ws, "by-inspector"))).toBe(true);
+      } finally {
+        p.kill();
+        await p.exited;
+      }
+    },
+    60_000,
+  );
 
   test("always (where the form offers it: a prompt of the danger heuristic): it runs, and an allow rule is added", async () => {
     const ws = confDir("appr-ws");
