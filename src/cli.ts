@@ -63,8 +63,8 @@ export function buildProgram(setExit: (code: number) => void): Command {
       "where allowed programs run: room (default: an escalation sandbox) or host (Codex's meaning: unconfined); overrides shellmcp.escalation",
     )
     .option(
-      "--approver",
-      "a prompt for a client without elicitation waits for `shellmcp approvals` (docs/approvals.md); overrides shellmcp.approver",
+      "--approver [WHEN]",
+      "prompts wait for `shellmcp approvals` (docs/approvals.md): fallback (default: for clients without elicitation) or always; overrides shellmcp.approver",
     )
     .option(
       "--approver-timeout-ms <MS>",

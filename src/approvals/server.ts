@@ -16,6 +16,13 @@ import { checkPeer } from "./peer.ts";
 import { ensureApprovalsDir, socketPath } from "./place.ts";
 import { parseClientLine, PROTOCOL_VERSION, takeLines, type PendingRequest, type ServerLine } from "./protocol.ts";
 
+/**
+ * When the approver is asked: `fallback` (`--approver`, `approver = true`) only for a client without elicitation;
+ * `always` (`--approver always`, `approver = "always"`) instead of the client's elicitation too, for clients that
+ * declare it but have nobody to show it to (Claude Code's print mode and `codex exec` answer at once, unasked).
+ */
+export type ApproverMode = "fallback" | "always";
+
 /** Default wait for a person's answer, ms (`[shellmcp] approver_timeout_ms`, `--approver-timeout-ms`). */
 export const DEFAULT_APPROVER_TIMEOUT_MS = 120_000;
 
@@ -66,6 +73,7 @@ export class Approver {
     readonly dir: string,
     readonly path: string,
     readonly timeoutMs: number,
+    readonly mode: ApproverMode,
     private readonly listener: { stop(closeActive?: boolean): void },
   ) {}
 
@@ -73,7 +81,7 @@ export class Approver {
    * Listen on `<dir>/<pid>.sock` (`dir` made and checked by ./place.ts; the socket `0600`), removed when the
    * process exits. Throws `CONFIG` when the folder is unsafe or the path too long, or the listen error.
    */
-  static start(dir: string, timeoutMs: number = DEFAULT_APPROVER_TIMEOUT_MS): Approver {
+  static start(dir: string, timeoutMs: number = DEFAULT_APPROVER_TIMEOUT_MS, mode: ApproverMode = "fallback"): Approver {
     ensureApprovalsDir(dir);
     const path = socketPath(dir, process.pid);
     try {
@@ -98,9 +106,9 @@ export class Approver {
       process.umask(old);
     }
     chmodSync(path, 0o600);
-    self = new Approver(dir, path, timeoutMs, listener);
+    self = new Approver(dir, path, timeoutMs, mode, listener);
     process.on("exit", () => self!.removeSocket());
-    log.info("local approver listening", { socket: path, timeoutMs });
+    log.info("local approver listening", { socket: path, timeoutMs, mode });
     return self;
   }
 
@@ -130,6 +138,14 @@ export class Approver {
       for (const c of this.clients) if (c.data.trusted) this.send(c, this.pendingLine(id));
     });
   };
+
+  /**
+   * How a call asks a person, given the client's elicitation (`clientElicit`, undefined when it has none): this
+   * approver in `always` mode or when the client has none, else the client's.
+   */
+  askerFor<F>(clientElicit: F | undefined): F | Approver["elicit"] {
+    return this.mode === "always" || clientElicit === undefined ? this.elicit : clientElicit;
+  }
 
   /** The requests waiting now (ids and questions). */
   pending(): PendingRequest[] {

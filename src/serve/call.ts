@@ -319,7 +319,7 @@ export async function launchCommand(
     onOutput: detached?.onOutput ?? (ctx.progress !== undefined ? (chunk) => tail.push(chunk) : undefined),
     onStarted: detached?.onStarted,
     decide: (req, stopwatch) =>
-      decideExec(setup.settings, { elicit: ctx.elicit ?? setup.approver?.elicit, paused: (f) => stopwatch.paused(f) }, req),
+      decideExec(setup.settings, { elicit: setup.approver?.askerFor(ctx.elicit) ?? ctx.elicit, paused: (f) => stopwatch.paused(f) }, req),
     onProgress:
       ctx.progress === undefined || detached !== undefined
         ? undefined

@@ -67,8 +67,11 @@ export interface ServeOptions {
   maxSessions?: string;
   /** `--session-idle-timeout-ms N`: a session without a call for this long is ended (overrides `shellmcp.session_idle_timeout_ms`). */
   sessionIdleTimeoutMs?: string;
-  /** `--approver`: prompts for a client without elicitation wait for `shellmcp approvals` (overrides `shellmcp.approver`). */
-  approver?: boolean;
+  /**
+   * `--approver [WHEN]`: prompts for a client without elicitation wait for `shellmcp approvals` (`true`, or
+   * `"fallback"`), or every prompt does (`"always"`); overrides `shellmcp.approver`.
+   */
+  approver?: boolean | string;
   /** `--approver-timeout-ms N`: how long they wait (overrides `shellmcp.approver_timeout_ms`). */
   approverTimeoutMs?: string;
 }
@@ -178,13 +181,17 @@ export function loadServeSetup(o: ServeOptions): ServeSetup {
     maxBufferedBytes: DEFAULT_MAX_BUFFERED_BYTES,
   };
   const approverCfg = approverConfig(cfg);
+  if (o.approver !== undefined && o.approver !== true && o.approver !== "fallback" && o.approver !== "always")
+    throw new ShellmcpError("USAGE", `--approver takes fallback (the default) or always (got ${String(o.approver)})`);
+  const approverOn = o.approver ?? approverCfg.enabled;
   const approver =
-    (o.approver ?? approverCfg.enabled) === true
+    approverOn !== undefined && approverOn !== false
       ? Approver.start(
           approvalsDir(),
           o.approverTimeoutMs !== undefined
             ? parsePositive(o.approverTimeoutMs, "--approver-timeout-ms", 24 * 3600 * 1000)
             : (approverCfg.timeoutMs ?? DEFAULT_APPROVER_TIMEOUT_MS),
+          approverOn === "always" ? "always" : "fallback",
         )
       : undefined;
   return {

@@ -15,8 +15,9 @@ describe("approverConfig", () => {
   test("absent: nothing set", () => expect(approverConfig({})).toEqual({ enabled: undefined, timeoutMs: undefined }));
   test("on, with a timeout", () =>
     expect(approverConfig({ shellmcp: { approver: true, approver_timeout_ms: 5000 } })).toEqual({ enabled: true, timeoutMs: 5000 }));
+  test('"always"', () => expect(approverConfig({ shellmcp: { approver: "always" } })).toMatchObject({ enabled: "always" }));
   test("a wrong type or value names the key", () => {
-    expect(() => approverConfig({ shellmcp: { approver: "yes" } })).toThrow("shellmcp.approver must be true or false");
+    expect(() => approverConfig({ shellmcp: { approver: "yes" } })).toThrow('shellmcp.approver must be true, false or "always"');
     expect(() => approverConfig({ shellmcp: { approver: true, approver_timeout_ms: 0 } })).toThrow("shellmcp.approver_timeout_ms");
   });
 });
