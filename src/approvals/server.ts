@@ -68,6 +68,7 @@ export class Approver {
   private readonly clients = new Set<Socket<Conn>>();
   private next = 0;
   private closed = false;
+  private refusals = 0;
 
   private constructor(
     readonly dir: string,
@@ -192,7 +193,9 @@ export class Approver {
     this.clients.add(s);
     void checkPeer((s as unknown as { fd: number }).fd, process.pid).then((v) => {
       if (v.refused !== undefined) {
-        log.warn("local approver: a connection was refused", { pid: v.pid, why: v.refused });
+        // Logged, but not once per attempt: a sandboxed command that connects in a loop must not flood the log.
+        if (++this.refusals <= 5 || this.refusals % 100 === 0)
+          log.warn("local approver: a connection was refused", { pid: v.pid, why: v.refused, refusals: this.refusals });
         this.send(s, { type: "refused", reason: `refused: the process ${v.pid} may not answer approval requests: ${v.refused}` });
         this.clients.delete(s);
         s.end();

@@ -4,13 +4,14 @@
  * folder checks, and the protocol's answers (once, always where offered, deny, unknown id, timeout).
  */
 import { afterAll, describe, expect, test } from "bun:test";
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from "node:fs";
 import { join } from "node:path";
 import { answerRequest, listRequests } from "../../src/approvals/cli.ts";
 import { ServerConnection } from "../../src/approvals/client.ts";
 import { HIDDEN, judgePeer, processFacts, type ProcessFacts } from "../../src/approvals/peer.ts";
 import { dirProblem, ensureApprovalsDir, socketPath } from "../../src/approvals/place.ts";
 import { Approver } from "../../src/approvals/server.ts";
+import { setLogFile } from "../../src/log.ts";
 import type { ServerLine } from "../../src/approvals/protocol.ts";
 import { ensureBinary } from "../helpers/binary.ts";
 import { CONF_BASE } from "../helpers/test-dirs.ts";
@@ -210,6 +211,19 @@ describe("the protocol, in this process", () => {
     await r.exited;
     expect(out).toContain('"type":"refused"');
     expect(out).toContain("started by the server");
+  });
+
+  test("a flood of refused connections is logged a few times, not once each", async () => {
+    const file = join(base, "flood.log");
+    expect(setLogFile(file)).toBeUndefined();
+    const py = `import socket,sys\nfor i in range(50):\n  s=socket.socket(socket.AF_UNIX);s.connect(sys.argv[1]);s.recv(4096);s.close()`;
+    const r = Bun.spawn(["python3", "-c", py, approver.path], { stdout: "ignore" });
+    expect(await r.exited).toBe(0);
+    const lines = readFileSync(file, "utf8")
+      .split("\n")
+      .filter((l) => l.includes("a connection was refused"));
+    expect(lines.length).toBeGreaterThan(0);
+    expect(lines.length).toBeLessThanOrEqual(5);
   });
 
   test("closing removes the socket", () => {
