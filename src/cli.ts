@@ -62,9 +62,30 @@ export function buildProgram(setExit: (code: number) => void): Command {
       "--escalation <WHERE>",
       "where allowed programs run: room (default: an escalation sandbox) or host (Codex's meaning: unconfined); overrides shellmcp.escalation",
     )
+    .option(
+      "--approver [WHEN]",
+      "prompts wait for `shellmcp approvals` (docs/approvals.md): fallback (default: for clients without elicitation) or always; overrides shellmcp.approver",
+    )
+    .option(
+      "--approver-timeout-ms <MS>",
+      "how long such a prompt waits for an answer (default 120000); overrides shellmcp.approver_timeout_ms",
+    )
     .action(async (o: import("./serve.ts").ServeOptions) => {
       const { serveMain } = await import("./serve.ts");
       setExit(await serveMain(o));
+    });
+
+  program
+    .command("approvals")
+    .description("answer the approval requests of `serve --approver` for clients that cannot ask a person (docs/approvals.md)")
+    .option("--list", "print the requests waiting now and exit")
+    .option("--json", "with --list (or alone): one JSON object per request and line")
+    .option("--approve <ID>", "run request ID this once")
+    .option("--always <ID>", "run request ID and add an allow rule (where the request offers it)")
+    .option("--deny <ID>", "do not run request ID")
+    .action(async (o: import("./approvals/cli.ts").ApprovalsOptions) => {
+      const { approvalsMain } = await import("./approvals/cli.ts");
+      setExit(await approvalsMain(o));
     });
 
   const sandboxOptions = (c: Command) =>

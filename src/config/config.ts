@@ -284,3 +284,23 @@ export function parsePositive(value: unknown, where: string, max: number): numbe
     );
   return n;
 }
+
+/**
+ * `[shellmcp] approver` (docs/approvals.md): `true` (a `prompt` for a client without elicitation waits for
+ * `shellmcp approvals`), `"always"` (every `prompt` does, even where the client declares elicitation), `false`;
+ * and `approver_timeout_ms` (how long, ms, from 1 to 24 hours): each undefined when absent. Throws `CONFIG` naming
+ * the key for a wrong type or value.
+ */
+export function approverConfig(cfg: Config): { enabled?: boolean | "always"; timeoutMs?: number } {
+  const t = (cfg.shellmcp ?? {}) as Record<string, unknown>;
+  if (typeof t !== "object" || t === null || Array.isArray(t)) return {};
+  if (t.approver !== undefined && typeof t.approver !== "boolean" && t.approver !== "always")
+    throw new ShellmcpError("CONFIG", `shellmcp.approver must be true, false or "always" (got ${JSON.stringify(String(t.approver))})`);
+  return {
+    enabled: t.approver as boolean | "always" | undefined,
+    timeoutMs:
+      t.approver_timeout_ms === undefined
+        ? undefined
+        : parsePositive(t.approver_timeout_ms, "shellmcp.approver_timeout_ms", 24 * 3600 * 1000),
+  };
+}

@@ -264,7 +264,8 @@ export async function launchCommand(
     terminal: detached?.terminal,
     onOutput: detached?.onOutput ?? (ctx.progress !== undefined ? (chunk) => tail.push(chunk) : undefined),
     onStarted: detached?.onStarted,
-    decide: (req, stopwatch) => decideExec(setup.settings, { elicit: ctx.elicit, paused: (f) => stopwatch.paused(f) }, req),
+    decide: (req, stopwatch) =>
+      decideExec(setup.settings, { elicit: setup.approver?.askerFor(ctx.elicit) ?? ctx.elicit, paused: (f) => stopwatch.paused(f) }, req),
     onProgress:
       ctx.progress === undefined || detached !== undefined
         ? undefined

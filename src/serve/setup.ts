@@ -7,8 +7,11 @@
 import { existsSync, realpathSync } from "node:fs";
 import { homedir } from "node:os";
 import { basename, dirname, isAbsolute, join, resolve } from "node:path";
+import { Approver, DEFAULT_APPROVER_TIMEOUT_MS } from "../approvals/server.ts";
+import { approvalsDir } from "../approvals/place.ts";
 import {
   applyEnvironmentPolicy,
+  approverConfig,
   defaultTimeoutConfig,
   escalationConfig,
   loadConfig,
@@ -64,6 +67,13 @@ export interface ServeOptions {
   maxSessions?: string;
   /** `--session-idle-timeout-ms N`: a session without a call for this long is ended (overrides `shellmcp.session_idle_timeout_ms`). */
   sessionIdleTimeoutMs?: string;
+  /**
+   * `--approver [WHEN]`: prompts for a client without elicitation wait for `shellmcp approvals` (`true`, or
+   * `"fallback"`), or every prompt does (`"always"`); overrides `shellmcp.approver`.
+   */
+  approver?: boolean | string;
+  /** `--approver-timeout-ms N`: how long they wait (overrides `shellmcp.approver_timeout_ms`). */
+  approverTimeoutMs?: string;
 }
 
 /** What `serve` runs with, as read at start. */
@@ -87,6 +97,8 @@ export interface ServeSetup {
   network: NetworkPolicy;
   /** Hosts a person allowed for this session (network proxy mode's "session" and "always" answers). */
   networkApproved: Set<string>;
+  /** The local approver (docs/approvals.md), when `--approver` or `[shellmcp] approver = true` turned it on. */
+  approver?: Approver;
 }
 
 /** Read and check everything `serve` needs (see the top of this file). Throws `ShellmcpError`. */
@@ -168,7 +180,22 @@ export function loadServeSetup(o: ServeOptions): ServeSetup {
         : (fromConfig.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS),
     maxBufferedBytes: DEFAULT_MAX_BUFFERED_BYTES,
   };
+  const approverCfg = approverConfig(cfg);
+  if (o.approver !== undefined && o.approver !== true && o.approver !== "fallback" && o.approver !== "always")
+    throw new ShellmcpError("USAGE", `--approver takes fallback (the default) or always (got ${String(o.approver)})`);
+  const approverOn = o.approver ?? approverCfg.enabled;
+  const approver =
+    approverOn !== undefined && approverOn !== false
+      ? Approver.start(
+          approvalsDir(),
+          o.approverTimeoutMs !== undefined
+            ? parsePositive(o.approverTimeoutMs, "--approver-timeout-ms", 24 * 3600 * 1000)
+            : (approverCfg.timeoutMs ?? DEFAULT_APPROVER_TIMEOUT_MS),
+          approverOn === "always" ? "always" : "fallback",
+        )
+      : undefined;
   return {
+    approver,
     sessionLimits,
     codexHome,
     settings,

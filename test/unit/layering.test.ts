@@ -29,6 +29,7 @@ const LAYERS: readonly (readonly string[])[] = [
   ["src/serve.ts"], // `serve` as a list of steps
   ["src/serve", "src/exec-server", "src/sandbox-cli"], // the commands
   ["src/mcp"], // the only folder that knows MCP
+  ["src/approvals"], // the local approver (`shellmcp approvals`, serve --approver): knows no MCP
   ["src/shell"], // one command run: spawn, output, sessions, lifeline, the carried shells
   ["src/escalate/server.ts"], // the escalation server: each intercepted exec → decision → placement → answer
   ["src/escalate/decision", "src/escalate/worker"], // what an exec may do; the poll(2) worker that places it

@@ -1,0 +1,228 @@
+/**
+ * `shellmcp approvals`: the local approver a person runs beside an MCP client that cannot ask them (no
+ * elicitation), for `serve --approver` (docs/approvals.md, "Running the approver"):
+ *
+ * - no flag, in a terminal: shows each waiting request of every `serve` of this user, asks "once / always / deny /
+ *   skip", and keeps watching for new ones until Ctrl-C;
+ * - `--list` (`--json`: one JSON object per line): the requests waiting now;
+ * - `--approve ID`, `--always ID`, `--deny ID`: answer one request; status 0 when the server took the answer.
+ *
+ * Questions are the elicitation's own text, rendered again by src/safe-text.ts before they reach the terminal.
+ */
+import { createInterface } from "node:readline/promises";
+import { bounded, visibleLines } from "../safe-text.ts";
+import { writeStderr } from "../stderr.ts";
+import { listSockets, ServerConnection, STALE } from "./client.ts";
+import { approvalsDirs } from "./place.ts";
+import type { Decision, PendingRequest } from "./protocol.ts";
+
+/** Options of `shellmcp approvals`. */
+export interface ApprovalsOptions {
+  list?: boolean;
+  json?: boolean;
+  approve?: string;
+  always?: string;
+  deny?: string;
+}
+
+/** A waiting request with the server it belongs to. */
+export interface ListedRequest extends PendingRequest {
+  server: { pid: number; cwd: string; socket: string };
+}
+
+/** How long one server may take to say hello and list its requests, ms. */
+const SERVER_DEADLINE_MS = 5000;
+
+function withDeadline<T>(p: Promise<T>, ms: number, fallback: T): Promise<T> {
+  let t: ReturnType<typeof setTimeout>;
+  return Promise.race([p, new Promise<T>((r) => (t = setTimeout(() => r(fallback), ms)))]).finally(() => clearTimeout(t));
+}
+
+/** Connect to `socket`, read the hello and the waiting requests; the connection stays open for an answer. */
+async function openServer(
+  socket: string,
+): Promise<{ conn: ServerConnection; pid: number; cwd: string; pending: PendingRequest[] } | { error: string }> {
+  const conn = new ServerConnection(socket);
+  const why = await withDeadline(conn.open(), SERVER_DEADLINE_MS, "no connection in time");
+  if (why !== undefined) {
+    conn.close();
+    return { error: why };
+  }
+  const read = async (): Promise<{ pid: number; cwd: string; pending: PendingRequest[] } | { error: string }> => {
+    let hello: { pid: number; cwd: string } | undefined;
+    const pending: PendingRequest[] = [];
+    for (;;) {
+      const l = await conn.next();
+      if (l === undefined) return { error: "the server closed the connection" };
+      if (l.type === "refused") return { error: l.reason };
+      if (l.type === "hello") hello = { pid: l.pid, cwd: l.cwd };
+      else if (l.type === "pending") pending.push({ id: l.id, message: l.message, always: l.always, expires_in_ms: l.expires_in_ms });
+      else if (l.type === "listed") return hello === undefined ? { error: "no hello from the server" } : { ...hello, pending };
+    }
+  };
+  const r = await withDeadline(read(), SERVER_DEADLINE_MS, { error: "the server did not answer in time" } as const);
+  if ("error" in r) {
+    conn.close();
+    return r;
+  }
+  return { conn, ...r };
+}
+
+/** The sockets in every folder of `dirs`; unsafe folders and skipped files go to `problems`. */
+function socketsIn(dirs: readonly string[], problems: string[]): string[] {
+  const sockets: string[] = [];
+  for (const dir of dirs) {
+    const found = listSockets(dir);
+    if ("error" in found) problems.push(found.error);
+    else (sockets.push(...found.sockets), problems.push(...found.skipped));
+  }
+  return sockets;
+}
+
+/** Every waiting request of every server in the approver's folders `dirs`; problems go to `problems`. */
+export async function listRequests(dirs: readonly string[], problems: string[]): Promise<ListedRequest[]> {
+  const out: ListedRequest[] = [];
+  for (const socket of socketsIn(dirs, problems)) {
+    const s = await openServer(socket);
+    if ("error" in s) {
+      // A socket whose server ended (killed before it could remove it) refuses connections: not worth a word.
+      if (s.error !== STALE) problems.push(`${socket}: ${s.error}`);
+      continue;
+    }
+    s.conn.close();
+    for (const p of s.pending) out.push({ ...p, server: { pid: s.pid, cwd: s.cwd, socket } });
+  }
+  return out;
+}
+
+/** Send `decision` for request `id` to its server; resolves with an error sentence, or undefined when it was taken. */
+export async function answerRequest(dirs: readonly string[], id: string, decision: Decision): Promise<string | undefined> {
+  const m = /^(\d+)-\d+$/.exec(id);
+  if (m === null) return `${JSON.stringify(id)} is not a request id (they look like 12345-1)`;
+  const problems: string[] = [];
+  const socket = socketsIn(dirs, problems).find((s) => s.endsWith(`/${m[1]}.sock`));
+  if (socket === undefined)
+    return `no shellmcp server with pid ${m[1]} listens in ${dirs.join(" or ")}${problems.length > 0 ? ` (${problems.join("; ")})` : ""}`;
+  const s = await openServer(socket);
+  if ("error" in s) return `${socket}: ${s.error}`;
+  try {
+    s.conn.send({ type: "answer", id, decision });
+    const result = await withDeadline(
+      (async () => {
+        for (;;) {
+          const l = await s.conn.next();
+          if (l === undefined) return "the server closed the connection";
+          if (l.type === "result" && l.id === id) return l.ok ? undefined : (l.error ?? "refused");
+        }
+      })(),
+      SERVER_DEADLINE_MS,
+      "the server did not answer in time",
+    );
+    return result;
+  } finally {
+    s.conn.close();
+  }
+}
+
+/** How a request is shown to a person. */
+export function describe(r: ListedRequest): string {
+  const secs = Math.ceil(r.expires_in_ms / 1000);
+  return (
+    `[${r.id}] server ${r.server.pid} in ${bounded(r.server.cwd, 512)} (denied in ${secs} s if nobody answers)\n` +
+    visibleLines(r.message)
+      .split("\n")
+      .map((l) => `  ${l}`)
+      .join("\n") +
+    `\n  answers: once${r.always ? ", always" : ""}, deny`
+  );
+}
+
+/** Run `shellmcp approvals` with `o`; returns the exit status. */
+export async function approvalsMain(o: ApprovalsOptions): Promise<number> {
+  if (process.platform !== "linux") {
+    writeStderr("shellmcp approvals: the local approver runs on Linux only\n");
+    return 2;
+  }
+  let dirs: string[];
+  try {
+    dirs = approvalsDirs();
+  } catch (e) {
+    writeStderr(`shellmcp approvals: ${(e as Error).message}\n`);
+    return 2;
+  }
+  const answers = [
+    ["once", o.approve],
+    ["always", o.always],
+    ["deny", o.deny],
+  ].filter((a): a is [Decision, string] => a[1] !== undefined);
+  if (answers.length > 1) {
+    writeStderr("shellmcp approvals: give one of --approve, --always, --deny\n");
+    return 2;
+  }
+  if (answers.length === 1) {
+    const [decision, id] = answers[0]!;
+    const why = await answerRequest(dirs, id, decision);
+    if (why !== undefined) {
+      writeStderr(`shellmcp approvals: ${visibleLines(why)}\n`);
+      return 1;
+    }
+    process.stdout.write(`${decision === "deny" ? "denied" : decision === "always" ? "approved always" : "approved once"}: ${id}\n`);
+    return 0;
+  }
+  if (o.list === true || o.json === true || !process.stdin.isTTY) {
+    const problems: string[] = [];
+    const reqs = await listRequests(dirs, problems);
+    for (const p of problems) writeStderr(`shellmcp approvals: ${visibleLines(p)}\n`);
+    if (o.json === true) for (const r of reqs) process.stdout.write(JSON.stringify(r) + "\n");
+    else if (reqs.length === 0) process.stdout.write(`no request is waiting (looked in ${dirs.join(" and ")})\n`);
+    else process.stdout.write(reqs.map(describe).join("\n\n") + "\n");
+    return dirs.every((d) => "error" in listSockets(d)) ? 1 : 0;
+  }
+  return interactive(dirs);
+}
+
+/** The terminal loop: each waiting request in turn, then watch for more (every second) until Ctrl-C or EOF. */
+async function interactive(dirs: readonly string[]): Promise<number> {
+  const rl = createInterface({ input: process.stdin, output: process.stdout });
+  let closed = false;
+  rl.on("close", () => (closed = true));
+  const skipped = new Set<string>();
+  const said = new Set<string>();
+  process.stdout.write(`shellmcp approvals: watching ${dirs.join(" and ")} (Ctrl-C to stop)\n`);
+  while (!closed) {
+    const problems: string[] = [];
+    const reqs = (await listRequests(dirs, problems)).filter((r) => !skipped.has(r.id));
+    for (const p of problems) if (!said.has(p)) (said.add(p), writeStderr(`shellmcp approvals: ${visibleLines(p)}\n`));
+    const r = reqs[0];
+    if (r === undefined) {
+      await Bun.sleep(1000);
+      continue;
+    }
+    process.stdout.write(`\n${describe(r)}\n`);
+    const keys = r.always ? "[o]nce, [a]lways, [d]eny, [s]kip" : "[o]nce, [d]eny, [s]kip";
+    let a: string;
+    try {
+      a = (await rl.question(`${keys}? `)).trim().toLowerCase();
+    } catch {
+      break;
+    }
+    const decision: Decision | undefined =
+      a === "o" || a === "once"
+        ? "once"
+        : r.always && (a === "a" || a === "always")
+          ? "always"
+          : a === "d" || a === "deny"
+            ? "deny"
+            : undefined;
+    if (decision === undefined) {
+      skipped.add(r.id);
+      continue;
+    }
+    const why = await answerRequest(dirs, r.id, decision);
+    process.stdout.write(
+      why === undefined ? `${decision === "deny" ? "denied" : "approved"}: ${r.id}\n` : `not taken: ${visibleLines(why)}\n`,
+    );
+  }
+  rl.close();
+  return 0;
+}

@@ -1,0 +1,145 @@
+/**
+ * The local approver with a real client that has nobody to ask: Claude Code's print mode (`claude -p`, the dev
+ * dependency `@anthropic-ai/claude-code`), driven by a stand-in Anthropic Messages API that asks for one `shell`
+ * call of the compiled `serve`. Claude Code declares elicitation but, in print mode, answers every request
+ * `cancel` at once, unasked: with `--approver` (fallback) the prompt is denied as "User cancelled execution"; with
+ * `--approver always` the person at `shellmcp approvals` decides, and an approved program runs (judged on disk).
+ */
+import { afterAll, describe, expect, test } from "bun:test";
+import { existsSync, mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { ensureBinary, ROOT } from "../helpers/binary.ts";
+import { confDir } from "../helpers/attack.ts";
+import { skipWithout } from "../helpers/prereq.ts";
+import { shellsMissing } from "../helpers/shells.ts";
+
+const claude = join(ROOT, "node_modules", ".bin", "claude");
+
+/** A stand-in Messages API: the first turn calls `mcp__shellmcp__shell` with `input`, the next one ends with its result. */
+function standInModel(input: Record<string, unknown>) {
+  const sse = (events: [string, unknown][]) => events.map(([t, d]) => `event: ${t}\ndata: ${JSON.stringify(d)}\n\n`).join("");
+  return Bun.serve({
+    port: 0,
+    hostname: "127.0.0.1",
+    async fetch(req) {
+      if (!new URL(req.url).pathname.endsWith("/messages")) return Response.json({});
+      const body = (await req.json()) as { model: string; tools?: { name: string }[]; messages: unknown[] };
+      const last = JSON.stringify(body.messages.at(-1) ?? {});
+      const call = (body.tools ?? []).some((t) => t.name === "mcp__shellmcp__shell") && !last.includes("tool_result");
+      const block = call ? { type: "tool_use", id: "toolu_01", name: "mcp__shellmcp__shell", input: {} } : { type: "text", text: "" };
+      const delta = call
+        ? { type: "input_json_delta", partial_json: JSON.stringify(input) }
+        : { type: "text_delta", text: `RESULT ${last}` };
+      const message = {
+        id: "msg_1",
+        type: "message",
+        role: "assistant",
+        model: body.model,
+        content: [],
+        stop_reason: null,
+        stop_sequence: null,
+        usage: { input_tokens: 1, output_tokens: 1 },
+      };
+      return new Response(
+        sse([
+          ["message_start", { type: "message_start", message }],
+          ["content_block_start", { type: "content_block_start", index: 0, content_block: block }],
+          ["content_block_delta", { type: "content_block_delta", index: 0, delta }],
+          ["content_block_stop", { type: "content_block_stop", index: 0 }],
+          [
+            "message_delta",
+            {
+              type: "message_delta",
+              delta: { stop_reason: call ? "tool_use" : "end_turn", stop_sequence: null },
+              usage: { output_tokens: 1 },
+            },
+          ],
+          ["message_stop", { type: "message_stop" }],
+        ]),
+        { headers: { "content-type": "text/event-stream" } },
+      );
+    },
+  });
+}
+
+const servers: { stop: (force?: boolean) => unknown }[] = [];
+afterAll(() => servers.forEach((s) => s.stop(true)));
+
+describe.skipIf(skipWithout("approver with Claude Code", existsSync(claude) ? shellsMissing() : "Claude Code not installed (npm ci)"))(
+  "issue 32: Claude Code's print mode (a client that declares elicitation but cannot ask anyone)",
+  () => {
+    for (const when of ["fallback", "always"] as const)
+      test(`--approver ${when}`, async () => {
+        const codexHome = confDir("appr-cc-codex");
+        mkdirSync(join(codexHome, "rules"));
+        writeFileSync(join(codexHome, "rules", "default.rules"), 'prefix_rule(pattern=["touch"], decision="prompt")\n');
+        const home = confDir("appr-cc-home");
+        const ws = confDir("appr-cc-ws");
+        const model = standInModel({ command: `touch ${ws}/by-claude; echo rc=$?`, workdir: ws, timeout_ms: 60_000 });
+        servers.push(model);
+        const tmp = mkdtempSync(join(tmpdir(), "appr-cc-tmp-"));
+        const mcp = join(home, "mcp.json");
+        const args = ["serve", "--approver", when, "--approver-timeout-ms", "30000", "--sandbox", "workspace-write", "--cd", ws];
+        writeFileSync(mcp, JSON.stringify({ mcpServers: { shellmcp: { command: ensureBinary(), args, env: { CODEX_HOME: codexHome } } } }));
+        const p = Bun.spawn(
+          [
+            claude,
+            "-p",
+            "run it",
+            "--mcp-config",
+            mcp,
+            "--strict-mcp-config",
+            "--allowedTools",
+            "mcp__shellmcp__shell",
+            "--output-format",
+            "text",
+          ],
+          {
+            cwd: ws,
+            stdout: "pipe",
+            stderr: "pipe",
+            env: {
+              PATH: process.env.PATH ?? "/usr/bin:/bin",
+              HOME: home,
+              ANTHROPIC_API_KEY: "sk-test",
+              ANTHROPIC_BASE_URL: `http://127.0.0.1:${model.port}`,
+              ENABLE_TOOL_SEARCH: "false",
+              CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1",
+              DISABLE_AUTOUPDATER: "1",
+              // Its scratch files (else /tmp/claude-<uid>/) in this run's temporary folder, removed after the run.
+              TMPDIR: tmp,
+              CLAUDE_CODE_TMPDIR: tmp,
+            },
+          },
+        );
+        try {
+          if (when === "always") {
+            // The person beside the client approves the one waiting request.
+            const env = { PATH: "/usr/bin:/bin", HOME: codexHome, CODEX_HOME: codexHome };
+            let id: string | undefined;
+            const until = Date.now() + 40_000;
+            while (id === undefined && Date.now() < until) {
+              const out = Bun.spawnSync([ensureBinary(), "approvals", "--list", "--json"], { env }).stdout.toString();
+              if (out !== "") id = (JSON.parse(out.split("\n")[0]!) as { id: string }).id;
+              else await Bun.sleep(200);
+            }
+            expect(id).toBeDefined();
+            expect(Bun.spawnSync([ensureBinary(), "approvals", "--approve", id!], { env }).exitCode).toBe(0);
+          }
+          const out = await new Response(p.stdout).text();
+          expect(await p.exited).toBe(0);
+          if (when === "always") {
+            expect(out).toContain("rc=0");
+            expect(existsSync(join(ws, "by-claude"))).toBe(true);
+          } else {
+            expect(out).toContain("Execution denied: User cancelled execution");
+            expect(existsSync(join(ws, "by-claude"))).toBe(false);
+          }
+        } finally {
+          p.kill();
+          await p.exited;
+        }
+      }, 90_000);
+  },
+);
