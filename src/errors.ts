@@ -11,7 +11,8 @@ export type ErrorCode =
   | "RULES_PARSE" // a .rules file failed to parse or validate
   | "SANDBOX_UNAVAILABLE" // the requested sandbox cannot be applied here
   | "CONFIG" // config.toml / -c override problem
-  | "ESCALATION_UNAVAILABLE"; // the escalation worker could not start or died
+  | "ESCALATION_UNAVAILABLE" // the escalation worker could not start or died
+  | "UNANSWERED"; // a person was asked (e.g. through the local approver) and nobody answered in time; message: the Deny reason
 
 /** Error with a stable `code` and optional structured `data`. */
 export class ShellmcpError extends Error {

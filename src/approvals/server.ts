@@ -11,6 +11,7 @@
  */
 import { chmodSync, lstatSync, unlinkSync } from "node:fs";
 import type { Socket } from "bun";
+import { ShellmcpError } from "../errors.ts";
 import { log } from "../log.ts";
 import { checkPeer } from "./peer.ts";
 import { ensureApprovalsDir, socketPath } from "./place.ts";
@@ -115,7 +116,8 @@ export class Approver {
 
   /**
    * Ask a person through the approver, as an MCP elicitation would: resolves with their answer, or rejects after
-   * the timeout with {@link unansweredText} (the escalation server turns it into a Deny with that reason).
+   * the timeout with a `ShellmcpError` `UNANSWERED` whose message is {@link unansweredText} (the decision,
+   * src/mcp/escalation-policy.ts, turns it into a Deny with that reason).
    */
   readonly elicit = (message: string, form: ApproverForm): Promise<ApproverAnswer> => {
     if (this.closed) return Promise.reject(new Error("the local approver is closed"));
@@ -125,7 +127,7 @@ export class Approver {
       const timer = setTimeout(() => {
         this.drop(id, "timed out");
         log.notice("approval request unanswered", { id, timeoutMs: this.timeoutMs });
-        reject(new Error(unansweredText(this.timeoutMs, this.dir)));
+        reject(new ShellmcpError("UNANSWERED", unansweredText(this.timeoutMs, this.dir)));
       }, this.timeoutMs);
       this.waiting.set(id, {
         request: { id, message, always },

@@ -21,6 +21,7 @@ import { isPolicyDriven, type Evaluation, type Policy } from "../execpolicy/poli
 import { shlexJoin } from "../execpolicy/shlex.ts";
 import type { Grant } from "../escalate/decision/boundary.ts";
 import type { Decided, ResolvedRequest } from "../escalate/server.ts";
+import { isErrorCode } from "../errors.ts";
 import { log } from "../log.ts";
 import { commandMightBeDangerous } from "../escalate/decision/heuristics.ts";
 import { bounded } from "../safe-text.ts";
@@ -164,7 +165,15 @@ export async function decideExec(s: EscalationSettings, hooks: CallHooks, r: Res
   }
   const schema = rulePrefix !== undefined ? ELICITATION_SCHEMA_RULE : ELICITATION_SCHEMA;
   const justification = promptRule !== undefined && "prefixRuleMatch" in promptRule ? promptRule.prefixRuleMatch.justification : undefined;
-  const answer = await hooks.paused(() => hooks.elicit!(elicitationMessage(r, justification), schema));
+  let answer: ElicitAnswer;
+  try {
+    answer = await hooks.paused(() => hooks.elicit!(elicitationMessage(r, justification), schema));
+  } catch (err) {
+    // Nobody answered in time (the local approver): a Deny with its reason, not an "escalation policy error".
+    if (!isErrorCode(err, "UNANSWERED")) throw err;
+    log.notice("denied", { file: r.file, argv: r.argv, reason: "nobody answered" });
+    return { kind: "Deny", reason: err.message };
+  }
   log.notice("prompted", { file: r.file, argv: r.argv, answer: answer.action });
   switch (answer.action) {
     case "accept":

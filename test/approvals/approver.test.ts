@@ -267,6 +267,7 @@ describe.skipIf(skipWithout("local approver suite", shellsMissing()))("issue 32:
     expect(out.timed_out).toBe(false);
     expect(Date.now() - t0).toBeGreaterThanOrEqual(2000);
     expect(out.output).toContain("nobody answered within 2 s");
+    expect(out.output).not.toContain("escalation policy error"); // a Deny with the approver's reason, not a failure
     expect(out.output).toContain("run `shellmcp approvals`");
     expect(out.output).toContain("rc=1");
     expect(existsSync(join(ws, "late"))).toBe(false);
