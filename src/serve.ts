@@ -19,12 +19,14 @@ import { SessionManager } from "./shell/session-manager.ts";
 import { errorResult, handleShellCall, type ServeRuntime } from "./serve/call.ts";
 import { checkShellIntercepts } from "./serve/shell-check.ts";
 import { loadServeSetup, type ServeOptions, type ServeSetup } from "./serve/setup.ts";
-import { CgroupManager } from "./shell/cgroup.ts";
+import { CgroupManager, shouldSayNoCgroups } from "./shell/cgroup.ts";
+import { runtimeDir, xdgRuntimeDir } from "./sandbox/linux/bwrap-probe-cache.ts";
 import { helperCommand } from "./shell/run-command.ts";
 import { roleLink } from "./shell/portable-shells.ts";
 import { killSessions } from "./shell/sessions.ts";
 import { endLifeline, lifelineProblem } from "./shell/lifeline.ts";
 import { writeStderr } from "./stderr.ts";
+import { ShellmcpError } from "./errors.ts";
 import { VERSION } from "./version.ts";
 import { IS_COMPILED, selfExePath } from "./self.ts";
 import { serializeSandboxPolicy } from "./sandbox/policy.ts";
@@ -44,8 +46,9 @@ export async function serveMain(o: ServeOptions): Promise<number> {
     // A broken config, rules file, flag or shell keeps the server up: clients show a dead server only as
     // "Transport closed", so every call answers with the precise error instead (issue 22, item 7).
     const message = (e as Error).message;
-    writeStderr(`shellmcp serve: ${message}\n`);
-    await serveBroken(message);
+    const remedy = startupRemedy(e);
+    writeStderr(`shellmcp serve: ${message}${remedy === "" ? "" : `\n  To fix: ${remedy}`}\n`);
+    await serveBroken(message, remedy);
     return 1;
   }
   const platform = o.platform ?? process.platform;
@@ -97,17 +100,57 @@ function openLogFile(o: ServeOptions): void {
 }
 
 /**
- * Serve without being able to run anything: `tools/list` answers as usual, and every call fails closed with
- * `message` (what is wrong, where) and what to do, until the client disconnects.
+ * What to do about a start-up failure `e` (thrown by `loadServeSetup`), as one or two sentences naming the file,
+ * line, flag or folder; "" when `e`'s message already ends with what to do (CODEX_HOME where sandboxes write, no
+ * patched shell). Branches on `code` and `data`, never on the message.
  */
-async function serveBroken(message: string): Promise<void> {
+export function startupRemedy(e: unknown): string {
+  if (!(e instanceof ShellmcpError))
+    return `this is not a configuration problem shellmcp knows: run the same "shellmcp serve" command in a terminal with SHELLMCP_LOG=debug to see where it fails, and report it`;
+  const d = e.data;
+  const str = (k: string): string | undefined => (typeof d[k] === "string" ? (d[k] as string) : undefined);
+  const at =
+    typeof d.line === "number"
+      ? ` at line ${d.line}${typeof d.column === "number" ? `, column ${d.column}` : typeof d.col === "number" ? `, column ${d.col}` : ""}`
+      : "";
+  switch (e.code) {
+    case "USAGE":
+      return `correct that flag in the command line that starts the server (its \`args\` in your MCP client's configuration); "shellmcp serve --help" lists every flag`;
+    case "RULES_PARSE":
+      return `correct ${str("path") ?? "that rules file"}${at} (or move it out of the rules folder); "shellmcp execpolicy check --rules FILE -- true" re-checks a file without restarting anything`;
+    case "CONFIG":
+      if (d.writableBy !== undefined || d.kind !== undefined) return ""; // the message says what to do
+      if (str("codexHome") !== undefined) return `create that folder (mkdir -p ${str("codexHome")}), or unset CODEX_HOME to use ~/.codex`;
+      if (Array.isArray(d.refused))
+        return `make one of the folders above a private folder of this user (mkdir -m 700, owned by uid ${process.getuid?.() ?? "?"}, not a symlink): $XDG_RUNTIME_DIR/shellmcp (root: /run/shellmcp) or ~/.cache/shellmcp; or point SHELLMCP_SHELLS_DIR at a folder holding the patched shells`;
+      if (str("shell") !== undefined)
+        return `pass --shell the path of a patched bash or zsh that exists, or drop --shell and CODEX_BASH_PATH to use the shell this executable carries`;
+      if (str("path") !== undefined)
+        return at === ""
+          ? `make ${str("path")} readable by this user, or move it aside (shellmcp then starts from the defaults)`
+          : `correct ${str("path")}${at} (it is TOML 1.0), or move it aside to start from the defaults`;
+      return `correct that key in $CODEX_HOME/config.toml (default ~/.codex/config.toml), or the -c override in the server's command line`;
+    default:
+      return "";
+  }
+}
+
+/**
+ * Serve without being able to run anything: `tools/list` answers as usual, and every call fails closed with
+ * `message` (what is wrong, where) and `remedy` (what to do, see {@link startupRemedy}), until the client
+ * disconnects.
+ */
+async function serveBroken(message: string, remedy: string): Promise<void> {
   await serveStdio({
     name: "shellmcp",
     version: VERSION,
     instructions: INSTRUCTIONS,
     tools: [shellTool(), EXEC_COMMAND_TOOL, WRITE_STDIN_TOOL, LIST_SESSIONS_TOOL],
     onSandboxState: () => {},
-    callTool: async () => errorResult(`shellmcp cannot run commands: ${message}. Fix it, then restart the MCP server.`),
+    callTool: async () =>
+      errorResult(
+        `shellmcp cannot run commands: ${message}.${remedy === "" ? "" : ` To fix: ${remedy}.`} Then restart the MCP server (or the client that started it).`,
+      ),
   });
 }
 
@@ -181,8 +224,13 @@ function startRuntime(
   });
   const cg = CgroupManager.detect();
   const cgroups = cg instanceof CgroupManager ? cg : undefined;
-  if (!(cg instanceof CgroupManager))
-    writeStderr(`shellmcp: no per-call cgroups (${cg.error}); a process that leaves its process group (setsid) can outlive its call\n`);
+  if (!(cg instanceof CgroupManager)) {
+    // Said once per user, reason and boot (a non-root user without a delegated cgroup meets it on every start).
+    const text = `no per-call cgroups (${cg.error}); a process that leaves its process group (setsid) can outlive its call`;
+    const uid = process.getuid?.() ?? -1;
+    if (shouldSayNoCgroups(cg.error, xdgRuntimeDir(uid) ?? runtimeDir(uid))) writeStderr(`shellmcp: ${text} (said once per boot)\n`);
+    else log.debug(text);
+  }
   const lifeline = platform === "linux" ? lifelineProblem() : undefined;
   if (lifeline !== undefined)
     writeStderr(`shellmcp: no lifeline guard (${lifeline}); a process this server starts can outlive a server killed by a signal\n`);
