@@ -84,10 +84,13 @@ async function initializeOnce(argv: string[]): Promise<number> {
   return ms;
 }
 
+/** `SHELLMCP_BENCH_BEFORE`: another build (e.g. the one before a change), measured alternately with the others. */
+const BEFORE = process.env.SHELLMCP_BENCH_BEFORE;
 const argvs: [string, string[]][] = [
   ["shellmcp serve", [OURS, "serve"]],
   ["Bun's floor (answer one line, nothing else)", [floor]],
   ...(refArgv === undefined ? [] : ([["Codex 0.97.0 codex-exec-mcp-server", refArgv]] as [string, string[]][])),
+  ...(BEFORE === undefined ? [] : ([[`before: ${BEFORE} serve`, [BEFORE, "serve"]]] as [string, string[]][])),
 ];
 const lat = argvs.map(() => [] as number[]);
 for (let i = 0; i < serveRuns; i++) for (let j = 0; j < argvs.length; j++) lat[j]!.push(await initializeOnce(argvs[j]![1]));
@@ -97,6 +100,8 @@ if (refArgv !== undefined)
   console.log(
     `shellmcp / reference: ${pairedRatio(lat[0]!, lat[2]!).toFixed(2)}× (target ≤ 2×); Bun's floor / reference: ${pairedRatio(lat[1]!, lat[2]!).toFixed(2)}×`,
   );
+console.log(`shellmcp / Bun's floor: ${pairedRatio(lat[0]!, lat[1]!).toFixed(2)}×`);
+if (BEFORE !== undefined) console.log(`before / Bun's floor: ${pairedRatio(lat[lat.length - 1]!, lat[1]!).toFixed(2)}×`);
 
 /** RSS and its split, MiB, of `pid`: its executable's code (r-xp), its other mappings of it, anonymous, the rest. */
 function memory(pid: number, exe: string): { rss: number; code: number; exeOther: number; anon: number } {
