@@ -1,16 +1,18 @@
 /**
  * Issue 31, item 5, through the compiled binary: each start-up failure tells the client what to do about it (the
  * file and line, the flag, the folder), not just "Fix it"; and the "no per-call cgroups" warning is said once
- * per user and boot (remembered in `$XDG_RUNTIME_DIR/shellmcp`), then only logged at debug level.
+ * per user and boot (remembered in `$XDG_RUNTIME_DIR/shellmcp`), then only logged at debug level. Issue 33: once
+ * idle, `serve` gives back the code pages it touched (its idle RSS).
  */
 import { CONF_BASE } from "../helpers/cleanup.ts";
 import { afterAll, describe, expect, test } from "bun:test";
-import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { startServe } from "../helpers/mcp.ts";
 import { skipWithout } from "../helpers/prereq.ts";
 import { shellsMissing } from "../helpers/shells.ts";
 import { shouldSayNoCgroups } from "../../src/shell/cgroup.ts";
+import { IdleRelease } from "../../src/serve.ts";
 import { xdgRuntimeDir } from "../../src/sandbox/linux/bwrap-probe-cache.ts";
 
 const skip = skipWithout("start-up frictions (binary)", shellsMissing());
@@ -166,4 +168,77 @@ describe.skipIf(skip)("the cgroup warning is said once per user and boot", () =>
     expect(shouldSayNoCgroups("x", "/tmp/anything/shellmcp")).toBe(true);
     expect(existsSync("/tmp/anything")).toBe(false);
   });
+});
+
+/** The pid of the `serve` process started with CODEX_HOME `h`. */
+function serverPid(h: string): number {
+  for (const name of readdirSync("/proc")) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      if (!readFileSync(`/proc/${name}/cmdline`, "utf8").includes("serve")) continue;
+      if (readFileSync(`/proc/${name}/environ`, "utf8").split("\0").includes(`CODEX_HOME=${h}`)) return Number(name);
+    } catch {
+      // gone, or not ours
+    }
+  }
+  throw new Error(`no serve process with CODEX_HOME=${h}`);
+}
+
+/** Resident KiB of the r-xp mappings of `pid`'s executable (its code). */
+function codeKiB(pid: number): number {
+  const exe = realpathSync(`/proc/${pid}/exe`);
+  let kb = 0;
+  for (const block of readFileSync(`/proc/${pid}/smaps`, "utf8").split(/\n(?=[0-9a-f]+-[0-9a-f]+ )/)) {
+    const head = /^[0-9a-f]+-[0-9a-f]+ r-xp \S+ \S+ \d+\s+(.*)$/m.exec(block);
+    if (head?.[1] === exe) kb += Number(/^Rss:\s+(\d+) kB/m.exec(block)?.[1] ?? 0);
+  }
+  return kb;
+}
+
+describe("issue 33: idle, serve gives back the code pages it touched", () => {
+  test("IdleRelease: once after start-up settles, never while a call runs, again after the last call", async () => {
+    let n = 0;
+    const idle = new IdleRelease(() => n++, 60);
+    idle.settled();
+    await Bun.sleep(120);
+    expect(n).toBe(1);
+    const call = idle.during(() => Bun.sleep(200));
+    await Bun.sleep(120);
+    expect(n).toBe(1); // a call runs
+    await call;
+    await Bun.sleep(30);
+    expect(n).toBe(1); // not yet idle long enough
+    await Bun.sleep(100);
+    expect(n).toBe(2);
+  });
+
+  test.skipIf(skip || process.platform !== "linux")(
+    "the executable's resident code drops once idle, calls still run, SHELLMCP_KEEP_CODE_PAGES=1 keeps it",
+    async () => {
+      const sample = async (keep: boolean): Promise<{ before: number; after: number }> => {
+        const h = home();
+        const s = await startServe({
+          codexHome: h,
+          args: ["--sandbox", "danger-full-access"],
+          env: keep ? { SHELLMCP_KEEP_CODE_PAGES: "1" } : {},
+        });
+        const pid = serverPid(h);
+        const r = await s.shell({ command: "echo ok", workdir: h, login: false });
+        expect(r.out.output).toBe("ok\n");
+        const before = codeKiB(pid);
+        await Bun.sleep(4000); // 3 s after the last call
+        const after = codeKiB(pid);
+        const again = await s.shell({ command: "echo again", workdir: h, login: false });
+        expect(again.out.output).toBe("again\n");
+        await s.close();
+        return { before, after };
+      };
+      const released = await sample(false);
+      const kept = await sample(true);
+      expect(released.before).toBeGreaterThan(16 * 1024);
+      expect(released.after).toBeLessThan(released.before / 2);
+      expect(kept.after).toBeGreaterThan(kept.before * 0.9);
+    },
+    30_000,
+  );
 });
