@@ -23,7 +23,7 @@ import { loadServeSetup, type ServeOptions, type ServeSetup } from "./serve/setu
 import { CgroupManager, shouldSayNoCgroups } from "./shell/cgroup.ts";
 import { runtimeDir, xdgRuntimeDir } from "./sandbox/linux/bwrap-probe-cache.ts";
 import { helperCommand } from "./shell/run-command.ts";
-import { roleLink } from "./shell/portable-shells.ts";
+import { portableShellBases, roleLink } from "./shell/portable-shells.ts";
 import { killSessions } from "./shell/sessions.ts";
 import { endLifeline, lifelineProblem } from "./shell/lifeline.ts";
 import { writeStderr } from "./stderr.ts";
@@ -129,7 +129,7 @@ export function startupRemedy(e: unknown): string {
       if (d.writableBy !== undefined || d.kind !== undefined) return ""; // the message says what to do
       if (str("codexHome") !== undefined) return `create that folder (mkdir -p ${str("codexHome")}), or unset CODEX_HOME to use ~/.codex`;
       if (Array.isArray(d.refused))
-        return `make one of the folders above a private folder of this user (mkdir -m 700, owned by uid ${process.getuid?.() ?? "?"}, not a symlink): $XDG_RUNTIME_DIR/shellmcp (root: /run/shellmcp) or ~/.cache/shellmcp; or point SHELLMCP_SHELLS_DIR at a folder holding the patched shells`;
+        return `make one of ${portableShellBases().join(" or ")} a folder of this user that nobody else can write and that is not a symlink (mkdir -p -m 700; owner uid ${process.getuid?.() ?? "?"}), or point SHELLMCP_SHELLS_DIR at a folder holding the patched shells`;
       if (str("shell") !== undefined)
         return `pass --shell the path of a patched bash or zsh that exists, or drop --shell and CODEX_BASH_PATH to use the shell this executable carries`;
       if (str("path") !== undefined)

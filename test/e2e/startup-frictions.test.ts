@@ -12,7 +12,9 @@ import { startServe } from "../helpers/mcp.ts";
 import { skipWithout } from "../helpers/prereq.ts";
 import { shellsMissing } from "../helpers/shells.ts";
 import { shouldSayNoCgroups } from "../../src/shell/cgroup.ts";
-import { IdleRelease } from "../../src/serve.ts";
+import { IdleRelease, startupRemedy } from "../../src/serve.ts";
+import { ShellmcpError } from "../../src/errors.ts";
+import { portableShellBases } from "../../src/shell/portable-shells.ts";
 import { xdgRuntimeDir } from "../../src/sandbox/linux/bwrap-probe-cache.ts";
 
 const skip = skipWithout("start-up frictions (binary)", shellsMissing());
@@ -111,6 +113,14 @@ describe.skipIf(skip)("a start-up failure says how to fix it", () => {
       rmSync(inTmp, { recursive: true, force: true });
     }
   });
+});
+
+test("the remedies no binary test reaches: no folder for the carried shell, an error that is not a configuration one", () => {
+  const r = startupRemedy(new ShellmcpError("CONFIG", "no folder to put the portable bash in: …", { refused: ["x"] }));
+  for (const base of portableShellBases()) expect(r).toContain(base);
+  expect(r).toContain("SHELLMCP_SHELLS_DIR");
+  expect(startupRemedy(new Error("boom"))).toContain("SHELLMCP_LOG=debug");
+  expect(startupRemedy(new ShellmcpError("CONFIG", "CODEX_HOME … lies in /tmp …", { codexHome: "/tmp/x", writableBy: "/tmp" }))).toBe("");
 });
 
 describe.skipIf(skip)("the cgroup warning is said once per user and boot", () => {
