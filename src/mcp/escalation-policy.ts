@@ -44,6 +44,7 @@ export const ELICITATION_SCHEMA = {
     always_allow: {
       type: "boolean",
       title: "Always allow",
+      default: false,
       description: "Also allow this command in future sessions (adds a prefix_rule to ~/.codex/rules/default.rules)",
     },
   },
