@@ -88,22 +88,26 @@ function lines(path: string): Record<string, unknown>[] {
     .map((l) => JSON.parse(l) as Record<string, unknown>);
 }
 
-/** Start Codex's TUI in tmux on a project whose rules say `touch ask-me` needs a human's approval. */
-function startTui(): Tui {
+/**
+ * Start Codex's TUI in tmux; the stand-in model calls `shell` with `command`. By default the project's rules say
+ * `touch ask-me` needs a human's approval (`rules: ""`: no rules, so only the danger heuristic asks).
+ */
+function startTui(o: { command?: string; rules?: string } = {}): Tui {
   const base = join(CONF_BASE, `codex-tui-${Math.random().toString(36).slice(2)}`);
   const proj = join(base, "proj");
   const home = join(base, "codex-home");
   const tmp = join(base, "tmp");
   for (const d of [proj, join(home, "rules"), tmp]) mkdirSync(d, { recursive: true });
   Bun.spawnSync(["git", "init", "-q", "-b", "main", proj]);
-  writeFileSync(join(home, "rules", "t.rules"), `prefix_rule(pattern = ["touch", "ask-me"], decision = "prompt")\n`);
+  const rules = o.rules ?? `prefix_rule(pattern = ["touch", "ask-me"], decision = "prompt")\n`;
+  if (rules !== "") writeFileSync(join(home, "rules", "t.rules"), rules);
   // One script for every request: the TUI also asks the model for a task title, in a request of its own.
   const mock = new ResponsesMock([
     (req) =>
       functionCallOutput(req) !== undefined
         ? finalMessage("done")
         : offersMcpServer(req, "shell")
-          ? mcpToolCall(req, "shell", "shell", { command: "touch ask-me; echo rc=$?", workdir: proj, login: false })
+          ? mcpToolCall(req, "shell", "shell", { command: o.command ?? "touch ask-me; echo rc=$?", workdir: proj, login: false })
           : finalMessage("Run the command"),
   ]);
   // A tee on each side of the server: what Codex sent it, and what it answered.
@@ -237,5 +241,22 @@ describe.skipIf(skip)("real Codex 0.169 TUI: a prompt rule's approval dialog", (
     expect(t.screen()).toContain("Execution denied: User cancelled execution");
     expect(await modelReadOutput(t)).toContain("Execution denied: User cancelled execution");
     expect(existsSync(join(t.proj, "ask-me"))).toBe(false);
+  }, 90_000);
+
+  test("a heuristic prompt (no rule): 'Always allow' comes first with False selected; Enter keeps it false", async () => {
+    const t = startTui({ rules: "", command: "mkdir -p d && rm -rf d; echo rc=$?" });
+    const first = await waitScreen(t, /Field 1\/2/);
+    expect(first).toContain("Allow agent to run `/usr/bin/rm -rf d`");
+    expect(first).toContain("Always allow");
+    expect(first).toMatch(/› 2\. False/); // the form's default: false puts the cursor there
+    t.tmux("send-keys", "-t", "tui", "C-m");
+    await waitScreen(t, /Field 2\/2/);
+    t.tmux("send-keys", "-t", "tui", "-l", "ok");
+    await Bun.sleep(300);
+    t.tmux("send-keys", "-t", "tui", "C-m");
+    await waitScreen(t, /Called shell\.shell/);
+    expect(elicitation(t).answer?.result).toEqual({ action: "accept", content: { always_allow: false, reason: "ok" } });
+    expect(await modelReadOutput(t)).toContain("rc=0");
+    expect(existsSync(join(t.base, "codex-home", "rules", "default.rules"))).toBe(false); // nothing allowed for good
   }, 90_000);
 });
