@@ -1,5 +1,5 @@
 /**
- * `bun build.ts --release` (which runs this file: `bun scripts/release.ts`): every release artifact of this version into `dist/release/`:
+ * `bun build.ts --release` (which runs this file with the Bun that runs build.ts, process.execPath: no `bun` on PATH needed): every release artifact of this version into `dist/release/`:
  *
  * - `shellmcp-<version>-<target>.tar.gz` per target (linux-x64, linux-arm64, darwin-x64, darwin-arm64): a folder
  *   `shellmcp-<version>-<target>/` with the executable, its role links (`codex-execve-wrapper`,

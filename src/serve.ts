@@ -5,6 +5,7 @@
  */
 import * as libc from "../ffi/libc.ts";
 import { existsSync } from "node:fs";
+import { readFile, realpath } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { EscalationServer } from "./escalate/server.ts";
 import { resolveCodexHome } from "./execpolicy/discovery.ts";
@@ -19,12 +20,14 @@ import { SessionManager } from "./shell/session-manager.ts";
 import { errorResult, handleShellCall, type ServeRuntime } from "./serve/call.ts";
 import { checkShellIntercepts } from "./serve/shell-check.ts";
 import { loadServeSetup, type ServeOptions, type ServeSetup } from "./serve/setup.ts";
-import { CgroupManager } from "./shell/cgroup.ts";
+import { CgroupManager, shouldSayNoCgroups } from "./shell/cgroup.ts";
+import { runtimeDir, xdgRuntimeDir } from "./sandbox/linux/bwrap-probe-cache.ts";
 import { helperCommand } from "./shell/run-command.ts";
-import { roleLink } from "./shell/portable-shells.ts";
+import { portableShellBases, roleLink } from "./shell/portable-shells.ts";
 import { killSessions } from "./shell/sessions.ts";
 import { endLifeline, lifelineProblem } from "./shell/lifeline.ts";
 import { writeStderr } from "./stderr.ts";
+import { ShellmcpError } from "./errors.ts";
 import { VERSION } from "./version.ts";
 import { IS_COMPILED, selfExePath } from "./self.ts";
 import { serializeSandboxPolicy } from "./sandbox/policy.ts";
@@ -44,8 +47,9 @@ export async function serveMain(o: ServeOptions): Promise<number> {
     // A broken config, rules file, flag or shell keeps the server up: clients show a dead server only as
     // "Transport closed", so every call answers with the precise error instead (issue 22, item 7).
     const message = (e as Error).message;
-    writeStderr(`shellmcp serve: ${message}\n`);
-    await serveBroken(message);
+    const remedy = startupRemedy(e);
+    writeStderr(`shellmcp serve: ${message}${remedy === "" ? "" : `\n  To fix: ${remedy}`}\n`);
+    await serveBroken(message, remedy);
     return 1;
   }
   const platform = o.platform ?? process.platform;
@@ -53,6 +57,10 @@ export async function serveMain(o: ServeOptions): Promise<number> {
   hardenServerProcess(platform, setup.env);
   // 3. The escalation server, per-call cgroups, and the shutdown that ends everything they started.
   const rt = startRuntime(o, setup, platform);
+  // 3b. Once start-up has settled, and whenever no call has run for a while, give back the code pages that work
+  //     touched (issue 33: most of the idle RSS).
+  const idle = new IdleRelease(() => void releaseCodePages(platform));
+  void rt.shellRefused().then(() => idle.settled());
   // 4. Serve: the session's sandbox state changes with 0.97's notification; each call runs one command.
   let state = setup.initialState;
   await serveStdio({
@@ -67,13 +75,15 @@ export async function serveMain(o: ServeOptions): Promise<number> {
       log.info("sandbox state", { policy: state.policy.type, profile: state.profile?.type, cwd: state.sandboxCwd });
     },
     callTool: (name, args, ctx) =>
-      name === "exec_command"
-        ? handleExecCommand(rt, state, args, ctx)
-        : name === "write_stdin"
-          ? handleWriteStdin(rt, args)
-          : name === "list_sessions"
-            ? Promise.resolve(handleListSessions(rt, args))
-            : handleShellCall(rt, state, args, ctx),
+      idle.during(() =>
+        name === "exec_command"
+          ? handleExecCommand(rt, state, args, ctx)
+          : name === "write_stdin"
+            ? handleWriteStdin(rt, args)
+            : name === "list_sessions"
+              ? Promise.resolve(handleListSessions(rt, args))
+              : handleShellCall(rt, state, args, ctx),
+      ),
   });
   // 5. The client is gone: nothing this server started outlives it.
   await rt.shutdown();
@@ -113,17 +123,57 @@ function openLogFile(o: ServeOptions): void {
 }
 
 /**
- * Serve without being able to run anything: `tools/list` answers as usual, and every call fails closed with
- * `message` (what is wrong, where) and what to do, until the client disconnects.
+ * What to do about a start-up failure `e` (thrown by `loadServeSetup`), as one or two sentences naming the file,
+ * line, flag or folder; "" when `e`'s message already ends with what to do (CODEX_HOME where sandboxes write, no
+ * patched shell). Branches on `code` and `data`, never on the message.
  */
-async function serveBroken(message: string): Promise<void> {
+export function startupRemedy(e: unknown): string {
+  if (!(e instanceof ShellmcpError))
+    return `this is not a configuration problem shellmcp knows: run the same "shellmcp serve" command in a terminal with SHELLMCP_LOG=debug to see where it fails, and report it`;
+  const d = e.data;
+  const str = (k: string): string | undefined => (typeof d[k] === "string" ? (d[k] as string) : undefined);
+  const at =
+    typeof d.line === "number"
+      ? ` at line ${d.line}${typeof d.column === "number" ? `, column ${d.column}` : typeof d.col === "number" ? `, column ${d.col}` : ""}`
+      : "";
+  switch (e.code) {
+    case "USAGE":
+      return `correct that flag in the command line that starts the server (its \`args\` in your MCP client's configuration); "shellmcp serve --help" lists every flag`;
+    case "RULES_PARSE":
+      return `correct ${str("path") ?? "that rules file"}${at} (or move it out of the rules folder); "shellmcp execpolicy check --rules FILE -- true" re-checks a file without restarting anything`;
+    case "CONFIG":
+      if (d.writableBy !== undefined || d.kind !== undefined) return ""; // the message says what to do
+      if (str("codexHome") !== undefined) return `create that folder (mkdir -p ${str("codexHome")}), or unset CODEX_HOME to use ~/.codex`;
+      if (Array.isArray(d.refused))
+        return `make one of ${portableShellBases().join(" or ")} a folder of this user that nobody else can write and that is not a symlink (mkdir -p -m 700; owner uid ${process.getuid?.() ?? "?"}), or point SHELLMCP_SHELLS_DIR at a folder holding the patched shells`;
+      if (str("shell") !== undefined)
+        return `pass --shell the path of a patched bash or zsh that exists, or drop --shell and CODEX_BASH_PATH to use the shell this executable carries`;
+      if (str("path") !== undefined)
+        return at === ""
+          ? `make ${str("path")} readable by this user, or move it aside (shellmcp then starts from the defaults)`
+          : `correct ${str("path")}${at} (it is TOML 1.0), or move it aside to start from the defaults`;
+      return `correct that key in $CODEX_HOME/config.toml (default ~/.codex/config.toml), or the -c override in the server's command line`;
+    default:
+      return "";
+  }
+}
+
+/**
+ * Serve without being able to run anything: `tools/list` answers as usual, and every call fails closed with
+ * `message` (what is wrong, where) and `remedy` (what to do, see {@link startupRemedy}), until the client
+ * disconnects.
+ */
+async function serveBroken(message: string, remedy: string): Promise<void> {
   await serveStdio({
     name: "shellmcp",
     version: VERSION,
     instructions: INSTRUCTIONS,
     tools: [shellTool(), EXEC_COMMAND_TOOL, WRITE_STDIN_TOOL, LIST_SESSIONS_TOOL],
     onSandboxState: () => {},
-    callTool: async () => errorResult(`shellmcp cannot run commands: ${message}. Fix it, then restart the MCP server.`),
+    callTool: async () =>
+      errorResult(
+        `shellmcp cannot run commands: ${message}.${remedy === "" ? "" : ` To fix: ${remedy}.`} Then restart the MCP server (or the client that started it).`,
+      ),
   });
 }
 
@@ -197,8 +247,13 @@ function startRuntime(
   });
   const cg = CgroupManager.detect();
   const cgroups = cg instanceof CgroupManager ? cg : undefined;
-  if (!(cg instanceof CgroupManager))
-    writeStderr(`shellmcp: no per-call cgroups (${cg.error}); a process that leaves its process group (setsid) can outlive its call\n`);
+  if (!(cg instanceof CgroupManager)) {
+    // Said once per user, reason and boot (a non-root user without a delegated cgroup meets it on every start).
+    const text = `no per-call cgroups (${cg.error}); a process that leaves its process group (setsid) can outlive its call`;
+    const uid = process.getuid?.() ?? -1;
+    if (shouldSayNoCgroups(cg.error, xdgRuntimeDir(uid) ?? runtimeDir(uid))) writeStderr(`shellmcp: ${text} (said once per boot)\n`);
+    else log.debug(text);
+  }
   const lifeline = platform === "linux" ? lifelineProblem() : undefined;
   if (lifeline !== undefined)
     writeStderr(`shellmcp: no lifeline guard (${lifeline}); a process this server starts can outlive a server killed by a signal\n`);
@@ -231,6 +286,79 @@ function startRuntime(
     unified,
     shutdown,
   };
+}
+
+/** `madvise` numbers, and `MADV_DONTNEED`: the syscall is not in ffi/layout.ts's table. */
+const MADVISE_NR: Partial<Record<NodeJS.Architecture, number>> = { x64: 28, arm64: 233 };
+const MADV_DONTNEED = 4;
+
+/** How long the server must have had no call running before it gives back its code pages, ms. */
+const IDLE_RELEASE_MS = 3000;
+
+/**
+ * Runs `release` once the server is idle: {@link IDLE_RELEASE_MS} after start-up settled ({@link settled}), and
+ * again that long after the last of its calls ended ({@link during}); a call that starts in between postpones it.
+ */
+export class IdleRelease {
+  private active = 0;
+  private timer: ReturnType<typeof setTimeout> | undefined;
+
+  constructor(
+    private readonly release: () => void,
+    private readonly delayMs: number = IDLE_RELEASE_MS,
+  ) {}
+
+  /** Start-up work is done: release once idle. */
+  settled(): void {
+    this.arm();
+  }
+
+  /** Run one call: no release while it runs; one is armed when the last running call ends. */
+  async during<T>(call: () => Promise<T>): Promise<T> {
+    this.active++;
+    clearTimeout(this.timer);
+    try {
+      return await call();
+    } finally {
+      this.active--;
+      this.arm();
+    }
+  }
+
+  private arm(): void {
+    clearTimeout(this.timer);
+    if (this.active === 0) this.timer = setTimeout(this.release, this.delayMs).unref();
+  }
+}
+
+/**
+ * Give back this process's mapping of the code pages of its own executable (Bun's runtime: ~33 MiB of the ~60 MiB
+ * idle RSS after start-up, issue 33), with `madvise(MADV_DONTNEED)` on each executable mapping of the binary that
+ * holds no page of its own (`Private_Dirty` and `Anonymous` 0 in /proc/self/smaps: never written, so every page
+ * is the file's and comes back from it unchanged). The pages stay in the page cache, shared with every other
+ * process of this binary; the code the server runs afterwards maps them again (a minor fault each). Only the
+ * resident set changes, never what runs. Linux only; `SHELLMCP_KEEP_CODE_PAGES=1` turns it off. Never throws.
+ */
+export async function releaseCodePages(platform: NodeJS.Platform): Promise<number> {
+  const nr = MADVISE_NR[process.arch];
+  if (platform !== "linux" || nr === undefined || process.env.SHELLMCP_KEEP_CODE_PAGES === "1") return 0;
+  let released = 0;
+  try {
+    const [smaps, exe] = await Promise.all([readFile("/proc/self/smaps", "utf8"), realpath("/proc/self/exe")]);
+    for (const block of smaps.split(/\n(?=[0-9a-f]+-[0-9a-f]+ )/)) {
+      const head = /^([0-9a-f]+)-([0-9a-f]+) r-xp [0-9a-f]+ \S+ \d+\s+(.*)$/m.exec(block);
+      if (head === null || head[3] !== exe) continue;
+      if (!/^Private_Dirty:\s+0 kB$/m.test(block) || !/^Anonymous:\s+0 kB$/m.test(block)) continue;
+      const start = BigInt(`0x${head[1]}`);
+      const end = BigInt(`0x${head[2]}`);
+      libc.syscall("madvise", nr, start, end - start, MADV_DONTNEED);
+      released += Number(end - start);
+    }
+    log.debug("released the code pages", { bytes: released });
+  } catch (e) {
+    log.debug("could not release the code pages", { error: (e as Error).message });
+  }
+  return released;
 }
 
 /**

@@ -9,9 +9,11 @@
  * client's capabilities, e.g. elicitation); its own answer to that one id is dropped. A first-line modern-era
  * `server/discover` (2026-07-28, ./modern.ts) is answered the same way, and that line is then skipped.
  *
- * This module imports nothing (it runs on the start-up path). test/mcp/early-initialize.test.ts checks the
- * constants below against the SDK's.
+ * This module imports nothing but `node:fs`'s `writeSync` (it runs on the start-up path): the answer is written
+ * with it, because the first touch of `process.stdout` builds Node's stream machinery, ~7 ms of a ~11 ms answer
+ * (docs/benchmarks.md, "Start-up"). test/mcp/early-initialize.test.ts checks the constants below against the SDK's.
  */
+import { writeSync } from "node:fs";
 import { VERSION } from "../version.ts";
 
 /** The purpose of the original's `instructions`, in our words. */
@@ -149,7 +151,7 @@ export function startEarlyInitialize(): Promise<void> {
     const response = earlyInitializeResponse(line) ?? earlyDiscoverResponse(line);
     if (response === undefined) return;
     answered = response.id as string | number;
-    process.stdout.write(JSON.stringify(response) + "\n");
+    writeAll(JSON.stringify(response) + "\n");
   })();
   async function* source(): AsyncGenerator<Uint8Array> {
     await first;
@@ -163,6 +165,20 @@ export function startEarlyInitialize(): Promise<void> {
   }
   holder[EARLY_KEY] = { source: source(), answeredId: () => answered };
   return first;
+}
+
+/**
+ * Write `text` to stdout (fd 1) synchronously; what a full non-blocking pipe refuses (EAGAIN) goes through
+ * `process.stdout`, which queues it. Nothing else has written to stdout yet, so the order holds.
+ */
+function writeAll(text: string): void {
+  const bytes = new TextEncoder().encode(text);
+  let done = 0;
+  try {
+    while (done < bytes.byteLength) done += writeSync(1, bytes, done);
+  } catch {
+    process.stdout.write(bytes.subarray(done));
+  }
 }
 
 /** The early input, once (the transport takes it); `undefined` when {@link startEarlyInitialize} did not run. */

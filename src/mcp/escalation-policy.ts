@@ -32,15 +32,20 @@ export interface ElicitAnswer {
   content?: Record<string, unknown>;
 }
 
-/** The form shown to the human: the original's `reason` field, plus our optional "always allow". */
+/**
+ * The form shown to the human: the original's `reason` field, plus our optional "always allow". No top-level
+ * `title`: the MCP schema's `requestedSchema` has `$schema`, `type`, `properties` and `required` only, and Codex
+ * 0.169's TUI (its app server parses the form with `deny_unknown_fields`) answers any other member with `cancel`
+ * and shows nothing (docs/clients.md, "Codex TUI approvals").
+ */
 export const ELICITATION_SCHEMA = {
   type: "object",
-  title: "Execution Permission Request",
   properties: {
     reason: { type: "string", description: "Optional reason for allowing or denying execution" },
     always_allow: {
       type: "boolean",
       title: "Always allow",
+      default: false,
       description: "Also allow this command in future sessions (adds a prefix_rule to ~/.codex/rules/default.rules)",
     },
   },
@@ -52,7 +57,6 @@ export const ELICITATION_SCHEMA = {
  */
 export const ELICITATION_SCHEMA_RULE = {
   type: "object",
-  title: "Execution Permission Request",
   properties: { reason: ELICITATION_SCHEMA.properties.reason },
 } as const;
 

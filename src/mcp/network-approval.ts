@@ -15,10 +15,12 @@ import { bounded } from "../safe-text.ts";
 /** How long a network question waits for its answer, ms (then the request is refused). */
 export const NETWORK_ASK_TIMEOUT_MS = 5 * 60_000;
 
-/** The form: one choice of scope (MCP elicitation: a string with `enum`). */
+/**
+ * The form: one choice of scope (MCP elicitation: a string with `enum`). No top-level `title`, which Codex 0.169's
+ * TUI refuses (see ELICITATION_SCHEMA in escalation-policy.ts).
+ */
 export const NETWORK_ELICITATION_SCHEMA = {
   type: "object",
-  title: "Network Access Request",
   properties: {
     scope: {
       type: "string",

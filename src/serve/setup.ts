@@ -159,7 +159,7 @@ export function loadServeSetup(o: ServeOptions): ServeSetup {
   };
   const shell = o.bash ?? o.shell ?? process.env.CODEX_BASH_PATH ?? "bash";
   const shellPath = shell === "bash" || shell === "zsh" ? defaultShell(shell) : resolve(shell);
-  if (!existsSync(shellPath)) throw new ShellmcpError("CONFIG", `shell not found: ${shellPath}`);
+  if (!existsSync(shellPath)) throw new ShellmcpError("CONFIG", `shell not found: ${shellPath}`, { shell: shellPath });
   let maxOutputBytes = DEFAULT_MAX_OUTPUT_BYTES;
   if (o.maxOutputBytes !== undefined) {
     maxOutputBytes = Number(o.maxOutputBytes);

@@ -15,10 +15,12 @@
  * subreaper of everything the shell or program starts and kills it all when the shell ends, when the server ends
  * the call, or when the server dies (docs/security.md, "Running as root / in containers").
  */
-import { appendFileSync, existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, writeFileSync } from "node:fs";
+import { appendFileSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import * as libc from "../../ffi/libc.ts";
 import { log } from "../log.ts";
+import { ownedAndPrivate } from "../sandbox/linux/bwrap-probe-cache.ts";
+import { readUntrustedText } from "../untrusted-fs.ts";
 
 /** Where this process's cgroup v2 lives, or why it cannot have children. */
 function ownCgroup(): { dir: string } | { error: string } {
@@ -201,4 +203,56 @@ export class CallCgroup {
     }
     log.warn("a call's cgroup could not be removed", { dir: this.dir, members: this.members() });
   }
+}
+
+/** File in the runtime folder that remembers the "no per-call cgroups" reasons already said this boot. */
+const SAID_FILE = "cgroup-warned";
+
+/** Folders any sandboxed command may be allowed to write: a memory kept there could be forged, so none is kept. */
+function sandboxWritable(env: Record<string, string | undefined>): string[] {
+  return ["/tmp", "/dev/shm", ...(env.TMPDIR !== undefined && env.TMPDIR.startsWith("/") ? [env.TMPDIR] : [])];
+}
+
+/** `reason` without the paths in it (each login session has a cgroup of its own). */
+function saidKey(reason: string): string {
+  return reason.replace(/\/[^\s:'"]*/g, "<path>");
+}
+
+/**
+ * Whether to print the "no per-call cgroups" warning for `reason` (issue 31, item 5): true the first time this
+ * user meets this reason this boot, false afterwards (the server then logs it at debug level only). The memory is
+ * the file `cgroup-warned` in `dir` — the user's runtime folder (`$XDG_RUNTIME_DIR/shellmcp`, else `/run/shellmcp`
+ * for root: ../sandbox/linux/bwrap-probe-cache.ts; both are emptied at boot) — used only when the folder is this user's, private,
+ * not a symlink, and outside the temporary folders and /dev/shm that sandboxes may write; the file is read with
+ * `readUntrusted` (a FIFO or link planted there is ignored). Without such a folder it always says it. A forged
+ * file could only silence this warning, never change what a call may do.
+ */
+export function shouldSayNoCgroups(
+  reason: string,
+  dir: string | undefined,
+  env: Record<string, string | undefined> = process.env,
+): boolean {
+  if (dir === undefined || !dir.startsWith("/")) return true;
+  const inTemp = sandboxWritable(env).some((w) => dir === w || dir.startsWith(`${w.replace(/\/+$/, "")}/`));
+  if (inTemp) return true;
+  const uid = process.getuid?.() ?? -1;
+  const key = saidKey(reason);
+  const file = join(dir, SAID_FILE);
+  try {
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+  } catch {
+    return true;
+  }
+  if (!ownedAndPrivate(dir, uid, true)) return true;
+  const r = readUntrustedText(file, { maxBytes: 64 << 10 });
+  const said = r.ok && ownedAndPrivate(file, uid, false) ? r.text.split("\n").filter((l) => l !== "") : [];
+  if (said.includes(key)) return false;
+  try {
+    const tmp = `${file}.${process.pid}`;
+    writeFileSync(tmp, [...said.slice(-15), key].join("\n") + "\n", { mode: 0o600 });
+    renameSync(tmp, file);
+  } catch {
+    // not remembered: said again next time
+  }
+  return true;
 }

@@ -22,9 +22,16 @@ const missing =
 describe.skipIf(skipWithout("release artifacts", missing))("bun build.ts --release", () => {
   test("tarballs, npm packages and checksums for linux-x64 and darwin-arm64", () => {
     const version = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")).version as string;
+    // Issue 31, item 5: the release build must not need Bun on PATH (a checkout has it in node_modules/.bin only):
+    // every folder of PATH holding a `bun` is left out, and so is node_modules/.bin.
+    const path = (process.env.PATH ?? "/usr/bin:/bin")
+      .split(":")
+      .filter((d) => d !== "" && !existsSync(join(d, "bun")) && !d.includes("node_modules"))
+      .join(":");
+    expect(Bun.which("bun", { PATH: path })).toBeNull();
     const r = Bun.spawnSync([BUN, join(ROOT, "build.ts"), "--release"], {
       cwd: ROOT,
-      env: { ...process.env, HOME: join(RUN_TMP, "release-home"), SHELLMCP_RELEASE_TARGETS: "linux-x64,darwin-arm64" },
+      env: { ...process.env, PATH: path, HOME: join(RUN_TMP, "release-home"), SHELLMCP_RELEASE_TARGETS: "linux-x64,darwin-arm64" },
       stdout: "pipe",
       stderr: "pipe",
     });

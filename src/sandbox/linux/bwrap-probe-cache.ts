@@ -27,16 +27,39 @@ function disabled(env: Record<string, string | undefined>): boolean {
 }
 
 /**
- * The runtime folder for this user (not created here), or undefined when there is none that qualifies.
+ * This user's per-boot runtime folder for shellmcp's small state (not created here), or undefined when there is
+ * none that qualifies: `/run/shellmcp` for root; else `$XDG_RUNTIME_DIR/shellmcp`, when `XDG_RUNTIME_DIR` is an
+ * absolute path to a real folder (not a symlink) of this user that nobody else can write. Whether it lies where
+ * sandboxed commands can write is for the caller to weigh (see ../../shell/cgroup.ts `shouldSayNoCgroups`).
  * @param uid  the effective uid (`process.getuid()`)
  * @param env  the environment (`XDG_RUNTIME_DIR`)
  */
-export function probeCacheDir(uid: number, env: Record<string, string | undefined> = process.env): string | undefined {
-  if (disabled(env)) return undefined;
+export function runtimeDir(uid: number, env: Record<string, string | undefined> = process.env): string | undefined {
   if (uid === 0) return "/run/shellmcp";
+  return xdgRuntimeDir(uid, env);
+}
+
+/**
+ * `$XDG_RUNTIME_DIR/shellmcp` when `XDG_RUNTIME_DIR` is an absolute path to a real folder (not a symlink) of user
+ * `uid` that nobody else can write; else undefined.
+ * @param uid  the effective uid (`process.getuid()`)
+ * @param env  the environment (`XDG_RUNTIME_DIR`)
+ */
+export function xdgRuntimeDir(uid: number, env: Record<string, string | undefined> = process.env): string | undefined {
   const xdg = env.XDG_RUNTIME_DIR;
   if (xdg === undefined || !isAbsolute(xdg) || !ownedAndPrivate(xdg, uid, true)) return undefined;
   return join(xdg, "shellmcp");
+}
+
+/**
+ * The folder of the bubblewrap preflight's cache: {@link runtimeDir}, or undefined when there is none or
+ * `SHELLMCP_NO_PROBE_CACHE=1`.
+ * @param uid  the effective uid (`process.getuid()`)
+ * @param env  the environment (`XDG_RUNTIME_DIR`, `SHELLMCP_NO_PROBE_CACHE`)
+ */
+export function probeCacheDir(uid: number, env: Record<string, string | undefined> = process.env): string | undefined {
+  if (disabled(env)) return undefined;
+  return runtimeDir(uid, env);
 }
 
 /** Whether `path` is a real folder (or file) owned by `uid` that neither group nor others can write. */
