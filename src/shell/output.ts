@@ -55,10 +55,14 @@ export class CappedOutput {
     return this.dropped === 0 ? { whole: dec([...this.head, ...this.tail]) } : { head: dec(this.head), tail: dec(this.tail) };
   }
 
-  /** The text: head, a notice of dropped bytes if any, tail. */
+  /**
+   * The text: head, a notice of dropped bytes if any, tail. The notice says what was dropped exactly: bytes (not
+   * lines: a line at either edge may be cut, and a character cut there reads U+FFFD), from the middle, and how
+   * many of the first and of the last bytes are shown. The line breaks around it are the notice's own.
+   */
   text(): string {
     const k = this.kept();
     if ("whole" in k) return k.whole;
-    return `${k.head}\n[... shellmcp: ${this.dropped} bytes of output omitted (${this.total} in all; the first and last ${this.headBytes + this.tailBytes} are shown) ...]\n${k.tail}`;
+    return `${k.head}\n[... shellmcp: ${this.dropped} bytes omitted from the middle of ${this.total} bytes of output; shown: the first ${this.headBytes} and the last ${this.tailBytes} bytes ...]\n${k.tail}`;
   }
 }

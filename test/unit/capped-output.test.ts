@@ -35,12 +35,16 @@ describe("CappedOutput", () => {
     const o = feed(10, bytes("0123456789abcdefghijklmno"), [25]);
     expect(o.total).toBe(25);
     expect(o.dropped).toBe(15);
-    expect(o.text()).toBe("01234\n[... shellmcp: 15 bytes of output omitted (25 in all; the first and last 10 are shown) ...]\nklmno");
+    expect(o.text()).toBe(
+      "01234\n[... shellmcp: 15 bytes omitted from the middle of 25 bytes of output; shown: the first 5 and the last 5 bytes ...]\nklmno",
+    );
   });
 
   test("an odd cap gives the head the extra byte", () => {
     const o = feed(5, bytes("abcdefghij"), [1]);
-    expect(o.text()).toBe("abc\n[... shellmcp: 5 bytes of output omitted (10 in all; the first and last 5 are shown) ...]\nij");
+    expect(o.text()).toBe(
+      "abc\n[... shellmcp: 5 bytes omitted from the middle of 10 bytes of output; shown: the first 3 and the last 2 bytes ...]\nij",
+    );
   });
 
   test("the result does not depend on how the output was chunked", () => {
@@ -81,6 +85,8 @@ describe("CappedOutput", () => {
     const buf = bytes("abcdef");
     o.push(buf);
     buf.fill(0x7a);
-    expect(o.text()).toBe("ab\n[... shellmcp: 2 bytes of output omitted (6 in all; the first and last 4 are shown) ...]\nef");
+    expect(o.text()).toBe(
+      "ab\n[... shellmcp: 2 bytes omitted from the middle of 6 bytes of output; shown: the first 2 and the last 2 bytes ...]\nef",
+    );
   });
 });
