@@ -13,7 +13,7 @@ import { log, setLogFile } from "./log.ts";
 import { INSTRUCTIONS } from "./mcp/early-initialize.ts";
 import { parseSandboxState } from "./mcp/sandbox-state.ts";
 import { serveStdio } from "./mcp/server.ts";
-import { shellTool } from "./mcp/shell-tool.ts";
+import { shellTool, shellToolFor } from "./mcp/shell-tool.ts";
 import { EXEC_COMMAND_TOOL, LIST_SESSIONS_TOOL, WRITE_STDIN_TOOL } from "./mcp/unified-exec.ts";
 import { handleExecCommand, handleListSessions, handleWriteStdin } from "./serve/unified-exec-call.ts";
 import { SessionManager } from "./shell/session-manager.ts";
@@ -68,6 +68,7 @@ export async function serveMain(o: ServeOptions): Promise<number> {
     version: VERSION,
     instructions: INSTRUCTIONS,
     tools: [shellTool(setup.defaultTimeoutMs), EXEC_COMMAND_TOOL, WRITE_STDIN_TOOL, LIST_SESSIONS_TOOL],
+    toolsFor: (client) => [shellToolFor(client, setup.defaultTimeoutMs), EXEC_COMMAND_TOOL, WRITE_STDIN_TOOL, LIST_SESSIONS_TOOL],
     parkedTimeoutMs: envMs("SHELLMCP_APPROVAL_TIMEOUT_MS"),
     taskAfterMs: envMs("SHELLMCP_TASK_AFTER_MS"),
     onSandboxState: (params) => {

@@ -23,6 +23,8 @@ import type { ElicitAnswer } from "./escalation-policy.ts";
 
 /** `_meta` key of the request's protocol version. */
 export const PROTOCOL_VERSION_META_KEY = "io.modelcontextprotocol/protocolVersion";
+/** `_meta` key of the client's name and version (display only). */
+const CLIENT_INFO_META_KEY = "io.modelcontextprotocol/clientInfo";
 /** `_meta` key of the request's client capabilities. */
 export const CLIENT_CAPABILITIES_META_KEY = "io.modelcontextprotocol/clientCapabilities";
 /** The tasks extension's name (in client capabilities and in `server/discover`). */
@@ -69,6 +71,12 @@ export interface ModernEraOptions {
   version: string;
   instructions: string;
   tools: Tool[];
+  /**
+   * The tools as listed to the client named `clientName` (the request's `io.modelcontextprotocol/clientInfo` name;
+   * undefined when it sends none): the same tools as {@link tools}, only their schemas' presentation may differ
+   * (e.g. no `format: "uint64"`). Absent: {@link tools}.
+   */
+  toolsFor?: (clientName: string | undefined) => Tool[];
   callTool: (name: string, args: Record<string, unknown> | undefined, ctx: ModernToolContext) => Promise<Result>;
   onSandboxState: (params: unknown) => void;
   /** Write one JSON-RPC message to the client. */
@@ -348,7 +356,7 @@ export class ModernEra {
       case "server/discover":
         return discoverResult({ name: this.o.name, version: this.o.version });
       case "tools/list":
-        return { resultType: "complete", tools: this.o.tools, ttlMs: 0, cacheScope: "private", _meta: stamp };
+        return { resultType: "complete", tools: this.listed(meta!), ttlMs: 0, cacheScope: "private", _meta: stamp };
       case "codex/sandbox-state/update":
         try {
           this.o.onSandboxState(params);
@@ -384,6 +392,12 @@ export class ModernEra {
     }
   }
 
+  /** The tools listed to the client this request's `_meta` names (display only: the set of tools never changes). */
+  private listed(meta: Record<string, unknown>): Tool[] {
+    const info = meta[CLIENT_INFO_META_KEY];
+    const name = isObject(info) && typeof info.name === "string" ? info.name : undefined;
+    return this.o.toolsFor?.(name) ?? this.o.tools;
+  }
   private async toolCall(
     id: string | number,
     params: Record<string, unknown>,

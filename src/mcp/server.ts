@@ -71,6 +71,12 @@ export interface McpServerOptions {
   /** The tools listed, in order (the first is `shell`). */
   tools: ToolDefinition[];
   /**
+   * The tools as listed to the client named `clientName` (`clientInfo.name` of `initialize`, or the modern era's
+   * `io.modelcontextprotocol/clientInfo`; undefined when unknown): the same tools in the same order, only their
+   * schemas' presentation may differ (src/mcp/shell-tool.ts `shellToolFor`). Absent: {@link tools}.
+   */
+  toolsFor?: (clientName: string | undefined) => ToolDefinition[];
+  /**
    * Run tool `name` (one of `tools`; another name is answered "tool not found" before this is called). Throw
    * `ShellmcpError` code `USAGE` for bad arguments (→ -32602), anything else → -32603.
    */
@@ -270,7 +276,7 @@ export async function serveStdio(o: McpServerOptions): Promise<void> {
     { capabilities: { tools: {}, experimental: { [SANDBOX_STATE_CAPABILITY]: { version: "1.0.0" } } }, instructions: o.instructions },
   );
 
-  server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: o.tools }));
+  server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: o.toolsFor?.(server.getClientVersion()?.name) ?? o.tools }));
 
   let roots: Promise<string[]> | undefined;
   server.setNotificationHandler(RootsListChangedNotificationSchema, async () => {
