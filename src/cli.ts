@@ -70,6 +70,14 @@ export function buildProgram(setExit: (code: number) => void): Command {
       "--approver-timeout-ms <MS>",
       "how long such a prompt waits for an answer (default 120000); overrides shellmcp.approver_timeout_ms",
     )
+    .option(
+      "--input-required-timeout-ms <MS>",
+      "MCP 2026-07-28 clients: how long an exec parked for a human's answer (input_required) waits for the retry (default 600000); overrides shellmcp.input_required_timeout_ms",
+    )
+    .option(
+      "--task-after-ms <MS>",
+      "MCP 2026-07-28 clients with the tasks extension: after how long a call becomes a task (default 5000); overrides shellmcp.task_after_ms",
+    )
     .action(async (o: import("./serve.ts").ServeOptions) => {
       const { serveMain } = await import("./serve.ts");
       setExit(await serveMain(o));

@@ -69,8 +69,8 @@ export async function serveMain(o: ServeOptions): Promise<number> {
     instructions: INSTRUCTIONS,
     tools: [shellTool(setup.defaultTimeoutMs), EXEC_COMMAND_TOOL, WRITE_STDIN_TOOL, LIST_SESSIONS_TOOL],
     toolsFor: (client) => [shellToolFor(client, setup.defaultTimeoutMs), EXEC_COMMAND_TOOL, WRITE_STDIN_TOOL, LIST_SESSIONS_TOOL],
-    parkedTimeoutMs: envMs("SHELLMCP_APPROVAL_TIMEOUT_MS"),
-    taskAfterMs: envMs("SHELLMCP_TASK_AFTER_MS"),
+    parkedTimeoutMs: setup.inputRequiredTimeoutMs,
+    taskAfterMs: setup.taskAfterMs,
     onSandboxState: (params) => {
       state = parseSandboxState(params); // applies to the next call; running calls keep their snapshot
       log.info("sandbox state", { policy: state.policy.type, profile: state.profile?.type, cwd: state.sandboxCwd });
@@ -89,20 +89,6 @@ export async function serveMain(o: ServeOptions): Promise<number> {
   // 5. The client is gone: nothing this server started outlives it.
   await rt.shutdown();
   return 0;
-}
-
-/**
- * A duration of the modern MCP era from the environment, ms (docs/mcp-eras.md): `SHELLMCP_APPROVAL_TIMEOUT_MS`, how
- * long an exec parked for a human's approval waits for the client's answer; `SHELLMCP_TASK_AFTER_MS`, after how long
- * a call becomes a task for a client with the tasks extension. Unset (or not a positive integer): ./mcp/modern.ts's default.
- */
-function envMs(name: string): number | undefined {
-  const v = process.env[name];
-  if (v === undefined || v === "") return undefined;
-  const n = Number(v);
-  if (Number.isInteger(n) && n > 0) return n;
-  writeStderr(`shellmcp serve: ignored ${name}=${JSON.stringify(v)} (not a positive integer of ms)\n`);
-  return undefined;
 }
 
 /**

@@ -286,6 +286,24 @@ export function parsePositive(value: unknown, where: string, max: number): numbe
 }
 
 /**
+ * The modern era's timeouts (docs/mcp-eras.md): `[shellmcp] input_required_timeout_ms` (how long an exec parked for a
+ * human's answer waits for the client's retry, ms, 1 ms to 24 hours) and `task_after_ms` (after how long a call of a
+ * client that declares the tasks extension becomes a task, ms, 1 ms to 1 hour): each undefined when absent. Throws
+ * `CONFIG` naming the key for a wrong type or value.
+ */
+export function modernEraConfig(cfg: Config): { inputRequiredTimeoutMs?: number; taskAfterMs?: number } {
+  const t = (cfg.shellmcp ?? {}) as Record<string, unknown>;
+  if (typeof t !== "object" || t === null || Array.isArray(t)) return {};
+  return {
+    inputRequiredTimeoutMs:
+      t.input_required_timeout_ms === undefined
+        ? undefined
+        : parsePositive(t.input_required_timeout_ms, "shellmcp.input_required_timeout_ms", 24 * 3600 * 1000),
+    taskAfterMs: t.task_after_ms === undefined ? undefined : parsePositive(t.task_after_ms, "shellmcp.task_after_ms", 3600 * 1000),
+  };
+}
+
+/**
  * `[shellmcp] approver` (docs/approvals.md): `true` (a `prompt` for a client without elicitation waits for
  * `shellmcp approvals`), `"always"` (every `prompt` does, even where the client declares elicitation), `false`;
  * and `approver_timeout_ms` (how long, ms, from 1 to 24 hours): each undefined when absent. Throws `CONFIG` naming

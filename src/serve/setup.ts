@@ -12,6 +12,7 @@ import { approvalsDir } from "../approvals/place.ts";
 import {
   applyEnvironmentPolicy,
   approverConfig,
+  modernEraConfig,
   defaultTimeoutConfig,
   escalationConfig,
   loadConfig,
@@ -74,6 +75,10 @@ export interface ServeOptions {
   approver?: boolean | string;
   /** `--approver-timeout-ms N`: how long they wait (overrides `shellmcp.approver_timeout_ms`). */
   approverTimeoutMs?: string;
+  /** `--input-required-timeout-ms N`: how long a modern-era exec parked for a human waits (overrides `shellmcp.input_required_timeout_ms`). */
+  inputRequiredTimeoutMs?: string;
+  /** `--task-after-ms N`: after how long a call becomes a task, for clients with the tasks extension (overrides `shellmcp.task_after_ms`). */
+  taskAfterMs?: string;
 }
 
 /** What `serve` runs with, as read at start. */
@@ -99,6 +104,10 @@ export interface ServeSetup {
   networkApproved: Set<string>;
   /** The local approver (docs/approvals.md), when `--approver` or `[shellmcp] approver = true` turned it on. */
   approver?: Approver;
+  /** Modern era (docs/mcp-eras.md): how long a parked exec waits for the retry, ms; undefined: ../mcp/modern.ts's default. */
+  inputRequiredTimeoutMs?: number;
+  /** Modern era: after how long a call becomes a task, ms; undefined: ../mcp/modern.ts's default. */
+  taskAfterMs?: number;
 }
 
 /** Read and check everything `serve` needs (see the top of this file). Throws `ShellmcpError`. */
@@ -194,8 +203,16 @@ export function loadServeSetup(o: ServeOptions): ServeSetup {
           approverOn === "always" ? "always" : "fallback",
         )
       : undefined;
+  const modernCfg = modernEraConfig(cfg);
+  const inputRequiredTimeoutMs =
+    o.inputRequiredTimeoutMs !== undefined
+      ? parsePositive(o.inputRequiredTimeoutMs, "--input-required-timeout-ms", 24 * 3600 * 1000)
+      : modernCfg.inputRequiredTimeoutMs;
+  const taskAfterMs = o.taskAfterMs !== undefined ? parsePositive(o.taskAfterMs, "--task-after-ms", 3600 * 1000) : modernCfg.taskAfterMs;
   return {
     approver,
+    inputRequiredTimeoutMs,
+    taskAfterMs,
     sessionLimits,
     codexHome,
     settings,

@@ -356,10 +356,10 @@ describe.skipIf(skip)("modern era on the wire (raw JSON lines)", () => {
     expect(existsSync(join(ws, "slow.txt"))).toBe(true);
   });
 
-  test("a parked exec nobody answers is denied after SHELLMCP_APPROVAL_TIMEOUT_MS: its command ends, nothing is left behind", async () => {
+  test("a parked exec nobody answers is denied after --input-required-timeout-ms: its command ends, nothing is left behind", async () => {
     const nap = `sleep 97.${process.pid}`;
     const ws = workspace();
-    const s = raw({ rules: PROMPT_TOUCH, env: { SHELLMCP_APPROVAL_TIMEOUT_MS: "1500" }, args: open(ws) });
+    const s = raw({ rules: PROMPT_TOUCH, args: [...open(ws), "--input-required-timeout-ms", "1500"] });
     const args = { command: `${nap} & touch late.txt; wait`, workdir: ws, login: false, timeout_ms: 60000 };
     const t0 = Date.now();
     const first = (await s.call(args)).result as { resultType: string; inputRequests: Record<string, unknown>; requestState: string };
@@ -383,7 +383,7 @@ describe.skipIf(skip)("modern era on the wire (raw JSON lines)", () => {
 
 describe.skipIf(skip)("tasks extension (raw JSON lines): long calls of a client that declares it", () => {
   const TASKS = { elicitation: { form: {} }, extensions: { "io.modelcontextprotocol/tasks": {} } };
-  const AFTER = { SHELLMCP_TASK_AFTER_MS: "300" };
+  const AFTER = ["--task-after-ms", "300"];
   type TaskView = {
     resultType: string;
     taskId: string;
@@ -401,9 +401,9 @@ describe.skipIf(skip)("tasks extension (raw JSON lines): long calls of a client 
     throw new Error("task still working after 10 s");
   }
 
-  test("a call that outlives SHELLMCP_TASK_AFTER_MS becomes a task; tasks/get returns its result; without the extension it does not", async () => {
+  test("a call that outlives --task-after-ms becomes a task; tasks/get returns its result; without the extension it does not", async () => {
     const ws = workspace();
-    const s = raw({ args: open(ws), env: AFTER });
+    const s = raw({ args: [...open(ws), ...AFTER] });
     const args = { command: "sleep 0.8; echo late", workdir: ws, login: false };
     const created = (await s.request("tools/call", { name: "shell", arguments: args }, TASKS)).result as TaskView & Record<string, unknown>;
     expect(created).toMatchObject({ resultType: "task", status: "working", ttlMs: expect.any(Number), pollIntervalMs: expect.any(Number) });
@@ -421,7 +421,7 @@ describe.skipIf(skip)("tasks extension (raw JSON lines): long calls of a client 
 
   test("an approval during a task: input_required in tasks/get, answered by tasks/update, the same run goes on", async () => {
     const ws = workspace();
-    const s = raw({ rules: PROMPT_TOUCH, args: open(ws), env: AFTER });
+    const s = raw({ rules: PROMPT_TOUCH, args: [...open(ws), ...AFTER] });
     const args = { command: `sleep 0.6; ${approvedTouch("task.txt")}`, workdir: ws, login: false };
     const created = (await s.request("tools/call", { name: "shell", arguments: args }, TASKS)).result as TaskView;
     expect(created.resultType).toBe("task");
@@ -444,7 +444,7 @@ describe.skipIf(skip)("tasks extension (raw JSON lines): long calls of a client 
   test("tasks/cancel ends the task's command: nothing left behind", async () => {
     const nap = `sleep 96.${process.pid}`;
     const ws = workspace();
-    const s = raw({ args: open(ws), env: AFTER });
+    const s = raw({ args: [...open(ws), ...AFTER] });
     const args = { command: `${nap}; touch never.txt`, workdir: ws, login: false, timeout_ms: 60000 };
     const created = (await s.request("tools/call", { name: "shell", arguments: args }, TASKS)).result as TaskView;
     expect(created.resultType).toBe("task");
