@@ -8,7 +8,7 @@
  *
  * Each Linux build embeds the portable patched shells of its platform (`dist/shells-static/<target>/`, built by
  * scripts/build-shells-static.sh) when they exist: they are staged in `dist/embed/` and imported as file assets by
- * `src/shell/embedded-shells.ts`. A build without them (macOS, or a Linux platform whose shells are not built)
+ * `src/carried/embedded-shells.ts`. A build without them (macOS, or a Linux platform whose shells are not built)
  * embeds empty files: that executable uses `dist/shells/` beside it or `SHELLMCP_SHELLS_DIR` (src/serve/setup.ts).
  * `--release` refuses a Linux target without its portable shells.
  *
@@ -68,7 +68,7 @@ export function hostTarget(): string {
 }
 
 /**
- * Stage the portable shells of `target` in `dist/embed/` for `src/shell/embedded-shells.ts`: copies of
+ * Stage the portable shells of `target` in `dist/embed/` for `src/carried/embedded-shells.ts`: copies of
  * `dist/shells-static/<target>/{bash,zsh,room-launcher}`, or empty files when there are none. Returns whether shells were staged.
  */
 export function stageShells(target: string): boolean {

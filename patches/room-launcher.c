@@ -26,7 +26,7 @@
  * EOF on fd 3 (the worker closed the room, or died): every process of the room gets SIGKILL, the launcher exits.
  * A malformed frame: the launcher says why on its stderr and exits 2 (fail closed; the room ends).
  *
- * --guard (src/shell/lifeline.ts): the one process between the server and anything it starts (a call's shell or
+ * --guard (src/sandbox/linux/lifeline.ts): the one process between the server and anything it starts (a call's shell or
  * its sandbox, an escalated program, a room), so that nothing outlives the server whatever kills it. FD is the read
  * end of a pipe whose only write end the server holds: when the server dies (any signal, the OOM killer) the pipe
  * reports EOF. The guard is the subreaper of everything below it, runs PATH with argv ARGV0 ARG... as its one child

@@ -23,9 +23,9 @@ import { loadServeSetup, type ServeOptions, type ServeSetup } from "./serve/setu
 import { CgroupManager, shouldSayNoCgroups } from "./shell/cgroup.ts";
 import { runtimeDir, xdgRuntimeDir } from "./sandbox/linux/bwrap-probe-cache.ts";
 import { helperCommand } from "./shell/run-command.ts";
-import { portableShellBases, roleLink } from "./shell/portable-shells.ts";
+import { portableShellBases, roleLink } from "./carried/portable-shells.ts";
 import { killSessions } from "./shell/sessions.ts";
-import { endLifeline, lifelineProblem } from "./shell/lifeline.ts";
+import { endLifeline, lifelineProblem } from "./sandbox/linux/lifeline.ts";
 import { writeStderr } from "./stderr.ts";
 import { ShellmcpError } from "./errors.ts";
 import { VERSION } from "./version.ts";

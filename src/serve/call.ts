@@ -4,7 +4,7 @@
  * helper on Linux), then the command itself (../shell/run-command.ts) with every exec decided by the rules.
  */
 import { trackSession } from "../shell/sessions.ts";
-import { lifelineProblem } from "../shell/lifeline.ts";
+import { lifelineProblem } from "../sandbox/linux/lifeline.ts";
 import { existsSync } from "node:fs";
 import { isAbsolute } from "node:path";
 import type { EscalationServer } from "../escalate/server.ts";
@@ -239,7 +239,7 @@ export async function launchCommand(
   if (!guard.noticeGiven && rt.platform === "linux" && !view.full && enforcement === "landlock" && writesFolders) {
     guard.noticeGiven = true;
     const why = sandbox.backend.landlockWhy;
-    // Every process of a call ends with it: with per-call cgroups, or under the lifeline guard (src/shell/lifeline.ts).
+    // Every process of a call ends with it: with per-call cgroups, or under the lifeline guard (src/sandbox/linux/lifeline.ts).
     notice = weakerProtectionNotice(why, rt.cgroups !== undefined || lifelineProblem() === undefined);
   }
   const notices: string[] = [];

@@ -33,7 +33,7 @@ import type { SandboxState } from "../mcp/sandbox-state.ts";
 import { isUnder, parseSandboxPolicy, setProtectedConfigDirs, symlinksOnTheWay, type SandboxPolicy } from "../sandbox/policy.ts";
 import { LANDLOCK_EXTRA_WRITABLE } from "../sandbox/writable.ts";
 import { DEFAULT_MAX_OUTPUT_BYTES } from "../shell/output.ts";
-import { embeddedShell, installPortableShell } from "../shell/portable-shells.ts";
+import { embeddedShell, installPortableShell } from "../carried/portable-shells.ts";
 import { BackendChoice } from "./backend.ts";
 import { readNetworkPolicy, type NetworkPolicy } from "../network/policy.ts";
 
@@ -235,7 +235,7 @@ export function loadServeSetup(o: ServeOptions): ServeSetup {
  * 2. `<dir>/shells/<kind>` beside this executable (`dist/shells/` when scripts/build-shells-macos.sh, or the
  *    optional Debian-linked scripts/build-shells.sh, built it);
  * 3. the portable shell this executable carries, copied to a checked folder outside every writable root
- *    (`src/shell/portable-shells.ts`; the npm packages and release tarballs for Linux).
+ *    (`src/carried/portable-shells.ts`; the npm packages and release tarballs for Linux).
  * Throws `CONFIG` saying how to get one when none exists (on macOS: build them with scripts/build-shells-macos.sh).
  */
 export function defaultShell(kind: "bash" | "zsh", platform: NodeJS.Platform = process.platform): string {

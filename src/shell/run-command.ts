@@ -40,7 +40,7 @@ import {
   lifelineProblem,
   lifelineReadFd,
   selfExecFd,
-} from "./lifeline.ts";
+} from "../sandbox/linux/lifeline.ts";
 import { Stopwatch } from "./stopwatch.ts";
 import { failIfInjected, isInjected } from "../fault-injection.ts";
 import { log } from "../log.ts";
@@ -197,7 +197,7 @@ export function shellEnvironment(
 
 /**
  * How to start `argv` (run as `argv0` when given) so that it dies with the server: through the lifeline guard
- * (./lifeline.ts), which gets the lifeline's read end at {@link LIFELINE_FD} of `stdio` (filled with "ignore" up to
+ * (../sandbox/linux/lifeline.ts), which gets the lifeline's read end at {@link LIFELINE_FD} of `stdio` (filled with "ignore" up to
  * it; changed in place), and joins the call's cgroup (`joinCgroup`, its `cgroup.procs`) before it starts anything.
  * argv[0] must be an absolute path or a name found on this process's PATH; throws `Error` when it is neither.
  * Without a guard binary, `argv` as it is (the caller's spawn does the lookup; `joinCgroup` is then the caller's

@@ -1,13 +1,13 @@
 /**
  * One file to run (issue 25): the compiled executable, copied alone into a folder (no `shells/` beside it, no role
  * links), serves with the portable patched shells it carries. It copies the shell to a checked folder outside
- * every writable root (src/shell/portable-shells.ts), runs calls under the real sandbox with rules applied, and
+ * every writable root (src/carried/portable-shells.ts), runs calls under the real sandbox with rules applied, and
  * replaces a copy that was changed before the next start.
  */
 import { afterAll, describe, expect, test } from "bun:test";
 import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { portableShellBases } from "../../src/shell/portable-shells.ts";
+import { portableShellBases } from "../../src/carried/portable-shells.ts";
 import { ensureBinary, ROOT } from "../helpers/binary.ts";
 import { startServe, type Session } from "../helpers/mcp.ts";
 import { skipWithout } from "../helpers/prereq.ts";

@@ -14,7 +14,7 @@ import { shellsMissing } from "../helpers/shells.ts";
 import { shouldSayNoCgroups } from "../../src/shell/cgroup.ts";
 import { IdleRelease, startupRemedy } from "../../src/serve.ts";
 import { ShellmcpError } from "../../src/errors.ts";
-import { portableShellBases } from "../../src/shell/portable-shells.ts";
+import { portableShellBases } from "../../src/carried/portable-shells.ts";
 import { xdgRuntimeDir } from "../../src/sandbox/linux/bwrap-probe-cache.ts";
 
 const skip = skipWithout("start-up frictions (binary)", shellsMissing());

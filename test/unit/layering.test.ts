@@ -40,6 +40,7 @@ const LAYERS: readonly (readonly string[])[] = [
   ["src/network"], // proxy policy, proxy, bridge
   ["src/execpolicy"], // .rules: the Starlark subset, matching, discovery
   ["src/config"], // config.toml, -c, shell_environment_policy
+  ["src/carried"], // the patched shells and the room launcher the executable carries, and their checked copy
   [
     "src/log.ts",
     "src/self.ts",
@@ -59,23 +60,7 @@ const LAYERS: readonly (readonly string[])[] = [
  * runCommand as plan → acquire → run → settle, escalation split into protocol, decision and placement). Each is
  * `from → to` (files), with why it is there and what removes it.
  */
-const EXCEPTIONS: readonly { from: string; to: string; reason: string }[] = [
-  {
-    from: "src/escalate/worker/escalated-child.ts",
-    to: "src/shell/lifeline.ts",
-    reason: "the lifeline guard serves both a shell run and an escalated program; it moves below both with runCommand's resources",
-  },
-  {
-    from: "src/sandbox/linux/in-process.ts",
-    to: "src/shell/portable-shells.ts",
-    reason: "the carried shells' folder is known to shell/; the SandboxBackend object will take it as a parameter",
-  },
-  {
-    from: "src/sandbox/linux/room-launcher.ts",
-    to: "src/shell/portable-shells.ts",
-    reason: "the room launcher is installed like the carried shells (one checked copy); the asset installer moves below the backends",
-  },
-];
+const EXCEPTIONS: readonly { from: string; to: string; reason: string }[] = [];
 
 /** Repository-relative paths of the `.ts` files under `dir` (recursively). */
 function tsFiles(dir: string): string[] {

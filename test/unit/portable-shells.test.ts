@@ -1,5 +1,5 @@
 /**
- * The checked copy of an embedded shell (src/shell/portable-shells.ts): written once, verified on each start,
+ * The checked copy of an embedded shell (src/carried/portable-shells.ts): written once, verified on each start,
  * replaced when changed, never written through a folder that is not ours.
  */
 import { describe, expect, test } from "bun:test";
@@ -18,7 +18,7 @@ import {
 import { join } from "node:path";
 import { isErrorCode } from "../../src/errors.ts";
 import { defaultShell } from "../../src/serve/setup.ts";
-import { installPortableShell, portableShellBases, roleLink } from "../../src/shell/portable-shells.ts";
+import { installPortableShell, portableShellBases, roleLink } from "../../src/carried/portable-shells.ts";
 import { CONF_BASE } from "../helpers/test-dirs.ts";
 
 const SHELL = new TextEncoder().encode("#!/bin/sh\necho portable\n");

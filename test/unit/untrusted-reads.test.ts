@@ -39,7 +39,7 @@ const ALLOWED: Record<string, [string, string][]> = {
     ['readFileSync("/proc/sys/kernel/random/boot_id"', "a kernel file"],
     ["readFileSync(file", "checked first by ownedAndPrivate (lstat: a regular file owned by the user, mode 0600 folder)"],
   ],
-  "src/shell/portable-shells.ts": [
+  "src/carried/portable-shells.ts": [
     ["openSync,", "import"],
     ["readFileSync,", "import"],
     ["openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW)", "the verified shells folder (owner, mode, no links), checked by hash"],

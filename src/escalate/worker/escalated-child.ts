@@ -11,7 +11,7 @@ import { ShellmcpError } from "../../errors.ts";
 import { failIfInjected } from "../../fault-injection.ts";
 import type { EscalateSpawn } from "../rooms/keep.ts";
 import { isSelfExe } from "../../self.ts";
-import { GUARD_END_SIGNAL, guardedArgv, lifelineReadFd, selfExecFd } from "../../shell/lifeline.ts";
+import { GUARD_END_SIGNAL, guardedArgv, lifelineReadFd, selfExecFd } from "../../sandbox/linux/lifeline.ts";
 
 /** The host's bash, used as a trampoline into a call's cgroup (it can exec with a chosen argv[0]). */
 const TRAMPOLINE_BASH = "/bin/bash";
@@ -40,7 +40,7 @@ function trampolineArgv(procs: string, spec: EscalateSpawn): string[] {
  * Start `spec` with the fds received from the wrapper (`received`) on the fd numbers of its SuperExecMessage
  * (`dests`, same order). With `procs` (the call's `cgroup.procs`) the child goes through the bash trampoline
  * when the host has one, and is then in the cgroup before it runs; `viaTrampoline: false` with `procs` set
- * means the caller must still move `pid` into the cgroup. `guarded`: `pid` is the lifeline guard (src/shell/lifeline.ts)
+ * means the caller must still move `pid` into the cgroup. `guarded`: `pid` is the lifeline guard (src/sandbox/linux/lifeline.ts)
  * and the program its only child, in the guard's process group. Every received fd (and every duplicate made here)
  * is closed before this returns or throws. Throws `PROTOCOL` when the counts differ; spawn failures
  * (`ShellmcpError` from `libc.spawn`) propagate.
@@ -84,7 +84,7 @@ export function spawnEscalated(
     sources.push(copy);
     map.push([copy, dest]);
   }
-  // Through the lifeline guard (src/shell/lifeline.ts), so that it dies with the server however the server dies: the
+  // Through the lifeline guard (src/sandbox/linux/lifeline.ts), so that it dies with the server however the server dies: the
   // guard finds the lifeline at fd `top` (a copy above every source and destination, mapped last, kept by closeFrom)
   // and joins the call's cgroup itself before it starts anything. This executable (a Landlock room's helper) is
   // exec'd by the guard from an fd at `top + 1`.
@@ -209,7 +209,7 @@ export function superviseChild(pid: number): number {
 /**
  * Signal an escalated child's process group, only while the child is unreaped (so its pid, and so its group
  * id, cannot have been reused); the child itself through its pidfd. A `guarded` child (its lifeline guard,
- * src/shell/lifeline.ts) asked to die (SIGKILL) gets {@link GUARD_END_SIGNAL} instead. Does nothing when `pid` or
+ * src/sandbox/linux/lifeline.ts) asked to die (SIGKILL) gets {@link GUARD_END_SIGNAL} instead. Does nothing when `pid` or
  * `pidfd` is undefined; errors (the child already gone) are ignored.
  */
 export function signalChild(pid: number | undefined, pidfd: number | undefined, signal: number, guarded = false): void {

@@ -68,7 +68,7 @@ interface Session {
   spawn?: EscalateSpawn;
   pid?: number;
   pidfd?: number;
-  /** `pid` is the program's lifeline guard (src/shell/lifeline.ts), the program (bubblewrap, when contained) its child. */
+  /** `pid` is the program's lifeline guard (src/sandbox/linux/lifeline.ts), the program (bubblewrap, when contained) its child. */
   guarded?: boolean;
   /** The kept room its program runs in (instead of `pid`/`pidfd`). */
   inRoom?: number;

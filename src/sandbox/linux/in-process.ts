@@ -9,7 +9,7 @@ import { dirname } from "node:path";
 import * as libc from "../../../ffi/libc.ts";
 import { ShellmcpError } from "../../errors.ts";
 import { findExecutable } from "../../find-executable.ts";
-import { portableShellBases } from "../../shell/portable-shells.ts";
+import { portableShellBases } from "../../carried/portable-shells.ts";
 import { writeStderr } from "../../stderr.ts";
 import { type PermissionProfile } from "../permission-profile.ts";
 import {

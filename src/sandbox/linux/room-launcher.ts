@@ -16,14 +16,14 @@
  * The launcher's wire (frames to it, 12-byte records back) is described in patches/room-launcher.c; this module
  * encodes and decodes it, and finds the launcher: beside a from-source run in `dist/shells-static/<platform>/`,
  * or the copy the compiled executable carries, installed to a checked folder like the portable shells
- * (src/shell/portable-shells.ts). Without one (a build that carries none), every program gets a room of its own.
+ * (src/carried/portable-shells.ts). Without one (a build that carries none), every program gets a room of its own.
  * `SHELLMCP_ROOM_LAUNCHER=off` asks for that too (the benches compare both).
  */
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { log } from "../../log.ts";
 import { IS_COMPILED } from "../../self.ts";
-import { embeddedShell, installPortableShell } from "../../shell/portable-shells.ts";
+import { embeddedShell, installPortableShell } from "../../carried/portable-shells.ts";
 import { landlockAbi } from "./landlock.ts";
 
 /**
@@ -45,7 +45,7 @@ let found: { path: string | undefined; error?: string } | undefined;
 
 /**
  * Path of the room launcher binary (patches/room-launcher.c), whatever `SHELLMCP_ROOM_LAUNCHER` says: it is also the
- * lifeline guard of every process the server starts (src/shell/lifeline.ts). Found once per thread: compiled → the
+ * lifeline guard of every process the server starts (src/sandbox/linux/lifeline.ts). Found once per thread: compiled → the
  * carried copy, installed to a checked folder outside every writable root; from source →
  * `dist/shells-static/<platform>/room-launcher` when built. `{ error }` says why there is none (not Linux, a build
  * that carries none, a failure to install).

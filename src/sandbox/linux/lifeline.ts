@@ -16,11 +16,11 @@
  * Where there is no guard binary (not Linux, a build that carries none), processes are started directly and
  * {@link lifelineProblem} says what is lost; `serve` reports it at start-up.
  */
-import * as libc from "../../ffi/libc.ts";
-import { ShellmcpError } from "../errors.ts";
-import { openSelfExe } from "../sandbox/linux/bwrap.ts";
-import { launcherBinary } from "../sandbox/linux/room-launcher.ts";
-import { isSelfExe } from "../self.ts";
+import * as libc from "../../../ffi/libc.ts";
+import { ShellmcpError } from "../../errors.ts";
+import { openSelfExe } from "./bwrap.ts";
+import { launcherBinary } from "./room-launcher.ts";
+import { isSelfExe } from "../../self.ts";
 
 /** The fd number the lifeline's read end has in a guard started by `Bun.spawn` (after the call's fds 0–6). */
 export const LIFELINE_FD = 7;
