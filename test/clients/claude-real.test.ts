@@ -9,7 +9,8 @@
  * the model received as the tool results, and on the files and processes on the machine.
  */
 import { afterAll, describe, expect, test } from "bun:test";
-import { existsSync, mkdirSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ensureBinary, ROOT } from "../helpers/binary.ts";
 import { MessagesMock, offersTool, text, toolResults, toolUse, type Script } from "../helpers/messages-mock.ts";
@@ -73,9 +74,13 @@ interface Outcome extends ClientRun {
 
 /** The environment Claude Code runs with: the place's HOME, the stand-in model, no traffic beyond it. */
 function env(p: Place, mock?: MessagesMock): Record<string, string> {
+  // Claude Code's scratch files (else /tmp/claude-<uid>/, which outlives the run) in this run's temporary folder.
+  const tmp = mkdtempSync(join(tmpdir(), "claude-tmp-"));
   return {
     PATH: process.env.PATH ?? "/usr/bin:/bin",
     HOME: p.home,
+    TMPDIR: tmp,
+    CLAUDE_CODE_TMPDIR: tmp,
     ANTHROPIC_API_KEY: "dummy",
     CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1",
     ...(mock === undefined ? {} : { ANTHROPIC_BASE_URL: mock.url }),
