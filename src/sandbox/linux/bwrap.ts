@@ -176,12 +176,26 @@ export interface BwrapPlan {
  */
 const syntheticMountPoints = new Map<string, number>();
 
-function holdMountPoint(p: string, created: string[]): void {
+/**
+ * Hold an empty mount point at `p` (made here unless it exists) for a protected path, counted in
+ * {@link syntheticMountPoints}. False when `p`'s folder no longer exists (a folder another process removed since the
+ * plan's search found it): there is nothing to protect, and a bind of it would fail the whole sandbox, so the caller
+ * leaves the path out (what a command may create there later is new, like any folder it makes). Other errors throw.
+ */
+export function holdMountPoint(p: string, created: string[]): boolean {
   const n = syntheticMountPoints.get(p);
-  if (n === undefined && existsSync(p)) return; // a real folder: not ours
-  if (n === undefined) mkdirSync(p);
+  if (n === undefined && existsSync(p)) return true; // a real folder: not ours
+  if (n === undefined) {
+    try {
+      mkdirSync(p);
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === "ENOENT") return false;
+      throw e;
+    }
+  }
   syntheticMountPoints.set(p, (n ?? 0) + 1);
   created.push(p);
+  return true;
 }
 
 /** Give back what {@link planBwrap} made on the host, once the sandbox has ended. */
@@ -350,7 +364,7 @@ export function bwrapMounts(plan: FilesystemPlan, created: string[], tempDirs: s
       );
     }
     // Block creation (e.g. a missing .codex in the cwd): an empty read-only directory in its place.
-    holdMountPoint(sub, created);
+    if (!holdMountPoint(sub, created)) continue;
     argv.push("--ro-bind", sub, sub);
   }
   for (const w of nestedInReadOnly) {
@@ -385,7 +399,7 @@ export function bwrapMounts(plan: FilesystemPlan, created: string[], tempDirs: s
     }
     if (st === undefined) {
       if (!roots.some((w) => isUnderPath(d, w.root))) continue;
-      holdMountPoint(d, created);
+      if (!holdMountPoint(d, created)) continue;
     }
     argv.push("--perms", "000", "--tmpfs", d, "--remount-ro", d);
   }
