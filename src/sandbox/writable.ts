@@ -55,8 +55,31 @@ export function writableView(
   return {
     full: false,
     roots: [...roots.map((r) => r.root), ...extra],
-    readOnly: enforcement === "bwrap" ? roots.flatMap((r) => r.readOnlySubpaths).map((p) => canonicalPath(p)) : [],
+    readOnly:
+      enforcement === "bwrap"
+        ? pinnedReadOnly(
+            roots.map((r) => r.root),
+            roots.flatMap((r) => r.readOnlySubpaths).map((p) => canonicalPath(p)),
+          )
+        : [],
   };
+}
+
+/**
+ * The entries of `readOnly` (canonical paths bound read-only inside the writable `roots`) that stay read-only *by
+ * path*: a bind mount moves with its parent, so the sandbox can rename an ordinary folder that holds one (the
+ * folder of a nested repository) and make a new folder, with a writable `.git` of its own, at the old path. An entry
+ * is kept only when no folder above it can be renamed: each is a mount point (a root, a read-only entry) or lies in
+ * a folder the sandbox cannot write.
+ */
+export function pinnedReadOnly(roots: readonly string[], readOnly: readonly string[]): string[] {
+  const mounts = new Set([...roots, ...readOnly]);
+  const writableDir = (d: string) => roots.some((r) => isUnder(d, r)) && !readOnly.some((x) => isUnder(d, x));
+  const pinned = (p: string) => {
+    for (let a = dirname(p); a !== dirname(a); a = dirname(a)) if (!mounts.has(a) && writableDir(dirname(a))) return false;
+    return true;
+  };
+  return readOnly.filter(pinned);
 }
 
 /**
@@ -103,7 +126,10 @@ export function planWritableView(plan: FilesystemPlan, enforcement: WriteEnforce
     roots: [...plan.writableRoots.map((w) => canonicalPath(w.root)), ...extra],
     readOnly:
       enforcement === "bwrap"
-        ? [...plan.writableRoots.flatMap((w) => w.readOnlySubpaths), ...plan.deniedPaths].map((p) => canonicalPath(p))
+        ? pinnedReadOnly(
+            plan.writableRoots.map((w) => canonicalPath(w.root)),
+            [...plan.writableRoots.flatMap((w) => w.readOnlySubpaths), ...plan.deniedPaths].map((p) => canonicalPath(p)),
+          )
         : [],
   };
 }
