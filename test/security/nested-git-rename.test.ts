@@ -3,8 +3,9 @@
  * folder of a writable root: the sandboxed command can rename that folder (a bind mount moves with its parent) and
  * make a new one with a `.git` of its own at the old path. So a nested `.git` is not read-only by path, and neither
  * the git guard (which skipped it as "kernel-protected") nor the escalation boundary (which trusted its config) may
- * take it as such. Only entries whose every folder on the way is a mount point or not writable stay read-only in
- * the view (writable.ts `pinnedReadOnly`).
+ * take it as such. Our bubblewrap plans now bind every such folder onto itself (policy.ts `pinFolders`: a mount
+ * point cannot be renamed), and the view trusts an entry by path only where every folder above it is a mount point
+ * or unwritable (writable.ts `pinnedReadOnly`).
  */
 import { afterAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -51,8 +52,7 @@ describe.skipIf(skipWithout("nested repositories suite", shellsMissing()))("a ne
     repo(dir);
     const ws = confDir("ngr-ws");
     const s = await serveWithPid({ cwd: ws, args: ["--sandbox", "workspace-write", "--sandbox-backend", "bwrap"] });
-    const r = await s.shell({ command: plant(join(base, "guard"), "proj", join(base, "guard-pwned")), workdir: ws, login: false });
-    expect(r.out.output).toContain("PLANTED");
+    await s.shell({ command: plant(join(base, "guard"), "proj", join(base, "guard-pwned")), workdir: ws, login: false });
     // The human's next `git status` there must not run what the sandbox planted.
     const cfg = join(dir, ".git", "config");
     const planted = existsSync(cfg) && readFileSync(cfg, "utf8").includes("fsmonitor");
@@ -77,7 +77,7 @@ describe.skipIf(skipWithout("nested repositories suite", shellsMissing()))("a ne
       login: false,
       timeout_ms: 30_000,
     });
-    expect(r.out.output).toContain("PLANTED");
+    expect(r.out.output).toContain("DONE");
     // The sandbox cannot write HOME: only a git run outside it could have made the marker.
     expect(existsSync(join(codexHome, "esc-pwned"))).toBe(false);
   }, 60_000);

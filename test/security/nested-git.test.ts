@@ -5,8 +5,7 @@
  * `git commit` runs the hook). Under bubblewrap the kernel now stops the write at any depth that matters: the
  * `.git` of every repository up to policy.ts `NESTED_GIT_MAX_DEPTH` levels below a writable root, and of the
  * repository the call's working folder lies in, at any depth. Judged on the host; the work trees stay writable.
- * The model the escalation boundary and the git guard judge by (`writableView`) keeps only the `.git` at a writable
- * root's top read-only: a nested one's folder can be moved aside (./nested-git-rename.test.ts).
+ * The model the escalation boundary judges by (`writableView`) says the same as the kernel.
  */
 import { afterAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -78,28 +77,23 @@ describe.skipIf(skipWithout("nested repositories suite", shellsMissing()))(
       held(deep, configs.get(deep)!);
     }, 60_000);
 
-    test("normal use: git status/add/commit escalate into the room in a repository at a writable root's top (agent.rules); in a nested one they run inside the sandbox", async () => {
+    test("normal use: git status/add/commit in a repository below /tmp escalate into the room and commit (agent.rules)", async () => {
+      const dir = join(base, "use", "proj");
+      repo(dir);
+      git(dir, "config", "user.name", "t");
+      git(dir, "config", "user.email", "t@example.com");
       const rules = readFileSync(join(ROOT, "examples", "rules", "agent.rules"), "utf8");
       const ws = confDir("ng-use");
-      repo(ws);
-      git(ws, "config", "user.name", "t");
-      git(ws, "config", "user.email", "t@example.com");
       const s = await serveWithPid({ rules, cwd: ws, args: ["--sandbox", "workspace-write", "--sandbox-backend", "bwrap"] });
       const r = await s.shell({
         command: "echo two > f && git status --short && git add f && git commit -qm two && echo committed",
-        workdir: ws,
+        workdir: dir,
         login: false,
       });
       expect(r.out.output).toContain("committed");
       expect(s.stderr()).toMatch(/escalated \{"file":"[^"]*git","argv":\["git","commit"/);
-      const log = Bun.spawnSync(["git", "log", "--format=%s", "-1"], { cwd: ws, env: GIT_ENV }).stdout.toString().trim();
+      const log = Bun.spawnSync(["git", "log", "--format=%s", "-1"], { cwd: dir, env: GIT_ENV }).stdout.toString().trim();
       expect(log).toBe("two");
-      // A repository below /tmp: its .git is bound read-only, but its folder can be moved aside and another made in
-      // its place (./nested-git-rename.test.ts), so the boundary does not trust it.
-      const dir = join(base, "use", "proj");
-      repo(dir);
-      const r2 = await s.shell({ command: "echo two > f && git add f; echo done", workdir: dir, login: false });
-      expect(r2.out.output).toContain(`git's repository ${join(dir, ".git")} can be written by the sandboxed command`);
     }, 60_000);
 
     test("bwrap: a linked worktree's .git file below /tmp cannot be re-pointed", async () => {
@@ -123,17 +117,19 @@ describe.skipIf(skipWithout("nested repositories suite", shellsMissing()))(
       repo(deep);
       const ws = confDir("ng-model");
       const p = parseSandboxPolicy({ type: "workspace-write", exclude_tmpdir_env_var: true });
-      const bwrap = writableView(p, ws, "bwrap", {}, ws);
+      const bwrap = writableView(p, ws, "bwrap", {}, ws, true);
       expect(canWrite(bwrap, join(dir, "file"))).toBe(true);
-      // The kernel keeps a nested .git read-only, but not by path: its folder can be renamed and another made in
-      // its place (./nested-git-rename.test.ts). Only a .git at a writable root's top stays read-only by path.
-      expect(canWrite(bwrap, join(dir, ".git", "config"))).toBe(true);
+      expect(canWrite(bwrap, join(dir, ".git", "config"))).toBe(false);
+      expect(canWrite(bwrap, join(dir, ".git", "hooks", "pre-commit"))).toBe(false);
+      // Beyond the search depth, the repository is protected only when the call starts inside it.
       expect(canWrite(bwrap, join(deep, ".git", "config"))).toBe(true);
-      expect(canWrite(writableView(p, ws, "bwrap", {}, deep), join(deep, ".git", "config"))).toBe(true);
+      expect(canWrite(writableView(p, ws, "bwrap", {}, deep, true), join(deep, ".git", "config"))).toBe(false);
+      expect(canWrite(writableView(p, ws, "landlock", {}, ws), join(dir, ".git", "config"))).toBe(true);
+      // Codex's own helper (bubblewrap) binds no folder above a nested .git onto itself: the command can move the
+      // folder aside and make another in its place (./nested-git-rename.test.ts), so only a root's own .git holds.
+      expect(canWrite(writableView(p, ws, "bwrap", {}, ws, false), join(dir, ".git", "config"))).toBe(true);
       repo(ws);
-      expect(canWrite(writableView(p, ws, "bwrap", {}, ws), join(ws, ".git", "config"))).toBe(false);
-      expect(canWrite(writableView(p, ws, "bwrap", {}, ws), join(ws, ".git", "hooks", "pre-commit"))).toBe(false);
-      expect(canWrite(writableView(p, ws, "landlock", {}, ws), join(ws, ".git", "config"))).toBe(true);
+      expect(canWrite(writableView(p, ws, "bwrap", {}, ws, false), join(ws, ".git", "config"))).toBe(false);
     });
   },
 );
