@@ -362,6 +362,7 @@ export function bwrapMounts(plan: FilesystemPlan, created: string[], tempDirs: s
   }
   for (const w of nestedInReadOnly) {
     argv.push("--bind", w.root, w.root);
+    for (const pin of pins.filter((p) => isUnderPath(p, w.root)).sort(byDepth((p) => p))) argv.push("--bind", pin, pin);
     for (const sub of subpaths.filter((p) => isUnderPath(p, w.root) && p !== w.root)) argv.push("--ro-bind", sub, sub);
   }
   // Denied paths (permission profiles' `deny`), after every bind so that none re-exposes them: a folder becomes
