@@ -8,7 +8,7 @@
  */
 import { CONF_BASE } from "../helpers/cleanup.ts";
 import { afterEach, describe, expect, test } from "bun:test";
-import { existsSync, mkdirSync, readFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { startServe, type Session } from "../helpers/mcp.ts";
 import { ensureBinary } from "../helpers/binary.ts";
@@ -16,7 +16,8 @@ import { MODERN, modernHome, startModern, startRawModern, type ModernSession, ty
 import { noProcessLeft } from "../helpers/events.ts";
 import { earlyDiscoverResponse } from "../../src/mcp/early-initialize.ts";
 import { shellsMissing } from "../helpers/shells.ts";
-import { skipWithout } from "../helpers/prereq.ts";
+import { skipWithout, toolMissing } from "../helpers/prereq.ts";
+import { agentNetworkConfig } from "../helpers/network.ts";
 
 const skip = skipWithout("modern-era suite", shellsMissing());
 const PROMPT_TOUCH = 'prefix_rule(pattern = ["touch"], decision = "prompt", justification = "touch needs a human")\n';
@@ -457,6 +458,43 @@ describe.skipIf(skip)("modern era: a session's late approval waits for the next 
     expect(existsSync(join(ws, "never"))).toBe(false);
   });
 });
+
+describe.skipIf(skipWithout("modern-era network question", shellsMissing() ?? toolMissing("curl")))(
+  "modern era: the network proxy's question about an unknown host",
+  () => {
+    test("asked by input_required (the v2 client's handler answers it): once lets the request through; a session's late one too", async () => {
+      const upstream = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: (req) => new Response(`hello ${req.headers.get("host")}\n`) });
+      try {
+        const ws = workspace();
+        const home = modernHome();
+        writeFileSync(join(home, "config.toml"), agentNetworkConfig({ allowLocalBinding: true, domains: { "allowed.test": "allow" } }));
+        const s = await modern({
+          onElicit: () => ({ action: "accept", content: { scope: "once" } }),
+          args: pinned(ws),
+          env: { HOME: home, CODEX_HOME: home },
+        });
+        const curl = `curl -sS --noproxy '' -x "$HTTP_PROXY" http://localhost:${upstream.port}/`;
+        const question = `Allow network access to localhost:${upstream.port}? (the command's http request is not in the network allow list)`;
+        const r = await s.shell({ command: curl, workdir: ws, login: false, timeout_ms: 30000 });
+        expect(r.out.output).toBe(`hello localhost:${upstream.port}\n`);
+        expect(s.elicitations).toEqual([question]);
+        // A session's request after exec_command answered: asked on the next write_stdin.
+        const call = async (name: string, args: Record<string, unknown>) =>
+          ((await s.client.callTool({ name, arguments: args }, { timeout: 60000 })).content as { text: string }[])
+            .map((c) => c.text)
+            .join("\n");
+        const started = await call("exec_command", { cmd: `sleep 1; ${curl}`, workdir: ws, yield_time_ms: 250 });
+        const id = Number(/^Process running with session ID (\d+)$/m.exec(started)?.[1]);
+        await Bun.sleep(1500);
+        const out = await call("write_stdin", { session_id: id, yield_time_ms: 5000 });
+        expect(out).toContain(`hello localhost:${upstream.port}`);
+        expect(s.elicitations).toEqual([question, question]);
+      } finally {
+        upstream.stop(true);
+      }
+    });
+  },
+);
 
 describe.skipIf(skip)("tasks extension (raw JSON lines): long calls of a client that declares it", () => {
   const TASKS = { elicitation: { form: {} }, extensions: { "io.modelcontextprotocol/tasks": {} } };
