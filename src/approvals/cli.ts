@@ -3,7 +3,8 @@
  * elicitation), for `serve --approver` (docs/approvals.md, "Running the approver"):
  *
  * - no flag, in a terminal: shows each waiting request of every `serve` of this user, asks "once / always / deny /
- *   skip", and keeps watching for new ones until Ctrl-C;
+ *   skip" ("once / session / always / deny / skip" for a network question, with its host, port and protocol), and
+ *   keeps watching for new ones until Ctrl-C;
  * - `--list` (`--json`: one JSON object per line): the requests waiting now;
  * - `--approve ID`, `--always ID`, `--deny ID`: answer one request; status 0 when the server took the answer.
  *
@@ -56,7 +57,14 @@ async function openServer(
       if (l === undefined) return { error: "the server closed the connection" };
       if (l.type === "refused") return { error: l.reason };
       if (l.type === "hello") hello = { pid: l.pid, cwd: l.cwd };
-      else if (l.type === "pending") pending.push({ id: l.id, message: l.message, always: l.always, expires_in_ms: l.expires_in_ms });
+      else if (l.type === "pending")
+        pending.push({
+          id: l.id,
+          message: l.message,
+          always: l.always,
+          expires_in_ms: l.expires_in_ms,
+          ...(l.network === undefined ? {} : { network: l.network }),
+        });
       else if (l.type === "listed") return hello === undefined ? { error: "no hello from the server" } : { ...hello, pending };
     }
   };
@@ -124,16 +132,28 @@ export async function answerRequest(dirs: readonly string[], id: string, decisio
   }
 }
 
-/** How a request is shown to a person. */
+/** The answers offered for `r`, in order. */
+export function answersFor(r: Pick<PendingRequest, "always" | "network">): Decision[] {
+  return r.network !== undefined ? ["once", "session", "always", "deny"] : r.always ? ["once", "always", "deny"] : ["once", "deny"];
+}
+
+/** How a request is shown to a person (a network question's host, port and protocol on a line of their own). */
 export function describe(r: ListedRequest): string {
   const secs = Math.ceil(r.expires_in_ms / 1000);
+  const n = r.network;
   return (
     `[${r.id}] server ${r.server.pid} in ${bounded(r.server.cwd, 512)} (denied in ${secs} s if nobody answers)\n` +
     visibleLines(r.message)
       .split("\n")
       .map((l) => `  ${l}`)
       .join("\n") +
-    `\n  answers: once${r.always ? ", always" : ""}, deny`
+    (n === undefined
+      ? ""
+      : `\n  host: ${bounded(String(n.host), 256)}  port: ${Number(n.port)}  protocol: ${bounded(String(n.protocol), 32)}`) +
+    `\n  answers: ${answersFor(r).join(", ")}` +
+    (n === undefined
+      ? ""
+      : " (once: this command, this port; session: this host and port until the server stops; always: every port of this host, a network_rule)")
   );
 }
 
@@ -199,28 +219,25 @@ async function interactive(dirs: readonly string[]): Promise<number> {
       continue;
     }
     process.stdout.write(`\n${describe(r)}\n`);
-    const keys = r.always ? "[o]nce, [a]lways, [d]eny, [s]kip" : "[o]nce, [d]eny, [s]kip";
+    const offered = answersFor(r);
+    const keys =
+      offered.map((d) => ({ once: "[o]nce", session: "s[e]ssion", always: "[a]lways", deny: "[d]eny" })[d]).join(", ") + ", [s]kip";
     let a: string;
     try {
       a = (await rl.question(`${keys}? `)).trim().toLowerCase();
     } catch {
       break;
     }
-    const decision: Decision | undefined =
-      a === "o" || a === "once"
-        ? "once"
-        : r.always && (a === "a" || a === "always")
-          ? "always"
-          : a === "d" || a === "deny"
-            ? "deny"
-            : undefined;
+    const decision: Decision | undefined = offered.find((d) => a === d || a === { once: "o", session: "e", always: "a", deny: "d" }[d]);
     if (decision === undefined) {
       skipped.add(r.id);
       continue;
     }
     const why = await answerRequest(dirs, r.id, decision);
     process.stdout.write(
-      why === undefined ? `${decision === "deny" ? "denied" : "approved"}: ${r.id}\n` : `not taken: ${visibleLines(why)}\n`,
+      why === undefined
+        ? `${decision === "deny" ? "denied" : decision === "session" ? "approved for the session" : "approved"}: ${r.id}\n`
+        : `not taken: ${visibleLines(why)}\n`,
     );
   }
   rl.close();

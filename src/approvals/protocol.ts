@@ -11,8 +11,20 @@ export const PROTOCOL_VERSION = 1;
 /** Longest line either side accepts, bytes (a question is at most ~2.5 KB). */
 export const MAX_LINE_BYTES = 64 * 1024;
 
-/** A person's answer: run it this once, run it and add an allow rule (where offered), or do not run it. */
-export type Decision = "once" | "always" | "deny";
+/**
+ * A person's answer: run it this once, run it and add an allow rule (where offered), or do not run it; for a
+ * network question ({@link PendingRequest.network}) also `session`: that host and port until the server stops.
+ */
+export type Decision = "once" | "session" | "always" | "deny";
+
+/** What a network question is about (the network proxy's question about a host its allow list does not name). */
+export interface NetworkAbout {
+  /** The host the command asked for, rendered by src/safe-text.ts and bounded (the command chose it). */
+  host: string;
+  port: number;
+  /** How the request came to the proxy: `http`, `https_connect` or `socks5_tcp`. */
+  protocol: string;
+}
 
 /** A request waiting for a person. */
 export interface PendingRequest {
@@ -22,6 +34,12 @@ export interface PendingRequest {
   message: string;
   /** Whether "always" is offered (not for a prompt that a `prompt` rule produced). */
   always: boolean;
+  /**
+   * Present for a network question: its host, port and protocol. Its answers are `once` (this command, this host
+   * and port), `session` (this host and port until the server stops), `always` (every port of the host, from now
+   * on: a `network_rule`) and `deny`.
+   */
+  network?: NetworkAbout;
   /** Milliseconds left before the request is denied as unanswered. */
   expires_in_ms: number;
 }
@@ -56,6 +74,6 @@ export function parseClientLine(line: string): ClientLine | undefined {
   }
   const o = v as Record<string, unknown>;
   if (typeof o !== "object" || o === null || o.type !== "answer" || typeof o.id !== "string") return undefined;
-  if (o.decision !== "once" && o.decision !== "always" && o.decision !== "deny") return undefined;
+  if (o.decision !== "once" && o.decision !== "session" && o.decision !== "always" && o.decision !== "deny") return undefined;
   return { type: "answer", id: o.id, decision: o.decision };
 }

@@ -7,7 +7,9 @@
  * Every connection is judged before a byte of it is read (./peer.ts): a process inside any sandbox — a command of
  * this server's calls included — is refused and never sees a request. What a person is shown is the elicitation's
  * own question (already rendered by src/safe-text.ts); the answers map to the elicitation's: once = accept,
- * always = accept with `always_allow` (only where the form offers it), deny = decline.
+ * always = accept with `always_allow` (only where the form offers it), deny = decline. A network question (the
+ * proxy's, about a host: src/mcp/network-approval.ts) also names its host, port and protocol, and its answers are
+ * the network form's scopes: once, session, always = accept with `scope`, deny = decline.
  */
 import { chmodSync, lstatSync, unlinkSync } from "node:fs";
 import type { Socket } from "bun";
@@ -15,7 +17,8 @@ import { ShellmcpError } from "../errors.ts";
 import { log } from "../log.ts";
 import { checkPeer } from "./peer.ts";
 import { ensureApprovalsDir, socketPath } from "./place.ts";
-import { parseClientLine, PROTOCOL_VERSION, takeLines, type PendingRequest, type ServerLine } from "./protocol.ts";
+import { bounded } from "../safe-text.ts";
+import { parseClientLine, PROTOCOL_VERSION, takeLines, type NetworkAbout, type PendingRequest, type ServerLine } from "./protocol.ts";
 
 /**
  * When the approver is asked: `fallback` (`--approver`, `approver = true`) only for a client without elicitation;
@@ -117,12 +120,15 @@ export class Approver {
   /**
    * Ask a person through the approver, as an MCP elicitation would: resolves with their answer, or rejects after
    * the timeout with a `ShellmcpError` `UNANSWERED` whose message is {@link unansweredText} (the decision,
-   * src/mcp/escalation-policy.ts, turns it into a Deny with that reason).
+   * src/mcp/escalation-policy.ts, turns it into a Deny with that reason). `network`: the question is the network
+   * proxy's about that host (its form's `scope` choices are offered; the host is rendered here).
    */
-  readonly elicit = (message: string, form: ApproverForm): Promise<ApproverAnswer> => {
+  readonly elicit = (message: string, form: ApproverForm, network?: NetworkAbout): Promise<ApproverAnswer> => {
     if (this.closed) return Promise.reject(new Error("the local approver is closed"));
     const id = `${process.pid}-${++this.next}`;
-    const always = "always_allow" in form.properties;
+    const always = network !== undefined || "always_allow" in form.properties;
+    const about =
+      network === undefined ? undefined : { host: bounded(network.host, 256), port: network.port, protocol: bounded(network.protocol, 32) };
     return new Promise<ApproverAnswer>((resolve, reject) => {
       const timer = setTimeout(() => {
         this.drop(id, "timed out");
@@ -130,7 +136,7 @@ export class Approver {
         reject(new ShellmcpError("UNANSWERED", unansweredText(this.timeoutMs, this.dir)));
       }, this.timeoutMs);
       this.waiting.set(id, {
-        request: { id, message, always },
+        request: { id, message, always, ...(about === undefined ? {} : { network: about }) },
         deadline: Date.now() + this.timeoutMs,
         answer: (a) => {
           clearTimeout(timer);
@@ -236,6 +242,15 @@ export class Approver {
         this.send(s, { type: "result", id: m.id, ok: false, error: `no request ${m.id} is waiting (answered, timed out, or unknown)` });
         continue;
       }
+      if (m.decision === "session" && w.request.network === undefined) {
+        this.send(s, {
+          type: "result",
+          id: m.id,
+          ok: false,
+          error: "session is offered for network questions only: answer once, always (where offered) or deny",
+        });
+        continue;
+      }
       if (m.decision === "always" && !w.request.always) {
         this.send(s, {
           type: "result",
@@ -250,9 +265,11 @@ export class Approver {
       w.answer(
         m.decision === "deny"
           ? { action: "decline" }
-          : m.decision === "always"
-            ? { action: "accept", content: { always_allow: true } }
-            : { action: "accept", content: {} },
+          : w.request.network !== undefined
+            ? { action: "accept", content: { scope: m.decision } }
+            : m.decision === "always"
+              ? { action: "accept", content: { always_allow: true } }
+              : { action: "accept", content: {} },
       );
       this.send(s, { type: "result", id: m.id, ok: true });
     }

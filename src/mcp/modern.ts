@@ -13,6 +13,10 @@
  *   of this process, the parked exec's handle, an expiry, a digest of the tool name and arguments), redeemed once,
  *   the answer resumes that same exec, and the retry is answered with the command's result (or with the next
  *   approval it needs). A parked exec nobody answers is denied and its command ended after `parkedTimeoutMs`.
+ * - A session's command (`exec_command`) that meets an approval after its call was answered has no request to carry
+ *   `input_required`: the approval waits (the exec parked at its `execve`, at most `parkedTimeoutMs`) for the next
+ *   request that concerns that session — a `write_stdin` for it, answered `input_required` like any call (its
+ *   write is made once the retry answers), or one already in flight — and is denied when none comes in time.
  * - The tasks extension: a call of a client that declares it, still running after `taskAfterMs`, becomes a task
  *   (`tasks/get`, `tasks/update` for approvals met during the task, `tasks/cancel`).
  */
@@ -63,6 +67,11 @@ export interface ModernToolContext {
   progress?: (progress: number, message: string) => void;
   meta?: Record<string, unknown>;
   elicit?: (message: string, requestedSchema: Record<string, unknown>) => Promise<ElicitAnswer>;
+  /**
+   * `exec_command`: the call's command lives on as session `id` after the call is answered; approvals it meets
+   * later are asked on the next request that concerns that session (see the module comment).
+   */
+  session?: (id: number) => void;
 }
 
 /** The server behaviour the modern era serves (the same callbacks as the legacy era's, ./server.ts). */
@@ -198,6 +207,15 @@ interface Asked {
   answer: (a: ElicitAnswer) => void;
 }
 
+/**
+ * The session a call of `name` with `args` concerns: `write_stdin`'s `session_id` (Codex's unified exec,
+ * ./unified-exec.ts), else none.
+ */
+function sessionOfCall(name: string, args: Record<string, unknown> | undefined): number | undefined {
+  const id = args?.session_id;
+  return name === "write_stdin" && typeof id === "number" && Number.isSafeInteger(id) ? id : undefined;
+}
+
 /** One `tools/call` of the modern era, across the requests (the first, and each retry) that carry it. */
 class ModernCall {
   readonly controller = new AbortController();
@@ -213,14 +231,22 @@ class ModernCall {
   private wake: (() => void) | undefined;
   /** The command's result (never rejects: an error is its value). */
   done!: Promise<{ result?: Result; error?: unknown }>;
+  /**
+   * Where approvals go once this call was answered: an `exec_command` whose command lives on as a session hands
+   * them to the era, which asks them on the next request about that session (undefined: denied).
+   */
+  late: ((message: string, requestedSchema: Record<string, unknown>) => Promise<ElicitAnswer>) | undefined;
 
   constructor(
     readonly name: string,
     readonly digest: string,
+    /** The session this call concerns (`write_stdin`'s), see {@link sessionOfCall}. */
+    readonly session?: number,
   ) {}
 
   /** Ask the human (the command waits at its exec until answered). */
   ask(message: string, requestedSchema: Record<string, unknown>): Promise<ElicitAnswer> {
+    if ((this.finished || this.controller.signal.aborted) && this.late !== undefined) return this.late(message, requestedSchema);
     if (this.finished || this.controller.signal.aborted) {
       // Nobody can answer any more (the call's result was sent): denied, never run unasked.
       log.notice("approval asked after the call ended: denied", { message });
@@ -289,6 +315,13 @@ export class ModernEra {
   private readonly cancelled = new Set<string | number>();
   /** Tasks by id (unguessable: the id is the bearer handle). */
   private readonly tasks = new Map<string, Task>();
+  /** Unfinished calls that concern a session (`write_stdin`), by session id. */
+  private readonly sessionCalls = new Map<number, Set<ModernCall>>();
+  /**
+   * Approvals of sessions' commands met when no call about the session was unfinished, by session id: each waits
+   * for the next such call, and is denied (`cancel`) after `parkedTimeoutMs` if none comes.
+   */
+  private readonly backlog = new Map<number, { asked: Asked; timer: Timer }[]>();
 
   constructor(private readonly o: ModernEraOptions) {
     this.parkedTimeoutMs = o.parkedTimeoutMs ?? DEFAULT_PARKED_TIMEOUT_MS;
@@ -325,6 +358,12 @@ export class ModernEra {
     for (const { timer } of this.parked.values()) clearTimeout(timer);
     this.parked.clear();
     for (const t of this.tasks.values()) clearTimeout(t.parkedTimer);
+    for (const waiting of this.backlog.values())
+      for (const { asked, timer } of waiting) {
+        clearTimeout(timer);
+        asked.answer({ action: "cancel" });
+      }
+    this.backlog.clear();
     for (const call of this.calls) {
       call.controller.abort();
       for (const a of [...call.pending.values(), ...call.awaiting.values()]) a.answer({ action: "cancel" });
@@ -462,7 +501,7 @@ export class ModernEra {
         const next = await Promise.race([call.done, call.asked().then(() => undefined)]);
         if (task.status === "cancelled") return;
         if (next !== undefined) {
-          call.finished = true;
+          this.settle(call);
           if (next.error !== undefined) {
             task.error = errorObject(rpcErrorOf(next.error));
             this.endTask(task, "failed");
@@ -525,7 +564,8 @@ export class ModernEra {
     meta: Record<string, unknown>,
     caps: Record<string, unknown>,
   ): ModernCall {
-    const call = new ModernCall(name, digest);
+    const session = sessionOfCall(name, args);
+    const call = new ModernCall(name, digest, session);
     const elicitation = caps.elicitation;
     // `elicitation: {}` is form mode; a client that declares modes must name `form`.
     const canAsk = isObject(elicitation) && (Object.keys(elicitation).length === 0 || isObject(elicitation.form));
@@ -543,14 +583,105 @@ export class ModernEra {
               this.o.send({ jsonrpc: "2.0", method: "notifications/progress", params: { progressToken: token, progress, message } });
             },
       elicit: canAsk ? (message, schema) => call.ask(message, schema) : undefined,
+      session: canAsk
+        ? (id) => {
+            call.late = (message, schema) => this.sessionAsk(id, message, schema);
+          }
+        : undefined,
     };
     this.calls.add(call);
-    call.done = this.o.callTool(name, args, ctx).then(
-      (result) => ({ result }),
-      (error: unknown) => ({ error }),
+    // Approvals the session's command met while no request about it was open: this call carries them, and its own
+    // work (a write_stdin's write) waits for their answers; none is done for a call that ended unanswered.
+    const waiting = session === undefined ? [] : this.takeBacklog(session, call);
+    const before =
+      waiting.length === 0 ? Promise.resolve(true) : Promise.all(waiting).then(() => !call.finished && !call.controller.signal.aborted);
+    call.done = before.then((go) =>
+      go
+        ? this.o.callTool(name, args, ctx).then(
+            (result) => ({ result }),
+            (error: unknown) => ({ error }),
+          )
+        : { error: new ModernRpcError(RPC.INTERNAL_ERROR, "the call ended before its approvals were answered") },
     );
-    void call.done.then(() => this.calls.delete(call));
+    if (session !== undefined) {
+      let set = this.sessionCalls.get(session);
+      if (set === undefined) this.sessionCalls.set(session, (set = new Set()));
+      set.add(call);
+    }
+    void call.done.then(() => {
+      this.calls.delete(call);
+      this.forget(call);
+    });
     return call;
+  }
+
+  /** `call` no longer carries approvals of its session. */
+  private forget(call: ModernCall): void {
+    if (call.session === undefined) return;
+    const set = this.sessionCalls.get(call.session);
+    set?.delete(call);
+    if (set?.size === 0) this.sessionCalls.delete(call.session);
+  }
+
+  /**
+   * `call`'s result is being sent: it is finished; approvals still pending (met while it was parked or in its last
+   * moment) go to the next request about its session, or are denied when it has none.
+   */
+  private settle(call: ModernCall): void {
+    call.finished = true;
+    this.forget(call);
+    if (call.pending.size === 0) return;
+    const session = call.session;
+    const later =
+      call.late ?? (session === undefined ? undefined : (m: string, s: Record<string, unknown>) => this.sessionAsk(session, m, s));
+    for (const asked of call.pending.values())
+      if (later === undefined) asked.answer({ action: "cancel" });
+      else void later(asked.message, asked.requestedSchema).then(asked.answer);
+    call.pending.clear();
+  }
+
+  /**
+   * An approval met by session `id`'s command after its `exec_command` was answered: asked on an unfinished call
+   * about that session if there is one (its request, or its retry, carries it), else kept for the next one and
+   * denied after `parkedTimeoutMs`.
+   */
+  private sessionAsk(id: number, message: string, requestedSchema: Record<string, unknown>): Promise<ElicitAnswer> {
+    for (const c of this.sessionCalls.get(id) ?? [])
+      if (!c.finished && !c.controller.signal.aborted) return c.ask(message, requestedSchema);
+    return new Promise((answer) => {
+      const entry = {
+        asked: { message, requestedSchema, answer },
+        timer: setTimeout(() => {
+          const list = this.backlog.get(id) ?? [];
+          list.splice(list.indexOf(entry), 1);
+          if (list.length === 0) this.backlog.delete(id);
+          log.notice("approval not answered in time: denied", { session: id, ms: this.parkedTimeoutMs });
+          answer({ action: "cancel" });
+        }, this.parkedTimeoutMs),
+      };
+      const list = this.backlog.get(id) ?? [];
+      list.push(entry);
+      this.backlog.set(id, list);
+      log.info("a session's command waits for a human's approval until the next request about it", { session: id });
+    });
+  }
+
+  /**
+   * Move session `id`'s waiting approvals into `call` (pending: its request answers `input_required`); one promise
+   * per approval, resolved once it is answered.
+   */
+  private takeBacklog(id: number, call: ModernCall): Promise<void>[] {
+    const list = this.backlog.get(id) ?? [];
+    this.backlog.delete(id);
+    return list.map(({ asked, timer }) => {
+      clearTimeout(timer);
+      return new Promise<void>((answered) => {
+        void call.ask(asked.message, asked.requestedSchema).then((a) => {
+          asked.answer(a);
+          answered();
+        });
+      });
+    });
   }
 
   /** The parked call a retry's `requestState` names, taken out of the table (a state is good once). */
@@ -592,7 +723,7 @@ export class ModernEra {
     clearTimeout(taskTimer);
     if (next === "task") return this.startTask(call);
     if (next !== undefined) {
-      call.finished = true;
+      this.settle(call);
       call.current = undefined;
       if (next.error !== undefined) throw next.error;
       return { ...next.result!, resultType: "complete" };

@@ -3,8 +3,10 @@
  * "Allow network access to host:port?" with how long a yes holds — this command only, this session (both for
  * that host, port and protocol only: a yes for `host:443` is no yes for `host:22`), or always (Codex's amendment:
  * a `network_rule` appended to `$CODEX_HOME/rules/default.rules`, which names the host: every port of it, as the
- * option says). No elicitation capability,
- * a decline, a cancel or no answer within {@link NETWORK_ASK_TIMEOUT_MS} → refused.
+ * option says). The question goes where a `prompt`'s goes (src/serve/call.ts): the client's elicitation (in the
+ * 2026-07-28 era, `input_required`), or the local approver (src/approvals/), which also gets the host, port and
+ * protocol apart. No way to ask, a decline, a cancel, an error or no answer within {@link NETWORK_ASK_TIMEOUT_MS}
+ * → refused.
  */
 import { appendNetworkAllowRule, type NetworkRuleProtocol } from "../execpolicy/amend.ts";
 import { log } from "../log.ts";
@@ -41,18 +43,31 @@ export function networkElicitationMessage(host: string, port: number, protocol: 
   return `Allow network access to ${h}:${port}? (the command's ${protocol} request is not in the network allow list)`;
 }
 
+/** What a network question is about, for an asker that shows it apart from the message (the local approver). */
+export interface NetworkQuestion {
+  host: string;
+  port: number;
+  protocol: ProxyProtocol;
+}
+
+/**
+ * How a network question is asked: an MCP elicitation (which ignores `about`), or the local approver's `elicit`
+ * (src/approvals/server.ts).
+ */
+export type NetworkElicit = (message: string, schema: typeof NETWORK_ELICITATION_SCHEMA, about?: NetworkQuestion) => Promise<ElicitAnswer>;
+
 /** `network_rule`'s protocol for a request that came by `wire`. */
 function ruleProtocol(wire: ProxyProtocol): NetworkRuleProtocol {
   return wire === "https_connect" ? "https" : wire;
 }
 
 /**
- * The proxy's `ask` for one call, given the client's `elicit` (undefined: no elicitation capability, so no
- * question and every unknown host is refused). "always" appends the rule to `codexHome`'s rules file; a failure
- * to write it is logged and the yes holds for the session.
+ * The proxy's `ask` for one call, given how to ask (`elicit`: the client's elicitation or the local approver;
+ * undefined: no way to ask, so no question and every unknown host is refused). "always" appends the rule to
+ * `codexHome`'s rules file; a failure to write it is logged and the yes holds for the session.
  */
 export function networkAsker(
-  elicit: ((message: string, schema: Record<string, unknown>) => Promise<ElicitAnswer>) | undefined,
+  elicit: NetworkElicit | undefined,
   codexHome: string,
   timeoutMs = NETWORK_ASK_TIMEOUT_MS,
 ): ((q: { host: string; port: number; protocol: ProxyProtocol }) => Promise<ApprovalScope | undefined>) | undefined {
@@ -61,7 +76,15 @@ export function networkAsker(
     let timer: Timer | undefined;
     const timeout = new Promise<undefined>((r) => (timer = setTimeout(() => r(undefined), timeoutMs)));
     const answer = await Promise.race([
-      elicit(networkElicitationMessage(host, port, protocol), NETWORK_ELICITATION_SCHEMA as unknown as Record<string, unknown>),
+      elicit(networkElicitationMessage(host, port, protocol), NETWORK_ELICITATION_SCHEMA, {
+        host,
+        port,
+        protocol,
+      }).catch((e: unknown) => {
+        // The approver's timeout, a closed approver, an elicitation that failed: no answer.
+        log.info("network question not answered", { host, error: e instanceof Error ? e.message : String(e) });
+        return undefined;
+      }),
       timeout,
     ]).finally(() => clearTimeout(timer));
     if (answer === undefined || answer.action !== "accept") {

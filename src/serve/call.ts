@@ -218,7 +218,8 @@ export async function launchCommand(
   const proxy = proxied
     ? new CallProxy({
         policy: setup.network,
-        ask: networkAsker(ctx.elicit, setup.settings.codexHome),
+        // Asked where a prompt is (the local approver where it applies, else the client's elicitation).
+        ask: networkAsker(setup.approver?.askerFor(ctx.elicit) ?? ctx.elicit, setup.settings.codexHome),
         sessionAllowed: setup.networkApproved,
       })
     : undefined;

@@ -5,6 +5,7 @@
  */
 import * as libc from "../../ffi/libc.ts";
 import { log } from "../log.ts";
+import type { ModernToolContext } from "../mcp/modern.ts";
 import { sandboxStateFromMeta, type SandboxState } from "../mcp/sandbox-state.ts";
 import type { ToolContext, ToolResult } from "../mcp/server.ts";
 import {
@@ -89,6 +90,8 @@ export async function handleExecCommand(
       trailer: (r.spawnError !== undefined ? `${r.spawnError}\n` : "") + refused + (stale !== undefined ? `${stale}\n` : "") + notice,
     })),
   });
+  // Modern era: approvals the command meets after this call is answered are asked on the next request about it.
+  (ctx as ToolContext & Pick<ModernToolContext, "session">).session?.(id);
   log.info("session started", { id, tty: a.tty, workdir: a.workdir });
   return collect(sessions, id, a.yieldMs, "", a.maxOutputTokens, t0, "exec_command");
 }

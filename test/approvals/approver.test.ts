@@ -214,6 +214,39 @@ describe.skipIf(skipWithout("local approver suite", shellsMissing()))("issue 32:
     expect(readFileSync(join(s.codexHome, "rules", "default.rules"), "utf8")).toContain('prefix_rule(pattern=["rm", "-f"');
   }, 60_000);
 
+  test("a network question (proxy mode, unknown host): host, port and protocol listed apart; once lets it through, deny refuses it", async () => {
+    const upstream = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: (req) => new Response(`hello ${req.headers.get("host")}\n`) });
+    try {
+      const ws = confDir("appr-ws");
+      const s = await serve(ws, [], agentNetworkConfig({ allowLocalBinding: true, domains: { "allowed.test": "allow" } }));
+      // Through the proxy even for a local name (the proxy mode's NO_PROXY names localhost).
+      const curl = `curl -sS --noproxy '' -x "$HTTP_PROXY" -w ' %{http_code}\\n' http://localhost:${upstream.port}/`;
+      const first = s.shell({ command: `${curl}; ${curl}`, workdir: ws, timeout_ms: 30_000 });
+      const r = await oneRequest(s.codexHome);
+      expect(r).toMatchObject({
+        message: `Allow network access to localhost:${upstream.port}? (the command's http request is not in the network allow list)`,
+        always: true,
+        network: { host: "localhost", port: upstream.port, protocol: "http" },
+      });
+      const shown = approvals(s.codexHome, "--list");
+      expect(shown.out).toContain(`host: localhost  port: ${upstream.port}  protocol: http`);
+      expect(shown.out).toContain("answers: once, session, always, deny");
+      expect(approvals(s.codexHome, "--approve", r.id)).toMatchObject({ code: 0, out: `approved once: ${r.id}\n` });
+      // Once: this call, both requests (asked once).
+      expect((await first).out.output).toBe(`hello localhost:${upstream.port}\n 200\nhello localhost:${upstream.port}\n 200\n`);
+      const second = s.shell({ command: curl, workdir: ws, timeout_ms: 30_000 });
+      const r2 = await oneRequest(s.codexHome);
+      expect(r2.id).not.toBe(r.id);
+      expect(approvals(s.codexHome, "--deny", r2.id)).toMatchObject({ code: 0 });
+      const out = (await second).out.output;
+      expect(out).toContain(" 403");
+      expect(out).toContain(`localhost:${upstream.port} (http): not_allowed`);
+      expect(out).not.toContain("hello");
+    } finally {
+      upstream.stop(true);
+    }
+  }, 60_000);
+
   test("two servers, one approver: both requests listed, each answered on its own server", async () => {
     // Prompts of the danger heuristic (`rm -f`): approved, they run inside the call's sandbox, no room involved.
     const ws = confDir("appr-ws");

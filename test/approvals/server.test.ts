@@ -6,7 +6,9 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from "node:fs";
 import { join } from "node:path";
-import { answerRequest, listRequests } from "../../src/approvals/cli.ts";
+import { answerRequest, describe as describeRequest, listRequests } from "../../src/approvals/cli.ts";
+import { networkAsker } from "../../src/mcp/network-approval.ts";
+import { bounded } from "../../src/safe-text.ts";
 import { ServerConnection } from "../../src/approvals/client.ts";
 import { HIDDEN, judgePeer, processFacts, type ProcessFacts } from "../../src/approvals/peer.ts";
 import { dirProblem, ensureApprovalsDir, socketPath } from "../../src/approvals/place.ts";
@@ -191,6 +193,56 @@ describe("the protocol, in this process", () => {
     expect(await result(c)).toMatchObject({ ok: false, error: expect.stringContaining("no request") });
     expect(approver.pending()).toEqual([]);
     c.close();
+  });
+
+  test("a network question (networkAsker through the approver): host, port, protocol apart and rendered; once, session, always, deny", async () => {
+    const home = join(base, "net-home");
+    mkdirSync(join(home, "rules"), { recursive: true });
+    const ask = networkAsker(approver.elicit, home)!;
+    const host = "evil\u001b]0;x\u0007.test";
+    const scopes = ["once", "session", "always"].map((scope, i) => ({
+      scope,
+      p: ask({ host: `h${i}.test`, port: 443, protocol: "https_connect" }),
+    }));
+    const weird = ask({ host, port: 8080, protocol: "http" });
+    const { c, first } = await connect();
+    const pending = first.filter((l) => l.type === "pending") as Extract<ServerLine, { type: "pending" }>[];
+    expect(pending.map((l) => l.network)).toEqual([
+      { host: "h0.test", port: 443, protocol: "https_connect" },
+      { host: "h1.test", port: 443, protocol: "https_connect" },
+      { host: "h2.test", port: 443, protocol: "https_connect" },
+      { host: bounded(host, 256), port: 8080, protocol: "http" },
+    ]);
+    expect(pending[3]!.network!.host).not.toContain("\u001b");
+    expect(pending.every((l) => l.always)).toBe(true);
+    const shown = describeRequest({ ...pending[3]!, server: { pid: 1, cwd: "/", socket: "s" } });
+    expect(shown).toContain(`host: ${bounded(host, 256)}  port: 8080  protocol: http`);
+    expect(shown).toContain("answers: once, session, always, deny");
+    expect(shown).not.toContain("\u001b");
+    for (const [i, { scope }] of scopes.entries()) {
+      c.send({ type: "answer", id: pending[i]!.id, decision: scope as "once" | "session" | "always" });
+      expect(await result(c)).toMatchObject({ ok: true });
+    }
+    expect(await Promise.all(scopes.map((x) => x.p))).toEqual(["once", "session", "always"]);
+    expect(readFileSync(join(home, "rules", "default.rules"), "utf8")).toContain('network_rule(host="h2.test", protocol="https"');
+    c.send({ type: "answer", id: pending[3]!.id, decision: "deny" });
+    expect(await result(c)).toMatchObject({ ok: true });
+    expect(await weird).toBeUndefined();
+    // "session" is the network form's: a prompt's request refuses it.
+    const exec = approver.elicit("Allow agent to run `x`?", form(true));
+    const l = (await c.next()) as Extract<ServerLine, { type: "pending" }>;
+    expect(l.network).toBeUndefined();
+    c.send({ type: "answer", id: l.id, decision: "session" });
+    expect(await result(c)).toMatchObject({ ok: false, error: expect.stringContaining("network questions only") });
+    c.send({ type: "answer", id: l.id, decision: "deny" });
+    expect(await result(c)).toMatchObject({ ok: true });
+    expect(await exec).toEqual({ action: "decline" });
+    c.close();
+  });
+
+  test("a network question nobody answers: refused (no answer), not an error", async () => {
+    const ask = networkAsker(approver.elicit, join(base, "net-home"))!;
+    expect(await ask({ host: "late.test", port: 80, protocol: "http" })).toBeUndefined();
   });
 
   test("a connected client sees new requests as they come, and gone ones", async () => {

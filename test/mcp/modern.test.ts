@@ -8,7 +8,7 @@
  */
 import { CONF_BASE } from "../helpers/cleanup.ts";
 import { afterEach, describe, expect, test } from "bun:test";
-import { existsSync, mkdirSync, readFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { startServe, type Session } from "../helpers/mcp.ts";
 import { ensureBinary } from "../helpers/binary.ts";
@@ -16,7 +16,8 @@ import { MODERN, modernHome, startModern, startRawModern, type ModernSession, ty
 import { noProcessLeft } from "../helpers/events.ts";
 import { earlyDiscoverResponse } from "../../src/mcp/early-initialize.ts";
 import { shellsMissing } from "../helpers/shells.ts";
-import { skipWithout } from "../helpers/prereq.ts";
+import { skipWithout, toolMissing } from "../helpers/prereq.ts";
+import { agentNetworkConfig } from "../helpers/network.ts";
 
 const skip = skipWithout("modern-era suite", shellsMissing());
 const PROMPT_TOUCH = 'prefix_rule(pattern = ["touch"], decision = "prompt", justification = "touch needs a human")\n';
@@ -380,6 +381,120 @@ describe.skipIf(skip)("modern era on the wire (raw JSON lines)", () => {
     expect(s.stderr()).toContain("approval not answered in time");
   });
 });
+
+describe.skipIf(skip)("modern era: a session's late approval waits for the next request about the session", () => {
+  /** A session whose touch meets its prompt rule a second after exec_command has answered. */
+  const LATE = (file: string) => `sleep 1; touch ${file}; echo "touch $?"`;
+  const sessionOf = (text: string) => Number(/^Process running with session ID (\d+)$/m.exec(text)?.[1]);
+  const texts = (r: { content?: unknown }) => (r.content as { text: string }[]).map((c) => c.text).join("\n");
+
+  for (const action of ["accept", "decline"] as const)
+    test(`v2 client: write_stdin after the prompt gets input_required, ${action} → the touch ${action === "accept" ? "ran" : "did not run"}`, async () => {
+      const ws = workspace();
+      const s = await modern({ rules: PROMPT_TOUCH, onElicit: () => ({ action }), args: open(ws) });
+      const call = async (name: string, args: Record<string, unknown>) =>
+        texts(await s.client.callTool({ name, arguments: args }, { timeout: 60000 }));
+      const id = sessionOf(await call("exec_command", { cmd: LATE("ask-me"), workdir: ws, yield_time_ms: 250 }));
+      expect(id).toBeGreaterThan(0);
+      expect(s.elicitations).toEqual([]);
+      await Bun.sleep(1500); // the touch now waits at its execve, with no request in flight
+      const out = await call("write_stdin", { session_id: id, yield_time_ms: 5000 });
+      expect(s.elicitations).toEqual([
+        `Allow agent to run \`/usr/bin/touch ask-me\` in \`${ws}\`?\nReason given by the rule: touch needs a human`,
+      ]);
+      expect(out).toContain(action === "accept" ? "touch 0" : "touch 1");
+      expect(out).toContain("Process exited with code 0");
+      expect(existsSync(join(ws, "ask-me"))).toBe(action === "accept");
+    });
+
+  test("raw: write_stdin answered input_required and never retried: denied after --input-required-timeout-ms, nothing left", async () => {
+    const nap = `sleep 1.${process.pid}`;
+    const ws = workspace();
+    const s = raw({ rules: PROMPT_TOUCH, args: [...open(ws), "--input-required-timeout-ms", "1500"] });
+    const tool = (name: string, args: Record<string, unknown>, extra: Record<string, unknown> = {}) =>
+      s.request("tools/call", { name, arguments: args, ...extra });
+    const started = (await tool("exec_command", { cmd: `${nap}; touch late-too; echo "touch $?"`, workdir: ws, yield_time_ms: 250 }))
+      .result as {
+      content: { text: string }[];
+    };
+    const id = sessionOf(texts(started));
+    expect(id).toBeGreaterThan(0);
+    await Bun.sleep(1300);
+    const poll = { session_id: id, yield_time_ms: 250 };
+    const asked = (await tool("write_stdin", poll)).result as {
+      resultType: string;
+      inputRequests: Record<string, unknown>;
+      requestState: string;
+    };
+    expect(asked.resultType).toBe("input_required");
+    const [key] = Object.keys(asked.inputRequests);
+    expect(asked.inputRequests[key!]).toMatchObject({
+      method: "elicitation/create",
+      params: { mode: "form", message: expect.stringContaining("/usr/bin/touch late-too"), requestedSchema: { type: "object" } },
+    });
+    await Bun.sleep(2000); // no retry: the parked exec is denied
+    let out = "";
+    for (let i = 0; i < 20 && !out.includes("Process exited"); i++)
+      out += texts((await tool("write_stdin", { session_id: id, yield_time_ms: 1000 })).result as { content: unknown });
+    expect(out).toContain("touch 1");
+    expect(out).toContain("Process exited with code 0");
+    expect(existsSync(join(ws, "late-too"))).toBe(false);
+    const late = await tool("write_stdin", poll, { inputResponses: { [key!]: { action: "accept" } }, requestState: asked.requestState });
+    expect((late.error as { code: number }).code).toBe(-32602);
+    expect(await noProcessLeft(nap)).toEqual([]);
+    expect(s.stderr()).toContain("approval not answered in time");
+  });
+
+  test("raw: no request about the session at all: the late approval is denied after the timeout", async () => {
+    const ws = workspace();
+    const s = raw({ rules: PROMPT_TOUCH, args: [...open(ws), "--input-required-timeout-ms", "1000"] });
+    const tool = (name: string, args: Record<string, unknown>) => s.request("tools/call", { name, arguments: args });
+    const id = sessionOf(
+      texts((await tool("exec_command", { cmd: LATE("never"), workdir: ws, yield_time_ms: 250 })).result as { content: unknown }),
+    );
+    await Bun.sleep(3000);
+    const out = texts((await tool("write_stdin", { session_id: id, yield_time_ms: 2000 })).result as { content: unknown });
+    expect(out).toContain("touch 1");
+    expect(existsSync(join(ws, "never"))).toBe(false);
+  });
+});
+
+describe.skipIf(skipWithout("modern-era network question", shellsMissing() ?? toolMissing("curl")))(
+  "modern era: the network proxy's question about an unknown host",
+  () => {
+    test("asked by input_required (the v2 client's handler answers it): once lets the request through; a session's late one too", async () => {
+      const upstream = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: (req) => new Response(`hello ${req.headers.get("host")}\n`) });
+      try {
+        const ws = workspace();
+        const home = modernHome();
+        writeFileSync(join(home, "config.toml"), agentNetworkConfig({ allowLocalBinding: true, domains: { "allowed.test": "allow" } }));
+        const s = await modern({
+          onElicit: () => ({ action: "accept", content: { scope: "once" } }),
+          args: pinned(ws),
+          env: { HOME: home, CODEX_HOME: home },
+        });
+        const curl = `curl -sS --noproxy '' -x "$HTTP_PROXY" http://localhost:${upstream.port}/`;
+        const question = `Allow network access to localhost:${upstream.port}? (the command's http request is not in the network allow list)`;
+        const r = await s.shell({ command: curl, workdir: ws, login: false, timeout_ms: 30000 });
+        expect(r.out.output).toBe(`hello localhost:${upstream.port}\n`);
+        expect(s.elicitations).toEqual([question]);
+        // A session's request after exec_command answered: asked on the next write_stdin.
+        const call = async (name: string, args: Record<string, unknown>) =>
+          ((await s.client.callTool({ name, arguments: args }, { timeout: 60000 })).content as { text: string }[])
+            .map((c) => c.text)
+            .join("\n");
+        const started = await call("exec_command", { cmd: `sleep 1; ${curl}`, workdir: ws, yield_time_ms: 250 });
+        const id = Number(/^Process running with session ID (\d+)$/m.exec(started)?.[1]);
+        await Bun.sleep(1500);
+        const out = await call("write_stdin", { session_id: id, yield_time_ms: 5000 });
+        expect(out).toContain(`hello localhost:${upstream.port}`);
+        expect(s.elicitations).toEqual([question, question]);
+      } finally {
+        upstream.stop(true);
+      }
+    });
+  },
+);
 
 describe.skipIf(skip)("tasks extension (raw JSON lines): long calls of a client that declares it", () => {
   const TASKS = { elicitation: { form: {} }, extensions: { "io.modelcontextprotocol/tasks": {} } };
