@@ -199,6 +199,29 @@ async function pressUntil(t: Tui, key: string, re: RegExp): Promise<string> {
   }
 }
 
+/**
+ * Wait until the screen has not changed for a second (at most 10 s): the TUI drops keys sent while it is still
+ * drawing a new dialog (seen on a loaded machine: an Enter or an Esc sent at once did nothing).
+ */
+async function settle(t: Tui): Promise<void> {
+  let prev = t.screen();
+  let still = 0;
+  for (const end = Date.now() + 10_000; Date.now() < end && still < 4;) {
+    await Bun.sleep(250);
+    const cur = t.screen();
+    still = cur === prev ? still + 1 : 0;
+    prev = cur;
+  }
+}
+
+/** Type `text` into the focused field and wait until the field shows it (its placeholder gone). */
+async function typeAnswer(t: Tui, text: string): Promise<void> {
+  await settle(t);
+  t.tmux("send-keys", "-t", "tui", "-l", text);
+  for (const end = Date.now() + 10_000; Date.now() < end && t.screen().includes("Type your answer");) await Bun.sleep(100);
+  await settle(t);
+}
+
 /** What the model received as the tool's output (waits for the request that carries it). */
 async function modelReadOutput(t: Tui): Promise<string> {
   for (let i = 0; i < 200; i++) {
@@ -236,8 +259,7 @@ describe.skipIf(skip)("real Codex 0.169 TUI: a prompt rule's approval dialog", (
     expect(schema).toBeDefined();
     for (const key of Object.keys(schema!)) expect(CODEX_SCHEMA_KEYS).toContain(key);
     // Codex's form does not submit an empty answer (captured: Enter alone left the dialog up), so type one.
-    t.tmux("send-keys", "-t", "tui", "-l", "ok");
-    await Bun.sleep(300);
+    await typeAnswer(t, "ok");
     t.tmux("send-keys", "-t", "tui", "C-m");
     await waitScreen(t, /Called shell\.shell/);
     expect(elicitation(t).answer?.result).toEqual({ action: "accept", content: { reason: "ok" } });
@@ -250,6 +272,7 @@ describe.skipIf(skip)("real Codex 0.169 TUI: a prompt rule's approval dialog", (
   test("Esc cancels: the model reads 'User cancelled execution' and nothing runs", async () => {
     const t = startTui();
     await waitScreen(t, /Allow agent to run/);
+    await settle(t);
     t.tmux("send-keys", "-t", "tui", "Escape");
     await waitScreen(t, /Called shell\.shell/);
     expect(elicitation(t).answer?.result).toEqual({ action: "cancel" });
@@ -264,9 +287,9 @@ describe.skipIf(skip)("real Codex 0.169 TUI: a prompt rule's approval dialog", (
     expect(first).toContain("Allow agent to run `/usr/bin/rm -rf d`");
     expect(first).toContain("Always allow");
     expect(first).toMatch(/› 2\. False/); // the form's default: false puts the cursor there
+    await settle(t);
     await pressUntil(t, "C-m", /Field 2\/2/);
-    t.tmux("send-keys", "-t", "tui", "-l", "ok");
-    await Bun.sleep(300);
+    await typeAnswer(t, "ok");
     t.tmux("send-keys", "-t", "tui", "C-m");
     await waitScreen(t, /Called shell\.shell/);
     expect(elicitation(t).answer?.result).toEqual({ action: "accept", content: { always_allow: false, reason: "ok" } });
