@@ -186,11 +186,14 @@ export class CallSandbox {
    */
   writable(): WritableView {
     const s = this.state;
+    // Our bubblewrap plans bind the folders above their read-only entries onto themselves (policy.ts `pinFolders`),
+    // so those entries stay read-only by path; Codex's own helper does not.
+    const pinned = this.backend.kind === "bwrap";
     this.view ??=
       this.backend.writable?.(this) ??
       (s.profile !== undefined
-        ? planWritableView(this.plan(), this.enforcement)
-        : writableView(s.policy, s.policyCwd, this.enforcement, s.env, s.workdir));
+        ? planWritableView(this.plan(), this.enforcement, pinned)
+        : writableView(s.policy, s.policyCwd, this.enforcement, s.env, s.workdir, pinned));
     return this.view;
   }
 

@@ -583,6 +583,31 @@ export function readableRoots(p: SandboxPolicy, cwd: string, writable: WritableR
   return [...new Set(roots.filter((r) => existsSync(r)).map(canonical))];
 }
 
+/**
+ * The folders a bubblewrap plan binds onto themselves (writable, as they were) so that none of the `readOnly` entries
+ * inside the writable `roots` can be moved: a bind mount moves with its parent folder, and a folder that is a mount
+ * point cannot be renamed (EBUSY). Without them the sandbox could rename the folder of a nested repository (its `.git`
+ * bound read-only inside) and make another one, with a writable `.git`, at the old path. One per folder above an
+ * entry that is not a mount point (a root, an entry) and lies in a folder the sandbox can write; only existing
+ * folders (canonical paths in, canonical out). writable.ts `pinnedReadOnly` trusts an entry by path only where
+ * these are bound.
+ */
+export function pinFolders(roots: readonly string[], readOnly: readonly string[]): string[] {
+  const mounts = new Set([...roots, ...readOnly]);
+  const writableDir = (d: string) => roots.some((r) => isUnder(d, r)) && !readOnly.some((x) => isUnder(d, x));
+  const out = new Set<string>();
+  for (const p of readOnly)
+    for (let a = dirname(p); a !== dirname(a); a = dirname(a)) {
+      if (mounts.has(a) || out.has(a) || !writableDir(dirname(a))) continue;
+      try {
+        if (lstatSync(a).isDirectory()) out.add(a);
+      } catch {
+        // missing: the entry below it stays unpinned (writable.ts treats it as writable)
+      }
+    }
+  return [...out];
+}
+
 /** Whether `path` lies under `root` (component-wise). */
 export function isUnder(path: string, root: string): boolean {
   return path === root || path.startsWith(root.endsWith(sep) ? root : root + sep);

@@ -16,7 +16,7 @@
 import { existsSync, lstatSync, readlinkSync, realpathSync } from "node:fs";
 import { basename, dirname, isAbsolute, join, normalize, resolve } from "node:path";
 import type { FilesystemPlan } from "./filesystem-plan.ts";
-import { hasFullDiskWrite, isUnder, writableRoots, type SandboxPolicy } from "./policy.ts";
+import { hasFullDiskWrite, isUnder, pinFolders, writableRoots, type SandboxPolicy } from "./policy.ts";
 
 /** Which mechanism confines the shell's writes. `none`: the shell runs unsandboxed. */
 export type WriteEnforcement = "bwrap" | "landlock" | "none";
@@ -46,6 +46,7 @@ export function writableView(
   enforcement: WriteEnforcement,
   env: Record<string, string | undefined>,
   workdir?: string,
+  pinned = false,
 ): WritableView {
   if (enforcement === "none" || policy.type === "danger-full-access" || hasFullDiskWrite(policy))
     return { full: true, roots: [], readOnly: [] };
@@ -55,8 +56,33 @@ export function writableView(
   return {
     full: false,
     roots: [...roots.map((r) => r.root), ...extra],
-    readOnly: enforcement === "bwrap" ? roots.flatMap((r) => r.readOnlySubpaths).map((p) => canonicalPath(p)) : [],
+    readOnly:
+      enforcement === "bwrap"
+        ? pinnedReadOnly(
+            roots.map((r) => r.root),
+            roots.flatMap((r) => r.readOnlySubpaths).map((p) => canonicalPath(p)),
+            pinned,
+          )
+        : [],
   };
+}
+
+/**
+ * The entries of `readOnly` (canonical paths bound read-only inside the writable `roots`) that stay read-only *by
+ * path*: a bind mount moves with its parent, so the sandbox can rename an ordinary folder that holds one (the
+ * folder of a nested repository) and make a new folder, with a writable `.git` of its own, at the old path. An entry
+ * is kept only when no folder above it can be renamed: each is a mount point (a root, a read-only entry, and with
+ * `pinned` — our bubblewrap plans, ./linux/bwrap.ts — the folders policy.ts `pinFolders` binds) or lies in a folder
+ * the sandbox cannot write. Codex's own helper binds no such folders: there a nested entry is writable.
+ */
+export function pinnedReadOnly(roots: readonly string[], readOnly: readonly string[], pinned = false): string[] {
+  const mounts = new Set([...roots, ...readOnly, ...(pinned ? pinFolders(roots, readOnly) : [])]);
+  const writableDir = (d: string) => roots.some((r) => isUnder(d, r)) && !readOnly.some((x) => isUnder(d, x));
+  const held = (p: string) => {
+    for (let a = dirname(p); a !== dirname(a); a = dirname(a)) if (!mounts.has(a) && writableDir(dirname(a))) return false;
+    return true;
+  };
+  return readOnly.filter(held);
 }
 
 /**
@@ -95,7 +121,7 @@ export function canWrite(view: WritableView, path: string): boolean {
  * backend enforces them (bubblewrap) — the read-only subpaths and denied paths. Never narrower than what the
  * sandbox really allows, so the boundary never trusts a path the command could have written.
  */
-export function planWritableView(plan: FilesystemPlan, enforcement: WriteEnforcement): WritableView {
+export function planWritableView(plan: FilesystemPlan, enforcement: WriteEnforcement, pinned = false): WritableView {
   if (enforcement === "none" || !plan.sandboxed || plan.fullWrite) return { full: true, roots: [], readOnly: [] };
   const extra = enforcement === "landlock" ? LANDLOCK_EXTRA_WRITABLE.filter((p) => existsSync(p)).map((p) => canonicalPath(p)) : [];
   return {
@@ -103,7 +129,11 @@ export function planWritableView(plan: FilesystemPlan, enforcement: WriteEnforce
     roots: [...plan.writableRoots.map((w) => canonicalPath(w.root)), ...extra],
     readOnly:
       enforcement === "bwrap"
-        ? [...plan.writableRoots.flatMap((w) => w.readOnlySubpaths), ...plan.deniedPaths].map((p) => canonicalPath(p))
+        ? pinnedReadOnly(
+            plan.writableRoots.map((w) => canonicalPath(w.root)),
+            [...plan.writableRoots.flatMap((w) => w.readOnlySubpaths), ...plan.deniedPaths].map((p) => canonicalPath(p)),
+            pinned,
+          )
         : [],
   };
 }

@@ -110,6 +110,22 @@ describe.skipIf(skipWithout("CODEX_HOME suite", shellsMissing()))("issue 34 item
     untouched(codexHome);
   }, 60_000);
 
+  test("bwrap, HOME inside the pinned workspace: HOME cannot be moved aside and another CODEX_HOME made in its place", async () => {
+    const ws = confDir("ch-mv");
+    const { home, codexHome } = homeIn(ws);
+    const s = await serveWithPid({
+      codexHome,
+      cwd: ws,
+      env: { HOME: home },
+      args: ["--sandbox", "workspace-write", "--sandbox-backend", "bwrap"],
+    });
+    // A bind mount (the read-only CODEX_HOME) moves with its parent folder: HOME is bound onto itself, so it cannot.
+    const r = await call(s, `mv ${home} ${home}.moved 2>&1; mkdir -p ${codexHome} 2>&1; ${PLANT}`, ws);
+    expect(r.output).toContain("PLANTED-DONE");
+    expect(existsSync(`${home}.moved`)).toBe(false);
+    untouched(codexHome);
+  }, 60_000);
+
   test("bwrap, an escalated program's room (python3 allowed) cannot write CODEX_HOME either", async () => {
     const ws = confDir("ch-room");
     const { home, codexHome } = homeIn(ws);

@@ -25,7 +25,7 @@ import { IS_COMPILED, selfCommand, selfExecCommand } from "../../self.ts";
 import { forgetProbe, probedFullStrength, probeKey, rememberFullStrength } from "./bwrap-probe-cache.ts";
 import { serializePermissionProfile } from "../permission-profile.ts";
 import { linuxReadableRoots, type FilesystemPlan } from "../filesystem-plan.ts";
-import { configCarveOuts, rootInConfigDir, serializeSandboxPolicy } from "../policy.ts";
+import { configCarveOuts, pinFolders, rootInConfigDir, serializeSandboxPolicy } from "../policy.ts";
 import { planOf, resolveCommand, seccompModeForPlan, type SandboxRun } from "./in-process.ts";
 import { buildFilter } from "./seccomp.ts";
 import { failIfInjected } from "../../fault-injection.ts";
@@ -334,7 +334,14 @@ export function bwrapMounts(plan: FilesystemPlan, created: string[], tempDirs: s
   // A writable root that lies inside another root's read-only subpath (a room's submodule git dir inside the
   // call's read-only `.git`) is bound again after that subpath, with its own read-only subpaths after it.
   const nestedInReadOnly = sortedRoots.filter((w) => subpaths.some((sub) => sub !== w.root && isUnderPath(w.root, sub)));
-  for (const w of sortedRoots) argv.push("--bind", w.root, w.root);
+  // The folders above a read-only entry that the sandbox could rename (a nested repository's folder, with its
+  // read-only .git inside) are bound onto themselves, with the roots, shallowest first: a mount point cannot be renamed.
+  const pins = pinFolders(
+    roots.map((w) => w.root),
+    [...subpaths, ...plan.deniedPaths],
+  );
+  const binds = [...sortedRoots.map((w) => w.root), ...pins].sort(byDepth((p) => p));
+  for (const b of binds) argv.push("--bind", b, b);
   for (const sub of subpaths) {
     let isLink = false;
     try {
@@ -355,6 +362,7 @@ export function bwrapMounts(plan: FilesystemPlan, created: string[], tempDirs: s
   }
   for (const w of nestedInReadOnly) {
     argv.push("--bind", w.root, w.root);
+    for (const pin of pins.filter((p) => isUnderPath(p, w.root)).sort(byDepth((p) => p))) argv.push("--bind", pin, pin);
     for (const sub of subpaths.filter((p) => isUnderPath(p, w.root) && p !== w.root)) argv.push("--ro-bind", sub, sub);
   }
   // Denied paths (permission profiles' `deny`), after every bind so that none re-exposes them: a folder becomes
