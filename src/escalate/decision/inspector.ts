@@ -13,6 +13,7 @@
  */
 import { prepareRoom, type PreparedRoom } from "../rooms/plan.ts";
 import { checkEscalation, type EscalationBoundary, type EscalationCheck, type Grant } from "./boundary.ts";
+import type { TaintContext } from "../../sandbox/git-taint.ts";
 
 /** One inspection: what {@link checkEscalation} and, when it passes and rooms apply, {@link prepareRoom} need. */
 export interface InspectRequest {
@@ -22,6 +23,8 @@ export interface InspectRequest {
   /** The escalated program's environment (./boundary.ts `escalatedEnv`). */
   env: Record<string, string>;
   grant?: Grant;
+  /** What this server's sandboxes could have written so far (../../sandbox/git-taint.ts); git's control files are judged by it. */
+  taint?: TaintContext;
 }
 
 /** The answer to {@link InspectRequest} `id`: the boundary's verdict and the room's plan, or an error message. */
@@ -31,7 +34,7 @@ export type InspectReply =
 /** Run one inspection (exported for tests and for the in-thread fallback). Never throws. */
 export function inspect(req: InspectRequest): InspectReply {
   try {
-    const check = checkEscalation(req.boundary, req.request, req.env, req.grant);
+    const check = checkEscalation(req.boundary, req.request, req.env, req.grant, req.taint);
     if (!check.ok || req.boundary.room === undefined) return { id: req.id, ok: true, check };
     const entries = Object.entries(req.env).map(([k, v]) => `${k}=${v}`);
     return {

@@ -1,0 +1,116 @@
+/**
+ * Git control state written during this server's life (review of h7: "a `.git` written in one call is trusted in
+ * later calls"). The escalation boundary (../escalate/decision/boundary.ts) asks whether *this* call's sandbox can
+ * write git's control files; under bubblewrap a nested `.git` is bound read-only at call start, so a repository an
+ * earlier call made (`git init` + a `core.fsmonitor` command) or whose config an earlier call wrote (a repository
+ * deeper than the git guard's search) looked safe, and the next allowed `git status` ran the planted command outside
+ * the sandbox.
+ *
+ * The test: a control file whose inode change time (ctime: no unprivileged process can set it back; every write,
+ * rename, link or chmod moves it) is at or after this server's start (less {@link START_MARGIN_MS}), lying in a place
+ * some sandbox or room of this server could write, was possibly written by one of them: an escalation of git run
+ * there stays inside the call's sandbox. The git guard's own restores move ctime too: what the guard wrote is
+ * recorded (path, device, inode, ctime after its write) and trusted exactly as long as nothing writes it again —
+ * and only when what it put back was itself trusted (a guard never launders a planted config).
+ *
+ * Two halves: the registry (main thread: {@link noteWritable}, {@link noteGuardWrite}, {@link taintContext}) and the
+ * check ({@link taintedControlFile}), which runs in the decision inspector (../escalate/decision/inspector.ts) with a
+ * copy of the registry and does nothing but `lstat`.
+ */
+import { lstatSync } from "node:fs";
+import type { WritableView } from "./writable.ts";
+
+/** Clock margin, ms: a ctime this long before the server started still counts as during its life (coarse clocks). */
+export const START_MARGIN_MS = 1_000;
+
+/** At most this many guard writes are remembered (the oldest are forgotten: their files then count as written). */
+const MAX_TRUSTED = 4_096;
+/** At most this many places are remembered; past it, every place counts as writable ("/"). */
+const MAX_PLACES = 256;
+
+/** A file the git guard wrote, as it was right after the write. */
+export interface TrustedWrite {
+  path: string;
+  dev: string;
+  ino: string;
+  ctimeNs: string;
+}
+
+/** What the check needs from the registry (plain data: it crosses to the inspector worker). */
+export interface TaintContext {
+  /** ctimes at or after this (ns since the epoch, decimal) are "during this server's life". */
+  sinceNs: string;
+  /** Canonical folders some sandbox or room of this server could write ("/" after an unsandboxed call). */
+  places: string[];
+  /** Files the git guard wrote (and put back as trusted state). */
+  trusted: TrustedWrite[];
+}
+
+const startMs = Math.floor(Math.min(Date.now(), performance.timeOrigin));
+const places = new Set<string>();
+const trusted = new Map<string, TrustedWrite>();
+
+/** Record the writable places of a sandbox (a call's, or a room's) this server hands out. Main thread. */
+export function noteWritable(view: WritableView | { full: false; roots: readonly string[] }): void {
+  if (view.full) places.add("/");
+  else for (const r of view.roots) places.add(r);
+  if (places.size > MAX_PLACES) {
+    places.clear();
+    places.add("/");
+  }
+}
+
+/**
+ * Record that the git guard wrote `path` (restored a file, made a folder, removed an entry of it). `clean`: whether
+ * the state it put back was itself trusted ({@link untaintedNow} when the guard recorded it); a write of untrusted
+ * state is not recorded (the file keeps counting as written). Main thread; never throws.
+ */
+export function noteGuardWrite(path: string, clean: boolean): void {
+  trusted.delete(path);
+  if (!clean) return;
+  try {
+    const st = lstatSync(path, { bigint: true });
+    trusted.set(path, { path, dev: String(st.dev), ino: String(st.ino), ctimeNs: String(st.ctimeNs) });
+    if (trusted.size > MAX_TRUSTED) trusted.delete(trusted.keys().next().value!);
+  } catch {
+    // gone: nothing to trust
+  }
+}
+
+/** A copy of the registry for one decision. */
+export function taintContext(): TaintContext {
+  return {
+    sinceNs: String(BigInt(startMs - START_MARGIN_MS) * 1_000_000n),
+    places: [...places],
+    trusted: [...trusted.values()],
+  };
+}
+
+/** Whether `path` as it is now (an `lstat`) is not written during this server's life, by the registry as it is now. */
+export function untaintedNow(path: string): boolean {
+  return taintedControlFile(taintContext(), path) === undefined;
+}
+
+function under(path: string, root: string): boolean {
+  return root === "/" || path === root || path.startsWith(root.endsWith("/") ? root : root + "/");
+}
+
+/**
+ * When control file `path` (never followed) changed during the server's life in a place one of its sandboxes or
+ * rooms could write, and not by the git guard: a sentence saying so (with when); else undefined. A missing file is
+ * undefined (its absence is what the caller judges).
+ */
+export function taintedControlFile(ctx: TaintContext, path: string): string | undefined {
+  if (!ctx.places.some((p) => under(path, p))) return undefined;
+  let st;
+  try {
+    st = lstatSync(path, { bigint: true });
+  } catch {
+    return undefined;
+  }
+  if (st.ctimeNs < BigInt(ctx.sinceNs)) return undefined;
+  const t = ctx.trusted.find((w) => w.path === path);
+  if (t !== undefined && t.dev === String(st.dev) && t.ino === String(st.ino) && t.ctimeNs === String(st.ctimeNs)) return undefined;
+  const at = new Date(Number(st.ctimeNs / 1_000_000n)).toISOString();
+  return `${path} (changed ${at})`;
+}
