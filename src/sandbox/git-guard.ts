@@ -50,6 +50,7 @@ import { MAX_INDEX_BYTES, readUntrusted, readUntrustedText } from "../untrusted-
 import { visible } from "../safe-text.ts";
 import { isUnder } from "./policy.ts";
 import { canonicalPath, canWrite, type WritableView } from "./writable.ts";
+import { noteGuardWrite, untaintedNow } from "./git-taint.ts";
 
 /** Folder levels searched below each writable root for repositories (the root itself is level 0). */
 export const MAX_SEARCH_DEPTH = 4;
@@ -104,6 +105,11 @@ interface Entry {
   gitlink?: { workTree: string; path: string };
   /** Short name for the report (`.git/hooks/pre-commit`, relative to the repository). */
   label: string;
+  /**
+   * Whether the recorded state was trusted by the escalation boundary (not written during the server's life by a
+   * sandbox, ./git-taint.ts): what the guard puts back is trusted only then.
+   */
+  clean?: boolean;
 }
 
 /** An index as recorded: its stat key, bytes (when kept) and gitlinks (undefined: not parseable). */
@@ -156,7 +162,15 @@ export class GitGuard {
    */
   private active = 0;
   private baseline:
-    { entries: Map<string, EntryState>; indexes: Map<string, IndexState>; folders: Set<string>; appeared: Set<string> } | undefined;
+    | {
+        entries: Map<string, EntryState>;
+        /** Whether each entry's state was trusted when recorded (see {@link Entry.clean}). */
+        clean: Map<string, boolean>;
+        indexes: Map<string, IndexState>;
+        folders: Set<string>;
+        appeared: Set<string>;
+      }
+    | undefined;
   /** File states of the last snapshot by path, reused while the file's stat key is unchanged. */
   private files: FileCache = new Map();
 
@@ -212,6 +226,7 @@ export class GitGuard {
       }
     }
     const truncated = seen.size >= MAX_GIT_DIRS ? [...new Set([...found.truncated, ...view.roots])] : found.truncated;
+    for (const e of entries) e.clean = untaintedNow(e.path);
     if (this.active === 0) {
       // Forget the indexes of repositories no longer found (their bytes are the cache's memory).
       const live = new Set(indexes.map((i) => i.path));
@@ -220,6 +235,7 @@ export class GitGuard {
     if (this.active === 0 || this.baseline === undefined) {
       this.baseline = {
         entries: new Map(entries.map((e) => [e.path, e.state])),
+        clean: new Map(entries.map((e) => [e.path, e.clean === true])),
         indexes: new Map(indexes.map((i) => [i.path, i])),
         folders: new Set(entries.filter((e) => e.children === true).map((e) => e.path)),
         appeared: new Set(),
@@ -228,12 +244,19 @@ export class GitGuard {
       const base = this.baseline;
       for (const e of entries) {
         const b = base.entries.get(e.path);
-        if (b !== undefined) e.state = b;
+        if (b !== undefined) {
+          e.state = b;
+          e.clean = base.clean.get(e.path) === true;
+        }
         // Not recorded before but inside a folder whose every entry was: it appeared since (the running call's).
         else if (base.folders.has(dirname(e.path)) || base.appeared.has(dirname(e.path))) {
           e.state = { kind: "absent" };
+          e.clean = true;
           base.appeared.add(e.path);
-        } else base.entries.set(e.path, e.state);
+        } else {
+          base.entries.set(e.path, e.state);
+          base.clean.set(e.path, e.clean === true);
+        }
       }
       for (let i = 0; i < indexes.length; i++) {
         const b = base.indexes.get(indexes[i]!.path);
@@ -259,10 +282,19 @@ export class GitGuard {
     // Parents before children: a `hooks/` put back as a folder before the hooks in it.
     const ordered = [...snap.entries].sort((a, b) => a.path.length - b.path.length);
     const recorded = new Set(ordered.map((e) => e.path));
+    const byPath = new Map(ordered.map((e) => [e.path, e]));
+    // What the guard writes moves ctime: the escalation boundary trusts it when the state put back was trusted
+    // (./git-taint.ts), and so the folder it wrote in when that folder's recorded state was.
+    const wrote = (p: string, clean: boolean | undefined) => {
+      noteGuardWrite(p, clean === true);
+      const parent = byPath.get(dirname(p));
+      if (parent !== undefined) noteGuardWrite(parent.path, parent.clean === true);
+    };
     for (const e of ordered) {
       const now = currentState(e, this.files);
       if (!sameState(e.state, now) && (e.gitlink === undefined || nestedRepoWritable(e.gitlink.workTree, e.gitlink.path, view))) {
         const why = restore(e, now);
+        wrote(e.path, e.clean);
         if (why === undefined) undone.push(`${e.label}: ${describeChange(e.state, now)}; put back as it was`);
         else failed.push(`${e.label}: ${describeChange(e.state, now)}; could not be put back (${why})`);
       }
@@ -270,6 +302,7 @@ export class GitGuard {
         for (const extra of extraChildren(e, recorded)) {
           const label = labelOf(extra);
           const why = removeEntry(e.base, extra);
+          noteGuardWrite(e.path, e.clean === true);
           if (why === undefined) undone.push(`${label}: created by the command; removed`);
           else failed.push(`${label}: created by the command; could not be removed (${why})`);
         }

@@ -109,6 +109,39 @@ describe.skipIf(skipWithout("git taint suite", shellsMissing()))("a .git written
     expect(s.stderr()).toMatch(/escalated \{"file":"[^"]*git","argv":\["git","status","--short"\],"room":"host"/);
   }, 60_000);
 
+  test("a config the git guard put back is trusted: git status there still escalates", async () => {
+    const ws = dir("taint-guard");
+    // 4 levels down: below bubblewrap's nested-.git depth (so writable from ws), within the guard's search.
+    const repo = join(ws, "a", "b", "c", "proj");
+    oneCommitRepo(repo);
+    const before = readFileSync(join(repo, ".git", "config"), "utf8");
+    await settle();
+    const s = await serve(ws, "host");
+    const o1 = await call(s, plant(repo, "cd; touch pwned-guard"), ws);
+    expect(o1).toContain("PLANTED");
+    expect(readFileSync(join(repo, ".git", "config"), "utf8")).toBe(before); // the guard put it back
+    const o = await call(s, "git status --short; echo STATUS-DONE", repo);
+    expect(o).toContain("STATUS-DONE");
+    expect(o).not.toContain("not escalated");
+    expect(s.stderr()).toMatch(/escalated \{"file":"[^"]*git","argv":\["git","status","--short"\],"room":"host"/);
+  }, 60_000);
+
+  test("the guard never launders: a planted config it puts back (after another call changed it) stays untrusted", async () => {
+    const ws = dir("taint-launder");
+    const repo = join(ws, "a", "b", "c", "proj"); // within the guard's search, writable from ws under bubblewrap
+    const s = await serve(ws, "host");
+    const marker = join(s.codexHome, "pwned-launder");
+    // No hooks folder: the config alone decides (git init's sample hooks would count as written too).
+    const init = `mkdir -p ${repo} && git init -q ${repo} && rm -r ${repo}/.git/hooks && ${plant(repo, "cd; touch pwned-launder")}`;
+    expect(await call(s, init, ws)).toContain("PLANTED");
+    // Call 2 changes the (planted) config; the guard puts the planted text back, with a fresh ctime.
+    expect(await call(s, `echo >> ${repo}/.git/config && echo TOUCHED`, ws)).toContain("put back");
+    const o = await call(s, "git status --short >/dev/null 2>&1; echo STATUS-DONE", repo);
+    expect(o).toContain("STATUS-DONE");
+    expect(existsSync(marker)).toBe(false);
+    expect(o).toContain("changed while shellmcp ran");
+  }, 60_000);
+
   test("core.hooksPath into the work tree (husky's .husky/): git is not escalated", async () => {
     const ws = dir("taint-husky");
     oneCommitRepo(ws);
