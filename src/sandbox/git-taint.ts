@@ -6,10 +6,11 @@
  * deeper than the git guard's search) looked safe, and the next allowed `git status` ran the planted command outside
  * the sandbox.
  *
- * The test: a control file whose inode change time (ctime: no unprivileged process can set it back; every write,
- * rename, link or chmod moves it) is at or after this server's start (less {@link START_MARGIN_MS}), lying in a place
- * some sandbox or room of this server could write, was possibly written by one of them: an escalation of git run
- * there stays inside the call's sandbox. The git guard's own restores move ctime too: what the guard wrote is
+ * The test: a control file in a place some sandbox or room of this server could write (read-only carve-outs
+ * ignored: another call's sandbox may not have had them), whose inode change time (ctime: no unprivileged process can
+ * set it back; every write, rename, link or chmod moves it) is at or after the moment that place was first handed
+ * out (less {@link START_MARGIN_MS}), was possibly written by one of them: an escalation of git run there stays
+ * inside the call's sandbox. The git guard's own restores move ctime too: what the guard wrote is
  * recorded (path, device, inode, ctime after its write) and trusted exactly as long as nothing writes it again —
  * and only when what it put back was itself trusted (a guard never launders a planted config).
  *
@@ -20,12 +21,17 @@
 import { lstatSync } from "node:fs";
 import type { WritableView } from "./writable.ts";
 
-/** Clock margin, ms: a ctime this long before the server started still counts as during its life (coarse clocks). */
-export const START_MARGIN_MS = 1_000;
+/**
+ * Clock margin, ms: a ctime this long before a place was first handed out to a sandbox still counts as written by
+ * one. The kernel stamps ctime from its coarse clock, which lags the real time by at most one tick (10 ms at
+ * HZ=100): a write after that moment has a ctime after it less one tick. Kept small: a repository the user made
+ * just before the call would otherwise count as written by it.
+ */
+export const START_MARGIN_MS = 20;
 
 /** At most this many guard writes are remembered (the oldest are forgotten: their files then count as written). */
 const MAX_TRUSTED = 4_096;
-/** At most this many places are remembered; past it, every place counts as writable ("/"). */
+/** At most this many places are remembered; past it, every place counts as writable ("/") since the earliest. */
 const MAX_PLACES = 256;
 
 /** A file the git guard wrote, as it was right after the write. */
@@ -36,27 +42,38 @@ export interface TrustedWrite {
   ctimeNs: string;
 }
 
+/** A place a sandbox or room of this server could write, and since when (ns since the epoch, decimal). */
+export interface WritablePlace {
+  root: string;
+  sinceNs: string;
+}
+
 /** What the check needs from the registry (plain data: it crosses to the inspector worker). */
 export interface TaintContext {
-  /** ctimes at or after this (ns since the epoch, decimal) are "during this server's life". */
-  sinceNs: string;
-  /** Canonical folders some sandbox or room of this server could write ("/" after an unsandboxed call). */
-  places: string[];
+  /**
+   * Canonical folders some sandbox or room of this server could write ("/" after an unsandboxed call), each with
+   * when it was first handed out less {@link START_MARGIN_MS}: a ctime at or after it is "written by us, maybe".
+   */
+  places: WritablePlace[];
   /** Files the git guard wrote (and put back as trusted state). */
   trusted: TrustedWrite[];
 }
 
-const startMs = Math.floor(Math.min(Date.now(), performance.timeOrigin));
-const places = new Set<string>();
+/** Each place handed out, with when it first was less {@link START_MARGIN_MS} (ms since the epoch). */
+const places = new Map<string, number>();
 const trusted = new Map<string, TrustedWrite>();
 
-/** Record the writable places of a sandbox (a call's, or a room's) this server hands out. Main thread. */
+/**
+ * Record the writable places of a sandbox (a call's, or a room's) this server hands out, before anything runs in
+ * it. Main thread.
+ */
 export function noteWritable(view: WritableView | { full: false; roots: readonly string[] }): void {
-  if (view.full) places.add("/");
-  else for (const r of view.roots) places.add(r);
+  const since = Date.now() - START_MARGIN_MS;
+  for (const r of view.full ? ["/"] : view.roots) if (!places.has(r)) places.set(r, since);
   if (places.size > MAX_PLACES) {
+    const earliest = Math.min(...places.values());
     places.clear();
-    places.add("/");
+    places.set("/", earliest);
   }
 }
 
@@ -80,8 +97,7 @@ export function noteGuardWrite(path: string, clean: boolean): void {
 /** A copy of the registry for one decision. */
 export function taintContext(): TaintContext {
   return {
-    sinceNs: String(BigInt(startMs - START_MARGIN_MS) * 1_000_000n),
-    places: [...places],
+    places: [...places].map(([root, ms]) => ({ root, sinceNs: String(BigInt(ms) * 1_000_000n) })),
     trusted: [...trusted.values()],
   };
 }
@@ -101,14 +117,16 @@ function under(path: string, root: string): boolean {
  * undefined (its absence is what the caller judges).
  */
 export function taintedControlFile(ctx: TaintContext, path: string): string | undefined {
-  if (!ctx.places.some((p) => under(path, p))) return undefined;
+  const covering = ctx.places.filter((p) => under(path, p.root)).map((p) => BigInt(p.sinceNs));
+  if (covering.length === 0) return undefined;
+  const since = covering.reduce((a, b) => (b < a ? b : a));
   let st;
   try {
     st = lstatSync(path, { bigint: true });
   } catch {
     return undefined;
   }
-  if (st.ctimeNs < BigInt(ctx.sinceNs)) return undefined;
+  if (st.ctimeNs < since) return undefined;
   const t = ctx.trusted.find((w) => w.path === path);
   if (t !== undefined && t.dev === String(st.dev) && t.ino === String(st.ino) && t.ctimeNs === String(st.ctimeNs)) return undefined;
   const at = new Date(Number(st.ctimeNs / 1_000_000n)).toISOString();

@@ -51,8 +51,8 @@ async function call(s: AttackSession, command: string, workdir: string): Promise
  */
 const plant = (repo: string, hook: string) => `printf '[core]\\n\\tfsmonitor = "%s"\\n' '${hook}' >> ${repo}/.git/config && echo PLANTED`;
 
-/** Let the inode change times of files made now fall before a server started after this (its margin is 1 s). */
-const settle = () => Bun.sleep(1_300);
+/** Let the inode change times of files made now fall before a server started after this (its margin is 20 ms). */
+const settle = () => Bun.sleep(200);
 
 describe.skipIf(skipWithout("git taint suite", shellsMissing()))("a .git written during the server's life is not trusted", () => {
   requirePrograms("bwrap", "git");

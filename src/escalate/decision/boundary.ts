@@ -343,14 +343,15 @@ function gitWritable(
 const MAX_HOOKS = 256;
 
 /**
- * `dir` (a hooks folder: its ctime moves when an entry is added or removed) and its entries, appended to `control`;
- * why not, when it holds more than {@link MAX_HOOKS} entries.
+ * The entries of hooks folder `dir`, appended to `control` (a hook added, or renamed from `pre-commit.sample`, has a
+ * new ctime: the folder's own is not needed, and a room's mount point makes an empty one); `dir` itself too when it
+ * is not a real folder (a link the sandbox may have planted). Why not, when it holds more than {@link MAX_HOOKS}.
  */
 function addHooks(dir: string, control: string[]): string | undefined {
-  control.push(dir);
   let names: string[];
   try {
-    if (!lstatSync(dir).isDirectory()) return undefined;
+    if (!lstatSync(dir).isDirectory()) control.push(dir);
+    if (!statSync(dir).isDirectory()) return undefined;
     names = readdirSync(dir);
   } catch {
     return undefined;
@@ -358,15 +359,6 @@ function addHooks(dir: string, control: string[]): string | undefined {
   if (names.length > MAX_HOOKS) return `git's hooks folder ${dir} holds more than ${MAX_HOOKS} entries`;
   for (const n of names) control.push(join(dir, n));
   return undefined;
-}
-
-/** `p` appended to `control` when it is a file (a `.git` pointer; a `.git` folder's ctime moves with every git run). */
-function addPointer(p: string, control: string[]): void {
-  try {
-    if (lstatSync(p).isFile()) control.push(p);
-  } catch {
-    // missing
-  }
 }
 
 /** `why` as the boundary's reason when the sandbox of `w` can write `p`: git's `what` there. */
@@ -433,8 +425,9 @@ function discoverGit(w: WritableView, cwd: string): { workTree?: string; gitDir?
 /**
  * Why git dir `gitDir` (its git dirs `dirs`: empty for `--git-dir` or a bare repository, whose `commondir` is then
  * followed), its hooks, its configs, or a submodule's `.git` in `workTree`, can be written by the sandbox; the git
- * dirs' config files are appended to `configs`, every control file (configs, pointers, hooks, submodules' `.git`
- * and their git dirs' configs and hooks) to `control`.
+ * dirs' config files are appended to `configs`, their hooks and submodules' configs and hooks to `control`. Pointer
+ * files (`commondir`, `gitdir`, a `.git` file) are not: their content is pinned by the layout check
+ * (../../sandbox/git-layout.ts), so who wrote them changes nothing (a `git worktree add` through the room is kept).
  */
 function gitDirsWritable(
   w: WritableView,
@@ -461,11 +454,9 @@ function gitDirsWritable(
       if (why !== undefined) return why;
     }
     configs.push(join(d, "config"), join(d, "config.worktree"));
-    control.push(join(d, "commondir"), join(d, "gitdir"));
     const many = addHooks(join(d, "hooks"), control);
     if (many !== undefined) return many;
   }
-  if (workTree !== undefined) addPointer(join(workTree, ".git"), control);
   // Submodules: git recurses into them (status, diff, fetch…) and runs *their* config and hooks. A submodule's
   // .git lives in the work tree, where the sandbox may create or replace it.
   if (workTree === undefined) return undefined;
@@ -475,7 +466,6 @@ function gitDirsWritable(
     const dotGit = join(workTree, sub, ".git");
     const why = writableBy(w, "submodule repository", dotGit);
     if (why !== undefined) return why;
-    addPointer(dotGit, control);
     const subDir = submoduleGitDir(join(workTree, sub));
     if (subDir !== undefined) {
       control.push(join(subDir, "config"), join(subDir, "config.worktree"));
