@@ -84,6 +84,23 @@ describe.skipIf(skipWithout("git taint suite", shellsMissing()))("a .git written
     expect(o).toContain("changed while shellmcp ran");
   }, 60_000);
 
+  for (const backend of ["bwrap", "landlock"] as const) {
+    test(`${backend}: planted in a workspace-write call, trusted by a later read-only call (the policy changed between them)`, async () => {
+      const ws = dir(`taint-policy-${backend}`);
+      const s = await serveWithPid({ rules: RULES, cwd: ws, args: ["--sandbox-backend", backend, "--escalation", "host"] });
+      const marker = join(s.codexHome, "pwned-policy");
+      expect(await s.sandboxState({ type: "workspace-write", network_access: false }, ws)).toEqual({});
+      const init = `git init -q . && rm -r .git/hooks && ${plant(ws, "cd; touch pwned-policy")}`;
+      expect(await call(s, init, ws)).toContain("PLANTED");
+      // Now nothing is writable: this call's sandbox cannot write .git/config, on either backend.
+      expect(await s.sandboxState({ type: "read-only" }, ws)).toEqual({});
+      const o = await call(s, "git status --short >/dev/null 2>&1; echo STATUS-DONE", ws);
+      expect(o).toContain("STATUS-DONE");
+      expect(existsSync(marker)).toBe(false);
+      expect(o).toContain("changed while shellmcp ran");
+    }, 60_000);
+  }
+
   test("deep variant: a repository beyond the guard's search, its config written from another folder", async () => {
     const ws = dir("taint-deep");
     const deep = join(ws, "a", "b", "c", "d", "e", "f", "deep");
