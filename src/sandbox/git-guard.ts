@@ -282,19 +282,14 @@ export class GitGuard {
     // Parents before children: a `hooks/` put back as a folder before the hooks in it.
     const ordered = [...snap.entries].sort((a, b) => a.path.length - b.path.length);
     const recorded = new Set(ordered.map((e) => e.path));
-    const byPath = new Map(ordered.map((e) => [e.path, e]));
-    // What the guard writes moves ctime: the escalation boundary trusts it when the state put back was trusted
-    // (./git-taint.ts), and so the folder it wrote in when that folder's recorded state was.
-    const wrote = (p: string, clean: boolean | undefined) => {
-      noteGuardWrite(p, clean === true);
-      const parent = byPath.get(dirname(p));
-      if (parent !== undefined) noteGuardWrite(parent.path, parent.clean === true);
-    };
     for (const e of ordered) {
       const now = currentState(e, this.files);
       if (!sameState(e.state, now) && (e.gitlink === undefined || nestedRepoWritable(e.gitlink.workTree, e.gitlink.path, view))) {
         const why = restore(e, now);
-        wrote(e.path, e.clean);
+        // What the guard writes moves ctime: the escalation boundary trusts it when the state put back was trusted
+        // (./git-taint.ts) and is what is there now (a call running beside this one may write it meanwhile).
+        if (why === undefined) noteGuardWrite(e.path, e.clean === true, () => sameState(e.state, stateOf(e.path)));
+        else noteGuardWrite(e.path, false);
         if (why === undefined) undone.push(`${e.label}: ${describeChange(e.state, now)}; put back as it was`);
         else failed.push(`${e.label}: ${describeChange(e.state, now)}; could not be put back (${why})`);
       }
@@ -302,7 +297,6 @@ export class GitGuard {
         for (const extra of extraChildren(e, recorded)) {
           const label = labelOf(extra);
           const why = removeEntry(e.base, extra);
-          noteGuardWrite(e.path, e.clean === true);
           if (why === undefined) undone.push(`${label}: created by the command; removed`);
           else failed.push(`${label}: created by the command; could not be removed (${why})`);
         }

@@ -78,16 +78,21 @@ export function noteWritable(view: WritableView | { full: false; roots: readonly
 }
 
 /**
- * Record that the git guard wrote `path` (restored a file, made a folder, removed an entry of it). `clean`: whether
- * the state it put back was itself trusted ({@link untaintedNow} when the guard recorded it); a write of untrusted
- * state is not recorded (the file keeps counting as written). Main thread; never throws.
+ * Record that the git guard put `path` back (a file, a link or a folder) as it was. `clean`: whether the state it
+ * put back was itself trusted ({@link untaintedNow} when the guard recorded it); a write of untrusted state (or a
+ * failed one) is not recorded, and the file keeps counting as written. `holds`: whether what is at `path` now is
+ * what the guard wrote (a sandbox of a call running beside this one may write it meanwhile); it runs between two
+ * `lstat`s that must agree. Main thread; never throws.
  */
-export function noteGuardWrite(path: string, clean: boolean): void {
+export function noteGuardWrite(path: string, clean: boolean, holds: () => boolean = () => false): void {
   trusted.delete(path);
   if (!clean) return;
   try {
-    const st = lstatSync(path, { bigint: true });
-    trusted.set(path, { path, dev: String(st.dev), ino: String(st.ino), ctimeNs: String(st.ctimeNs) });
+    const a = lstatSync(path, { bigint: true });
+    if (!holds()) return;
+    const b = lstatSync(path, { bigint: true });
+    if (a.dev !== b.dev || a.ino !== b.ino || a.ctimeNs !== b.ctimeNs) return;
+    trusted.set(path, { path, dev: String(b.dev), ino: String(b.ino), ctimeNs: String(b.ctimeNs) });
     if (trusted.size > MAX_TRUSTED) trusted.delete(trusted.keys().next().value!);
   } catch {
     // gone: nothing to trust
