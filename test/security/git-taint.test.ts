@@ -11,7 +11,7 @@
  * sandbox and the result says why. Everything here goes through the compiled binary.
  */
 import { afterAll, describe, expect, test } from "bun:test";
-import { existsSync, mkdirSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { closeAll, confDir, oneCommitRepo, requirePrograms, serveWithPid, type AttackSession } from "../helpers/attack.ts";
 import { skipWithout } from "../helpers/prereq.ts";
@@ -111,6 +111,28 @@ describe.skipIf(skipWithout("git taint suite", shellsMissing()))("a .git written
     expect(await call(s, plant(deep, "cd; touch pwned-deep"), ws)).toContain("PLANTED");
     const o = await call(s, "git status --short >/dev/null 2>&1; echo STATUS-DONE", deep);
     expect(o).toContain("STATUS-DONE");
+    expect(existsSync(marker)).toBe(false);
+    expect(o).toContain("changed while shellmcp ran");
+  }, 60_000);
+
+  test("a hooks folder renamed into a deep repository's .git (its hooks keep their old ctimes) is not trusted", async () => {
+    const ws = dir("taint-hooks");
+    const deep = join(ws, "a", "b", "c", "d", "e", "f", "deep");
+    oneCommitRepo(deep);
+    // A folder of hooks that predates the server (a project's own files, say), outside any .git.
+    mkdirSync(join(ws, "fixture-hooks"));
+    writeFileSync(join(ws, "fixture-hooks", "pre-commit"), "#!/bin/sh\ncd; touch pwned-hooks\n", { mode: 0o755 });
+    await settle();
+    const s = await serveWithPid({
+      rules: 'prefix_rule(pattern=["git","commit"], decision="allow")\n',
+      cwd: ws,
+      args: ["--sandbox", "workspace-write", "--sandbox-backend", "bwrap", "--escalation", "host"],
+    });
+    const marker = join(s.codexHome, "pwned-hooks");
+    const swap = `mv ${deep}/.git/hooks ${deep}/.git/hooks-old && mv ${ws}/fixture-hooks ${deep}/.git/hooks && echo SWAPPED`;
+    expect(await call(s, swap, ws)).toContain("SWAPPED");
+    const o = await call(s, "git commit -q --allow-empty -m two >/dev/null 2>&1; echo COMMIT-DONE", deep);
+    expect(o).toContain("COMMIT-DONE");
     expect(existsSync(marker)).toBe(false);
     expect(o).toContain("changed while shellmcp ran");
   }, 60_000);

@@ -343,16 +343,19 @@ function gitWritable(
 const MAX_HOOKS = 256;
 
 /**
- * The entries of hooks folder `dir`, appended to `control` (a hook added, or renamed from `pre-commit.sample`, has a
- * new ctime: the folder's own is not needed, and a room's mount point makes an empty one); `dir` itself too when it
- * is not a real folder (a link the sandbox may have planted). Why not, when it holds more than {@link MAX_HOOKS}.
+ * Hooks folder `dir` and its entries, appended to `control`: a hook added, or renamed from `pre-commit.sample`, has a
+ * new ctime, and a folder renamed into place (whose entries keep their old ctimes) has one itself. An empty real
+ * folder is left out (a room's mount point makes one; it runs nothing). Why not, when it holds more than
+ * {@link MAX_HOOKS}.
  */
 function addHooks(dir: string, control: string[]): string | undefined {
   let names: string[];
   try {
-    if (!lstatSync(dir).isDirectory()) control.push(dir);
+    const link = !lstatSync(dir).isDirectory();
+    if (link) control.push(dir);
     if (!statSync(dir).isDirectory()) return undefined;
     names = readdirSync(dir);
+    if (!link && names.length > 0) control.push(dir);
   } catch {
     return undefined;
   }
