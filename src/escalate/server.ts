@@ -19,7 +19,7 @@ import { bounded } from "../safe-text.ts";
 import { workerUrl as workerUrlOf } from "../self.ts";
 import { escalatedEnv, type EscalationBoundary, type Grant } from "./decision/boundary.ts";
 import { Inspector } from "./decision/inspector-client.ts";
-import { noteWritable, taintContext } from "../sandbox/git-taint.ts";
+import { noteOriginal, noteWritable, taintContext } from "../sandbox/git-taint.ts";
 import { RoomsInUse, type EscalateSpawn } from "./rooms/keep.ts";
 import {
   encodeFrame,
@@ -380,7 +380,11 @@ export class EscalationServer {
     }
     const prepared = inspected.ok ? inspected.prepared : undefined; // planned whenever rooms apply and the check passed
     // What the room may write counts as written by a sandbox of this server from now on (../sandbox/git-taint.ts).
-    if (prepared?.kind === "room") noteWritable({ full: false, roots: prepared.room.plan.writableRoots.map((r) => r.root) });
+    // Its repository's git dirs, which the boundary trusted, stay trusted when the room's git changes their folders.
+    if (prepared?.kind === "room") {
+      if (inspected.ok && inspected.original !== undefined) noteOriginal(inspected.original);
+      noteWritable({ full: false, roots: prepared.room.plan.writableRoots.map((r) => r.root) });
+    }
     const program = { program: check.path, argv: request.argv, cwd: check.cwd, env: entries, named: request.file };
     const placed = this.rooms.place(l.id, sid, boundary.room, prepared!, program);
     if ("unavailable" in placed) {

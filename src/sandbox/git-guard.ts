@@ -50,7 +50,7 @@ import { MAX_INDEX_BYTES, readUntrusted, readUntrustedText } from "../untrusted-
 import { visible } from "../safe-text.ts";
 import { isUnder } from "./policy.ts";
 import { canonicalPath, canWrite, type WritableView } from "./writable.ts";
-import { noteGuardWrite, untaintedNow } from "./git-taint.ts";
+import { noteGitDirSeen, noteGuardWrite, untaintedNow } from "./git-taint.ts";
 
 /** Folder levels searched below each writable root for repositories (the root itself is level 0). */
 export const MAX_SEARCH_DEPTH = 4;
@@ -206,6 +206,7 @@ export class GitGuard {
       for (const g of gitDirFamily(repo.gitDir)) {
         if (seen.has(g) || seen.size >= MAX_GIT_DIRS) continue;
         seen.add(g);
+        noteGitDirSeen(g); // the escalation boundary's "was it there before" (./git-taint.ts)
         recordGitDir(g, guarded, entries, stateOf);
       }
       if (repo.workTree !== undefined) {

@@ -57,11 +57,20 @@ export interface TaintContext {
   places: WritablePlace[];
   /** Files the git guard wrote (and put back as trusted state). */
   trusted: TrustedWrite[];
+  /**
+   * `path NUL dev:ino` of the git dirs found where they were before their place was handed out
+   * ({@link noteGitDirSeen}): the same folder at the same path (a git dir moved elsewhere is not original there).
+   */
+  original: string[];
 }
 
 /** Each place handed out, with when it first was less {@link START_MARGIN_MS} (ms since the epoch). */
 const places = new Map<string, number>();
 const trusted = new Map<string, TrustedWrite>();
+/** Git dirs (`path NUL dev:ino`) that were where they are before a sandbox of ours could write there. */
+const original = new Set<string>();
+/** At most this many original git dirs are remembered (past it, a git dir seen later is not: it fails closed). */
+const MAX_ORIGINAL = 10_000;
 
 /**
  * Record the writable places of a sandbox (a call's, or a room's) this server hands out, before anything runs in
@@ -99,17 +108,84 @@ export function noteGuardWrite(path: string, clean: boolean, holds: () => boolea
   }
 }
 
+/**
+ * Record git dir `path`, found by the git guard's search before a call's command runs, as original when no sandbox
+ * of ours could have put it there: its place was not handed out yet, or its folder's ctime is older than that (a
+ * folder renamed into place has a new one). A git dir whose folder changes later (git's own writes: the index, refs,
+ * logs) stays original while it is the same folder at the same path. Main thread; never throws.
+ */
+export function noteGitDirSeen(path: string): void {
+  const key = originalKey(taintContext(), path);
+  if (key !== undefined) noteOriginal([key]);
+}
+
+/**
+ * Record git dirs as original by their keys ({@link originalKey}, computed where the escalation boundary trusted
+ * them: the repository of a room about to be built, whose folder the room's git will change). Main thread.
+ */
+export function noteOriginal(keys: readonly string[]): void {
+  for (const k of keys) if (original.size < MAX_ORIGINAL) original.add(k);
+}
+
+/**
+ * The key of git dir `path` as an original one (`path NUL dev:ino`) when, by `ctx`, no sandbox of ours could have put
+ * it there (see {@link noteGitDirSeen}); undefined otherwise. Only `lstat`.
+ */
+export function originalKey(ctx: TaintContext, path: string): string | undefined {
+  try {
+    const st = lstatSync(path, { bigint: true });
+    if (!st.isDirectory()) return undefined;
+    const key = `${path}\0${st.dev}:${st.ino}`;
+    const since = coveringSince(ctx.places, path);
+    return since === undefined || st.ctimeNs < since || ctx.original.includes(key) ? key : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 /** A copy of the registry for one decision. */
 export function taintContext(): TaintContext {
   return {
     places: [...places].map(([root, ms]) => ({ root, sinceNs: String(BigInt(ms) * 1_000_000n) })),
     trusted: [...trusted.values()],
+    original: [...original],
   };
 }
 
 /** Whether `path` as it is now (an `lstat`) is not written during this server's life, by the registry as it is now. */
 export function untaintedNow(path: string): boolean {
   return taintedControlFile(taintContext(), path) === undefined;
+}
+
+/** The earliest moment a place holding `path` was handed out (ns), or undefined when none holds it. */
+function coveringSince(list: readonly WritablePlace[], path: string): bigint | undefined {
+  let since: bigint | undefined;
+  for (const p of list) {
+    if (!under(path, p.root)) continue;
+    const t = BigInt(p.sinceNs);
+    if (since === undefined || t < since) since = t;
+  }
+  return since;
+}
+
+/**
+ * When git dir `dir` (a folder) may have been put where it is by a sandbox or room of this server — its folder's ctime
+ * is later than the moment its place was handed out and it is not a git dir the guard saw there before
+ * ({@link noteGitDirSeen}): a folder of old files renamed into place (a project's fixture made a `.git`) keeps its
+ * files' old ctimes — a sentence saying so; else undefined.
+ */
+export function taintedGitDir(ctx: TaintContext, dir: string): string | undefined {
+  const since = coveringSince(ctx.places, dir);
+  if (since === undefined) return undefined;
+  let st;
+  try {
+    st = lstatSync(dir, { bigint: true });
+  } catch {
+    return undefined;
+  }
+  if (st.ctimeNs < since || ctx.original.includes(`${dir}\0${st.dev}:${st.ino}`)) return undefined;
+  const at = new Date(Number(st.ctimeNs / 1_000_000n)).toISOString();
+  return `${dir} (a git dir that appeared or was moved there, changed ${at})`;
 }
 
 function under(path: string, root: string): boolean {
@@ -122,9 +198,8 @@ function under(path: string, root: string): boolean {
  * undefined (its absence is what the caller judges).
  */
 export function taintedControlFile(ctx: TaintContext, path: string): string | undefined {
-  const covering = ctx.places.filter((p) => under(path, p.root)).map((p) => BigInt(p.sinceNs));
-  if (covering.length === 0) return undefined;
-  const since = covering.reduce((a, b) => (b < a ? b : a));
+  const since = coveringSince(ctx.places, path);
+  if (since === undefined) return undefined;
   let st;
   try {
     st = lstatSync(path, { bigint: true });

@@ -137,6 +137,23 @@ describe.skipIf(skipWithout("git taint suite", shellsMissing()))("a .git written
     expect(o).toContain("changed while shellmcp ran");
   }, 60_000);
 
+  test("a folder of old git files renamed into place as a .git (a project's fixture) is not trusted", async () => {
+    const ws = dir("taint-moved");
+    // Made before the server started: a git dir (a fixture the project ships, say) with a core.fsmonitor command.
+    const scratch = join(ws, "scratch");
+    oneCommitRepo(scratch);
+    Bun.spawnSync(["mv", join(scratch, ".git"), join(ws, "fixture-git")]);
+    Bun.spawnSync(["git", "--git-dir", join(ws, "fixture-git"), "config", "core.fsmonitor", "cd; touch pwned-moved"]);
+    await settle();
+    const s = await serve(ws, "host");
+    const marker = join(s.codexHome, "pwned-moved");
+    expect(await call(s, "mv fixture-git scratch/.git && echo MOVED", ws)).toContain("MOVED");
+    const o = await call(s, "git status --short >/dev/null 2>&1; echo STATUS-DONE", scratch);
+    expect(o).toContain("STATUS-DONE");
+    expect(existsSync(marker)).toBe(false);
+    expect(o).toContain("appeared or was moved there");
+  }, 60_000);
+
   test("no false positive: a repository made before the server started still escalates", async () => {
     const ws = dir("taint-before");
     oneCommitRepo(ws);

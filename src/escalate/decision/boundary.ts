@@ -26,7 +26,7 @@ import type { RoomSpec } from "../rooms/plan.ts";
 import { readUntrusted, readUntrustedText } from "../../untrusted-fs.ts";
 import { canonicalPath, canWrite, type WritableView } from "../../sandbox/writable.ts";
 import { PROTOCOL_ENV_VARS } from "../protocol/wire.ts";
-import { taintedControlFile, type TaintContext } from "../../sandbox/git-taint.ts";
+import { taintedControlFile, taintedGitDir, type TaintContext } from "../../sandbox/git-taint.ts";
 
 /**
  * What a rule granted, judged against what will really run (issue 21, "identity"): the rule's program token
@@ -321,15 +321,15 @@ function gitWritable(
   if (typeof repo === "string") return repo;
   const configs: string[] = [];
   const control: string[] = [];
+  const gitDirs: string[] = [];
   if (repo.gitDir !== undefined) {
-    const why = gitDirsWritable(w, repo.gitDir, repo.dirs, repo.workTree, configs, control);
+    const why = gitDirsWritable(w, repo.gitDir, repo.dirs, repo.workTree, configs, control, gitDirs);
     if (why !== undefined) return why;
   }
   configs.push(...userGitConfigs(env));
   const why = configsWritable(w, configs, env.HOME, cwd, control);
   if (why !== undefined || taint === undefined) return why;
-  for (const f of control) {
-    const t = taintedControlFile(taint, f);
+  for (const t of [...gitDirs.map((d) => taintedGitDir(taint, d)), ...control.map((f) => taintedControlFile(taint, f))]) {
     if (t !== undefined)
       return (
         `the repository's git control files changed while shellmcp ran, where a sandboxed command could write: ${t}. ` +
@@ -431,6 +431,8 @@ function discoverGit(w: WritableView, cwd: string): { workTree?: string; gitDir?
  * dirs' config files are appended to `configs`, their hooks and submodules' configs and hooks to `control`. Pointer
  * files (`commondir`, `gitdir`, a `.git` file) are not: their content is pinned by the layout check
  * (../../sandbox/git-layout.ts), so who wrote them changes nothing (a `git worktree add` through the room is kept).
+ * The git dirs whose folder may not have moved (the common one, a submodule's, a linked worktree's own when it
+ * holds a `config.worktree`) are appended to `gitDirs`.
  */
 function gitDirsWritable(
   w: WritableView,
@@ -439,6 +441,7 @@ function gitDirsWritable(
   workTree: string | undefined,
   configs: string[],
   control: string[],
+  gitDirs: string[],
 ): string | undefined {
   if (dirs.length === 0) {
     // --git-dir, or a bare repository: its commondir too (a linked worktree of a bare repository).
@@ -459,6 +462,9 @@ function gitDirsWritable(
     configs.push(join(d, "config"), join(d, "config.worktree"));
     const many = addHooks(join(d, "hooks"), control);
     if (many !== undefined) return many;
+    // A linked worktree's own admin folder is made by `git worktree add` (through a room, too): only what it could
+    // carry, a `config.worktree`, makes its folder matter.
+    if (d === dirs[dirs.length - 1] || existsSync(join(d, "config.worktree"))) gitDirs.push(d);
   }
   // Submodules: git recurses into them (status, diff, fetch…) and runs *their* config and hooks. A submodule's
   // .git lives in the work tree, where the sandbox may create or replace it.
@@ -471,6 +477,7 @@ function gitDirsWritable(
     if (why !== undefined) return why;
     const subDir = submoduleGitDir(join(workTree, sub));
     if (subDir !== undefined) {
+      gitDirs.push(subDir);
       control.push(join(subDir, "config"), join(subDir, "config.worktree"));
       const many = addHooks(join(subDir, "hooks"), control);
       if (many !== undefined) return many;

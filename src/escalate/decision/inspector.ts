@@ -13,7 +13,7 @@
  */
 import { prepareRoom, type PreparedRoom } from "../rooms/plan.ts";
 import { checkEscalation, type EscalationBoundary, type EscalationCheck, type Grant } from "./boundary.ts";
-import type { TaintContext } from "../../sandbox/git-taint.ts";
+import { originalKey, type TaintContext } from "../../sandbox/git-taint.ts";
 
 /** One inspection: what {@link checkEscalation} and, when it passes and rooms apply, {@link prepareRoom} need. */
 export interface InspectRequest {
@@ -29,7 +29,18 @@ export interface InspectRequest {
 
 /** The answer to {@link InspectRequest} `id`: the boundary's verdict and the room's plan, or an error message. */
 export type InspectReply =
-  { id: number; ok: true; check: EscalationCheck; prepared?: PreparedRoom } | { id: number; ok: false; error: string };
+  | {
+      id: number;
+      ok: true;
+      check: EscalationCheck;
+      prepared?: PreparedRoom;
+      /**
+       * The room's repository's git dirs the boundary trusted, as original ones (../../sandbox/git-taint.ts
+       * `originalKey`): the room's git changes their folders, which must not make them look moved in.
+       */
+      original?: string[];
+    }
+  | { id: number; ok: false; error: string };
 
 /** Run one inspection (exported for tests and for the in-thread fallback). Never throws. */
 export function inspect(req: InspectRequest): InspectReply {
@@ -37,12 +48,14 @@ export function inspect(req: InspectRequest): InspectReply {
     const check = checkEscalation(req.boundary, req.request, req.env, req.grant, req.taint);
     if (!check.ok || req.boundary.room === undefined) return { id: req.id, ok: true, check };
     const entries = Object.entries(req.env).map(([k, v]) => `${k}=${v}`);
-    return {
-      id: req.id,
-      ok: true,
-      check,
-      prepared: prepareRoom(req.boundary.room, check.path, check.cwd, entries, [req.request.file, req.request.argv[0]]),
-    };
+    const prepared = prepareRoom(req.boundary.room, check.path, check.cwd, entries, [req.request.file, req.request.argv[0]]);
+    const taint = req.taint;
+    const repo = prepared.kind === "room" ? prepared.room.repository : undefined;
+    const original =
+      taint === undefined || repo === undefined
+        ? []
+        : repo.gitDirs.map((d) => originalKey(taint, d)).filter((k): k is string => k !== undefined);
+    return { id: req.id, ok: true, check, prepared, ...(original.length > 0 ? { original } : {}) };
   } catch (e) {
     return { id: req.id, ok: false, error: e instanceof Error ? e.message : String(e) };
   }
