@@ -374,17 +374,15 @@ export class EscalationServer {
       return { action: { kind: "Run" } };
     }
     const entries = Object.entries(env).map(([k, v]) => `${k}=${v}`);
+    // The repository's git dirs the boundary trusted stay trusted when the escalated git changes their folders.
+    if (inspected.ok && inspected.original !== undefined) noteOriginal(inspected.original);
     if (boundary.room === undefined) {
       log.notice("escalated", { file: request.file, argv: request.argv, room: "none" });
       return { action, spawn: { path: check.path, argv: request.argv, env: entries, cwd: check.cwd } };
     }
     const prepared = inspected.ok ? inspected.prepared : undefined; // planned whenever rooms apply and the check passed
     // What the room may write counts as written by a sandbox of this server from now on (../sandbox/git-taint.ts).
-    // Its repository's git dirs, which the boundary trusted, stay trusted when the room's git changes their folders.
-    if (prepared?.kind === "room") {
-      if (inspected.ok && inspected.original !== undefined) noteOriginal(inspected.original);
-      noteWritable({ full: false, roots: prepared.room.plan.writableRoots.map((r) => r.root) });
-    }
+    if (prepared?.kind === "room") noteWritable({ full: false, roots: prepared.room.plan.writableRoots.map((r) => r.root) });
     const program = { program: check.path, argv: request.argv, cwd: check.cwd, env: entries, named: request.file };
     const placed = this.rooms.place(l.id, sid, boundary.room, prepared!, program);
     if ("unavailable" in placed) {

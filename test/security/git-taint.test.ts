@@ -165,6 +165,25 @@ describe.skipIf(skipWithout("git taint suite", shellsMissing()))("a .git written
     expect(s.stderr()).toMatch(/escalated \{"file":"[^"]*git","argv":\["git","status","--short"\],"room":"host"/);
   }, 60_000);
 
+  test("no false positive: escalated commits one after another in a deep repository (git's own writes to its .git)", async () => {
+    const ws = dir("taint-commits");
+    const deep = join(ws, "a", "b", "c", "d", "e", "f", "deep"); // beyond the guard's search
+    oneCommitRepo(deep);
+    await settle();
+    const s = await serveWithPid({
+      rules: 'prefix_rule(pattern=["git","commit"], decision="allow")\n',
+      cwd: ws,
+      args: ["--sandbox", "workspace-write", "--sandbox-backend", "bwrap", "--escalation", "host"],
+    });
+    for (const m of ["two", "three", "four"]) {
+      const o = await call(s, `git commit -q --allow-empty -m ${m}; echo COMMIT-DONE`, deep);
+      expect(o).toContain("COMMIT-DONE");
+      expect(o).not.toContain("not escalated");
+    }
+    const log = Bun.spawnSync(["git", "-C", deep, "log", "--format=%s"]).stdout.toString().trim().split("\n");
+    expect(log).toEqual(["four", "three", "two", "first"]);
+  }, 60_000);
+
   test("a config the git guard put back is trusted: git status there still escalates", async () => {
     const ws = dir("taint-guard");
     // 4 levels down: below bubblewrap's nested-.git depth (so writable from ws), within the guard's search.
