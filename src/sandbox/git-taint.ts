@@ -14,9 +14,14 @@
  * recorded (path, device, inode, ctime after its write) and trusted exactly as long as nothing writes it again —
  * and only when what it put back was itself trusted (a guard never launders a planted config).
  *
- * Two halves: the registry (main thread: {@link noteWritable}, {@link noteGuardWrite}, {@link taintContext}) and the
- * check ({@link taintedControlFile}), which runs in the decision inspector (../escalate/decision/inspector.ts) with a
- * copy of the registry and does nothing but `lstat`.
+ * A folder renamed into place keeps its files' old ctimes; only its own moves. A hooks folder is judged by it; a
+ * git dir's folder changes with every git write, so it is trusted when it is a git dir seen at that path before
+ * ({@link taintedGitDir}, {@link noteGitDirSeen}, {@link noteOriginal}).
+ *
+ * Two halves: the registry (main thread: {@link noteWritable}, {@link noteGuardWrite}, {@link noteGitDirSeen},
+ * {@link noteOriginal}, {@link taintContext}) and the checks ({@link taintedControlFile}, {@link taintedGitDir},
+ * {@link originalKey}), which run in the decision inspector (../escalate/decision/inspector.ts) with a copy of the
+ * registry and do nothing but `lstat`.
  */
 import { lstatSync } from "node:fs";
 import type { WritableView } from "./writable.ts";
@@ -115,7 +120,8 @@ export function noteGuardWrite(path: string, clean: boolean, holds: () => boolea
  * logs) stays original while it is the same folder at the same path. Main thread; never throws.
  */
 export function noteGitDirSeen(path: string): void {
-  const key = originalKey(taintContext(), path);
+  // The places only: whether it is original already does not matter (adding it again changes nothing).
+  const key = originalKey({ places: placesList(), trusted: [], original: [] }, path);
   if (key !== undefined) noteOriginal([key]);
 }
 
@@ -143,10 +149,14 @@ export function originalKey(ctx: TaintContext, path: string): string | undefined
   }
 }
 
+function placesList(): WritablePlace[] {
+  return [...places].map(([root, ms]) => ({ root, sinceNs: String(BigInt(ms) * 1_000_000n) }));
+}
+
 /** A copy of the registry for one decision. */
 export function taintContext(): TaintContext {
   return {
-    places: [...places].map(([root, ms]) => ({ root, sinceNs: String(BigInt(ms) * 1_000_000n) })),
+    places: placesList(),
     trusted: [...trusted.values()],
     original: [...original],
   };
