@@ -19,6 +19,7 @@ import { bounded } from "../safe-text.ts";
 import { workerUrl as workerUrlOf } from "../self.ts";
 import { escalatedEnv, type EscalationBoundary, type Grant } from "./decision/boundary.ts";
 import { Inspector } from "./decision/inspector-client.ts";
+import { noteOriginal, noteWritable, taintContext } from "../sandbox/git-taint.ts";
 import { RoomsInUse, type EscalateSpawn } from "./rooms/keep.ts";
 import {
   encodeFrame,
@@ -242,6 +243,8 @@ export class EscalationServer {
     // seqpacket message anywhere but to the peer (an address given to sendmsg is ignored), and the sandbox's
     // seccomp filter allows no datagram socket at all (issue 22: no addressed send to a host socket).
     const [serverEnd, clientEnd] = libc.socketpair(libc.SOCK.AF_UNIX, libc.SOCK.SOCK_SEQPACKET | libc.SOCK.SOCK_CLOEXEC);
+    // Where this call's sandbox can write: a git control file changed there from now on is not trusted (../sandbox/git-taint.ts).
+    noteWritable(options.boundary.writable);
     const l = new EscalationListener(this, this.nextLid++, clientEnd, options);
     this.listeners.set(l.id, l);
     this.command({ t: "listen", lid: l.id, fd: serverEnd, cgroupProcs: options.cgroupProcs, outputFd: options.outputFd });
@@ -357,7 +360,13 @@ export class EscalationServer {
     if (dropped.length > 0) log.info("escalated program: environment changes not passed on", { file: request.file, dropped });
     this.rooms.sweep();
     // Every file the decision reads is read by the inspector, off this thread and under a deadline.
-    const inspected = await this.inspector.inspect({ boundary, request, env, ...(grant !== undefined ? { grant } : {}) });
+    const inspected = await this.inspector.inspect({
+      boundary,
+      request,
+      env,
+      taint: taintContext(),
+      ...(grant !== undefined ? { grant } : {}),
+    });
     const check = inspected.ok ? inspected.check : { ok: false as const, reason: inspected.error };
     if (!check.ok) {
       log.notice("not escalated: runs inside the sandbox instead", { file: request.file, argv: request.argv, reason: check.reason });
@@ -365,11 +374,15 @@ export class EscalationServer {
       return { action: { kind: "Run" } };
     }
     const entries = Object.entries(env).map(([k, v]) => `${k}=${v}`);
+    // The repository's git dirs the boundary trusted stay trusted when the escalated git changes their folders.
+    if (inspected.ok && inspected.original !== undefined) noteOriginal(inspected.original);
     if (boundary.room === undefined) {
       log.notice("escalated", { file: request.file, argv: request.argv, room: "none" });
       return { action, spawn: { path: check.path, argv: request.argv, env: entries, cwd: check.cwd } };
     }
     const prepared = inspected.ok ? inspected.prepared : undefined; // planned whenever rooms apply and the check passed
+    // What the room may write counts as written by a sandbox of this server from now on (../sandbox/git-taint.ts).
+    if (prepared?.kind === "room") noteWritable({ full: false, roots: prepared.room.plan.writableRoots.map((r) => r.root) });
     const program = { program: check.path, argv: request.argv, cwd: check.cwd, env: entries, named: request.file };
     const placed = this.rooms.place(l.id, sid, boundary.room, prepared!, program);
     if ("unavailable" in placed) {

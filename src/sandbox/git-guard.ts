@@ -50,6 +50,7 @@ import { MAX_INDEX_BYTES, readUntrusted, readUntrustedText } from "../untrusted-
 import { visible } from "../safe-text.ts";
 import { isUnder } from "./policy.ts";
 import { canonicalPath, canWrite, type WritableView } from "./writable.ts";
+import { noteGitDirSeen, noteGuardWrite, untaintedNow } from "./git-taint.ts";
 
 /** Folder levels searched below each writable root for repositories (the root itself is level 0). */
 export const MAX_SEARCH_DEPTH = 4;
@@ -104,6 +105,13 @@ interface Entry {
   gitlink?: { workTree: string; path: string };
   /** Short name for the report (`.git/hooks/pre-commit`, relative to the repository). */
   label: string;
+  /**
+   * Whether the recorded state was trusted by the escalation boundary (not written during the server's life by a
+   * sandbox, ./git-taint.ts): what the guard puts back is trusted only then.
+   */
+  clean?: boolean;
+  /** Device and inode when recorded (a folder the guard wrote in is trusted again only while it is the same one). */
+  ident?: string;
 }
 
 /** An index as recorded: its stat key, bytes (when kept) and gitlinks (undefined: not parseable). */
@@ -156,7 +164,15 @@ export class GitGuard {
    */
   private active = 0;
   private baseline:
-    { entries: Map<string, EntryState>; indexes: Map<string, IndexState>; folders: Set<string>; appeared: Set<string> } | undefined;
+    | {
+        entries: Map<string, EntryState>;
+        /** Whether each entry's state was trusted when recorded, and what it was (see {@link Entry.clean}). */
+        clean: Map<string, { clean: boolean; ident?: string }>;
+        indexes: Map<string, IndexState>;
+        folders: Set<string>;
+        appeared: Set<string>;
+      }
+    | undefined;
   /** File states of the last snapshot by path, reused while the file's stat key is unchanged. */
   private files: FileCache = new Map();
 
@@ -190,6 +206,7 @@ export class GitGuard {
       for (const g of gitDirFamily(repo.gitDir)) {
         if (seen.has(g) || seen.size >= MAX_GIT_DIRS) continue;
         seen.add(g);
+        noteGitDirSeen(g); // the escalation boundary's "was it there before" (./git-taint.ts)
         recordGitDir(g, guarded, entries, stateOf);
       }
       if (repo.workTree !== undefined) {
@@ -212,6 +229,11 @@ export class GitGuard {
       }
     }
     const truncated = seen.size >= MAX_GIT_DIRS ? [...new Set([...found.truncated, ...view.roots])] : found.truncated;
+    for (const e of entries) {
+      e.clean = untaintedNow(e.path);
+      const ident = identOf(e.path);
+      if (ident !== undefined) e.ident = ident;
+    }
     if (this.active === 0) {
       // Forget the indexes of repositories no longer found (their bytes are the cache's memory).
       const live = new Set(indexes.map((i) => i.path));
@@ -220,6 +242,7 @@ export class GitGuard {
     if (this.active === 0 || this.baseline === undefined) {
       this.baseline = {
         entries: new Map(entries.map((e) => [e.path, e.state])),
+        clean: new Map(entries.map((e) => [e.path, { clean: e.clean === true, ...(e.ident !== undefined ? { ident: e.ident } : {}) }])),
         indexes: new Map(indexes.map((i) => [i.path, i])),
         folders: new Set(entries.filter((e) => e.children === true).map((e) => e.path)),
         appeared: new Set(),
@@ -228,12 +251,22 @@ export class GitGuard {
       const base = this.baseline;
       for (const e of entries) {
         const b = base.entries.get(e.path);
-        if (b !== undefined) e.state = b;
+        if (b !== undefined) {
+          e.state = b;
+          const c = base.clean.get(e.path);
+          e.clean = c?.clean === true;
+          if (c?.ident !== undefined) e.ident = c.ident;
+          else delete e.ident;
+        }
         // Not recorded before but inside a folder whose every entry was: it appeared since (the running call's).
         else if (base.folders.has(dirname(e.path)) || base.appeared.has(dirname(e.path))) {
           e.state = { kind: "absent" };
+          e.clean = true;
           base.appeared.add(e.path);
-        } else base.entries.set(e.path, e.state);
+        } else {
+          base.entries.set(e.path, e.state);
+          base.clean.set(e.path, { clean: e.clean === true, ...(e.ident !== undefined ? { ident: e.ident } : {}) });
+        }
       }
       for (let i = 0; i < indexes.length; i++) {
         const b = base.indexes.get(indexes[i]!.path);
@@ -259,10 +292,24 @@ export class GitGuard {
     // Parents before children: a `hooks/` put back as a folder before the hooks in it.
     const ordered = [...snap.entries].sort((a, b) => a.path.length - b.path.length);
     const recorded = new Set(ordered.map((e) => e.path));
+    const byPath = new Map(ordered.map((e) => [e.path, e]));
+    // A hooks folder's ctime moves when the guard writes or removes an entry in it (the boundary judges a folder by
+    // it: a folder renamed into place keeps its entries' old ctimes). Trusted again when it was trusted before and is
+    // still the same folder.
+    const folderWritten = (child: Entry) => {
+      const f = byPath.get(dirname(child.path));
+      if (f === undefined || f.state.kind !== "dir") return;
+      noteGuardWrite(f.path, f.clean === true, () => f.ident !== undefined && identOf(f.path) === f.ident);
+    };
     for (const e of ordered) {
       const now = currentState(e, this.files);
       if (!sameState(e.state, now) && (e.gitlink === undefined || nestedRepoWritable(e.gitlink.workTree, e.gitlink.path, view))) {
         const why = restore(e, now);
+        // What the guard writes moves ctime: the escalation boundary trusts it when the state put back was trusted
+        // (./git-taint.ts) and is what is there now (a call running beside this one may write it meanwhile).
+        if (why === undefined) noteGuardWrite(e.path, e.clean === true, () => sameState(e.state, stateOf(e.path)));
+        else noteGuardWrite(e.path, false);
+        folderWritten(e);
         if (why === undefined) undone.push(`${e.label}: ${describeChange(e.state, now)}; put back as it was`);
         else failed.push(`${e.label}: ${describeChange(e.state, now)}; could not be put back (${why})`);
       }
@@ -270,6 +317,7 @@ export class GitGuard {
         for (const extra of extraChildren(e, recorded)) {
           const label = labelOf(extra);
           const why = removeEntry(e.base, extra);
+          folderWritten({ ...e, path: extra });
           if (why === undefined) undone.push(`${label}: created by the command; removed`);
           else failed.push(`${label}: created by the command; could not be removed (${why})`);
         }
@@ -629,6 +677,12 @@ function lstatQuiet(p: string): BigIntStats | undefined {
   } catch {
     return undefined;
   }
+}
+
+/** `dev:ino` of `p` (not followed), or undefined when it cannot be had. */
+function identOf(p: string): string | undefined {
+  const st = lstatQuiet(p);
+  return st === undefined ? undefined : `${st.dev}:${st.ino}`;
 }
 
 /** dev, inode, size, mtime and ctime (ns): any write changes ctime, which no unprivileged program can set back. */

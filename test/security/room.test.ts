@@ -40,12 +40,22 @@ print("ANSWER", os.read(mine.fileno(), n).decode(), flush=True)
 /** A serve session over a repository `ws` (one commit) and an outside folder, in the given sandbox. */
 async function setup(
   rules: string,
-  o: { sandbox?: "read-only" | "workspace-write"; onElicit?: () => { action: "accept" }; config?: string } = {},
+  o: {
+    sandbox?: "read-only" | "workspace-write";
+    onElicit?: () => { action: "accept" };
+    config?: string;
+    /** The user's own setup of the repository, before the first call (after it, a config edit is not trusted). */
+    prepare?: (ws: string) => void;
+  } = {},
 ) {
   const codexHome = homeDir();
   if (o.config !== undefined) writeFileSync(join(codexHome, "config.toml"), o.config);
   const s = await serveWithPid({ rules, codexHome, env: { SHELLMCP_LOG: "info" }, ...(o.onElicit ? { onElicit: o.onElicit } : {}) });
   const ws = oneCommitRepo(confDir("room-ws"));
+  if (o.prepare !== undefined) {
+    o.prepare(ws);
+    await Bun.sleep(100); // ctimes from 20 ms before the workspace is first handed out count (src/sandbox/git-taint.ts)
+  }
   const outside = assertOutside(confDir("room-outside"));
   if (o.sandbox === "workspace-write") expect(await s.sandboxState({ type: "workspace-write", network_access: false }, ws)).toEqual({});
   const run = async (command: string, timeout_ms = 30_000) => (await s.shell({ command, workdir: ws, login: false, timeout_ms })).out;
@@ -248,13 +258,15 @@ print("CHILD-DONE", flush=True)
       );
       try {
         const rules = readFileSync(join(ROOT, "examples", "rules", "agent.rules"), "utf8");
+        const url = `git://127.0.0.1:${port}/remote.git`;
+        // The remote is added before the first call: a .git/config changed while the server runs, in a place its
+        // sandboxes could write, is not trusted (./git-taint.test.ts), whoever changed it.
         const { ws, run } = await setup(rules, {
           sandbox: "workspace-write",
           onElicit: () => ({ action: "accept" }),
           config: '[shellmcp.room_network]\ngit = "host"\n',
+          prepare: (ws) => hostGit(ws, "remote", "add", "origin", url),
         });
-        const url = `git://127.0.0.1:${port}/remote.git`;
-        hostGit(ws, "remote", "add", "origin", url);
         for (let i = 0; i < 50 && Bun.spawnSync(["git", "ls-remote", url]).exitCode !== 0; i++) await Bun.sleep(100);
         const r1 = await run(
           "git push -q origin main && echo two > f.txt && git add f.txt && git commit -qm two && git push -q origin main && echo pushed",

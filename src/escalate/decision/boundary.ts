@@ -13,17 +13,20 @@
  *   started by its canonical path, so a link swapped after the check changes nothing.
  * - **Git**: `git` reads its repository's config and hooks, which run commands: when the repository's git dir,
  *   its config or hooks, a config file git reads (system, global, included, `core.hooksPath`), or a place where the
- *   sandbox could create a nearer `.git`, is writable by the sandbox, git is not escalated.
+ *   sandbox could create a nearer `.git`, is writable by the sandbox, git is not escalated. Nor when one of those
+ *   files changed while this server ran, where one of its sandboxes or rooms could write (../../sandbox/git-taint.ts): an earlier
+ *   call may have written it, even if this call's sandbox cannot.
  * A refused escalation runs the program inside the sandbox instead (the caller turns it into `Run`); `forbidden`
  * still denies.
  */
-import { existsSync, realpathSync, statSync } from "node:fs";
+import { existsSync, lstatSync, readdirSync, realpathSync, statSync } from "node:fs";
 import { basename, delimiter, dirname, isAbsolute, join, resolve } from "node:path";
-import { discoverRepository, submodulePaths, trustedCommonDir } from "../../sandbox/git-layout.ts";
+import { discoverRepository, submodulePaths, trustedCommonDir, trustedGitdirPointer } from "../../sandbox/git-layout.ts";
 import type { RoomSpec } from "../rooms/plan.ts";
 import { readUntrusted, readUntrustedText } from "../../untrusted-fs.ts";
 import { canonicalPath, canWrite, type WritableView } from "../../sandbox/writable.ts";
 import { PROTOCOL_ENV_VARS } from "../protocol/wire.ts";
+import { taintedControlFile, taintedGitDir, type TaintContext } from "../../sandbox/git-taint.ts";
 
 /**
  * What a rule granted, judged against what will really run (issue 21, "identity"): the rule's program token
@@ -122,12 +125,15 @@ const NAMESPACE_DEPENDENT = ["/proc", "/dev"];
 /**
  * Whether the program of an escalated request may run outside the sandbox. `file` and `workdir` are absolute
  * (as the escalation server resolved them); `env` is the environment it would get ({@link escalatedEnv}).
+ * `taint`: what this server's sandboxes could have written before this call (../../sandbox/git-taint.ts); without it, git's
+ * control files are judged by this call's sandbox alone.
  */
 export function checkEscalation(
   b: EscalationBoundary,
   req: { file: string; argv: readonly string[]; workdir: string },
   env: Record<string, string>,
   grant?: Grant,
+  taint?: TaintContext,
 ): EscalationCheck {
   const w = b.writable;
   for (const [what, p] of [
@@ -156,7 +162,7 @@ export function checkEscalation(
   const chain = interpreterChain(w, path, env);
   if (typeof chain === "string") return { ok: false, reason: chain };
   if (chain.some((p) => basename(p) === "git")) {
-    const why = gitWritable(w, req.argv, cwd, env);
+    const why = gitWritable(w, req.argv, cwd, env, taint);
     if (why !== undefined) return { ok: false, reason: why };
   }
   return { ok: true, path, cwd };
@@ -297,20 +303,65 @@ function lookPath(name: string, path: string): string | undefined {
 // ---------------------------------------------------------------------------------------------------------
 // git
 
-/** Why an escalated `git` could run something the sandbox wrote, or undefined when it cannot. */
-function gitWritable(w: WritableView, argv: readonly string[], workdir: string, env: Record<string, string>): string | undefined {
+/**
+ * Why an escalated `git` could run something the sandbox wrote, or undefined when it cannot: this call's sandbox
+ * can write a control file, or (`taint`) one changed while this server ran where its sandboxes could write.
+ */
+function gitWritable(
+  w: WritableView,
+  argv: readonly string[],
+  workdir: string,
+  env: Record<string, string>,
+  taint?: TaintContext,
+): string | undefined {
   const opts = gitOptions(w, argv, workdir);
   if (typeof opts === "string") return opts;
   const { cwd } = opts;
   const repo = opts.gitDir === undefined ? discoverGit(w, cwd) : { gitDir: opts.gitDir, dirs: [] };
   if (typeof repo === "string") return repo;
   const configs: string[] = [];
+  const control: string[] = [];
+  const gitDirs: string[] = [];
   if (repo.gitDir !== undefined) {
-    const why = gitDirsWritable(w, repo.gitDir, repo.dirs, repo.workTree, configs);
+    const why = gitDirsWritable(w, repo.gitDir, repo.dirs, repo.workTree, configs, control, gitDirs);
     if (why !== undefined) return why;
   }
   configs.push(...userGitConfigs(env));
-  return configsWritable(w, configs, env.HOME, cwd);
+  const why = configsWritable(w, configs, env.HOME, cwd, control);
+  if (why !== undefined || taint === undefined) return why;
+  for (const t of [...gitDirs.map((d) => taintedGitDir(taint, d)), ...control.map((f) => taintedControlFile(taint, f))]) {
+    if (t !== undefined)
+      return (
+        `the repository's git control files changed while shellmcp ran, where a sandboxed command could write: ${t}. ` +
+        "An earlier call may have written them; check them and run git yourself outside the agent (or restart shellmcp)"
+      );
+  }
+  return undefined;
+}
+
+/** Most entries of a hooks folder whose change times are checked (a folder holding more is not trusted). */
+const MAX_HOOKS = 256;
+
+/**
+ * Hooks folder `dir` and its entries, appended to `control`: a hook added, or renamed from `pre-commit.sample`, has a
+ * new ctime, and a folder renamed into place (whose entries keep their old ctimes) has one itself. An empty real
+ * folder is left out (a room's mount point makes one; it runs nothing). Why not, when it holds more than
+ * {@link MAX_HOOKS}.
+ */
+function addHooks(dir: string, control: string[]): string | undefined {
+  let names: string[];
+  try {
+    const link = !lstatSync(dir).isDirectory();
+    if (link) control.push(dir);
+    if (!statSync(dir).isDirectory()) return undefined;
+    names = readdirSync(dir);
+    if (!link && names.length > 0) control.push(dir);
+  } catch {
+    return undefined;
+  }
+  if (names.length > MAX_HOOKS) return `git's hooks folder ${dir} holds more than ${MAX_HOOKS} entries`;
+  for (const n of names) control.push(join(dir, n));
+  return undefined;
 }
 
 /** `why` as the boundary's reason when the sandbox of `w` can write `p`: git's `what` there. */
@@ -377,7 +428,11 @@ function discoverGit(w: WritableView, cwd: string): { workTree?: string; gitDir?
 /**
  * Why git dir `gitDir` (its git dirs `dirs`: empty for `--git-dir` or a bare repository, whose `commondir` is then
  * followed), its hooks, its configs, or a submodule's `.git` in `workTree`, can be written by the sandbox; the git
- * dirs' config files are appended to `configs`.
+ * dirs' config files are appended to `configs`, their hooks and submodules' configs and hooks to `control`. Pointer
+ * files (`commondir`, `gitdir`, a `.git` file) are not: their content is pinned by the layout check
+ * (../../sandbox/git-layout.ts), so who wrote them changes nothing (a `git worktree add` through the room is kept).
+ * The git dirs whose folder may not have moved (the common one, a submodule's, a linked worktree's own when it
+ * holds a `config.worktree`) are appended to `gitDirs`.
  */
 function gitDirsWritable(
   w: WritableView,
@@ -385,6 +440,8 @@ function gitDirsWritable(
   dirs: string[],
   workTree: string | undefined,
   configs: string[],
+  control: string[],
+  gitDirs: string[],
 ): string | undefined {
   if (dirs.length === 0) {
     // --git-dir, or a bare repository: its commondir too (a linked worktree of a bare repository).
@@ -403,6 +460,11 @@ function gitDirsWritable(
       if (why !== undefined) return why;
     }
     configs.push(join(d, "config"), join(d, "config.worktree"));
+    const many = addHooks(join(d, "hooks"), control);
+    if (many !== undefined) return many;
+    // A linked worktree's own admin folder is made by `git worktree add` (through a room, too): only what it could
+    // carry, a `config.worktree`, makes its folder matter.
+    if (d === dirs[dirs.length - 1] || existsSync(join(d, "config.worktree"))) gitDirs.push(d);
   }
   // Submodules: git recurses into them (status, diff, fetch…) and runs *their* config and hooks. A submodule's
   // .git lives in the work tree, where the sandbox may create or replace it.
@@ -410,10 +472,32 @@ function gitDirsWritable(
   const subs = submodulePaths(gitDir, workTree);
   if (typeof subs === "string") return subs;
   for (const sub of subs) {
-    const why = writableBy(w, "submodule repository", join(workTree, sub, ".git"));
+    const dotGit = join(workTree, sub, ".git");
+    const why = writableBy(w, "submodule repository", dotGit);
     if (why !== undefined) return why;
+    const subDir = submoduleGitDir(join(workTree, sub));
+    if (subDir !== undefined) {
+      gitDirs.push(subDir);
+      control.push(join(subDir, "config"), join(subDir, "config.worktree"));
+      const many = addHooks(join(subDir, "hooks"), control);
+      if (many !== undefined) return many;
+    }
   }
   return undefined;
+}
+
+/** The git dir of the submodule checked out at `subTree` (its `.git` folder, or what its trusted `.git` file names). */
+function submoduleGitDir(subTree: string): string | undefined {
+  const dotGit = join(subTree, ".git");
+  try {
+    const st = lstatSync(dotGit);
+    if (st.isDirectory()) return dotGit;
+    if (!st.isFile()) return undefined;
+  } catch {
+    return undefined;
+  }
+  const p = trustedGitdirPointer(subTree);
+  return typeof p === "string" ? p : undefined;
 }
 
 /** The system and global config files git reads under `env` (`GIT_CONFIG_NOSYSTEM`, `…_SYSTEM`, `…_GLOBAL`, HOME, XDG). */
@@ -434,9 +518,16 @@ function userGitConfigs(env: Record<string, string>): string[] {
 /**
  * Why one of `configs`, or a file or hook folder they name (`include.path`, `core.hooksPath`, `core.fsmonitor`; two
  * levels of includes), can be written by the sandbox, or cannot be read; relative names resolve against the config's
- * folder and against `cwd`, `~/` against `home`.
+ * folder and against `cwd`, `~/` against `home`. Each of those files (and a hooks folder's entries) is appended to
+ * `control`.
  */
-function configsWritable(w: WritableView, configs: readonly string[], home: string | undefined, cwd: string): string | undefined {
+function configsWritable(
+  w: WritableView,
+  configs: readonly string[],
+  home: string | undefined,
+  cwd: string,
+  control: string[],
+): string | undefined {
   // Config files, and the files and hook folders they name.
   const seen = new Set<string>();
   const queue = configs.map((c) => ({ file: c, depth: 0 }));
@@ -446,6 +537,7 @@ function configsWritable(w: WritableView, configs: readonly string[], home: stri
     seen.add(file);
     const why = writableBy(w, "config file", file);
     if (why !== undefined) return why;
+    control.push(file);
     const r = readUntrustedText(file, { follow: true });
     if (!r.ok) {
       if (r.why === "missing") continue;
@@ -463,6 +555,10 @@ function configsWritable(w: WritableView, configs: readonly string[], home: stri
           t,
         );
         if (why2 !== undefined) return why2;
+        if (m[1]!.toLowerCase() === "hookspath") {
+          const many = addHooks(t, control);
+          if (many !== undefined) return many;
+        } else if (m[1]!.toLowerCase() === "fsmonitor") control.push(t);
         if (m[1]!.toLowerCase() === "path" && depth < 2) queue.push({ file: t, depth: depth + 1 });
       }
     }

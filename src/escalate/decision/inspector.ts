@@ -13,6 +13,9 @@
  */
 import { prepareRoom, type PreparedRoom } from "../rooms/plan.ts";
 import { checkEscalation, type EscalationBoundary, type EscalationCheck, type Grant } from "./boundary.ts";
+import { basename } from "node:path";
+import { discoverRepository } from "../../sandbox/git-layout.ts";
+import { originalKey, type TaintContext } from "../../sandbox/git-taint.ts";
 
 /** One inspection: what {@link checkEscalation} and, when it passes and rooms apply, {@link prepareRoom} need. */
 export interface InspectRequest {
@@ -22,27 +25,54 @@ export interface InspectRequest {
   /** The escalated program's environment (./boundary.ts `escalatedEnv`). */
   env: Record<string, string>;
   grant?: Grant;
+  /** What this server's sandboxes could have written so far (../../sandbox/git-taint.ts); git's control files are judged by it. */
+  taint?: TaintContext;
 }
 
 /** The answer to {@link InspectRequest} `id`: the boundary's verdict and the room's plan, or an error message. */
 export type InspectReply =
-  { id: number; ok: true; check: EscalationCheck; prepared?: PreparedRoom } | { id: number; ok: false; error: string };
+  | {
+      id: number;
+      ok: true;
+      check: EscalationCheck;
+      prepared?: PreparedRoom;
+      /**
+       * The git dirs of the repository the program runs in (the room's, or an escalated git's on the host) that the
+       * boundary trusted, as original ones (../../sandbox/git-taint.ts `originalKey`): that git changes their
+       * folders, which must not make them look moved in.
+       */
+      original?: string[];
+    }
+  | { id: number; ok: false; error: string };
 
 /** Run one inspection (exported for tests and for the in-thread fallback). Never throws. */
 export function inspect(req: InspectRequest): InspectReply {
   try {
-    const check = checkEscalation(req.boundary, req.request, req.env, req.grant);
-    if (!check.ok || req.boundary.room === undefined) return { id: req.id, ok: true, check };
+    const check = checkEscalation(req.boundary, req.request, req.env, req.grant, req.taint);
+    if (!check.ok) return { id: req.id, ok: true, check };
+    // The repository an escalated git runs in, which the boundary trusted, stays trusted when that git changes its
+    // git dir's folder (on the host, or in a room: then the room's repository below).
+    const hostGit = req.taint === undefined || basename(check.path) !== "git" ? [] : originalKeys(req.taint, check.cwd);
+    if (req.boundary.room === undefined) return { id: req.id, ok: true, check, ...(hostGit.length > 0 ? { original: hostGit } : {}) };
     const entries = Object.entries(req.env).map(([k, v]) => `${k}=${v}`);
-    return {
-      id: req.id,
-      ok: true,
-      check,
-      prepared: prepareRoom(req.boundary.room, check.path, check.cwd, entries, [req.request.file, req.request.argv[0]]),
-    };
+    const prepared = prepareRoom(req.boundary.room, check.path, check.cwd, entries, [req.request.file, req.request.argv[0]]);
+    const taint = req.taint;
+    const repo = prepared.kind === "room" ? prepared.room.repository : undefined;
+    const original =
+      taint === undefined || repo === undefined
+        ? hostGit
+        : repo.gitDirs.map((d) => originalKey(taint, d)).filter((k): k is string => k !== undefined);
+    return { id: req.id, ok: true, check, prepared, ...(original.length > 0 ? { original } : {}) };
   } catch (e) {
     return { id: req.id, ok: false, error: e instanceof Error ? e.message : String(e) };
   }
+}
+
+/** {@link originalKey} of each git dir of the repository `cwd` lies in (none when its layout is not trusted). */
+function originalKeys(taint: TaintContext, cwd: string): string[] {
+  const found = discoverRepository(cwd);
+  if (found.kind !== "repository") return [];
+  return found.repository.gitDirs.map((d) => originalKey(taint, d)).filter((k): k is string => k !== undefined);
 }
 
 declare const self: Worker;
