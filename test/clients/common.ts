@@ -7,7 +7,8 @@
  * where `serve` refuses a CODEX_HOME).
  */
 import { CONF_BASE, RUN_TMP } from "../helpers/cleanup.ts";
-import { mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { hostGit } from "../helpers/attack.ts";
+import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 
 /** One MCP tool call of the stand-in model: the tool's name as shellmcp lists it, and its arguments. */
@@ -37,19 +38,6 @@ export interface Place {
   outside: string;
 }
 
-function git(dir: string, ...args: string[]): void {
-  const r = Bun.spawnSync(["git", "-C", dir, ...args], {
-    env: {
-      ...process.env,
-      GIT_AUTHOR_NAME: "t",
-      GIT_AUTHOR_EMAIL: "t@example.com",
-      GIT_COMMITTER_NAME: "t",
-      GIT_COMMITTER_EMAIL: "t@example.com",
-    },
-  });
-  if (r.exitCode !== 0) throw new Error(`git ${args.join(" ")}: ${r.stderr}`);
-}
-
 /**
  * Make a scenario's folders; `rules` goes to CODEX_HOME/rules/test.rules and `config` to CODEX_HOME/config.toml.
  * @param client  a short name for the folder (e.g. "claude")
@@ -65,9 +53,9 @@ export function place(client: string, o: { rules?: string; config?: string } = {
   };
   for (const d of [p.proj, p.home, p.outside, join(p.codexHome, "rules")]) mkdirSync(d, { recursive: true });
   writeFileSync(join(p.proj, "README"), "hello\n");
-  git(p.proj, "init", "-q", "-b", "main");
-  git(p.proj, "add", "-A");
-  git(p.proj, "commit", "-qm", "initial");
+  hostGit(p.proj, "init", "-q", "-b", "main");
+  hostGit(p.proj, "add", "-A");
+  hostGit(p.proj, "commit", "-qm", "initial");
   if (o.rules !== undefined) writeFileSync(join(p.codexHome, "rules", "test.rules"), o.rules);
   if (o.config !== undefined) writeFileSync(join(p.codexHome, "config.toml"), o.config);
   return p;
@@ -116,6 +104,8 @@ export function freePort(): number {
   return port;
 }
 
+export { processesWith } from "../helpers/marked.ts";
+
 /** What a client run printed and how it ended. */
 export interface ClientRun {
   exitCode: number;
@@ -130,21 +120,6 @@ export async function runClient(argv: string[], o: { cwd: string; env: Record<st
   const [stdout, stderr, exitCode] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
   clearTimeout(timer);
   return { exitCode, stdout, stderr };
-}
-
-/** Command lines of running processes that contain `marker`. */
-export function processesWith(marker: string): string[] {
-  const out: string[] = [];
-  for (const pid of readdirSync("/proc")) {
-    if (!/^\d+$/.test(pid)) continue;
-    try {
-      const cmd = readFileSync(`/proc/${pid}/cmdline`, "utf8").replaceAll("\0", " ");
-      if (cmd.includes(marker)) out.push(`${pid}: ${cmd}`);
-    } catch {
-      // gone
-    }
-  }
-  return out;
 }
 
 /**
