@@ -9,10 +9,11 @@
  */
 import { CONF_BASE } from "../helpers/cleanup.ts";
 import { afterAll, describe, expect, test } from "bun:test";
-import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { hostGit } from "../helpers/attack.ts";
 import { ensureBinary, ROOT } from "../helpers/binary.ts";
+import { processesWith } from "../helpers/marked.ts";
 import { referenceCodex } from "../helpers/reference.ts";
 import {
   finalMessage,
@@ -127,21 +128,6 @@ async function run(s: Scenario): Promise<Outcome> {
   const output = next === undefined ? "" : (functionCallOutput(next) ?? "");
   if (output === "") console.warn(`codex exec (${exitCode}) stderr:\n${stderr.slice(-3000)}`);
   return { proj, outside, output, requests: mock.requests, exitCode, stdout, stderr };
-}
-
-/** Command lines of running processes that contain `marker`. */
-function processesWith(marker: string): string[] {
-  const out: string[] = [];
-  for (const pid of readdirSync("/proc")) {
-    if (!/^\d+$/.test(pid)) continue;
-    try {
-      const cmd = readFileSync(`/proc/${pid}/cmdline`, "utf8").replaceAll("\0", " ");
-      if (cmd.includes(marker)) out.push(`${pid}: ${cmd}`);
-    } catch {
-      // gone
-    }
-  }
-  return out;
 }
 
 const RULES = `
