@@ -29,7 +29,7 @@ import {
   runClient,
   shellCall,
   writeProbe,
-  type ClientRun,
+  type ClientOutcome,
   type Place,
   type Plan,
 } from "./common.ts";
@@ -66,11 +66,7 @@ afterAll(() => {
   for (const m of mocks) m.stop();
 });
 
-interface Outcome extends ClientRun {
-  /** The text of every shell tool result the model received, in order. */
-  results: string[];
-  mock: MessagesMock;
-}
+type Outcome = ClientOutcome<MessagesMock>;
 
 /** The environment Claude Code runs with: the place's HOME, the stand-in model, no traffic beyond it. */
 function env(p: Place, mock?: MessagesMock): Record<string, string> {

@@ -197,8 +197,15 @@ export async function expectDevServerSession(results: string[], port: number): P
   expect(processesWith(`http.server ${port}`)).toEqual([]);
 }
 
-/** A client run as a real-client suite's `run` gives it: what it printed, and every shell tool result the model received. */
-export type RunClient = (p: Place, plan: Plan, o?: { prefix?: string[] }) => Promise<ClientRun & { results: string[] }>;
+/** A client run as a real-client suite's `run` gives it back, with the stand-in model `mock` that it talked to. */
+export interface ClientOutcome<M> extends ClientRun {
+  /** The text of every shell tool result the model received, in order. */
+  results: string[];
+  mock: M;
+}
+
+/** A real-client suite's `run`: set `serve` up in the client (behind `prefix`), then run it with the model following `plan`. */
+export type RunClient = (p: Place, plan: Plan, o?: { prefix?: string[] }) => Promise<ClientOutcome<unknown>>;
 
 /** The forbidden-rule scenario with `client`: `rm` under {@link RULES} is denied and never runs. */
 export async function forbiddenRuleScenario(client: string, run: RunClient): Promise<void> {

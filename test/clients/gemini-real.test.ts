@@ -37,7 +37,7 @@ import {
   runClient,
   shellCall,
   writeProbe,
-  type ClientRun,
+  type ClientOutcome,
   type Place,
   type Plan,
 } from "./common.ts";
@@ -78,11 +78,7 @@ afterAll(() => {
   for (const m of mocks) m.stop();
 });
 
-interface Outcome extends ClientRun {
-  /** The text of every shell tool result the model received, in order. */
-  results: string[];
-  mock: GeminiMock;
-}
+type Outcome = ClientOutcome<GeminiMock>;
 
 /** The environment Gemini CLI runs with: the place's HOME and, for the run, the stand-in model. */
 function env(p: Place, mock?: GeminiMock): Record<string, string> {
