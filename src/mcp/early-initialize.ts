@@ -54,6 +54,22 @@ function isObject(v: unknown): v is Record<string, unknown> {
 }
 
 /**
+ * `line` as a JSON-RPC 2.0 request for `method` with a string or integer id and an object `params`, else
+ * `undefined`.
+ */
+function request(line: string, method: string): { id: string | number; params: Record<string, unknown> } | undefined {
+  let m: unknown;
+  try {
+    m = JSON.parse(line);
+  } catch {
+    return undefined;
+  }
+  if (!isObject(m) || m.jsonrpc !== "2.0" || m.method !== method || !isObject(m.params)) return undefined;
+  if (typeof m.id !== "string" && (typeof m.id !== "number" || !Number.isInteger(m.id))) return undefined;
+  return { id: m.id, params: m.params };
+}
+
+/**
  * The answer to `line` when it is an `initialize` request the SDK would accept (JSON-RPC 2.0, string or number
  * id, `protocolVersion` string, `capabilities` object, `clientInfo` with string `name` and `version`), else
  * `undefined` (the SDK then answers, whatever it is).
@@ -62,14 +78,8 @@ export function earlyInitializeResponse(
   line: string,
   info: { name: string; version: string } = { name: SERVER_NAME, version: VERSION },
 ): Record<string, unknown> | undefined {
-  let m: unknown;
-  try {
-    m = JSON.parse(line);
-  } catch {
-    return undefined;
-  }
-  if (!isObject(m) || m.jsonrpc !== "2.0" || m.method !== "initialize" || !isObject(m.params)) return undefined;
-  if (typeof m.id !== "string" && (typeof m.id !== "number" || !Number.isInteger(m.id))) return undefined;
+  const m = request(line, "initialize");
+  if (m === undefined) return undefined;
   const p = m.params;
   if (typeof p.protocolVersion !== "string" || !isObject(p.capabilities) || !isObject(p.clientInfo)) return undefined;
   if (typeof p.clientInfo.name !== "string" || typeof p.clientInfo.version !== "string") return undefined;
@@ -107,14 +117,8 @@ export function earlyDiscoverResponse(
   line: string,
   info: { name: string; version: string } = { name: SERVER_NAME, version: VERSION },
 ): Record<string, unknown> | undefined {
-  let m: unknown;
-  try {
-    m = JSON.parse(line);
-  } catch {
-    return undefined;
-  }
-  if (!isObject(m) || m.jsonrpc !== "2.0" || m.method !== "server/discover" || !isObject(m.params)) return undefined;
-  if (typeof m.id !== "string" && (typeof m.id !== "number" || !Number.isInteger(m.id))) return undefined;
+  const m = request(line, "server/discover");
+  if (m === undefined) return undefined;
   const meta = m.params._meta;
   if (!isObject(meta) || meta["io.modelcontextprotocol/protocolVersion"] !== MODERN_PROTOCOL_VERSION) return undefined;
   if (!isObject(meta["io.modelcontextprotocol/clientCapabilities"])) return undefined;

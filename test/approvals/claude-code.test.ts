@@ -6,11 +6,12 @@
  * `--approver always` the person at `shellmcp approvals` decides, and an approved program runs (judged on disk).
  */
 import { afterAll, describe, expect, test } from "bun:test";
-import { existsSync, mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ensureBinary, ROOT } from "../helpers/binary.ts";
 import { confDir } from "../helpers/attack.ts";
+import { clientOutput, touchPromptsHome } from "../helpers/approvals.ts";
 import { skipWithout } from "../helpers/prereq.ts";
 import { shellsMissing } from "../helpers/shells.ts";
 
@@ -71,9 +72,7 @@ describe.skipIf(skipWithout("approver with Claude Code", existsSync(claude) ? sh
   () => {
     for (const when of ["fallback", "always"] as const)
       test(`--approver ${when}`, async () => {
-        const codexHome = confDir("appr-cc-codex");
-        mkdirSync(join(codexHome, "rules"));
-        writeFileSync(join(codexHome, "rules", "default.rules"), 'prefix_rule(pattern=["touch"], decision="prompt")\n');
+        const codexHome = touchPromptsHome("appr-cc-codex");
         const home = confDir("appr-cc-home");
         const ws = confDir("appr-cc-ws");
         const model = standInModel({ command: `touch ${ws}/by-claude; echo rc=$?`, workdir: ws, timeout_ms: 60_000 });
@@ -113,32 +112,14 @@ describe.skipIf(skipWithout("approver with Claude Code", existsSync(claude) ? sh
             },
           },
         );
-        try {
-          if (when === "always") {
-            // The person beside the client approves the one waiting request.
-            const env = { PATH: "/usr/bin:/bin", HOME: codexHome, CODEX_HOME: codexHome };
-            let id: string | undefined;
-            const until = Date.now() + 40_000;
-            while (id === undefined && Date.now() < until) {
-              const out = Bun.spawnSync([ensureBinary(), "approvals", "--list", "--json"], { env }).stdout.toString();
-              if (out !== "") id = (JSON.parse(out.split("\n")[0]!) as { id: string }).id;
-              else await Bun.sleep(200);
-            }
-            expect(id).toBeDefined();
-            expect(Bun.spawnSync([ensureBinary(), "approvals", "--approve", id!], { env }).exitCode).toBe(0);
-          }
-          const out = await new Response(p.stdout).text();
-          expect(await p.exited).toBe(0);
-          if (when === "always") {
-            expect(out).toContain("rc=0");
-            expect(existsSync(join(ws, "by-claude"))).toBe(true);
-          } else {
-            expect(out).toContain("Execution denied: User cancelled execution");
-            expect(existsSync(join(ws, "by-claude"))).toBe(false);
-          }
-        } finally {
-          p.kill();
-          await p.exited;
+        // With `always`, the person beside the client approves the one waiting request.
+        const out = await clientOutput(p, codexHome, when === "always");
+        if (when === "always") {
+          expect(out).toContain("rc=0");
+          expect(existsSync(join(ws, "by-claude"))).toBe(true);
+        } else {
+          expect(out).toContain("Execution denied: User cancelled execution");
+          expect(existsSync(join(ws, "by-claude"))).toBe(false);
         }
       }, 90_000);
   },

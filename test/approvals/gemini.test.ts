@@ -10,6 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ensureBinary, ROOT } from "../helpers/binary.ts";
 import { confDir } from "../helpers/attack.ts";
+import { clientOutput, touchPromptsHome } from "../helpers/approvals.ts";
 import { skipWithout } from "../helpers/prereq.ts";
 import { shellsMissing } from "../helpers/shells.ts";
 
@@ -56,9 +57,7 @@ describe.skipIf(skipWithout("approver with Gemini CLI", existsSync(gemini) ? she
       test(
         answer === "approve" ? "approved at `shellmcp approvals`: the program ran" : "nobody answers: a clear Deny, nothing ran",
         async () => {
-          const codexHome = confDir("appr-gm-codex");
-          mkdirSync(join(codexHome, "rules"));
-          writeFileSync(join(codexHome, "rules", "default.rules"), 'prefix_rule(pattern=["touch"], decision="prompt")\n');
+          const codexHome = touchPromptsHome("appr-gm-codex");
           const home = confDir("appr-gm-home");
           const ws = confDir("appr-gm-ws");
           const model = standInModel({ command: `touch ${ws}/by-gemini; echo rc=$?`, workdir: ws, timeout_ms: 60_000 });
@@ -91,32 +90,14 @@ describe.skipIf(skipWithout("approver with Gemini CLI", existsSync(gemini) ? she
               GOOGLE_GEMINI_BASE_URL: `http://127.0.0.1:${model.port}`,
             },
           });
-          try {
-            if (answer === "approve") {
-              const env = { PATH: "/usr/bin:/bin", HOME: codexHome, CODEX_HOME: codexHome };
-              let id: string | undefined;
-              const until = Date.now() + 40_000;
-              while (id === undefined && Date.now() < until) {
-                const out = Bun.spawnSync([ensureBinary(), "approvals", "--list", "--json"], { env }).stdout.toString();
-                if (out !== "") id = (JSON.parse(out.split("\n")[0]!) as { id: string }).id;
-                else await Bun.sleep(200);
-              }
-              expect(id).toBeDefined();
-              expect(Bun.spawnSync([ensureBinary(), "approvals", "--approve", id!], { env }).exitCode).toBe(0);
-            }
-            const out = await new Response(p.stdout).text();
-            expect(await p.exited).toBe(0);
-            if (answer === "approve") {
-              expect(out).toContain("rc=0");
-              expect(existsSync(join(ws, "by-gemini"))).toBe(true);
-            } else {
-              expect(out).toContain("nobody answered within 3 s");
-              expect(out).toContain("shellmcp approvals");
-              expect(existsSync(join(ws, "by-gemini"))).toBe(false);
-            }
-          } finally {
-            p.kill();
-            await p.exited;
+          const out = await clientOutput(p, codexHome, answer === "approve");
+          if (answer === "approve") {
+            expect(out).toContain("rc=0");
+            expect(existsSync(join(ws, "by-gemini"))).toBe(true);
+          } else {
+            expect(out).toContain("nobody answered within 3 s");
+            expect(out).toContain("shellmcp approvals");
+            expect(existsSync(join(ws, "by-gemini"))).toBe(false);
           }
         },
         90_000,

@@ -14,22 +14,22 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ensureBinary, ROOT } from "../helpers/binary.ts";
 import { MessagesMock, offersTool, text, toolResults, toolUse, type Script } from "../helpers/messages-mock.ts";
-import { agentNetworkConfig } from "../helpers/network.ts";
 import { skipWithout, toolMissing } from "../helpers/prereq.ts";
 import { shellsMissing } from "../helpers/shells.ts";
 import {
-  calls,
+  devServerPlan,
+  domainNetworkScenario,
+  expectDevServerSession,
+  expectWriteProbe,
+  forbiddenRuleScenario,
   freePort,
-  hostsFile,
   NETWORK_ON_CONFIG,
   place,
-  processesWith,
   RULES,
   runClient,
-  sessionId,
-  upstream,
-  withHosts,
-  type ClientRun,
+  shellCall,
+  writeProbe,
+  type ClientOutcome,
   type Place,
   type Plan,
 } from "./common.ts";
@@ -66,11 +66,7 @@ afterAll(() => {
   for (const m of mocks) m.stop();
 });
 
-interface Outcome extends ClientRun {
-  /** The text of every shell tool result the model received, in order. */
-  results: string[];
-  mock: MessagesMock;
-}
+type Outcome = ClientOutcome<MessagesMock>;
 
 /** The environment Claude Code runs with: the place's HOME, the stand-in model, no traffic beyond it. */
 function env(p: Place, mock?: MessagesMock): Record<string, string> {
@@ -114,7 +110,7 @@ async function run(p: Place, plan: Plan, o: { prefix?: string[]; allowed?: strin
 describe.skipIf(skip)("real Claude Code (claude -p) against shellmcp serve", () => {
   test("without --allowedTools, print mode refuses the call itself: nothing runs", async () => {
     const p = place("claude");
-    const o = await run(p, calls({ tool: "shell", args: { command: "touch made && echo MADE", workdir: p.proj, login: false } }), {
+    const o = await run(p, shellCall(p, "touch made && echo MADE"), {
       allowed: [],
     });
     expect(o.results[0]).toContain("Claude requested permissions to use mcp__shell__shell, but you haven't granted it yet.");
@@ -126,7 +122,7 @@ describe.skipIf(skip)("real Claude Code (claude -p) against shellmcp serve", () 
     const p = place("claude");
     mkdirSync(join(p.home, ".claude"), { recursive: true });
     writeFileSync(join(p.home, ".claude", "settings.json"), JSON.stringify({ permissions: { allow: ["mcp__shell"] } }));
-    const o = await run(p, calls({ tool: "shell", args: { command: "touch made && echo MADE", workdir: p.proj, login: false } }), {
+    const o = await run(p, shellCall(p, "touch made && echo MADE"), {
       allowed: [],
     });
     expect(o.results[0]).toContain("MADE");
@@ -139,9 +135,7 @@ describe.skipIf(skip)("real Claude Code (claude -p) against shellmcp serve", () 
       join(p.proj, ".mcp.json"),
       JSON.stringify({ mcpServers: { shell: { command: ensureBinary(), args: ["serve", "--sandbox", "workspace-write"] } } }),
     );
-    const mock = new MessagesMock(
-      script(calls({ tool: "shell", args: { command: "touch made && echo MADE", workdir: p.proj, login: false } })),
-    );
+    const mock = new MessagesMock(script(shellCall(p, "touch made && echo MADE")));
     mocks.push(mock);
     const r = await runClient([CLAUDE, "-p", "run the planned commands", "--allowedTools", "mcp__shell"], {
       cwd: p.proj,
@@ -157,103 +151,36 @@ describe.skipIf(skip)("real Claude Code (claude -p) against shellmcp serve", () 
 
   test("a shell call: workspace-write writes the project, not outside it nor .git", async () => {
     const p = place("claude");
-    const o = await run(
-      p,
-      calls({
-        tool: "shell",
-        args: {
-          command: `touch inside && echo INSIDE_OK; touch ${p.outside}/x || echo OUTSIDE_REFUSED; touch .git/x || echo GIT_RO; echo END`,
-          workdir: p.proj,
-          login: false,
-        },
-      }),
-    );
+    const o = await run(p, writeProbe(p));
     expect(o.exitCode).toBe(0);
     // The shell tools were deferred, then loaded: the model saw all four.
     for (const t of SHELL_TOOLS) expect(o.mock.requests.some((r) => offersTool(r, t))).toBe(true);
-    expect(o.results[0]).toContain("INSIDE_OK");
-    expect(o.results[0]).toContain("OUTSIDE_REFUSED");
-    expect(o.results[0]).toContain("GIT_RO");
-    expect(o.results[0]).toContain("END");
-    expect(existsSync(join(p.proj, "inside"))).toBe(true);
-    expect(existsSync(join(p.outside, "x"))).toBe(false);
-    expect(existsSync(join(p.proj, ".git", "x"))).toBe(false);
+    expectWriteProbe(p, o.results[0]);
   }, 120_000);
 
   test("a session: exec_command starts a dev server, a later shell call reaches it (network on), it ends with the client", async () => {
     const p = place("claude", { config: NETWORK_ON_CONFIG });
     const port = freePort();
-    const plan: Plan = (results) => {
-      if (results.length === 0)
-        return {
-          tool: "exec_command",
-          args: { cmd: `python3 -m http.server ${port} --bind 127.0.0.1`, workdir: p.proj, login: false, yield_time_ms: 1500 },
-        };
-      if (results.length === 1)
-        return {
-          tool: "shell",
-          args: {
-            command: `for i in 1 2 3 4 5; do curl -sS http://127.0.0.1:${port}/README && break; sleep 0.5; done`,
-            workdir: p.proj,
-            login: false,
-          },
-        };
-      if (results.length === 2) return { tool: "list_sessions", args: {} };
-      return undefined;
-    };
-    const o = await run(p, plan);
+    const o = await run(p, devServerPlan(p, port));
     // Claude Code hands the model the result's structuredContent (Codex's output schema) as JSON, not its text.
     expect(o.results[0]).toMatch(/^\{"chunk_id":"[0-9a-f]+","wall_time_seconds":[\d.]+,"session_id":\d+,/);
-    const id = sessionId(o.results[0]);
-    expect(id).toBeNumber();
-    expect(o.results[1]).toContain("hello");
-    expect(o.results[2]).toContain(String(id));
-    expect(o.results[2]).toContain("http.server");
-    // Claude Code stopped the server when it exited: the session's processes are gone.
-    await Bun.sleep(500);
-    expect(processesWith(`http.server ${port}`)).toEqual([]);
+    await expectDevServerSession(o.results, port);
   }, 120_000);
 
   test("a prompt rule: print mode offers elicitation but answers cancel at once, so nothing runs", async () => {
     const p = place("claude", { rules: RULES });
-    const o = await run(p, calls({ tool: "shell", args: { command: "touch ask-me; echo rc=$?", workdir: p.proj, login: false } }));
+    const o = await run(p, shellCall(p, "touch ask-me; echo rc=$?"));
     // Not shellmcp's "cannot ask (no elicitation support)": Claude Code declares elicitation and cancels it.
     expect(o.results[0]).toContain("Execution denied: User cancelled execution");
     expect(o.results[0]).toContain("rc=1");
     expect(existsSync(join(p.proj, "ask-me"))).toBe(false);
   }, 120_000);
 
-  test("a forbidden rule: denied, the program never runs", async () => {
-    const p = place("claude", { rules: RULES });
-    const o = await run(p, calls({ tool: "shell", args: { command: "rm README; echo rc=$?", workdir: p.proj, login: false } }));
-    expect(o.results[0]).toContain("Execution denied: Execution forbidden by policy");
-    expect(o.results[0]).toContain("rc=1");
-    expect(existsSync(join(p.proj, "README"))).toBe(true);
-  }, 120_000);
+  test("a forbidden rule: denied, the program never runs", () => forbiddenRuleScenario("claude", run), 120_000);
 
-  test("network by domain: the allowed name is answered through the proxy, another is refused", async () => {
-    const up = upstream();
-    try {
-      const port = up.port!;
-      const p = place("claude", { config: agentNetworkConfig({ allowLocalBinding: true, domains: { "allowed.test": "allow" } }) });
-      const o = await run(
-        p,
-        calls({
-          tool: "shell",
-          args: {
-            command: `curl -sS http://allowed.test:${port}/; curl -sS -o /dev/null -w '%{http_code}\\n' http://other.test:${port}/`,
-            workdir: p.proj,
-            login: false,
-            timeout_ms: 60_000,
-          },
-        }),
-        { prefix: withHosts(hostsFile()) },
-      );
-      expect(o.results[0]).toContain(`hello allowed.test:${port}`);
-      expect(o.results[0]).toContain("403");
-      expect(o.results[0]).toContain(`shellmcp: network access refused: other.test:${port} (http): not_allowed`);
-    } finally {
-      void up.stop(true);
-    }
-  }, 120_000);
+  test(
+    "network by domain: the allowed name is answered through the proxy, another is refused",
+    () => domainNetworkScenario("claude", run),
+    120_000,
+  );
 });

@@ -7,7 +7,11 @@
  * where `serve` refuses a CODEX_HOME).
  */
 import { CONF_BASE, RUN_TMP } from "../helpers/cleanup.ts";
-import { mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { hostGit } from "../helpers/attack.ts";
+import { processesWith } from "../helpers/marked.ts";
+import { agentNetworkConfig } from "../helpers/network.ts";
+import { expect } from "bun:test";
+import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 
 /** One MCP tool call of the stand-in model: the tool's name as shellmcp lists it, and its arguments. */
@@ -37,19 +41,6 @@ export interface Place {
   outside: string;
 }
 
-function git(dir: string, ...args: string[]): void {
-  const r = Bun.spawnSync(["git", "-C", dir, ...args], {
-    env: {
-      ...process.env,
-      GIT_AUTHOR_NAME: "t",
-      GIT_AUTHOR_EMAIL: "t@example.com",
-      GIT_COMMITTER_NAME: "t",
-      GIT_COMMITTER_EMAIL: "t@example.com",
-    },
-  });
-  if (r.exitCode !== 0) throw new Error(`git ${args.join(" ")}: ${r.stderr}`);
-}
-
 /**
  * Make a scenario's folders; `rules` goes to CODEX_HOME/rules/test.rules and `config` to CODEX_HOME/config.toml.
  * @param client  a short name for the folder (e.g. "claude")
@@ -65,9 +56,9 @@ export function place(client: string, o: { rules?: string; config?: string } = {
   };
   for (const d of [p.proj, p.home, p.outside, join(p.codexHome, "rules")]) mkdirSync(d, { recursive: true });
   writeFileSync(join(p.proj, "README"), "hello\n");
-  git(p.proj, "init", "-q", "-b", "main");
-  git(p.proj, "add", "-A");
-  git(p.proj, "commit", "-qm", "initial");
+  hostGit(p.proj, "init", "-q", "-b", "main");
+  hostGit(p.proj, "add", "-A");
+  hostGit(p.proj, "commit", "-qm", "initial");
   if (o.rules !== undefined) writeFileSync(join(p.codexHome, "rules", "test.rules"), o.rules);
   if (o.config !== undefined) writeFileSync(join(p.codexHome, "config.toml"), o.config);
   return p;
@@ -116,6 +107,8 @@ export function freePort(): number {
   return port;
 }
 
+export { processesWith } from "../helpers/marked.ts";
+
 /** What a client run printed and how it ended. */
 export interface ClientRun {
   exitCode: number;
@@ -132,21 +125,6 @@ export async function runClient(argv: string[], o: { cwd: string; env: Record<st
   return { exitCode, stdout, stderr };
 }
 
-/** Command lines of running processes that contain `marker`. */
-export function processesWith(marker: string): string[] {
-  const out: string[] = [];
-  for (const pid of readdirSync("/proc")) {
-    if (!/^\d+$/.test(pid)) continue;
-    try {
-      const cmd = readFileSync(`/proc/${pid}/cmdline`, "utf8").replaceAll("\0", " ");
-      if (cmd.includes(marker)) out.push(`${pid}: ${cmd}`);
-    } catch {
-      // gone
-    }
-  }
-  return out;
-}
-
 /**
  * The session ID in an `exec_command` result as the model received it, or undefined: Codex's text (`Process running
  * with session ID N`), or the `structuredContent` as JSON (`"session_id":N`), which is what Claude Code passes on.
@@ -154,4 +132,110 @@ export function processesWith(marker: string): string[] {
 export function sessionId(result: string | undefined): number | undefined {
   const m = /Process running with session ID (\d+)|"session_id":\s*(\d+)/.exec(result ?? "");
   return m === null ? undefined : Number(m[1] ?? m[2]);
+}
+
+/** A plan of one `shell` call of `command` in the project (no login shell), with `extra` arguments. */
+export function shellCall(p: Place, command: string, extra: Record<string, unknown> = {}): Plan {
+  return calls({ tool: "shell", args: { command, workdir: p.proj, login: false, ...extra } });
+}
+
+/** The workspace-write probe: one `shell` call that writes the project, then outside it, then its `.git`. */
+export function writeProbe(p: Place): Plan {
+  return shellCall(
+    p,
+    `touch inside && echo INSIDE_OK; touch ${p.outside}/x || echo OUTSIDE_REFUSED; touch .git/x || echo GIT_RO; echo END`,
+  );
+}
+
+/** What {@link writeProbe} must show: the project written, outside it and `.git` refused, in `result` and on disk. */
+export function expectWriteProbe(p: Place, result: string | undefined): void {
+  expect(result).toContain("INSIDE_OK");
+  expect(result).toContain("OUTSIDE_REFUSED");
+  expect(result).toContain("GIT_RO");
+  expect(result).toContain("END");
+  expect(existsSync(join(p.proj, "inside"))).toBe(true);
+  expect(existsSync(join(p.outside, "x"))).toBe(false);
+  expect(existsSync(join(p.proj, ".git", "x"))).toBe(false);
+}
+
+/**
+ * The session scenario: `exec_command` starts a dev server (`python3 -m http.server <port>`), a later `shell` call
+ * reaches it with curl, then `list_sessions`.
+ */
+export function devServerPlan(p: Place, port: number): Plan {
+  return (results) => {
+    if (results.length === 0)
+      return {
+        tool: "exec_command",
+        args: { cmd: `python3 -m http.server ${port} --bind 127.0.0.1`, workdir: p.proj, login: false, yield_time_ms: 1500 },
+      };
+    if (results.length === 1)
+      return {
+        tool: "shell",
+        args: {
+          command: `for i in 1 2 3 4 5; do curl -sS http://127.0.0.1:${port}/README && break; sleep 0.5; done`,
+          workdir: p.proj,
+          login: false,
+        },
+      };
+    if (results.length === 2) return { tool: "list_sessions", args: {} };
+    return undefined;
+  };
+}
+
+/**
+ * What {@link devServerPlan} must show once the client has exited: a session ID in the first result, the page in
+ * the second, the session listed in the third, and no dev server left (the client stopped `serve` when it exited).
+ */
+export async function expectDevServerSession(results: string[], port: number): Promise<void> {
+  const id = sessionId(results[0]);
+  expect(id).toBeNumber();
+  expect(results[1]).toContain("hello");
+  expect(results[2]).toContain(String(id));
+  expect(results[2]).toContain("http.server");
+  await Bun.sleep(500);
+  expect(processesWith(`http.server ${port}`)).toEqual([]);
+}
+
+/** A client run as a real-client suite's `run` gives it back, with the stand-in model `mock` that it talked to. */
+export interface ClientOutcome<M> extends ClientRun {
+  /** The text of every shell tool result the model received, in order. */
+  results: string[];
+  mock: M;
+}
+
+/** A real-client suite's `run`: set `serve` up in the client (behind `prefix`), then run it with the model following `plan`. */
+export type RunClient = (p: Place, plan: Plan, o?: { prefix?: string[] }) => Promise<ClientOutcome<unknown>>;
+
+/** The forbidden-rule scenario with `client`: `rm` under {@link RULES} is denied and never runs. */
+export async function forbiddenRuleScenario(client: string, run: RunClient): Promise<void> {
+  const p = place(client, { rules: RULES });
+  const o = await run(p, shellCall(p, "rm README; echo rc=$?"));
+  expect(o.results[0]).toContain("Execution denied: Execution forbidden by policy");
+  expect(o.results[0]).toContain("rc=1");
+  expect(existsSync(join(p.proj, "README"))).toBe(true);
+}
+
+/**
+ * The network-by-domain scenario with `client`: `serve` (under {@link withHosts}) with a profile that allows
+ * allowed.test only; the allowed name is answered through the proxy, other.test is refused with a 403.
+ */
+export async function domainNetworkScenario(client: string, run: RunClient): Promise<void> {
+  const up = upstream();
+  try {
+    const port = up.port!;
+    const p = place(client, { config: agentNetworkConfig({ allowLocalBinding: true, domains: { "allowed.test": "allow" } }) });
+    const o = await run(
+      p,
+      shellCall(p, `curl -sS http://allowed.test:${port}/; curl -sS -o /dev/null -w '%{http_code}\\n' http://other.test:${port}/`, {
+        timeout_ms: 60_000,
+      }),
+      { prefix: withHosts(hostsFile()) },
+    );
+    expect(o.results[0]).toContain(`hello allowed.test:${port}`);
+    expect(o.results[0]).toContain("403");
+    expect(o.results[0]).toContain(`shellmcp: network access refused: other.test:${port} (http): not_allowed`);
+  } finally {
+    void up.stop(true);
+  }
 }

@@ -22,22 +22,22 @@ import {
   type GeminiRequest,
   type GeminiScript,
 } from "../helpers/gemini-mock.ts";
-import { agentNetworkConfig } from "../helpers/network.ts";
 import { skipWithout, toolMissing } from "../helpers/prereq.ts";
 import { shellsMissing } from "../helpers/shells.ts";
 import {
-  calls,
+  devServerPlan,
+  domainNetworkScenario,
+  expectDevServerSession,
+  expectWriteProbe,
+  forbiddenRuleScenario,
   freePort,
-  hostsFile,
   NETWORK_ON_CONFIG,
   place,
-  processesWith,
   RULES,
   runClient,
-  sessionId,
-  upstream,
-  withHosts,
-  type ClientRun,
+  shellCall,
+  writeProbe,
+  type ClientOutcome,
   type Place,
   type Plan,
 } from "./common.ts";
@@ -78,11 +78,7 @@ afterAll(() => {
   for (const m of mocks) m.stop();
 });
 
-interface Outcome extends ClientRun {
-  /** The text of every shell tool result the model received, in order. */
-  results: string[];
-  mock: GeminiMock;
-}
+type Outcome = ClientOutcome<GeminiMock>;
 
 /** The environment Gemini CLI runs with: the place's HOME and, for the run, the stand-in model. */
 function env(p: Place, mock?: GeminiMock): Record<string, string> {
@@ -140,7 +136,7 @@ async function run(p: Place, plan: Plan, o: { prefix?: string[]; trust?: boolean
 describe.skipIf(skip)("real Gemini CLI (gemini -p) against shellmcp serve", () => {
   test("without --trust, headless Gemini does not offer the shell tools to the model: nothing runs", async () => {
     const p = place("gemini");
-    const o = await run(p, calls({ tool: "shell", args: { command: "touch made && echo MADE", workdir: p.proj, login: false } }), {
+    const o = await run(p, shellCall(p, "touch made && echo MADE"), {
       trust: false,
     });
     expect(o.exitCode).toBe(0);
@@ -155,7 +151,7 @@ describe.skipIf(skip)("real Gemini CLI (gemini -p) against shellmcp serve", () =
 
   test("headless Gemini in a folder it does not trust stops before the model is asked", async () => {
     const p = place("gemini");
-    const o = await run(p, calls({ tool: "shell", args: { command: "touch made", workdir: p.proj, login: false } }), {
+    const o = await run(p, shellCall(p, "touch made"), {
       skipTrust: false,
     });
     expect(o.exitCode).toBe(55);
@@ -166,70 +162,30 @@ describe.skipIf(skip)("real Gemini CLI (gemini -p) against shellmcp serve", () =
 
   test("a shell call: workspace-write writes the project, not outside it nor .git", async () => {
     const p = place("gemini");
-    const o = await run(
-      p,
-      calls({
-        tool: "shell",
-        args: {
-          command: `touch inside && echo INSIDE_OK; touch ${p.outside}/x || echo OUTSIDE_REFUSED; touch .git/x || echo GIT_RO; echo END`,
-          workdir: p.proj,
-          login: false,
-        },
-      }),
-    );
+    const o = await run(p, writeProbe(p));
     expect(o.exitCode).toBe(0);
     for (const t of ["shell", "exec_command", "write_stdin", "list_sessions"])
       expect(declaresFunction(o.mock.requests.at(-1)!, `mcp_shell_${t}`)).toBe(true);
-    expect(o.results[0]).toContain("INSIDE_OK");
-    expect(o.results[0]).toContain("OUTSIDE_REFUSED");
-    expect(o.results[0]).toContain("GIT_RO");
-    expect(o.results[0]).toContain("END");
     // The tools listed to Gemini carry no `format: "uint64"` (src/mcp/shell-tool.ts shellToolFor): its validator
     // printed `unknown format "uint64" ignored …` several times a session before.
     expect(o.stderr).not.toContain("unknown format");
-    expect(existsSync(join(p.proj, "inside"))).toBe(true);
-    expect(existsSync(join(p.outside, "x"))).toBe(false);
-    expect(existsSync(join(p.proj, ".git", "x"))).toBe(false);
+    expectWriteProbe(p, o.results[0]);
   }, 120_000);
 
   test("a session: exec_command starts a dev server, a later shell call reaches it (network on), it ends with the client", async () => {
     const p = place("gemini", { config: NETWORK_ON_CONFIG });
     const port = freePort();
-    const plan: Plan = (results) => {
-      if (results.length === 0)
-        return {
-          tool: "exec_command",
-          args: { cmd: `python3 -m http.server ${port} --bind 127.0.0.1`, workdir: p.proj, login: false, yield_time_ms: 1500 },
-        };
-      if (results.length === 1)
-        return {
-          tool: "shell",
-          args: {
-            command: `for i in 1 2 3 4 5; do curl -sS http://127.0.0.1:${port}/README && break; sleep 0.5; done`,
-            workdir: p.proj,
-            login: false,
-          },
-        };
-      if (results.length === 2) return { tool: "list_sessions", args: {} };
-      return undefined;
-    };
-    const o = await run(p, plan);
+    const o = await run(p, devServerPlan(p, port));
     // Gemini CLI hands the model the result's text content (Codex's text), inside <untrusted_context>.
     expect(o.results[0]).toMatch(
       /^<untrusted_context>\nChunk ID: [0-9a-f]+\nWall time: [\d.]+ seconds\nProcess running with session ID \d+\n/,
     );
-    const id = sessionId(o.results[0]);
-    expect(id).toBeNumber();
-    expect(o.results[1]).toContain("hello");
-    expect(o.results[2]).toContain(String(id));
-    expect(o.results[2]).toContain("http.server");
-    await Bun.sleep(500);
-    expect(processesWith(`http.server ${port}`)).toEqual([]);
+    await expectDevServerSession(o.results, port);
   }, 120_000);
 
   test("a prompt rule: Gemini CLI has no elicitation, so the program is denied with the clear reason and nothing runs", async () => {
     const p = place("gemini", { rules: RULES });
-    const o = await run(p, calls({ tool: "shell", args: { command: "touch ask-me; echo rc=$?", workdir: p.proj, login: false } }));
+    const o = await run(p, shellCall(p, "touch ask-me; echo rc=$?"));
     expect(o.results[0]).toContain(
       `Execution denied: this command needs a human's approval: a prompt rule matching [\\"touch\\",\\"ask-me\\"] asks for it, and this MCP client cannot ask (no elicitation support). To run it without asking, change that rule's decision to \\"allow\\" in your rules files (${p.codexHome}/rules/)`,
     );
@@ -237,37 +193,11 @@ describe.skipIf(skip)("real Gemini CLI (gemini -p) against shellmcp serve", () =
     expect(existsSync(join(p.proj, "ask-me"))).toBe(false);
   }, 120_000);
 
-  test("a forbidden rule: denied, the program never runs", async () => {
-    const p = place("gemini", { rules: RULES });
-    const o = await run(p, calls({ tool: "shell", args: { command: "rm README; echo rc=$?", workdir: p.proj, login: false } }));
-    expect(o.results[0]).toContain("Execution denied: Execution forbidden by policy");
-    expect(o.results[0]).toContain("rc=1");
-    expect(existsSync(join(p.proj, "README"))).toBe(true);
-  }, 120_000);
+  test("a forbidden rule: denied, the program never runs", () => forbiddenRuleScenario("gemini", run), 120_000);
 
-  test("network by domain: the allowed name is answered through the proxy, another is refused", async () => {
-    const up = upstream();
-    try {
-      const port = up.port!;
-      const p = place("gemini", { config: agentNetworkConfig({ allowLocalBinding: true, domains: { "allowed.test": "allow" } }) });
-      const o = await run(
-        p,
-        calls({
-          tool: "shell",
-          args: {
-            command: `curl -sS http://allowed.test:${port}/; curl -sS -o /dev/null -w '%{http_code}\\n' http://other.test:${port}/`,
-            workdir: p.proj,
-            login: false,
-            timeout_ms: 60_000,
-          },
-        }),
-        { prefix: withHosts(hostsFile()) },
-      );
-      expect(o.results[0]).toContain(`hello allowed.test:${port}`);
-      expect(o.results[0]).toContain("403");
-      expect(o.results[0]).toContain(`shellmcp: network access refused: other.test:${port} (http): not_allowed`);
-    } finally {
-      void up.stop(true);
-    }
-  }, 120_000);
+  test(
+    "network by domain: the allowed name is answered through the proxy, another is refused",
+    () => domainNetworkScenario("gemini", run),
+    120_000,
+  );
 });

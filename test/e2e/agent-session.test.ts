@@ -9,6 +9,7 @@ import { CONF_BASE } from "../helpers/cleanup.ts";
 import { afterAll, describe, expect, test } from "bun:test";
 import { copyFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { hostGit } from "../helpers/attack.ts";
 import { ensureBinary, ROOT } from "../helpers/binary.ts";
 import { startServe, type Session } from "../helpers/mcp.ts";
 import { shellsMissing } from "../helpers/shells.ts";
@@ -17,20 +18,6 @@ import { skipWithout, toolMissing } from "../helpers/prereq.ts";
 const skip = skipWithout("agent session", shellsMissing() ?? toolMissing("node", "curl", "git"));
 
 const RULES = join(ROOT, "examples", "rules", "agent.rules");
-
-function git(dir: string, ...args: string[]): string {
-  const r = Bun.spawnSync(["git", "-C", dir, ...args], {
-    env: {
-      ...process.env,
-      GIT_AUTHOR_NAME: "t",
-      GIT_AUTHOR_EMAIL: "t@example.com",
-      GIT_COMMITTER_NAME: "t",
-      GIT_COMMITTER_EMAIL: "t@example.com",
-    },
-  });
-  if (r.exitCode !== 0) throw new Error(`git ${args.join(" ")}: ${r.stderr}`);
-  return r.stdout.toString().trim();
-}
 
 /** A Node project with a failing test, committed, with a bare remote; all outside /tmp. */
 function project() {
@@ -45,11 +32,11 @@ function project() {
     join(repo, "sum.test.js"),
     'import { test } from "node:test";\nimport assert from "node:assert";\nimport { sum } from "./sum.js";\n\ntest("sum", () => assert.strictEqual(sum(2, 3), 5));\n',
   );
-  git(repo, "init", "-q", "-b", "main");
-  git(repo, "add", "-A");
-  git(repo, "commit", "-qm", "initial");
+  hostGit(repo, "init", "-q", "-b", "main");
+  hostGit(repo, "add", "-A");
+  hostGit(repo, "commit", "-qm", "initial");
   Bun.spawnSync(["git", "init", "-q", "--bare", remote]);
-  git(repo, "remote", "add", "origin", remote);
+  hostGit(repo, "remote", "add", "origin", remote);
   writeFileSync(join(outside, "canary"), "still here");
   return { base, repo, remote, outside };
 }
@@ -121,8 +108,8 @@ for (const shell of ["bash", "zsh"] as const) {
       // Commit: allowed by the rules, so escalated, so it may write .git (read-only in the sandbox).
       const commit = await run("git add -A && git commit -qm 'fix sum' && echo committed");
       expect(commit.output).toContain("committed");
-      expect(git(p.repo, "log", "-1", "--format=%s %an")).toBe("fix sum Agent");
-      expect(git(p.repo, "status", "--porcelain")).toBe("");
+      expect(hostGit(p.repo, "log", "-1", "--format=%s %an")).toBe("fix sum Agent");
+      expect(hostGit(p.repo, "status", "--porcelain")).toBe("");
 
       // Writing outside the workspace is refused by the kernel, with the errno message in the output.
       const outsideWrite = await run(`echo pwned > ${p.outside}/note.txt`);
@@ -148,7 +135,7 @@ for (const shell of ["bash", "zsh"] as const) {
       expect(accepted.output).toContain("pushed");
       expect(pushAsks).toBe(2);
       expect(Bun.spawnSync(["git", "--git-dir", p.remote, "rev-parse", "main"]).stdout.toString().trim()).toBe(
-        git(p.repo, "rev-parse", "HEAD"),
+        hostGit(p.repo, "rev-parse", "HEAD"),
       );
 
       // rm -rf / is forbidden: denied before it runs, nothing deleted.

@@ -9,9 +9,11 @@
  */
 import { CONF_BASE } from "../helpers/cleanup.ts";
 import { afterAll, describe, expect, test } from "bun:test";
-import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { hostGit } from "../helpers/attack.ts";
 import { ensureBinary, ROOT } from "../helpers/binary.ts";
+import { processesWith } from "../helpers/marked.ts";
 import { referenceCodex } from "../helpers/reference.ts";
 import {
   finalMessage,
@@ -64,19 +66,6 @@ interface Outcome {
   stderr: string;
 }
 
-function git(dir: string, ...args: string[]): void {
-  const r = Bun.spawnSync(["git", "-C", dir, ...args], {
-    env: {
-      ...process.env,
-      GIT_AUTHOR_NAME: "t",
-      GIT_AUTHOR_EMAIL: "t@example.com",
-      GIT_COMMITTER_NAME: "t",
-      GIT_COMMITTER_EMAIL: "t@example.com",
-    },
-  });
-  if (r.exitCode !== 0) throw new Error(`git ${args.join(" ")}: ${r.stderr}`);
-}
-
 /**
  * The README's "From Codex" block, pointed at this build and a private CODEX_HOME. shellmcp reads the same file
  * (CODEX_HOME is passed on), so its dotted key `features.shell_tool` must load too.
@@ -113,9 +102,9 @@ async function run(s: Scenario): Promise<Outcome> {
   const home = join(base, "codex-home");
   for (const d of [proj, outside, join(home, "rules")]) mkdirSync(d, { recursive: true });
   writeFileSync(join(proj, "README"), "hello\n");
-  git(proj, "init", "-q", "-b", "main");
-  git(proj, "add", "-A");
-  git(proj, "commit", "-qm", "initial");
+  hostGit(proj, "init", "-q", "-b", "main");
+  hostGit(proj, "add", "-A");
+  hostGit(proj, "commit", "-qm", "initial");
   if (s.rules !== undefined) writeFileSync(join(home, "rules", "test.rules"), s.rules);
   const args = s.args({ proj, outside });
   const mock = new ResponsesMock([
@@ -139,21 +128,6 @@ async function run(s: Scenario): Promise<Outcome> {
   const output = next === undefined ? "" : (functionCallOutput(next) ?? "");
   if (output === "") console.warn(`codex exec (${exitCode}) stderr:\n${stderr.slice(-3000)}`);
   return { proj, outside, output, requests: mock.requests, exitCode, stdout, stderr };
-}
-
-/** Command lines of running processes that contain `marker`. */
-function processesWith(marker: string): string[] {
-  const out: string[] = [];
-  for (const pid of readdirSync("/proc")) {
-    if (!/^\d+$/.test(pid)) continue;
-    try {
-      const cmd = readFileSync(`/proc/${pid}/cmdline`, "utf8").replaceAll("\0", " ");
-      if (cmd.includes(marker)) out.push(`${pid}: ${cmd}`);
-    } catch {
-      // gone
-    }
-  }
-  return out;
 }
 
 const RULES = `

@@ -6,9 +6,10 @@
  * (exec-server-codex-0.169/README.md, the recorded real turns).
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { CODEX, runCodex, startServer, WsProxy, type StartedServer } from "./codex-harness.ts";
+import { processesWith } from "../helpers/marked.ts";
 import { skipWithout } from "../helpers/prereq.ts";
 
 const maybe = skipWithout(
@@ -28,21 +29,6 @@ afterAll(async () => {
   proxy?.stop();
   await server?.stop();
 });
-
-/** Process command lines containing `marker`. */
-function processesWith(marker: string): string[] {
-  const out: string[] = [];
-  for (const pid of readdirSync("/proc")) {
-    if (!/^\d+$/.test(pid)) continue;
-    try {
-      const cmd = readFileSync(`/proc/${pid}/cmdline`, "utf8").replaceAll("\0", " ");
-      if (cmd.includes(marker)) out.push(`${pid}: ${cmd}`);
-    } catch {
-      // gone
-    }
-  }
-  return out;
-}
 
 /** No empty mount-point folders left in the project. */
 function expectNoMountPointLeftovers(proj: string): void {

@@ -346,3 +346,51 @@ export function oneCommitRepo(dir: string): string {
 export function requirePrograms(...names: string[]): void {
   for (const n of names) if (Bun.which(n) === null && !existsSync(n)) throw new Error(`the attack suite needs ${n}`);
 }
+
+/** The environment of {@link isolatedGit}: this process's, without the user's or the system's git config. */
+export const ISOLATED_GIT_ENV = { ...process.env, GIT_CONFIG_GLOBAL: "/dev/null", GIT_CONFIG_NOSYSTEM: "1" };
+
+/** Run git in `cwd` on the host without the user's or the system's git config, throwing on failure. */
+export function isolatedGit(cwd: string, ...args: string[]): void {
+  const r = Bun.spawnSync(["git", ...args], { cwd, env: ISOLATED_GIT_ENV, stderr: "pipe" });
+  if (r.exitCode !== 0) throw new Error(`git ${args.join(" ")}: ${r.stderr.toString()}`);
+}
+
+/**
+ * Make `dir` (with its parents) a repository with one commit of `f` ("f\n", message "one", author t <t@t>), by
+ * {@link isolatedGit}; returns its `.git/config` text.
+ */
+export function isolatedRepo(dir: string): string {
+  mkdirSync(dir, { recursive: true });
+  isolatedGit(dir, "init", "-q");
+  writeFileSync(join(dir, "f"), "f\n");
+  isolatedGit(dir, "add", "f");
+  isolatedGit(dir, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "one");
+  return readFileSync(join(dir, ".git", "config"), "utf8");
+}
+
+/** The `call-<n>` folders of server `pid`'s per-call cgroups (`<its cgroup>/shellmcp-<pid>`); [] without. */
+export function callCgroups(pid: number): string[] {
+  const mount = readFileSync("/proc/self/mountinfo", "utf8")
+    .split("\n")
+    .map((l) => l.split(" - "))
+    .find(([, tail]) => tail?.startsWith("cgroup2 "))?.[0]
+    ?.split(" ");
+  const line = readFileSync(`/proc/${pid}/cgroup`, "utf8")
+    .split("\n")
+    .find((l) => l.startsWith("0::"));
+  if (mount === undefined || line === undefined) return [];
+  const rel = mount[3] === "/" ? line.slice(3) : line.slice(3).slice(mount[3]!.length);
+  const base = join(mount[4]!, rel, `shellmcp-${pid}`);
+  return existsSync(base) ? readdirSync(base).filter((n) => n.startsWith("call-")) : [];
+}
+
+/** Call `echo hi` in `ws`: the outcome as text (a tool result's exit code and output, or the protocol error's message). */
+export async function echoHi(s: AttackSession, ws: string): Promise<string> {
+  try {
+    const r = await s.shell({ command: "echo hi", workdir: ws, login: false, timeout_ms: 20_000 });
+    return `exit ${r.out.exit_code}: ${r.out.output}`;
+  } catch (e) {
+    return `error: ${(e as Error).message}`;
+  }
+}

@@ -35,3 +35,18 @@ export function killMarked(marks: readonly string[], dir: string): void {
       // gone
     }
 }
+
+/** Command lines (`<pid>: <argv, spaces for NULs>`) of running processes, this one included, that contain `marker`. */
+export function processesWith(marker: string): string[] {
+  const out: string[] = [];
+  for (const pid of readdirSync("/proc")) {
+    if (!/^\d+$/.test(pid)) continue;
+    try {
+      const cmd = readFileSync(`/proc/${pid}/cmdline`, "utf8").replaceAll("\0", " ");
+      if (cmd.includes(marker)) out.push(`${pid}: ${cmd}`);
+    } catch {
+      // gone
+    }
+  }
+  return out;
+}

@@ -10,7 +10,7 @@ import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Subprocess } from "bun";
 import { ensureBinary } from "./binary.ts";
-import type { ShellOutput } from "./mcp.ts";
+import { shellResult, type ShellOutput } from "./mcp.ts";
 import { LineRpc } from "./reference.ts";
 import { CONF_BASE } from "./test-dirs.ts";
 
@@ -93,8 +93,7 @@ export async function startModern(o: ModernStartOptions = {}): Promise<ModernSes
     stderr: () => err,
     async shell(args) {
       const raw = (await client.callTool({ name: "shell", arguments: args }, { timeout: 120_000 })) as Record<string, unknown>;
-      const content = raw.content as { type: string; text: string }[];
-      return { out: JSON.parse(content[0]!.text) as ShellOutput, isError: raw.isError === true, raw };
+      return shellResult(raw);
     },
     async close() {
       await client.close();

@@ -22,6 +22,12 @@ export interface ShellOutput {
   timed_out: boolean;
 }
 
+/** A `shell` tool result as {@link Session.shell} returns it: its first text content parsed, isError, and the raw result. */
+export function shellResult(raw: Record<string, unknown>): { out: ShellOutput; isError: boolean; raw: Record<string, unknown> } {
+  const content = raw.content as { type: string; text: string }[];
+  return { out: JSON.parse(content[0]!.text) as ShellOutput, isError: raw.isError === true, raw };
+}
+
 /** A connected client plus helpers. */
 export interface Session {
   client: Client;
@@ -91,8 +97,7 @@ export async function startServe(o: StartOptions = {}): Promise<Session> {
         signal: opts.signal,
         timeout: 120_000,
       })) as Record<string, unknown>;
-      const content = raw.content as { type: string; text: string }[];
-      return { out: JSON.parse(content[0]!.text) as ShellOutput, isError: raw.isError === true, raw };
+      return shellResult(raw);
     },
     sandboxState(policy, sandboxCwd, extra = {}) {
       return client.request(

@@ -92,18 +92,18 @@ function profileMeta(root: string, legacyLandlock: boolean): Record<string, unkn
   return { "codex/sandbox-state": state };
 }
 
+/** `serve --sandbox workspace-write` under bubblewrap, started in `ws` (the workspace it pins) with `env`. */
+function serveInPinnedWorkspace(ws: string, codexHome: string, env: Record<string, string>) {
+  return serveWithPid({ codexHome, cwd: ws, env, args: ["--sandbox", "workspace-write", "--sandbox-backend", "bwrap"] });
+}
+
 describe.skipIf(skipWithout("CODEX_HOME suite", shellsMissing()))("issue 34 item 4: CODEX_HOME is never writable", () => {
   requirePrograms("bwrap");
 
   test("bwrap, HOME inside the pinned workspace: rules and config.toml cannot be written", async () => {
     const ws = confDir("ch-ws");
     const { home, codexHome } = homeIn(ws);
-    const s = await serveWithPid({
-      codexHome,
-      cwd: ws,
-      env: { HOME: home },
-      args: ["--sandbox", "workspace-write", "--sandbox-backend", "bwrap"],
-    });
+    const s = await serveInPinnedWorkspace(ws, codexHome, { HOME: home });
     const r = await call(s, `touch ${ws}/ok && echo WS-WRITABLE; ${PLANT}`, ws);
     expect(r.output).toContain("WS-WRITABLE"); // the workspace itself stays writable
     expect(r.output).toContain("Read-only file system");
@@ -113,12 +113,7 @@ describe.skipIf(skipWithout("CODEX_HOME suite", shellsMissing()))("issue 34 item
   test("bwrap, HOME inside the pinned workspace: HOME cannot be moved aside and another CODEX_HOME made in its place", async () => {
     const ws = confDir("ch-mv");
     const { home, codexHome } = homeIn(ws);
-    const s = await serveWithPid({
-      codexHome,
-      cwd: ws,
-      env: { HOME: home },
-      args: ["--sandbox", "workspace-write", "--sandbox-backend", "bwrap"],
-    });
+    const s = await serveInPinnedWorkspace(ws, codexHome, { HOME: home });
     // A bind mount (the read-only CODEX_HOME) moves with its parent folder: HOME is bound onto itself, so it cannot.
     const r = await call(s, `mv ${home} ${home}.moved 2>&1; mkdir -p ${codexHome} 2>&1; ${PLANT}`, ws);
     expect(r.output).toContain("PLANTED-DONE");
@@ -131,12 +126,7 @@ describe.skipIf(skipWithout("CODEX_HOME suite", shellsMissing()))("issue 34 item
     const { home, codexHome } = homeIn(ws);
     mkdirSync(join(codexHome, "rules"));
     writeFileSync(join(codexHome, "rules", "default.rules"), 'prefix_rule(pattern=["python3"], decision="allow")\n');
-    const s = await serveWithPid({
-      codexHome,
-      cwd: ws,
-      env: { HOME: home, SHELLMCP_LOG: "info" },
-      args: ["--sandbox", "workspace-write", "--sandbox-backend", "bwrap"],
-    });
+    const s = await serveInPinnedWorkspace(ws, codexHome, { HOME: home, SHELLMCP_LOG: "info" });
     const program = `
 import os
 h = os.environ["CODEX_HOME"]
@@ -164,12 +154,7 @@ open(${JSON.stringify(join(ws, "room-ran"))}, "w").write("x")
     writeFileSync(join(real, "config.toml"), CONFIG);
     symlinkSync(real, join(home, ".codex"));
     const decoy = join(ws, "decoy");
-    const s = await serveWithPid({
-      codexHome: home,
-      cwd: ws,
-      env: { HOME: home, CODEX_HOME: "" },
-      args: ["--sandbox", "workspace-write", "--sandbox-backend", "bwrap"],
-    });
+    const s = await serveInPinnedWorkspace(ws, home, { HOME: home, CODEX_HOME: "" });
     const r = await call(s, `mkdir -p ${decoy}/rules && rm ${home}/.codex && ln -s ${decoy} ${home}/.codex && echo REPOINTED`, ws);
     expect(r.output).toContain(`crosses writable symlink ${join(home, ".codex")}`);
     expect(r.output).not.toContain("REPOINTED");
@@ -180,12 +165,7 @@ open(${JSON.stringify(join(ws, "room-ran"))}, "w").write("x")
     const ws = confDir("ch-missing");
     const { home, codexHome } = homeIn(ws, false);
     // CODEX_HOME unset: serve uses ~/.codex, which does not exist yet.
-    const s = await serveWithPid({
-      codexHome: home,
-      cwd: ws,
-      env: { HOME: home, CODEX_HOME: "", SHELLMCP_LOG_FILE: "" }, // no log file: nothing makes ~/.codex
-      args: ["--sandbox", "workspace-write", "--sandbox-backend", "bwrap"],
-    });
+    const s = await serveInPinnedWorkspace(ws, home, { HOME: home, CODEX_HOME: "", SHELLMCP_LOG_FILE: "" }); // no log file: nothing makes ~/.codex
     const r = await call(s, `CODEX_HOME=${codexHome}; ${PLANT}`, ws);
     expect(r.output).toContain("PLANTED-DONE");
     expect(r.output).toContain("Read-only file system");

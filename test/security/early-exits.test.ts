@@ -10,40 +10,13 @@
  * the first.
  */
 import { afterAll, describe, expect, test } from "bun:test";
-import { existsSync, lstatSync, readdirSync, readFileSync, symlinkSync } from "node:fs";
+import { lstatSync, readdirSync, symlinkSync } from "node:fs";
 import { join } from "node:path";
-import { closeAll, confDir, fdCount, serveWithPid, type AttackSession } from "../helpers/attack.ts";
+import { callCgroups, closeAll, confDir, echoHi, fdCount, serveWithPid } from "../helpers/attack.ts";
 import { skipWithout, toolMissing } from "../helpers/prereq.ts";
 import { shellsMissing } from "../helpers/shells.ts";
 
 afterAll(closeAll);
-
-/** The `call-<n>` folders of server `pid`'s per-call cgroups (`<its cgroup>/shellmcp-<pid>`), or undefined without. */
-function callCgroups(pid: number): string[] | undefined {
-  const mount = readFileSync("/proc/self/mountinfo", "utf8")
-    .split("\n")
-    .map((l) => l.split(" - "))
-    .find(([, tail]) => tail?.startsWith("cgroup2 "))?.[0]
-    ?.split(" ");
-  const line = readFileSync(`/proc/${pid}/cgroup`, "utf8")
-    .split("\n")
-    .find((l) => l.startsWith("0::"));
-  if (mount === undefined || line === undefined) return undefined;
-  const rel = mount[3] === "/" ? line.slice(3) : line.slice(3).slice(mount[3]!.length);
-  const base = join(mount[4]!, rel, `shellmcp-${pid}`);
-  if (!existsSync(base)) return undefined;
-  return readdirSync(base).filter((n) => n.startsWith("call-"));
-}
-
-/** Call `echo hi` in `ws`: the outcome as text (a tool result's output, or the protocol error's message). */
-async function attempt(s: AttackSession, ws: string): Promise<string> {
-  try {
-    const r = await s.shell({ command: "echo hi", workdir: ws, login: false, timeout_ms: 20_000 });
-    return `exit ${r.out.exit_code}: ${r.out.output}`;
-  } catch (e) {
-    return `error: ${(e as Error).message}`;
-  }
-}
 
 describe.skipIf(skipWithout("early exits suite", shellsMissing() ?? toolMissing("bwrap")))(
   "item 7d: early exits release what they hold",
@@ -53,7 +26,7 @@ describe.skipIf(skipWithout("early exits suite", shellsMissing() ?? toolMissing(
       const ws = confDir("early-link");
       symlinkSync(confDir("early-link-target"), join(ws, ".git"));
       expect(await s.sandboxState({ type: "workspace-write", network_access: false }, ws)).toEqual({});
-      const out = await attempt(s, ws);
+      const out = await echoHi(s, ws);
       expect(out).toContain("symlink");
       expect(readdirSync(ws)).toEqual([".git"]);
       expect(lstatSync(join(ws, ".git")).isSymbolicLink()).toBe(true);
@@ -66,11 +39,11 @@ describe.skipIf(skipWithout("early exits suite", shellsMissing() ?? toolMissing(
           const s = await serveWithPid({ args: ["--sandbox-backend", backend], env: { SHELLMCP_FAULT_INJECT: step } });
           const ws = confDir("early-ws");
           expect(await s.sandboxState({ type: "workspace-write", network_access: false }, ws)).toEqual({});
-          const first = await attempt(s, ws);
+          const first = await echoHi(s, ws);
           expect(first).toContain("injected fault");
           const fds = fdCount(s.pid);
-          for (let i = 0; i < 2; i++) expect(await attempt(s, ws)).toContain("injected fault");
-          expect({ workspace: readdirSync(ws), cgroups: callCgroups(s.pid) ?? [], fdGrowth: fdCount(s.pid) - fds }).toEqual({
+          for (let i = 0; i < 2; i++) expect(await echoHi(s, ws)).toContain("injected fault");
+          expect({ workspace: readdirSync(ws), cgroups: callCgroups(s.pid), fdGrowth: fdCount(s.pid) - fds }).toEqual({
             workspace: [],
             cgroups: [],
             fdGrowth: 0,

@@ -8,9 +8,9 @@
  * or unwritable (writable.ts `pinnedReadOnly`).
  */
 import { afterAll, describe, expect, test } from "bun:test";
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { closeAll, confDir, requirePrograms, serveWithPid } from "../helpers/attack.ts";
+import { closeAll, confDir, isolatedRepo, requirePrograms, serveWithPid } from "../helpers/attack.ts";
 import { skipWithout } from "../helpers/prereq.ts";
 import { shellsMissing } from "../helpers/shells.ts";
 
@@ -19,21 +19,6 @@ afterAll(async () => {
   await closeAll();
   rmSync(base, { recursive: true, force: true });
 });
-
-const GIT_ENV = { ...process.env, GIT_CONFIG_GLOBAL: "/dev/null", GIT_CONFIG_NOSYSTEM: "1" };
-
-function git(cwd: string, ...args: string[]): void {
-  const r = Bun.spawnSync(["git", ...args], { cwd, env: GIT_ENV, stderr: "pipe" });
-  if (r.exitCode !== 0) throw new Error(`git ${args.join(" ")}: ${r.stderr.toString()}`);
-}
-
-function repo(dir: string): void {
-  mkdirSync(dir, { recursive: true });
-  git(dir, "init", "-q");
-  writeFileSync(join(dir, "f"), "f\n");
-  git(dir, "add", "f");
-  git(dir, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "one");
-}
 
 /**
  * Move the repository's folder aside and plant a `.git` whose `core.fsmonitor` runs `touch MARKER` (with a
@@ -49,7 +34,7 @@ describe.skipIf(skipWithout("nested repositories suite", shellsMissing()))("a ne
 
   test("bwrap: the git guard puts back a .git planted in place of a nested repository's", async () => {
     const dir = join(base, "guard", "proj"); // 3 levels below /tmp: its .git is bound read-only
-    repo(dir);
+    isolatedRepo(dir);
     const ws = confDir("ngr-ws");
     const s = await serveWithPid({ cwd: ws, args: ["--sandbox", "workspace-write", "--sandbox-backend", "bwrap"] });
     await s.shell({ command: plant(join(base, "guard"), "proj", join(base, "guard-pwned")), workdir: ws, login: false });
@@ -61,7 +46,7 @@ describe.skipIf(skipWithout("nested repositories suite", shellsMissing()))("a ne
 
   test("bwrap, escalation = host: an allowed git in a planted nested repository is not run outside the sandbox", async () => {
     const dir = join(base, "esc", "proj");
-    repo(dir);
+    isolatedRepo(dir);
     const ws = confDir("ngr-ws2");
     const codexHome = confDir("ngr-home");
     writeFileSync(join(codexHome, "config.toml"), '[shellmcp]\nescalation = "host"\n');

@@ -8,9 +8,9 @@
  * The model the escalation boundary judges by (`writableView`) says the same as the kernel.
  */
 import { afterAll, describe, expect, test } from "bun:test";
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
-import { closeAll, confDir, requirePrograms, serveWithPid } from "../helpers/attack.ts";
+import { closeAll, confDir, isolatedGit, isolatedRepo, ISOLATED_GIT_ENV, requirePrograms, serveWithPid } from "../helpers/attack.ts";
 import { ROOT } from "../helpers/binary.ts";
 import { skipWithout } from "../helpers/prereq.ts";
 import { shellsMissing } from "../helpers/shells.ts";
@@ -22,23 +22,6 @@ afterAll(async () => {
   await closeAll();
   rmSync(base, { recursive: true, force: true });
 });
-
-const GIT_ENV = { ...process.env, GIT_CONFIG_GLOBAL: "/dev/null", GIT_CONFIG_NOSYSTEM: "1" };
-
-function git(cwd: string, ...args: string[]): void {
-  const r = Bun.spawnSync(["git", ...args], { cwd, env: GIT_ENV, stderr: "pipe" });
-  if (r.exitCode !== 0) throw new Error(`git ${args.join(" ")}: ${r.stderr.toString()}`);
-}
-
-/** A repository at `dir` (made with its parents) with one commit; returns its `.git/config` text. */
-function repo(dir: string): string {
-  mkdirSync(dir, { recursive: true });
-  git(dir, "init", "-q");
-  writeFileSync(join(dir, "f"), "f\n");
-  git(dir, "add", "f");
-  git(dir, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "one");
-  return readFileSync(join(dir, ".git", "config"), "utf8");
-}
 
 /** What the attack writes into the repository at `dir` (from any working folder). */
 const attack = (dir: string) =>
@@ -60,7 +43,7 @@ describe.skipIf(skipWithout("nested repositories suite", shellsMissing()))(
       const shallow = join(base, "two"); // /tmp/<base>/two: 2 levels below /tmp
       const deeper = join(base, "a", "three"); // 3 levels
       const deep = join(base, "b", "c", "d", "e", "six"); // 6 levels: found from the working folder only
-      const configs = new Map([shallow, deeper, deep].map((d) => [d, repo(d)]));
+      const configs = new Map([shallow, deeper, deep].map((d) => [d, isolatedRepo(d)]));
       mkdirSync(join(deep, "sub"));
       const ws = confDir("ng-ws");
       const s = await serveWithPid({ cwd: ws, args: ["--sandbox", "workspace-write", "--sandbox-backend", "bwrap"] });
@@ -79,9 +62,9 @@ describe.skipIf(skipWithout("nested repositories suite", shellsMissing()))(
 
     test("normal use: git status/add/commit in a repository below /tmp escalate into the room and commit (agent.rules)", async () => {
       const dir = join(base, "use", "proj");
-      repo(dir);
-      git(dir, "config", "user.name", "t");
-      git(dir, "config", "user.email", "t@example.com");
+      isolatedRepo(dir);
+      isolatedGit(dir, "config", "user.name", "t");
+      isolatedGit(dir, "config", "user.email", "t@example.com");
       const rules = readFileSync(join(ROOT, "examples", "rules", "agent.rules"), "utf8");
       const ws = confDir("ng-use");
       const s = await serveWithPid({ rules, cwd: ws, args: ["--sandbox", "workspace-write", "--sandbox-backend", "bwrap"] });
@@ -92,16 +75,16 @@ describe.skipIf(skipWithout("nested repositories suite", shellsMissing()))(
       });
       expect(r.out.output).toContain("committed");
       expect(s.stderr()).toMatch(/escalated \{"file":"[^"]*git","argv":\["git","commit"/);
-      const log = Bun.spawnSync(["git", "log", "--format=%s", "-1"], { cwd: dir, env: GIT_ENV }).stdout.toString().trim();
+      const log = Bun.spawnSync(["git", "log", "--format=%s", "-1"], { cwd: dir, env: ISOLATED_GIT_ENV }).stdout.toString().trim();
       expect(log).toBe("two");
     }, 60_000);
 
     test("bwrap: a linked worktree's .git file below /tmp cannot be re-pointed", async () => {
       const main = confDir("ng-main");
-      repo(main);
+      isolatedRepo(main);
       const linked = join(base, "wt", "linked");
       mkdirSync(join(base, "wt"), { recursive: true });
-      git(main, "worktree", "add", "-q", linked);
+      isolatedGit(main, "worktree", "add", "-q", linked);
       const pointer = readFileSync(join(linked, ".git"), "utf8");
       const ws = confDir("ng-ws2");
       const s = await serveWithPid({ cwd: ws, args: ["--sandbox", "workspace-write", "--sandbox-backend", "bwrap"] });
@@ -112,9 +95,9 @@ describe.skipIf(skipWithout("nested repositories suite", shellsMissing()))(
 
     test("the boundary's model says what the kernel enforces: nested .git read-only under bwrap, writable under Landlock", () => {
       const dir = join(base, "model", "repo");
-      repo(dir);
+      isolatedRepo(dir);
       const deep = join(base, "m1", "m2", "m3", "m4", "repo");
-      repo(deep);
+      isolatedRepo(deep);
       const ws = confDir("ng-model");
       const p = parseSandboxPolicy({ type: "workspace-write", exclude_tmpdir_env_var: true });
       const bwrap = writableView(p, ws, "bwrap", {}, ws, true);
@@ -128,7 +111,7 @@ describe.skipIf(skipWithout("nested repositories suite", shellsMissing()))(
       // Codex's own helper (bubblewrap) binds no folder above a nested .git onto itself: the command can move the
       // folder aside and make another in its place (./nested-git-rename.test.ts), so only a root's own .git holds.
       expect(canWrite(writableView(p, ws, "bwrap", {}, ws, false), join(dir, ".git", "config"))).toBe(true);
-      repo(ws);
+      isolatedRepo(ws);
       expect(canWrite(writableView(p, ws, "bwrap", {}, ws, false), join(ws, ".git", "config"))).toBe(false);
     });
   },

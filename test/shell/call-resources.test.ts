@@ -12,30 +12,14 @@
  * no more fds (pipes, sockets, listeners) than after the first.
  */
 import { afterAll, describe, expect, test } from "bun:test";
-import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { closeAll, confDir, fdCount, serveWithPid, type AttackSession } from "../helpers/attack.ts";
+import { callCgroups, closeAll, confDir, echoHi, fdCount, serveWithPid } from "../helpers/attack.ts";
 import { agentNetworkConfig } from "../helpers/network.ts";
 import { skipWithout, toolMissing } from "../helpers/prereq.ts";
 import { shellsMissing } from "../helpers/shells.ts";
 
 afterAll(closeAll);
-
-/** The `call-<n>` folders of server `pid`'s per-call cgroups (`<its cgroup>/shellmcp-<pid>`); [] without. */
-function callCgroups(pid: number): string[] {
-  const mount = readFileSync("/proc/self/mountinfo", "utf8")
-    .split("\n")
-    .map((l) => l.split(" - "))
-    .find(([, tail]) => tail?.startsWith("cgroup2 "))?.[0]
-    ?.split(" ");
-  const line = readFileSync(`/proc/${pid}/cgroup`, "utf8")
-    .split("\n")
-    .find((l) => l.startsWith("0::"));
-  if (mount === undefined || line === undefined) return [];
-  const rel = mount[3] === "/" ? line.slice(3) : line.slice(3).slice(mount[3]!.length);
-  const base = join(mount[4]!, rel, `shellmcp-${pid}`);
-  return existsSync(base) ? readdirSync(base).filter((n) => n.startsWith("call-")) : [];
-}
 
 /** Every process below `pid` (children, their children…), as `pid comm`. */
 function descendants(pid: number): string[] {
@@ -63,14 +47,18 @@ function descendants(pid: number): string[] {
   return out;
 }
 
-/** Call `echo hi` in `ws`: the outcome as text (a tool result's exit code and output, or the protocol error's message). */
-async function attempt(s: AttackSession, ws: string): Promise<string> {
-  try {
-    const r = await s.shell({ command: "echo hi", workdir: ws, login: false, timeout_ms: 20_000 });
-    return `exit ${r.out.exit_code}: ${r.out.output}`;
-  } catch (e) {
-    return `error: ${(e as Error).message}`;
-  }
+/** A CODEX_HOME whose config gives the agent profile's network with example.com allowed, also to python3 in a room. */
+function networkHome(): string {
+  const codexHome = confDir("res-home");
+  writeFileSync(
+    join(codexHome, "config.toml"),
+    agentNetworkConfig({
+      allowLocalBinding: false,
+      domains: { "example.com": "allow" },
+      extra: '[shellmcp.room_network]\npython3 = ["example.com"]\n',
+    }),
+  );
+  return codexHome;
 }
 
 /** What each injected step makes the call answer. */
@@ -92,15 +80,7 @@ describe.skipIf(skipWithout("call resources suite", shellsMissing() ?? toolMissi
         // Landlock calls make no mount points and no bridges (the proxy listens on the host's loopback).
         if (backend === "landlock" && (step === "bwrap_mounts" || step === "call_bridge")) continue;
         test(`${backend}, ${step}: nothing of the call is left`, async () => {
-          const codexHome = confDir("res-home");
-          writeFileSync(
-            join(codexHome, "config.toml"),
-            agentNetworkConfig({
-              allowLocalBinding: false,
-              domains: { "example.com": "allow" },
-              extra: '[shellmcp.room_network]\npython3 = ["example.com"]\n',
-            }).replace('default_permissions = "agent"\n', 'default_permissions = "agent"\n'),
-          );
+          const codexHome = networkHome();
           const tmp = confDir("res-tmp");
           const s = await serveWithPid({
             codexHome,
@@ -109,10 +89,10 @@ describe.skipIf(skipWithout("call resources suite", shellsMissing() ?? toolMissi
           });
           const ws = confDir("res-ws");
           expect(await s.sandboxState({ type: "workspace-write", network_access: true }, ws)).toEqual({});
-          expect(await attempt(s, ws)).toContain(EXPECTED[step]!);
+          expect(await echoHi(s, ws)).toContain(EXPECTED[step]!);
           const fds = fdCount(s.pid);
           const tmpBefore = readdirSync(tmp);
-          for (let i = 0; i < 2; i++) expect(await attempt(s, ws)).toContain(EXPECTED[step]!);
+          for (let i = 0; i < 2; i++) expect(await echoHi(s, ws)).toContain(EXPECTED[step]!);
           expect({
             workspace: readdirSync(ws),
             cgroups: callCgroups(s.pid),
@@ -125,21 +105,13 @@ describe.skipIf(skipWithout("call resources suite", shellsMissing() ?? toolMissi
 
     test("control: the same call with no fault runs, under both backends, and leaves nothing either", async () => {
       for (const backend of ["bwrap", "landlock"] as const) {
-        const codexHome = confDir("res-home");
-        writeFileSync(
-          join(codexHome, "config.toml"),
-          agentNetworkConfig({
-            allowLocalBinding: false,
-            domains: { "example.com": "allow" },
-            extra: '[shellmcp.room_network]\npython3 = ["example.com"]\n',
-          }),
-        );
+        const codexHome = networkHome();
         const s = await serveWithPid({ codexHome, args: ["--sandbox-backend", backend] });
         const ws = confDir("res-ws");
         expect(await s.sandboxState({ type: "workspace-write", network_access: true }, ws)).toEqual({});
-        expect(await attempt(s, ws)).toStartWith("exit 0: hi");
+        expect(await echoHi(s, ws)).toStartWith("exit 0: hi");
         const fds = fdCount(s.pid);
-        await attempt(s, ws);
+        await echoHi(s, ws);
         await Bun.sleep(200); // the late releases (cgroup emptied) finish after the result
         expect({
           workspace: readdirSync(ws),
