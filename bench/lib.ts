@@ -96,3 +96,29 @@ export async function perExec(
   const full = await run(loop(n));
   into.push((full - base) / n);
 }
+
+/** The `initialize` request the start-up benches send (protocol 2025-06-18, elicitation declared), one JSON line. */
+export const INITIALIZE_LINE =
+  JSON.stringify({
+    jsonrpc: "2.0",
+    id: 1,
+    method: "initialize",
+    params: { protocolVersion: "2025-06-18", capabilities: { elicitation: {} }, clientInfo: { name: "bench", version: "0" } },
+  }) + "\n";
+
+/**
+ * Ms from spawning `argv` (with `env`) to the first byte of its answer to {@link INITIALIZE_LINE}; the process is
+ * then ended and reaped.
+ */
+export async function initializeOnce(argv: string[], env: Record<string, string>): Promise<number> {
+  const t0 = Bun.nanoseconds();
+  const p = Bun.spawn(argv, { env, stdin: "pipe", stdout: "pipe", stderr: "ignore" });
+  p.stdin.write(INITIALIZE_LINE);
+  p.stdin.flush();
+  await p.stdout.getReader().read();
+  const ms = (Bun.nanoseconds() - t0) / 1e6;
+  p.stdin.end();
+  p.kill();
+  await p.exited;
+  return ms;
+}

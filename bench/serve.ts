@@ -17,7 +17,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:f
 import { homedir } from "node:os";
 import { join } from "node:path";
 import { startLineRpc, type LineRpc } from "../test/helpers/reference.ts";
-import { benchDir, benchHome, codex097Exe, median, pairedRatio, referenceShellToolDir, ROOT } from "./lib.ts";
+import { benchDir, benchHome, codex097Exe, initializeOnce, median, pairedRatio, referenceShellToolDir, ROOT } from "./lib.ts";
 
 const RUNS = Number(process.argv[2] ?? 30);
 /** `SHELLMCP_BENCH_BINARY`: another build of shellmcp to measure (e.g. the build before a change), else dist/shellmcp. */
@@ -69,32 +69,10 @@ async function memory(name: string, rpc: LineRpc): Promise<{ idle: number; busy:
 const home = benchHome("shellmcp-bench-serve-home-");
 const env = { PATH: "/usr/bin:/bin", HOME: home, CODEX_HOME: home };
 
-/** Ms from spawn to the first byte of the `initialize` answer, for one start of `argv`. */
-async function initializeOnce(argv: string[]): Promise<number> {
-  const line =
-    JSON.stringify({
-      jsonrpc: "2.0",
-      id: 1,
-      method: "initialize",
-      params: { protocolVersion: "2025-06-18", capabilities: { elicitation: {} }, clientInfo: { name: "bench", version: "0" } },
-    }) + "\n";
-  const t0 = Bun.nanoseconds();
-  const p = Bun.spawn(argv, { env, stdin: "pipe", stdout: "pipe", stderr: "ignore" });
-  p.stdin.write(line);
-  p.stdin.flush();
-  const reader = p.stdout.getReader();
-  await reader.read();
-  const ms = (Bun.nanoseconds() - t0) / 1e6;
-  p.stdin.end();
-  p.kill();
-  await p.exited;
-  return ms;
-}
-
 /** `initialize` latencies of each argv over `runs` rounds, the argvs alternating within each round. */
 async function initializeLatencies(argvs: string[][], runs = RUNS): Promise<number[][]> {
   const out = argvs.map(() => [] as number[]);
-  for (let i = 0; i < runs; i++) for (let j = 0; j < argvs.length; j++) out[j]!.push(await initializeOnce(argvs[j]!));
+  for (let i = 0; i < runs; i++) for (let j = 0; j < argvs.length; j++) out[j]!.push(await initializeOnce(argvs[j]!, env));
   return out;
 }
 const ref = referenceShellToolDir();

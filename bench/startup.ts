@@ -15,7 +15,7 @@
 import { readFileSync, realpathSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { startLineRpc } from "../test/helpers/reference.ts";
-import { benchDir, benchHome, median, pairedRatio, referenceShellToolDir, ROOT, row, timeSpawns } from "./lib.ts";
+import { benchDir, benchHome, initializeOnce, median, pairedRatio, referenceShellToolDir, ROOT, row, timeSpawns } from "./lib.ts";
 
 const runs = Number(process.argv[2] ?? 200);
 const serveRuns = Number(process.argv[3] ?? 31);
@@ -62,27 +62,6 @@ const refArgv =
   ref === undefined
     ? undefined
     : [join(ref, "codex-exec-mcp-server"), "--bash", join(ref, "bash", "debian-12", "bash"), "--execve", join(ref, "codex-execve-wrapper")];
-const INIT =
-  JSON.stringify({
-    jsonrpc: "2.0",
-    id: 1,
-    method: "initialize",
-    params: { protocolVersion: "2025-06-18", capabilities: { elicitation: {} }, clientInfo: { name: "bench", version: "0" } },
-  }) + "\n";
-
-/** Ms from spawn to the first byte of the answer to `initialize`. */
-async function initializeOnce(argv: string[]): Promise<number> {
-  const t0 = Bun.nanoseconds();
-  const p = Bun.spawn(argv, { env, stdin: "pipe", stdout: "pipe", stderr: "ignore" });
-  p.stdin.write(INIT);
-  p.stdin.flush();
-  await p.stdout.getReader().read();
-  const ms = (Bun.nanoseconds() - t0) / 1e6;
-  p.stdin.end();
-  p.kill();
-  await p.exited;
-  return ms;
-}
 
 /** `SHELLMCP_BENCH_BEFORE`: another build (e.g. the one before a change), measured alternately with the others. */
 const BEFORE = process.env.SHELLMCP_BENCH_BEFORE;
@@ -93,7 +72,7 @@ const argvs: [string, string[]][] = [
   ...(BEFORE === undefined ? [] : ([[`before: ${BEFORE} serve`, [BEFORE, "serve"]]] as [string, string[]][])),
 ];
 const lat = argvs.map(() => [] as number[]);
-for (let i = 0; i < serveRuns; i++) for (let j = 0; j < argvs.length; j++) lat[j]!.push(await initializeOnce(argvs[j]![1]));
+for (let i = 0; i < serveRuns; i++) for (let j = 0; j < argvs.length; j++) lat[j]!.push(await initializeOnce(argvs[j]![1], env));
 console.log(`\ninitialize, spawn → first byte of the answer, median of ${serveRuns} alternating starts`);
 for (let j = 0; j < argvs.length; j++) row(argvs[j]![0], median(lat[j]!));
 if (refArgv !== undefined)
