@@ -436,6 +436,9 @@ describe.skipIf(skip)("modern era: a session's late approval waits for the next 
     let out = "";
     for (let i = 0; i < 20 && !out.includes("Process exited"); i++)
       out += texts((await tool("write_stdin", { session_id: id, yield_time_ms: 1000 })).result as { content: unknown });
+    // Seen once in CI (not reproduced in six loaded runs): the session was already gone ("Unknown process id"), its
+    // end collected by some other call. The server's log then tells which.
+    if (!out.includes("touch 1")) console.warn(`serve's stderr:\n${s.stderr()}`);
     expect(out).toContain("touch 1");
     expect(out).toContain("Process exited with code 0");
     expect(existsSync(join(ws, "late-too"))).toBe(false);
