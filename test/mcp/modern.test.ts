@@ -410,7 +410,7 @@ describe.skipIf(skip)("modern era: a session's late approval waits for the next 
   test("raw: write_stdin answered input_required and never retried: denied after --input-required-timeout-ms, nothing left", async () => {
     const nap = `sleep 1.${process.pid}`;
     const ws = workspace();
-    const s = raw({ rules: PROMPT_TOUCH, args: [...open(ws), "--input-required-timeout-ms", "1500"] });
+    const s = raw({ rules: PROMPT_TOUCH, args: [...open(ws), "--input-required-timeout-ms", "1500"], env: { SHELLMCP_LOG: "debug" } });
     const tool = (name: string, args: Record<string, unknown>, extra: Record<string, unknown> = {}) =>
       s.request("tools/call", { name, arguments: args, ...extra });
     const started = (await tool("exec_command", { cmd: `${nap}; touch late-too; echo "touch $?"`, workdir: ws, yield_time_ms: 250 }))
