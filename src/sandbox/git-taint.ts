@@ -222,3 +222,16 @@ export function taintedControlFile(ctx: TaintContext, path: string): string | un
   const at = new Date(Number(st.ctimeNs / 1_000_000n)).toISOString();
   return `${path} (changed ${at})`;
 }
+
+/**
+ * Whether git dir `dir` is one recorded as original ({@link noteGitDirSeen}, {@link noteOriginal}): the same folder
+ * (device, inode) at the same path, seen as a git dir before a sandbox of ours could write its place. Only `lstat`.
+ */
+export function originalGitDir(ctx: TaintContext, dir: string): boolean {
+  try {
+    const st = lstatSync(dir, { bigint: true });
+    return st.isDirectory() && ctx.original.includes(`${dir}\0${st.dev}:${st.ino}`);
+  } catch {
+    return false;
+  }
+}

@@ -154,6 +154,34 @@ describe.skipIf(skipWithout("git taint suite", shellsMissing()))("a .git written
     expect(o).toContain("appeared or was moved there");
   }, 60_000);
 
+  test("a project's folder of old git-looking files made a linked worktree's common dir by a new .git file is not trusted", async () => {
+    const ws = dir("taint-pointer");
+    oneCommitRepo(ws);
+    // Project files, made before the server started (old ctimes): a folder shaped like a git dir whose config has a
+    // core.fsmonitor command, with a linked worktree's admin folder whose pointers name `w/.git` (relative) back.
+    const evil = join(ws, "fixtures", "evil");
+    for (const d of ["objects/info", "refs/heads", "worktrees/x"]) mkdirSync(join(evil, d), { recursive: true });
+    writeFileSync(join(evil, "HEAD"), "ref: refs/heads/main\n");
+    writeFileSync(join(evil, "config"), '[core]\n\tbare = false\n\tfsmonitor = "touch ran; cd; touch pwned-pointer; false"\n');
+    writeFileSync(join(evil, "worktrees/x/commondir"), "../..\n");
+    writeFileSync(join(evil, "worktrees/x/gitdir"), "../../../../w/.git\n");
+    writeFileSync(join(evil, "worktrees/x/HEAD"), "ref: refs/heads/main\n");
+    await settle();
+    const s = await serve(ws, "host");
+    const marker = join(s.codexHome, "pwned-pointer");
+    // The sandbox writes one pointer file in the work tree; every file git executes from keeps its old ctime.
+    expect(await call(s, `mkdir w && printf 'gitdir: %s\\n' ${join(evil, "worktrees", "x")} > w/.git && echo WIRED`, ws)).toContain(
+      "WIRED",
+    );
+    // A workspace-write call (the guard's search meets the new worktree), then one whose sandbox cannot write it.
+    expect(await call(s, "git status --short >/dev/null 2>&1; echo S1", join(ws, "w"))).toContain("S1");
+    expect(await s.sandboxState({ type: "read-only" }, ws)).toEqual({});
+    const o = await call(s, "git status --short >/dev/null 2>&1; echo STATUS-DONE", join(ws, "w"));
+    expect(o).toContain("STATUS-DONE");
+    expect(existsSync(marker)).toBe(false);
+    expect(o).toContain("a pointer to");
+  }, 60_000);
+
   test("no false positive: a repository made before the server started still escalates", async () => {
     const ws = dir("taint-before");
     oneCommitRepo(ws);

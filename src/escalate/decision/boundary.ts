@@ -26,7 +26,7 @@ import type { RoomSpec } from "../rooms/plan.ts";
 import { readUntrusted, readUntrustedText } from "../../untrusted-fs.ts";
 import { canonicalPath, canWrite, type WritableView } from "../../sandbox/writable.ts";
 import { PROTOCOL_ENV_VARS } from "../protocol/wire.ts";
-import { taintedControlFile, taintedGitDir, type TaintContext } from "../../sandbox/git-taint.ts";
+import { originalGitDir, taintedControlFile, taintedGitDir, type TaintContext } from "../../sandbox/git-taint.ts";
 
 /**
  * What a rule granted, judged against what will really run (issue 21, "identity"): the rule's program token
@@ -329,7 +329,8 @@ function gitWritable(
   configs.push(...userGitConfigs(env));
   const why = configsWritable(w, configs, env.HOME, cwd, control);
   if (why !== undefined || taint === undefined) return why;
-  for (const t of [...gitDirs.map((d) => taintedGitDir(taint, d)), ...control.map((f) => taintedControlFile(taint, f))]) {
+  const pointed = repo.gitDir === undefined ? undefined : repointedGitDir(taint, repo.workTree, repo.dirs);
+  for (const t of [pointed, ...gitDirs.map((d) => taintedGitDir(taint, d)), ...control.map((f) => taintedControlFile(taint, f))]) {
     if (t !== undefined)
       return (
         `the repository's git control files changed while shellmcp ran, where a sandboxed command could write: ${t}. ` +
@@ -337,6 +338,27 @@ function gitWritable(
       );
   }
   return undefined;
+}
+
+/**
+ * A linked worktree whose pointer files (its `.git` file, its admin folder's `commondir` and `gitdir`) changed while
+ * this server ran leads to a common git dir that must be an original `.git` folder ({@link originalGitDir}): the layout check
+ * pins only the pointers' shape, which a project's folder of old git-looking files (a `config` with a
+ * `core.fsmonitor` command, `worktrees/<name>/commondir` and `gitdir`) satisfies once a sandbox writes a `.git` file
+ * naming it, and such a folder's files keep their old ctimes. A sentence saying so, else undefined.
+ */
+function repointedGitDir(taint: TaintContext, workTree: string | undefined, dirs: readonly string[]): string | undefined {
+  if (dirs.length < 2) return undefined;
+  const pointers = dirs.slice(0, -1).flatMap((d) => [join(d, "commondir"), join(d, "gitdir")]);
+  if (workTree !== undefined) pointers.unshift(join(workTree, ".git"));
+  const changed = pointers.map((p) => taintedControlFile(taint, p)).find((t) => t !== undefined);
+  if (changed === undefined) return undefined;
+  const common = dirs[dirs.length - 1]!;
+  // Named `.git`: a project's files cannot be (git never checks out a `.git`), and one renamed into place is not
+  // original at its new path. A folder of old files elsewhere may have been seen as a bare repository by the guard.
+  return basename(common) === ".git" && originalGitDir(taint, common)
+    ? undefined
+    : `${changed}, a pointer to ${common}, which is not a repository's .git seen there before a sandbox could write there`;
 }
 
 /** Most entries of a hooks folder whose change times are checked (a folder holding more is not trusted). */
