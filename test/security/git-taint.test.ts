@@ -182,6 +182,29 @@ describe.skipIf(skipWithout("git taint suite", shellsMissing()))("a .git written
     expect(o).toContain("a pointer to");
   }, 60_000);
 
+  test("a bare repository embedded in the project (old files, no sandbox write): an allowed git there stays in the sandbox", async () => {
+    const ws = dir("taint-bare");
+    const src = dir("taint-bare-src");
+    oneCommitRepo(src);
+    // Project files made before the server started: a bare repository whose reference-transaction hook (run by any
+    // ref update, e.g. `git branch`) reaches the host's HOME. Git's own safe.bareRepository=explicit refuses it.
+    const bare = join(ws, "fixtures", "evil.git");
+    expect(Bun.spawnSync(["git", "clone", "-q", "--bare", src, bare]).exitCode).toBe(0);
+    writeFileSync(join(bare, "hooks", "reference-transaction"), "#!/bin/sh\ntouch ran-bare; cd; touch pwned-bare\n", { mode: 0o755 });
+    await settle();
+    const s = await serveWithPid({
+      rules: 'prefix_rule(pattern=["git","branch"], decision="allow")\n',
+      cwd: ws,
+      args: ["--sandbox", "read-only", "--sandbox-backend", "bwrap", "--escalation", "host"],
+    });
+    const marker = join(s.codexHome, "pwned-bare");
+    const o = await call(s, "git branch zz 2>&1; echo BRANCH-DONE", bare);
+    expect(o).toContain("BRANCH-DONE");
+    expect(existsSync(marker)).toBe(false);
+    expect(o).toContain("bare repository");
+    expect(o).toContain("not escalated");
+  }, 60_000);
+
   test("no false positive: a repository made before the server started still escalates", async () => {
     const ws = dir("taint-before");
     oneCommitRepo(ws);

@@ -423,7 +423,8 @@ function gitOptions(w: WritableView, argv: readonly string[], workdir: string): 
 }
 
 /**
- * Discovery, as git does it from `cwd`: the nearest folder with a .git (or that is a bare repository). Any folder on
+ * Discovery, as git does it from `cwd`: the nearest folder with a .git; a bare repository on the way is refused (the
+ * reason returned), as git's `safe.bareRepository=explicit` refuses it. Any folder on
  * the way where the sandbox could create a .git would win over the real one (the reason returned). Pointer files (a
  * `.git` file, `commondir`) are trusted only in git's own shape (../../sandbox/git-layout.ts): a forged one fails
  * closed. `dirs`: the repository's git dirs when discovery found them (empty for a bare repository).
@@ -442,7 +443,11 @@ function discoverGit(w: WritableView, cwd: string): { workTree?: string; gitDir?
       return { dirs: [] };
     }
     if (canWrite(w, dotGit)) return `the sandboxed command can create a repository at ${dotGit}, which git would use`;
-    if (existsSync(join(d, "HEAD")) && existsSync(join(d, "objects")) && existsSync(join(d, "refs"))) return { gitDir: d, dirs: [] };
+    // A bare repository found by discovery (git's own `safe.bareRepository=explicit` refuses the same): one
+    // embedded in a project — files nobody had to write in a sandbox — would otherwise bring its hooks and config
+    // to the escalated git (review of the taint check, bypass 2).
+    if (existsSync(join(d, "HEAD")) && existsSync(join(d, "objects")) && existsSync(join(d, "refs")))
+      return `git would use the bare repository at ${d}, found from the working folder (as git's safe.bareRepository=explicit refuses): its hooks and config may be project files, so git does not leave the sandbox there`;
     if (dirname(d) === d) return { dirs: [] };
   }
 }
