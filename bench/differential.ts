@@ -11,6 +11,7 @@
  *
  * Needs root for the simulated ABIs below 6 (the Landlock helper then makes a pid namespace of its own).
  */
+import { benchHome } from "./lib.ts";
 import {
   availableBackends,
   backendName,
@@ -27,6 +28,8 @@ const count = Number(process.env.DIFFERENTIAL_LAYOUTS ?? 24);
 const verbose = process.env.DIFFERENTIAL_VERBOSE === "1";
 console.log(`differential tier: seed ${seed} (DIFFERENTIAL_SEED=${seed} reproduces), ${count} layouts`);
 
+// Outside /tmp and $TMPDIR: no other server's sandbox or git guard works there (see runLayout).
+const parent = benchHome("differential-");
 const { bwrap, landlockAbi } = availableBackends();
 const isRoot = process.getuid?.() === 0;
 const backends: Backend[] = [];
@@ -39,7 +42,7 @@ let failures = 0;
 const perRule = new Map<string, number>();
 const perBackendMs = new Map<string, number[]>();
 for (let i = 0; i < count; i++) {
-  const runs = await runLayout(seed + i, backends, (ps) => ps, bwrap);
+  const runs = await runLayout(seed + i, backends, (ps) => ps, bwrap, parent);
   console.log(`layout ${seed + i}: ${runs[0]!.layout.shape} — ${runs[0]!.outcomes.length} probes per backend`);
   for (const run of runs) {
     const name = backendName(run.backend);

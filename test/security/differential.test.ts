@@ -11,6 +11,7 @@
  */
 import { describe, expect, test } from "bun:test";
 import { ensureBinary } from "../helpers/binary.ts";
+import { CONF_BASE } from "../helpers/test-dirs.ts";
 import { skipWithout, toolMissing } from "../helpers/prereq.ts";
 import { availableBackends, backendName, describe as describeOutcome, isFailure, runLayout, type Backend } from "./differential/harness.ts";
 import { rng, type Probe } from "./differential/layout.ts";
@@ -61,7 +62,7 @@ describe.skipIf(
   ensureBinary();
   for (let i = 0; i < LAYOUTS; i++) {
     test(`layout ${seed + i}`, async () => {
-      const runs = await runLayout(seed + i, backendsFor(i), sampler(seed + i), bwrap);
+      const runs = await runLayout(seed + i, backendsFor(i), sampler(seed + i), bwrap, CONF_BASE);
       const report: string[] = [];
       let probes = 0;
       for (const run of runs) {

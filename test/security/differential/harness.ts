@@ -8,8 +8,8 @@
  * What each operation needs, in the model's terms (W = `canWrite(view, ·)`, which canonicalises the path and so
  * judges a symlink by its target; "the entry" = the name itself, which an operation that does not follow links
  * acts on):
- * - create, mkdir (missing parents made first), write (open for append), truncate (to its own size), chmod (to its
- *   own mode): W(path);
+ * - create, mkdir, symlink (missing parents made first), write (open for append), truncate (to its own size), chmod,
+ *   chown, utime (to its own mode, owner, times): W(path);
  * - renamein (a new file in the root's scratch folder renamed to the missing path): W(path) and W(scratch name);
  * - rename (to a new sibling) and move (into the scratch folder of its root): the entry's folder W(dirname), the
  *   entry itself W(path) unless it is a symlink, and W(new name);
@@ -140,12 +140,13 @@ export const STRICTER: { name: string; why: string; applies: (c: Ctx) => boolean
  */
 export const KNOWN_GAPS: { name: string; why: string; applies: (c: Ctx) => boolean }[] = [
   {
-    name: "landlock-chmod-anywhere",
+    name: "landlock-metadata-anywhere",
     why:
-      "Landlock has no access right for chmod (nor chown, utimes, xattrs): under the Landlock backend a sandboxed " +
-      "command changes the mode of any file its uid owns outside every writable root (for a server run as root: " +
-      "chmod 666 /etc/shadow, chmod +x, setuid bits). The model (and seccomp) say nothing of it. Found by this tier.",
-    applies: (c) => c.backend.kind === "landlock" && c.op === "chmod",
+      "Landlock has no access right for chmod, chown or utimes (nor xattrs): under the Landlock backend a sandboxed " +
+      "command changes the mode, group and times of any file its uid owns outside every writable root (for a server " +
+      "run as root: chmod 666 /etc/shadow, chmod +x, setuid bits). The model (and seccomp) say nothing of it. Found " +
+      "by this tier.",
+    applies: (c) => c.backend.kind === "landlock" && ["chmod", "chown", "utime"].includes(c.op),
   },
   {
     name: "bwrap-direct-plans-with-server-env",
@@ -204,9 +205,12 @@ export function expected(view: WritableView, probe: Probe): boolean {
   switch (op) {
     case "create":
     case "mkdir":
+    case "symlink":
     case "write":
     case "truncate":
     case "chmod":
+    case "chown":
+    case "utime":
       return W(path);
     case "renamein":
     case "linkin":
@@ -334,7 +338,9 @@ export interface LayoutRun {
 }
 
 /**
- * Make layout `seed` in a fresh folder under $TMPDIR, run `pick(probes)` under each backend (one sandbox start
+ * Make layout `seed` in a fresh folder under `parent` — best outside /tmp and every other server's writable roots:
+ * a git guard of a server running meanwhile with /tmp writable (other tests) "repairs" repositories there while
+ * the probes rename them about — run `pick(probes)` under each backend (one sandbox start
  * each; the layout is checked unchanged after each), remove it. Sets the protected config folders of this process
  * to the layout's CODEX_HOME stand-in while planning (as `serve` does at start-up), and puts them back.
  */
@@ -343,8 +349,9 @@ export async function runLayout(
   backends: Backend[],
   pick: (probes: Probe[], backend: Backend) => Probe[],
   bwrap?: string,
+  parent: string = tmpdir(),
 ): Promise<LayoutRun[]> {
-  const base = realpathSync(mkdtempSync(join(tmpdir(), "differential-")));
+  const base = realpathSync(mkdtempSync(join(parent, "differential-")));
   const saved = protectedConfigDirs();
   try {
     const layout = makeLayout(base, seed);

@@ -24,7 +24,8 @@ export function rng(seed: number): () => number {
 }
 
 /** What the probe does with a path (probe.py): see harness.ts `expected` for what each needs. */
-export type Op = "create" | "mkdir" | "renamein" | "write" | "truncate" | "chmod" | "rename" | "move" | "link" | "linkin";
+export type Op =
+  "create" | "mkdir" | "symlink" | "renamein" | "write" | "truncate" | "chmod" | "chown" | "utime" | "rename" | "move" | "link" | "linkin";
 
 /** One probe: operation `op` on `path`; `aux` is the second name (rename/link target, the file moved in). */
 export interface Probe {
@@ -205,8 +206,19 @@ export function makeLayout(base: string, seed: number): Layout {
     let d = dirname(p);
     while (!existsSync(d)) d = dirname(d);
     if (!statSync(d).isDirectory()) return;
-    probes.push({ op: "create", path: p }, { op: "mkdir", path: p }, { op: "renamein", path: p, aux: fresh(scratchFor(p)) });
+    probes.push(
+      { op: "create", path: p },
+      { op: "mkdir", path: p },
+      { op: "symlink", path: p },
+      { op: "renamein", path: p, aux: fresh(scratchFor(p)) },
+    );
   };
+  // What changes an entry's metadata (links followed): mode, owner, times, each set to what it is.
+  const meta = (p: string): Probe[] => [
+    { op: "chmod", path: p },
+    { op: "chown", path: p },
+    { op: "utime", path: p },
+  ];
   const addExisting = (p: string, st: import("node:fs").Stats) => {
     const entry = () => probes.push({ op: "rename", path: p, aux: fresh(dirname(p)) }, { op: "move", path: p, aux: fresh(scratchFor(p)) });
     if (st.isSymbolicLink()) {
@@ -220,20 +232,19 @@ export function makeLayout(base: string, seed: number): Layout {
       }
       if (target === undefined) probes.push({ op: "create", path: p });
       else if (target.isFile())
-        probes.push(
-          { op: "write", path: p },
-          { op: "truncate", path: p },
-          { op: "chmod", path: p },
-          { op: "linkin", path: p, aux: fresh(scratchFor(p)) },
-        );
+        probes.push({ op: "write", path: p }, { op: "truncate", path: p }, ...meta(p), {
+          op: "linkin",
+          path: p,
+          aux: fresh(scratchFor(p)),
+        });
       else {
-        probes.push({ op: "chmod", path: p });
+        probes.push(...meta(p));
         addMissing(join(p, "via-link.txt"));
       }
       return;
     }
     entry();
-    probes.push({ op: "chmod", path: p });
+    probes.push(...meta(p));
     if (st.isFile())
       probes.push(
         { op: "write", path: p },
@@ -256,7 +267,7 @@ export function makeLayout(base: string, seed: number): Layout {
   ])
     if (!probes.some((q) => q.path === p)) addMissing(p);
   // The roots and their parents.
-  for (const p of [ws, extra, tmp, base]) probes.push({ op: "chmod", path: p });
+  for (const p of [ws, extra, tmp, base]) probes.push(...meta(p));
   // Sometimes the shell's environment has no TMPDIR (shell_environment_policy `exclude`), the server's has.
   const envDiffers = !readOnlyPolicy && r() < 0.15;
   if (envDiffers) shape.push("shell env without TMPDIR");

@@ -2,7 +2,7 @@
 # JSON array on stdin, try each, print one JSON line per operation: {"id", "ok", "errno"?, "dirty"?}.
 # Every operation puts back what it changed (same mode, same size, renamed back, created entries removed), so the
 # next one sees the layout as it was; "dirty" says when that failed. Nothing is written: write opens for append,
-# truncate keeps the size, chmod keeps the mode.
+# truncate keeps the size, chmod/chown/utime keep the mode, owner and times.
 import errno, json, os, sys
 
 
@@ -58,6 +58,18 @@ def run(op):
             os.truncate(p, os.stat(p).st_size)
         elif kind == "chmod":
             os.chmod(p, os.stat(p).st_mode & 0o7777)
+        elif kind == "chown":
+            st = os.stat(p)
+            os.chown(p, st.st_uid, st.st_gid)
+        elif kind == "utime":
+            st = os.stat(p)
+            os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns))
+        elif kind == "symlink":
+            made = []
+            undo.append(lambda: undo_dirs(made))
+            created_dirs(p, made)
+            os.symlink("diff-target", p)
+            undo.insert(0, lambda: os.unlink(p))
         elif kind in ("rename", "move"):
             os.rename(p, aux)
             undo.append(lambda: os.rename(aux, p))
