@@ -39,6 +39,7 @@ import {
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { CallSandbox, type SandboxBackend } from "../../../src/sandbox/backend.ts";
+import { landlockCanEnforce } from "../../../src/sandbox/filesystem-plan.ts";
 import { HelperBackend } from "../../../src/sandbox/linux/backend.ts";
 import { landlockAbi, SIMULATE_ABI_ENV } from "../../../src/sandbox/linux/landlock.ts";
 import { isUnder, protectedConfigDirs, setProtectedConfigDirs } from "../../../src/sandbox/policy.ts";
@@ -89,7 +90,7 @@ export interface Outcome {
  * {@link Layout} is one.
  */
 export type CallSite = Pick<Layout, "policy" | "ws" | "workdir" | "env"> &
-  Partial<Pick<Layout, "serverTmpdir" | "envDiffers" | "codexHome">>;
+  Partial<Pick<Layout, "profile" | "serverTmpdir" | "envDiffers" | "codexHome">>;
 
 interface Ctx {
   backend: Backend;
@@ -172,7 +173,13 @@ export function callFor(layout: CallSite, backend: Backend, bwrap?: string): Cal
   if (backend.kind === "bwrap")
     b = new HelperBackend("bwrap", HELPER, flags("bwrap"), backend.via === "direct" ? { bwrap: bwrap!, noProc: false } : undefined);
   else b = new HelperBackend("landlock", HELPER, flags("landlock"));
-  return new CallSandbox(b, { policy: layout.policy, policyCwd: layout.ws, workdir: layout.workdir, env: layout.env });
+  return new CallSandbox(b, {
+    policy: layout.policy,
+    ...(layout.profile !== undefined ? { profile: layout.profile } : {}),
+    policyCwd: layout.ws,
+    workdir: layout.workdir,
+    env: layout.env,
+  });
 }
 
 function modeOf(p: string): number | undefined {
@@ -251,16 +258,21 @@ export function snapshot(dir: string): Map<string, string> {
  * workdir) and compare each with the model. `abi`: a simulated lower Landlock ABI for the helper.
  */
 export async function runCall(call: CallSandbox, backend: Backend, layout: CallSite, probes: Probe[]): Promise<Outcome[]> {
-  const view = call.writable();
-  const models = probes.map((p) => expected(view, p));
-  const blocked = probes.map(modeBlocked);
-  // bubblewrap started directly is planned in this process, as in `serve`: with the server's $TMPDIR.
+  // The view and bubblewrap started directly are planned in this process, as in `serve`: with the server's
+  // $TMPDIR (a permission profile's `tmpdir` entry reads it too).
   const saved = process.env.TMPDIR;
   const serverTmpdir = layout.serverTmpdir ?? layout.env.TMPDIR;
   if (serverTmpdir === undefined) delete process.env.TMPDIR;
   else process.env.TMPDIR = serverTmpdir;
   let launch: ReturnType<CallSandbox["launch"]>;
+  let models: boolean[];
+  let refused: string | undefined;
   try {
+    const view = call.writable();
+    models = probes.map((p) => expected(view, p));
+    // A profile Landlock cannot enforce (read-only or denied paths inside a writable root): serve refuses the call
+    // (src/serve/backend.ts); the helper must refuse it too, running nothing.
+    refused = call.enforcement === "landlock" ? landlockCanEnforce(call.plan()) : undefined;
     launch = call.launch({ shellPath: "/bin/sh", login: false, command: `exec ${PYTHON} ${PROBE}`, wrapperPath: "/nonexistent" });
   } finally {
     if (saved === undefined) delete process.env.TMPDIR;
@@ -291,6 +303,13 @@ export async function runCall(call: CallSandbox, backend: Backend, layout: CallS
     await child.stdin.end();
     const [out, err, code] = await Promise.all([new Response(child.stdout).text(), new Response(child.stderr).text(), child.exited]);
     const lines = out.split("\n").filter((l) => l.startsWith("{"));
+    if (refused !== undefined) {
+      if (code === 0 || lines.length > 0)
+        throw new Error(
+          `${backendName(backend)}: the helper ran a call the plan refuses (${refused}): exit ${code}, ${lines.length} probes`,
+        );
+      return [];
+    }
     if (code !== 0 || lines.length !== probes.length)
       throw new Error(
         `${backendName(backend)}: the probe did not run (exit ${code}, ${lines.length}/${probes.length} lines): ${err.slice(0, 800)}`,
@@ -300,7 +319,7 @@ export async function runCall(call: CallSandbox, backend: Backend, layout: CallS
       const probe = probes[r.id]!;
       const o: Outcome = { probe, backend: backendName(backend), model: models[r.id]!, kernel: r.ok, errno: r.errno, dirty: r.dirty };
       if (o.model !== o.kernel) {
-        const c: Ctx = { backend, layout, op: probe.op, path: probe.path, errno: r.errno, modeBlocked: blocked[r.id]! };
+        const c: Ctx = { backend, layout, op: probe.op, path: probe.path, errno: r.errno, modeBlocked: modeBlocked(probe) };
         o.rule = (o.model ? STRICTER : KNOWN_GAPS).find((x) => x.applies(c))?.name;
       }
       return o;

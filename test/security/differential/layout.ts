@@ -9,6 +9,8 @@
  */
 import { chmodSync, existsSync, lstatSync, mkdirSync, readdirSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
+import { planPermissionProfile, summarySandboxPolicy } from "../../../src/sandbox/filesystem-plan.ts";
+import { parsePermissionProfile, type PermissionProfile } from "../../../src/sandbox/permission-profile.ts";
 import { parseSandboxPolicy, type SandboxPolicy } from "../../../src/sandbox/policy.ts";
 
 /** A deterministic PRNG (mulberry32) from a 32-bit seed: the same seed makes the same layouts and samples. */
@@ -44,7 +46,10 @@ export interface Layout {
   ws: string;
   /** The folder the shell starts in. */
   workdir: string;
+  /** The legacy policy (for a profile, the nearest one never wider, as serve derives it). */
   policy: SandboxPolicy;
+  /** Codex 0.169's permission profile, which the sandbox then enforces instead of `policy`. */
+  profile?: PermissionProfile;
   /** The shell's environment (`TMPDIR` is a writable root unless the policy excludes it). */
   env: Record<string, string>;
   /**
@@ -101,6 +106,7 @@ export function makeLayout(base: string, seed: number): Layout {
   file(join(outside, "f.txt"));
   file(join(outside, "dir", "g.txt"));
   file(join(ws, "file.txt"));
+  file(join(ws, "secret.txt")); // denied by the permission-profile variant
   file(join(ws, "sub", "deep", "x.txt"));
   file(join(ws, "bin", "tool.sh"), "#!/bin/sh\n", 0o755);
   file(join(extra, "e.txt"));
@@ -269,16 +275,44 @@ export function makeLayout(base: string, seed: number): Layout {
   // The roots and their parents.
   for (const p of [ws, extra, tmp, base]) probes.push(...meta(p));
   // Sometimes the shell's environment has no TMPDIR (shell_environment_policy `exclude`), the server's has.
-  const envDiffers = !readOnlyPolicy && r() < 0.15;
+  let envDiffers = !readOnlyPolicy && r() < 0.15;
+  // Sometimes Codex 0.169's permission profile instead of the legacy policy: the same roots, plus a folder kept
+  // read-only and a file (and a missing path) denied inside the workspace.
+  let profile: PermissionProfile | undefined;
+  if (!readOnlyPolicy && r() < 0.25) {
+    envDiffers = false;
+    const at = (path: string) => ({ type: "path", path });
+    const special = (kind: string) => ({ type: "special", value: { kind } });
+    profile = parsePermissionProfile({
+      type: "managed",
+      network: "restricted",
+      file_system: {
+        type: "restricted",
+        entries: [
+          { path: special("root"), access: "read" },
+          { path: special("project_roots"), access: "write" },
+          ...(withTmp ? [{ path: special("tmpdir"), access: "write" }] : []),
+          ...(withExtra ? [{ path: at(extra), access: "write" }] : []),
+          { path: at(join(ws, "sub", "deep")), access: "read" },
+          { path: at(join(ws, "secret.txt")), access: "deny" },
+          { path: at(join(ws, ".env")), access: "deny" },
+        ],
+      },
+    });
+    shape.push("permission profile (sub/deep read, secret.txt and .env denied)");
+  }
   if (envDiffers) shape.push("shell env without TMPDIR");
   const env: Record<string, string> = envDiffers ? { PATH: "/usr/bin:/bin" } : { PATH: "/usr/bin:/bin", TMPDIR: tmp };
+  const callPolicy = profile !== undefined ? summarySandboxPolicy(planPermissionProfile(profile, ws, env)) : policy;
+  if (profile !== undefined && !probes.some((q) => q.path === join(ws, ".env"))) addMissing(join(ws, ".env"));
   return {
     seed,
     shape: shape.join(", "),
     base,
     ws,
     workdir,
-    policy,
+    policy: callPolicy,
+    profile,
     env,
     serverTmpdir: tmp,
     envDiffers,
