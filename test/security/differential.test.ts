@@ -18,7 +18,7 @@ import { rng, type Probe } from "./differential/layout.ts";
 
 const seed = Number(process.env.DIFFERENTIAL_SEED ?? Math.floor(Math.random() * 2 ** 31));
 const sample = Number(process.env.DIFFERENTIAL_SAMPLE ?? 30);
-const LAYOUTS = 3;
+const LAYOUTS = 4;
 console.log(`differential tier (sampled): seed ${seed} — DIFFERENTIAL_SEED=${seed} reproduces it`);
 
 const { bwrap, landlockAbi } = availableBackends();
@@ -39,7 +39,7 @@ function backendsFor(i: number): Backend[] {
 /** Paths where the model has something to say beyond "inside a root or not". */
 const INTERESTING = /\.git|\.codex|\.agents|backup\.git|link|dangling|rodir|ro\.txt|codex-home/;
 
-/** `n` probes drawn reproducibly: about 60% from the interesting paths, the rest from all others. */
+/** Probes drawn reproducibly: about 60% from the interesting paths, the rest from all others. */
 function sampler(layoutSeed: number): (ps: Probe[], b: Backend) => Probe[] {
   return (ps, b) => {
     const r = rng(layoutSeed * 31 + backendName(b).length * 7 + (b.kind === "landlock" ? b.abi : 0));
@@ -51,8 +51,10 @@ function sampler(layoutSeed: number): (ps: Probe[], b: Backend) => Probe[] {
       while (out.length < k && pool.length > 0) out.push(pool.splice(Math.floor(r() * pool.length), 1)[0]!);
       return out;
     };
-    const h = draw(hot, Math.round(sample * 0.6));
-    return [...h, ...draw(cold, sample - h.length)];
+    // bubblewrap twice as many: it is where the model has most to say (and a profile's Landlock call is refused).
+    const n = b.kind === "bwrap" ? 2 * sample : sample;
+    const h = draw(hot, Math.round(n * 0.6));
+    return [...h, ...draw(cold, n - h.length)];
   };
 }
 
@@ -70,6 +72,13 @@ describe.skipIf(
         for (const o of run.outcomes) if (isFailure(o)) report.push(describeOutcome(o, run.layout.base));
         for (const c of run.changed) report.push(`${backendName(run.backend)} left the layout changed: ${c}`);
       }
+      const gaps = new Map<string, number>();
+      for (const run of runs)
+        for (const o of run.outcomes) if (!o.model && o.kernel && o.rule !== undefined) gaps.set(o.rule, (gaps.get(o.rule) ?? 0) + 1);
+      console.log(
+        `layout ${seed + i}: ${probes} probes, ${runs.length} sandbox starts` +
+          (gaps.size > 0 ? `; known gaps seen: ${[...gaps].map(([g, n]) => `${g} ×${n}`).join(", ")}` : ""),
+      );
       if (report.length > 0) console.log(`layout ${seed + i} (${runs[0]!.layout.shape}):\n  ${report.join("\n  ")}`);
       expect(report).toEqual([]);
       expect(probes).toBeGreaterThan(0);

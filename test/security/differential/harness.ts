@@ -17,6 +17,13 @@
  *   hard link of a read-only file under a writable name would be a writable alias of it;
  * - linkin (hard link into the scratch folder, links followed): W(path) and W(new name).
  *
+ * Not probed, and why: unlink and rmdir (the same right on the entry's folder as rename, which is probed, and not
+ * put back); open with O_TRUNC (truncate's right, and destructive); device nodes (refused by seccomp and Landlock
+ * whatever the model says: the model is about files); FIFOs and sockets (the folder's right, as create); extended
+ * attributes (Landlock has no right for them either: the metadata gap below); `/dev/shm`, which the model counts
+ * writable under Landlock only, because bubblewrap gives the sandbox a private `/dev` whose writes reach no host
+ * file (a probe there would "succeed" without a host effect).
+ *
  * Where the kernel is stricter than the model for a reason the model does not describe (it has no mount points,
  * no Landlock ABI, no permission bits), the difference is accepted only under a named rule of {@link STRICTER}
  * matched on the operation, backend and errno. Where the kernel allows what the model denies — a write the
