@@ -3,8 +3,7 @@
  * is pinned, so a project under /tmp is no longer a writable root of its own, and only top-level `.git`s were kept
  * read-only: its `.git/config` and `.git/hooks/pre-commit` were writable from the sandbox (the user's next
  * `git commit` runs the hook). Under bubblewrap the kernel now stops the write at any depth that matters: the
- * `.git` of every repository up to policy.ts `NESTED_GIT_MAX_DEPTH` levels below a writable root, and of the
- * repository the call's working folder lies in, at any depth. Judged on the host; the work trees stay writable.
+ * `.git` of every repository below a writable root, at any depth (src/sandbox/git/discover.ts, issue 38). Judged on the host; the work trees stay writable.
  * The model the escalation boundary judges by (`writableView`) says the same as the kernel.
  */
 import { afterAll, describe, expect, test } from "bun:test";
@@ -104,8 +103,8 @@ describe.skipIf(skipWithout("nested repositories suite", shellsMissing()))(
       expect(canWrite(bwrap, join(dir, "file"))).toBe(true);
       expect(canWrite(bwrap, join(dir, ".git", "config"))).toBe(false);
       expect(canWrite(bwrap, join(dir, ".git", "hooks", "pre-commit"))).toBe(false);
-      // Beyond the search depth, the repository is protected only when the call starts inside it.
-      expect(canWrite(bwrap, join(deep, ".git", "config"))).toBe(true);
+      // At any depth (issue 38: the discovery has no depth limit).
+      expect(canWrite(bwrap, join(deep, ".git", "config"))).toBe(false);
       expect(canWrite(writableView(p, ws, "bwrap", {}, deep, true), join(deep, ".git", "config"))).toBe(false);
       expect(canWrite(writableView(p, ws, "landlock", {}, ws), join(dir, ".git", "config"))).toBe(true);
       // Codex's own helper (bubblewrap) binds no folder above a nested .git onto itself: the command can move the
