@@ -11,7 +11,7 @@ import { basename, dirname, isAbsolute, join, normalize, resolve, sep } from "no
 import { ShellmcpError } from "../errors.ts";
 import { log } from "../log.ts";
 import { readUntrustedText } from "../untrusted-fs.ts";
-import { discoverRoot, MAX_FRONTIER_BINDS } from "./git/discover.ts";
+import { discoverRoot, frontierBindLimit, MAX_FRONTIER_BINDS } from "./git/discover.ts";
 
 /** Read access: everything, or only some roots (+ optional platform defaults). */
 export type ReadOnlyAccess = { type: "full-access" } | { type: "restricted"; include_platform_defaults: boolean; readable_roots: string[] };
@@ -434,7 +434,7 @@ export function nestedGitPaths(root: string, roots: readonly string[], workdir?:
   }
   const frontier = found.frontier.filter((f) => isUnder(f, root) && entryKind(f) === "dir" && !covered(f));
   // Too many to bind one by one: the whole root is read-only for the call (a root inside it is bound again).
-  if (frontier.length <= MAX_FRONTIER_BINDS) out.push(...frontier);
+  if (frontier.length <= frontierBindLimit()) out.push(...frontier);
   else out.push(root);
   if (workdir !== undefined) {
     const w = canonicalMissing(workdir);

@@ -48,6 +48,25 @@ export const MAX_FRONTIER_BINDS = 1_000;
  */
 export const DISCOVERY_REUSE_MS = 1_000;
 
+/** The bounds in force (the constants above; tests lower them with {@link setDiscoveryBounds}). */
+const bounds = { firstMaxDirs: FIRST_SEARCH_MAX_DIRS, laterMaxDirs: LATER_SEARCH_MAX_DIRS, frontierBinds: MAX_FRONTIER_BINDS };
+
+/**
+ * Replace the complete and later searches' folder bounds and the frontier bind limit (tests: a root that reaches them without
+ * 100,000 folders); returns the previous ones. Forgets every record, as {@link resetDiscovery}.
+ */
+export function setDiscoveryBounds(b: Partial<typeof bounds>): typeof bounds {
+  const before = { ...bounds };
+  Object.assign(bounds, b);
+  resetDiscovery();
+  return before;
+}
+
+/** Frontier folders bubblewrap binds read-only at most ({@link MAX_FRONTIER_BINDS} unless a test changed it). */
+export function frontierBindLimit(): number {
+  return bounds.frontierBinds;
+}
+
 /** Folders never entered (dependency trees: thousands of folders, no repository the user works in). */
 const SKIPPED = new Set(["node_modules"]);
 
@@ -207,7 +226,7 @@ function scan(root: string, maxDirs: number, maxMs: number, maxGitDirs = Infinit
  */
 function register(root: string, before?: RootRecord): { rec: RootRecord; found: FoundGitDir[] } {
   const t0 = performance.now();
-  const r = scan(root, FIRST_SEARCH_MAX_DIRS, FIRST_SEARCH_MAX_MS);
+  const r = scan(root, bounds.firstMaxDirs, FIRST_SEARCH_MAX_MS);
   const idents = new Map<string, string>();
   const repos: FoundGitDir[] = [];
   const found: FoundGitDir[] = [];
@@ -264,7 +283,7 @@ export function discoverRoot(root: string): GitDiscovery {
     repos = r.found;
   } else {
     repos = [...rec.repos];
-    const later = scan(root, LATER_SEARCH_MAX_DIRS, FIRST_SEARCH_MAX_MS, LATER_SEARCH_MAX_GIT_DIRS);
+    const later = scan(root, bounds.laterMaxDirs, FIRST_SEARCH_MAX_MS, LATER_SEARCH_MAX_GIT_DIRS);
     const known = new Set(repos.map(keyOf));
     for (const e of later.repos) if (!known.has(keyOf(e))) repos.push(e);
   }
