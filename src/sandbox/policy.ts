@@ -506,7 +506,21 @@ export function readOnlySubpaths(root: string, isCwd: boolean, nested?: { roots:
   const git = join(root, ".git");
   if (present(git, false)) {
     const pointed = gitdirPointer(git);
-    if (pointed !== undefined) out.push(pointed);
+    // At a shared root's top (`/tmp/.git` of another local user) a pointer decides nothing it could abuse: only a
+    // git dir (with `HEAD`) that holds no writable root is kept read-only (else `gitdir: /home/me/project` would
+    // make the user's workspace read-only in every call).
+    const sharedOk = (t: string) => {
+      const c = canonicalMissing(t);
+      const head = (() => {
+        try {
+          return lstatSync(join(c, "HEAD")).isFile();
+        } catch {
+          return false;
+        }
+      })();
+      return head && !isUnder(root, c) && !(nested?.roots ?? []).some((r) => isUnder(r, c));
+    };
+    if (pointed !== undefined && (isCwd || sharedOk(pointed))) out.push(pointed);
     out.push(git);
   }
   if (present(join(root, ".agents"), true)) out.push(join(root, ".agents"));

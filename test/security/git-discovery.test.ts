@@ -10,7 +10,7 @@
  * test/unit/git-discover.test.ts.
  */
 import { afterAll, describe, expect, test } from "bun:test";
-import { existsSync, mkdirSync, rmSync, symlinkSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import {
   closeAll,
@@ -149,5 +149,19 @@ describe.skipIf(skipWithout("git discovery suite", shellsMissing()))(
         expect(existsSync(mark)).toBe(false);
       }, 90_000);
     }
+
+    test("item 5 (bwrap): another user's .git file at a shared folder's top naming the workspace does not make it read-only", async () => {
+      const ws = dir("gd-ptr");
+      isolatedRepo(ws);
+      const shared = dir("gd-ptr-shared");
+      writeFileSync(join(shared, ".git"), `gitdir: ${ws}\n`);
+      const s = await serveWithPid({
+        cwd: ws,
+        env: { TMPDIR: shared },
+        args: ["--sandbox", "workspace-write", "--sandbox-backend", "bwrap"],
+      });
+      expect(await shell(s, "echo two > f && echo WROTE", ws)).toContain("WROTE");
+      expect(readFileSync(join(ws, "f"), "utf8")).toBe("two\n");
+    }, 60_000);
   },
 );
