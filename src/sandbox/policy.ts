@@ -469,7 +469,16 @@ function controlEntries(g: string, root: string): string[] {
       } catch {
         target = undefined;
       }
-      const links = target !== undefined && target !== root && isUnder(target, root) && !isUnder(g, target) ? [target] : [];
+      // The link's target too, when it lies in the root — for a git dir of this user's only: another local user's
+      // repository in a shared /tmp must not choose a folder of ours to make read-only.
+      const mine = (() => {
+        try {
+          return lstatSync(g).uid === process.getuid?.();
+        } catch {
+          return false;
+        }
+      })();
+      const links = mine && target !== undefined && target !== root && isUnder(target, root) && !isUnder(g, target) ? [target] : [];
       return [g, ...links];
     }
     out.push(p);

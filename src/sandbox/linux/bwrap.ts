@@ -180,7 +180,9 @@ const syntheticMountPoints = new Map<string, number>();
  * Hold an empty mount point at `p` (made here unless it exists) for a protected path, counted in
  * {@link syntheticMountPoints}. False when `p`'s folder no longer exists (a folder another process removed since the
  * plan's search found it): there is nothing to protect, and a bind of it would fail the whole sandbox, so the caller
- * leaves the path out (what a command may create there later is new, like any folder it makes). Other errors throw.
+ * leaves the path out (what a command may create there later is new, like any folder it makes); also false when this
+ * user may not create it there (EACCES, EPERM, EROFS: nor can the sandbox, which writes as this user). Other errors
+ * throw.
  */
 export function holdMountPoint(p: string, created: string[]): boolean {
   const n = syntheticMountPoints.get(p);
@@ -189,7 +191,12 @@ export function holdMountPoint(p: string, created: string[]): boolean {
     try {
       mkdirSync(p);
     } catch (e) {
-      if ((e as NodeJS.ErrnoException).code === "ENOENT") return false;
+      const code = (e as NodeJS.ErrnoException).code;
+      if (code === "ENOENT") return false;
+      // A folder this user cannot write (another user's bare repository in /tmp without `hooks/`): the sandbox,
+      // which writes as this user, cannot create the path either, so there is nothing to hold — and refusing would
+      // let another user's folder stop every call.
+      if (code === "EACCES" || code === "EPERM" || code === "EROFS") return false;
       throw e;
     }
   }
