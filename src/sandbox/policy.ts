@@ -449,7 +449,24 @@ export function nestedGitPaths(root: string, roots: readonly string[], workdir?:
   // An entry inside another (a submodule's `.git` kept in a read-only `.git/modules/`) needs no mount of its own.
   const all = [...new Set(out)];
   const outer = [...all, ...whole.filter((w) => w === ownGit)];
-  return all.filter((p) => !outer.some((o) => o !== p && isUnder(p, o)));
+  const listed = all.filter((p) => !outer.some((o) => o !== p && isUnder(p, o)));
+  if (discoveredPaths.size > MAX_FOUND_REMEMBERED) discoveredPaths.clear();
+  for (const p of listed) if (p !== root) discoveredPaths.add(p);
+  return listed;
+}
+
+/** Paths {@link nestedGitPaths} listed (at most {@link MAX_FOUND_REMEMBERED}; past it the set starts again). */
+const discoveredPaths = new Set<string>();
+const MAX_FOUND_REMEMBERED = 100_000;
+
+/**
+ * Whether `p` is a read-only path {@link nestedGitPaths} listed in this process (a git control entry or a folder the
+ * discovery did not read): bubblewrap binds such a path with `-try`, since the folder it lies in may be removed by
+ * another process before the mounts are made (./linux/bwrap.ts). A path forgotten is bound strictly (safe, only
+ * less forgiving).
+ */
+export function foundByDiscovery(p: string): boolean {
+  return discoveredPaths.has(p);
 }
 
 /** The read-only entries of git dir `g` inside `root` (see {@link nestedGitPaths}). */

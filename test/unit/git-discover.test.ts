@@ -185,7 +185,7 @@ describe("one discovery, three readers that agree (issue 38)", () => {
       const argv = bwrapMounts(plan, created, temp);
       releaseBwrapPlan({ argv, created, tempDirs: temp, direct: false });
       const roBinds = argv.flatMap((a, i) =>
-        a === "--ro-bind" && isUnder(argv[i + 1]!, root) && argv[i + 1] !== root ? [argv[i + 1]!] : [],
+        (a === "--ro-bind" || a === "--ro-bind-try") && isUnder(argv[i + 1]!, root) && argv[i + 1] !== root ? [argv[i + 1]!] : [],
       );
       // The model says read-only exactly where the kernel binds read-only.
       expect([...bwrap.readOnly].sort()).toEqual([...new Set(roBinds)].sort());

@@ -25,7 +25,7 @@ import { IS_COMPILED, selfCommand, selfExecCommand } from "../../self.ts";
 import { forgetProbe, probedFullStrength, probeKey, rememberFullStrength } from "./bwrap-probe-cache.ts";
 import { serializePermissionProfile } from "../permission-profile.ts";
 import { linuxReadableRoots, type FilesystemPlan } from "../filesystem-plan.ts";
-import { configCarveOuts, pinFolders, rootInConfigDir, serializeSandboxPolicy } from "../policy.ts";
+import { configCarveOuts, foundByDiscovery, pinFolders, rootInConfigDir, serializeSandboxPolicy } from "../policy.ts";
 import { planOf, resolveCommand, seccompModeForPlan, type SandboxRun } from "./in-process.ts";
 import { buildFilter } from "./seccomp.ts";
 import { failIfInjected } from "../../fault-injection.ts";
@@ -361,8 +361,17 @@ export function bwrapMounts(plan: FilesystemPlan, created: string[], tempDirs: s
     roots.map((w) => w.root),
     [...subpaths, ...plan.deniedPaths],
   );
+  // A writable folder such as /tmp changes under the plan: another process may remove a repository the discovery
+  // found between the plan and bwrap's mounts, and a bind of a missing source fails the whole sandbox. The git
+  // control entries the discovery found (policy.ts `foundByDiscovery`) and the folders pinned only for them are
+  // therefore bound with `-try` (skipped when gone: what is gone protects nothing, and what a command creates there
+  // later is new, as for any folder it makes; the escalation boundary distrusts a control file made after its place
+  // was handed out, ../git-taint.ts). Everything else stays strict: a missing one fails the call.
+  const strict = new Set<string>(subpaths.filter((p) => !foundByDiscovery(p)));
+  for (const pin of pins) if ([...strict].some((p) => isUnderPath(p, pin))) strict.add(pin);
+  const pinSet = new Set(pins);
   const binds = [...sortedRoots.map((w) => w.root), ...pins].sort(byDepth((p) => p));
-  for (const b of binds) argv.push("--bind", b, b);
+  for (const b of binds) argv.push(pinSet.has(b) && !strict.has(b) ? "--bind-try" : "--bind", b, b);
   for (const sub of subpaths) {
     let isLink = false;
     try {
@@ -379,12 +388,14 @@ export function bwrapMounts(plan: FilesystemPlan, created: string[], tempDirs: s
     }
     // Block creation (e.g. a missing .codex in the cwd): an empty read-only directory in its place.
     if (!holdMountPoint(sub, created)) continue;
-    argv.push("--ro-bind", sub, sub);
+    argv.push(strict.has(sub) ? "--ro-bind" : "--ro-bind-try", sub, sub);
   }
   for (const w of nestedInReadOnly) {
     argv.push("--bind", w.root, w.root);
-    for (const pin of pins.filter((p) => isUnderPath(p, w.root)).sort(byDepth((p) => p))) argv.push("--bind", pin, pin);
-    for (const sub of subpaths.filter((p) => isUnderPath(p, w.root) && p !== w.root)) argv.push("--ro-bind", sub, sub);
+    for (const pin of pins.filter((p) => isUnderPath(p, w.root)).sort(byDepth((p) => p)))
+      argv.push(strict.has(pin) ? "--bind" : "--bind-try", pin, pin);
+    for (const sub of subpaths.filter((p) => isUnderPath(p, w.root) && p !== w.root))
+      argv.push(strict.has(sub) ? "--ro-bind" : "--ro-bind-try", sub, sub);
   }
   // Denied paths (permission profiles' `deny`), after every bind so that none re-exposes them: a folder becomes
   // an empty, unreadable, read-only tmpfs (as Codex 0.169); a file is covered by an empty file of mode 000 bound
