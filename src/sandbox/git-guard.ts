@@ -46,7 +46,7 @@ import {
 } from "node:fs";
 import { basename, dirname, isAbsolute, join, relative, resolve } from "node:path";
 import { gitlinksOf } from "./git-layout.ts";
-import { discoverGitDirs, FIRST_SEARCH_MAX_DIRS } from "./git/discover.ts";
+import { discoverGitDirs, FIRST_SEARCH_MAX_DIRS, MAX_FRONTIER_BINDS } from "./git/discover.ts";
 import { MAX_INDEX_BYTES, readUntrusted, readUntrustedText } from "../untrusted-fs.ts";
 import { visible } from "../safe-text.ts";
 import { isUnder } from "./policy.ts";
@@ -540,13 +540,16 @@ interface FoundRepo {
  */
 function findGitDirs(roots: readonly string[], view: WritableView): { repos: FoundRepo[]; truncated: string[] } {
   const found = discoverGitDirs(roots);
-  const open = found.frontier.filter((f) => canWrite(view, f));
-  if (open.length > 0)
+  const open = found.frontier.find((f) => canWrite(view, f));
+  if (open !== undefined) {
+    const root = roots.find((r) => isUnder(open, r)) ?? open;
     throw new Error(
-      `a writable folder holds more folders than shellmcp searches for git repositories (${FIRST_SEARCH_MAX_DIRS}), and ${open.length} ` +
-        `folders not searched (${visible(open[0]!)}, …) cannot be kept read-only by this sandbox backend; narrow the writable roots ` +
-        `(a smaller working folder, \`exclude_slash_tmp\`, or fewer \`writable_roots\`), or use the bubblewrap backend`,
+      `${visible(root)} holds more than ${FIRST_SEARCH_MAX_DIRS} folders, so shellmcp could not search all of it for git repositories, ` +
+        `and this sandbox cannot keep the ${found.frontier.length} folders it did not search (${visible(open)}, …) read-only; ` +
+        `narrow the writable folders (a smaller working folder, \`exclude_slash_tmp\`, fewer \`writable_roots\`)` +
+        `${found.frontier.length <= MAX_FRONTIER_BINDS ? ", or use the bubblewrap backend" : ""}`,
     );
+  }
   return {
     repos: found.repos.map((e) => ({
       ...(e.pointer !== undefined ? { pointer: e.pointer } : {}),

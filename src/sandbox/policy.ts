@@ -408,7 +408,7 @@ function entryKind(p: string): "dir" | "file" | "other" | undefined {
  *   (held when missing); when one of them is a symlink, the whole git dir (a link cannot be covered by a mount, and
  *   the sandbox could replace it), plus the link's target when that lies inside `root`;
  * - the folders the complete search did not read (its bound was reached): unknown, so read-only; past
- *   {@link MAX_FRONTIER_BINDS} of them, `root` itself (the whole root is read-only for the call);
+ *   {@link MAX_FRONTIER_BINDS} of them none (the git guard then refuses the call, with the reason);
  * - every `.git` on the way from `workdir` (when it lies below `root`) up to `root`.
  * `roots`: every writable root of the plan (canonical), for the pointer checks. Never throws.
  */
@@ -433,9 +433,9 @@ export function nestedGitPaths(root: string, roots: readonly string[], workdir?:
     out.push(...controlEntries(g, root));
   }
   const frontier = found.frontier.filter((f) => isUnder(f, root) && entryKind(f) === "dir" && !covered(f));
-  // Too many to bind one by one: the whole root is read-only for the call (a root inside it is bound again).
+  // Too many to bind one by one: none is listed, so the writable model lets the sandbox write them and the git
+  // guard refuses the call with the reason (git-guard.ts `findGitDirs`).
   if (frontier.length <= frontierBindLimit()) out.push(...frontier);
-  else out.push(root);
   if (workdir !== undefined) {
     const w = canonicalMissing(workdir);
     if (w !== root && isUnder(w, root)) {
