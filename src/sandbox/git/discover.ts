@@ -311,6 +311,16 @@ export function discoverGitDirs(roots: readonly string[]): GitDiscovery {
   return { repos, frontier: [...new Set(all.flatMap((d) => d.frontier))] };
 }
 
+/**
+ * How many folders the complete search of `root` (canonical) did not read, when that is more than bubblewrap binds
+ * ({@link frontierBindLimit}); undefined otherwise, or when `root` was never searched. Looks only at the record
+ * (no search): for a plan made right after {@link discoverRoot} ran for its roots.
+ */
+export function frontierTooLarge(root: string): number | undefined {
+  const n = registry.get(root)?.frontier.length ?? 0;
+  return n > bounds.frontierBinds ? n : undefined;
+}
+
 /** Forget every record (tests: a fresh server). */
 export function resetDiscovery(): void {
   registry.clear();

@@ -25,6 +25,7 @@ import { IS_COMPILED, selfCommand, selfExecCommand } from "../../self.ts";
 import { forgetProbe, probedFullStrength, probeKey, rememberFullStrength } from "./bwrap-probe-cache.ts";
 import { serializePermissionProfile } from "../permission-profile.ts";
 import { linuxReadableRoots, type FilesystemPlan } from "../filesystem-plan.ts";
+import { FIRST_SEARCH_MAX_DIRS, frontierTooLarge } from "../git/discover.ts";
 import { configCarveOuts, foundByDiscovery, pinFolders, rootInConfigDir, serializeSandboxPolicy } from "../policy.ts";
 import { planOf, resolveCommand, seccompModeForPlan, type SandboxRun } from "./in-process.ts";
 import { buildFilter } from "./seccomp.ts";
@@ -350,6 +351,17 @@ export function bwrapMounts(plan: FilesystemPlan, created: string[], tempDirs: s
   // adds): a root inside one is not bound writable, and one inside a root is re-bound read-only (or, missing, kept
   // from being created).
   const roots = plan.writableRoots.filter((w) => rootInConfigDir(w.root) === undefined);
+  // A root whose git-dir search stopped with more folders unsearched than can be bound (../git/discover.ts): in the
+  // server the git guard refuses such a call before it gets here; a helper process planning its own mounts refuses too.
+  for (const w of roots) {
+    const n = frontierTooLarge(w.root);
+    if (n !== undefined)
+      throw new ShellmcpError(
+        "SANDBOX_UNAVAILABLE",
+        `${w.root} holds more than ${FIRST_SEARCH_MAX_DIRS} folders, so its ${n} folders not searched for git repositories cannot be kept read-only: narrow the writable folders`,
+        { path: w.root },
+      );
+  }
   const sortedRoots = [...roots].sort(byDepth((r) => r.root));
   const subpaths = [...new Set(roots.flatMap((w) => [...w.readOnlySubpaths, ...configCarveOuts(w.root)]))].sort(byDepth((p) => p));
   // A writable root that lies inside another root's read-only subpath (a room's submodule git dir inside the
