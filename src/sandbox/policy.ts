@@ -348,9 +348,6 @@ export function rootInConfigDir(root: string): string | undefined {
   return undefined;
 }
 
-/** Folders the search for nested repositories never enters (see ./git/discover.ts): dependency trees. */
-export const NESTED_GIT_SKIPPED = ["node_modules"] as const;
-
 /**
  * The control entries of a git dir that git reads commands or another git dir's location from: kept read-only under
  * bubblewrap in every git dir found that is not already inside a read-only `.git` (bare repositories, git dirs named
