@@ -3,10 +3,9 @@
  * is pinned, so a project under /tmp is no longer a writable root of its own, and only top-level `.git`s were kept
  * read-only: its `.git/config` and `.git/hooks/pre-commit` were writable from the sandbox (the user's next
  * `git commit` runs the hook). Under bubblewrap the kernel now stops the write at any depth that matters: the
- * `.git` of every repository up to policy.ts `NESTED_GIT_MAX_DEPTH` levels below a writable root, and of the
- * repository the call's working folder lies in, at any depth. Judged on the host; the work trees stay writable.
- * The model the escalation boundary judges by (`CallSandbox.writable`) says the same as the kernel: checked by a
- * probe inside the call's real sandbox.
+ * `.git` of every repository below a writable root, at any depth (src/sandbox/git/discover.ts, issue 38). Judged on
+ * the host; the work trees stay writable. The model the escalation boundary judges by (`CallSandbox.writable`)
+ * says the same as the kernel: checked by a probe inside the call's real sandbox.
  */
 import { afterAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
@@ -118,8 +117,8 @@ describe.skipIf(skipWithout("nested repositories suite", shellsMissing()))(
         expect(outcomes.map((o) => o.model)).toEqual(says);
         expect(outcomes.filter(isFailure).map((o) => describeOutcome(o, base))).toEqual([]);
       };
-      // Beyond the search depth, the repository is protected only when the call starts inside it.
-      await check({ kind: "bwrap", via: "direct" }, ws, [true, false, false, true]);
+      // At any depth (issue 38: the discovery has no depth limit), wherever the call starts.
+      await check({ kind: "bwrap", via: "direct" }, ws, [true, false, false, false]);
       await check({ kind: "bwrap", via: "direct" }, deep, [true, false, false, false]);
       await check({ kind: "landlock", abi: landlockAbi({}) }, ws, [true, true, true, true]);
       // (Codex's own helper binds no folder above a nested .git onto itself, so its model keeps only a root's own

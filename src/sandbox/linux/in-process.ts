@@ -178,7 +178,9 @@ export function applyInProcess(
   opts: { landlockWrites: boolean; proxied?: boolean; proxyPorts?: number[] },
   profile?: PermissionProfile,
 ): void {
-  const plan = planOf({ policy, profile, policyCwd });
+  // Landlock enforces the writable roots only: no search for the git dirs below them (policy.ts `nestedGitPaths`,
+  // a complete search in this fresh process) is needed here, whichever stage this is.
+  const plan = planOf({ policy, profile, policyCwd, backend: "landlock" });
   if (opts.landlockWrites) {
     const why = landlockCanEnforce(plan);
     if (why !== undefined) throw new ShellmcpError("SANDBOX_UNAVAILABLE", `cannot enforce the sandbox: ${why}`);
