@@ -14,7 +14,7 @@
  * Why a search the sandbox can make long does not decide protection: a per-server registry of the git dirs that
  * existed before any sandbox of this server could write a root. The first time a root is asked for (always while a
  * call is being planned, before its command runs) it is searched completely ({@link FIRST_SEARCH_MAX_DIRS} folders,
- * {@link FIRST_SEARCH_MAX_MS}); every git dir found is recorded by identity (device, inode) → path, and as original
+ * {@link FIRST_SEARCH_MAX_MS}); every git dir found is recorded by identity (device, inode, birth time) → path, and as original
  * for the escalation boundary (../git-taint.ts `noteOriginal`). Every later call re-checks each recorded identity
  * with one `lstat` (cost O(recorded), nothing the sandbox can grow) and searches again completely only when one no
  * longer matches (the host user moved or removed a repository; under Landlock the sandbox can move one too). On
@@ -116,10 +116,16 @@ function canonical(p: string): string {
   }
 }
 
+/**
+ * A folder's identity: device, inode and birth time (statx). The inode alone is not enough: ext4 hands a removed
+ * folder's inode number to the next folder made (seen at once here), so a sandbox that removes an original
+ * repository and makes another would inherit its record. Where the filesystem keeps no birth time (0), device and
+ * inode only.
+ */
 function identOf(p: string): string | undefined {
   try {
     const st = lstatSync(p, { bigint: true });
-    return st.isDirectory() ? `${st.dev}:${st.ino}` : undefined;
+    return st.isDirectory() ? `${st.dev}:${st.ino}:${st.birthtimeNs}` : undefined;
   } catch {
     return undefined;
   }
