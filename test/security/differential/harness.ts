@@ -49,7 +49,7 @@ import { CallSandbox, type SandboxBackend } from "../../../src/sandbox/backend.t
 import { landlockCanEnforce } from "../../../src/sandbox/filesystem-plan.ts";
 import { HelperBackend } from "../../../src/sandbox/linux/backend.ts";
 import { landlockAbi, SIMULATE_ABI_ENV } from "../../../src/sandbox/linux/landlock.ts";
-import { isUnder, protectedConfigDirs, setProtectedConfigDirs } from "../../../src/sandbox/policy.ts";
+import { protectedConfigDirs, setProtectedConfigDirs } from "../../../src/sandbox/policy.ts";
 import { canWrite, type WritableView } from "../../../src/sandbox/writable.ts";
 import { makeLayout, type Layout, type Op, type Probe } from "./layout.ts";
 
@@ -155,20 +155,6 @@ export const KNOWN_GAPS: { name: string; why: string; applies: (c: Ctx) => boole
       "run as root: chmod 666 /etc/shadow, chmod +x, setuid bits). The model (and seccomp) say nothing of it. Found " +
       "by this tier.",
     applies: (c) => c.backend.kind === "landlock" && ["chmod", "chown", "utime"].includes(c.op),
-  },
-  {
-    name: "bwrap-direct-plans-with-server-env",
-    why:
-      "bubblewrap started directly by serve (linux/backend.ts HelperBackend.launch -> planBwrap -> in-process.ts " +
-      "planOf) plans the writable roots with the server's process.env, while the call's model (CallSandbox.writable) " +
-      "uses the shell's environment: with a shell_environment_policy that drops or changes TMPDIR, the server's " +
-      "$TMPDIR is writable in the sandbox while the escalation boundary trusts it. Found by this tier.",
-    applies: (c) =>
-      c.backend.kind === "bwrap" &&
-      c.backend.via === "direct" &&
-      c.layout.envDiffers === true &&
-      c.layout.serverTmpdir !== undefined &&
-      isUnder(c.path, c.layout.serverTmpdir),
   },
 ];
 
