@@ -30,6 +30,7 @@ import { ShellmcpError } from "../errors.ts";
 import { writeStderr } from "../stderr.ts";
 import type { AuthRefusal, TokenFile, WsAuthArgs } from "./auth.ts";
 import { setPidNamespaceMode } from "./sandbox.ts";
+import { addSecrets } from "../sandbox/secrets.ts";
 import { DEFAULT_SERVER_OPTIONS, startExecServer, type ServerOptions } from "./server.ts";
 
 /** Options as commander parses them. */
@@ -170,6 +171,8 @@ export async function execServerMain(o: ExecServerCliOptions): Promise<number> {
         ? await import("./auth.ts")
         : undefined;
     const authSettings = auth?.parseWsAuthArgs(o);
+    // Its credential files are secrets no sandbox of this server reads (../sandbox/secrets.ts), wherever they are.
+    if (authSettings !== undefined) addSecrets(auth!.secretFilesOf(authSettings));
     if (stdio && authSettings !== undefined && authSettings.mode !== "none")
       throw new ShellmcpError("USAGE", "WebSocket auth requires a WebSocket listener, not stdio");
     const { hostname, port } = stdio ? { hostname: "", port: 0 } : parseListenUrl(listen);

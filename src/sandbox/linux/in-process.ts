@@ -21,6 +21,7 @@ import {
 } from "../filesystem-plan.ts";
 import { hasFullDiskWrite, hasFullNetwork, type SandboxPolicy } from "../policy.ts";
 import { applyLandlock, FS } from "./landlock.ts";
+import { pathsBeside } from "../secrets.ts";
 import { installFilter, type SeccompMode } from "./seccomp.ts";
 import { sendNamespaceListeners } from "../../network/bridge.ts";
 
@@ -184,7 +185,15 @@ export function applyInProcess(
     if (why !== undefined) throw new ShellmcpError("SANDBOX_UNAVAILABLE", `cannot enforce the sandbox: ${why}`);
   }
   const roots = plan.writableRoots;
-  const readable = linuxReadableRoots(plan, selfDirs());
+  let readable = linuxReadableRoots(plan, selfDirs());
+  let writable = plan.fullWrite ? ["/"] : roots.map((r) => r.root);
+  // Credential stores and secrets (../secrets.ts) under Landlock, which can only allow: the read and write rules
+  // name everything beside them. (Inside bubblewrap, its mounts hide them already.)
+  const hidden = opts.landlockWrites ? [...(plan.hidden?.stores ?? []), ...(plan.hidden?.secrets ?? [])] : [];
+  if (hidden.length > 0) {
+    readable = (readable ?? ["/"]).flatMap((r) => pathsBeside(r, hidden));
+    writable = writable.flatMap((w) => pathsBeside(w, hidden));
+  }
   const mode = seccompModeForPlan(plan, opts.proxied === true);
   const proxyPorts = opts.landlockWrites && plan.network === "enabled" ? opts.proxyPorts : undefined;
   // Landlock first (its rule paths are opened with open(2), which the filter does not touch), then seccomp.
@@ -194,8 +203,9 @@ export function applyInProcess(
   let refuseTruncate = false;
   if ((opts.landlockWrites && !plan.fullWrite) || readable !== undefined || proxyPorts !== undefined) {
     const report = applyLandlock({
-      writableRoots: plan.fullWrite ? ["/"] : roots.map((r) => r.root),
+      writableRoots: writable,
       readableRoots: readable,
+      ...(hidden.length > 0 ? { listableRoots: ["/"] } : {}),
       networkRestricted: plan.network !== "enabled",
       ...(proxyPorts !== undefined ? { connectTcpPorts: proxyPorts } : {}),
     });

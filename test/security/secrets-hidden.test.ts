@@ -1,0 +1,185 @@
+/**
+ * Issue 39, item 4 and "secrets hidden from every sandbox": a plain `shell` call of the compiled `serve` (a real
+ * MCP client) reads none of the user's credential stores (symlinked ones and their targets included) nor
+ * CODEX_HOME's secrets, under bubblewrap and under Landlock, with the legacy sandbox state (workspace-write, the
+ * network on) and with Codex 0.169's permission profile; it still reads the rest of HOME and of CODEX_HOME. Judged
+ * by what the command prints. Before issue 39 `cat ~/.npmrc` printed the token.
+ * `[shellmcp] sandbox_readable` opens one store knowingly; no setting opens a secret.
+ */
+import { afterAll, describe, expect, test } from "bun:test";
+import { mkdirSync, symlinkSync, writeFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { closeAll, confDir, serveWithPid, token } from "../helpers/attack.ts";
+import { skipWithout } from "../helpers/prereq.ts";
+import { shellsMissing } from "../helpers/shells.ts";
+
+afterAll(closeAll);
+
+/** Credential stores (relative to HOME) and the file read in each. */
+const STORES: readonly [string, string][] = [
+  [".ssh", ".ssh/id_ed25519"],
+  [".npmrc", ".npmrc"],
+  [".aws", ".aws/credentials"],
+  [".netrc", ".netrc"],
+  [".config/gh", ".config/gh/hosts.yml"],
+  [".docker/config.json", ".docker/config.json"],
+  [".gnupg", ".gnupg/private-keys-v1.d/key"],
+  [".kube", ".kube/config"],
+  [".git-credentials", ".git-credentials"],
+  [".cargo/credentials.toml", ".cargo/credentials.toml"],
+];
+
+/** CODEX_HOME's secrets (relative to CODEX_HOME). */
+const SECRETS = ["auth.json", "environments.toml", "exec-server.token", ".credentials.json"];
+
+interface World {
+  home: string;
+  codexHome: string;
+  ws: string;
+  secret: string;
+  /** Absolute paths the command reads, each printed as `<path> <content>` or `<path> unreadable`. */
+  reads: string[];
+}
+
+/** A HOME with every store (two of them symlinks to folders outside HOME), a CODEX_HOME with its secrets. */
+function world(codexOutsideHome = false): World {
+  const secret = `SECRET-${token()}`;
+  const base = confDir("secrets");
+  const home = join(base, "home");
+  const codexHome = codexOutsideHome ? join(base, "codex-home") : join(home, ".codex");
+  const elsewhere = join(base, "elsewhere");
+  const ws = join(base, "ws");
+  for (const d of [home, codexHome, elsewhere, ws, join(codexHome, "rules")]) mkdirSync(d, { recursive: true });
+  const reads: string[] = [];
+  for (const [, file] of STORES) {
+    const p = join(home, file);
+    mkdirSync(dirname(p), { recursive: true });
+    writeFileSync(p, `${secret} ${file}\n`, { mode: 0o600 });
+    reads.push(p);
+  }
+  // A symlinked store folder and a symlinked store file: hidden, and so are their targets.
+  mkdirSync(join(elsewhere, "azure"), { recursive: true });
+  writeFileSync(join(elsewhere, "azure", "token.json"), `${secret} azure\n`);
+  symlinkSync(join(elsewhere, "azure"), join(home, ".azure"));
+  writeFileSync(join(elsewhere, "pypirc"), `${secret} pypirc\n`);
+  symlinkSync(join(elsewhere, "pypirc"), join(home, ".pypirc"));
+  reads.push(join(home, ".azure", "token.json"), join(elsewhere, "azure", "token.json"), join(home, ".pypirc"), join(elsewhere, "pypirc"));
+  for (const f of SECRETS) {
+    writeFileSync(join(codexHome, f), `${secret} ${f}\n`, { mode: 0o600 });
+    reads.push(join(codexHome, f));
+  }
+  // What a call still reads.
+  writeFileSync(join(home, "notes.txt"), "PLAIN notes\n");
+  mkdirSync(join(home, ".config", "git"), { recursive: true });
+  writeFileSync(join(home, ".config", "git", "ignore"), "PLAIN gitignore\n");
+  writeFileSync(join(codexHome, "config.toml"), "# PLAIN config\n");
+  writeFileSync(join(codexHome, "rules", "default.rules"), "# PLAIN rules\n");
+  reads.push(
+    join(home, "notes.txt"),
+    join(home, ".config", "git", "ignore"),
+    join(codexHome, "config.toml"),
+    join(codexHome, "rules", "default.rules"),
+  );
+  return { home, codexHome, ws, secret, reads };
+}
+
+/** A shell script printing each path's content, or that it is unreadable. */
+function readAll(paths: readonly string[]): string {
+  return paths.map((p) => `if c=$(cat '${p}' 2>/dev/null); then echo "${p} $c"; else echo '${p} unreadable'; fi`).join("; ");
+}
+
+/** Codex 0.169's `_meta`: a profile that reads everything and writes `root`, with the network on. */
+function profileMeta(root: string, legacyLandlock: boolean): Record<string, unknown> {
+  return {
+    "codex/sandbox-state": {
+      permissionProfile: {
+        type: "managed",
+        file_system: {
+          type: "restricted",
+          entries: [
+            { path: { type: "special", value: { kind: "root" } }, access: "read" },
+            { path: { type: "path", path: root }, access: "write" },
+          ],
+        },
+        network: "enabled",
+      },
+      sandboxCwd: `file://${root}`,
+      useLegacyLandlock: legacyLandlock,
+    },
+  };
+}
+
+async function serve(w: World, backend: "bwrap" | "landlock", config = "") {
+  if (config !== "") writeFileSync(join(w.codexHome, "config.toml"), `# PLAIN config\n${config}`);
+  return serveWithPid({ args: ["--sandbox-backend", backend], codexHome: w.codexHome, env: { HOME: w.home } });
+}
+
+async function output(s: Awaited<ReturnType<typeof serve>>, command: string, ws: string, meta?: Record<string, unknown>) {
+  const raw = (await s.client.callTool(
+    { name: "shell", arguments: { command, workdir: ws, login: false, timeout_ms: 30_000 }, ...(meta ? { _meta: meta } : {}) },
+    undefined,
+    { timeout: 60_000 },
+  )) as { content: { text: string }[] };
+  const text = raw.content[0]!.text;
+  try {
+    return (JSON.parse(text) as { output: string }).output;
+  } catch {
+    return text;
+  }
+}
+
+function expectHidden(w: World, out: string): void {
+  const leaked = out.split("\n").filter((l) => l.includes(w.secret));
+  expect({ leaked, out }).toEqual({ leaked: [], out });
+  for (const p of w.reads.filter((r) => !/notes|ignore|config\.toml|default\.rules/.test(r))) expect(out).toContain(`${p} unreadable`);
+  for (const plain of ["PLAIN notes", "PLAIN gitignore", "# PLAIN config", "# PLAIN rules"]) expect(out).toContain(plain);
+}
+
+describe.skipIf(skipWithout("secrets suite", shellsMissing()))("issue 39: no sandbox reads a credential store or a secret", () => {
+  for (const backend of ["bwrap", "landlock"] as const) {
+    test(`${backend}, legacy workspace-write with the network on: every store, symlinked store and target, every CODEX_HOME secret hidden; the rest readable`, async () => {
+      const w = world();
+      const s = await serve(w, backend);
+      expect(await s.sandboxState({ type: "workspace-write", network_access: true }, w.ws)).toEqual({});
+      const out = await output(s, readAll(w.reads), w.ws);
+      expectHidden(w, out);
+    }, 60_000);
+
+    test(`${backend}, Codex 0.169 permission profile with the network on: the same`, async () => {
+      const w = world();
+      const s = await serve(w, backend);
+      const out = await output(s, readAll(w.reads), w.ws, profileMeta(w.ws, backend === "landlock"));
+      expectHidden(w, out);
+    }, 60_000);
+
+    test(`${backend}: HOME as the writable workspace still hides its stores (hidden, not refused)`, async () => {
+      // CODEX_HOME outside HOME: a Landlock call whose writable folder holds CODEX_HOME is refused (issue 34).
+      const w = world(true);
+      const s = await serve(w, backend);
+      expect(await s.sandboxState({ type: "workspace-write", network_access: false }, w.home)).toEqual({});
+      const out = await output(
+        s,
+        `${readAll(w.reads)}; echo made > '${join(w.home, "project-file")}' && cat '${join(w.home, "project-file")}'`,
+        w.home,
+      );
+      expectHidden(w, out);
+    }, 60_000);
+
+    test(`${backend}: [shellmcp] sandbox_readable opens one store knowingly; secret_paths and CODEX_HOME's secrets stay hidden whatever it says`, async () => {
+      const w = world();
+      const extra = join(w.home, "my-token.txt");
+      writeFileSync(extra, `${w.secret} extra\n`);
+      const s = await serve(
+        w,
+        backend,
+        `[shellmcp]\nsandbox_readable = ["~/.npmrc", "~/.codex", "~/.codex/auth.json"]\nsecret_paths = ["~/my-token.txt"]\n`,
+      );
+      expect(await s.sandboxState({ type: "workspace-write", network_access: true }, w.ws)).toEqual({});
+      const out = await output(s, readAll([...w.reads, extra]), w.ws);
+      expect(out).toContain(`${w.secret} .npmrc`);
+      expect(out.split("\n").filter((l) => l.includes(w.secret) && !l.includes(".npmrc"))).toEqual([]);
+      expect(out).toContain(`${extra} unreadable`);
+      expect(out).toContain(`${join(w.codexHome, "auth.json")} unreadable`);
+    }, 60_000);
+  }
+});
