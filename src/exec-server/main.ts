@@ -6,9 +6,9 @@
  *   listens. `--listen stdio` / `stdio://`: JSON-RPC lines on stdin/stdout, nothing else printed, ends at stdin EOF.
  * - `--ws-auth capability-token|signed-bearer-token` and its flags (./auth.ts); refused with stdio as Codex does.
  *   Unlike Codex, a websocket listener is authenticated by default: without `--ws-auth`, a capability token is
- *   generated at start and said once on stderr (never written to disk unless `--ws-token-out PATH` asks: a file is
- *   readable by every sandboxed command of this user), else
- *   temporary folder), whose path is printed on stderr before the URL, and removed when the server stops;
+ *   generated at start and said once on stderr (never written to disk unless `--ws-token-out PATH` asks; the start-up
+ *   message advises `$CODEX_HOME/exec-server.token`, which no shellmcp sandbox reads: src/sandbox/secrets.ts), and
+ *   a token file is removed when the server stops;
  *   `--ws-auth none` turns authentication off knowingly. A non-loopback address needs an explicit
  *   `--ws-auth capability-token|signed-bearer-token` (or `--allow-non-loopback`): the generated default is meant
  *   for this machine's clients. `--listen stdio` needs no authentication (only its parent can speak to it).
@@ -97,6 +97,17 @@ function envMs(name: string, dflt: number): number {
   const n = Number(v);
   if (!Number.isInteger(n) || n < 0) throw new Error(`${name} must be a non-negative integer (ms), got ${JSON.stringify(v)}`);
   return n;
+}
+
+/**
+ * What the start-up message adds about a token file at `path`: nothing when it lies in CODEX_HOME (hidden from every
+ * shellmcp sandbox: src/sandbox/secrets.ts), else that sandboxes of other programs, and shellmcp's own when they
+ * are not told (`[shellmcp] secret_paths`), can read it.
+ */
+function tokenFileWarning(path: string): string {
+  const home = process.env.CODEX_HOME ?? join(homedir(), ".codex");
+  if (path.startsWith(home.endsWith("/") ? home : `${home}/`)) return "";
+  return `; it lies outside CODEX_HOME, where sandboxed commands can read it unless this exec-server started them or [shellmcp] secret_paths names it: --ws-token-out $CODEX_HOME/exec-server.token is safer`;
 }
 
 /** A clap-style value error (exit status 2), as Codex prints it. */
@@ -233,11 +244,11 @@ export async function execServerMain(o: ExecServerCliOptions): Promise<number> {
   }
   if (generatedToken !== undefined)
     writeStderr(
-      `shellmcp exec-server: websocket clients must send "Authorization: Bearer ${generatedToken}" (Codex: auth_bearer_token in environments.toml). The token is written to no file (any sandboxed command of this user could read it there): --ws-token-out FILE writes it to a 0600 file instead, --ws-auth none turns authentication off.\n`,
+      `shellmcp exec-server: websocket clients must send "Authorization: Bearer ${generatedToken}" (Codex: auth_bearer_token in $CODEX_HOME/environments.toml, which no shellmcp sandbox reads). The token is written to no file: --ws-token-out $CODEX_HOME/exec-server.token keeps it where no shellmcp sandbox reads (a file elsewhere can be read by this user's sandboxed commands of other programs); --listen stdio needs no token.\n`,
     );
   if (tokenFile !== undefined)
     writeStderr(
-      `shellmcp exec-server: websocket clients must send "Authorization: Bearer <token>" (Codex: auth_bearer_token in environments.toml); the token is in ${tokenFile.path} (mode 0600, removed when the server stops). --ws-auth none turns authentication off.\n`,
+      `shellmcp exec-server: websocket clients must send "Authorization: Bearer <token>" (Codex: auth_bearer_token in $CODEX_HOME/environments.toml, which no shellmcp sandbox reads); the token is in ${tokenFile.path} (mode 0600, removed when the server stops)${tokenFileWarning(tokenFile.path)}.\n`,
     );
   if (opts.transport !== "stdio") await Bun.write(Bun.stdout, `${srv.url}\n`);
   return await new Promise<number>((resolve) => {
