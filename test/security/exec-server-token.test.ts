@@ -27,6 +27,8 @@ for f in files:
         t = open(f).read()
     except OSError as e:
         print("unreadable", f, e.errno); continue
+    if not t.strip():
+        print("unreadable", f, "empty"); continue
     m = re.search(r'auth_bearer_token\\s*=\\s*"([^"]+)"', t)
     toks.append(m.group(1) if m else t.strip())
 for tok in toks or ["none"]:

@@ -83,9 +83,10 @@ function world(codexOutsideHome = false): World {
   return { home, codexHome, ws, secret, reads };
 }
 
-/** A shell script printing each path's content, or that it is unreadable. */
+/** A shell script printing each path's content, or that it is unreadable (or empty). */
 function readAll(paths: readonly string[]): string {
-  return paths.map((p) => `if c=$(cat '${p}' 2>/dev/null); then echo "${p} $c"; else echo '${p} unreadable'; fi`).join("; ");
+  // bubblewrap shows a hidden file as empty (/dev/null), Landlock refuses it: both are "unreadable" here.
+  return paths.map((p) => `c=$(cat '${p}' 2>/dev/null); if [ -n "$c" ]; then echo "${p} $c"; else echo '${p} unreadable'; fi`).join("; ");
 }
 
 /** Codex 0.169's `_meta`: a profile that reads everything and writes `root`, with the network on. */

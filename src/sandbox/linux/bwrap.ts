@@ -384,6 +384,9 @@ export function bwrapMounts(plan: FilesystemPlan, created: string[], tempDirs: s
   // read-only (EACCES: no capability inside can override it). A missing one inside a writable root is blocked
   // from being created the same way.
   let unreadable: string | undefined;
+  // Hidden credential files and secrets (../secrets.ts) read as empty: /dev/null bound read-only over each, no file
+  // of ours on the host to clean up.
+  const hiddenFiles = new Set([...(plan.hidden?.stores ?? []), ...(plan.hidden?.secrets ?? [])]);
   for (const d of [...plan.deniedPaths].sort(byDepth((p) => p))) {
     let st: ReturnType<typeof statSync> | undefined;
     try {
@@ -395,6 +398,10 @@ export function bwrapMounts(plan: FilesystemPlan, created: string[], tempDirs: s
       throw new ShellmcpError("SANDBOX_UNAVAILABLE", `cannot enforce sandbox denied path ${d} because it is a symlink`, { path: d });
     }
     if (st !== undefined && !st.isDirectory()) {
+      if (hiddenFiles.has(d)) {
+        argv.push("--ro-bind", "/dev/null", d);
+        continue;
+      }
       if (unreadable === undefined) {
         const dir = mkdtempSync(join(tmpdir(), "shellmcp-deny-"));
         tempDirs.push(dir);
