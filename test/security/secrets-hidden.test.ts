@@ -7,7 +7,7 @@
  * `[shellmcp] sandbox_readable` opens one store knowingly; no setting opens a secret.
  */
 import { afterAll, describe, expect, test } from "bun:test";
-import { mkdirSync, symlinkSync, writeFileSync } from "node:fs";
+import { chmodSync, mkdirSync, symlinkSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { closeAll, confDir, serveWithPid, token } from "../helpers/attack.ts";
 import { skipWithout } from "../helpers/prereq.ts";
@@ -110,9 +110,14 @@ function profileMeta(root: string, legacyLandlock: boolean): Record<string, unkn
   };
 }
 
-async function serve(w: World, backend: "bwrap" | "landlock", config = "") {
+async function serve(w: World, backend: "bwrap" | "landlock", config = "", o: { rules?: string; env?: Record<string, string> } = {}) {
   if (config !== "") writeFileSync(join(w.codexHome, "config.toml"), `# PLAIN config\n${config}`);
-  return serveWithPid({ args: ["--sandbox-backend", backend], codexHome: w.codexHome, env: { HOME: w.home } });
+  return serveWithPid({
+    args: ["--sandbox-backend", backend],
+    codexHome: w.codexHome,
+    env: { HOME: w.home, SHELLMCP_LOG: "info", ...o.env },
+    ...(o.rules !== undefined ? { rules: o.rules } : {}),
+  });
 }
 
 async function output(s: Awaited<ReturnType<typeof serve>>, command: string, ws: string, meta?: Record<string, unknown>) {
@@ -181,6 +186,53 @@ describe.skipIf(skipWithout("secrets suite", shellsMissing()))("issue 39: no san
       expect(out.split("\n").filter((l) => l.includes(w.secret) && !l.includes(".npmrc"))).toEqual([]);
       expect(out).toContain(`${extra} unreadable`);
       expect(out).toContain(`${join(w.codexHome, "auth.json")} unreadable`);
+    }, 60_000);
+
+    test(`${backend}: an escalated program's room reads a store its [shellmcp.room_readable] grant opens, never a secret even when the grant names CODEX_HOME`, async () => {
+      const w = world(true); // CODEX_HOME outside HOME: the grant of ~ below must not reach it either way
+      const s = await serve(w, backend, `[shellmcp.room_readable]\npython3 = ["~/.ssh", "${w.codexHome}"]\n`, {
+        rules: 'prefix_rule(pattern=["python3"], decision="allow")\n',
+      });
+      expect(await s.sandboxState({ type: "workspace-write", network_access: false }, w.ws)).toEqual({});
+      const files = [
+        join(w.home, ".ssh", "id_ed25519"),
+        join(w.home, ".npmrc"),
+        ...SECRETS.map((f) => join(w.codexHome, f)),
+        join(w.home, "notes.txt"),
+      ];
+      writeFileSync(
+        join(w.ws, "read.py"),
+        `import sys\nfor p in sys.argv[1:]:\n    try:\n        t = open(p).read().strip()\n    except OSError:\n        t = ""\n    print(p, t if t else "unreadable")\n`,
+      );
+      const out = await output(s, `python3 read.py ${files.join(" ")}`, w.ws);
+      expect(s.stderr()).toMatch(/escalated \{"file":"[^"]*python3/); // it ran in its room, not in the call's sandbox
+      expect(out).not.toContain("ran inside the sandbox");
+      expect(out).toContain(`${w.secret} .ssh/id_ed25519`); // the grant opens ~/.ssh for python3's room…
+      expect(out).toContain("PLAIN notes");
+      // …and nothing else: no other store, no secret.
+      const leaked = out.split("\n").filter((l) => l.includes(w.secret) && !l.includes(".ssh/id_ed25519"));
+      expect({ leaked, out }).toEqual({ leaked: [], out });
+      // The call's own sandbox still does not read ~/.ssh (the grant is python3's room's only).
+      expect(await output(s, readAll([join(w.home, ".ssh", "id_ed25519")]), w.ws)).toContain("unreadable");
+    }, 60_000);
+
+    test(`${backend}: the approver's folder ($XDG_RUNTIME_DIR/shellmcp) is hidden from the call`, async () => {
+      const w = world();
+      const xdg = join(dirname(w.home), "run");
+      mkdirSync(join(xdg, "shellmcp"), { recursive: true, mode: 0o700 });
+      chmodSync(xdg, 0o700);
+      writeFileSync(join(xdg, "shellmcp", "note"), `${w.secret} approver\n`);
+      writeFileSync(join(xdg, "beside"), "PLAIN beside\n");
+      const s = await serve(w, backend, "", { env: { XDG_RUNTIME_DIR: xdg } });
+      expect(await s.sandboxState({ type: "workspace-write", network_access: true }, w.ws)).toEqual({});
+      const out = await output(
+        s,
+        `${readAll([join(xdg, "shellmcp", "note"), join(xdg, "beside")])}; ls '${join(xdg, "shellmcp")}' 2>&1`,
+        w.ws,
+      );
+      expect({ out, leaked: out.includes(w.secret) }).toEqual({ out, leaked: false });
+      expect(out).toContain(`${join(xdg, "shellmcp", "note")} unreadable`);
+      expect(out).toContain("PLAIN beside");
     }, 60_000);
   }
 });
