@@ -3,8 +3,9 @@
  * against the Rust reference 0.97 (Landlock: its published helper has no bubblewrap; Codex-style sandbox state), then
  * writes ./results.json and the table in docs/security.md (./table.ts). Usage, after `bun build.ts`:
  *
- *   bun test/security/containment/generate.ts
+ *   bun test/security/containment/generate.ts [SCENARIO_ID…]
  *
+ * With scenario ids, only those run; the other scenarios keep their recorded results.
  * Needs the dev dependencies `@openai/codex-shell-tool-mcp@0.97.0` and `@openai/codex-0.97`.
  */
 import { readFileSync, writeFileSync } from "node:fs";
@@ -15,10 +16,12 @@ import { BEGIN, END, renderTable, type Outcome, type Results } from "./table.ts"
 import { COLUMNS, oursTarget, referenceTarget, type Backend, type ClientKind } from "./targets.ts";
 
 ensureBinary();
+const only = new Set(process.argv.slice(2));
+const recorded = JSON.parse(readFileSync(join(import.meta.dir, "results.json"), "utf8")) as Results;
 const results: Results = {
   generated: new Date().toISOString().slice(0, 10),
   reference: "codex-exec-mcp-server 0.97.0 with Codex 0.97.0's sandbox helper",
-  scenarios: {},
+  scenarios: only.size === 0 ? {} : { ...recorded.scenarios },
 };
 
 async function attempt(
@@ -38,6 +41,7 @@ async function attempt(
 }
 
 for (const s of SCENARIOS) {
+  if (only.size > 0 && !only.has(s.id)) continue;
   const ours: Record<string, Outcome> = {};
   for (const column of COLUMNS) {
     const [backend, client] = column.split("/") as [Backend, ClientKind];
