@@ -10,6 +10,7 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { chmodSync, mkdirSync, symlinkSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { closeAll, confDir, serveWithPid, token } from "../helpers/attack.ts";
+import { BINARY } from "../helpers/binary.ts";
 import { skipWithout } from "../helpers/prereq.ts";
 import { shellsMissing } from "../helpers/shells.ts";
 
@@ -85,7 +86,7 @@ function world(codexOutsideHome = false): World {
 
 /** A shell script printing each path's content, or that it is unreadable (or empty). */
 function readAll(paths: readonly string[]): string {
-  // bubblewrap shows a hidden file as empty (/dev/null), Landlock refuses it: both are "unreadable" here.
+  // A hidden file cannot be opened (bubblewrap: /dev/null on a nodev mount; Landlock: no rule); empty counts too.
   return paths.map((p) => `c=$(cat '${p}' 2>/dev/null); if [ -n "$c" ]; then echo "${p} $c"; else echo '${p} unreadable'; fi`).join("; ");
 }
 
@@ -143,6 +144,17 @@ function expectHidden(w: World, out: string): void {
 
 describe.skipIf(skipWithout("secrets suite", shellsMissing()))("issue 39: no sandbox reads a credential store or a secret", () => {
   for (const backend of ["bwrap", "landlock"] as const) {
+    test(`${backend}: \`sandbox linux\` (the helper with no list given) hides this user's stores and CODEX_HOME's secrets`, () => {
+      const w = world();
+      const r = Bun.spawnSync([BINARY, "sandbox", "linux", "--backend", backend, "--full-auto", "--", "/bin/sh", "-c", readAll(w.reads)], {
+        cwd: w.ws,
+        env: { PATH: "/usr/bin:/bin", HOME: w.home, CODEX_HOME: w.codexHome },
+        stdout: "pipe",
+        stderr: "pipe",
+      });
+      expectHidden(w, r.stdout.toString());
+    }, 60_000);
+
     test(`${backend}, legacy workspace-write with the network on: every store, symlinked store and target, every CODEX_HOME secret hidden; the rest readable`, async () => {
       const w = world();
       const s = await serve(w, backend);

@@ -384,8 +384,8 @@ export function bwrapMounts(plan: FilesystemPlan, created: string[], tempDirs: s
   // read-only (EACCES: no capability inside can override it). A missing one inside a writable root is blocked
   // from being created the same way.
   let unreadable: string | undefined;
-  // Hidden credential files and secrets (../secrets.ts) read as empty: /dev/null bound read-only over each, no file
-  // of ours on the host to clean up.
+  // Hidden credential files and secrets (../secrets.ts): /dev/null bound read-only over each (it cannot be opened
+  // there: the mounts of bwrap's user namespace are nodev), no file of ours on the host to clean up.
   const hiddenFiles = new Set([...(plan.hidden?.stores ?? []), ...(plan.hidden?.secrets ?? [])]);
   for (const d of [...plan.deniedPaths].sort(byDepth((p) => p))) {
     let st: ReturnType<typeof statSync> | undefined;
