@@ -163,6 +163,18 @@ describe.skipIf(skipWithout("secrets suite", shellsMissing()))("issue 39: no san
       expectHidden(w, out);
     }, 60_000);
 
+    test(`${backend}, exec_command (a session) with the network on: the same`, async () => {
+      const w = world();
+      const s = await serve(w, backend);
+      expect(await s.sandboxState({ type: "workspace-write", network_access: true }, w.ws)).toEqual({});
+      const raw = (await s.client.callTool(
+        { name: "exec_command", arguments: { cmd: readAll(w.reads), workdir: w.ws, yield_time_ms: 10_000 } },
+        undefined,
+        { timeout: 60_000 },
+      )) as { content: { text: string }[] };
+      expectHidden(w, raw.content.map((c) => c.text).join("\n"));
+    }, 60_000);
+
     test(`${backend}, Codex 0.169 permission profile with the network on: the same`, async () => {
       const w = world();
       const s = await serve(w, backend);
