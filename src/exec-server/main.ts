@@ -28,7 +28,7 @@ import { homedir } from "node:os";
 import { join } from "node:path";
 import { ShellmcpError } from "../errors.ts";
 import { writeStderr } from "../stderr.ts";
-import type { AuthRefusal, TokenFile, WsAuthArgs } from "./auth.ts";
+import type { AuthRefusal, TokenFile, WsAuthArgs, WsAuthSettings } from "./auth.ts";
 import { setPidNamespaceMode } from "./sandbox.ts";
 import { addSecrets } from "../sandbox/secrets.ts";
 import { DEFAULT_SERVER_OPTIONS, startExecServer, type ServerOptions } from "./server.ts";
@@ -100,14 +100,14 @@ function envMs(name: string, dflt: number): number {
 }
 
 /**
- * What the start-up message adds about a token file at `path`: nothing when it lies in CODEX_HOME (hidden from every
- * shellmcp sandbox: src/sandbox/secrets.ts), else that sandboxes of other programs, and shellmcp's own when they
- * are not told (`[shellmcp] secret_paths`), can read it.
+ * What the start-up message says about a credential file at `path`: nothing (`""`) when it lies in CODEX_HOME
+ * (hidden from every shellmcp sandbox: src/sandbox/secrets.ts), else why and that sandboxed commands of other
+ * programs, and `serve`'s unless `[shellmcp] secret_paths` names it, can read it.
  */
 function tokenFileWarning(path: string): string {
   const home = process.env.CODEX_HOME ?? join(homedir(), ".codex");
   if (path.startsWith(home.endsWith("/") ? home : `${home}/`)) return "";
-  return `; it lies outside CODEX_HOME, where sandboxed commands can read it unless this exec-server started them or [shellmcp] secret_paths names it: --ws-token-out $CODEX_HOME/exec-server.token is safer`;
+  return `it lies outside CODEX_HOME, so sandboxed commands can read it (all but this exec-server's own, and serve's when [shellmcp] secret_paths names it): keep it in $CODEX_HOME (e.g. $CODEX_HOME/exec-server.token)`;
 }
 
 /** A clap-style value error (exit status 2), as Codex prints it. */
@@ -136,6 +136,10 @@ export async function execServerMain(o: ExecServerCliOptions): Promise<number> {
   let tokenFile: TokenFile | undefined;
   /** The generated token when it is written to no file (the default): said once on stderr. */
   let generatedToken: string | undefined;
+  /** The files holding this server's credential (`--ws-token-file`, `--ws-shared-secret-file`, `--ws-token-out`). */
+  let secretFiles: string[] = [];
+  /** `--ws-auth` as parsed (undefined with stdio and no auth flag). */
+  let authSettings: WsAuthSettings | undefined;
   try {
     const remoteFlags = [
       o.remote,
@@ -181,9 +185,10 @@ export async function execServerMain(o: ExecServerCliOptions): Promise<number> {
       !stdio || o.wsAuth !== undefined || o.wsTokenOut !== undefined || wsFlags.some((f) => f !== undefined)
         ? await import("./auth.ts")
         : undefined;
-    const authSettings = auth?.parseWsAuthArgs(o);
+    authSettings = auth?.parseWsAuthArgs(o);
     // Its credential files are secrets no sandbox of this server reads (../sandbox/secrets.ts), wherever they are.
-    if (authSettings !== undefined) addSecrets(auth!.secretFilesOf(authSettings));
+    secretFiles = authSettings === undefined ? [] : auth!.secretFilesOf(authSettings);
+    addSecrets(secretFiles);
     if (stdio && authSettings !== undefined && authSettings.mode !== "none")
       throw new ShellmcpError("USAGE", "WebSocket auth requires a WebSocket listener, not stdio");
     const { hostname, port } = stdio ? { hostname: "", port: 0 } : parseListenUrl(listen);
@@ -244,11 +249,16 @@ export async function execServerMain(o: ExecServerCliOptions): Promise<number> {
   }
   if (generatedToken !== undefined)
     writeStderr(
-      `shellmcp exec-server: websocket clients must send "Authorization: Bearer ${generatedToken}" (Codex: auth_bearer_token in $CODEX_HOME/environments.toml, which no shellmcp sandbox reads). The token is written to no file: --ws-token-out $CODEX_HOME/exec-server.token keeps it where no shellmcp sandbox reads (a file elsewhere can be read by this user's sandboxed commands of other programs); --listen stdio needs no token.\n`,
+      `shellmcp exec-server: websocket clients must send "Authorization: Bearer ${generatedToken}" (Codex: auth_bearer_token in $CODEX_HOME/environments.toml, which no shellmcp sandbox reads). The token is written to no file: --ws-token-out $CODEX_HOME/exec-server.token writes it where no shellmcp sandbox reads it (a file elsewhere is readable by sandboxed commands); --listen stdio needs no token.\n`,
     );
+  if (authSettings !== undefined && authSettings.mode !== "generated")
+    for (const f of secretFiles) {
+      const w = tokenFileWarning(f);
+      if (w !== "") writeStderr(`shellmcp exec-server: warning: ${f}: ${w}\n`);
+    }
   if (tokenFile !== undefined)
     writeStderr(
-      `shellmcp exec-server: websocket clients must send "Authorization: Bearer <token>" (Codex: auth_bearer_token in $CODEX_HOME/environments.toml, which no shellmcp sandbox reads); the token is in ${tokenFile.path} (mode 0600, removed when the server stops)${tokenFileWarning(tokenFile.path)}.\n`,
+      `shellmcp exec-server: websocket clients must send "Authorization: Bearer <token>" (Codex: auth_bearer_token in $CODEX_HOME/environments.toml, which no shellmcp sandbox reads); the token is in ${tokenFile.path} (mode 0600, removed when the server stops)${tokenFileWarning(tokenFile.path) === "" ? "" : `; ${tokenFileWarning(tokenFile.path)}`}.\n`,
     );
   if (opts.transport !== "stdio") await Bun.write(Bun.stdout, `${srv.url}\n`);
   return await new Promise<number>((resolve) => {

@@ -45,6 +45,27 @@ const READ = [tokenFile, join(home, ".npmrc"), join(home, ".ssh", "id_ed25519"),
   .join("; ");
 
 describe("issue 39: the exec-server's sandboxed processes read no secret", () => {
+  test("a credential file outside CODEX_HOME gets a warning at start; one in CODEX_HOME none", async () => {
+    const inside = join(codexHome, "exec-server.token");
+    writeFileSync(inside, `${TOKEN}\n`, { mode: 0o600 });
+    const said: string[] = [];
+    for (const file of [tokenFile, inside]) {
+      const es = Bun.spawn([ensureBinary(), "exec-server", "--ws-auth", "capability-token", "--ws-token-file", file], {
+        env: { PATH: "/usr/bin:/bin", HOME: home, CODEX_HOME: codexHome },
+        stdin: "ignore",
+        stdout: "pipe",
+        stderr: "pipe",
+      });
+      const reader = es.stdout.getReader();
+      await reader.read(); // the URL line: start-up is over
+      es.kill("SIGTERM");
+      await es.exited;
+      said.push(await new Response(es.stderr).text());
+    }
+    expect(said[0]).toContain(`warning: ${tokenFile}: it lies outside CODEX_HOME`);
+    expect(said[1]).not.toContain("warning");
+  }, 30_000);
+
   for (const shape of ["profile", "sandboxPolicy"] as const)
     test(`${shape}: the --ws-token-file, the credential stores and auth.json are unreadable; the rest of HOME is read`, async () => {
       const c = await ExecClient.connect(server.url);
