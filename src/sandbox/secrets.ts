@@ -172,6 +172,15 @@ export function hiddenPaths(home: string = homedir()): HiddenPaths {
   return { stores, secrets };
 }
 
+/**
+ * `paths` without those that lie inside another of them (absolute, canonical), in their order: a folder hidden whole
+ * hides what is in it, and bubblewrap cannot mount over a path inside a folder it has hidden (the call would fail).
+ */
+export function outermost(paths: readonly string[]): string[] {
+  const unique = [...new Set(paths)];
+  return unique.filter((p) => !unique.some((q) => q !== p && isUnder(p, q)));
+}
+
 /** `--hidden-paths JSON` for our sandbox helper: `hidden` exactly (see {@link parseHiddenPaths}). */
 export function hiddenPathsFlag(hidden: HiddenPaths): string[] {
   return ["--hidden-paths", JSON.stringify(hidden)];

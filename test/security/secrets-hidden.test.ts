@@ -212,6 +212,22 @@ describe.skipIf(skipWithout("secrets suite", shellsMissing()))("issue 39: no san
       expect(out).toContain(`${join(w.codexHome, "auth.json")} unreadable`);
     }, 60_000);
 
+    test(`${backend}: a secret inside a hidden store, and a store linked into another store: all hidden, the call still runs`, async () => {
+      const w = world();
+      writeFileSync(join(w.home, ".ssh", "deploy.key"), `${w.secret} nested\n`);
+      symlinkSync(join(w.home, ".aws", "credentials"), join(w.home, ".vault-token"));
+      const s = await serve(w, backend, `[shellmcp]\nsecret_paths = ["~/.ssh/deploy.key"]\n`);
+      expect(await s.sandboxState({ type: "workspace-write", network_access: true }, w.ws)).toEqual({});
+      const out = await output(
+        s,
+        `${readAll([...w.reads, join(w.home, ".ssh", "deploy.key"), join(w.home, ".vault-token")])}; echo ran`,
+        w.ws,
+      );
+      expect(out).toContain("ran");
+      expectHidden(w, out);
+      expect(out).toContain(`${join(w.home, ".ssh", "deploy.key")} unreadable`);
+    }, 60_000);
+
     test(`${backend}: an escalated program's room reads a store its [shellmcp.room_readable] grant opens, never a secret even when the grant names CODEX_HOME`, async () => {
       const w = world(true); // CODEX_HOME outside HOME: the grant of ~ below must not reach it either way
       const s = await serve(w, backend, `[shellmcp.room_readable]\npython3 = ["~/.ssh", "${w.codexHome}"]\n`, {

@@ -27,6 +27,7 @@ import { serializePermissionProfile } from "../permission-profile.ts";
 import { linuxReadableRoots, type FilesystemPlan } from "../filesystem-plan.ts";
 import { configCarveOuts, pinFolders, rootInConfigDir, serializeSandboxPolicy } from "../policy.ts";
 import { planOf, resolveCommand, seccompModeForPlan, type SandboxRun } from "./in-process.ts";
+import { outermost } from "../secrets.ts";
 import { buildFilter } from "./seccomp.ts";
 import { failIfInjected } from "../../fault-injection.ts";
 
@@ -387,7 +388,8 @@ export function bwrapMounts(plan: FilesystemPlan, created: string[], tempDirs: s
   // Hidden credential files and secrets (../secrets.ts): /dev/null bound read-only over each (it cannot be opened
   // there: the mounts of bwrap's user namespace are nodev), no file of ours on the host to clean up.
   const hiddenFiles = new Set([...(plan.hidden?.stores ?? []), ...(plan.hidden?.secrets ?? [])]);
-  for (const d of [...plan.deniedPaths].sort(byDepth((p) => p))) {
+  // A denied path inside another one is hidden with it (a mount inside a hidden folder would fail the call).
+  for (const d of outermost(plan.deniedPaths).sort(byDepth((p) => p))) {
     let st: ReturnType<typeof statSync> | undefined;
     try {
       st = lstatSync(d);
