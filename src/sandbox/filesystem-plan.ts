@@ -66,12 +66,16 @@ export interface FilesystemPlan {
 
 /**
  * `plan` with this process's credential stores and secrets hidden (./secrets.ts `hiddenPaths`): added to its
- * denied paths and listed in `hidden`. Plans that run unsandboxed or write everywhere are returned as they are
+ * denied paths and listed in `hidden`; a store that holds one of the plan's writable roots (the call works there)
+ * is left readable. Plans that run unsandboxed or write everywhere are returned as they are
  * (Codex's `danger-full-access` and `external-sandbox` meanings).
  */
 export function withHiddenPaths(plan: FilesystemPlan): FilesystemPlan {
   if (!plan.sandboxed || plan.fullWrite) return plan;
-  const hidden = hiddenPaths();
+  const found = hiddenPaths();
+  // A store the call works in (one of its writable roots lies in it: `pass`'s ~/.password-store is a git repository)
+  // was handed to the call by its client: it stays readable there. Secrets never are.
+  const hidden = { ...found, stores: found.stores.filter((s) => !plan.writableRoots.some((w) => isUnder(w.root, s))) };
   const all = [...hidden.stores, ...hidden.secrets];
   if (all.length === 0) return { ...plan, hidden };
   return { ...plan, deniedPaths: [...new Set([...plan.deniedPaths, ...all])], hidden };

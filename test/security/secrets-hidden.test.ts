@@ -228,6 +228,19 @@ describe.skipIf(skipWithout("secrets suite", shellsMissing()))("issue 39: no san
       expect(out).toContain(`${join(w.home, ".ssh", "deploy.key")} unreadable`);
     }, 60_000);
 
+    test(`${backend}: a call whose workspace lies in a store (~/.password-store, a git repository) works there; the other stores stay hidden`, async () => {
+      const w = world(true);
+      const store = join(w.home, ".password-store");
+      mkdirSync(join(store, "web"), { recursive: true });
+      writeFileSync(join(store, "web", "site.gpg"), "PLAIN encrypted\n");
+      const s = await serve(w, backend);
+      expect(await s.sandboxState({ type: "workspace-write", network_access: false }, store)).toEqual({});
+      const out = await output(s, `cat web/site.gpg && echo new > web/other.gpg && cat web/other.gpg; ${readAll(w.reads)}`, store);
+      expect(out).toContain("PLAIN encrypted");
+      expect(out).toContain("new");
+      expectHidden(w, out);
+    }, 60_000);
+
     test(`${backend}: an escalated program's room reads a store its [shellmcp.room_readable] grant opens, never a secret even when the grant names CODEX_HOME`, async () => {
       const w = world(true); // CODEX_HOME outside HOME: the grant of ~ below must not reach it either way
       const s = await serve(w, backend, `[shellmcp.room_readable]\npython3 = ["~/.ssh", "${w.codexHome}"]\n`, {
