@@ -182,7 +182,7 @@ export interface EscalationConfig {
   roomNetwork: Record<string, "host" | "call" | string[]>;
   /**
    * `[shellmcp.room_readable]`: program base name → credential stores its room may read after all (`~/` expanded,
-   * absolute; src/sandbox/room.ts `CREDENTIAL_STORES` lists what a room hides by default).
+   * absolute; src/sandbox/secrets.ts `CREDENTIAL_STORES` lists what is hidden by default).
    */
   roomReadable: Record<string, string[]>;
   /**
