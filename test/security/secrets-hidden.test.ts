@@ -228,6 +228,43 @@ describe.skipIf(skipWithout("secrets suite", shellsMissing()))("issue 39: no san
       expect(out).toContain(`${join(w.home, ".ssh", "deploy.key")} unreadable`);
     }, 60_000);
 
+    test(`${backend}: a profile with restricted reads that reads HOME: its stores hidden, HOME listed, nothing outside the profile's reads listed`, async () => {
+      const w = world(true);
+      const outside = join(dirname(w.home), "unlisted");
+      mkdirSync(join(outside, "inner"), { recursive: true });
+      const s = await serve(w, backend);
+      const meta = {
+        "codex/sandbox-state": {
+          permissionProfile: {
+            type: "managed",
+            file_system: {
+              type: "restricted",
+              entries: [
+                { path: { type: "special", value: { kind: "minimal" } }, access: "read" },
+                { path: { type: "path", path: w.home }, access: "read" },
+                { path: { type: "path", path: w.ws }, access: "write" },
+              ],
+            },
+            network: "restricted",
+          },
+          sandboxCwd: `file://${w.ws}`,
+          useLegacyLandlock: backend === "landlock",
+        },
+      };
+      const homeReads = w.reads.filter((r) => r.startsWith(w.home + "/") && !r.includes("azure"));
+      const out = await output(
+        s,
+        `${readAll(homeReads)}; echo LISTED-$(ls -a '${w.home}' | grep -c notes.txt); ls '${outside}' 2>&1 | head -1`,
+        w.ws,
+        meta,
+      );
+      expect({ out, leaked: out.includes(w.secret) }).toEqual({ out, leaked: false });
+      expect(out).toContain("PLAIN notes");
+      expect(out).toContain(`${join(w.home, ".npmrc")} unreadable`);
+      expect(out).toContain("LISTED-1"); // HOME can be listed…
+      expect(out).not.toContain("inner"); // …the folder outside the profile's reads cannot
+    }, 60_000);
+
     test(`${backend}: a call whose workspace lies in a store (~/.password-store, a git repository) works there; the other stores stay hidden`, async () => {
       const w = world(true);
       const store = join(w.home, ".password-store");

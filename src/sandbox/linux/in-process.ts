@@ -19,7 +19,7 @@ import {
   planSandboxPolicy,
   type FilesystemPlan,
 } from "../filesystem-plan.ts";
-import { hasFullDiskWrite, hasFullNetwork, type SandboxPolicy } from "../policy.ts";
+import { hasFullDiskWrite, hasFullNetwork, isUnder, type SandboxPolicy } from "../policy.ts";
 import { applyLandlock, FS } from "./landlock.ts";
 import { pathsBeside } from "../secrets.ts";
 import { installFilter, type SeccompMode } from "./seccomp.ts";
@@ -189,9 +189,14 @@ export function applyInProcess(
   let writable = plan.fullWrite ? ["/"] : roots.map((r) => r.root);
   // Credential stores and secrets (../secrets.ts) under Landlock, which can only allow: the read and write rules
   // name everything beside them. (Inside bubblewrap, its mounts hide them already.)
+  // The readable roots split that way may still be listed (READ_DIR only: `ls ~`, a shell's own getcwd walk), so
+  // the names in a hidden folder can be listed, never a file's content; nothing outside the plan's reads.
   const hidden = opts.landlockWrites ? [...(plan.hidden?.stores ?? []), ...(plan.hidden?.secrets ?? [])] : [];
+  let listable: string[] = [];
   if (hidden.length > 0) {
-    readable = (readable ?? ["/"]).flatMap((r) => pathsBeside(r, hidden));
+    const roots = readable ?? ["/"];
+    listable = roots.filter((r) => hidden.some((h) => h !== r && isUnder(h, r)));
+    readable = roots.flatMap((r) => pathsBeside(r, hidden));
     writable = writable.flatMap((w) => pathsBeside(w, hidden));
   }
   const mode = seccompModeForPlan(plan, opts.proxied === true);
@@ -205,7 +210,7 @@ export function applyInProcess(
     const report = applyLandlock({
       writableRoots: writable,
       readableRoots: readable,
-      ...(hidden.length > 0 ? { listableRoots: ["/"] } : {}),
+      ...(listable.length > 0 ? { listableRoots: listable } : {}),
       networkRestricted: plan.network !== "enabled",
       ...(proxyPorts !== undefined ? { connectTcpPorts: proxyPorts } : {}),
     });

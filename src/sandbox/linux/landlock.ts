@@ -86,9 +86,9 @@ export interface LandlockSpec {
   /** Roots writable (all rights). */
   writableRoots: string[];
   /**
-   * Roots whose folders may be listed (READ_DIR only, no file read): `/` when hidden credential stores are left
-   * out of the read rules (../secrets.ts), so that `ls ~` and a shell's own getcwd walk still work; the names in a
-   * hidden folder can then be listed, never a file's content.
+   * Roots whose folders may be listed (READ_DIR only, no file read): the readable roots (`/` under full read) that
+   * hidden credential stores were left out of (../secrets.ts), so that `ls ~` and a shell's own getcwd walk still
+   * work; the names in a hidden folder can then be listed, never a file's content.
    */
   listableRoots?: string[];
   /** Block TCP bind/connect (ABI ≥ 4) and scope abstract UNIX sockets (ABI ≥ 6). */
