@@ -220,7 +220,7 @@ function isDir(p: string): boolean {
 
 /**
  * The room for one escalated program: the plan a backend enforces (its `network` is `enabled` unless the room's
- * network is `off`), the room's network, the credential stores it must not read (canonical paths, also in
+ * network is `off`), the room's network, the credential stores and secrets it must not read (`hiddenCredentials`: canonical paths, also in
  * `plan.deniedPaths`), and the paths to check once it has ended.
  */
 export interface RoomPlan {
