@@ -220,8 +220,8 @@ function isDir(p: string): boolean {
 
 /**
  * The room for one escalated program: the plan a backend enforces (its `network` is `enabled` unless the room's
- * network is `off`), the room's network, the credential stores and secrets it must not read (`hiddenCredentials`: canonical paths, also in
- * `plan.deniedPaths`), and the paths to check once it has ended.
+ * network is `off`), the room's network, the credential stores and secrets it must not read (`hiddenCredentials`:
+ * canonical paths, also in `plan.deniedPaths`), and the paths to check once it has ended.
  */
 export interface RoomPlan {
   plan: FilesystemPlan;
