@@ -182,13 +182,22 @@ export interface EscalationConfig {
   roomNetwork: Record<string, "host" | "call" | string[]>;
   /**
    * `[shellmcp.room_readable]`: program base name → credential stores its room may read after all (`~/` expanded,
-   * absolute; src/sandbox/room.ts `CREDENTIAL_STORES` lists what a room hides by default).
+   * absolute; src/sandbox/secrets.ts `CREDENTIAL_STORES` lists what is hidden by default).
    */
   roomReadable: Record<string, string[]>;
+  /**
+   * `[shellmcp] sandbox_readable`: credential stores every sandbox (the call's and its rooms) may read after all
+   * (`~/` expanded, absolute; src/sandbox/secrets.ts `CREDENTIAL_STORES` lists what is hidden by default). Secrets
+   * cannot be opened.
+   */
+  sandboxReadable: string[];
+  /** `[shellmcp] secret_paths`: more paths no sandbox or room reads, whatever else says (`~/` expanded, absolute). */
+  secretPaths: string[];
 }
 
 /**
- * Read `[shellmcp]`: `escalation = "room" | "host"` and `[shellmcp.room_writable]` (`npm = ["~/.npm"]`). `home`
+ * Read `[shellmcp]`: `escalation = "room" | "host"`, `[shellmcp.room_writable]` (`npm = ["~/.npm"]`),
+ * `room_network`, `room_readable`, `sandbox_readable` and `secret_paths`. `home`
  * expands a leading `~/`. Throws `CONFIG` naming the key for a wrong type or value, or a relative path.
  */
 export function escalationConfig(cfg: Config, home: string): EscalationConfig {
@@ -202,17 +211,18 @@ export function escalationConfig(cfg: Config, home: string): EscalationConfig {
     if (typeof v !== "object" || v === null || Array.isArray(v)) throw new ShellmcpError("CONFIG", `shellmcp.${key} must be a table`);
     return v;
   };
+  const pathList = (key: string, paths: unknown): string[] => {
+    if (!Array.isArray(paths) || !paths.every((p) => typeof p === "string"))
+      throw new ShellmcpError("CONFIG", `shellmcp.${key} must be a list of paths`);
+    return paths.map((p) => {
+      const abs = p === "~" ? home : p.startsWith("~/") ? `${home}/${p.slice(2)}` : p;
+      if (!abs.startsWith("/")) throw new ShellmcpError("CONFIG", `shellmcp.${key}: ${p} is not an absolute path`);
+      return abs;
+    });
+  };
   const pathLists = (key: string): Record<string, string[]> => {
     const out: Record<string, string[]> = {};
-    for (const [program, paths] of Object.entries(table(key))) {
-      if (!Array.isArray(paths) || !paths.every((p) => typeof p === "string"))
-        throw new ShellmcpError("CONFIG", `shellmcp.${key}.${program} must be a list of paths`);
-      out[program] = paths.map((p) => {
-        const abs = p === "~" ? home : p.startsWith("~/") ? `${home}/${p.slice(2)}` : p;
-        if (!abs.startsWith("/")) throw new ShellmcpError("CONFIG", `shellmcp.${key}.${program}: ${p} is not an absolute path`);
-        return abs;
-      });
-    }
+    for (const [program, paths] of Object.entries(table(key))) out[program] = pathList(`${key}.${program}`, paths);
     return out;
   };
   const roomNetwork: Record<string, "host" | "call" | string[]> = {};
@@ -227,7 +237,14 @@ export function escalationConfig(cfg: Config, home: string): EscalationConfig {
         `shellmcp.room_network.${program} must be a list of domains (reached through a proxy of its own, e.g. ["registry.npmjs.org"]), "host" (the host's network, loopback services and Unix sockets included) or "call" (the call's own network, the default); got ${JSON.stringify(v)}`,
       );
   }
-  return { mode, extraWritable: pathLists("room_writable"), roomNetwork, roomReadable: pathLists("room_readable") };
+  return {
+    mode,
+    extraWritable: pathLists("room_writable"),
+    roomNetwork,
+    roomReadable: pathLists("room_readable"),
+    sandboxReadable: pathList("sandbox_readable", t.sandbox_readable ?? []),
+    secretPaths: pathList("secret_paths", t.secret_paths ?? []),
+  };
 }
 
 /** Largest `default_timeout_ms` accepted, ms (24 hours): longer work belongs in a session. */

@@ -88,6 +88,17 @@ export type WsAuthPolicy =
 const usage = (message: string) => new ShellmcpError("USAGE", message);
 
 /**
+ * The files of `s` that hold a credential (`--ws-token-file`, `--ws-shared-secret-file`, `--ws-token-out`),
+ * absolute: hidden from every sandbox of the exec-server (src/sandbox/secrets.ts).
+ */
+export function secretFilesOf(s: WsAuthSettings): string[] {
+  if (s.mode === "generated") return s.tokenOut !== undefined ? [s.tokenOut] : [];
+  if (s.mode === "capability-token") return "tokenFile" in s ? [s.tokenFile] : [];
+  if (s.mode === "signed-bearer-token") return [s.sharedSecretFile];
+  return [];
+}
+
+/**
  * Check the flag combination as Codex 0.169 does (same messages). Relative paths are resolved against the current
  * directory (Codex accepts them too). Throws `ShellmcpError("USAGE")`.
  */

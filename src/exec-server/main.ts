@@ -6,9 +6,9 @@
  *   listens. `--listen stdio` / `stdio://`: JSON-RPC lines on stdin/stdout, nothing else printed, ends at stdin EOF.
  * - `--ws-auth capability-token|signed-bearer-token` and its flags (./auth.ts); refused with stdio as Codex does.
  *   Unlike Codex, a websocket listener is authenticated by default: without `--ws-auth`, a capability token is
- *   generated at start and said once on stderr (never written to disk unless `--ws-token-out PATH` asks: a file is
- *   readable by every sandboxed command of this user), else
- *   temporary folder), whose path is printed on stderr before the URL, and removed when the server stops;
+ *   generated at start and said once on stderr (never written to disk unless `--ws-token-out PATH` asks; the start-up
+ *   message advises `$CODEX_HOME/exec-server.token`, which no shellmcp sandbox reads: src/sandbox/secrets.ts), and
+ *   a token file is removed when the server stops;
  *   `--ws-auth none` turns authentication off knowingly. A non-loopback address needs an explicit
  *   `--ws-auth capability-token|signed-bearer-token` (or `--allow-non-loopback`): the generated default is meant
  *   for this machine's clients. `--listen stdio` needs no authentication (only its parent can speak to it).
@@ -28,8 +28,9 @@ import { homedir } from "node:os";
 import { join } from "node:path";
 import { ShellmcpError } from "../errors.ts";
 import { writeStderr } from "../stderr.ts";
-import type { AuthRefusal, TokenFile, WsAuthArgs } from "./auth.ts";
+import type { AuthRefusal, TokenFile, WsAuthArgs, WsAuthSettings } from "./auth.ts";
 import { setPidNamespaceMode } from "./sandbox.ts";
+import { addSecrets } from "../sandbox/secrets.ts";
 import { DEFAULT_SERVER_OPTIONS, startExecServer, type ServerOptions } from "./server.ts";
 
 /** Options as commander parses them. */
@@ -98,6 +99,17 @@ function envMs(name: string, dflt: number): number {
   return n;
 }
 
+/**
+ * What the start-up message says about a credential file at `path`: nothing (`""`) when it lies in CODEX_HOME
+ * (hidden from every shellmcp sandbox: src/sandbox/secrets.ts), else why and that sandboxed commands of other
+ * programs, and `serve`'s unless `[shellmcp] secret_paths` names it, can read it.
+ */
+function tokenFileWarning(path: string): string {
+  const home = process.env.CODEX_HOME ?? join(homedir(), ".codex");
+  if (path.startsWith(home.endsWith("/") ? home : `${home}/`)) return "";
+  return `it lies outside CODEX_HOME, so sandboxed commands can read it (all but this exec-server's own, and serve's when [shellmcp] secret_paths names it): keep it in $CODEX_HOME (e.g. $CODEX_HOME/exec-server.token)`;
+}
+
 /** A clap-style value error (exit status 2), as Codex prints it. */
 class ValueError extends Error {}
 
@@ -124,6 +136,10 @@ export async function execServerMain(o: ExecServerCliOptions): Promise<number> {
   let tokenFile: TokenFile | undefined;
   /** The generated token when it is written to no file (the default): said once on stderr. */
   let generatedToken: string | undefined;
+  /** The files holding this server's credential (`--ws-token-file`, `--ws-shared-secret-file`, `--ws-token-out`). */
+  let secretFiles: string[] = [];
+  /** `--ws-auth` as parsed (undefined with stdio and no auth flag). */
+  let authSettings: WsAuthSettings | undefined;
   try {
     const remoteFlags = [
       o.remote,
@@ -169,7 +185,10 @@ export async function execServerMain(o: ExecServerCliOptions): Promise<number> {
       !stdio || o.wsAuth !== undefined || o.wsTokenOut !== undefined || wsFlags.some((f) => f !== undefined)
         ? await import("./auth.ts")
         : undefined;
-    const authSettings = auth?.parseWsAuthArgs(o);
+    authSettings = auth?.parseWsAuthArgs(o);
+    // Its credential files are secrets no sandbox of this server reads (../sandbox/secrets.ts), wherever they are.
+    secretFiles = authSettings === undefined ? [] : auth!.secretFilesOf(authSettings);
+    addSecrets(secretFiles);
     if (stdio && authSettings !== undefined && authSettings.mode !== "none")
       throw new ShellmcpError("USAGE", "WebSocket auth requires a WebSocket listener, not stdio");
     const { hostname, port } = stdio ? { hostname: "", port: 0 } : parseListenUrl(listen);
@@ -230,11 +249,16 @@ export async function execServerMain(o: ExecServerCliOptions): Promise<number> {
   }
   if (generatedToken !== undefined)
     writeStderr(
-      `shellmcp exec-server: websocket clients must send "Authorization: Bearer ${generatedToken}" (Codex: auth_bearer_token in environments.toml). The token is written to no file (any sandboxed command of this user could read it there): --ws-token-out FILE writes it to a 0600 file instead, --ws-auth none turns authentication off.\n`,
+      `shellmcp exec-server: websocket clients must send "Authorization: Bearer ${generatedToken}" (Codex: auth_bearer_token in $CODEX_HOME/environments.toml, which no shellmcp sandbox reads). The token is written to no file: --ws-token-out $CODEX_HOME/exec-server.token writes it where no shellmcp sandbox reads it (a file elsewhere is readable by sandboxed commands); --listen stdio needs no token.\n`,
     );
+  if (authSettings !== undefined && authSettings.mode !== "generated")
+    for (const f of secretFiles) {
+      const w = tokenFileWarning(f);
+      if (w !== "") writeStderr(`shellmcp exec-server: warning: ${f}: ${w}\n`);
+    }
   if (tokenFile !== undefined)
     writeStderr(
-      `shellmcp exec-server: websocket clients must send "Authorization: Bearer <token>" (Codex: auth_bearer_token in environments.toml); the token is in ${tokenFile.path} (mode 0600, removed when the server stops). --ws-auth none turns authentication off.\n`,
+      `shellmcp exec-server: websocket clients must send "Authorization: Bearer <token>" (Codex: auth_bearer_token in $CODEX_HOME/environments.toml, which no shellmcp sandbox reads); the token is in ${tokenFile.path} (mode 0600, removed when the server stops)${tokenFileWarning(tokenFile.path) === "" ? "" : `; ${tokenFileWarning(tokenFile.path)}`}.\n`,
     );
   if (opts.transport !== "stdio") await Bun.write(Bun.stdout, `${srv.url}\n`);
   return await new Promise<number>((resolve) => {

@@ -23,6 +23,7 @@ import {
   serializeSandboxPolicy,
   type SandboxPolicy,
 } from "../sandbox/policy.ts";
+import { hiddenPaths, hiddenPathsFlag } from "../sandbox/secrets.ts";
 import { decodePath, invalidParams, paramsObject, rpcError, RPC } from "./rpc.ts";
 
 /** A decided sandbox: the legacy policy our helper enforces, and its cwd (absolute). */
@@ -101,6 +102,7 @@ export function sandboxedArgv(sb: ExecSandbox, command: string[]): string[] {
     sb.cwd,
     ...policy,
     ...(inheritPidNamespace ? ["--inherit-pid-namespace"] : []),
+    ...hiddenPathsFlag(hiddenPaths()),
     "--",
     ...command,
   ];

@@ -30,6 +30,7 @@ import {
   type SandboxPolicy,
   type WritableRoot,
 } from "./policy.ts";
+import { hiddenPaths, type HiddenPaths } from "./secrets.ts";
 
 /**
  * What a backend enforces, with every path resolved (absolute, symlinks resolved where the path exists).
@@ -46,6 +47,9 @@ import {
  * - `strict`: true for permission profiles: a backend that cannot enforce a read-only subpath or a denied path
  *   must refuse (see {@link landlockCanEnforce}). False for legacy policies, whose `.git`/`.codex` protection
  *   Codex's own Landlock helper never enforced (shellmcp warns instead, as before).
+ * - `hidden`: the credential stores and secrets this plan hides (./secrets.ts), also in `deniedPaths`; every
+ *   sandboxed plan that does not write everywhere has them. A backend hides them and never refuses for them
+ *   (Landlock: read and write rules beside them, ./secrets.ts `pathsBeside`). Escalation rooms start from them.
  */
 export interface FilesystemPlan {
   sandboxed: boolean;
@@ -57,6 +61,24 @@ export interface FilesystemPlan {
   deniedPaths: string[];
   network: NetworkSandboxPolicy;
   strict: boolean;
+  hidden?: HiddenPaths;
+}
+
+/**
+ * `plan` with this process's credential stores and secrets hidden (./secrets.ts `hiddenPaths`): added to its
+ * denied paths and listed in `hidden`; a store that holds one of the plan's writable roots (the call works there)
+ * is left readable. Plans that run unsandboxed or write everywhere are returned as they are
+ * (Codex's `danger-full-access` and `external-sandbox` meanings).
+ */
+export function withHiddenPaths(plan: FilesystemPlan): FilesystemPlan {
+  if (!plan.sandboxed || plan.fullWrite) return plan;
+  const found = hiddenPaths();
+  // A store the call works in (one of its writable roots lies in it: `pass`'s ~/.password-store is a git repository)
+  // was handed to the call by its client: it stays readable there. Secrets never are.
+  const hidden = { ...found, stores: found.stores.filter((s) => !plan.writableRoots.some((w) => isUnder(w.root, s))) };
+  const all = [...hidden.stores, ...hidden.secrets];
+  if (all.length === 0) return { ...plan, hidden };
+  return { ...plan, deniedPaths: [...new Set([...plan.deniedPaths, ...all])], hidden };
 }
 
 /** `p` with symlinks resolved: the whole path if it exists, else its parent's real path + its name. */
@@ -236,7 +258,7 @@ export function planPermissionProfile(
   // CODEX_HOME and /etc/codex stay read-only inside every writable root (docs/sandbox.md, "Protected paths").
   for (const w of writableRoots) for (const c of configCarveOuts(w.root)) if (!w.readOnlySubpaths.includes(c)) w.readOnlySubpaths.push(c);
   for (const w of writableRoots) w.readOnlySubpaths.sort((a, b) => depth(a) - depth(b));
-  return {
+  return withHiddenPaths({
     sandboxed: true,
     fullRead,
     fullWrite,
@@ -246,7 +268,7 @@ export function planPermissionProfile(
     deniedPaths: denied,
     network: p.network,
     strict: true,
-  };
+  });
 }
 
 /**
@@ -291,7 +313,7 @@ export function planSandboxPolicy(
               cwd,
               roots,
             ) ?? []);
-      return {
+      return withHiddenPaths({
         ...base,
         sandboxed: true,
         fullRead: restricted === undefined,
@@ -300,7 +322,7 @@ export function planSandboxPolicy(
         includePlatformDefaults: restricted?.include_platform_defaults ?? false,
         writableRoots: roots,
         network: policy.network_access ? "enabled" : "restricted",
-      };
+      });
     }
   }
 }
@@ -401,7 +423,10 @@ export function landlockCanEnforce(plan: FilesystemPlan): string | undefined {
     return `the permission profile keeps ${sub.readOnlySubpaths[0]} read-only inside the writable ${sub.root}, which Landlock cannot enforce: use the bubblewrap backend (install bubblewrap, or --sandbox-backend bwrap)`;
   const readArea = (p: string) =>
     plan.fullRead || plan.readableRoots.some((r) => isUnder(p, r)) || plan.writableRoots.some((w) => isUnder(p, w.root));
-  const d = plan.deniedPaths.find(readArea);
+  // The hidden credential stores and secrets are never a reason to refuse: Landlock hides them by leaving them out
+  // of its rules (./linux/in-process.ts).
+  const hidden = new Set([...(plan.hidden?.stores ?? []), ...(plan.hidden?.secrets ?? [])]);
+  const d = plan.deniedPaths.find((p) => !hidden.has(p) && readArea(p));
   if (d !== undefined)
     return `the permission profile denies ${d} inside a readable folder, which Landlock cannot enforce: use the bubblewrap backend (install bubblewrap, or --sandbox-backend bwrap)`;
   return undefined;

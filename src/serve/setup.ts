@@ -8,7 +8,7 @@ import { existsSync, realpathSync } from "node:fs";
 import { homedir } from "node:os";
 import { basename, dirname, isAbsolute, join, resolve } from "node:path";
 import { Approver, DEFAULT_APPROVER_TIMEOUT_MS } from "../approvals/server.ts";
-import { approvalsDir } from "../approvals/place.ts";
+import { approvalsDir, approvalsDirs } from "../approvals/place.ts";
 import {
   applyEnvironmentPolicy,
   approverConfig,
@@ -30,6 +30,7 @@ import { loadPolicy, resolveCodexHome } from "../execpolicy/discovery.ts";
 import { log } from "../log.ts";
 import type { EscalationSettings, OnPrompt } from "../mcp/escalation-policy.ts";
 import type { SandboxState } from "../mcp/sandbox-state.ts";
+import { setHiding } from "../sandbox/secrets.ts";
 import { isUnder, parseSandboxPolicy, setProtectedConfigDirs, symlinksOnTheWay, type SandboxPolicy } from "../sandbox/policy.ts";
 import { LANDLOCK_EXTRA_WRITABLE } from "../sandbox/writable.ts";
 import { DEFAULT_MAX_OUTPUT_BYTES } from "../shell/output.ts";
@@ -130,6 +131,15 @@ export function loadServeSetup(o: ServeOptions): ServeSetup {
   const exposedByShellTmp = codexHomeExposure(codexHome, { tmpdirs: [env.TMPDIR], pinned: [] });
   if (exposedByShellTmp !== undefined) throw exposedByShellTmp;
   const escalation = escalationConfig(cfg, homedir());
+  // What no sandbox of this server reads (../sandbox/secrets.ts): besides HOME's credential stores and CODEX_HOME's
+  // secrets, the approver's folders and the paths config.toml names; `sandbox_readable` opens stores knowingly.
+  let approverDirs: string[] = [];
+  try {
+    approverDirs = approvalsDirs();
+  } catch {
+    // CODEX_HOME missing: it was refused above already
+  }
+  setHiding({ secrets: [...approverDirs, ...escalation.secretPaths], open: escalation.sandboxReadable });
   checkRoomNetworkGrants(escalation.roomNetwork);
   if (o.escalation !== undefined) {
     if (o.escalation !== "room" && o.escalation !== "host")

@@ -177,6 +177,7 @@ describe("planPermissionProfile", () => {
       deniedPaths: [],
       network: "restricted",
       strict: true,
+      hidden: { stores: [], secrets: [] }, // a fresh HOME: no credential store, no secret (src/sandbox/secrets.ts)
     });
     expect(landlockCanEnforce(plan)).toContain("Landlock cannot enforce");
     expect(summarySandboxPolicy(plan)).toEqual({

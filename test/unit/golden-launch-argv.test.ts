@@ -54,13 +54,18 @@ writeFileSync(shellPath, "");
 const env = { TMPDIR: join(root, "tmp"), HOME: join(root, "home"), PATH: "/usr/bin:/bin" };
 const savedProtected = protectedConfigDirs();
 setProtectedConfigDirs([codexHome]);
-// Direct bubblewrap plans with serve's own environment ($TMPDIR), the helper with the shell's: both the fixture's.
+// The helper plans with its own environment ($TMPDIR), and the credential stores hidden from every sandbox are
+// this process's HOME's (src/sandbox/secrets.ts): both the fixture's, so the argv does not depend on this machine.
 const savedTmpdir = process.env.TMPDIR;
+const savedHome = process.env.HOME;
 process.env.TMPDIR = env.TMPDIR;
+process.env.HOME = env.HOME;
 afterAll(() => {
   setProtectedConfigDirs(savedProtected);
   if (savedTmpdir === undefined) delete process.env.TMPDIR;
   else process.env.TMPDIR = savedTmpdir;
+  if (savedHome === undefined) delete process.env.HOME;
+  else process.env.HOME = savedHome;
   rmSync(root, { recursive: true, force: true });
 });
 

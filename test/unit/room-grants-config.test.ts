@@ -5,7 +5,8 @@
 import { describe, expect, test } from "bun:test";
 import { escalationConfig } from "../../src/config/config.ts";
 import { checkRoomNetworkGrants, grantPolicy } from "../../src/escalate/rooms/grants.ts";
-import { CREDENTIAL_STORES, grantNames, readableComplement, roomNetwork, type RoomSpec } from "../../src/escalate/rooms/plan.ts";
+import { grantNames, roomNetwork, type RoomSpec } from "../../src/escalate/rooms/plan.ts";
+import { CREDENTIAL_STORES, pathsBeside } from "../../src/sandbox/secrets.ts";
 import { planSandboxPolicy } from "../../src/sandbox/filesystem-plan.ts";
 
 describe("[shellmcp.room_network] and [shellmcp.room_readable]", () => {
@@ -67,8 +68,10 @@ describe("[shellmcp.room_network] and [shellmcp.room_readable]", () => {
 
   test("Landlock's read rules leave out exactly the hidden stores and every symlink", () => {
     expect(CREDENTIAL_STORES).toContain(".ssh");
-    expect(readableComplement([])).toEqual(["/"]);
-    const rules = readableComplement(["/etc/passwd"]);
+    expect(pathsBeside("/", [])).toEqual(["/"]);
+    expect(pathsBeside("/usr", ["/etc/passwd"])).toEqual(["/usr"]);
+    expect(pathsBeside("/etc/passwd", ["/etc"])).toEqual([]);
+    const rules = pathsBeside("/", ["/etc/passwd"]);
     expect(rules).not.toContain("/etc/passwd");
     expect(rules).not.toContain("/etc");
     expect(rules).not.toContain("/");

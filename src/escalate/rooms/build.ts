@@ -24,16 +24,9 @@ import { existsSync, realpathSync, statSync } from "node:fs";
 import { serializePermissionProfile, type FileSystemSandboxEntry, type PermissionProfile } from "../../sandbox/permission-profile.ts";
 import type { FilesystemPlan } from "../../sandbox/filesystem-plan.ts";
 import type { RoomBackend } from "../../sandbox/room-backend.ts";
-import {
-  prepareRoom,
-  readableComplement,
-  ROOM_BRIDGE_FD,
-  type PreparedRoom,
-  type RoomPlan,
-  type RoomProxy,
-  type RoomSpec,
-} from "./plan.ts";
+import { prepareRoom, ROOM_BRIDGE_FD, type PreparedRoom, type RoomPlan, type RoomProxy, type RoomSpec } from "./plan.ts";
 import { seatbeltLaunch } from "../../sandbox/macos/seatbelt.ts";
+import { hiddenPathsFlag, pathsBeside } from "../../sandbox/secrets.ts";
 import * as libc from "../../../ffi/libc.ts";
 import { bwrapMounts, releaseBwrapPlan, selfHelperCommand } from "../../sandbox/linux/bwrap.ts";
 import { bytesPipe } from "../../sandbox/linux/run.ts";
@@ -237,7 +230,7 @@ function seatbeltRoom(
  * (Landlock cannot enforce them), minus git dirs the call itself could not write (their config would become
  * writable); reads: everything, or, when credential stores must stay hidden, everything else (Landlock cannot deny
  * a path inside a readable folder: the rules name every folder and file beside the way to each store instead,
- * ./plan.ts `readableComplement`).
+ * ../../sandbox/secrets.ts `pathsBeside`; the helper is told to hide exactly those, `--hidden-paths`).
  */
 function landlockRoom(
   b: Extract<RoomBackend, { kind: "landlock" }>,
@@ -254,7 +247,7 @@ function landlockRoom(
   const entries: FileSystemSandboxEntry[] =
     hidden.size === 0
       ? [{ path: { type: "special", value: { kind: "root" } }, access: "read" }]
-      : readableComplement([...hidden]).map((p) => ({ path: { type: "path", path: p }, access: "read" }) as FileSystemSandboxEntry);
+      : pathsBeside("/", [...hidden]).map((p) => ({ path: { type: "path", path: p }, access: "read" }) as FileSystemSandboxEntry);
   for (const w of room.plan.writableRoots) {
     if (gitDirs.has(w.root) && !callRoots.has(w.root)) continue;
     entries.push({ path: { type: "path", path: w.root }, access: "write" });
@@ -269,6 +262,7 @@ function landlockRoom(
     serializePermissionProfile(profile),
     "--backend",
     "landlock",
+    ...hiddenPathsFlag({ stores: [], secrets: room.hiddenCredentials }),
     ...(proxy !== undefined ? ["--network-proxy-ports", proxy.ports.join(",")] : []),
     "--",
     ...inner,

@@ -2,8 +2,9 @@
  * The escalation room (issue 21): where an escalated program runs. An `allow` rule (or a human's approval) lets a
  * program out of the call's sandbox, but into a bounded room, not onto the host:
  *
- * - it reads what the call's sandbox could read, minus the user's credential stores ({@link CREDENTIAL_STORES}:
- *   `~/.ssh`, `~/.aws`, `~/.netrc` …) unless `[shellmcp.room_readable]` names one for that program;
+ * - it reads what the call's sandbox could read: never the secrets (../../sandbox/secrets.ts), and not the user's
+ *   credential stores (`~/.ssh`, `~/.aws`, `~/.netrc` …) unless `[shellmcp.room_readable]` names one for that
+ *   program (or `[shellmcp] sandbox_readable` opened it for every sandbox);
  * - it writes what the call's sandbox could write, plus the repository it runs in (work tree and git dirs) — except
  *   what git executes or reads commands from: each git dir's `config`, `config.worktree`, `commondir`, `hooks/`,
  *   `info/`, and the same in every submodule git dir under `modules/` — plus the extra paths the user names for that
@@ -24,12 +25,13 @@
  */
 import { existsSync, lstatSync, readdirSync, statSync } from "node:fs";
 import { homedir } from "node:os";
-import { basename, dirname, isAbsolute, join } from "node:path";
+import { basename, isAbsolute, join } from "node:path";
 import type { FilesystemPlan } from "../../sandbox/filesystem-plan.ts";
 import type { RoomBackend } from "../../sandbox/room-backend.ts";
 import { discoverRepository, type Repository } from "../../sandbox/git-layout.ts";
 import { isUnder, PROTECTED_NAMES, type WritableRoot } from "../../sandbox/policy.ts";
 import { readUntrustedText } from "../../untrusted-fs.ts";
+import { credentialStores, secretPaths } from "../../sandbox/secrets.ts";
 import { canonicalPath } from "../../sandbox/writable.ts";
 
 /** `escalation` in the config: `room` (default) or `host` (Codex's meaning: the program runs unconfined). */
@@ -49,7 +51,8 @@ export interface RoomSpec {
   networkGrants?: Readonly<Record<string, RoomNetworkGrant>>;
   /**
    * Credential stores a program's room may read after all (`[shellmcp.room_readable]`), by program base name:
-   * absolute paths; each one of {@link CREDENTIAL_STORES} under one of them stays readable for that program.
+   * absolute paths; each credential store (../../sandbox/secrets.ts `CREDENTIAL_STORES`) under one of them stays
+   * readable for that program. Secrets never do.
    */
   readableGrants?: Readonly<Record<string, readonly string[]>>;
   /**
@@ -96,101 +99,6 @@ export interface RoomProxy {
  * - `host`: the host's network namespace: a call that itself has the full network, or a `host` grant.
  */
 export type RoomNetwork = "off" | "proxy" | "host";
-
-/**
- * The user's credential stores, relative to HOME: one list, one place (docs/escalation.md, "Rooms: what a room reaches and reads (issue 30)").
- * A room's read view excludes each one that exists unless `[shellmcp.room_readable]` names it for the program.
- * Folders are hidden whole; files (`.netrc`, `.npmrc`, `.docker/config.json` …) one by one.
- */
-export const CREDENTIAL_STORES: readonly string[] = [
-  ".ssh",
-  ".gnupg",
-  ".aws",
-  ".azure",
-  ".kube",
-  ".config/gcloud",
-  ".config/gh",
-  ".config/hub",
-  ".config/git/credentials",
-  ".git-credentials",
-  ".netrc",
-  ".npmrc",
-  ".yarnrc.yml",
-  ".pypirc",
-  ".gem/credentials",
-  ".cargo/credentials",
-  ".cargo/credentials.toml",
-  ".docker/config.json",
-  ".terraform.d/credentials.tfrc.json",
-  ".vault-token",
-  ".password-store",
-  ".local/share/keyrings",
-  ".mozilla",
-  ".config/google-chrome",
-  ".config/chromium",
-  ".config/BraveSoftware",
-  ".config/microsoft-edge",
-  "snap/firefox",
-];
-
-/**
- * The credential stores of `home` that exist (canonical paths: a store that is a symlink is hidden where it
- * points), minus those under a path of `granted` (absolute). Reads the filesystem (lstat/realpath) only.
- */
-export function credentialStores(home: string, granted: readonly string[] = []): string[] {
-  const out = new Set<string>();
-  const grants = granted.map((g) => canonicalPath(g));
-  for (const rel of CREDENTIAL_STORES) {
-    const p = join(home, rel);
-    if (!existsSync(p)) continue;
-    const c = canonicalPath(p);
-    if (grants.some((g) => isUnder(c, g) || isUnder(p, g))) continue;
-    out.add(c);
-  }
-  return [...out];
-}
-
-/**
- * Every path readable except `hidden` (canonical absolute paths), as a list of roots for a backend that can only
- * allow (Landlock): at each folder on the way from `/` to a hidden path, every other entry of that folder. Symlinks
- * are left out (Landlock judges the file a path resolves to, so a link is followed to a root of the list, never
- * into a hidden store). Files created later beside a hidden store are not readable. Reads folders only.
- */
-export function readableComplement(hidden: readonly string[]): string[] {
-  const hide = new Set(hidden);
-  const onTheWay = new Set<string>();
-  for (const h of hidden)
-    for (let d = dirname(h); ; d = dirname(d)) {
-      onTheWay.add(d);
-      if (d === "/") break;
-    }
-  const out: string[] = [];
-  const visit = (dir: string) => {
-    let names: string[];
-    try {
-      names = readdirSync(dir);
-    } catch {
-      return;
-    }
-    for (const n of names) {
-      const p = join(dir, n);
-      if (hide.has(p)) continue;
-      if (onTheWay.has(p)) {
-        visit(p);
-        continue;
-      }
-      try {
-        if (lstatSync(p).isSymbolicLink()) continue;
-      } catch {
-        continue;
-      }
-      out.push(p);
-    }
-  };
-  if (hide.size === 0) return ["/"];
-  visit("/");
-  return out;
-}
 
 /** fd number of the proxy bridge in a bubblewrap room. */
 export const ROOM_BRIDGE_FD = 5;
@@ -312,8 +220,8 @@ function isDir(p: string): boolean {
 
 /**
  * The room for one escalated program: the plan a backend enforces (its `network` is `enabled` unless the room's
- * network is `off`), the room's network, the credential stores it must not read (canonical paths, also in
- * `plan.deniedPaths`), and the paths to check once it has ended.
+ * network is `off`), the room's network, the credential stores and secrets it must not read (`hiddenCredentials`:
+ * canonical paths, also in `plan.deniedPaths`), and the paths to check once it has ended.
  */
 export interface RoomPlan {
   plan: FilesystemPlan;
@@ -439,9 +347,14 @@ export function planRoom(spec: RoomSpec, cwd: string, program: string, aliases: 
   for (const p of grantFor(spec.extraWritable, names) ?? []) if (isAbsolute(p) && existsSync(p)) addRoot(roots, canonicalPath(p), []);
   const writableRoots: WritableRoot[] = [...roots].map(([root, ro]) => ({ root, readOnlySubpaths: [...ro] }));
   const { network, proxy } = roomNetwork(spec, program, aliases);
-  const hiddenCredentials = credentialStores(canonicalPath(homedir()), grantFor(spec.readableGrants, names) ?? []).filter(
-    (c) => !call.deniedPaths.includes(c),
-  );
+  // What the call hides (its plan's `hidden`, planned in the server's main thread with every setting; computed
+  // here for a plan that has none), less the stores this program's grant opens. Secrets stay hidden.
+  const grants = (grantFor(spec.readableGrants, names) ?? []).map((g) => canonicalPath(g));
+  const callHidden = call.hidden ?? { stores: credentialStores(canonicalPath(homedir())), secrets: secretPaths() };
+  const callHiddenSet = new Set([...callHidden.stores, ...callHidden.secrets]);
+  const ownDenied = call.deniedPaths.filter((d) => !callHiddenSet.has(d));
+  const stores = callHidden.stores.filter((c) => !grants.some((g) => isUnder(c, g)));
+  const hiddenCredentials = [...new Set([...stores, ...callHidden.secrets])].filter((c) => !ownDenied.includes(c));
   const plan: FilesystemPlan = {
     sandboxed: true,
     fullRead: call.fullRead,
@@ -449,7 +362,7 @@ export function planRoom(spec: RoomSpec, cwd: string, program: string, aliases: 
     readableRoots: call.readableRoots,
     includePlatformDefaults: call.includePlatformDefaults,
     writableRoots,
-    deniedPaths: [...call.deniedPaths, ...hiddenCredentials],
+    deniedPaths: [...ownDenied, ...hiddenCredentials],
     network: network === "off" ? "restricted" : "enabled",
     strict: true,
   };
@@ -486,7 +399,7 @@ export type PreparedRoom =
  * without network `CODEX_SANDBOX_NETWORK_DISABLED=1`, through the proxy the proxy's variables winning over the
  * request's), whether a room applies, and its plan (`aliases`: the names grants may know `program` by, {@link grantNames}). `key` is equal for two programs exactly when their rooms would have the same walls (backend, plan,
  * network, proxy): a kept room (../../sandbox/linux/room-launcher.ts) is reused by key. Under Landlock a room whose writable roots
- * hold a credential store it must not read is unavailable (Landlock cannot hide it). Throws nothing: a failure to
+ * hold a credential store or secret it must not read is unavailable (Landlock cannot hide it there). Throws nothing: a failure to
  * plan is a reason.
  */
 export function prepareRoom(
@@ -514,7 +427,7 @@ export function prepareRoom(
     return { kind: "unavailable", reason: "network proxy mode: no bridge for a bubblewrap room" };
   if (b.kind === "landlock") {
     // Landlock cannot carve a hole in a folder it lets the room read or write: the credential stores are left out
-    // of the room's read rules ({@link readableComplement}), which cannot work under a writable root.
+    // of the room's read rules (../../sandbox/secrets.ts `pathsBeside`), which cannot work under a writable root.
     const under = room.hiddenCredentials.find((c) => room.plan.writableRoots.some((w) => isUnder(c, w.root)));
     if (under !== undefined)
       return {

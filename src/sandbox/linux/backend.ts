@@ -7,6 +7,7 @@
 import { serializePermissionProfile } from "../permission-profile.ts";
 import { protectedConfigDirs, serializeSandboxPolicy } from "../policy.ts";
 import type { RoomBackend } from "../room-backend.ts";
+import { hiddenPaths, hiddenPathsFlag } from "../secrets.ts";
 import {
   bareShell,
   policyIsOpen,
@@ -89,7 +90,10 @@ export class HelperBackend implements SandboxBackend {
   /** The helper's argv, or bubblewrap's own when started directly (see the class). */
   launch(call: CallSandbox, shell: ShellCommand, proxy?: ProxySpec): Launch {
     const profile = call.profile === undefined ? [] : ["--permission-profile", serializePermissionProfile(call.profile)];
-    const viaHelper = () => helperArgv([...helperCommand(this.exe), ...this.flags, ...profile], call, shell, proxy);
+    // The helper hides exactly what this process's plans hide (../secrets.ts: `[shellmcp] sandbox_readable`, the
+    // approver's folder and other secrets only this process knows).
+    const viaHelper = () =>
+      helperArgv([...helperCommand(this.exe), ...this.flags, ...profile, ...hiddenPathsFlag(hiddenPaths())], call, shell, proxy);
     const d = this.directBwrap;
     if (d === undefined) return viaHelper();
     const self = openSelfExe() !== undefined ? { selfFd: SELF_EXE_FD } : {};

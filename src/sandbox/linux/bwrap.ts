@@ -28,6 +28,7 @@ import { linuxReadableRoots, type FilesystemPlan } from "../filesystem-plan.ts";
 import { FIRST_SEARCH_MAX_DIRS, frontierTooLarge } from "../git/discover.ts";
 import { configCarveOuts, foundByDiscovery, pinFolders, rootInConfigDir, serializeSandboxPolicy } from "../policy.ts";
 import { planOf, resolveCommand, seccompModeForPlan, type SandboxRun } from "./in-process.ts";
+import { outermost } from "../secrets.ts";
 import { buildFilter } from "./seccomp.ts";
 import { failIfInjected } from "../../fault-injection.ts";
 
@@ -414,7 +415,11 @@ export function bwrapMounts(plan: FilesystemPlan, created: string[], tempDirs: s
   // read-only (EACCES: no capability inside can override it). A missing one inside a writable root is blocked
   // from being created the same way.
   let unreadable: string | undefined;
-  for (const d of [...plan.deniedPaths].sort(byDepth((p) => p))) {
+  // Hidden credential files and secrets (../secrets.ts): /dev/null bound read-only over each (it cannot be opened
+  // there: the mounts of bwrap's user namespace are nodev), no file of ours on the host to clean up.
+  const hiddenFiles = new Set([...(plan.hidden?.stores ?? []), ...(plan.hidden?.secrets ?? [])]);
+  // A denied path inside another one is hidden with it (a mount inside a hidden folder would fail the call).
+  for (const d of outermost(plan.deniedPaths).sort(byDepth((p) => p))) {
     let st: ReturnType<typeof statSync> | undefined;
     try {
       st = lstatSync(d);
@@ -425,6 +430,10 @@ export function bwrapMounts(plan: FilesystemPlan, created: string[], tempDirs: s
       throw new ShellmcpError("SANDBOX_UNAVAILABLE", `cannot enforce sandbox denied path ${d} because it is a symlink`, { path: d });
     }
     if (st !== undefined && !st.isDirectory()) {
+      if (hiddenFiles.has(d)) {
+        argv.push("--ro-bind", "/dev/null", d);
+        continue;
+      }
       if (unreadable === undefined) {
         const dir = mkdtempSync(join(tmpdir(), "shellmcp-deny-"));
         tempDirs.push(dir);

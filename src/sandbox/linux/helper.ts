@@ -5,11 +5,15 @@
  *   codex-linux-sandbox --sandbox-policy-cwd DIR (--sandbox-policy JSON | --permission-profile JSON)
  *                       [--command-cwd DIR] [--use-bwrap-sandbox] [--backend auto|bwrap|landlock] [--no-proc]
  *                       [--inherit-pid-namespace] [--join-cgroup PATH] [--network-proxy-ports P[,Q] [--network-proxy-fd N]]
- *                       [--protected-config-dir DIR]… -- CMD [ARG…]
+ *                       [--protected-config-dir DIR]… [--hidden-paths JSON] -- CMD [ARG…]
  *
  * `--protected-config-dir DIR` (ours, repeatable; `serve` passes its CODEX_HOME): a folder no writable root may
  * expose — re-bound read-only under bubblewrap, the run refused under Landlock (policy.ts
  * `setProtectedConfigDirs`; `/etc/codex` always).
+ *
+ * `--hidden-paths JSON` (ours; `serve` and the escalation rooms pass it): exactly the credential stores and
+ * secrets to hide, `{"stores":[…],"secrets":[…]}` (../secrets.ts); without it the helper hides this user's
+ * defaults (HOME's credential stores, CODEX_HOME's secrets).
  *
  * `--permission-profile` (Codex 0.169's helper flag: a `PermissionProfile`, see permission-profile.ts) wins over
  * `--sandbox-policy`; `--command-cwd` is accepted for Codex 0.169 compatibility (the command runs in the
@@ -28,6 +32,7 @@ import { writeStderr } from "../../stderr.ts";
 import { parsePermissionProfile, pathFromUri, type PermissionProfile } from "../permission-profile.ts";
 import { planPermissionProfile, summarySandboxPolicy } from "../filesystem-plan.ts";
 import { parseSandboxPolicy, setProtectedConfigDirs, type SandboxPolicy } from "../policy.ts";
+import { parseHiddenPaths, setHiding, type HiddenPaths } from "../secrets.ts";
 import { innerStage, SANDBOX_FAILURE_EXIT, type Backend } from "./in-process.ts";
 import { runSandboxed } from "./run.ts";
 
@@ -35,7 +40,7 @@ import { runSandboxed } from "./run.ts";
 export const HELPER_USAGE_EXIT = 2;
 
 const USAGE =
-  "usage: codex-linux-sandbox --sandbox-policy-cwd DIR (--sandbox-policy JSON | --permission-profile JSON) [--command-cwd DIR] [--use-bwrap-sandbox] [--backend auto|bwrap|landlock] [--no-proc] [--inherit-pid-namespace] [--network-proxy-ports P[,Q] [--network-proxy-fd N]] [--protected-config-dir DIR]... -- CMD [ARG...]";
+  "usage: codex-linux-sandbox --sandbox-policy-cwd DIR (--sandbox-policy JSON | --permission-profile JSON) [--command-cwd DIR] [--use-bwrap-sandbox] [--backend auto|bwrap|landlock] [--no-proc] [--inherit-pid-namespace] [--network-proxy-ports P[,Q] [--network-proxy-fd N]] [--protected-config-dir DIR]... [--hidden-paths JSON] -- CMD [ARG...]";
 
 interface HelperArgs {
   policyCwd?: string;
@@ -54,6 +59,8 @@ interface HelperArgs {
   proxyPorts?: number[];
   /** `--protected-config-dir DIR` (repeatable): config folders no sandbox may write. */
   configDirs: string[];
+  /** `--hidden-paths JSON`: exactly what to hide (../secrets.ts). */
+  hidden?: HiddenPaths;
 }
 
 function parse(args: string[]): HelperArgs {
@@ -122,6 +129,15 @@ function parse(args: string[]): HelperArgs {
         o.configDirs.push(d);
         break;
       }
+      case "--hidden-paths": {
+        const j = v();
+        try {
+          o.hidden = parseHiddenPaths(j);
+        } catch (e) {
+          throw new ShellmcpError("USAGE", (e as Error).message);
+        }
+        break;
+      }
       case "--apply-seccomp-then-exec":
         o.inner = true;
         break;
@@ -185,6 +201,7 @@ export async function linuxSandboxMain(args: string[]): Promise<number> {
   }
   keepEscalationSocketAcrossExec();
   setProtectedConfigDirs(o.configDirs);
+  if (o.hidden !== undefined) setHiding({ fixed: o.hidden });
   try {
     // Bun marks inherited fds close-on-exec: the bridge fd must reach bubblewrap's inner stage.
     if (o.proxyFd !== undefined && !o.inner) setCloexec(o.proxyFd, false);

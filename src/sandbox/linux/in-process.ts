@@ -19,8 +19,9 @@ import {
   planSandboxPolicy,
   type FilesystemPlan,
 } from "../filesystem-plan.ts";
-import { hasFullDiskWrite, hasFullNetwork, type SandboxPolicy } from "../policy.ts";
+import { hasFullDiskWrite, hasFullNetwork, isUnder, type SandboxPolicy } from "../policy.ts";
 import { applyLandlock, FS } from "./landlock.ts";
+import { pathsBeside } from "../secrets.ts";
 import { installFilter, type SeccompMode } from "./seccomp.ts";
 import { sendNamespaceListeners } from "../../network/bridge.ts";
 
@@ -194,7 +195,20 @@ export function applyInProcess(
     if (why !== undefined) throw new ShellmcpError("SANDBOX_UNAVAILABLE", `cannot enforce the sandbox: ${why}`);
   }
   const roots = plan.writableRoots;
-  const readable = linuxReadableRoots(plan, selfDirs());
+  let readable = linuxReadableRoots(plan, selfDirs());
+  let writable = plan.fullWrite ? ["/"] : roots.map((r) => r.root);
+  // Credential stores and secrets (../secrets.ts) under Landlock, which can only allow: the read and write rules
+  // name everything beside them. (Inside bubblewrap, its mounts hide them already.)
+  // The readable roots split that way may still be listed (READ_DIR only: `ls ~`, a shell's own getcwd walk), so
+  // the names in a hidden folder can be listed, never a file's content; nothing outside the plan's reads.
+  const hidden = opts.landlockWrites ? [...(plan.hidden?.stores ?? []), ...(plan.hidden?.secrets ?? [])] : [];
+  let listable: string[] = [];
+  if (hidden.length > 0) {
+    const roots = readable ?? ["/"];
+    listable = roots.filter((r) => hidden.some((h) => h !== r && isUnder(h, r)));
+    readable = roots.flatMap((r) => pathsBeside(r, hidden));
+    writable = writable.flatMap((w) => pathsBeside(w, hidden));
+  }
   const mode = seccompModeForPlan(plan, opts.proxied === true);
   const proxyPorts = opts.landlockWrites && plan.network === "enabled" ? opts.proxyPorts : undefined;
   // Landlock first (its rule paths are opened with open(2), which the filter does not touch), then seccomp.
@@ -204,8 +218,9 @@ export function applyInProcess(
   let refuseTruncate = false;
   if ((opts.landlockWrites && !plan.fullWrite) || readable !== undefined || proxyPorts !== undefined) {
     const report = applyLandlock({
-      writableRoots: plan.fullWrite ? ["/"] : roots.map((r) => r.root),
+      writableRoots: writable,
       readableRoots: readable,
+      ...(listable.length > 0 ? { listableRoots: listable } : {}),
       networkRestricted: plan.network !== "enabled",
       ...(proxyPorts !== undefined ? { connectTcpPorts: proxyPorts } : {}),
     });

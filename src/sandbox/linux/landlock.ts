@@ -85,6 +85,12 @@ export interface LandlockSpec {
   readableRoots?: string[];
   /** Roots writable (all rights). */
   writableRoots: string[];
+  /**
+   * Roots whose folders may be listed (READ_DIR only, no file read): the readable roots (`/` under full read) that
+   * hidden credential stores were left out of (../secrets.ts), so that `ls ~` and a shell's own getcwd walk still
+   * work; the names in a hidden folder can then be listed, never a file's content.
+   */
+  listableRoots?: string[];
   /** Block TCP bind/connect (ABI ≥ 4) and scope abstract UNIX sockets (ABI ≥ 6). */
   networkRestricted: boolean;
   /**
@@ -146,6 +152,7 @@ export function applyLandlock(spec: LandlockSpec, env: Record<string, string | u
   };
   if (spec.readableRoots === undefined) add("/", READ_RIGHTS);
   else for (const r of spec.readableRoots) add(r, READ_RIGHTS);
+  for (const r of spec.listableRoots ?? []) add(r, FS.READ_DIR);
   add("/dev/null", FS.READ_FILE | FS.WRITE_FILE);
   add("/dev/shm", WRITE_RIGHTS);
   for (const r of spec.writableRoots) add(r, WRITE_RIGHTS);

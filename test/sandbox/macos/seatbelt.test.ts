@@ -4,7 +4,7 @@
  * `serve` uses for shells, and the compiled binary's `sandbox macos` / `debug seatbelt` commands.
  */
 import { afterAll, describe, expect, test } from "bun:test";
-import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { sandboxMacosCli, type MacosCliHost } from "../../../src/sandbox-cli/macos.ts";
 import {
@@ -295,6 +295,32 @@ describe("the compiled binary", () => {
     expect(r.out).toContain(`;; "-DWRITABLE_ROOT_0=/private${proj}"`);
     expect(r.out).toContain(';; "/usr/bin/sandbox-exec"');
     expect(r.out).toContain(";; CODEX_SANDBOX=seatbelt");
+  });
+
+  test("credential stores (a symlinked one at its target) and CODEX_HOME's secrets are excluded from the read roots; the rest of HOME is not (issue 39)", () => {
+    const home = join(WS, "user-home");
+    const elsewhere = join(WS, "elsewhere");
+    mkdirSync(join(home, ".ssh"), { recursive: true });
+    mkdirSync(join(home, ".codex"), { recursive: true });
+    mkdirSync(elsewhere, { recursive: true });
+    writeFileSync(join(home, ".npmrc"), "//registry/:_authToken=x\n");
+    writeFileSync(join(home, ".codex", "auth.json"), "{}\n");
+    writeFileSync(join(home, ".codex", "config.toml"), "\n");
+    writeFileSync(join(home, "notes.txt"), "plain\n");
+    writeFileSync(join(elsewhere, "pypirc"), "[pypi]\n");
+    symlinkSync(join(elsewhere, "pypirc"), join(home, ".pypirc"));
+    const r = Bun.spawnSync([bin, "debug", "seatbelt", "--full-auto", "--print-policy", "--", "echo", "hi"], {
+      cwd: proj,
+      env: { PATH: "/usr/bin:/bin", HOME: home },
+      stdout: "pipe",
+      stderr: "pipe",
+    });
+    expect(r.stderr.toString()).toBe("");
+    const excluded = [...r.stdout.toString().matchAll(/"-DREADABLE_ROOT_0_EXCLUDED_\d+=([^"]+)"/g)].map((m) => m[1]!);
+    for (const hidden of [join(home, ".ssh"), join(home, ".npmrc"), join(home, ".codex", "auth.json"), join(elsewhere, "pypirc")])
+      expect(excluded).toContain(`/private${hidden}`);
+    for (const plain of ["notes.txt", ".codex/config.toml", ".pypirc"]) expect(excluded).not.toContain(`/private${join(home, plain)}`);
+    expect(r.stdout.toString()).not.toContain("(allow file-read*)\n");
   });
 
   test.skipIf(process.platform === "darwin")("sandbox macos without --print-policy refuses off macOS", () => {

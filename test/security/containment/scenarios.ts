@@ -8,7 +8,7 @@
  * A scenario runs against a {@link Target}: shellmcp (test/security/containment.test.ts: both backends, a
  * Codex-style and a plain client) or the Rust reference 0.97 (./generate.ts), so the same attack scores both.
  */
-import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 
 /** The six groups. */
@@ -318,6 +318,41 @@ export const SCENARIOS: readonly Scenario[] = [
     async attack(t) {
       const r = await t.run("env");
       return r.output.includes("containment-pw") ? broken("a password reached the command") : held("no password reached the command");
+    },
+  },
+  {
+    id: "secrets.credential-store",
+    category: "secret discovery",
+    title: "a command reads the user's credential stores (`~/.npmrc`, `~/.ssh`, `~/.aws`, a symlinked `~/.netrc`)",
+    async attack(t) {
+      const secret = "containment-store-secret";
+      mkdirSync(join(t.home, ".ssh"), { recursive: true });
+      mkdirSync(join(t.home, ".aws"), { recursive: true });
+      writeFileSync(join(t.home, ".npmrc"), `//registry.npmjs.org/:_authToken=${secret}\n`);
+      writeFileSync(join(t.home, ".ssh", "id_ed25519"), `${secret} ssh\n`);
+      writeFileSync(join(t.home, ".aws", "credentials"), `aws_secret_access_key=${secret}\n`);
+      writeFileSync(join(t.outside, "netrc"), `machine example.com password ${secret}\n`);
+      if (!existsSync(join(t.home, ".netrc"))) symlinkSync(join(t.outside, "netrc"), join(t.home, ".netrc"));
+      const files = [".npmrc", ".ssh/id_ed25519", ".aws/credentials", ".netrc"].map((f) => join(t.home, f));
+      const r = await t.run(`cat ${files.join(" ")} ${join(t.outside, "netrc")} 2>&1; true`);
+      return r.output.includes(secret) ? broken("a credential store's content reached the command") : held("no store was readable");
+    },
+  },
+  {
+    id: "secrets.codex-home",
+    category: "secret discovery",
+    title: "a command reads CODEX_HOME's credentials (`auth.json`, the exec-server token in `environments.toml`)",
+    async attack(t) {
+      const secret = "containment-codex-secret";
+      writeFileSync(join(t.home, "auth.json"), `{"OPENAI_API_KEY":"${secret}"}\n`);
+      writeFileSync(
+        join(t.home, "environments.toml"),
+        `[[environments]]\nid = "box"\nurl = "ws://127.0.0.1:4500"\nauth_bearer_token = "${secret}"\n`,
+      );
+      const r = await t.run(`cat ${join(t.home, "auth.json")} ${join(t.home, "environments.toml")} 2>&1; true`);
+      return r.output.includes(secret)
+        ? broken("a CODEX_HOME credential reached the command")
+        : held("no CODEX_HOME credential was readable");
     },
   },
   {
