@@ -59,7 +59,7 @@ describe("git guard", () => {
     symlinkSync(elsewhere, join(ws, ".git"));
     const r = guard.check(snap, view);
     expect(r.failed.length).toBeGreaterThan(0);
-    expect(r.failed.join("\n")).toContain("is not a folder");
+    expect(r.failed.join("\n")).toContain("it was replaced by a symbolic link");
     expect(existsSync(join(elsewhere, "config"))).toBe(false);
     expect(existsSync(join(elsewhere, "hooks", "pre-commit.sample"))).toBe(false);
   });
