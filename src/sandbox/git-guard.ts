@@ -85,6 +85,8 @@ export const MAX_KEPT_INDEX_BYTES = 16 << 20;
  */
 export const MAX_KEPT_FILE_BYTES = 32 << 20;
 export const MAX_KEPT_INDEX_TOTAL_BYTES = 64 << 20;
+/** Bytes of control files kept across calls as the guard's known states (see {@link GitGuard}); past it, by stat. */
+export const MAX_KEPT_KNOWN_BYTES = 64 << 20;
 
 /** Control files at the top of a git dir: git reads commands or another git dir's location from each. */
 const CONTROL_FILES = ["config", "config.worktree", "commondir", "gitdir"];
@@ -340,6 +342,11 @@ export class GitGuard {
           this.known.set(e.path, { state: e.state, clean: e.clean, seq, ...(e.children ? { children: true } : {}) });
           continue;
         }
+        // A state kept by its stat key only (memory bound): unchanged while the key is; then kept in full again.
+        if (k.state.kind === "other" && k.state.byStat === true && e.state.kind === "file") {
+          const st = lstatQuiet(e.path);
+          if (st !== undefined && statKey(st) === k.state.fingerprint) k.state = e.state;
+        }
         if (sameState(k.state, e.state)) {
           k.seq = seq;
           if (e.children === true) k.children = true;
@@ -366,9 +373,36 @@ export class GitGuard {
     } finally {
       repair.close();
     }
+    this.boundKnown(new Set(entries.map((e) => e.path)));
     const run: Run = { view };
     this.runs.push(run);
     return { entries, indexes, truncated, gitDirs: seen.size, tookMs: performance.now() - t0, folders, run, undone, failed };
+  }
+
+  /**
+   * Keep the known states' bytes under {@link MAX_KEPT_KNOWN_BYTES}: past it, the files of entries not in `current`
+   * (repositories not seen by this snapshot), oldest comparison first, are kept by their stat key only (a change to
+   * one is then reported as not put back, never taken for the user's).
+   */
+  private boundKnown(current: ReadonlySet<string>): void {
+    let bytes = 0;
+    for (const k of this.known.values()) if (k.state.kind === "file") bytes += k.state.data.length;
+    if (bytes <= MAX_KEPT_KNOWN_BYTES) return;
+    const old = [...this.known.entries()]
+      .filter(([p, k]) => !current.has(p) && k.state.kind === "file")
+      .sort((a, b) => a[1].seq - b[1].seq);
+    for (const [p, k] of old) {
+      if (bytes <= MAX_KEPT_KNOWN_BYTES) break;
+      if (k.state.kind !== "file") continue;
+      bytes -= k.state.data.length;
+      const st = lstatQuiet(p);
+      k.state = {
+        kind: "other",
+        what: "a file past the guard's memory bound",
+        fingerprint: st === undefined ? "absent" : statKey(st),
+        byStat: true,
+      };
+    }
   }
 
   /** The folder changed versions of this comparison are kept aside in (made on first use), or undefined. */

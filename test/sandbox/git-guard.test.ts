@@ -92,4 +92,42 @@ describe("git guard", () => {
     expect(snap.gitDirs).toBe(0);
     expect(guard.snapshot({ full: true, roots: [], readOnly: [] })).toBeUndefined();
   });
+
+  test("issue 38 item 2: a change made while no sandbox ran is the user's and kept; one made while a sandbox that could write it ran is undone and kept aside", () => {
+    const { root, ws, view } = tree();
+    const kept = join(root, "kept");
+    const guard = new GitGuard({ keptDir: kept });
+    const config = join(ws, ".git", "config");
+    // A call, then the user edits between calls: kept, not reported.
+    guard.check(guard.snapshot(view)!, view);
+    writeFileSync(config, readFileSync(config, "utf8") + "[user]\n\tname = me\n");
+    const userVersion = readFileSync(config, "utf8");
+    const b = guard.snapshot(view)!;
+    const rb = guard.check(b, view);
+    expect([...b.undone, ...b.failed, ...rb.undone, ...rb.failed]).toEqual([]);
+    expect(readFileSync(config, "utf8")).toBe(userVersion);
+    // A session (a snapshot without its check yet) that could write the config: an edit now may be its own.
+    const session = guard.snapshot(view)!;
+    writeFileSync(config, userVersion + "[core]\n\tfsmonitor = x\n");
+    const c = guard.snapshot(view)!;
+    expect(c.undone.length).toBe(1);
+    expect(c.undone[0]).toContain("while a sandbox of this server was running");
+    const at = /kept aside at (\S+)/.exec(c.undone[0]!)![1]!;
+    expect(at.startsWith(kept + "/")).toBe(true);
+    expect(readFileSync(at, "utf8")).toContain("fsmonitor = x");
+    expect(lstatSync(at).mode & 0o777).toBe(0o600);
+    expect(readFileSync(config, "utf8")).toBe(userVersion);
+    guard.check(c, view);
+    guard.check(session, view);
+    // A running sandbox that cannot write the repository (another root) does not make the user's edit its own.
+    const other = realpathSync(mkdtempSync(join(tmpdir(), "git-guard-")));
+    dirs.push(other);
+    const elsewhere = guard.snapshot({ full: false, roots: [other], readOnly: [] })!;
+    writeFileSync(config, userVersion + "[alias]\n\tst = status\n");
+    const d = guard.snapshot(view)!;
+    expect([...d.undone, ...d.failed]).toEqual([]);
+    expect(readFileSync(config, "utf8")).toContain("st = status");
+    guard.check(d, view);
+    guard.check(elsewhere, { full: false, roots: [other], readOnly: [] });
+  });
 });
