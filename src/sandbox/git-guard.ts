@@ -159,8 +159,15 @@ export interface GitSnapshot {
 /** One sandbox of the server (a call or a session): its writable view; `end`: the comparison it ended before. */
 export interface Run {
   view: WritableView;
+  /** The comparison its snapshot made (it ran after it). */
+  start: number;
   end?: number;
 }
+
+/** Who made a change found at a snapshot (for the report). */
+const WHILE_RUNNING = "while another call or session of this server was running";
+/** Who made a change found at a check while other sandboxes ran too. */
+const DURING_CALL = "while this command ran (by it, or by another call or session of this server running then)";
 
 /** How a {@link GitGuard} is set up. */
 export interface GitGuardOptions {
@@ -332,7 +339,7 @@ export class GitGuard {
           // New since the last comparison: inside a folder whose every entry was known and that a sandbox could
           // have written since, it was created by one (or by the user meanwhile: kept aside).
           if (parent?.children === true && parent.state.kind === "dir" && this.sandboxMayHaveChanged(e.path, parent.seq)) {
-            pending.push(this.undo(e, { kind: "absent" }, e.state, repair, aside, false));
+            pending.push(this.undo(e, { kind: "absent" }, e.state, repair, aside, WHILE_RUNNING));
             this.known.set(e.path, { state: { kind: "absent" }, clean: true, seq });
             e.state = { kind: "absent" };
             e.clean = true;
@@ -355,7 +362,7 @@ export class GitGuard {
           continue;
         }
         if (this.sandboxMayHaveChanged(e.path, k.seq)) {
-          pending.push(this.undo(e, k.state, e.state, repair, aside, false));
+          pending.push(this.undo(e, k.state, e.state, repair, aside, WHILE_RUNNING));
           k.seq = seq;
           e.state = k.state;
           e.clean = k.clean;
@@ -374,7 +381,7 @@ export class GitGuard {
       repair.close();
     }
     this.boundKnown(new Set(entries.map((e) => e.path)));
-    const run: Run = { view };
+    const run: Run = { view, start: seq };
     this.runs.push(run);
     return { entries, indexes, truncated, gitDirs: seen.size, tookMs: performance.now() - t0, folders, run, undone, failed };
   }
@@ -413,8 +420,9 @@ export class GitGuard {
   }
 
   /**
-   * Put `e` back to `want` (what it is now: `now`), keeping the changed version aside; the report line.
-   * `byCommand`: the change was made during this call (the words say "by the command").
+   * Put `e` back to `want` (what it is now: `now`), keeping the changed version aside; the report line (once the
+   * batch is flushed). `who`: who may have made the change, in words replacing "by the command" (undefined: this
+   * call's command alone could have).
    */
   private undo(
     e: Entry,
@@ -422,11 +430,9 @@ export class GitGuard {
     now: EntryState,
     repair: Repairs,
     aside: { dir: string | undefined; made: boolean } | undefined,
-    byCommand: boolean,
+    who: string | undefined,
   ): () => { ok: boolean; text: string } {
-    const what = byCommand
-      ? describeChange(want, now)
-      : describeChange(want, now).replace("by the command", "while a sandbox of this server was running");
+    const what = who === undefined ? describeChange(want, now) : describeChange(want, now).replace("by the command", who);
     const keptAt = keepAside(aside, e.label, now);
     const result = restoreEntry(e, want, repair);
     const k = this.known.get(e.path);
@@ -451,6 +457,11 @@ export class GitGuard {
     const t0 = performance.now();
     const seq = ++this.seq;
     snap.run.end = seq;
+    // Whether another sandbox able to change `p` ran during this call: then the words do not blame this command.
+    const others = (p: string) =>
+      this.runs.some((r) => r !== snap.run && (r.end === undefined || r.end > snap.run.start) && changeable(r.view, p))
+        ? DURING_CALL
+        : undefined;
     const undone: string[] = [...snap.undone];
     const failed: string[] = [...snap.failed];
     // Parents before children: a `hooks/` put back as a folder before the hooks in it.
@@ -474,7 +485,7 @@ export class GitGuard {
         const want = k?.state ?? e.state;
         const now = currentState({ ...e, state: want }, this.files);
         if (!sameState(want, now) && (e.gitlink === undefined || nestedRepoWritable(e.gitlink.workTree, e.gitlink.path, view))) {
-          const line = this.undo(e, want, now, repair, aside, true);
+          const line = this.undo(e, want, now, repair, aside, others(e.path));
           pending.push(() => {
             folderWritten(e);
             return line();
@@ -485,7 +496,7 @@ export class GitGuard {
           for (const extra of extraChildren(e, recorded, repair)) {
             const label = labelOf(extra);
             const x: Entry = { path: extra, state: { kind: "absent" }, base: e.base, label };
-            const line = this.undo(x, { kind: "absent" }, stateOf(extra), repair, aside, true);
+            const line = this.undo(x, { kind: "absent" }, stateOf(extra), repair, aside, others(extra));
             pending.push(() => {
               folderWritten(x);
               return line();

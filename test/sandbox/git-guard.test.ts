@@ -111,7 +111,7 @@ describe("git guard", () => {
     writeFileSync(config, userVersion + "[core]\n\tfsmonitor = x\n");
     const c = guard.snapshot(view)!;
     expect(c.undone.length).toBe(1);
-    expect(c.undone[0]).toContain("while a sandbox of this server was running");
+    expect(c.undone[0]).toContain("while another call or session of this server was running");
     const at = /kept aside at (\S+)/.exec(c.undone[0]!)![1]!;
     expect(at.startsWith(kept + "/")).toBe(true);
     expect(readFileSync(at, "utf8")).toContain("fsmonitor = x");

@@ -20,7 +20,7 @@ import {
 } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { identOfFd, openDirNoFollow, runRepairs, type RepairOp } from "../../src/sandbox/git/repair.ts";
+import { identOfFd, openDirNoFollow, runRepairs, setOpenat2MissingForTest, type RepairOp } from "../../src/sandbox/git/repair.ts";
 import { repairBatch } from "../../src/sandbox/linux/git-repair-child.ts";
 import { landlockAbi } from "../../src/sandbox/linux/landlock.ts";
 import { closeQuiet } from "../../ffi/libc.ts";
@@ -111,6 +111,27 @@ describe.skipIf(!linux)("git repair through folder descriptors", () => {
       expect(existsSync(join(g, "config"))).toBe(false);
     });
   }
+
+  test("without openat2 (Linux < 5.6), the component walk refuses a link on the way just the same", () => {
+    setOpenat2MissingForTest(true);
+    try {
+      const r = root();
+      const outside = root();
+      const g = join(r, "a", "bare.git");
+      mkdirSync(g, { recursive: true });
+      const ident = identOf(g);
+      expect(runRepairs([{ dir: g, ident, kind: "write", name: "config", data: Buffer.from("ok"), mode: 0o644 }])).toEqual([undefined]);
+      expect(readFileSync(join(g, "config"), "utf8")).toBe("ok");
+      renameSync(join(r, "a"), join(r, "moved"));
+      symlinkSync(outside, join(r, "a"));
+      mkdirSync(join(outside, "bare.git"));
+      const res = runRepairs([{ dir: g, ident, kind: "write", name: "config", data: Buffer.from("planted"), mode: 0o644 }]);
+      expect(res[0]).toMatch(/it was replaced by a symbolic link/);
+      expect(readdirSync(join(outside, "bare.git"))).toEqual([]);
+    } finally {
+      setOpenat2MissingForTest(false);
+    }
+  });
 
   test.skipIf(landlockAbi() < 1)("the child is confined: its Landlock ruleset lets it write beneath the batch's folders only", () => {
     const r = root();

@@ -62,6 +62,11 @@ function errnoOf(e: unknown): number | undefined {
 
 let openat2Missing = false;
 
+/** Tests: behave as on a kernel without `openat2` (true), or detect it again (false). */
+export function setOpenat2MissingForTest(missing: boolean): void {
+  openat2Missing = missing;
+}
+
 /**
  * A descriptor (`O_PATH`) of folder `dir`, reached from `/` without following any link. Throws {@link Replaced}
  * when a component is a link or not a folder, or when it is missing.
