@@ -364,6 +364,19 @@ export class GitGuard {
         if (this.sandboxMayHaveChanged(e.path, k.seq)) {
           pending.push(this.undo(e, k.state, e.state, repair, aside, WHILE_RUNNING));
           k.seq = seq;
+          // A folder whose entries were all known (`hooks/`) that is a link or file now: made a folder again, with
+          // the entries it had (this snapshot could not record them through the link).
+          if (k.state.kind === "dir" && k.children === true && e.state.kind !== "dir") {
+            e.children = true;
+            const below = [...this.known.entries()].filter(([p]) => p.startsWith(`${e.path}/`)).sort((x, y) => x[0].length - y[0].length);
+            for (const [p, kk] of below) {
+              const child: Entry = { path: p, state: kk.state, base: e.base, label: labelOf(p), clean: kk.clean };
+              if (kk.children === true) child.children = true;
+              entries.push(child);
+              if (kk.state.kind !== "absent") pending.push(this.undo(child, kk.state, { kind: "absent" }, repair, aside, WHILE_RUNNING));
+              kk.seq = seq;
+            }
+          }
           e.state = k.state;
           e.clean = k.clean;
           continue;
@@ -377,6 +390,12 @@ export class GitGuard {
         const line = l();
         (line.ok ? undone : failed).push(line.text);
       }
+      // A folder put back (a `hooks/` that was a link) is a new one: the check's repairs go into that one.
+      if (pending.length > 0)
+        for (const e of entries) {
+          const ident = identOf(e.path);
+          if (e.state.kind === "dir" && ident !== undefined && lstatQuiet(e.path)?.isDirectory() === true) folders.set(e.path, ident);
+        }
     } finally {
       repair.close();
     }

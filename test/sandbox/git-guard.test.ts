@@ -130,4 +130,27 @@ describe("git guard", () => {
     guard.check(d, view);
     guard.check(elsewhere, { full: false, roots: [other], readOnly: [] });
   });
+
+  test("issue 38: hooks/ swapped for a link while a session runs is made a folder again at the next snapshot, and that call's own hook is then removed from the new folder", () => {
+    const { root, ws, view } = tree();
+    const outside = join(root, "outside");
+    mkdirSync(outside);
+    writeFileSync(join(outside, "keep"), "k");
+    const guard = new GitGuard({ keptDir: join(root, "kept") });
+    const hooks = join(ws, ".git", "hooks");
+    const session = guard.snapshot(view)!;
+    execFileSync("mv", [hooks, join(ws, "hooks-moved")]);
+    symlinkSync(outside, hooks);
+    const call = guard.snapshot(view)!;
+    expect(call.failed).toEqual([]);
+    expect(lstatSync(hooks).isDirectory()).toBe(true);
+    // With the hooks it had (git init's samples here).
+    expect(existsSync(join(hooks, "pre-commit.sample"))).toBe(true);
+    writeFileSync(join(hooks, "pre-commit"), "#!/bin/sh\n");
+    const r = guard.check(call, view);
+    expect(r.failed).toEqual([]);
+    expect(existsSync(join(hooks, "pre-commit"))).toBe(false);
+    expect(readFileSync(join(outside, "keep"), "utf8")).toBe("k");
+    guard.check(session, view);
+  });
 });
