@@ -13,7 +13,18 @@
  *   undone but kept aside under CODEX_HOME, where the report says.
  */
 import { afterAll, describe, expect, test } from "bun:test";
-import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync, chmodSync, statSync } from "node:fs";
+import {
+  chmodSync,
+  closeSync,
+  constants,
+  existsSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
 import { join } from "node:path";
 import { closeAll, confDir, oneCommitRepo, requirePrograms, serveWithPid } from "../helpers/attack.ts";
 import { skipWithout } from "../helpers/prereq.ts";
@@ -84,7 +95,7 @@ describe.skipIf(skipWithout("git guard race suite", missing))("issue 38: the gua
   for (const backend of ["landlock", "bwrap"] as const)
     for (const racer of ["session", "parallel shell call"] as const)
       test(`item 1 (${backend}, ${racer}): a bare repository exchanged with a link to outside: nothing outside changes`, async () => {
-        const { s, outside, run, exec } = await setup(backend);
+        const { s, ws, outside, run, exec } = await setup(backend);
         const before = listing(outside);
         const made = await run(`git init -q --bare bare.git && ln -s ${outside} L && echo made`);
         expect(made.output).toContain("made");
@@ -103,8 +114,28 @@ describe.skipIf(skipWithout("git guard race suite", missing))("issue 38: the gua
           if (r.output.includes("git control files")) reports++;
           expect(listing(outside)).toEqual(before);
         }
-        // The guard saw and undid the changes in most calls (the test exercised the repair).
-        expect(reports).toBeGreaterThan(CALLS / 4);
+        // The guard saw and undid the changes in most calls (the test exercised the repair) — unless the kernel
+        // keeps the bare repository read-only (bubblewrap once every git dir is bound read-only, issue 38 item 3):
+        // then its config never changed.
+        if (backend === "bwrap" && reports === 0) {
+          // The racer still exchanges the two names: read the config of whichever is the folder, through a
+          // descriptor opened without following a link (retried).
+          let text: string | undefined;
+          for (let i = 0; i < 100 && text === undefined; i++)
+            for (const n of ["bare.git", "L"]) {
+              if (text !== undefined) break;
+              let fd: number | undefined;
+              try {
+                fd = openSync(join(ws, n), constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW);
+                text = readFileSync(`/proc/self/fd/${fd}/config`, "utf8");
+              } catch {
+              } finally {
+                if (fd !== undefined) closeSync(fd);
+              }
+            }
+          expect(text).toBeDefined();
+          expect(text).not.toContain("fsmonitor");
+        } else expect(reports).toBeGreaterThan(CALLS / 4);
         void parallel?.catch(() => undefined);
         // The repairs ran in the confined child, not in the server (which logs when it has to).
         expect(s.stderr()).not.toContain("no Landlock confinement");
