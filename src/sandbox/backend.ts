@@ -174,7 +174,7 @@ export class CallSandbox {
     const s = this.state;
     this.planned ??=
       s.profile !== undefined
-        ? planPermissionProfile(s.profile, s.policyCwd)
+        ? planPermissionProfile(s.profile, s.policyCwd, s.env)
         : planSandboxPolicy(s.policy, s.policyCwd, s.env, this.enforcement === "bwrap" ? { workdir: s.workdir } : undefined);
     return this.planned;
   }

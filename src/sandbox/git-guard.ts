@@ -54,6 +54,7 @@ import {
 } from "node:fs";
 import { basename, dirname, isAbsolute, join, relative, resolve } from "node:path";
 import { gitlinksOf } from "./git-layout.ts";
+import { discoverGitDirs, FIRST_SEARCH_MAX_DIRS, MAX_FRONTIER_BINDS } from "./git/discover.ts";
 import { MAX_INDEX_BYTES, readUntrusted, readUntrustedText } from "../untrusted-fs.ts";
 import { visible } from "../safe-text.ts";
 import { isUnder } from "./policy.ts";
@@ -65,8 +66,6 @@ import { DirFds, runRepairs, type RepairOp, type RepairResult } from "./git/repa
 export const MAX_SEARCH_DEPTH = 4;
 /** Folders read in all, per call, while searching for repositories (breadth-first: shallow ones first). */
 export const MAX_SEARCH_DIRS = 3000;
-/** Folders never entered while searching (dependency trees: thousands of folders, no repository a human uses). */
-const SKIPPED_NAMES = new Set(["node_modules"]);
 /** Git dirs recorded per call (repositories, linked worktrees and submodule git dirs together). */
 export const MAX_GIT_DIRS = 200;
 /** Entries recorded below one `hooks/` or `info/` folder (more: the folder is recorded as changed-or-not only). */
@@ -265,7 +264,7 @@ export class GitGuard {
       if (st.kind === "file") kept += st.data.length;
       return st;
     };
-    const found = findGitDirs(view.roots);
+    const found = findGitDirs(view.roots, view);
     const entries: Entry[] = [];
     const indexes: IndexState[] = [];
     const seen = new Set<string>();
@@ -755,51 +754,32 @@ interface FoundRepo {
 }
 
 /**
- * Repositories under `roots`: folders with a `.git` folder or `gitdir:` file, and bare repositories (a folder with
- * `HEAD`, `objects/` and `refs/`). Breadth-first, symlinks never followed, {@link SKIPPED_NAMES} not entered.
+ * Repositories under `roots`, from the one discovery (./git/discover.ts: work trees' `.git` folders and files, bare
+ * repositories and other git dirs at any depth, the originals recorded when each root was first planned, first).
+ * `truncated` stays empty: a root whose complete search stopped at its bound has a frontier of folders not searched,
+ * and when `view` lets the sandbox write one of them (Landlock, or more than bubblewrap binds) this throws, so the
+ * call is refused with the reason instead of running with repositories nobody checks.
  */
-function findGitDirs(roots: readonly string[]): { repos: FoundRepo[]; truncated: string[] } {
-  const repos: FoundRepo[] = [];
-  const truncated = new Set<string>();
-  const visited = new Set<string>();
-  let budget = MAX_SEARCH_DIRS;
-  const queue: { dir: string; depth: number; root: string }[] = roots.map((r) => ({ dir: r, depth: 0, root: r }));
-  while (queue.length > 0) {
-    const { dir, depth, root } = queue.shift()!;
-    if (visited.has(dir)) continue;
-    visited.add(dir);
-    if (budget-- <= 0) {
-      truncated.add(root);
-      continue;
-    }
-    let names: import("node:fs").Dirent[];
-    try {
-      names = readdirSync(dir, { withFileTypes: true });
-    } catch {
-      continue;
-    }
-    const has = (n: string, dirOnly: boolean) =>
-      names.some((d) => d.name === n && (dirOnly ? d.isDirectory() : d.isFile() || d.isSymbolicLink()));
-    if (has("HEAD", false) && has("objects", true) && has("refs", true)) {
-      repos.push({ gitDir: dir }); // bare (or a git dir reached directly): never entered
-      continue;
-    }
-    for (const d of names) {
-      if (d.name === ".git") {
-        const p = join(dir, ".git");
-        if (d.isDirectory()) repos.push({ gitDir: p, workTree: dir });
-        else if (d.isFile()) {
-          const target = pointerTarget(p);
-          repos.push(target === undefined ? { pointer: p, workTree: dir } : { pointer: p, gitDir: target, workTree: dir });
-        } else repos.push({ pointer: p, workTree: dir }); // a symlink or other: recorded as it is
-        continue;
-      }
-      if (!d.isDirectory() || SKIPPED_NAMES.has(d.name)) continue;
-      if (depth + 1 > MAX_SEARCH_DEPTH) continue; // the depth bound: documented, not reported per call
-      queue.push({ dir: join(dir, d.name), depth: depth + 1, root });
-    }
+function findGitDirs(roots: readonly string[], view: WritableView): { repos: FoundRepo[]; truncated: string[] } {
+  const found = discoverGitDirs(roots);
+  const open = found.frontier.find((f) => canWrite(view, f));
+  if (open !== undefined) {
+    const root = roots.find((r) => isUnder(open, r)) ?? open;
+    throw new Error(
+      `${visible(root)} holds more than ${FIRST_SEARCH_MAX_DIRS} folders, so shellmcp could not search all of it for git repositories, ` +
+        `and this sandbox cannot keep the ${found.frontier.length} folders it did not search (${visible(open)}, …) read-only; ` +
+        `narrow the writable folders (a smaller working folder, \`exclude_slash_tmp\`, fewer \`writable_roots\`)` +
+        `${found.frontier.length <= MAX_FRONTIER_BINDS ? ", or use the bubblewrap backend" : ""}`,
+    );
   }
-  return { repos, truncated: [...truncated] };
+  return {
+    repos: found.repos.map((e) => ({
+      ...(e.pointer !== undefined ? { pointer: e.pointer } : {}),
+      ...(e.gitDir !== undefined ? { gitDir: e.gitDir } : {}),
+      ...(e.workTree !== undefined ? { workTree: e.workTree } : {}),
+    })),
+    truncated: [],
+  };
 }
 
 /** The git dir a `.git` file points at (`gitdir: <path>`, relative to the file's folder), or undefined. */

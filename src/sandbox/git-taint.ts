@@ -77,11 +77,23 @@ const original = new Set<string>();
 /** At most this many original git dirs are remembered (past it, a git dir seen later is not: it fails closed). */
 const MAX_ORIGINAL = 10_000;
 
+/** How many sandboxes were handed out ({@link noteWritable}): what a cached search of their places is valid for. */
+let handOuts = 0;
+
+/**
+ * The number of sandboxes and rooms handed out so far (each {@link noteWritable}): a search of writable places made
+ * at one count describes them only while no sandbox has run since (./git/discover.ts reuses one within a call).
+ */
+export function handOutGeneration(): number {
+  return handOuts;
+}
+
 /**
  * Record the writable places of a sandbox (a call's, or a room's) this server hands out, before anything runs in
  * it. Main thread.
  */
 export function noteWritable(view: WritableView | { full: false; roots: readonly string[] }): void {
+  handOuts++;
   const since = Date.now() - START_MARGIN_MS;
   for (const r of view.full ? ["/"] : view.roots) if (!places.has(r)) places.set(r, since);
   if (places.size > MAX_PLACES) {

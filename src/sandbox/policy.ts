@@ -6,11 +6,12 @@
  * of Codex's app-server API is accepted too. Unlike Codex, unknown fields are an error, not ignored: a typo in
  * `network_access` must not silently change what is enforced.
  */
-import { existsSync, lstatSync, readdirSync, realpathSync, statSync, type Dirent } from "node:fs";
+import { existsSync, lstatSync, realpathSync, statSync } from "node:fs";
 import { basename, dirname, isAbsolute, join, normalize, resolve, sep } from "node:path";
 import { ShellmcpError } from "../errors.ts";
 import { log } from "../log.ts";
 import { readUntrustedText } from "../untrusted-fs.ts";
+import { discoverRoot, frontierBindLimit, MAX_FRONTIER_BINDS } from "./git/discover.ts";
 
 /** Read access: everything, or only some roots (+ optional platform defaults). */
 export type ReadOnlyAccess = { type: "full-access" } | { type: "restricted"; include_platform_defaults: boolean; readable_roots: string[] };
@@ -348,30 +349,14 @@ export function rootInConfigDir(root: string): string | undefined {
 }
 
 /**
- * How many folder levels below a writable root the search for nested repositories reads: a repository whose work
- * tree is at most this deep (`/tmp/a/b/c`, its `.git` at level 4) is found. Deeper ones are found only on the way
- * from the call's working folder up to the root ({@link nestedGitPaths}).
+ * The control entries of a git dir that git reads commands or another git dir's location from: kept read-only under
+ * bubblewrap in every git dir found that is not already inside a read-only `.git` (bare repositories, git dirs named
+ * otherwise). Folders (`hooks/`, `info/`) are kept from being created when missing; missing files are not (a mount
+ * point for a file would have to be made on the host, where git reads it: the git guard checks them after the call).
  */
-export const NESTED_GIT_MAX_DEPTH = 3;
-
-/**
- * Most folders one search for nested repositories reads (per writable root). Past it the search stops, and says so
- * in the log: repositories it did not reach keep a writable `.git` (measured: 2000 folders of a /tmp-like tree are
- * read in about 10 ms, see docs/sandbox.md).
- */
-export const NESTED_GIT_MAX_DIRS = 2000;
-
-/**
- * How long one search's result is reused, ms: a call plans its sandbox, the boundary's model of it and its room's
- * base from the same roots within a few milliseconds, and must see the same repositories in all three (the model
- * equal to what the kernel enforces); later calls search again.
- */
-export const NESTED_GIT_REUSE_MS = 1000;
-
-const nestedGitMemo = new Map<string, { at: number; paths: string[] }>();
-
-/** Folders the search never enters: dependency trees (large, and their repositories are not the user's). */
-const NESTED_GIT_SKIP = new Set([".git", "node_modules"]);
+export const GIT_CONTROL_FILES = ["config", "config.worktree", "commondir", "gitdir"] as const;
+/** See {@link GIT_CONTROL_FILES}: the control folders (hooks run, info read as configuration). */
+export const GIT_CONTROL_DIRS = ["hooks", "info"] as const;
 
 /**
  * The git control paths of the `.git` entry `dotGit` (an `lstat`ed entry): the entry itself when it is a folder
@@ -410,51 +395,44 @@ function entryKind(p: string): "dir" | "file" | "other" | undefined {
 }
 
 /**
- * The `.git` entries of repositories below the writable `root` (canonical), with the gitdirs `.git` files point
- * at (see {@link gitEntryPaths}): every `.git` folder or file at most {@link NESTED_GIT_MAX_DEPTH} levels below
- * `root` (breadth first, at most {@link NESTED_GIT_MAX_DIRS} folders read, symlinks never followed, `.git` and
- * `node_modules` never entered), and every `.git` on the way from `workdir` (when it lies below `root`) up to
- * `root`, whatever the depth. `root`'s own `.git` is not listed ({@link readOnlySubpaths} has it). `roots`: every
- * writable root of the plan (canonical), for the pointer checks. Never throws: an unreadable folder is skipped.
- * A result is reused for {@link NESTED_GIT_REUSE_MS} (same arguments).
+ * The read-only paths that keep the git control state of every git dir below the writable `root` (canonical) out of
+ * the sandbox's reach, from the one discovery (./git/discover.ts `discoverRoot`: complete the first time a root is
+ * planned, recorded by identity, no depth limit, symlinks never followed, `node_modules` never entered):
+ * - every work tree's `.git` folder or file below the top, whole, plus the git dir a `.git` file names (see
+ *   {@link gitEntryPaths}); `root`'s own `.git` is not listed ({@link readOnlySubpaths} has it);
+ * - every other git dir (bare repositories, `--separate-git-dir` folders, linked worktrees' admin folders, submodule
+ *   git dirs) not inside one of those: its {@link GIT_CONTROL_FILES} that exist and its {@link GIT_CONTROL_DIRS}
+ *   (held when missing); when one of them is a symlink, the whole git dir (a link cannot be covered by a mount, and
+ *   the sandbox could replace it), plus the link's target when that lies inside `root`;
+ * - the folders the complete search did not read (its bound was reached): unknown, so read-only; past
+ *   {@link MAX_FRONTIER_BINDS} of them none (the git guard then refuses the call, with the reason);
+ * - every `.git` on the way from `workdir` (when it lies below `root`) up to `root`.
+ * `roots`: every writable root of the plan (canonical), for the pointer checks. Never throws.
  */
 export function nestedGitPaths(root: string, roots: readonly string[], workdir?: string): string[] {
-  const key = JSON.stringify([root, roots, workdir ?? null]);
-  const now = performance.now();
-  const memo = nestedGitMemo.get(key);
-  if (memo !== undefined && now - memo.at < NESTED_GIT_REUSE_MS) return [...memo.paths];
-  for (const [k, v] of nestedGitMemo) if (now - v.at >= NESTED_GIT_REUSE_MS) nestedGitMemo.delete(k);
-  const paths = searchNestedGit(root, roots, workdir);
-  nestedGitMemo.set(key, { at: now, paths });
-  return [...paths];
-}
-
-function searchNestedGit(root: string, roots: readonly string[], workdir?: string): string[] {
-  const out: string[] = [];
-  const queue: { dir: string; depth: number }[] = [{ dir: root, depth: 0 }];
-  let read = 0;
-  for (let i = 0; i < queue.length; i++) {
-    const { dir, depth } = queue[i]!;
-    if (read >= NESTED_GIT_MAX_DIRS) {
-      log.warn("the search for nested repositories stopped: too many folders", { root, read, left: queue.length - i });
-      break;
-    }
-    read++;
-    let entries: Dirent[];
-    try {
-      entries = readdirSync(dir, { withFileTypes: true });
-    } catch {
-      continue;
-    }
-    for (const e of entries) {
-      const p = join(dir, e.name);
-      if (e.name === ".git") {
-        if (depth > 0) out.push(...gitEntryPaths(p, e.isDirectory() ? "dir" : e.isFile() ? "file" : "other", roots));
-      } else if (e.isDirectory() && depth < NESTED_GIT_MAX_DEPTH && !NESTED_GIT_SKIP.has(e.name)) {
-        queue.push({ dir: p, depth: depth + 1 });
-      }
-    }
+  const found = discoverRoot(root);
+  const whole: string[] = [];
+  const ownGit = join(root, ".git");
+  if (entryKind(ownGit) === "dir") whole.push(ownGit);
+  const others: string[] = [];
+  for (const e of found.repos) {
+    if (e.dotGit && e.workTree !== undefined) {
+      const dotGit = e.pointer ?? join(e.workTree, ".git");
+      if (e.workTree === root) continue;
+      const kind = entryKind(dotGit);
+      if (kind !== undefined) whole.push(...gitEntryPaths(dotGit, kind, roots));
+    } else if (e.gitDir !== undefined) others.push(e.gitDir);
   }
+  const out = [...whole.filter((p) => p !== ownGit)];
+  const covered = (p: string) => whole.some((w) => isUnder(p, w)) || out.some((w) => isUnder(p, w));
+  for (const g of [...new Set(others)]) {
+    if (!isUnder(g, root) || roots.some((r) => isUnder(r, g)) || covered(g)) continue;
+    out.push(...controlEntries(g, root));
+  }
+  const frontier = found.frontier.filter((f) => isUnder(f, root) && entryKind(f) === "dir" && !covered(f));
+  // Too many to bind one by one: none is listed, so the writable model lets the sandbox write them and the git
+  // guard refuses the call with the reason (git-guard.ts `findGitDirs`).
+  if (frontier.length <= frontierBindLimit()) out.push(...frontier);
   if (workdir !== undefined) {
     const w = canonicalMissing(workdir);
     if (w !== root && isUnder(w, root)) {
@@ -465,7 +443,61 @@ function searchNestedGit(root: string, roots: readonly string[], workdir?: strin
       }
     }
   }
-  return [...new Set(out)];
+  // An entry inside another (a submodule's `.git` kept in a read-only `.git/modules/`) needs no mount of its own.
+  const all = [...new Set(out)];
+  const outer = [...all, ...whole.filter((w) => w === ownGit)];
+  const listed = all.filter((p) => !outer.some((o) => o !== p && isUnder(p, o)));
+  if (discoveredPaths.size > MAX_FOUND_REMEMBERED) discoveredPaths.clear();
+  for (const p of listed) if (p !== root) discoveredPaths.add(p);
+  return listed;
+}
+
+/** Paths {@link nestedGitPaths} listed (at most {@link MAX_FOUND_REMEMBERED}; past it the set starts again). */
+const discoveredPaths = new Set<string>();
+const MAX_FOUND_REMEMBERED = 100_000;
+
+/**
+ * Whether `p` is a read-only path {@link nestedGitPaths} listed in this process (a git control entry or a folder the
+ * discovery did not read): bubblewrap binds such a path with `-try`, since the folder it lies in may be removed by
+ * another process before the mounts are made (./linux/bwrap.ts). A path forgotten is bound strictly (safe, only
+ * less forgiving).
+ */
+export function foundByDiscovery(p: string): boolean {
+  return discoveredPaths.has(p);
+}
+
+/** The read-only entries of git dir `g` inside `root` (see {@link nestedGitPaths}). */
+function controlEntries(g: string, root: string): string[] {
+  const out: string[] = [];
+  for (const name of [...GIT_CONTROL_FILES, ...GIT_CONTROL_DIRS]) {
+    const p = join(g, name);
+    const kind = entryKind(p);
+    if (kind === undefined) {
+      if ((GIT_CONTROL_DIRS as readonly string[]).includes(name)) out.push(p);
+      continue;
+    }
+    if (kind === "other") {
+      let target: string | undefined;
+      try {
+        target = lstatSync(p).isSymbolicLink() ? realpathSync(p) : undefined;
+      } catch {
+        target = undefined;
+      }
+      // The link's target too, when it lies in the root — for a git dir of this user's only: another local user's
+      // repository in a shared /tmp must not choose a folder of ours to make read-only.
+      const mine = (() => {
+        try {
+          return lstatSync(g).uid === process.getuid?.();
+        } catch {
+          return false;
+        }
+      })();
+      const links = mine && target !== undefined && target !== root && isUnder(target, root) && !isUnder(g, target) ? [target] : [];
+      return [g, ...links];
+    }
+    out.push(p);
+  }
+  return out;
 }
 
 /**
@@ -477,15 +509,46 @@ function searchNestedGit(root: string, roots: readonly string[], workdir?: strin
  */
 export function readOnlySubpaths(root: string, isCwd: boolean, nested?: { roots: readonly string[]; workdir?: string }): string[] {
   const out: string[] = [];
+  // A symlink named like a protected path at the top of a root that is not the cwd's (`ln -s /var /tmp/.codex`,
+  // made by another local user or an earlier call) is treated as absent rather than refusing every later call: a
+  // mount cannot cover a link, and nothing is lost by not covering it. An absent `.git`, `.agents` or `.codex` at
+  // such a top is not protected either (the sandbox may create one there), and writing through the link reaches
+  // only its target, which is read-only unless it lies in a writable root, where it has that root's protection
+  // (a repository there is found and kept read-only on its own). The cwd root's own entries keep Codex's rule: a
+  // symlink there is listed, and bubblewrap refuses the call ("crosses writable symlink").
+  const present = (p: string, dirOnly: boolean) => {
+    let st;
+    try {
+      st = lstatSync(p);
+    } catch {
+      return false;
+    }
+    if (st.isSymbolicLink()) return isCwd && (dirOnly ? isDir(p) : existsSync(p));
+    return dirOnly ? st.isDirectory() : true;
+  };
   const git = join(root, ".git");
-  if (existsSync(git)) {
+  if (present(git, false)) {
     const pointed = gitdirPointer(git);
-    if (pointed !== undefined) out.push(pointed);
+    // At a shared root's top (`/tmp/.git` of another local user) a pointer decides nothing it could abuse: only a
+    // git dir (with `HEAD`) that holds no writable root is kept read-only (else `gitdir: /home/me/project` would
+    // make the user's workspace read-only in every call).
+    const sharedOk = (t: string) => {
+      const c = canonicalMissing(t);
+      const head = (() => {
+        try {
+          return lstatSync(join(c, "HEAD")).isFile();
+        } catch {
+          return false;
+        }
+      })();
+      return head && !isUnder(root, c) && !(nested?.roots ?? []).some((r) => isUnder(r, c));
+    };
+    if (pointed !== undefined && (isCwd || sharedOk(pointed))) out.push(pointed);
     out.push(git);
   }
-  if (isDir(join(root, ".agents"))) out.push(join(root, ".agents"));
+  if (present(join(root, ".agents"), true)) out.push(join(root, ".agents"));
   const codex = join(root, ".codex");
-  if (existsSync(codex) || isCwd) out.push(codex);
+  if (present(codex, false) || isCwd) out.push(codex);
   if (nested !== undefined) out.push(...nestedGitPaths(root, nested.roots, nested.workdir));
   out.push(...configCarveOuts(root));
   return [...new Set(out)];

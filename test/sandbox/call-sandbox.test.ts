@@ -3,10 +3,11 @@
  * for each situation, and what the `CallSandbox` (src/sandbox/backend.ts) answers its consumers — the enforcing
  * mechanism, proxy mode's wiring, the weaker-protection reason, the escalation room's backend, the writable view —
  * without any helper flag read back. The argv themselves are pinned by test/unit/golden-launch-argv.test.ts.
- * Pure: bubblewrap's preflight is a counted fake, the workspace a fixture folder.
+ * Pure: bubblewrap's preflight is a counted fake, the workspace a fixture folder — except the last part, which runs
+ * the call's own sandbox and checks its writable view against the kernel.
  */
 import { afterAll, describe, expect, test } from "bun:test";
-import { mkdirSync, mkdtempSync, realpathSync, rmSync } from "node:fs";
+import { mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { SandboxState } from "../../src/mcp/sandbox-state.ts";
@@ -14,9 +15,13 @@ import { CallSandbox, NO_SANDBOX } from "../../src/sandbox/backend.ts";
 import type { BwrapProbe } from "../../src/sandbox/linux/bwrap.ts";
 import { parsePermissionProfile } from "../../src/sandbox/permission-profile.ts";
 import { parseSandboxPolicy, protectedConfigDirs, setProtectedConfigDirs, type SandboxPolicy } from "../../src/sandbox/policy.ts";
-import { writableView } from "../../src/sandbox/writable.ts";
 import { BackendChoice, type CallContext } from "../../src/serve/backend.ts";
 import { selfExePath } from "../../src/self.ts";
+import { landlockAbi } from "../../src/sandbox/linux/landlock.ts";
+import { ensureBinary } from "../helpers/binary.ts";
+import { skipWithout, toolMissing } from "../helpers/prereq.ts";
+import { describe as describeOutcome, HELPER, isFailure, runCall, type Backend } from "../security/differential/harness.ts";
+import type { Probe } from "../security/differential/layout.ts";
 
 const root = realpathSync(mkdtempSync(join(tmpdir(), "call-sandbox-")));
 const ws = join(root, "ws");
@@ -138,11 +143,10 @@ describe("BackendChoice.forCall", () => {
 });
 
 describe("CallSandbox", () => {
-  test("the writable view is the policy's as the backend enforces it, with the workdir's repository; computed once", () => {
+  test("the writable view is computed once; under Landlock nothing inside a root is read-only", () => {
     const { backend } = choice("auto", { ok: true, path: "/usr/bin/bwrap" });
     const c = call(backend, state(WW));
     const view = c.writable();
-    expect(view).toEqual(writableView(WW, ws, "bwrap", env, ws));
     expect(view.readOnly).toContain(join(ws, ".git"));
     expect(c.writable()).toBe(view);
     const landlock = call(choice("landlock", { ok: false }).backend, state(WW));
@@ -155,5 +159,42 @@ describe("CallSandbox", () => {
     expect(c.plan()).toBe(c.plan());
     expect(c.plan().writableRoots.map((w) => w.root)).toEqual([ws, join(root, "tmp")]);
     expect(c.plan().writableRoots[0]!.readOnlySubpaths).toContain(join(ws, ".git"));
+  });
+});
+
+/**
+ * The call's writable view against its own sandbox (issue 38): the call chosen by `BackendChoice.forCall`, started
+ * with its own `launch()` argv (bubblewrap directly, our Landlock helper), probed from inside; each probe's outcome
+ * must be what `canWrite` on `CallSandbox.writable()` says (test/security/differential/harness.ts, whose whole tier
+ * is test/security/differential.test.ts and bench/differential.ts).
+ */
+describe.skipIf(skipWithout("CallSandbox against the kernel", toolMissing("python3", "bwrap")))("CallSandbox against the kernel", () => {
+  const probes: Probe[] = [
+    { op: "write", path: join(ws, "file.txt") },
+    { op: "create", path: join(ws, "new.txt") },
+    { op: "write", path: join(ws, ".git", "config") },
+    { op: "create", path: join(ws, ".git", "hooks", "pre-commit") },
+    { op: "create", path: join(ws, ".codex", "config.toml") },
+    { op: "chmod", path: join(ws, ".git") },
+    { op: "create", path: join(root, "tmp", "t.txt") },
+    { op: "write", path: join(root, "outside.txt") },
+    { op: "create", path: join(codexHome, "config.toml") },
+  ];
+  const site = { policy: WW, ws, workdir: ws, env, codexHome };
+  const helperCtx = { helperExe: HELPER };
+
+  test.each([
+    ["bwrap" as const, { kind: "bwrap", via: "direct" } as Backend, [true, true, false, false, false, false, true, false, false]],
+    ["landlock" as const, { kind: "landlock", abi: landlockAbi({}) } as Backend, [true, true, true, true, true, true, true, false, false]],
+  ])("%s: the view says what the call's own sandbox enforces", async (kind, b, says) => {
+    ensureBinary();
+    writeFileSync(join(ws, "file.txt"), "x");
+    writeFileSync(join(ws, ".git", "config"), "[core]\n");
+    writeFileSync(join(root, "outside.txt"), "x");
+    const { backend } = choice(kind, { ok: true, path: "/usr/bin/bwrap" });
+    const c = call(backend, state(WW), helperCtx);
+    const outcomes = await runCall(c, b, site, probes);
+    expect(outcomes.map((o) => o.model)).toEqual(says);
+    expect(outcomes.filter(isFailure).map((o) => describeOutcome(o, root))).toEqual([]);
   });
 });

@@ -108,11 +108,13 @@ describe.skipIf(skipWithout("git taint suite", shellsMissing()))("a .git written
     await settle();
     const s = await serve(ws, "host");
     const marker = join(s.codexHome, "pwned-deep");
-    expect(await call(s, plant(deep, "cd; touch pwned-deep"), ws)).toContain("PLANTED");
+    // Issue 38: every repository below a root is found, at any depth, and its .git is read-only under bubblewrap.
+    const planted = await call(s, plant(deep, "cd; touch pwned-deep"), ws);
+    expect(planted).not.toContain("PLANTED");
+    expect(planted).toContain("Read-only file system");
     const o = await call(s, "git status --short >/dev/null 2>&1; echo STATUS-DONE", deep);
     expect(o).toContain("STATUS-DONE");
     expect(existsSync(marker)).toBe(false);
-    expect(o).toContain("changed while shellmcp ran");
   }, 60_000);
 
   test("a hooks folder renamed into a deep repository's .git (its hooks keep their old ctimes) is not trusted", async () => {
@@ -130,11 +132,11 @@ describe.skipIf(skipWithout("git taint suite", shellsMissing()))("a .git written
     });
     const marker = join(s.codexHome, "pwned-hooks");
     const swap = `mv ${deep}/.git/hooks ${deep}/.git/hooks-old && mv ${ws}/fixture-hooks ${deep}/.git/hooks && echo SWAPPED`;
-    expect(await call(s, swap, ws)).toContain("SWAPPED");
+    // Issue 38: the deep repository is found (no depth limit) and its .git is read-only: the swap is refused.
+    expect(await call(s, swap, ws)).not.toContain("SWAPPED");
     const o = await call(s, "git commit -q --allow-empty -m two >/dev/null 2>&1; echo COMMIT-DONE", deep);
     expect(o).toContain("COMMIT-DONE");
     expect(existsSync(marker)).toBe(false);
-    expect(o).toContain("changed while shellmcp ran");
   }, 60_000);
 
   test("a folder of old git files renamed into place as a .git (a project's fixture) is not trusted", async () => {
@@ -147,11 +149,12 @@ describe.skipIf(skipWithout("git taint suite", shellsMissing()))("a .git written
     await settle();
     const s = await serve(ws, "host");
     const marker = join(s.codexHome, "pwned-moved");
-    expect(await call(s, "mv fixture-git scratch/.git && echo MOVED", ws)).toContain("MOVED");
+    // Issue 38: the fixture is a git dir found by the discovery; its folder is pinned (a mount point) and its
+    // control files read-only, so it cannot be moved into place.
+    expect(await call(s, "mv fixture-git scratch/.git && echo MOVED", ws)).not.toContain("MOVED");
     const o = await call(s, "git status --short >/dev/null 2>&1; echo STATUS-DONE", scratch);
     expect(o).toContain("STATUS-DONE");
     expect(existsSync(marker)).toBe(false);
-    expect(o).toContain("appeared or was moved there");
   }, 60_000);
 
   test("a project's folder of old git-looking files made a linked worktree's common dir by a new .git file is not trusted", async () => {
@@ -244,8 +247,9 @@ describe.skipIf(skipWithout("git taint suite", shellsMissing()))("a .git written
     await settle();
     const s = await serve(ws, "host");
     const o1 = await call(s, plant(repo, "cd; touch pwned-guard"), ws);
-    expect(o1).toContain("PLANTED");
-    expect(readFileSync(join(repo, ".git", "config"), "utf8")).toBe(before); // the guard put it back
+    // Issue 38: refused by the kernel now (the repository is found at any depth); nothing to put back.
+    expect(o1).not.toContain("PLANTED");
+    expect(readFileSync(join(repo, ".git", "config"), "utf8")).toBe(before);
     const o = await call(s, "git status --short; echo STATUS-DONE", repo);
     expect(o).toContain("STATUS-DONE");
     expect(o).not.toContain("not escalated");
@@ -260,8 +264,8 @@ describe.skipIf(skipWithout("git taint suite", shellsMissing()))("a .git written
     // No hooks folder: the config alone decides (git init's sample hooks would count as written too).
     const init = `mkdir -p ${repo} && git init -q ${repo} && rm -r ${repo}/.git/hooks && ${plant(repo, "cd; touch pwned-launder")}`;
     expect(await call(s, init, ws)).toContain("PLANTED");
-    // Call 2 changes the (planted) config; the guard puts the planted text back, with a fresh ctime.
-    expect(await call(s, `echo >> ${repo}/.git/config && echo TOUCHED`, ws)).toContain("put back");
+    // Call 2 finds the repository call 1 made and keeps its .git read-only (issue 38): the config stays planted.
+    expect(await call(s, `echo >> ${repo}/.git/config && echo TOUCHED`, ws)).not.toContain("TOUCHED");
     const o = await call(s, "git status --short >/dev/null 2>&1; echo STATUS-DONE", repo);
     expect(o).toContain("STATUS-DONE");
     expect(existsSync(marker)).toBe(false);

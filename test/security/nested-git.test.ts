@@ -3,9 +3,9 @@
  * is pinned, so a project under /tmp is no longer a writable root of its own, and only top-level `.git`s were kept
  * read-only: its `.git/config` and `.git/hooks/pre-commit` were writable from the sandbox (the user's next
  * `git commit` runs the hook). Under bubblewrap the kernel now stops the write at any depth that matters: the
- * `.git` of every repository up to policy.ts `NESTED_GIT_MAX_DEPTH` levels below a writable root, and of the
- * repository the call's working folder lies in, at any depth. Judged on the host; the work trees stay writable.
- * The model the escalation boundary judges by (`writableView`) says the same as the kernel.
+ * `.git` of every repository below a writable root, at any depth (src/sandbox/git/discover.ts, issue 38). Judged on
+ * the host; the work trees stay writable. The model the escalation boundary judges by (`CallSandbox.writable`)
+ * says the same as the kernel: checked by a probe inside the call's real sandbox.
  */
 import { afterAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
@@ -15,7 +15,9 @@ import { ROOT } from "../helpers/binary.ts";
 import { skipWithout } from "../helpers/prereq.ts";
 import { shellsMissing } from "../helpers/shells.ts";
 import { parseSandboxPolicy } from "../../src/sandbox/policy.ts";
-import { canWrite, writableView } from "../../src/sandbox/writable.ts";
+import { landlockAbi } from "../../src/sandbox/linux/landlock.ts";
+import { callFor, describe as describeOutcome, isFailure, runCall, type Backend } from "./differential/harness.ts";
+import type { Probe } from "./differential/layout.ts";
 
 const base = mkdtempSync(join("/tmp", "shellmcp-nested-"));
 afterAll(async () => {
@@ -93,26 +95,36 @@ describe.skipIf(skipWithout("nested repositories suite", shellsMissing()))(
       expect(readFileSync(join(linked, ".git"), "utf8")).toBe(pointer);
     }, 60_000);
 
-    test("the boundary's model says what the kernel enforces: nested .git read-only under bwrap, writable under Landlock", () => {
+    test("the boundary's model says what the kernel enforces: nested .git read-only under bwrap, writable under Landlock", async () => {
+      // Each answer of the model (CallSandbox.writable + canWrite, as the escalation boundary asks it) is checked
+      // against a probe inside that call's real sandbox (test/security/differential/harness.ts).
       const dir = join(base, "model", "repo");
       isolatedRepo(dir);
       const deep = join(base, "m1", "m2", "m3", "m4", "repo");
       isolatedRepo(deep);
       const ws = confDir("ng-model");
-      const p = parseSandboxPolicy({ type: "workspace-write", exclude_tmpdir_env_var: true });
-      const bwrap = writableView(p, ws, "bwrap", {}, ws, true);
-      expect(canWrite(bwrap, join(dir, "file"))).toBe(true);
-      expect(canWrite(bwrap, join(dir, ".git", "config"))).toBe(false);
-      expect(canWrite(bwrap, join(dir, ".git", "hooks", "pre-commit"))).toBe(false);
-      // Beyond the search depth, the repository is protected only when the call starts inside it.
-      expect(canWrite(bwrap, join(deep, ".git", "config"))).toBe(true);
-      expect(canWrite(writableView(p, ws, "bwrap", {}, deep, true), join(deep, ".git", "config"))).toBe(false);
-      expect(canWrite(writableView(p, ws, "landlock", {}, ws), join(dir, ".git", "config"))).toBe(true);
-      // Codex's own helper (bubblewrap) binds no folder above a nested .git onto itself: the command can move the
-      // folder aside and make another in its place (./nested-git-rename.test.ts), so only a root's own .git holds.
-      expect(canWrite(writableView(p, ws, "bwrap", {}, ws, false), join(dir, ".git", "config"))).toBe(true);
-      isolatedRepo(ws);
-      expect(canWrite(writableView(p, ws, "bwrap", {}, ws, false), join(ws, ".git", "config"))).toBe(false);
-    });
+      const policy = parseSandboxPolicy({ type: "workspace-write", exclude_tmpdir_env_var: true });
+      const env = { PATH: "/usr/bin:/bin" };
+      const probes: Probe[] = [
+        { op: "create", path: join(dir, "file") },
+        { op: "write", path: join(dir, ".git", "config") },
+        { op: "create", path: join(dir, ".git", "hooks", "pre-commit") },
+        { op: "write", path: join(deep, ".git", "config") },
+      ];
+      const check = async (backend: Backend, workdir: string, says: boolean[]) => {
+        const site = { policy, ws, workdir, env };
+        const outcomes = await runCall(callFor(site, backend, "/usr/bin/bwrap"), backend, site, probes);
+        expect(outcomes.map((o) => o.model)).toEqual(says);
+        expect(outcomes.filter(isFailure).map((o) => describeOutcome(o, base))).toEqual([]);
+      };
+      // At any depth (issue 38: the discovery has no depth limit), wherever the call starts.
+      await check({ kind: "bwrap", via: "direct" }, ws, [true, false, false, false]);
+      await check({ kind: "bwrap", via: "direct" }, deep, [true, false, false, false]);
+      await check({ kind: "landlock", abi: landlockAbi({}) }, ws, [true, true, true, true]);
+      // (Codex's own helper binds no folder above a nested .git onto itself, so its model keeps only a root's own
+      // .git read-only — writable.ts `pinnedReadOnly` with `pinned` false; ./nested-git-rename.test.ts shows the
+      // rename that makes the rest writable there. Codex 0.97's helper, the reference, is built without bubblewrap,
+      // so that model is not run against a kernel here.)
+    }, 60_000);
   },
 );

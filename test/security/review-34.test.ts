@@ -82,7 +82,9 @@ describe.skipIf(skipWithout("review-34 suite", missing))("review of issue 34/30 
       );
       expect(r1.output).toContain("made");
       const r2 = await run(`mv a a.old && ln -s ${outside} a && echo swapped`);
-      expect(r2.output).toContain("swapped");
+      // Under bubblewrap call 2 finds the repository call 1 made and pins the folders above it (issue 38): the
+      // swap is refused there; under Landlock it happens, and the guard must not follow it.
+      expect(r2.output).toMatch(backend === "bwrap" ? /swapped|Device or resource busy/ : /swapped/);
       // Judged on the host: the user's repository outside every writable root is as it was.
       expect(readFileSync(join(victim, ".git", "config")).toString()).toBe(configBefore.toString());
       expect(readFileSync(join(victim, ".git", "hooks", "post-commit"), "utf8")).toBe("#!/bin/sh\n: the user's own hook\n");

@@ -100,6 +100,7 @@ export class HelperBackend implements SandboxBackend {
         profile: call.profile,
         policyCwd: call.state.policyCwd,
         workdir: call.state.workdir,
+        env: call.state.env,
         command: bareShell(shell),
         backend: "bwrap",
         noProc: d.noProc,

@@ -25,7 +25,8 @@ import { IS_COMPILED, selfCommand, selfExecCommand } from "../../self.ts";
 import { forgetProbe, probedFullStrength, probeKey, rememberFullStrength } from "./bwrap-probe-cache.ts";
 import { serializePermissionProfile } from "../permission-profile.ts";
 import { linuxReadableRoots, type FilesystemPlan } from "../filesystem-plan.ts";
-import { configCarveOuts, pinFolders, rootInConfigDir, serializeSandboxPolicy } from "../policy.ts";
+import { FIRST_SEARCH_MAX_DIRS, frontierTooLarge } from "../git/discover.ts";
+import { configCarveOuts, foundByDiscovery, pinFolders, rootInConfigDir, serializeSandboxPolicy } from "../policy.ts";
 import { planOf, resolveCommand, seccompModeForPlan, type SandboxRun } from "./in-process.ts";
 import { buildFilter } from "./seccomp.ts";
 import { failIfInjected } from "../../fault-injection.ts";
@@ -180,7 +181,9 @@ const syntheticMountPoints = new Map<string, number>();
  * Hold an empty mount point at `p` (made here unless it exists) for a protected path, counted in
  * {@link syntheticMountPoints}. False when `p`'s folder no longer exists (a folder another process removed since the
  * plan's search found it): there is nothing to protect, and a bind of it would fail the whole sandbox, so the caller
- * leaves the path out (what a command may create there later is new, like any folder it makes). Other errors throw.
+ * leaves the path out (what a command may create there later is new, like any folder it makes); also false when this
+ * user may not create it there (EACCES, EPERM, EROFS: nor can the sandbox, which writes as this user). Other errors
+ * throw.
  */
 export function holdMountPoint(p: string, created: string[]): boolean {
   const n = syntheticMountPoints.get(p);
@@ -189,7 +192,12 @@ export function holdMountPoint(p: string, created: string[]): boolean {
     try {
       mkdirSync(p);
     } catch (e) {
-      if ((e as NodeJS.ErrnoException).code === "ENOENT") return false;
+      const code = (e as NodeJS.ErrnoException).code;
+      if (code === "ENOENT") return false;
+      // A folder this user cannot write (another user's bare repository in /tmp without `hooks/`): the sandbox,
+      // which writes as this user, cannot create the path either, so there is nothing to hold — and refusing would
+      // let another user's folder stop every call.
+      if (code === "EACCES" || code === "EPERM" || code === "EROFS") return false;
       throw e;
     }
   }
@@ -343,6 +351,17 @@ export function bwrapMounts(plan: FilesystemPlan, created: string[], tempDirs: s
   // adds): a root inside one is not bound writable, and one inside a root is re-bound read-only (or, missing, kept
   // from being created).
   const roots = plan.writableRoots.filter((w) => rootInConfigDir(w.root) === undefined);
+  // A root whose git-dir search stopped with more folders unsearched than can be bound (../git/discover.ts): in the
+  // server the git guard refuses such a call before it gets here; a helper process planning its own mounts refuses too.
+  for (const w of roots) {
+    const n = frontierTooLarge(w.root);
+    if (n !== undefined)
+      throw new ShellmcpError(
+        "SANDBOX_UNAVAILABLE",
+        `${w.root} holds more than ${FIRST_SEARCH_MAX_DIRS} folders, so its ${n} folders not searched for git repositories cannot be kept read-only: narrow the writable folders`,
+        { path: w.root },
+      );
+  }
   const sortedRoots = [...roots].sort(byDepth((r) => r.root));
   const subpaths = [...new Set(roots.flatMap((w) => [...w.readOnlySubpaths, ...configCarveOuts(w.root)]))].sort(byDepth((p) => p));
   // A writable root that lies inside another root's read-only subpath (a room's submodule git dir inside the
@@ -354,8 +373,17 @@ export function bwrapMounts(plan: FilesystemPlan, created: string[], tempDirs: s
     roots.map((w) => w.root),
     [...subpaths, ...plan.deniedPaths],
   );
+  // A writable folder such as /tmp changes under the plan: another process may remove a repository the discovery
+  // found between the plan and bwrap's mounts, and a bind of a missing source fails the whole sandbox. The git
+  // control entries the discovery found (policy.ts `foundByDiscovery`) and the folders pinned only for them are
+  // therefore bound with `-try` (skipped when gone: what is gone protects nothing, and what a command creates there
+  // later is new, as for any folder it makes; the escalation boundary distrusts a control file made after its place
+  // was handed out, ../git-taint.ts). Everything else stays strict: a missing one fails the call.
+  const strict = new Set<string>(subpaths.filter((p) => !foundByDiscovery(p)));
+  for (const pin of pins) if ([...strict].some((p) => isUnderPath(p, pin))) strict.add(pin);
+  const pinSet = new Set(pins);
   const binds = [...sortedRoots.map((w) => w.root), ...pins].sort(byDepth((p) => p));
-  for (const b of binds) argv.push("--bind", b, b);
+  for (const b of binds) argv.push(pinSet.has(b) && !strict.has(b) ? "--bind-try" : "--bind", b, b);
   for (const sub of subpaths) {
     let isLink = false;
     try {
@@ -372,12 +400,14 @@ export function bwrapMounts(plan: FilesystemPlan, created: string[], tempDirs: s
     }
     // Block creation (e.g. a missing .codex in the cwd): an empty read-only directory in its place.
     if (!holdMountPoint(sub, created)) continue;
-    argv.push("--ro-bind", sub, sub);
+    argv.push(strict.has(sub) ? "--ro-bind" : "--ro-bind-try", sub, sub);
   }
   for (const w of nestedInReadOnly) {
     argv.push("--bind", w.root, w.root);
-    for (const pin of pins.filter((p) => isUnderPath(p, w.root)).sort(byDepth((p) => p))) argv.push("--bind", pin, pin);
-    for (const sub of subpaths.filter((p) => isUnderPath(p, w.root) && p !== w.root)) argv.push("--ro-bind", sub, sub);
+    for (const pin of pins.filter((p) => isUnderPath(p, w.root)).sort(byDepth((p) => p)))
+      argv.push(strict.has(pin) ? "--bind" : "--bind-try", pin, pin);
+    for (const sub of subpaths.filter((p) => isUnderPath(p, w.root) && p !== w.root))
+      argv.push(strict.has(sub) ? "--ro-bind" : "--ro-bind-try", sub, sub);
   }
   // Denied paths (permission profiles' `deny`), after every bind so that none re-exposes them: a folder becomes
   // an empty, unreadable, read-only tmpfs (as Codex 0.169); a file is covered by an empty file of mode 000 bound

@@ -43,6 +43,13 @@ export interface SandboxRun {
    */
   workdir?: string;
   command: string[];
+  /**
+   * The shell's environment (after `shell_environment_policy`), whose `$TMPDIR` is a writable root. Undefined: this
+   * process's own (the helper and the inner stage run with the shell's environment). `serve` starting bubblewrap
+   * directly must pass it: its own `$TMPDIR` is not the shell's when the policy drops or changes it, and the sandbox
+   * must equal the model the escalation boundary judges by (`CallSandbox.writable`, found by the differential tier).
+   */
+  env?: Record<string, string | undefined>;
   backend: Backend;
   /** Skip `--proc /proc` in bwrap. */
   noProc?: boolean;
@@ -152,11 +159,12 @@ function selfDirs(): string[] {
 
 /** What `run` enforces: its permission profile's plan when it has one, else its policy's. */
 export function planOf(
-  run: Pick<SandboxRun, "policy" | "profile" | "policyCwd" | "workdir"> & Partial<Pick<SandboxRun, "backend">>,
+  run: Pick<SandboxRun, "policy" | "profile" | "policyCwd" | "workdir"> & Partial<Pick<SandboxRun, "backend" | "env">>,
 ): FilesystemPlan {
+  const env = run.env ?? process.env;
   return run.profile !== undefined
-    ? planPermissionProfile(run.profile, run.policyCwd)
-    : planSandboxPolicy(run.policy, run.policyCwd, process.env, run.backend === "landlock" ? undefined : { workdir: run.workdir });
+    ? planPermissionProfile(run.profile, run.policyCwd, env)
+    : planSandboxPolicy(run.policy, run.policyCwd, env, run.backend === "landlock" ? undefined : { workdir: run.workdir });
 }
 
 /** The seccomp mode a plan needs: like {@link seccompModeFor}; `proxy` in network proxy mode. */
@@ -178,7 +186,9 @@ export function applyInProcess(
   opts: { landlockWrites: boolean; proxied?: boolean; proxyPorts?: number[] },
   profile?: PermissionProfile,
 ): void {
-  const plan = planOf({ policy, profile, policyCwd });
+  // Landlock enforces the writable roots only: no search for the git dirs below them (policy.ts `nestedGitPaths`,
+  // a complete search in this fresh process) is needed here, whichever stage this is.
+  const plan = planOf({ policy, profile, policyCwd, backend: "landlock" });
   if (opts.landlockWrites) {
     const why = landlockCanEnforce(plan);
     if (why !== undefined) throw new ShellmcpError("SANDBOX_UNAVAILABLE", `cannot enforce the sandbox: ${why}`);

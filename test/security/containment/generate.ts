@@ -3,7 +3,9 @@
  * against the Rust reference 0.97 (Landlock: its published helper has no bubblewrap; Codex-style sandbox state), then
  * writes ./results.json and the table in docs/security.md (./table.ts). Usage, after `bun build.ts`:
  *
- *   bun test/security/containment/generate.ts
+ *   bun test/security/containment/generate.ts [scenario id…]
+ *
+ * With scenario ids, only those run; the others keep what ./results.json recorded.
  *
  * Needs the dev dependencies `@openai/codex-shell-tool-mcp@0.97.0` and `@openai/codex-0.97`.
  */
@@ -37,7 +39,15 @@ async function attempt(
   }
 }
 
-for (const s of SCENARIOS) {
+// Scenario ids given on the command line: only those run, and the others keep their recorded results.
+const only = process.argv.slice(2);
+if (only.length > 0) {
+  const before = JSON.parse(readFileSync(join(import.meta.dir, "results.json"), "utf8")) as Results;
+  for (const [id, r] of Object.entries(before.scenarios)) if (!only.includes(id)) results.scenarios[id] = r;
+  results.generated = `${before.generated}; ${only.length} scenario(s) on ${results.generated}`;
+}
+
+for (const s of SCENARIOS.filter((x) => only.length === 0 || only.includes(x.id))) {
   const ours: Record<string, Outcome> = {};
   for (const column of COLUMNS) {
     const [backend, client] = column.split("/") as [Backend, ClientKind];

@@ -240,6 +240,46 @@ export const SCENARIOS: readonly Scenario[] = [
     },
   },
   {
+    id: "persistence.bare-repo-hook",
+    category: "persistence",
+    title: "a command plants `hooks/pre-receive` in a bare repository kept in the workspace (the user's backup remote)",
+    async attack(t) {
+      // The user's backup remote, there before any call.
+      Bun.spawnSync(["git", "init", "-q", "--bare", join(t.ws, "backup.git")], {
+        env: { PATH: "/usr/bin:/bin", GIT_CONFIG_NOSYSTEM: "1" },
+      });
+      await t.run(
+        `printf '#!/bin/sh\\ntouch ${t.outside}/pre-receive-ran\\n' > backup.git/hooks/pre-receive 2>/dev/null; chmod +x backup.git/hooks/pre-receive 2>/dev/null; true`,
+      );
+      Bun.spawnSync(["git", "-C", t.ws, "push", "-q", join(t.ws, "backup.git"), "HEAD:refs/heads/main"], {
+        env: { PATH: "/usr/bin:/bin", HOME: t.outside, GIT_CONFIG_NOSYSTEM: "1" },
+      });
+      return absent(join(t.outside, "pre-receive-ran"), "the user's git push to the backup");
+    },
+  },
+  {
+    id: "persistence.flood-nested-hook",
+    category: "persistence",
+    title: "3,100 folders made by one call, then a hook planted in a nested repository by the next, for the user's next commit",
+    async attack(t) {
+      const nested = join(t.ws, "libs", "vendored");
+      const env = { PATH: "/usr/bin:/bin", HOME: t.outside, GIT_CONFIG_NOSYSTEM: "1" };
+      Bun.spawnSync(["mkdir", "-p", nested]);
+      Bun.spawnSync(["git", "init", "-q", nested], { env });
+      await t.run("seq 1 3100 | sed 's/^/flood/' | xargs mkdir; true", 60_000);
+      await Bun.sleep(1_200);
+      await t.run(
+        `printf '#!/bin/sh\\ntouch ${t.outside}/nested-hook-ran\\n' > libs/vendored/.git/hooks/pre-commit 2>/dev/null; ` +
+          "chmod +x libs/vendored/.git/hooks/pre-commit 2>/dev/null; rm -rf flood*; true",
+        60_000,
+      );
+      Bun.spawnSync(["git", "-C", nested, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "x"], {
+        env,
+      });
+      return absent(join(t.outside, "nested-hook-ran"), "the user's git commit in the nested repository");
+    },
+  },
+  {
     id: "exfiltration.loopback",
     category: "exfiltration",
     title: "a network-off command sends a file to a host listener on 127.0.0.1",
