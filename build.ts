@@ -30,7 +30,13 @@ const WORKER_ENTRYPOINTS = ["src/escalate/worker/worker.ts", "src/escalate/decis
  * The roles src/main.ts loads by path (each a bundle of its own, so that a role parses only its own code at start).
  * The worker's and these bundles each carry their own copy of what they share; a process loads main's and one.
  */
-const ROLE_ENTRYPOINTS = ["src/cli.ts", "src/escalate/protocol/wrapper.ts", "src/sandbox/linux/helper.ts", "src/fs-helper/main.ts"];
+const ROLE_ENTRYPOINTS = [
+  "src/cli.ts",
+  "src/escalate/protocol/wrapper.ts",
+  "src/sandbox/linux/helper.ts",
+  "src/fs-helper/main.ts",
+  "src/sandbox/linux/git-repair-child.ts",
+];
 
 /** Cross-compilation targets: our name → [Bun's --target, npm package with that runtime]. */
 export const TARGETS: Record<string, [string, string]> = {

@@ -127,6 +127,12 @@ export const LINUX_SYSCALLS = {
     io_uring_register: 427,
     ioctl: 16,
     truncate: 76,
+    openat: 257,
+    openat2: 437,
+    unlinkat: 263,
+    mkdirat: 258,
+    symlinkat: 266,
+    renameat2: 316,
   },
   "linux-arm64": {
     landlock_create_ruleset: 444,
@@ -172,6 +178,12 @@ export const LINUX_SYSCALLS = {
     io_uring_register: 427,
     ioctl: 29,
     truncate: 45,
+    openat: 56,
+    openat2: 437,
+    unlinkat: 35,
+    mkdirat: 34,
+    symlinkat: 36,
+    renameat2: 276,
   },
 } as const satisfies Record<"linux-x64" | "linux-arm64", Record<string, number>>;
 

@@ -913,3 +913,56 @@ export function openPty(rows = 24, cols = 80): PtyPair {
     throw err;
   }
 }
+
+// ---------------------------------------------------------------------------------------------------------
+// Calls relative to a folder descriptor (Linux): the git guard's repairs (src/sandbox/git/repair.ts)
+
+/** `AT_FDCWD`: the working folder as a `dirfd`. */
+export const AT_FDCWD = -100;
+/** `unlinkat` flag: remove a folder (as `rmdir`). */
+export const AT_REMOVEDIR = 0x200;
+/** `openat2` resolve flags (linux/openat2.h). */
+export const RESOLVE = { NO_XDEV: 0x01, NO_MAGICLINKS: 0x02, NO_SYMLINKS: 0x04, BENEATH: 0x08 } as const;
+
+/** A NUL-terminated copy of `s` for a raw syscall. */
+function cPath(s: string): Uint8Array {
+  return Buffer.from(`${s}\0`);
+}
+
+/**
+ * `openat2(dirfd, path, {flags, mode, resolve})` → fd (Linux 5.6+). Throws `SYSCALL` with errno (ENOSYS on an
+ * older kernel, ELOOP/EXDEV when a link or `..` would be crossed against `resolve`).
+ */
+export function openat2(dirfd: number, path: string, flags: number, mode: number, resolve: number): number {
+  const how = new Uint8Array(24); // struct open_how { u64 flags; u64 mode; u64 resolve }
+  const v = new DataView(how.buffer);
+  v.setBigUint64(0, BigInt(flags), true);
+  v.setBigUint64(8, BigInt(mode), true);
+  v.setBigUint64(16, BigInt(resolve), true);
+  return syscall("openat2", syscallNumber("openat2"), dirfd, cPath(path), how, 24);
+}
+
+/** `openat(dirfd, path, flags, mode)` → fd. Throws `SYSCALL` with errno. */
+export function openat(dirfd: number, path: string, flags: number, mode = 0): number {
+  return syscall("openat", syscallNumber("openat"), dirfd, cPath(path), flags, mode);
+}
+
+/** `unlinkat(dirfd, name, flags)` ({@link AT_REMOVEDIR} for a folder). Throws `SYSCALL` with errno. */
+export function unlinkat(dirfd: number, name: string, flags = 0): void {
+  syscall("unlinkat", syscallNumber("unlinkat"), dirfd, cPath(name), flags);
+}
+
+/** `mkdirat(dirfd, name, mode)`. Throws `SYSCALL` with errno. */
+export function mkdirat(dirfd: number, name: string, mode: number): void {
+  syscall("mkdirat", syscallNumber("mkdirat"), dirfd, cPath(name), mode);
+}
+
+/** `symlinkat(target, dirfd, name)`. Throws `SYSCALL` with errno. */
+export function symlinkat(target: string, dirfd: number, name: string): void {
+  syscall("symlinkat", syscallNumber("symlinkat"), cPath(target), dirfd, cPath(name));
+}
+
+/** `renameat2(olddirfd, oldname, newdirfd, newname, flags)`. Throws `SYSCALL` with errno. */
+export function renameat2(olddirfd: number, oldname: string, newdirfd: number, newname: string, flags = 0): void {
+  syscall("renameat2", syscallNumber("renameat2"), olddirfd, cPath(oldname), newdirfd, cPath(newname), flags);
+}

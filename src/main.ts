@@ -57,6 +57,11 @@ async function main(): Promise<number> {
       // Codex's convention for reaching a role without arg0 (our bwrap inner stage uses it).
       if (args[0] === "--codex-run-as-fs-helper")
         return ((await import(role("fs-helper/main"))) as typeof import("./fs-helper/main.ts")).fsHelperMain(args.slice(1));
+      // The git guard's confined repairs (src/sandbox/linux/git-repair-child.ts): started by `serve` only.
+      if (args[0] === "--shellmcp-git-repair")
+        return (
+          (await import(role("sandbox/linux/git-repair-child"))) as typeof import("./sandbox/linux/git-repair-child.ts")
+        ).gitRepairMain();
       if (args[0] === "--codex-run-as-linux-sandbox")
         return ((await import(role("sandbox/linux/helper"))) as typeof import("./sandbox/linux/helper.ts")).linuxSandboxMain(args.slice(1));
       // `serve`: answer MCP initialize before the CLI parser and the MCP SDK load (see mcp/early-initialize.ts).

