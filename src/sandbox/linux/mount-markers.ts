@@ -6,7 +6,7 @@
  * time, and forgets it once given back; {@link sweepMountMarkers} (run at `serve` and `exec-server` start) removes what
  * the markers of processes that no longer run still name, so a SIGKILLed server (or sandbox helper) leaves nothing
  * behind past the next start. The model is Codex's marker scheme (codex-rs/linux-sandbox/src/bwrap_mount_cleanup.rs,
- * read, not copied); the differences: one marker per holder process listing every path it holds, the holder known by
+ * read, not copied); the differences: one marker per holder process (and thread) listing every path it holds, the holder known by
  * pid + start time + boot id (a reused pid is not taken for the holder), and a holder in another pid namespace counted
  * as alive (it cannot be seen from here).
  *
@@ -34,6 +34,7 @@ import {
   writeFileSync,
 } from "node:fs";
 import { basename, dirname, join } from "node:path";
+import { threadId } from "node:worker_threads";
 import { resolveCodexHome } from "../../execpolicy/discovery.ts";
 import { readUntrustedText } from "../../untrusted-fs.ts";
 import { ownedAndPrivate } from "./bwrap-probe-cache.ts";
@@ -124,7 +125,8 @@ function me(): { dir: string; holder: Holder; file: string } | null {
   const start = statStart("self");
   if (dir === undefined || start === undefined) return (self = null);
   const holder = { pid: process.pid, start, boot: bootId(), pidns: pidNamespace("self") };
-  return (self = { dir, holder, file: join(dir, `${holder.pid}-${holder.start}.json`) });
+  // One file per thread too: each thread that plans has its own module state (and would overwrite a shared file).
+  return (self = { dir, holder, file: join(dir, `${holder.pid}-${holder.start}-${threadId}.json`) });
 }
 
 /** Write this process's marker (by rename), or remove it when nothing is held. Failures are ignored (best effort). */
@@ -254,9 +256,9 @@ export function sweepMountMarkers(env: Record<string, string | undefined> = proc
   const dead: { file: string; marker: Marker }[] = [];
   for (const name of names) {
     const file = join(dir, name);
-    if (!/^\d+-\d+\.json$/.test(name)) {
+    if (!/^\d+-\d+-\d+\.json$/.test(name)) {
       // a temporary file of a writer killed before its rename
-      if (/^\.\d+-\d+\.json\.tmp$/.test(name)) {
+      if (/^\.\d+-\d+-\d+\.json\.tmp$/.test(name)) {
         const [pid, start] = name.slice(1, -".json.tmp".length).split("-");
         if (statStart(Number(pid)) !== start) unlinkQuiet(file);
       }
