@@ -24,7 +24,10 @@
  * other fd closed, chdir, execve(path, argv, env) with argv[0] exactly as given. A failed chdir or exec prints
  * one line on the program's stderr and exits 126 (not executable) or 127 (anything else), as a shell does.
  * EOF on fd 3 (the worker closed the room, or died): every process of the room gets SIGKILL, the launcher exits.
- * A malformed frame: the launcher says why on its stderr and exits 2 (fail closed; the room ends).
+ * A malformed frame (a count, string or fd number out of bounds, bytes left after its last field, a stream that ends
+ * inside a frame): the launcher says why on its stderr and exits 2 (fail closed; the room ends, the program is not run).
+ * A program is not run either (one line on its stderr, exit 126) when its Landlock domain cannot be nested
+ * (nest_landlock) or its fds cannot be placed (a descriptor limit too low even once raised to the hard limit).
  *
  * --guard (src/sandbox/linux/lifeline.ts): the one process between the server and anything it starts (a call's shell or
  * its sandbox, an escalated program, a room), so that nothing outlives the server whatever kills it. FD is the read
@@ -212,15 +215,17 @@ static void close_from_to(unsigned lo, unsigned hi) {
 }
 
 /*
- * Put the program in a Landlock domain nested in the launcher's, best effort (no Landlock: nothing to do). A
- * process may never ptrace (so neither read memory nor take fds with pidfd_getfd from) a process of a less
- * nested domain, whatever its capabilities, and with ABI 6's signal scope it may not signal it either: a program
- * of the room cannot reach the launcher's socket, forge its records, or kill or stop it. The ruleset restricts
- * nothing else: it handles execution and "refer" (moving a file to another folder) and allows both beneath `/`. A
- * domain that does not handle "refer" refuses every such move with EXDEV (git's object store, any `mv` between
- * folders): ABI 1 has no "refer", so no nesting there.
+ * Put the program in a Landlock domain nested in the launcher's. A process may never ptrace (so neither read memory
+ * nor take fds with pidfd_getfd from) a process of a less nested domain, whatever its capabilities, and with ABI 6's
+ * signal scope it may not signal it either: a program of the room cannot reach the launcher's socket, forge its
+ * records, or kill or stop it. The ruleset restricts nothing else: it handles execution and "refer" (moving a file
+ * to another folder) and allows both beneath `/`. A domain that does not handle "refer" refuses every such move with
+ * EXDEV (git's object store, any `mv` between folders): ABI 1 has no "refer", so no nesting there, and none where
+ * the kernel has no Landlock. Where Landlock (ABI 2+) is there, every step must succeed: a refusal of any of them
+ * (a seccomp filter, an exhausted limit of nested domains) stops the program before it runs — one line on its
+ * stderr, exit 126 — rather than running it un-nested.
  */
-static void nest_landlock(void) {
+static void nest_landlock(const char *name) {
   int abi = (int)syscall(SYS_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
   if (abi < 2) return;
   const uint64_t access = LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_REFER;
@@ -228,51 +233,38 @@ static void nest_landlock(void) {
     uint64_t handled_access_fs, handled_access_net, scoped;
   } attr = {access, 0, abi >= 6 ? 2 /* LANDLOCK_SCOPE_SIGNAL */ : 0};
   size_t size = abi >= 6 ? sizeof attr : abi >= 4 ? 2 * sizeof(uint64_t) : sizeof(uint64_t);
+  const char *step = "landlock_create_ruleset";
   int rs = (int)syscall(SYS_landlock_create_ruleset, &attr, size, 0);
-  if (rs < 0) return;
-  int root = open("/", O_PATH | O_CLOEXEC);
+  int root = -1, ok = 0;
+  if (rs >= 0) {
+    step = "open /";
+    root = open("/", O_PATH | O_CLOEXEC);
+  }
   struct landlock_path_beneath_attr beneath = {.allowed_access = access, .parent_fd = root};
-  if (root >= 0 && syscall(SYS_landlock_add_rule, rs, LANDLOCK_RULE_PATH_BENEATH, &beneath, 0) == 0 &&
-      prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0)
-    syscall(SYS_landlock_restrict_self, rs, 0);
+  if (root >= 0) {
+    step = "landlock_add_rule";
+    if (syscall(SYS_landlock_add_rule, rs, LANDLOCK_RULE_PATH_BENEATH, &beneath, 0) == 0) {
+      step = "PR_SET_NO_NEW_PRIVS";
+      if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0) {
+        step = "landlock_restrict_self";
+        ok = syscall(SYS_landlock_restrict_self, rs, 0) == 0;
+      }
+    }
+  }
+  int err = errno;
   if (root >= 0) close(root);
-  close(rs);
+  if (rs >= 0) close(rs);
+  if (ok) return;
+  dprintf(2, "shellmcp: %s: not run: cannot nest its Landlock domain (%s: %s)\n", name, step, strerror(err));
+  _exit(126);
 }
 
-static void child(int nfds, const int *fds, const int32_t *dests, const char *path, const char *cwd, char **argv,
-                  char **envp) {
-  sigset_t none;
-  sigemptyset(&none);
-  for (int s = 1; s < 65; s++) signal(s, SIG_DFL);
-  sigprocmask(SIG_SETMASK, &none, NULL);
-  setsid();
-  nest_landlock();
-  int top = 3;
-  for (int i = 0; i < nfds; i++)
-    if (dests[i] + 1 > top) top = dests[i] + 1;
-  if (top < SOCK_FD + 1) top = SOCK_FD + 1;
-  /* Sources above every destination first, so no dup2 overwrites a source still to be placed. */
-  int src[MAX_FDS];
-  for (int i = 0; i < nfds; i++) {
-    src[i] = fcntl(fds[i], F_DUPFD, top + MAX_FDS);
-    if (src[i] < 0) _exit(127);
-  }
-  int given[3] = {0, 0, 0};
-  for (int i = 0; i < nfds; i++) {
-    if (dup2(src[i], dests[i]) < 0) _exit(127);
-    if (dests[i] <= 2) given[dests[i]] = 1;
-  }
-  for (int d = 0; d <= 2; d++) {
-    if (given[d]) continue;
-    int n = open("/dev/null", d == 0 ? O_RDONLY : O_WRONLY);
-    if (n < 0 || (n != d && dup2(n, d) < 0)) _exit(127);
-    if (n != d) close(n);
-  }
-  /* Close everything else: every fd from 3 up that is not a destination (the worker's socket, the sources). */
+/* Close every fd from 3 up that is not one of the `n` fds in `keep`. */
+static void close_all_but(const int *keep, int n) {
   int sorted[MAX_FDS];
   int ns = 0;
-  for (int i = 0; i < nfds; i++) {
-    int d = dests[i], j = ns;
+  for (int i = 0; i < n; i++) {
+    int d = keep[i], j = ns;
     while (j > 0 && sorted[j - 1] > d) {
       sorted[j] = sorted[j - 1];
       j--;
@@ -287,6 +279,66 @@ static void child(int nfds, const int *fds, const int32_t *dests, const char *pa
     lo = (unsigned)sorted[i] + 1;
   }
   close_from_to(lo, ~0u);
+}
+
+static void child(int nfds, const int *fds, const int32_t *dests, const char *path, const char *cwd, char **argv,
+                  char **envp) {
+  sigset_t none;
+  sigemptyset(&none);
+  for (int s = 1; s < 65; s++) signal(s, SIG_DFL);
+  sigprocmask(SIG_SETMASK, &none, NULL);
+  setsid();
+  int top = 3;
+  for (int i = 0; i < nfds; i++)
+    if (dests[i] + 1 > top) top = dests[i] + 1;
+  if (top < SOCK_FD + 1) top = SOCK_FD + 1;
+  /* Only the received fds stay open (the launcher's socket, signalfd and the fds queued for other programs go). */
+  close_all_but(fds, nfds);
+  /* Sources above every destination first, so no dup2 overwrites a source still to be placed: fd numbers below
+     top + 2 * nfds (the received fds themselves may hold nfds numbers from top up), which may pass a soft
+     RLIMIT_NOFILE of 1024 (destinations go up to 1023). The soft limit is raised to what they need for the move (at
+     most the hard limit) and set back after it (the placed fds stay). */
+  int need = top + 2 * nfds;
+  struct rlimit lim, was;
+  int raised = 0;
+  if (getrlimit(RLIMIT_NOFILE, &was) == 0 && was.rlim_cur != RLIM_INFINITY && was.rlim_cur < (rlim_t)need) {
+    lim = was;
+    lim.rlim_cur = (rlim_t)need;
+    if (was.rlim_max != RLIM_INFINITY && was.rlim_max < lim.rlim_cur) lim.rlim_cur = was.rlim_max;
+    if (lim.rlim_cur < (rlim_t)need || setrlimit(RLIMIT_NOFILE, &lim) != 0) {
+      int to = 2; /* before the fds are placed: the program's stderr is the received fd bound for 2, if any */
+      for (int i = 0; i < nfds; i++)
+        if (dests[i] == 2) to = fds[i];
+      dprintf(to, "shellmcp: %s: not run: its fd %d needs a descriptor limit of %d (RLIMIT_NOFILE: soft %llu, hard %llu)\n",
+              argv[0] != NULL ? argv[0] : path, top - 1, need, (unsigned long long)was.rlim_cur,
+              (unsigned long long)was.rlim_max);
+      _exit(126);
+    }
+    raised = 1;
+  }
+  int src[MAX_FDS];
+  for (int i = 0; i < nfds; i++) {
+    src[i] = fcntl(fds[i], F_DUPFD, top);
+    if (src[i] < 0) {
+      dprintf(2, "shellmcp: %s: not run: cannot place its fds: %s\n", argv[0] != NULL ? argv[0] : path, strerror(errno));
+      _exit(126);
+    }
+  }
+  int given[3] = {0, 0, 0};
+  for (int i = 0; i < nfds; i++) {
+    if (dup2(src[i], dests[i]) < 0) _exit(127);
+    if (dests[i] <= 2) given[dests[i]] = 1;
+  }
+  for (int d = 0; d <= 2; d++) {
+    if (given[d]) continue;
+    int n = open("/dev/null", d == 0 ? O_RDONLY : O_WRONLY);
+    if (n < 0 || (n != d && dup2(n, d) < 0)) _exit(127);
+    if (n != d) close(n);
+  }
+  /* Close everything else: every fd from 3 up that is not a destination (the worker's socket, the sources). */
+  close_all_but(dests, nfds);
+  if (raised) setrlimit(RLIMIT_NOFILE, &was);
+  nest_landlock(argv[0] != NULL ? argv[0] : path);
   if (chdir(cwd) != 0) {
     dprintf(2, "shellmcp: %s: cannot enter %s: %s\n", argv[0] != NULL ? argv[0] : path, cwd, strerror(errno));
     _exit(127);
@@ -311,6 +363,7 @@ static void on_spawn(struct reader *r) {
   char **argv = rd_strings(r);
   char **envp = r->bad ? NULL : rd_strings(r);
   if (r->bad || argv == NULL || envp == NULL || argv[0] == NULL) die("bad spawn frame");
+  if (r->p != r->end) die("bad spawn frame (bytes after its last string)");
   int fds[MAX_FDS];
   memcpy(fds, fdq, nfds * sizeof(int));
   memmove(fdq, fdq + nfds, (size_t)(nfdq - (int)nfds) * sizeof(int));
@@ -335,7 +388,7 @@ static void on_spawn(struct reader *r) {
 static void on_kill(struct reader *r) {
   uint32_t id = rd_u32(r);
   int32_t sig = (int32_t)rd_u32(r);
-  if (r->bad || sig < 0 || sig > 64) die("bad kill frame");
+  if (r->bad || sig < 0 || sig > 64 || r->p != r->end) die("bad kill frame");
   for (int i = 0; i < nprograms; i++)
     if (programs[i].id == id) {
       kill(-programs[i].pid, sig);
@@ -579,6 +632,7 @@ int main(int argc, char **argv) {
       }
     }
     if ((m.msg_flags & MSG_CTRUNC) != 0) die("fds truncated");
+    if (n == 0 && len > 0) die("truncated frame at the end of the stream");
     if (n == 0) end_room(0); /* the worker closed the room: nothing of it may outlive this */
     len += (size_t)n;
     size_t off = 0;

@@ -26,6 +26,8 @@ import { helperCommand } from "./shell/run-command.ts";
 import { portableShellBases, roleLink } from "./carried/portable-shells.ts";
 import { killSessions } from "./shell/sessions.ts";
 import { endLifeline, lifelineProblem } from "./sandbox/linux/lifeline.ts";
+import { sweepMountMarkers } from "./sandbox/linux/mount-markers.ts";
+import { sweepDeadApproverSockets } from "./approvals/server.ts";
 import { writeStderr } from "./stderr.ts";
 import { ShellmcpError } from "./errors.ts";
 import { VERSION } from "./version.ts";
@@ -232,6 +234,10 @@ function startRuntime(
     if (why !== undefined) writeStderr(`shellmcp serve: ${why}\n`);
     return why;
   });
+  // What servers killed with SIGKILL left: bubblewrap's mount points and deny folders, approver sockets (the cgroups:
+  // CgroupManager.detect).
+  if (platform === "linux") sweepMountMarkers();
+  void sweepDeadApproverSockets();
   const cg = CgroupManager.detect();
   const cgroups = cg instanceof CgroupManager ? cg : undefined;
   if (!(cg instanceof CgroupManager)) {

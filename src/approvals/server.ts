@@ -11,14 +11,73 @@
  * proxy's, about a host: src/mcp/network-approval.ts) also names its host, port and protocol, and its answers are
  * the network form's scopes: once, session, always = accept with `scope`, deny = decline.
  */
-import { chmodSync, lstatSync, unlinkSync } from "node:fs";
+import { chmodSync, existsSync, lstatSync, readdirSync, unlinkSync } from "node:fs";
+import { join } from "node:path";
 import type { Socket } from "bun";
 import { ShellmcpError } from "../errors.ts";
 import { log } from "../log.ts";
 import { checkPeer } from "./peer.ts";
-import { ensureApprovalsDir, socketPath } from "./place.ts";
+import { approvalsDirs, dirProblem, ensureApprovalsDir, socketPath } from "./place.ts";
 import { bounded } from "../safe-text.ts";
 import { parseClientLine, PROTOCOL_VERSION, takeLines, type NetworkAbout, type PendingRequest, type ServerLine } from "./protocol.ts";
+
+/**
+ * Remove the sockets (`<pid>.sock`) that servers which no longer run left in the approver's folders (./place.ts
+ * `approvalsDirs`; a server killed with SIGKILL cannot remove its own): at `serve` and `exec-server` start. A socket
+ * goes when its pid runs no more, or when nothing listens on it any more (a connection is refused: the pid was reused
+ * by another process). Only sockets in a folder that passes `dirProblem` (this user's, 0700, no link) are looked at;
+ * the folders are not made. Resolves to the paths removed; never rejects.
+ */
+export async function sweepDeadApproverSockets(env: Record<string, string | undefined> = process.env): Promise<string[]> {
+  const removed: string[] = [];
+  let dirs: string[];
+  try {
+    dirs = approvalsDirs(env);
+  } catch {
+    return removed;
+  }
+  const gone = (path: string) => {
+    try {
+      if (lstatSync(path).isSocket()) {
+        unlinkSync(path);
+        removed.push(path);
+      }
+    } catch {
+      // already gone
+    }
+  };
+  for (const dir of dirs) {
+    if (!existsSync(dir) || dirProblem(dir) !== undefined) continue;
+    let names: string[];
+    try {
+      names = readdirSync(dir);
+    } catch {
+      continue;
+    }
+    for (const name of names) {
+      const m = /^(\d+)\.sock$/.exec(name);
+      if (m === null || Number(m[1]) === process.pid) continue;
+      const path = join(dir, name);
+      if (!existsSync(`/proc/${m[1]}`)) {
+        gone(path);
+        continue;
+      }
+      const refused = await new Promise<boolean>((done) => {
+        Bun.connect({
+          unix: path,
+          socket: {
+            open: (s) => (s.end(), done(false)),
+            data: () => {},
+            error: () => done(false),
+            connectError: (_s, e) => done((e as NodeJS.ErrnoException).code === "ECONNREFUSED"),
+          },
+        }).catch((e: unknown) => done((e as NodeJS.ErrnoException).code === "ECONNREFUSED"));
+      });
+      if (refused) gone(path);
+    }
+  }
+  return removed;
+}
 
 /**
  * When the approver is asked: `fallback` (`--approver`, `approver = true`) only for a client without elicitation;

@@ -22,6 +22,8 @@
 import type { Server } from "bun";
 import { log } from "../log.ts";
 import { CgroupManager } from "../shell/cgroup.ts";
+import { sweepMountMarkers } from "../sandbox/linux/mount-markers.ts";
+import { sweepDeadApproverSockets } from "../approvals/server.ts";
 import type { AuthRefusal } from "./auth.ts";
 import { startGuardian, type Guardian } from "./guardian.ts";
 import { isKnownMethod, prepare, type MethodContext } from "./methods.ts";
@@ -83,6 +85,10 @@ export function startExecServer(opts: ServerOptions): ExecServer {
   const sessions = new SessionRegistry(opts.detachedSessionTtlMs);
   let nextConnId = 1;
   // One cgroup per process, so that terminate ends everything it started (see src/shell/cgroup.ts).
+  // What servers killed with SIGKILL left: bubblewrap's mount points and deny folders, approver sockets (the cgroups:
+  // CgroupManager.detect).
+  if (process.platform === "linux") sweepMountMarkers();
+  void sweepDeadApproverSockets();
   const cg = CgroupManager.detect();
   const cgroups = cg instanceof CgroupManager ? cg : undefined;
   if (!(cg instanceof CgroupManager))

@@ -15,7 +15,7 @@
  * subreaper of everything the shell or program starts and kills it all when the shell ends, when the server ends
  * the call, or when the server dies (docs/security.md, "Running as root / in containers").
  */
-import { appendFileSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmdirSync, writeFileSync } from "node:fs";
+import { appendFileSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmdirSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import * as libc from "../../ffi/libc.ts";
 import { log } from "../log.ts";
@@ -111,7 +111,8 @@ export class CgroupManager {
 /**
  * Remove the empty `shellmcp-<pid>` folders (and their empty `call-<n>` folders) that servers which no longer run
  * left in `dir` (a server killed with SIGKILL cannot clean up). Only empty cgroups are removed (rmdir refuses the
- * others); folders of live pids are left alone. Best effort, never throws.
+ * others); folders of live pids are left alone, unless that pid's process started after the folder last changed
+ * (a reused pid: {@link startedAfter}). Best effort, never throws.
  */
 function sweepStale(dir: string): void {
   let names: string[];
@@ -122,14 +123,32 @@ function sweepStale(dir: string): void {
   }
   for (const name of names) {
     const m = /^shellmcp-(\d+)$/.exec(name);
-    if (m === null || Number(m[1]) === process.pid || existsSync(`/proc/${m[1]}`)) continue;
     const base = join(dir, name);
+    if (m === null || Number(m[1]) === process.pid || (existsSync(`/proc/${m[1]}`) && !startedAfter(Number(m[1]), base))) continue;
     try {
       for (const call of readdirSync(base)) if (call.startsWith("call-")) tryRmdir(join(base, call));
     } catch {
       continue;
     }
     tryRmdir(base);
+  }
+}
+
+/**
+ * Whether process `pid` started after `dir` last changed: then it is not the server that made `dir` (that one ran
+ * before it), only a later process that got the same pid. False when unknown. (Start time: ticks
+ * since boot, /proc/<pid>/stat field 22, at 100 per second, plus the boot time of /proc/stat.)
+ */
+function startedAfter(pid: number, dir: string): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    const ticks = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19]);
+    const btime = Number(/^btime (\d+)$/m.exec(readFileSync("/proc/stat", "utf8"))?.[1]);
+    if (!Number.isFinite(ticks) || !Number.isFinite(btime)) return false;
+    // btime is whole seconds, rounded down: the start computed here is at most a second early, never late.
+    return (btime + ticks / 100) * 1000 > statSync(dir).ctimeMs;
+  } catch {
+    return false;
   }
 }
 

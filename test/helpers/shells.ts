@@ -13,10 +13,11 @@ export type ShellName = "bash" | "zsh";
  * Folder of the patched shells the tests run: on Linux the portable static ones that scripts/build-shells-static.sh
  * builds into `dist/shells-static/linux-<arch>/` (the same files the executable carries, so the tests, the
  * walkthrough and `serve` run one build of the shells); on macOS `dist/shells/`, where scripts/build-shells-macos.sh
- * builds them.
+ * builds them. `SHELLMCP_TEST_SHELLS_DIR` names another build (the ASan/UBSan one of scripts/build-sanitized.sh).
  */
 export const PATCHED_SHELLS_DIR =
-  process.platform === "linux" ? join(ROOT, "dist", "shells-static", `linux-${process.arch}`) : join(ROOT, "dist", "shells");
+  process.env.SHELLMCP_TEST_SHELLS_DIR ??
+  (process.platform === "linux" ? join(ROOT, "dist", "shells-static", `linux-${process.arch}`) : join(ROOT, "dist", "shells"));
 
 /** Path of the patched shell `name` in {@link PATCHED_SHELLS_DIR}. */
 export function patchedShell(name: ShellName): string {

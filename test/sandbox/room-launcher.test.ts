@@ -5,27 +5,32 @@
  * missing stdin, exit statuses and signals, a malformed frame ends it, and closing its socket kills what runs.
  */
 import { afterAll, describe, expect, test } from "bun:test";
-import { readFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import * as libc from "../../ffi/libc.ts";
 import { exitCodeOf, killFrame, LauncherRecordReader, spawnFrame, type LauncherRecord } from "../../src/sandbox/linux/room-launcher.ts";
 import { ROOT } from "../helpers/binary.ts";
 import { CONF_BASE } from "../helpers/test-dirs.ts";
 
-const LAUNCHER = join(ROOT, "dist", "shells-static", `linux-${process.arch}`, "room-launcher");
+/** The launcher under test: the built one, or another build of it (the sanitized one: scripts/build-sanitized.sh). */
+export const LAUNCHER =
+  process.env.SHELLMCP_TEST_ROOM_LAUNCHER ?? join(ROOT, "dist", "shells-static", `linux-${process.arch}`, "room-launcher");
 const started: { proc: ReturnType<typeof Bun.spawn>; fd: number }[] = [];
+const scratch = mkdtempSync(join(tmpdir(), "shellmcp-launcher-test-"));
 
 afterAll(() => {
   for (const s of started) {
     libc.closeQuiet(s.fd);
     s.proc.kill(9);
   }
+  rmSync(scratch, { recursive: true, force: true });
 });
 
-/** A launcher with our end of its socket; `records()` waits for the next records. */
-function launcher(args: string[] = []) {
+/** A launcher with our end of its socket; `records()` waits for the next records. `prefix`: argv run before it. */
+function launcher(args: string[] = [], prefix: string[] = []) {
   const [mine, theirs] = libc.socketpair(libc.SOCK.AF_UNIX, libc.SOCK.SOCK_STREAM | libc.SOCK.SOCK_CLOEXEC);
-  const proc = Bun.spawn([LAUNCHER, ...args], { stdio: ["ignore", "ignore", "pipe", theirs] });
+  const proc = Bun.spawn([...prefix, LAUNCHER, ...args], { stdio: ["ignore", "ignore", "pipe", theirs] });
   libc.close(theirs);
   started.push({ proc, fd: mine });
   const reader = new LauncherRecordReader();
@@ -151,6 +156,58 @@ describe("room launcher", () => {
     l.send(new Uint8Array([5, 0, 0, 0, "Z".charCodeAt(0), 1, 2, 3, 4]));
     expect(await l.proc.exited).toBe(2);
     expect(await new Response(l.proc.stderr as ReadableStream).text()).toContain("unknown frame");
+  });
+
+  test("bytes after a frame's last field, or a stream that ends inside a frame: refused (exit 2), nothing run", async () => {
+    const marker = join(scratch, "trailing-ran");
+    const good = spawnFrame(1, [], "/bin/sh", "/", ["sh", "-c", `: > ${marker}`], []);
+    const longer = new Uint8Array(good.byteLength + 1);
+    longer.set(good);
+    new DataView(longer.buffer).setUint32(0, good.byteLength - 4 + 1, true);
+    const l = launcher();
+    l.send(longer);
+    expect(await l.proc.exited).toBe(2);
+    expect(await new Response(l.proc.stderr as ReadableStream).text()).toContain("bytes after its last string");
+    const t = launcher();
+    t.send(good.subarray(0, good.byteLength - 3));
+    libc.close(t.fd);
+    expect(await t.proc.exited).toBe(2);
+    expect(await new Response(t.proc.stderr as ReadableStream).text()).toContain("truncated frame");
+    expect(existsSync(marker)).toBe(false);
+  });
+
+  test("a Landlock nest the kernel refuses stops the program: exit 126 with the reason, nothing run", async () => {
+    // landlock_restrict_self (446 on every architecture) made to fail with EPERM by a seccomp filter around the launcher.
+    const helper = join(scratch, "deny-syscall");
+    const cc = Bun.spawnSync(["gcc", "-O1", "-o", helper, join(ROOT, "test", "fixtures", "deny-syscall.c")]);
+    expect(cc.exitCode).toBe(0);
+    const abi = Number(Bun.spawnSync([helper, "--landlock-abi"]).stdout.toString().trim());
+    expect(abi).toBeGreaterThanOrEqual(2); // the nest exists only from ABI 2: without it this test proves nothing
+    const l = launcher([], [helper, "446"]);
+    const out = pipe();
+    const marker = join(scratch, "unnested-ran");
+    l.send(spawnFrame(1, [1, 2], "/bin/sh", "/", ["sh", "-c", `echo ran > ${marker}`], []), [out.w, out.w]);
+    expect(exitCodeOf((await l.next(1, "exited")).value)).toBe(126);
+    expect(await out.text()).toContain("cannot nest its Landlock domain (landlock_restrict_self: Operation not permitted)");
+    expect(existsSync(marker)).toBe(false);
+  });
+
+  test("destinations up to fd 1023 under a soft descriptor limit of 1024: placed (hard limit higher), else refused clearly", async () => {
+    const l = launcher([], ["prlimit", "--nofile=1024:4096", "--"]);
+    const out = pipe();
+    const far = pipe();
+    l.send(spawnFrame(1, [1, 1023], "/bin/bash", "/", ["bash", "-c", "echo far >&1023; ulimit -n"], []), [out.w, far.w]);
+    libc.closeQuiet(far.w);
+    expect(exitCodeOf((await l.next(1, "exited")).value)).toBe(0);
+    expect(await far.text()).toBe("far\n");
+    expect(await out.text()).toBe("1024\n"); // the program runs with the limit it was given
+    const h = launcher([], ["prlimit", "--nofile=1024:1024", "--"]);
+    const err = pipe();
+    const marker = join(scratch, "fd-limit-ran");
+    h.send(spawnFrame(2, [2, 1023], "/bin/sh", "/", ["sh", "-c", `: > ${marker}`], []), [err.w, err.w]);
+    expect(exitCodeOf((await h.next(2, "exited")).value)).toBe(126);
+    expect(await err.text()).toContain("needs a descriptor limit of");
+    expect(existsSync(marker)).toBe(false);
   });
 
   test("frames are refused before they reach it: a NUL in a string, too many fds", () => {

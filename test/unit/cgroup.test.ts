@@ -82,4 +82,40 @@ describe.skipIf(skipWithout("cgroup suite", missing))("per-call cgroups", () => 
     expect(readFileSync(join(busyCall, "cgroup.procs"), "utf8").trim()).toBe(String(sleeper.pid));
     expect(existsSync(m.base)).toBe(true); // its own base is fresh
   });
+
+  test("a dead server's empty folder is removed even when its pid now belongs to a process started later", async () => {
+    // The folder of server N, then a new process given pid N (ns_last_pid: root only; retried when another
+    // process takes the pid first). The old sweep took that process for the server and left the folder for good.
+    let pid = 0;
+    let folder = "";
+    for (let attempt = 0; attempt < 5 && pid === 0; attempt++) {
+      const max = Number(readFileSync("/proc/sys/kernel/pid_max", "utf8"));
+      const want = 1000 + Math.floor(Math.random() * (max - 2000));
+      folder = join(parent, `shellmcp-${want}`);
+      mkdirSync(folder);
+      mkdirSync(join(folder, "call-1"));
+      cleanups.push(() => {
+        if (existsSync(join(folder, "call-1"))) rmdirSync(join(folder, "call-1"));
+        if (existsSync(folder)) rmdirSync(folder);
+      });
+      await Bun.sleep(1500); // the process starts after the folder last changed (the boot time has whole seconds)
+      try {
+        writeFileSync("/proc/sys/kernel/ns_last_pid", String(want - 1));
+      } catch {
+        break; // not root, or pid_max too low: cannot be set up here
+      }
+      const p = Bun.spawn(["sleep", "30"], { stdio: ["ignore", "ignore", "ignore"] });
+      cleanups.push(() => p.kill(9));
+      if (p.pid === want) pid = want;
+      else {
+        rmdirSync(join(folder, "call-1"));
+        rmdirSync(folder);
+      }
+    }
+    if (pid === 0) return console.warn("SKIP pid reuse: cannot give a new process a chosen pid here");
+    expect(existsSync(`/proc/${pid}`)).toBe(true);
+    const m = CgroupManager.detect() as CgroupManager;
+    cleanups.push(() => void m.shutdown());
+    expect(existsSync(folder)).toBe(false);
+  });
 });

@@ -19,14 +19,17 @@ const TRAMPOLINE_BASH = "/bin/bash";
 /**
  * argv for `/bin/bash` that joins the cgroup (`procs`) first and then execs `spec.path` with `spec.argv` exactly
  * (argv[0] included): the escalated program is in its call's cgroup before its first instruction, so nothing it
- * forks can start outside. `--norc --noprofile` and a fixed script: nothing from the environment is run. A
- * failed write stops it (exit 126) rather than running it unaccounted.
+ * forks can start outside. `--norc --noprofile -p` and a fixed script: nothing from the environment is run (the
+ * environment is the sandboxed requester's: without `-p` a `-c` bash sources `BASH_ENV`, imports `BASH_FUNC_*%%`
+ * functions that override `echo` and `exec`, and takes `SHELLOPTS`, on the host). The program still gets the
+ * environment as sent. A failed write stops it (exit 126) rather than running it unaccounted.
  */
-function trampolineArgv(procs: string, spec: EscalateSpawn): string[] {
+export function trampolineArgv(procs: string, spec: EscalateSpawn): string[] {
   return [
     TRAMPOLINE_BASH,
     "--norc",
     "--noprofile",
+    "-p",
     "-c",
     'echo $$ > "$0" || exit 126; exec -a "$1" "$2" "${@:3}"',
     procs,

@@ -5,19 +5,8 @@
  * the seccomp program or our inner stage), with the host-side mount points it needs
  * ({@link releaseBwrapPlan}). Launching it is in ./run.ts.
  */
-import {
-  chmodSync,
-  existsSync,
-  lstatSync,
-  mkdirSync,
-  mkdtempSync,
-  openSync,
-  readlinkSync,
-  rmdirSync,
-  rmSync,
-  statSync,
-  writeFileSync,
-} from "node:fs";
+import { chmodSync, existsSync, lstatSync, mkdirSync, openSync, readlinkSync, rmdirSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { randomBytes } from "node:crypto";
 import { tmpdir } from "node:os";
 import { join, sep } from "node:path";
 import { ShellmcpError } from "../../errors.ts";
@@ -31,6 +20,7 @@ import { planOf, resolveCommand, seccompModeForPlan, type SandboxRun } from "./i
 import { outermost } from "../secrets.ts";
 import { buildFilter } from "./seccomp.ts";
 import { failIfInjected } from "../../fault-injection.ts";
+import { DENY_DIR_PREFIX, DENY_FILE, recordGone, recordMade } from "./mount-markers.ts";
 
 /** Result of probing bubblewrap. */
 export interface BwrapProbe {
@@ -190,9 +180,11 @@ export function holdMountPoint(p: string, created: string[]): boolean {
   const n = syntheticMountPoints.get(p);
   if (n === undefined && existsSync(p)) return true; // a real folder: not ours
   if (n === undefined) {
+    recordMade("mount-point", p); // on disk before it exists: a crash from here on leaves it to the next start
     try {
       mkdirSync(p);
     } catch (e) {
+      recordGone("mount-point", p);
       const code = (e as NodeJS.ErrnoException).code;
       if (code === "ENOENT") return false;
       // A folder this user cannot write (another user's bare repository in /tmp without `hooks/`): the sandbox,
@@ -207,9 +199,28 @@ export function holdMountPoint(p: string, created: string[]): boolean {
   return true;
 }
 
+/**
+ * A new private folder `$TMPDIR/shellmcp-deny-<random>` (mode 0700) for the empty file bound over denied files,
+ * recorded on disk before it is made (./mount-markers.ts). Throws the `mkdir` error.
+ */
+function denyDir(): string {
+  const dir = join(tmpdir(), `${DENY_DIR_PREFIX}${randomBytes(6).toString("hex")}`);
+  recordMade("deny-dir", dir);
+  try {
+    mkdirSync(dir, { mode: 0o700 });
+  } catch (e) {
+    recordGone("deny-dir", dir);
+    throw e;
+  }
+  return dir;
+}
+
 /** Give back what {@link planBwrap} made on the host, once the sandbox has ended. */
 export function releaseBwrapPlan(plan: BwrapPlan): void {
-  for (const d of plan.tempDirs ?? []) rmSync(d, { recursive: true, force: true });
+  for (const d of plan.tempDirs ?? []) {
+    rmSync(d, { recursive: true, force: true });
+    recordGone("deny-dir", d);
+  }
   for (const p of [...plan.created].reverse()) {
     const n = (syntheticMountPoints.get(p) ?? 1) - 1;
     if (n > 0) {
@@ -222,6 +233,7 @@ export function releaseBwrapPlan(plan: BwrapPlan): void {
     } catch {
       // something was put there from outside the sandbox: leave it
     }
+    recordGone("mount-point", p);
   }
 }
 
@@ -435,9 +447,9 @@ export function bwrapMounts(plan: FilesystemPlan, created: string[], tempDirs: s
         continue;
       }
       if (unreadable === undefined) {
-        const dir = mkdtempSync(join(tmpdir(), "shellmcp-deny-"));
+        const dir = denyDir();
         tempDirs.push(dir);
-        unreadable = join(dir, "denied");
+        unreadable = join(dir, DENY_FILE);
         writeFileSync(unreadable, "", { mode: 0 });
         chmodSync(unreadable, 0);
       }

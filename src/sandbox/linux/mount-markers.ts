@@ -1,0 +1,289 @@
+/**
+ * Crash safety of what bubblewrap plans leave on the host (docs/sandbox.md, "Mount points: crash safety"): the empty
+ * mount points made for missing protected paths (a project's `.codex`, a `.git` placeholder: ./bwrap.ts
+ * `holdMountPoint`) and the private folders holding the empty file bound over denied files (`$TMPDIR/shellmcp-deny-*`).
+ * Each process that makes one records it on disk before making it, in a marker of its own named by its pid and start
+ * time, and forgets it once given back; {@link sweepMountMarkers} (run at `serve` and `exec-server` start) removes what
+ * the markers of processes that no longer run still name, so a SIGKILLed server (or sandbox helper) leaves nothing
+ * behind past the next start. The model is Codex's marker scheme (codex-rs/linux-sandbox/src/bwrap_mount_cleanup.rs,
+ * read, not copied); the differences: one marker per holder process (and thread) listing every path it holds, the holder known by
+ * pid + start time + boot id (a reused pid is not taken for the holder), and a holder in another pid namespace counted
+ * as alive (it cannot be seen from here).
+ *
+ * Where: `$CODEX_HOME/sandbox-mounts/` (mode 0700), which no sandbox can write (bubblewrap re-binds CODEX_HOME
+ * read-only, the Landlock backend refuses a writable root containing it), never `/tmp`: a sandbox must not be able to
+ * plant a marker that makes a later start remove a folder of its choosing. Markers are written by rename (a crash never
+ * leaves half of one). Where the folder cannot be made or is not private, nothing is recorded (the in-memory count of
+ * ./bwrap.ts still gives everything back on every ordinary end).
+ *
+ * The sweep acts only on what the markers name and never follows a link: a mount point is removed only when it is
+ * still a real, empty folder whose parent resolves to the same canonical path as when it was made (`rmdir`: a folder
+ * a sandbox or the user filled stays); a deny folder only when it is a real folder of this user holding nothing but
+ * the one empty file (or nothing). A path that a live holder's marker names is left alone.
+ */
+import {
+  lstatSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  realpathSync,
+  renameSync,
+  rmdirSync,
+  unlinkSync,
+  writeFileSync,
+} from "node:fs";
+import { basename, dirname, join } from "node:path";
+import { threadId } from "node:worker_threads";
+import { resolveCodexHome } from "../../execpolicy/discovery.ts";
+import { readUntrustedText } from "../../untrusted-fs.ts";
+import { ownedAndPrivate } from "./bwrap-probe-cache.ts";
+
+/** What a marker names: an empty mount point made in place of a missing path, or a deny file's private folder. */
+export type MarkedKind = "mount-point" | "deny-dir";
+
+/** Name of the folder under CODEX_HOME. */
+const FOLDER = "sandbox-mounts";
+
+/** The name of a deny file's folder (under `$TMPDIR`), and of the empty file in it. */
+export const DENY_DIR_PREFIX = "shellmcp-deny-";
+export const DENY_FILE = "denied";
+
+interface Holder {
+  pid: number;
+  /** Start time, clock ticks since boot (/proc/<pid>/stat field 22). */
+  start: string;
+  boot: string;
+  /** `pid:[inode]` of the holder's pid namespace. */
+  pidns: string;
+}
+
+interface MarkerEntry {
+  kind: MarkedKind;
+  path: string;
+  /** The canonical path of `path`'s parent when it was made. */
+  parent: string;
+}
+
+interface Marker extends Holder {
+  v: 1;
+  entries: MarkerEntry[];
+}
+
+let self: { dir: string; holder: Holder; file: string } | null | undefined;
+/** What this process holds: `${kind}\0${path}` → entry. */
+const held = new Map<string, MarkerEntry>();
+
+function statStart(pid: number | "self"): string | undefined {
+  let text: string;
+  try {
+    text = readFileSync(`/proc/${pid}/stat`, "utf8");
+  } catch {
+    return undefined;
+  }
+  // comm (field 2) may hold spaces and parentheses: the fields after it start after the last ')'.
+  const rest = text.slice(text.lastIndexOf(")") + 2).split(" ");
+  return rest[19]; // field 22
+}
+
+function bootId(): string {
+  try {
+    return readFileSync("/proc/sys/kernel/random/boot_id", "utf8").trim();
+  } catch {
+    return "";
+  }
+}
+
+function pidNamespace(pid: number | "self"): string {
+  try {
+    return readlinkSync(`/proc/${pid}/ns/pid`);
+  } catch {
+    return "";
+  }
+}
+
+/**
+ * The marker folder for `env` (`$CODEX_HOME/sandbox-mounts`), made 0700 when missing; undefined when CODEX_HOME cannot
+ * be resolved or does not exist, or the folder is not a real folder of this user that nobody else can reach.
+ */
+export function markerDir(env: Record<string, string | undefined> = process.env): string | undefined {
+  let dir: string;
+  try {
+    dir = join(resolveCodexHome(env), FOLDER);
+    mkdirSync(dir, { mode: 0o700 }); // CODEX_HOME itself is not made here: without it, no markers
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== "EEXIST") return undefined;
+    dir = join(resolveCodexHome(env), FOLDER);
+  }
+  return ownedAndPrivate(dir, process.getuid?.() ?? 0, true) && (lstatSync(dir).mode & 0o077) === 0 ? dir : undefined;
+}
+
+/** This process's marker folder, holder identity and marker file (found once), or null when markers are off. */
+function me(): { dir: string; holder: Holder; file: string } | null {
+  if (self !== undefined) return self;
+  const dir = process.platform === "linux" ? markerDir() : undefined;
+  const start = statStart("self");
+  if (dir === undefined || start === undefined) return (self = null);
+  const holder = { pid: process.pid, start, boot: bootId(), pidns: pidNamespace("self") };
+  // One file per thread too: each thread that plans has its own module state (and would overwrite a shared file).
+  return (self = { dir, holder, file: join(dir, `${holder.pid}-${holder.start}-${threadId}.json`) });
+}
+
+/** Write this process's marker (by rename), or remove it when nothing is held. Failures are ignored (best effort). */
+function save(): void {
+  const m = me();
+  if (m === null) return;
+  try {
+    if (held.size === 0) {
+      unlinkSync(m.file);
+      return;
+    }
+    const marker: Marker = { v: 1, ...m.holder, entries: [...held.values()] };
+    const tmp = join(m.dir, `.${basename(m.file)}.tmp`);
+    writeFileSync(tmp, JSON.stringify(marker), { mode: 0o600 });
+    renameSync(tmp, m.file);
+  } catch {
+    // the in-memory count still gives it back on an ordinary end
+  }
+}
+
+/**
+ * Record, before making it, that this process is about to make `path` (a mount point, or a deny file's folder whose
+ * parent exists): a crash from here on leaves it to the next start's {@link sweepMountMarkers}. Never throws.
+ */
+export function recordMade(kind: MarkedKind, path: string): void {
+  let parent: string;
+  try {
+    parent = realpathSync(dirname(path));
+  } catch {
+    return; // no parent: nothing will be made
+  }
+  held.set(`${kind}\0${path}`, { kind, path, parent });
+  save();
+}
+
+/** Forget `path` once given back (removed, or left because something was put in it). Never throws. */
+export function recordGone(kind: MarkedKind, path: string): void {
+  if (held.delete(`${kind}\0${path}`)) save();
+}
+
+/** Whether the holder of a marker still runs (unknown, e.g. another pid namespace: counted as running). */
+function alive(h: Holder, boot: string, ns: string): boolean {
+  if (h.boot !== boot) return false; // a marker of an earlier boot
+  if (h.pidns !== ns) return true; // cannot be seen from here
+  return statStart(h.pid) === h.start;
+}
+
+/** Parse a marker file's text; undefined when it is not one. */
+function parseMarker(text: string): Marker | undefined {
+  try {
+    const m = JSON.parse(text) as Marker;
+    if (m.v !== 1 || !Number.isInteger(m.pid) || typeof m.start !== "string" || !Array.isArray(m.entries)) return undefined;
+    const ok = m.entries.every(
+      (e) =>
+        (e.kind === "mount-point" || e.kind === "deny-dir") &&
+        typeof e.path === "string" &&
+        e.path.startsWith("/") &&
+        typeof e.parent === "string",
+    );
+    return ok ? m : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** `path` is where it was made: its parent still resolves (no link on the way) to the recorded canonical path. */
+function sameParent(e: MarkerEntry): boolean {
+  try {
+    return realpathSync(dirname(e.path)) === e.parent;
+  } catch {
+    return false;
+  }
+}
+
+/** Remove what `e` names if it is still ours and empty (see the module comment); true when it is gone. */
+function removeEntry(e: MarkerEntry): boolean {
+  let st;
+  try {
+    st = lstatSync(e.path);
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === "ENOENT";
+  }
+  if (!st.isDirectory() || st.isSymbolicLink() || !sameParent(e)) return false;
+  try {
+    if (e.kind === "deny-dir") {
+      if (!basename(e.path).startsWith(DENY_DIR_PREFIX) || st.uid !== (process.getuid?.() ?? 0)) return false;
+      const names = readdirSync(e.path);
+      if (names.some((n) => n !== DENY_FILE)) return false;
+      if (names.length === 1) {
+        const f = lstatSync(join(e.path, DENY_FILE));
+        if (!f.isFile() || f.size !== 0) return false;
+        unlinkSync(join(e.path, DENY_FILE));
+      }
+    }
+    rmdirSync(e.path); // refuses a folder that is not empty: what a sandbox or the user put there stays
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** What {@link sweepMountMarkers} did: paths removed, and paths it left (filled, moved, or held by a live process). */
+export interface SweepResult {
+  removed: string[];
+  left: string[];
+}
+
+/**
+ * Remove what the markers of processes that no longer run name (see the module comment), then those markers; for
+ * `serve` and `exec-server` at start. Best effort: never throws; a marker folder that is missing or not private is
+ * not read.
+ */
+export function sweepMountMarkers(env: Record<string, string | undefined> = process.env): SweepResult {
+  const out: SweepResult = { removed: [], left: [] };
+  if (process.platform !== "linux") return out;
+  const dir = markerDir(env);
+  if (dir === undefined) return out;
+  let names: string[];
+  try {
+    names = readdirSync(dir);
+  } catch {
+    return out;
+  }
+  const boot = bootId();
+  const ns = pidNamespace("self");
+  const live = new Set<string>();
+  const dead: { file: string; marker: Marker }[] = [];
+  for (const name of names) {
+    const file = join(dir, name);
+    if (!/^\d+-\d+-\d+\.json$/.test(name)) {
+      // a temporary file of a writer killed before its rename
+      if (/^\.\d+-\d+-\d+\.json\.tmp$/.test(name)) {
+        const [pid, start] = name.slice(1, -".json.tmp".length).split("-");
+        if (statStart(Number(pid)) !== start) unlinkQuiet(file);
+      }
+      continue;
+    }
+    const r = readUntrustedText(file);
+    const marker = r.ok ? parseMarker(r.text) : undefined;
+    if (marker === undefined) continue;
+    if (marker.pid === process.pid || alive(marker, boot, ns)) for (const e of marker.entries) live.add(e.path);
+    else dead.push({ file, marker });
+  }
+  for (const { file, marker } of dead) {
+    for (const e of [...marker.entries].reverse()) {
+      if (live.has(e.path) || !removeEntry(e)) out.left.push(e.path);
+      else out.removed.push(e.path);
+    }
+    unlinkQuiet(file);
+  }
+  return out;
+}
+
+function unlinkQuiet(p: string): void {
+  try {
+    unlinkSync(p);
+  } catch {
+    // gone
+  }
+}
