@@ -368,9 +368,16 @@ static void on_spawn(struct reader *r) {
   memcpy(fds, fdq, nfds * sizeof(int));
   memmove(fdq, fdq + nfds, (size_t)(nfdq - (int)nfds) * sizeof(int));
   nfdq -= (int)nfds;
+  /* Every signal blocked across fork: one sent to the new program before it has set its dispositions back to the
+     defaults (a kill frame that arrives that early) stays pending until child() has, instead of running one of the
+     launcher's handlers in it (a sanitizer's, under the sanitized build). child() unblocks them. */
+  sigset_t all, was;
+  sigfillset(&all);
+  sigprocmask(SIG_BLOCK, &all, &was);
   pid_t pid = nprograms >= MAX_PROGRAMS ? (errno = EAGAIN, -1) : fork();
   if (pid == 0) child((int)nfds, fds, dests, path, cwd, argv, envp);
   int err = errno;
+  sigprocmask(SIG_SETMASK, &was, NULL);
   for (uint32_t i = 0; i < nfds; i++) close(fds[i]);
   free(argv);
   free(envp);

@@ -24,7 +24,7 @@ SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-poin
 # execs leaks nothing. Everything else (overflows, use after free, undefined behaviour) stops the program.
 DEFAULTS=$OUT/asan-defaults.c
 cat >"$DEFAULTS" <<'C'
-const char *__asan_default_options(void) { return "detect_leaks=0:abort_on_error=0"; }
+const char *__asan_default_options(void) { return "detect_leaks=0:abort_on_error=0:allow_user_segv_handler=1"; }
 const char *__ubsan_default_options(void) { return "print_stacktrace=1:halt_on_error=1"; }
 C
 

@@ -21,7 +21,12 @@ const skip = skipWithout("sanitized builds", process.platform !== "linux" ? "not
 function bunTest(files: string[], env: Record<string, string>): { code: number; out: string } {
   const r = Bun.spawnSync([process.execPath, "test", "--timeout", "300000", ...files], {
     cwd: ROOT,
-    env: { ...process.env, ...env, ASAN_OPTIONS: "detect_leaks=0:exitcode=66", UBSAN_OPTIONS: "print_stacktrace=1:halt_on_error=1" },
+    env: {
+      ...process.env,
+      ...env,
+      ASAN_OPTIONS: "detect_leaks=0:exitcode=66:allow_user_segv_handler=1",
+      UBSAN_OPTIONS: "print_stacktrace=1:halt_on_error=1",
+    },
     stdout: "pipe",
     stderr: "pipe",
   });
