@@ -371,7 +371,9 @@ describe.skipIf(skipWithout("local approver suite", shellsMissing()))("issue 32:
   /** A raw client that skips every check of `shellmcp approvals`: connect, say yes to ids 1-3, print what it got. */
   const RAW_ATTACK = `
 import socket, os, json, sys, glob
-for p in sorted(glob.glob(sys.argv[1] + "/*.sock")):
+found = sorted(glob.glob(sys.argv[1] + "/*.sock"))
+print("FOUND", len(found))
+for p in found:
     try:
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         s.connect(p)
@@ -427,7 +429,12 @@ for p in sorted(glob.glob(sys.argv[1] + "/*.sock")):
         const raw = read("raw.out");
         const cli = read("cli.out");
         expect({ done: existsSync(join(ws, "attack.done")), raw, cli }).toMatchObject({ done: true });
-        if (network === "on") {
+        if (backend === "bwrap") {
+          // The approver's folder is a secret hidden from every sandbox (src/sandbox/secrets.ts, issue 39): under
+          // bubblewrap the command sees no socket at all; the peer checks below are the second wall (Landlock).
+          expect(raw).toContain("FOUND 0");
+          expect(raw).not.toContain("CONNECTED");
+        } else if (network === "on") {
           // It connected (a pathname socket is reachable), and was refused before a byte of its was read.
           expect(raw).toContain("CONNECTED");
           expect(raw).toContain('"type":"refused"');
@@ -447,7 +454,7 @@ for p in sorted(glob.glob(sys.argv[1] + "/*.sock")):
         const { out } = await call;
         expect(out.output).toContain("Execution denied: User declined execution");
         expect(existsSync(join(ws, "pwned"))).toBe(false);
-        if (network === "on") expect(s.stderr()).toContain("local approver: a connection was refused");
+        if (network === "on" && backend !== "bwrap") expect(s.stderr()).toContain("local approver: a connection was refused");
         if (network === "proxy") expect(out.output).toContain("active=1");
       }, 120_000);
 });
