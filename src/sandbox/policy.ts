@@ -450,10 +450,18 @@ export function nestedGitPaths(root: string, roots: readonly string[], workdir?:
 export const GIT_WRITABLE_AGAIN = ["objects", "refs", "logs", "worktrees", "reftable"] as const;
 
 /**
+ * The {@link GIT_WRITABLE_AGAIN} folders listed even when missing (git makes them on first use: a reflog in a linked
+ * worktree's commit, `git worktree add`): bubblewrap makes an empty folder on the host to bind writable
+ * (./linux/bwrap.ts `holdMountPoint`, removed after the call when still empty).
+ */
+export const GIT_HELD_WRITABLE = ["logs", "worktrees"] as const;
+
+/**
  * {@link nestedGitPaths} with the folders bound writable again inside them: a git dir that is not a work tree's
  * `.git` folder and has no `commondir` (a bare repository, a `--separate-git-dir` folder, a submodule git dir) is
  * read-only whole, so that no control file (above all `commondir`, which a placeholder cannot hold) can be created
- * at its top, with its existing {@link GIT_WRITABLE_AGAIN} folders (real folders, not links) writable again; a
+ * at its top, with its {@link GIT_WRITABLE_AGAIN} folders (real folders, not links; existing, or missing and in
+ * {@link GIT_HELD_WRITABLE}) writable again; a
  * linked worktree's admin folder (it has a `commondir`) keeps its control entries read-only one by one.
  */
 export function nestedGit(root: string, roots: readonly string[], workdir?: string): { readOnly: string[]; writableAgain: string[] } {
@@ -482,7 +490,10 @@ export function nestedGit(root: string, roots: readonly string[], workdir?: stri
       continue;
     }
     out.push(g);
-    for (const name of GIT_WRITABLE_AGAIN) if (entryKind(join(g, name)) === "dir") again.push(join(g, name));
+    for (const name of GIT_WRITABLE_AGAIN) {
+      const kind = entryKind(join(g, name));
+      if (kind === "dir" || (kind === undefined && (GIT_HELD_WRITABLE as readonly string[]).includes(name))) again.push(join(g, name));
+    }
   }
   const frontier = found.frontier.filter((f) => isUnder(f, root) && entryKind(f) === "dir" && !covered(f));
   // Too many to bind one by one: none is listed, so the writable model lets the sandbox write them and the git

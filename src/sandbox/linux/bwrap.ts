@@ -416,7 +416,9 @@ export function bwrapMounts(plan: FilesystemPlan, created: string[], tempDirs: s
   const layers = [...subpaths, ...again, ...pins.filter((p) => insideReadOnly(p))].sort(byDepth((p) => p));
   for (const p of layers) {
     // Block creation (e.g. a missing .codex in the cwd): an empty read-only directory in its place.
-    if (!pinSet.has(p) && !again.includes(p) && !holdMountPoint(p, created)) continue;
+    // A missing folder bound writable again (a bare repository's `logs/`, policy.ts `GIT_HELD_WRITABLE`): an empty
+    // folder made on the host, bound writable.
+    if (!pinSet.has(p) && !holdMountPoint(p, created)) continue;
     argv.push(...layered(p));
   }
   for (const w of nestedInReadOnly) {
