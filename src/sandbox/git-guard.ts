@@ -58,7 +58,7 @@ import { discoverGitDirs, FIRST_SEARCH_MAX_DIRS, MAX_FRONTIER_BINDS } from "./gi
 import { MAX_INDEX_BYTES, readUntrusted, readUntrustedText } from "../untrusted-fs.ts";
 import { visible } from "../safe-text.ts";
 import { isUnder } from "./policy.ts";
-import { canonicalPath, canWrite, type WritableView } from "./writable.ts";
+import { canonicalPath, canReplaceEntry, canWrite, type WritableView } from "./writable.ts";
 import { noteGitDirSeen, noteGuardWrite, untaintedNow } from "./git-taint.ts";
 import { DirFds, runRepairs, type RepairOp, type RepairResult } from "./git/repair.ts";
 
@@ -713,8 +713,7 @@ export function nestedRepoWritable(workTree: string, path: string, view: Writabl
  */
 function changeable(view: WritableView, p: string): boolean {
   if (view.full || canWrite(view, p)) return true;
-  const entry = join(canonicalPath(dirname(p)), basename(p));
-  return !view.readOnly.some((r) => isUnder(entry, r)) && view.roots.some((r) => isUnder(entry, r));
+  return canReplaceEntry(view, join(canonicalPath(dirname(p)), basename(p)));
 }
 
 /**

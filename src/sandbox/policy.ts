@@ -199,10 +199,37 @@ export function hasFullRead(p: SandboxPolicy): boolean {
   return true;
 }
 
-/** A writable root and the paths inside it that stay read-only. */
+/**
+ * A writable root, the paths inside it that stay read-only, and the paths inside those that are writable again.
+ * What the sandbox can write below `root` is decided by the deepest entry holding a path ({@link writableInModel}):
+ * only bubblewrap plans have `writableAgain` (a bare repository's folder read-only, its `objects/`, `refs/`, `logs/`
+ * and `worktrees/` bound writable again, {@link nestedGitPaths}); absent means none.
+ */
 export interface WritableRoot {
   root: string;
   readOnlySubpaths: string[];
+  /** Canonical folders inside one of `readOnlySubpaths` that are bound writable again (after it). */
+  writableAgain?: string[];
+}
+
+/**
+ * Whether canonical `p` is writable in the model of `roots` (writable), `readOnly` (read-only inside them) and
+ * `writableAgain` (writable again inside a read-only entry): under a root, and either under no read-only entry or
+ * under a writable-again entry that lies strictly deeper than every read-only entry holding `p` (the deepest wins,
+ * as the bubblewrap binds made in depth order; a read-only entry beats a root at any depth, as before). The one
+ * rule every reader of the writable model uses (writable.ts `canWrite`, {@link pinFolders}).
+ */
+export function writableInModel(
+  p: string,
+  roots: readonly string[],
+  readOnly: readonly string[],
+  writableAgain: readonly string[] = [],
+): boolean {
+  if (!roots.some((r) => isUnder(p, r))) return false;
+  let ro: string | undefined;
+  for (const r of readOnly) if (isUnder(p, r) && (ro === undefined || r.length > ro.length)) ro = r;
+  if (ro === undefined) return true;
+  return writableAgain.some((a) => isUnder(p, a) && a !== ro && isUnder(a, ro));
 }
 
 function canonical(p: string): string {
@@ -401,15 +428,43 @@ function entryKind(p: string): "dir" | "file" | "other" | undefined {
  * - every work tree's `.git` folder or file below the top, whole, plus the git dir a `.git` file names (see
  *   {@link gitEntryPaths}); `root`'s own `.git` is not listed ({@link readOnlySubpaths} has it);
  * - every other git dir (bare repositories, `--separate-git-dir` folders, linked worktrees' admin folders, submodule
- *   git dirs) not inside one of those: its {@link GIT_CONTROL_FILES} that exist and its {@link GIT_CONTROL_DIRS}
- *   (held when missing); when one of them is a symlink, the whole git dir (a link cannot be covered by a mount, and
- *   the sandbox could replace it), plus the link's target when that lies inside `root`;
+ *   git dirs) not inside one of those: one with no `commondir` (all but a linked worktree's admin folder) whole,
+ *   with its {@link GIT_WRITABLE_AGAIN} folders bound writable again ({@link nestedGit}); an admin folder its
+ *   {@link GIT_CONTROL_FILES} that exist and its {@link GIT_CONTROL_DIRS} (held when missing); when one of them is a
+ *   symlink, the whole git dir (a link cannot be covered by a mount, and the sandbox could replace it), plus the
+ *   link's target when that lies inside `root`;
  * - the folders the complete search did not read (its bound was reached): unknown, so read-only; past
  *   {@link MAX_FRONTIER_BINDS} of them none (the git guard then refuses the call, with the reason);
  * - every `.git` on the way from `workdir` (when it lies below `root`) up to `root`.
  * `roots`: every writable root of the plan (canonical), for the pointer checks. Never throws.
  */
 export function nestedGitPaths(root: string, roots: readonly string[], workdir?: string): string[] {
+  return nestedGit(root, roots, workdir).readOnly;
+}
+
+/**
+ * The folders of a bare repository bound writable again inside its read-only folder: what git writes there on a
+ * push (objects, loose refs, reflogs) and a linked worktree's admin folder. A push that deletes a packed ref or a
+ * fetch run inside the repository writes its top (`packed-refs`, `FETCH_HEAD`) and fails under bubblewrap.
+ */
+export const GIT_WRITABLE_AGAIN = ["objects", "refs", "logs", "worktrees", "reftable"] as const;
+
+/**
+ * The {@link GIT_WRITABLE_AGAIN} folders listed even when missing (git makes them on first use: a reflog in a linked
+ * worktree's commit, `git worktree add`): bubblewrap makes an empty folder on the host to bind writable
+ * (./linux/bwrap.ts `holdMountPoint`, removed after the call when still empty).
+ */
+export const GIT_HELD_WRITABLE = ["logs", "worktrees"] as const;
+
+/**
+ * {@link nestedGitPaths} with the folders bound writable again inside them: a git dir that is not a work tree's
+ * `.git` folder and has no `commondir` (a bare repository, a `--separate-git-dir` folder, a submodule git dir) is
+ * read-only whole, so that no control file (above all `commondir`, which a placeholder cannot hold) can be created
+ * at its top, with its {@link GIT_WRITABLE_AGAIN} folders (real folders, not links; existing, or missing and in
+ * {@link GIT_HELD_WRITABLE}) writable again; a
+ * linked worktree's admin folder (it has a `commondir`) keeps its control entries read-only one by one.
+ */
+export function nestedGit(root: string, roots: readonly string[], workdir?: string): { readOnly: string[]; writableAgain: string[] } {
   const found = discoverRoot(root);
   const whole: string[] = [];
   const ownGit = join(root, ".git");
@@ -424,10 +479,21 @@ export function nestedGitPaths(root: string, roots: readonly string[], workdir?:
     } else if (e.gitDir !== undefined) others.push(e.gitDir);
   }
   const out = [...whole.filter((p) => p !== ownGit)];
-  const covered = (p: string) => whole.some((w) => isUnder(p, w)) || out.some((w) => isUnder(p, w));
-  for (const g of [...new Set(others)]) {
+  const again: string[] = [];
+  const covered = (p: string) => whole.some((w) => isUnder(p, w)) || !writableInModel(p, [root], out, again);
+  // Shallowest first: a bare repository's `worktrees/` is writable again before its admin folders are seen.
+  for (const g of [...new Set(others)].sort((a, b) => a.length - b.length)) {
     if (!isUnder(g, root) || roots.some((r) => isUnder(r, g)) || covered(g)) continue;
-    out.push(...controlEntries(g, root));
+    const entries = controlEntries(g, root);
+    if (entryKind(join(g, "commondir")) !== undefined || entries.includes(g)) {
+      out.push(...entries);
+      continue;
+    }
+    out.push(g);
+    for (const name of GIT_WRITABLE_AGAIN) {
+      const kind = entryKind(join(g, name));
+      if (kind === "dir" || (kind === undefined && (GIT_HELD_WRITABLE as readonly string[]).includes(name))) again.push(join(g, name));
+    }
   }
   const frontier = found.frontier.filter((f) => isUnder(f, root) && entryKind(f) === "dir" && !covered(f));
   // Too many to bind one by one: none is listed, so the writable model lets the sandbox write them and the git
@@ -443,13 +509,22 @@ export function nestedGitPaths(root: string, roots: readonly string[], workdir?:
       }
     }
   }
-  // An entry inside another (a submodule's `.git` kept in a read-only `.git/modules/`) needs no mount of its own.
+  // An entry inside another (a submodule's `.git` kept in a read-only `.git/modules/`) needs no mount of its own,
+  // unless a writable-again folder lies between them.
   const all = [...new Set(out)];
   const outer = [...all, ...whole.filter((w) => w === ownGit)];
-  const listed = all.filter((p) => !outer.some((o) => o !== p && isUnder(p, o)));
+  const listed = all.filter((p) =>
+    writableInModel(
+      p,
+      [root, ...roots],
+      outer.filter((o) => o !== p),
+      again,
+    ),
+  );
+  const keptAgain = again.filter((a) => listed.includes(dirname(a)));
   if (discoveredPaths.size > MAX_FOUND_REMEMBERED) discoveredPaths.clear();
-  for (const p of listed) if (p !== root) discoveredPaths.add(p);
-  return listed;
+  for (const p of [...listed, ...keptAgain]) if (p !== root) discoveredPaths.add(p);
+  return { readOnly: listed, writableAgain: keptAgain };
 }
 
 /** Paths {@link nestedGitPaths} listed (at most {@link MAX_FOUND_REMEMBERED}; past it the set starts again). */
@@ -508,7 +583,17 @@ function controlEntries(g: string, root: string): string[] {
  * of every repository below the top ({@link nestedGitPaths}, with `workdir`).
  */
 export function readOnlySubpaths(root: string, isCwd: boolean, nested?: { roots: readonly string[]; workdir?: string }): string[] {
+  return protectedSubpaths(root, isCwd, nested).readOnly;
+}
+
+/** {@link readOnlySubpaths} with the folders bound writable again inside them ({@link nestedGit}). */
+function protectedSubpaths(
+  root: string,
+  isCwd: boolean,
+  nested?: { roots: readonly string[]; workdir?: string },
+): { readOnly: string[]; writableAgain: string[] } {
   const out: string[] = [];
+  let again: string[] = [];
   // A symlink named like a protected path at the top of a root that is not the cwd's (`ln -s /var /tmp/.codex`,
   // made by another local user or an earlier call) is treated as absent rather than refusing every later call: a
   // mount cannot cover a link, and nothing is lost by not covering it. An absent `.git`, `.agents` or `.codex` at
@@ -549,9 +634,13 @@ export function readOnlySubpaths(root: string, isCwd: boolean, nested?: { roots:
   if (present(join(root, ".agents"), true)) out.push(join(root, ".agents"));
   const codex = join(root, ".codex");
   if (present(codex, false) || isCwd) out.push(codex);
-  if (nested !== undefined) out.push(...nestedGitPaths(root, nested.roots, nested.workdir));
+  if (nested !== undefined) {
+    const n = nestedGit(root, nested.roots, nested.workdir);
+    out.push(...n.readOnly);
+    again = n.writableAgain;
+  }
   out.push(...configCarveOuts(root));
-  return [...new Set(out)];
+  return { readOnly: [...new Set(out)], writableAgain: again };
 }
 
 /**
@@ -569,7 +658,8 @@ export interface NestedGitOption {
  * `exclude_slash_tmp`, and only if it is a directory), then `$TMPDIR` (unless `exclude_tmpdir_env_var`; must be
  * absolute). Roots that do not exist are skipped; duplicates (by canonical path) keep the first; a root that lies
  * in a protected config folder ({@link rootInConfigDir}) is dropped (logged). Each root's read-only subpaths are
- * {@link readOnlySubpaths}, with nested repositories when `nested` is given. Empty for policies without
+ * {@link readOnlySubpaths}, with nested repositories when `nested` is given (and then the folders bound writable
+ * again inside them, `writableAgain`, when there are any). Empty for policies without
  * workspace writes.
  */
 export function writableRoots(
@@ -581,10 +671,10 @@ export function writableRoots(
   const roots = writableRootPaths(p, cwd, env);
   const cwdCanon = canonical(cwd);
   const workdir = nested?.workdir !== undefined && isAbsolute(nested.workdir) ? nested.workdir : undefined;
-  return roots.map((root) => ({
-    root,
-    readOnlySubpaths: readOnlySubpaths(root, root === cwdCanon, nested === undefined ? undefined : { roots, workdir }),
-  }));
+  return roots.map((root) => {
+    const p = protectedSubpaths(root, root === cwdCanon, nested === undefined ? undefined : { roots, workdir });
+    return { root, readOnlySubpaths: p.readOnly, ...(p.writableAgain.length > 0 ? { writableAgain: p.writableAgain } : {}) };
+  });
 }
 
 /**
@@ -651,13 +741,14 @@ export function readableRoots(p: SandboxPolicy, cwd: string, writable: WritableR
  * inside the writable `roots` can be moved: a bind mount moves with its parent folder, and a folder that is a mount
  * point cannot be renamed (EBUSY). Without them the sandbox could rename the folder of a nested repository (its `.git`
  * bound read-only inside) and make another one, with a writable `.git`, at the old path. One per folder above an
- * entry that is not a mount point (a root, an entry) and lies in a folder the sandbox can write; only existing
+ * entry that is not a mount point (a root, an entry, a folder bound writable again: `writableAgain`, see
+ * {@link WritableRoot}) and lies in a folder the sandbox can write ({@link writableInModel}); only existing
  * folders (canonical paths in, canonical out). writable.ts `pinnedReadOnly` trusts an entry by path only where
  * these are bound.
  */
-export function pinFolders(roots: readonly string[], readOnly: readonly string[]): string[] {
-  const mounts = new Set([...roots, ...readOnly]);
-  const writableDir = (d: string) => roots.some((r) => isUnder(d, r)) && !readOnly.some((x) => isUnder(d, x));
+export function pinFolders(roots: readonly string[], readOnly: readonly string[], writableAgain: readonly string[] = []): string[] {
+  const mounts = new Set([...roots, ...readOnly, ...writableAgain]);
+  const writableDir = (d: string) => writableInModel(d, roots, readOnly, writableAgain);
   const out = new Set<string>();
   for (const p of readOnly)
     for (let a = dirname(p); a !== dirname(a); a = dirname(a)) {

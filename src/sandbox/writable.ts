@@ -16,7 +16,7 @@
 import { existsSync, lstatSync, readlinkSync, realpathSync } from "node:fs";
 import { basename, dirname, isAbsolute, join, normalize, resolve } from "node:path";
 import type { FilesystemPlan } from "./filesystem-plan.ts";
-import { hasFullDiskWrite, isUnder, pinFolders, writableRoots, type SandboxPolicy } from "./policy.ts";
+import { hasFullDiskWrite, pinFolders, writableInModel, writableRoots, type SandboxPolicy } from "./policy.ts";
 
 /** Which mechanism confines the shell's writes. `none`: the shell runs unsandboxed. */
 export type WriteEnforcement = "bwrap" | "landlock" | "none";
@@ -29,6 +29,13 @@ export interface WritableView {
   roots: string[];
   /** Canonical paths inside `roots` that stay read-only. */
   readOnly: string[];
+  /**
+   * Canonical folders inside a `readOnly` entry that are bound writable again (bubblewrap: a bare repository's
+   * `objects/`, `refs/`, `logs/`, `worktrees/`, policy.ts `nestedGit`); absent means none. A path is writable when
+   * it lies under a root and under no read-only entry, or under a writable-again folder deeper than every read-only
+   * entry holding it (policy.ts `writableInModel`; {@link canWrite} is the one place that asks).
+   */
+  writableAgain?: string[];
 }
 
 /** Folders the Landlock backend grants write access to besides the writable roots (see landlock.ts). */
@@ -53,6 +60,7 @@ export function writableView(
   // Nested repositories only where the backend enforces them (the same search the bubblewrap plan makes).
   const roots = writableRoots(policy, cwd, env, enforcement === "bwrap" ? { workdir } : undefined);
   const extra = enforcement === "landlock" ? LANDLOCK_EXTRA_WRITABLE.filter((p) => existsSync(p)).map((p) => canonicalPath(p)) : [];
+  const again = enforcement === "bwrap" ? roots.flatMap((r) => r.writableAgain ?? []).map((p) => canonicalPath(p)) : [];
   return {
     full: false,
     roots: [...roots.map((r) => r.root), ...extra],
@@ -62,8 +70,10 @@ export function writableView(
             roots.map((r) => r.root),
             roots.flatMap((r) => r.readOnlySubpaths).map((p) => canonicalPath(p)),
             pinned,
+            again,
           )
         : [],
+    ...(again.length > 0 ? { writableAgain: again } : {}),
   };
 }
 
@@ -74,10 +84,16 @@ export function writableView(
  * is kept only when no folder above it can be renamed: each is a mount point (a root, a read-only entry, and with
  * `pinned` — our bubblewrap plans, ./linux/bwrap.ts — the folders policy.ts `pinFolders` binds) or lies in a folder
  * the sandbox cannot write. Codex's own helper binds no such folders: there a nested entry is writable.
+ * `writableAgain`: the folders bound writable again inside the entries (mount points too).
  */
-export function pinnedReadOnly(roots: readonly string[], readOnly: readonly string[], pinned = false): string[] {
-  const mounts = new Set([...roots, ...readOnly, ...(pinned ? pinFolders(roots, readOnly) : [])]);
-  const writableDir = (d: string) => roots.some((r) => isUnder(d, r)) && !readOnly.some((x) => isUnder(d, x));
+export function pinnedReadOnly(
+  roots: readonly string[],
+  readOnly: readonly string[],
+  pinned = false,
+  writableAgain: readonly string[] = [],
+): string[] {
+  const mounts = new Set([...roots, ...readOnly, ...writableAgain, ...(pinned ? pinFolders(roots, readOnly, writableAgain) : [])]);
+  const writableDir = (d: string) => writableInModel(d, roots, readOnly, writableAgain);
   const held = (p: string) => {
     for (let a = dirname(p); a !== dirname(a); a = dirname(a)) if (!mounts.has(a) && writableDir(dirname(a))) return false;
     return true;
@@ -110,9 +126,19 @@ export function canonicalPath(path: string, depth = 0): string {
 export function canWrite(view: WritableView, path: string): boolean {
   if (view.full) return true;
   if (!isAbsolute(path)) return true; // relative to something the sandbox chooses: assume the worst
-  const p = canonicalPath(path);
-  if (view.readOnly.some((r) => isUnder(p, r))) return false;
-  return view.roots.some((r) => isUnder(p, r));
+  return writableInModel(canonicalPath(path), view.roots, view.readOnly, view.writableAgain);
+}
+
+/**
+ * Whether the sandbox of `view` can replace the directory entry at canonical `entry` itself (its folder canonical,
+ * its last component not followed: a link there can be removed and made again naming anything): its folder is
+ * writable in the model and the entry is not a read-only entry or a folder bound writable again (mount points
+ * that cannot be renamed). Always true for a full-write view.
+ */
+export function canReplaceEntry(view: WritableView, entry: string): boolean {
+  if (view.full) return true;
+  if (view.readOnly.includes(entry) || (view.writableAgain ?? []).includes(entry)) return false;
+  return writableInModel(dirname(entry), view.roots, view.readOnly, view.writableAgain);
 }
 
 /**
@@ -124,6 +150,7 @@ export function canWrite(view: WritableView, path: string): boolean {
 export function planWritableView(plan: FilesystemPlan, enforcement: WriteEnforcement, pinned = false): WritableView {
   if (enforcement === "none" || !plan.sandboxed || plan.fullWrite) return { full: true, roots: [], readOnly: [] };
   const extra = enforcement === "landlock" ? LANDLOCK_EXTRA_WRITABLE.filter((p) => existsSync(p)).map((p) => canonicalPath(p)) : [];
+  const again = enforcement === "bwrap" ? plan.writableRoots.flatMap((w) => w.writableAgain ?? []).map((p) => canonicalPath(p)) : [];
   return {
     full: false,
     roots: [...plan.writableRoots.map((w) => canonicalPath(w.root)), ...extra],
@@ -133,7 +160,9 @@ export function planWritableView(plan: FilesystemPlan, enforcement: WriteEnforce
             plan.writableRoots.map((w) => canonicalPath(w.root)),
             [...plan.writableRoots.flatMap((w) => w.readOnlySubpaths), ...plan.deniedPaths].map((p) => canonicalPath(p)),
             pinned,
+            again,
           )
         : [],
+    ...(again.length > 0 ? { writableAgain: again } : {}),
   };
 }

@@ -98,6 +98,40 @@ describe.skipIf(skipWithout("git discovery suite", shellsMissing()))(
       expect(r).toContain("PUSHED");
     }, 90_000);
 
+    test("item 3 (bwrap): a session cannot create a bare repository's missing commondir naming a git dir it made", async () => {
+      const ws = dir("gd-commondir");
+      const outside = dir("gd-commondir-mark");
+      const src = join(outside, "src");
+      isolatedRepo(src);
+      isolatedGit(ws, "init", "-q", "--bare", "backup.git");
+      isolatedGit(src, "remote", "add", "backup", join(ws, "backup.git"));
+      isolatedGit(src, "push", "-q", "backup", "HEAD:refs/heads/main");
+      const mark = join(outside, "hook-ran");
+      const s = await serveWithPid({ cwd: ws, args: ["--sandbox", "workspace-write", "--sandbox-backend", "bwrap"] });
+      // A git dir of the session's own, with hooks for every way a push or fetch ends, named by a new commondir
+      // (and config.worktree, gitdir) at the top of the user's backup repository; then the session stays open.
+      const hooks = ["pre-receive", "update", "post-receive", "post-update", "reference-transaction"];
+      const out = await session(
+        s,
+        `git init -q --bare evil.git; ` +
+          hooks.map((h) => `printf '${hook(mark)}' > evil.git/hooks/${h}; chmod +x evil.git/hooks/${h}; `).join("") +
+          `echo ../evil.git > backup.git/commondir; echo "top: $?"; ` +
+          `printf '[core]\\n\\thooksPath = ${join(ws, "evil.git", "hooks")}\\n' > backup.git/config.worktree; ` +
+          `ls backup.git; echo PLANTED; sleep 30`,
+        ws,
+      );
+      expect(out).toContain("PLANTED");
+      // While the session is still open, the user pushes to the backup and fetches into it on the host.
+      const push = hostGit(src, "push", "-q", "backup", "HEAD:refs/heads/after");
+      expect(push.err).not.toContain("fatal");
+      expect(push.code).toBe(0);
+      hostGit(join(ws, "backup.git"), "fetch", "-q", src, "HEAD:refs/heads/fetched");
+      hostGit(join(ws, "backup.git"), "log", "-1");
+      expect(existsSync(mark)).toBe(false);
+      expect(existsSync(join(ws, "backup.git", "commondir"))).toBe(false);
+      await s.close();
+    }, 90_000);
+
     for (const backend of ["bwrap", "landlock"] as const) {
       test(`item 4 (${backend}): a flood of 3,100 folders does not switch off a nested repository's protection`, async () => {
         const ws = dir(`gd-flood-${backend}`);

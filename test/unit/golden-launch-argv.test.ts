@@ -49,6 +49,11 @@ for (const d of [
   codexHome,
 ])
   mkdirSync(d, { recursive: true });
+// A bare repository in the workspace (the user's local backup remote): read-only whole under bubblewrap, its
+// objects/ and refs/ bound writable again, its missing logs/ and worktrees/ held (issue 38 item 3).
+for (const d of ["objects", "refs/heads", "hooks", "info"]) mkdirSync(join(ws, "backup.git", d), { recursive: true });
+writeFileSync(join(ws, "backup.git", "HEAD"), "ref: refs/heads/main\n");
+writeFileSync(join(ws, "backup.git", "config"), "[core]\n\tbare = true\n");
 const shellPath = join(root, "bin", "bash");
 writeFileSync(shellPath, "");
 const env = { TMPDIR: join(root, "tmp"), HOME: join(root, "home"), PATH: "/usr/bin:/bin" };

@@ -24,7 +24,7 @@ import { basename, delimiter, dirname, isAbsolute, join, resolve } from "node:pa
 import { discoverRepository, submodulePaths, trustedCommonDir, trustedGitdirPointer } from "../../sandbox/git-layout.ts";
 import type { RoomSpec } from "../rooms/plan.ts";
 import { readUntrusted, readUntrustedText } from "../../untrusted-fs.ts";
-import { canonicalPath, canWrite, type WritableView } from "../../sandbox/writable.ts";
+import { canonicalPath, canReplaceEntry, canWrite, type WritableView } from "../../sandbox/writable.ts";
 import { PROTOCOL_ENV_VARS } from "../protocol/wire.ts";
 import { originalGitDir, taintedControlFile, taintedGitDir, type TaintContext } from "../../sandbox/git-taint.ts";
 
@@ -219,15 +219,10 @@ function replaceableEntry(w: WritableView, file: string): string | undefined {
   let dir = "/";
   for (const name of file.split("/").filter(Boolean)) {
     const entry = join(canonicalPath(dir), name);
-    const inRoot = w.roots.some((r) => entry !== r && isUnderRoot(entry, r));
-    if (inRoot && !w.readOnly.some((r) => isUnderRoot(entry, r))) return join(dir, name);
+    if (!w.roots.includes(entry) && canReplaceEntry(w, entry)) return join(dir, name);
     dir = join(dir, name);
   }
   return undefined;
-}
-
-function isUnderRoot(path: string, root: string): boolean {
-  return path === root || path.startsWith(root.endsWith("/") ? root : root + "/");
 }
 
 /** Most `#!` levels the kernel follows (binfmt_script recursion limit). */
@@ -600,5 +595,5 @@ function configsWritable(
 function linkReplaceable(w: WritableView, p: string): boolean {
   if (w.full) return true;
   const entry = join(canonicalPath(dirname(p)), basename(p));
-  return !w.readOnly.some((r) => isUnderRoot(entry, r)) && w.roots.some((r) => entry !== r && isUnderRoot(entry, r));
+  return !w.roots.includes(entry) && canReplaceEntry(w, entry);
 }

@@ -25,7 +25,7 @@
  */
 import { existsSync, lstatSync, readdirSync, statSync } from "node:fs";
 import { homedir } from "node:os";
-import { basename, isAbsolute, join } from "node:path";
+import { basename, dirname, isAbsolute, join } from "node:path";
 import type { FilesystemPlan } from "../../sandbox/filesystem-plan.ts";
 import type { RoomBackend } from "../../sandbox/room-backend.ts";
 import { discoverRepository, type Repository } from "../../sandbox/git-layout.ts";
@@ -319,7 +319,13 @@ function addRepository(roots: RootPlan, repo: Repository, isGit: boolean): { rel
   // git pushing to a remote that is a path on this machine writes that repository: the remotes named in the
   // repository's config (which the call's sandbox cannot write, or git would not be escalated), never a path the
   // command gives itself.
-  if (isGit) for (const g of localRemotes(repo)) addGitDir(g);
+  // Such a remote (a bare repository in the call's root) is read-only whole in the call's bubblewrap plan, with
+  // what git writes bound writable again (policy.ts `nestedGit`): the room writes it as its own root instead.
+  if (isGit)
+    for (const g of localRemotes(repo)) {
+      addGitDir(g);
+      released.add(g);
+    }
   return { released, mustNotAppear };
 }
 
@@ -345,7 +351,18 @@ export function planRoom(spec: RoomSpec, cwd: string, program: string, aliases: 
       w.readOnlySubpaths.filter((p) => !released.has(canonicalPath(p))),
     );
   for (const p of grantFor(spec.extraWritable, names) ?? []) if (isAbsolute(p) && existsSync(p)) addRoot(roots, canonicalPath(p), []);
-  const writableRoots: WritableRoot[] = [...roots].map(([root, ro]) => ({ root, readOnlySubpaths: [...ro] }));
+  // The call's folders bound writable again inside its read-only entries (a bare repository's `objects/`, under
+  // bubblewrap), less those of a git dir the room writes as a root of its own.
+  const again = new Map<string, string[]>();
+  for (const w of call.writableRoots) {
+    const kept = (w.writableAgain ?? []).filter((a) => !released.has(canonicalPath(dirname(a))));
+    if (kept.length > 0) again.set(w.root, [...(again.get(w.root) ?? []), ...kept]);
+  }
+  const writableRoots: WritableRoot[] = [...roots].map(([root, ro]) => ({
+    root,
+    readOnlySubpaths: [...ro],
+    ...(again.has(root) ? { writableAgain: again.get(root)! } : {}),
+  }));
   const { network, proxy } = roomNetwork(spec, program, aliases);
   // What the call hides (its plan's `hidden`, planned in the server's main thread with every setting; computed
   // here for a plan that has none), less the stores this program's grant opens. Secrets stay hidden.

@@ -377,15 +377,21 @@ export function bwrapMounts(plan: FilesystemPlan, created: string[], tempDirs: s
   }
   const sortedRoots = [...roots].sort(byDepth((r) => r.root));
   const subpaths = [...new Set(roots.flatMap((w) => [...w.readOnlySubpaths, ...configCarveOuts(w.root)]))].sort(byDepth((p) => p));
+  // Folders bound writable again inside a read-only subpath (a bare repository's `objects/`, `refs/`: policy.ts
+  // `nestedGit`), each after its read-only parent (depth order), with what lies read-only inside them after them.
+  const again = [...new Set(roots.flatMap((w) => w.writableAgain ?? []))].filter((a) => subpaths.some((s) => s !== a && isUnderPath(a, s)));
   // A writable root that lies inside another root's read-only subpath (a room's submodule git dir inside the
   // call's read-only `.git`) is bound again after that subpath, with its own read-only subpaths after it.
   const nestedInReadOnly = sortedRoots.filter((w) => subpaths.some((sub) => sub !== w.root && isUnderPath(w.root, sub)));
   // The folders above a read-only entry that the sandbox could rename (a nested repository's folder, with its
   // read-only .git inside) are bound onto themselves, with the roots, shallowest first: a mount point cannot be renamed.
+  // One inside a read-only subpath (below a folder bound writable again) is bound after that folder.
   const pins = pinFolders(
     roots.map((w) => w.root),
     [...subpaths, ...plan.deniedPaths],
+    again,
   );
+  const insideReadOnly = (p: string) => subpaths.some((s) => s !== p && isUnderPath(p, s));
   // A writable folder such as /tmp changes under the plan: another process may remove a repository the discovery
   // found between the plan and bwrap's mounts, and a bind of a missing source fails the whole sandbox. The git
   // control entries the discovery found (policy.ts `foundByDiscovery`) and the folders pinned only for them are
@@ -393,9 +399,10 @@ export function bwrapMounts(plan: FilesystemPlan, created: string[], tempDirs: s
   // later is new, as for any folder it makes; the escalation boundary distrusts a control file made after its place
   // was handed out, ../git-taint.ts). Everything else stays strict: a missing one fails the call.
   const strict = new Set<string>(subpaths.filter((p) => !foundByDiscovery(p)));
+  for (const a of again) if (!foundByDiscovery(a)) strict.add(a);
   for (const pin of pins) if ([...strict].some((p) => isUnderPath(p, pin))) strict.add(pin);
   const pinSet = new Set(pins);
-  const binds = [...sortedRoots.map((w) => w.root), ...pins].sort(byDepth((p) => p));
+  const binds = [...sortedRoots.map((w) => w.root), ...pins.filter((p) => !insideReadOnly(p))].sort(byDepth((p) => p));
   for (const b of binds) argv.push(pinSet.has(b) && !strict.has(b) ? "--bind-try" : "--bind", b, b);
   for (const sub of subpaths) {
     let isLink = false;
@@ -411,16 +418,27 @@ export function bwrapMounts(plan: FilesystemPlan, created: string[], tempDirs: s
         { path: sub },
       );
     }
+  }
+  // Read-only subpaths, and inside them the folders bound writable again and what is pinned or read-only below
+  // those, in one depth order: each covers what is above it.
+  const layered = (p: string): string[] => {
+    if (pinSet.has(p) || again.includes(p)) return [strict.has(p) ? "--bind" : "--bind-try", p, p];
+    return [strict.has(p) ? "--ro-bind" : "--ro-bind-try", p, p];
+  };
+  const layers = [...subpaths, ...again, ...pins.filter((p) => insideReadOnly(p))].sort(byDepth((p) => p));
+  for (const p of layers) {
     // Block creation (e.g. a missing .codex in the cwd): an empty read-only directory in its place.
-    if (!holdMountPoint(sub, created)) continue;
-    argv.push(strict.has(sub) ? "--ro-bind" : "--ro-bind-try", sub, sub);
+    // A missing folder bound writable again (a bare repository's `logs/`, policy.ts `GIT_HELD_WRITABLE`): an empty
+    // folder made on the host, bound writable.
+    if (!pinSet.has(p) && !holdMountPoint(p, created)) continue;
+    argv.push(...layered(p));
   }
   for (const w of nestedInReadOnly) {
     argv.push("--bind", w.root, w.root);
-    for (const pin of pins.filter((p) => isUnderPath(p, w.root)).sort(byDepth((p) => p)))
+    const under = (p: string) => isUnderPath(p, w.root) && p !== w.root;
+    for (const pin of pins.filter((p) => under(p) && !insideReadOnly(p)).sort(byDepth((p) => p)))
       argv.push(strict.has(pin) ? "--bind" : "--bind-try", pin, pin);
-    for (const sub of subpaths.filter((p) => isUnderPath(p, w.root) && p !== w.root))
-      argv.push(strict.has(sub) ? "--ro-bind" : "--ro-bind-try", sub, sub);
+    for (const p of layers.filter(under)) argv.push(...layered(p));
   }
   // Denied paths (permission profiles' `deny`), after every bind so that none re-exposes them: a folder becomes
   // an empty, unreadable, read-only tmpfs (as Codex 0.169); a file is covered by an empty file of mode 000 bound
