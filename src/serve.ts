@@ -20,7 +20,7 @@ import { SessionManager } from "./shell/session-manager.ts";
 import { errorResult, handleShellCall, type ServeRuntime } from "./serve/call.ts";
 import { checkShellIntercepts } from "./serve/shell-check.ts";
 import { loadServeSetup, type ServeOptions, type ServeSetup } from "./serve/setup.ts";
-import { CgroupManager, shouldSayNoCgroups } from "./shell/cgroup.ts";
+import { CgroupManager, cgroupWarnedDir, shouldSayNoCgroups } from "./shell/cgroup.ts";
 import { runtimeDir, xdgRuntimeDir } from "./sandbox/linux/bwrap-probe-cache.ts";
 import { helperCommand } from "./shell/run-command.ts";
 import { portableShellBases, roleLink } from "./carried/portable-shells.ts";
@@ -238,7 +238,8 @@ function startRuntime(
     // Said once per user, reason and boot (a non-root user without a delegated cgroup meets it on every start).
     const text = `no per-call cgroups (${cg.error}); a process that leaves its process group (setsid) can outlive its call`;
     const uid = process.getuid?.() ?? -1;
-    if (shouldSayNoCgroups(cg.error, xdgRuntimeDir(uid) ?? runtimeDir(uid))) writeStderr(`shellmcp: ${text} (said once per boot)\n`);
+    if (shouldSayNoCgroups(cg.error, cgroupWarnedDir(uid, xdgRuntimeDir(uid) ?? runtimeDir(uid))))
+      writeStderr(`shellmcp: ${text} (said once per boot)\n`);
     else log.debug(text);
   }
   const lifeline = platform === "linux" ? lifelineProblem() : undefined;

@@ -6,9 +6,21 @@
  */
 import { CONF_BASE } from "../helpers/cleanup.ts";
 import { afterAll, describe, expect, test } from "bun:test";
-import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import {
+  chmodSync,
+  chownSync,
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  realpathSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
 import { join } from "node:path";
 import { startServe } from "../helpers/mcp.ts";
+import { BINARY } from "../helpers/binary.ts";
 import { skipWithout } from "../helpers/prereq.ts";
 import { shellsMissing } from "../helpers/shells.ts";
 import { shouldSayNoCgroups } from "../../src/shell/cgroup.ts";
@@ -177,6 +189,39 @@ describe.skipIf(skip)("the cgroup warning is said once per user and boot", () =>
     expect(shouldSayNoCgroups("x", "/tmp/anything/shellmcp")).toBe(true);
     expect(shouldSayNoCgroups("x", "/tmp/anything/shellmcp")).toBe(true);
     expect(existsSync("/tmp/anything")).toBe(false);
+  });
+});
+
+/**
+ * Issue 41: a user without XDG_RUNTIME_DIR (`su`, `sudo -u`, a container, ssh without systemd) heard the warning on
+ * every start (no folder to remember it in). Run as `nobody` (uid 65534) with no XDG_RUNTIME_DIR: the memory goes
+ * to `~/.cache/shellmcp/cgroup-warned`, under this boot's id.
+ */
+describe.skipIf(skip || process.getuid?.() !== 0)("the cgroup warning for a user without XDG_RUNTIME_DIR", () => {
+  test("said on the first start only", async () => {
+    const h = join(base, "nobody");
+    mkdirSync(join(h, "tmp"), { recursive: true });
+    chmodSync(base, 0o755);
+    chownSync(h, 65534, 65534);
+    chownSync(join(h, "tmp"), 65534, 65534);
+    const start = async () => {
+      const p = Bun.spawn(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", BINARY, "serve"], {
+        env: { PATH: process.env.PATH, HOME: h, TMPDIR: join(h, "tmp"), SHELLMCP_NO_CGROUP: "1" },
+        stdin: "ignore",
+        stdout: "ignore",
+        stderr: "pipe",
+      });
+      const err = await new Response(p.stderr).text();
+      await p.exited;
+      return err;
+    };
+    expect(await start()).toContain("no per-call cgroups (turned off by SHELLMCP_NO_CGROUP=1)");
+    const memory = readFileSync(join(h, ".cache", "shellmcp", "cgroup-warned"), "utf8");
+    expect(memory).toContain(readFileSync("/proc/sys/kernel/random/boot_id", "utf8").trim());
+    expect(await start()).not.toContain("no per-call cgroups");
+    // Another boot (its id differs): said again.
+    writeFileSync(join(h, ".cache", "shellmcp", "cgroup-warned"), memory.replace(/^\S+/gm, "another-boot"));
+    expect(await start()).toContain("no per-call cgroups");
   });
 });
 
