@@ -28,6 +28,7 @@ const ALLOWED: Record<string, [string, string][]> = {
     ['readFileSync("/proc/self/mountinfo"', "the process's own /proc entry"],
     ['readFileSync("/proc/self/cgroup"', "the process's own /proc entry"],
     ["readFileSync(this.procs", "a cgroup file of the server's own cgroup tree (cgroupfs, never a FIFO)"],
+    ['readFileSync("/proc/sys/kernel/random/boot_id"', "/proc: kernel-made"],
   ],
   "src/sandbox/linux/run.ts": [['openSync("/proc/thread-self/ns/pid"', "the thread's own namespace"]],
   "src/sandbox/linux/bwrap.ts": [
