@@ -26,7 +26,7 @@ import { ShellmcpError } from "../errors.ts";
 import { IS_COMPILED } from "../self.ts";
 import { readUntrustedTextOrAbsent } from "../untrusted-fs.ts";
 import { writeStderr } from "../stderr.ts";
-import { mergeJsonServer, mergeToml, type EntryOutcome, type MergeResult, type TomlEntry } from "./merge.ts";
+import { deepEqual, mergeJsonServer, mergeToml, type EntryOutcome, type MergeResult, type TomlEntry } from "./merge.ts";
 import { STARTER_RULES, starterCacheFolders, starterEntries } from "./starter.ts";
 
 /** The clients `init` knows. */
@@ -73,6 +73,8 @@ export interface InitEnv {
   project: string;
   /** The server command (program and the arguments before `serve`). */
   command: string[];
+  /** Whether CODEX_HOME came from the environment (not the default `~/.codex`). */
+  codexHomeFromEnv?: boolean;
   /** Whether a program is installed (to create its cache folder). */
   which: (program: string) => boolean;
 }
@@ -191,12 +193,16 @@ export function planInit(client: Client | undefined, o: InitOptions, env: InitEn
         { table: ["mcp_servers", name], key: "args", value: JSON.stringify(serveArgs(false)) },
         { table: ["mcp_servers", name], key: "required", value: "true" },
         { table: ["mcp_servers", name], key: "default_tools_approval_mode", value: '"approve"' },
+        // Codex starts MCP servers with a few variables only: a CODEX_HOME other than ~/.codex is passed on.
+        ...(env.codexHomeFromEnv
+          ? [{ table: ["mcp_servers", name], key: "env", value: `{ CODEX_HOME = ${JSON.stringify(env.codexHome)} }` }]
+          : []),
       ];
       // A server of that name already there is someone's: none of its keys is added to it.
       const existing = existingTomlTable(codexToml, ["mcp_servers", name]);
       tomlEntries.unshift({ table: ["features"], key: "shell_tool", value: "false" }, ...(existing === undefined ? server : []));
       if (existing !== undefined) {
-        const same = server.every((e) => JSON.stringify(existing[e.key]) === JSON.stringify(JSON.parse(e.value)));
+        const same = server.every((e) => deepEqual(existing[e.key], parseToml(`v = ${e.value}`).v));
         if (!same)
           plan.problems.push(
             `${codexToml}: a server named "${name}" is already there with another configuration (${JSON.stringify(existing)}): left as it is; remove it, or add this one beside it with --name NAME`,
@@ -312,6 +318,7 @@ export async function initMain(client: string | undefined, o: InitOptions): Prom
   const env: InitEnv = {
     home: homedir(),
     codexHome: initCodexHome(),
+    codexHomeFromEnv: (process.env.CODEX_HOME ?? "") !== "",
     project,
     command: selfServerCommand(),
     which: (p) => Bun.which(p) !== null,
