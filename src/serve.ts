@@ -1,10 +1,11 @@
 /**
- * `shellmcp serve`: the MCP server (stdio) with the `shell` tool — a drop-in for Codex's
+ * `shellmcp serve`: the MCP server (stdio) with the `shell` tool (and exec_command, write_stdin, list_sessions) — a drop-in for Codex's
  * `codex-exec-mcp-server`. {@link serveMain} is the list of steps; the pieces are in ./serve/ (start-up settings,
  * the sandbox backend choice, one call) and below (exec policy, escalation server, sandbox, shell, MCP).
  */
 import * as libc from "../ffi/libc.ts";
 import { existsSync } from "node:fs";
+import { isatty } from "node:tty";
 import { readFile, realpath } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { EscalationServer } from "./escalate/server.ts";
@@ -34,8 +35,14 @@ import { serializeSandboxPolicy } from "./sandbox/policy.ts";
 
 export type { ServeOptions } from "./serve/setup.ts";
 
+/** What `serve` says on stderr when its stdin is a terminal (a person typed it, not an MCP client starting it). */
+export const TERMINAL_HINT =
+  "shellmcp serve: this is an MCP server on stdio, waiting for an MCP client to speak JSON-RPC here; set a client up with `shellmcp init claude|gemini|codex|vscode|cursor` (Ctrl-D or Ctrl-C ends it)";
+
 /** Run the server until the client disconnects. Returns the exit status. */
 export async function serveMain(o: ServeOptions): Promise<number> {
+  // Typed in a terminal, serve would wait silently for a JSON-RPC client (issue 41): one line says so.
+  if (isatty(0)) writeStderr(`${TERMINAL_HINT}\n`);
   // 1. Everything that can be wrong is checked before the MCP session starts (only `initialize` may have been
   //    answered already, see mcp/early-initialize.ts): fail at start-up, not mid-session.
   // 0. Everything the server writes also goes to its log file, from the first line on.

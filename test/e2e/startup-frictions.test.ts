@@ -9,6 +9,7 @@ import { afterAll, describe, expect, test } from "bun:test";
 import {
   chmodSync,
   chownSync,
+  closeSync,
   existsSync,
   mkdirSync,
   readdirSync,
@@ -24,7 +25,8 @@ import { BINARY } from "../helpers/binary.ts";
 import { skipWithout } from "../helpers/prereq.ts";
 import { shellsMissing } from "../helpers/shells.ts";
 import { shouldSayNoCgroups } from "../../src/shell/cgroup.ts";
-import { IdleRelease, startupRemedy } from "../../src/serve.ts";
+import { IdleRelease, startupRemedy, TERMINAL_HINT } from "../../src/serve.ts";
+import { openPty } from "../../ffi/libc.ts";
 import { ShellmcpError } from "../../src/errors.ts";
 import { portableShellBases } from "../../src/carried/portable-shells.ts";
 import { xdgRuntimeDir } from "../../src/sandbox/linux/bwrap-probe-cache.ts";
@@ -189,6 +191,37 @@ describe.skipIf(skip)("the cgroup warning is said once per user and boot", () =>
     expect(shouldSayNoCgroups("x", "/tmp/anything/shellmcp")).toBe(true);
     expect(shouldSayNoCgroups("x", "/tmp/anything/shellmcp")).toBe(true);
     expect(existsSync("/tmp/anything")).toBe(false);
+  });
+});
+
+describe.skipIf(skip)("serve typed in a terminal (issue 41)", () => {
+  /** serve's stderr over its first second, with `stdin` as its standard input. */
+  async function firstSecond(stdin: number | "pipe"): Promise<string> {
+    const h = home();
+    const p = Bun.spawn([BINARY, "serve"], {
+      env: { PATH: process.env.PATH, HOME: h, CODEX_HOME: h, TMPDIR: process.env.TMPDIR },
+      stdin,
+      stdout: "ignore",
+      stderr: "pipe",
+    });
+    const timer = setTimeout(() => p.kill(), 1000);
+    const err = await new Response(p.stderr).text();
+    clearTimeout(timer);
+    await p.exited;
+    return err;
+  }
+
+  test("a terminal on stdin gets the one-line hint on stderr; a client's pipe does not", async () => {
+    const pty = openPty();
+    try {
+      const err = await firstSecond(pty.slave);
+      expect(err).toContain(TERMINAL_HINT);
+      expect(err.split("\n").filter((l) => l.includes("MCP server on stdio"))).toHaveLength(1);
+    } finally {
+      closeSync(pty.master);
+      closeSync(pty.slave);
+    }
+    expect(await firstSecond("pipe")).not.toContain("MCP server on stdio");
   });
 });
 
