@@ -4,7 +4,8 @@
  *   bun build.ts                       host target → dist/shellmcp
  *   bun build.ts --target linux-arm64  cross-compile → dist/shellmcp-linux-arm64 (also darwin-x64, darwin-arm64, linux-x64)
  *   bun build.ts --all                 every target above
- *   bun build.ts --release             every target into dist/release/: tarballs, npm packages, SHA256SUMS
+ *   bun build.ts --release             the host's targets into dist/release/: tarballs, npm packages, SHA256SUMS
+ *                                      (SHELLMCP_RELEASE_TARGETS=all or a list: those; scripts/release.ts)
  *
  * Each Linux build embeds the portable patched shells of its platform (`dist/shells-static/<target>/`, built by
  * scripts/build-shells-static.sh) when they exist: they are staged in `dist/embed/` and imported as file assets by
@@ -128,7 +129,9 @@ if (import.meta.main) {
   if (argv.includes("--release")) {
     // scripts/release.ts builds on this file (compile, TARGETS), so it runs as a program of its own rather than
     // being imported: the build and the release do not import each other (docs/architecture.md, "Layering").
-    run([process.execPath, join(ROOT, "scripts", "release.ts")]);
+    // It prints its own one-line errors: pass its status on without a second message and stack trace.
+    const r = Bun.spawnSync([process.execPath, join(ROOT, "scripts", "release.ts")], { cwd: ROOT, stdout: "inherit", stderr: "inherit" });
+    if (r.exitCode !== 0) process.exit(r.exitCode ?? 1);
   } else if (argv.includes("--all")) {
     for (const t of Object.keys(TARGETS)) compile(join(ROOT, "dist", `shellmcp-${t}`), t);
   } else if (argv[0] === "--target" && argv[1] !== undefined) {

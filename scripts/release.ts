@@ -8,14 +8,18 @@
  *   target and the launcher `shellmcp-<version>.tgz` (`npm/shellmcp/`, whose optionalDependencies name them);
  * - `SHA256SUMS` over all of them (`sha256sum -c SHA256SUMS` checks them).
  *
- * Linux executables carry their portable patched shells (scripts/build-shells-static.sh must have built
- * `dist/shells-static/<target>/`): a Linux target without them is refused, unless `SHELLMCP_RELEASE_TARGETS`
- * leaves it out (e.g. `SHELLMCP_RELEASE_TARGETS=linux-x64,darwin-x64,darwin-arm64`). macOS executables carry no
- * shells: the user builds them with scripts/build-shells-macos.sh (the launcher says so).
+ * Which targets: by default the host's ({@link releaseTargets}: the host OS's targets that can be built here, each
+ * other one skipped with a one-line reason); `SHELLMCP_RELEASE_TARGETS=linux-x64,darwin-arm64` (or `all`) names
+ * them. Linux executables carry their portable patched shells (scripts/build-shells-static.sh must have built
+ * `dist/shells-static/<target>/`): a named Linux target without them is refused. macOS executables carry no
+ * shells: the user builds them with scripts/build-shells-macos.sh (the launcher says so). Every tarball carries
+ * the starter policy (`rules/agent.rules`, `config.toml.example`: what `shellmcp init` writes). Failures are one
+ * line on stderr, status 1.
  */
 import { chmodSync, copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { compile, ROOT, TARGETS } from "../build.ts";
+import { DOCS_URL } from "../src/version.ts";
 
 /** npm's `os` and `cpu` of each target. */
 const NPM_PLATFORM: Record<string, { os: string; cpu: string }> = {
@@ -55,18 +59,60 @@ function npmPack(dir: string, dest: string): string {
   return out.trim().split("\n").pop()!;
 }
 
-/** Build every artifact (see the top of this file); returns the artifacts' file names. */
+/** Whether `target`'s executable can be built here: a Linux one needs its portable shells. */
+function hasShells(target: string): boolean {
+  return !target.startsWith("linux-") || ["bash", "zsh"].every((k) => existsSync(join(ROOT, "dist", "shells-static", target, k)));
+}
+
+/** How to build the portable shells of Linux `target`. */
+function shellsHint(target: string): string {
+  return `bash scripts/build-shells-static.sh --arch ${target === "linux-x64" ? "x86_64" : "aarch64"}`;
+}
+
+/**
+ * The targets to build and those left out, each with why (issue 41). `SHELLMCP_RELEASE_TARGETS` (comma-separated
+ * names, or `all`) names them: a named Linux target without its portable shells is an error. Without it, the host's
+ * targets: those of the host's OS (`linux-*` on Linux, `darwin-*` on macOS) that can be built here; the others are
+ * skipped, each with its reason (another OS: cross-compiled only when named, since the release of another OS is
+ * tested there; no portable shells: the command that builds them).
+ * @throws Error naming an unknown target, or a named one that cannot be built
+ */
+export function releaseTargets(
+  env: Record<string, string | undefined> = process.env,
+  hostOs: string = process.platform,
+  buildable: (t: string) => boolean = hasShells,
+): { build: string[]; skipped: { target: string; why: string }[] } {
+  const all = Object.keys(TARGETS);
+  const named = env.SHELLMCP_RELEASE_TARGETS?.split(",").filter((t) => t !== "");
+  if (named !== undefined && named.length > 0) {
+    const list = named.includes("all") ? all : named;
+    const unknown = list.filter((t) => !all.includes(t));
+    if (unknown.length > 0)
+      throw new Error(`unknown target ${unknown.join(", ")} in SHELLMCP_RELEASE_TARGETS (known: ${all.join(", ")}, all)`);
+    const missing = list.filter((t) => !buildable(t));
+    if (missing.length > 0)
+      throw new Error(
+        `no portable shells for ${missing.join(", ")}: ${missing.map(shellsHint).join("; ")}, or leave it out of SHELLMCP_RELEASE_TARGETS`,
+      );
+    return { build: all.filter((t) => list.includes(t)), skipped: [] };
+  }
+  const build: string[] = [];
+  const skipped: { target: string; why: string }[] = [];
+  for (const t of all) {
+    if (!t.startsWith(`${hostOs}-`))
+      skipped.push({ target: t, why: `another OS than this ${hostOs} host (cross-compile it with SHELLMCP_RELEASE_TARGETS=${t} or =all)` });
+    else if (!buildable(t)) skipped.push({ target: t, why: `no portable shells in dist/shells-static/${t}/ (${shellsHint(t)})` });
+    else build.push(t);
+  }
+  if (build.length === 0) throw new Error(`nothing to build on this host: ${skipped.map((s) => `${s.target}: ${s.why}`).join("; ")}`);
+  return { build, skipped };
+}
+
+/** Build every artifact of the chosen targets ({@link releaseTargets}; see the top of this file); returns the artifacts' file names. */
 export function release(): string[] {
   const version = releaseVersion();
-  const only = process.env.SHELLMCP_RELEASE_TARGETS?.split(",").filter((t) => t !== "");
-  const targets = Object.keys(TARGETS).filter((t) => only === undefined || only.includes(t));
-  for (const t of targets) {
-    if (t.startsWith("linux-") && !["bash", "zsh"].every((k) => existsSync(join(ROOT, "dist", "shells-static", t, k))))
-      throw new Error(
-        `release: no portable shells for ${t} (bash scripts/build-shells-static.sh --arch ${t === "linux-x64" ? "x86_64" : "aarch64"}), ` +
-          `or leave ${t} out with SHELLMCP_RELEASE_TARGETS`,
-      );
-  }
+  const { build: targets, skipped } = releaseTargets();
+  for (const s of skipped) console.error(`release: skipped ${s.target}: ${s.why}`);
   const out = join(ROOT, "dist", "release");
   const stage = join(out, "stage");
   rmSync(out, { recursive: true, force: true });
@@ -89,10 +135,17 @@ export function release(): string[] {
     copyFileSync(exe, join(dir, "shellmcp"));
     chmodSync(join(dir, "shellmcp"), 0o755);
     for (const role of ROLE_LINKS) symlinkSync("shellmcp", join(dir, role));
+    // The starter policy (what `shellmcp init` writes into CODEX_HOME; the executable carries the same files).
+    mkdirSync(join(dir, "starter", "rules"), { recursive: true });
+    copyFileSync(join(ROOT, "examples", "rules", "agent.rules"), join(dir, "starter", "rules", "agent.rules"));
+    copyFileSync(join(ROOT, "examples", "config", "starter.toml"), join(dir, "starter", "config.toml"));
     writeFileSync(
       join(dir, "README.txt"),
       `shellmcp ${version} for ${t}: a sandboxed shell for AI agents (MCP server).\n\n` +
-        `    ./shellmcp serve            # the MCP server on stdio\n    ./shellmcp --help\n\n${note}`,
+        `    ./shellmcp init claude      # or gemini, codex, vscode, cursor: the starter policy and the client's MCP config\n` +
+        `    ./shellmcp serve            # the MCP server on stdio (what init puts in the client's config)\n    ./shellmcp --help\n\n` +
+        `starter/ holds the starter policy init writes: rules/agent.rules (to ~/.codex/rules/) and config.toml (merged\n` +
+        `into ~/.codex/config.toml). Documentation: ${DOCS_URL}\n\n${note}`,
     );
     run(["tar", "--owner=0", "--group=0", "--numeric-owner", "--sort=name", "-czf", join(out, `${name}.tar.gz`), name], join(stage, "tar"));
     artifacts.push(`${name}.tar.gz`);
@@ -140,4 +193,12 @@ export function release(): string[] {
   return artifacts;
 }
 
-if (import.meta.main) release();
+if (import.meta.main) {
+  try {
+    release();
+  } catch (e) {
+    // One line, no stack trace: what failed and what to do is in the message.
+    console.error(`release: ${(e instanceof Error ? e.message : String(e)).replace(/^(release|build): /, "")}`);
+    process.exit(1);
+  }
+}

@@ -3,7 +3,7 @@
  * `execpolicy check`, `exec-server`. Each command's implementation is a lazy `import()`.
  */
 import { Command, CommanderError, Option } from "commander";
-import { VERSION } from "./version.ts";
+import { DOCS_URL, VERSION } from "./version.ts";
 import { log } from "./log.ts";
 import { writeStderr } from "./stderr.ts";
 
@@ -14,15 +14,22 @@ function collect(value: string, previous: string[]): string[] {
 /** Build the commander program. `setExit` receives each action's exit status. */
 export function buildProgram(setExit: (code: number) => void): Command {
   const program = new Command("shellmcp")
-    .description("A sandboxed shell for AI agents: MCP server, exec wrapper, Linux sandbox, exec policy")
+    .description(
+      "A sandboxed shell for AI agents: MCP server, exec wrapper, Linux sandbox, exec policy.\n" +
+        "Reads its rules from ~/.codex/rules/*.rules and its settings from ~/.codex/config.toml ($CODEX_HOME instead of ~/.codex when set).\n" +
+        "Set a client up with `shellmcp init <client>`.",
+    )
     .version(VERSION, "-V, --version", "print the version")
     .showHelpAfterError()
     .enablePositionalOptions()
-    .exitOverride();
+    .exitOverride()
+    .addHelpText("afterAll", `\nDocumentation (the pages named in this help): ${DOCS_URL}`);
 
   program
     .command("serve")
-    .description("run the MCP server (stdio) with the `shell` tool")
+    .description(
+      "run the MCP server on stdio (started by an MCP client: `shellmcp init <client>` configures one) with the tools shell, exec_command, write_stdin and list_sessions; rules from ~/.codex/rules/*.rules, settings from ~/.codex/config.toml ($CODEX_HOME/…)",
+    )
     .option("--shell <SHELL>", "bash (default), zsh, or a path to a patched shell")
     .option("--bash <PATH>", "path of the patched shell (Codex's flag; overrides --shell)")
     .option("--execve <PATH>", "exec wrapper path (default: this binary as codex-execve-wrapper)")
@@ -64,7 +71,7 @@ export function buildProgram(setExit: (code: number) => void): Command {
     )
     .option(
       "--approver [WHEN]",
-      "prompts wait for `shellmcp approvals` (docs/approvals.md): fallback (default: for clients without elicitation) or always; overrides shellmcp.approver",
+      "prompts wait for `shellmcp approvals` (approvals.md in the documentation): fallback (default: for clients without elicitation) or always; overrides shellmcp.approver",
     )
     .option(
       "--approver-timeout-ms <MS>",
@@ -84,8 +91,29 @@ export function buildProgram(setExit: (code: number) => void): Command {
     });
 
   program
+    .command("init")
+    .description(
+      "set a client up: the starter rules and settings in CODEX_HOME (~/.codex/rules/agent.rules, ~/.codex/config.toml) and the client's MCP configuration, merged (nothing overwritten); prints how to undo it",
+    )
+    .argument(
+      "[client]",
+      "claude (.mcp.json), gemini (~/.gemini/settings.json), codex (~/.codex/config.toml), vscode (.vscode/mcp.json), cursor (.cursor/mcp.json); none: the starter policy only",
+    )
+    .option("-y, --yes", "write without asking (needed when stdin is not a terminal)")
+    .option("--dry-run", "print what it would write, write nothing")
+    .option("--name <NAME>", "the server's name in the client (default shell)")
+    .option("--project <DIR>", "the project of .mcp.json, .vscode/ and .cursor/ (default: the current folder)")
+    .option("--no-starter", "the client's configuration only, no starter rules or settings")
+    .action(async (client: string | undefined, o: import("./init/init.ts").InitOptions) => {
+      const { initMain } = await import("./init/init.ts");
+      setExit(await initMain(client, o));
+    });
+
+  program
     .command("approvals")
-    .description("answer the approval requests of `serve --approver` for clients that cannot ask a person (docs/approvals.md)")
+    .description(
+      "answer the approval requests of `serve --approver` for clients that cannot ask a person (approvals.md in the documentation)",
+    )
     .option("--list", "print the requests waiting now and exit")
     .option("--json", "with --list (or alone): one JSON object per request and line")
     .option("--approve <ID>", "run request ID this once")
@@ -149,7 +177,7 @@ export function buildProgram(setExit: (code: number) => void): Command {
   const execpolicy = program.command("execpolicy").description("exec policy tools");
   execpolicy
     .command("check")
-    .description("check a command against .rules files; prints the same JSON as `codex execpolicy check`")
+    .description("check a command against .rules files (e.g. ~/.codex/rules/agent.rules); prints the same JSON as `codex execpolicy check`")
     .option("-r, --rules <PATH>", "a .rules file (repeatable; loaded in order)", collect, [])
     .option("-p, --policy <PATH>", "alias of --rules (Codex's old flag)", collect, [])
     .option("--pretty", "pretty-print the JSON")
@@ -169,7 +197,7 @@ export function buildProgram(setExit: (code: number) => void): Command {
 
   const execServer = program
     .command("exec-server")
-    .description("run Codex's JSON-RPC exec server (websocket or stdio; see docs/exec-server.md)")
+    .description("run Codex's JSON-RPC exec server (websocket or stdio; exec-server.md in the documentation)")
     .option(
       "--listen <URL>",
       "ws://IP:PORT to listen on (default ws://127.0.0.1:0: loopback, a free port; the URL is printed on stdout), or stdio / stdio:// (JSON lines on stdin/stdout)",

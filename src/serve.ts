@@ -1,10 +1,11 @@
 /**
- * `shellmcp serve`: the MCP server (stdio) with the `shell` tool — a drop-in for Codex's
+ * `shellmcp serve`: the MCP server (stdio) with the `shell` tool (and exec_command, write_stdin, list_sessions) — a drop-in for Codex's
  * `codex-exec-mcp-server`. {@link serveMain} is the list of steps; the pieces are in ./serve/ (start-up settings,
  * the sandbox backend choice, one call) and below (exec policy, escalation server, sandbox, shell, MCP).
  */
 import * as libc from "../ffi/libc.ts";
 import { existsSync } from "node:fs";
+import { isatty } from "node:tty";
 import { readFile, realpath } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { EscalationServer } from "./escalate/server.ts";
@@ -20,7 +21,7 @@ import { SessionManager } from "./shell/session-manager.ts";
 import { errorResult, handleShellCall, type ServeRuntime } from "./serve/call.ts";
 import { checkShellIntercepts } from "./serve/shell-check.ts";
 import { loadServeSetup, type ServeOptions, type ServeSetup } from "./serve/setup.ts";
-import { CgroupManager, shouldSayNoCgroups } from "./shell/cgroup.ts";
+import { CgroupManager, cgroupWarnedDir, shouldSayNoCgroups } from "./shell/cgroup.ts";
 import { runtimeDir, xdgRuntimeDir } from "./sandbox/linux/bwrap-probe-cache.ts";
 import { helperCommand } from "./shell/run-command.ts";
 import { portableShellBases, roleLink } from "./carried/portable-shells.ts";
@@ -36,8 +37,14 @@ import { serializeSandboxPolicy } from "./sandbox/policy.ts";
 
 export type { ServeOptions } from "./serve/setup.ts";
 
+/** What `serve` says on stderr when its stdin is a terminal (a person typed it, not an MCP client starting it). */
+export const TERMINAL_HINT =
+  "shellmcp serve: this is an MCP server on stdio, waiting for an MCP client to speak JSON-RPC here; set a client up with `shellmcp init claude|gemini|codex|vscode|cursor` (Ctrl-D or Ctrl-C ends it)";
+
 /** Run the server until the client disconnects. Returns the exit status. */
 export async function serveMain(o: ServeOptions): Promise<number> {
+  // Typed in a terminal, serve would wait silently for a JSON-RPC client (issue 41): one line says so.
+  if (isatty(0)) writeStderr(`${TERMINAL_HINT}\n`);
   // 1. Everything that can be wrong is checked before the MCP session starts (only `initialize` may have been
   //    answered already, see mcp/early-initialize.ts): fail at start-up, not mid-session.
   // 0. Everything the server writes also goes to its log file, from the first line on.
@@ -244,7 +251,8 @@ function startRuntime(
     // Said once per user, reason and boot (a non-root user without a delegated cgroup meets it on every start).
     const text = `no per-call cgroups (${cg.error}); a process that leaves its process group (setsid) can outlive its call`;
     const uid = process.getuid?.() ?? -1;
-    if (shouldSayNoCgroups(cg.error, xdgRuntimeDir(uid) ?? runtimeDir(uid))) writeStderr(`shellmcp: ${text} (said once per boot)\n`);
+    if (shouldSayNoCgroups(cg.error, cgroupWarnedDir(uid, xdgRuntimeDir(uid) ?? runtimeDir(uid))))
+      writeStderr(`shellmcp: ${text} (said once per boot)\n`);
     else log.debug(text);
   }
   const lifeline = platform === "linux" ? lifelineProblem() : undefined;

@@ -2,19 +2,20 @@
  * `shellmcp approvals`: the local approver a person runs beside an MCP client that cannot ask them (no
  * elicitation), for `serve --approver` (docs/approvals.md, "Running the approver"):
  *
- * - no flag, in a terminal: shows each waiting request of every `serve` of this user, asks "once / always / deny /
- *   skip" ("once / session / always / deny / skip" for a network question, with its host, port and protocol), and
- *   keeps watching for new ones until Ctrl-C;
+ * - no flag, in a terminal: stays connected to every `serve` of this user with an approver and shows their waiting
+ *   requests live (one answered elsewhere disappears, a new one appears), the oldest with its answers — o(nce),
+ *   a(lways), d(eny), s(kip), and s(e)ssion for a network question, with its host, port and protocol — taken on one
+ *   key press (raw mode), until q or Ctrl-C;
  * - `--list` (`--json`: one JSON object per line): the requests waiting now;
  * - `--approve ID`, `--always ID`, `--deny ID`: answer one request; status 0 when the server took the answer.
  *
  * Questions are the elicitation's own text, rendered again by src/safe-text.ts before they reach the terminal.
  */
-import { createInterface } from "node:readline/promises";
+import { watch as watchFs } from "node:fs";
 import { bounded, visibleLines } from "../safe-text.ts";
 import { writeStderr } from "../stderr.ts";
 import { listSockets, ServerConnection, STALE } from "./client.ts";
-import { approvalsDirs } from "./place.ts";
+import { approvalsDirs, ensureApprovalsDir } from "./place.ts";
 import type { Decision, PendingRequest } from "./protocol.ts";
 
 /** Options of `shellmcp approvals`. */
@@ -201,45 +202,171 @@ export async function approvalsMain(o: ApprovalsOptions): Promise<number> {
   return interactive(dirs);
 }
 
-/** The terminal loop: each waiting request in turn, then watch for more (every second) until Ctrl-C or EOF. */
+/** One server the interactive approver stays connected to. */
+interface Watched {
+  conn: ServerConnection;
+  pid: number;
+  cwd: string;
+  socket: string;
+  /** Answers sent and not yet confirmed: id → resolve(error sentence or undefined). */
+  results: Map<string, (why: string | undefined) => void>;
+}
+
+/** The key of each answer on the terminal. */
+const KEYS: Record<Decision, string> = { once: "o", session: "e", always: "a", deny: "d" };
+
+/**
+ * The terminal loop (issue 41): stays connected to every `serve` with an approver (new ones are found every
+ * second), so what it shows is live — a request answered elsewhere or timed out disappears with a line saying so,
+ * a new one appears when it is asked. It shows the oldest waiting request and answers it on one key press (the
+ * terminal in raw mode: no Enter), `s` skips it (it stays waiting, shown again when it is the only one left),
+ * `q` or Ctrl-C ends. Each connection also tells its server that someone is watching (src/approvals/server.ts
+ * `watched`: where a client answers questions without a person, they come here).
+ */
 async function interactive(dirs: readonly string[]): Promise<number> {
-  const rl = createInterface({ input: process.stdin, output: process.stdout });
-  let closed = false;
-  rl.on("close", () => (closed = true));
+  const servers = new Map<string, Watched>();
+  const waiting = new Map<string, ListedRequest>();
   const skipped = new Set<string>();
   const said = new Set<string>();
-  process.stdout.write(`shellmcp approvals: watching ${dirs.join(" and ")} (Ctrl-C to stop)\n`);
-  while (!closed) {
-    const problems: string[] = [];
-    const reqs = (await listRequests(dirs, problems)).filter((r) => !skipped.has(r.id));
-    for (const p of problems) if (!said.has(p)) (said.add(p), writeStderr(`shellmcp approvals: ${visibleLines(p)}\n`));
-    const r = reqs[0];
+  /** The request on the screen; null: "no request is waiting" is; undefined: the screen must be redrawn. */
+  let shown: string | null | undefined;
+  let answering = false;
+  let done = false;
+  const out = (t: string) => process.stdout.write(t);
+  out(`shellmcp approvals: watching ${dirs.join(" and ")} (q or Ctrl-C to stop)\n`);
+
+  const current = (): ListedRequest | undefined => {
+    const all = [...waiting.values()];
+    return all.find((r) => !skipped.has(r.id)) ?? all[0];
+  };
+  const show = () => {
+    if (answering) return;
+    const r = current();
+    if ((r?.id ?? null) === shown) return;
+    shown = r?.id ?? null;
     if (r === undefined) {
-      await Bun.sleep(1000);
-      continue;
+      out(`no request is waiting\n`);
+      return;
     }
-    process.stdout.write(`\n${describe(r)}\n`);
-    const offered = answersFor(r);
-    const keys =
-      offered.map((d) => ({ once: "[o]nce", session: "s[e]ssion", always: "[a]lways", deny: "[d]eny" })[d]).join(", ") + ", [s]kip";
-    let a: string;
-    try {
-      a = (await rl.question(`${keys}? `)).trim().toLowerCase();
-    } catch {
-      break;
+    const keys = answersFor(r).map((d) => ({ once: "[o]nce", session: "s[e]ssion", always: "[a]lways", deny: "[d]eny" })[d]);
+    const more = waiting.size > 1 ? ` (${waiting.size - 1} more waiting)` : "";
+    out(`\n${describe(r)}\n${[...keys, "[s]kip", "[q]uit"].join(", ")}${more}? `);
+  };
+
+  const watch = async (socket: string, s: { conn: ServerConnection; pid: number; cwd: string; pending: PendingRequest[] }) => {
+    const w: Watched = { conn: s.conn, pid: s.pid, cwd: s.cwd, socket, results: new Map() };
+    servers.set(socket, w);
+    const add = (p: PendingRequest) => waiting.set(p.id, { ...p, server: { pid: w.pid, cwd: w.cwd, socket } });
+    for (const p of s.pending) add(p);
+    show();
+    for (;;) {
+      const l = await w.conn.next();
+      if (l === undefined) break;
+      if (l.type === "pending") {
+        const { type: _t, ...p } = l;
+        add(p);
+        show();
+      } else if (l.type === "gone") {
+        const had = waiting.delete(l.id);
+        skipped.delete(l.id);
+        if (had && !w.results.has(l.id)) {
+          out(`\n[${l.id}] ${l.why === "timed out" ? "timed out: denied" : `${l.why} elsewhere`}\n`);
+          if (shown === l.id) shown = undefined;
+          show();
+        }
+      } else if (l.type === "result") {
+        w.results.get(l.id)?.(l.ok ? undefined : (l.error ?? "refused"));
+        w.results.delete(l.id);
+      }
     }
-    const decision: Decision | undefined = offered.find((d) => a === d || a === { once: "o", session: "e", always: "a", deny: "d" }[d]);
-    if (decision === undefined) {
-      skipped.add(r.id);
-      continue;
+    servers.delete(socket);
+    for (const [id, r] of waiting) if (r.server.socket === socket) waiting.delete(id);
+    for (const f of w.results.values()) f("the server closed the connection");
+    if (typeof shown === "string" && !waiting.has(shown)) ((shown = undefined), show());
+  };
+
+  const scan = async () => {
+    const problems: string[] = [];
+    for (const socket of socketsIn(dirs, problems)) {
+      if (servers.has(socket)) continue;
+      const s = await openServer(socket);
+      if ("error" in s) {
+        if (s.error !== STALE) problems.push(`${socket}: ${s.error}`);
+        continue;
+      }
+      void watch(socket, s);
     }
-    const why = await answerRequest(dirs, r.id, decision);
-    process.stdout.write(
-      why === undefined
-        ? `${decision === "deny" ? "denied" : decision === "session" ? "approved for the session" : "approved"}: ${r.id}\n`
-        : `not taken: ${visibleLines(why)}\n`,
+    for (const p of problems) if (!said.has(p)) (said.add(p), writeStderr(`shellmcp approvals: ${visibleLines(p)}\n`));
+  };
+
+  const answer = async (r: ListedRequest, decision: Decision) => {
+    const w = servers.get(r.server.socket);
+    if (w === undefined) return;
+    answering = true;
+    const why = await new Promise<string | undefined>((resolve) => {
+      w.results.set(r.id, resolve);
+      w.conn.send({ type: "answer", id: r.id, decision });
+    });
+    waiting.delete(r.id);
+    answering = false;
+    out(
+      `${decision}\n` +
+        (why === undefined
+          ? `${decision === "deny" ? "denied" : decision === "session" ? "approved for the session" : "approved"}: ${r.id}\n`
+          : `not taken: ${visibleLines(why)}\n`),
     );
+    shown = undefined;
+    show();
+  };
+
+  const stdin = process.stdin;
+  const raw = stdin.isTTY === true;
+  if (raw) stdin.setRawMode(true);
+  stdin.setEncoding("utf8");
+  const ended = new Promise<void>((resolve) => {
+    const finish = () => {
+      done = true;
+      resolve();
+    };
+    stdin.on("end", finish);
+    stdin.on("data", (chunk: string) => {
+      for (const key of chunk.toLowerCase()) {
+        if (key === "\u0003" || key === "\u0004" || key === "q") return finish();
+        const r = current();
+        if (r === undefined || answering || r.id !== shown) continue;
+        if (key === "s") {
+          skipped.add(r.id);
+          out("skip\n");
+          shown = undefined;
+          show();
+          continue;
+        }
+        const decision = answersFor(r).find((d) => KEYS[d] === key);
+        if (decision !== undefined) void answer(r, decision);
+      }
+    });
+  });
+  // A new server's socket is seen at once (inotify), so the server knows someone watches before its first
+  // question; and every second anyway.
+  let wake: (() => void) | undefined;
+  const watchers = dirs.flatMap((d) => {
+    try {
+      ensureApprovalsDir(d); // the folder the servers will use, made as they make it (0700), to be watched
+      return [watchFs(d, () => wake?.())];
+    } catch {
+      return []; // cannot be made or watched: the one-second look finds its servers
+    }
+  });
+  await scan();
+  show();
+  while (!done) {
+    await Promise.race([ended, Bun.sleep(1000), new Promise<void>((r) => (wake = r))]);
+    if (!done) await scan();
   }
-  rl.close();
+  for (const w of watchers) w.close();
+  if (raw) stdin.setRawMode(false);
+  stdin.pause();
+  for (const w of servers.values()) w.conn.close();
+  out("\n");
   return 0;
 }

@@ -89,6 +89,18 @@ export type ApproverMode = "fallback" | "always";
 /** Default wait for a person's answer, ms (`[shellmcp] approver_timeout_ms`, `--approver-timeout-ms`). */
 export const DEFAULT_APPROVER_TIMEOUT_MS = 120_000;
 
+/**
+ * An answer other than accept this fast (ms) came from no person (issue 41): Claude Code's print mode cancels in
+ * about a millisecond, and nobody reads a question and presses a key in 50 ms.
+ */
+export const HUMANLESS_MS = 50;
+
+/** How long after its last connection a `shellmcp approvals` still counts as running, ms (it looks every second). */
+export const WATCH_GRACE_MS = 3000;
+
+/** A client's elicitation as the calls pass it (a network question adds what it is about, which it ignores). */
+export type ClientElicit = (message: string, form: never, about?: never) => Promise<ApproverAnswer>;
+
 /** Most clients connected at once. */
 const MAX_CLIENTS = 32;
 
@@ -132,6 +144,10 @@ export class Approver {
   private next = 0;
   private closed = false;
   private refusals = 0;
+  /** The client answered a question without a person (see {@link askerFor}). */
+  private humanless = false;
+  /** When the last trusted connection ended (ms since the epoch). */
+  private lastWatcher = 0;
 
   private constructor(
     readonly dir: string,
@@ -162,8 +178,8 @@ export class Approver {
         socket: {
           open: (s) => self!.opened(s),
           data: (s, d) => self!.received(s, d),
-          close: (s) => void self!.clients.delete(s),
-          error: (s) => void self!.clients.delete(s),
+          close: (s) => self!.left(s),
+          error: (s) => self!.left(s),
         },
       });
     } finally {
@@ -209,10 +225,46 @@ export class Approver {
 
   /**
    * How a call asks a person, given the client's elicitation (`clientElicit`, undefined when it has none): this
-   * approver in `always` mode or when the client has none, else the client's.
+   * approver in `always` mode or when the client has none; else the client's, watched (issue 41): a client that
+   * declares elicitation but answers without a person — Claude Code's print mode (`claude -p`) cancels at once,
+   * `codex exec` declines at once — is recognised by its behaviour: an answer other than accept within
+   * {@link HUMANLESS_MS} of the question, faster than anyone can read it. From then on (for this server, i.e. this
+   * client session) its questions go to this approver whenever someone runs `shellmcp approvals` ({@link watched}),
+   * the first one included; with nobody there, the client's own answer stands (as before: denied at once, not a
+   * wait of the approver's timeout for nobody). `clientInfo` is not used: interactive and print mode give the same.
    */
-  askerFor<F>(clientElicit: F | undefined): F | Approver["elicit"] {
-    return this.mode === "always" || clientElicit === undefined ? this.elicit : clientElicit;
+  askerFor<F extends ClientElicit>(clientElicit: F | undefined): F | Approver["elicit"] {
+    if (this.mode === "always" || clientElicit === undefined) return this.elicit;
+    const watchedElicit = async (message: string, form: ApproverForm, network?: NetworkAbout): Promise<ApproverAnswer> => {
+      if (this.humanless && this.watched()) return this.elicit(message, form, network);
+      const t0 = performance.now();
+      const a = await clientElicit(message, form as never, network as never);
+      const ms = performance.now() - t0;
+      if (a.action === "accept" || ms >= HUMANLESS_MS) return a;
+      if (!this.humanless) {
+        this.humanless = true;
+        log.notice(
+          "the client answered an approval question without a person (in print mode?): its questions go to `shellmcp approvals` when it runs",
+          {
+            action: a.action,
+            ms: Math.round(ms),
+          },
+        );
+      }
+      // A person who just started `shellmcp approvals` may be connecting still: a moment's grace.
+      for (let i = 0; i < 5 && !this.watched(); i++) await Bun.sleep(50);
+      return this.watched() ? this.elicit(message, form, network) : a;
+    };
+    return watchedElicit as unknown as F;
+  }
+
+  /**
+   * Whether someone runs `shellmcp approvals` for this server: a trusted connection is open, or one ended less than
+   * {@link WATCH_GRACE_MS} ago (a watcher that reconnects between looks).
+   */
+  watched(): boolean {
+    for (const c of this.clients) if (c.data.trusted) return true;
+    return Date.now() - this.lastWatcher < WATCH_GRACE_MS;
   }
 
   /** The requests waiting now (ids and questions). */
@@ -274,6 +326,11 @@ export class Approver {
       this.send(s, { type: "listed" });
       this.handle(s);
     });
+  }
+
+  private left(s: Socket<Conn>): void {
+    if (s.data?.trusted) this.lastWatcher = Date.now();
+    this.clients.delete(s);
   }
 
   private received(s: Socket<Conn>, d: Buffer): void {

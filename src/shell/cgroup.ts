@@ -232,16 +232,47 @@ function sandboxWritable(env: Record<string, string | undefined>): string[] {
   return ["/tmp", "/dev/shm", ...(env.TMPDIR !== undefined && env.TMPDIR.startsWith("/") ? [env.TMPDIR] : [])];
 }
 
-/** `reason` without the paths in it (each login session has a cgroup of its own). */
+/** `reason` without the paths in it (each login session has a cgroup of its own), after this boot's id. */
 function saidKey(reason: string): string {
-  return reason.replace(/\/[^\s:'"]*/g, "<path>");
+  return `${bootId()} ${reason.replace(/\/[^\s:'"]*/g, "<path>")}`;
+}
+
+/** The kernel's id of this boot (`/proc/sys/kernel/random/boot_id`), or "" where it cannot be read. */
+function bootId(): string {
+  try {
+    return readFileSync("/proc/sys/kernel/random/boot_id", "utf8").trim();
+  } catch {
+    return "";
+  }
+}
+
+/**
+ * Where the "no per-call cgroups" memory lives for user `uid`: `runtime` (the runtime folder, emptied at boot:
+ * `$XDG_RUNTIME_DIR/shellmcp`, `/run/shellmcp` for root), else — a user without `XDG_RUNTIME_DIR` (`su`, `sudo -u`,
+ * a container, an ssh session without systemd: the warning was said on every start, issue 41) —
+ * `$XDG_CACHE_HOME/shellmcp`, else `~/.cache/shellmcp`: not emptied at boot, which the boot id in every remembered
+ * line makes up for. Undefined when none is known.
+ * @param uid      the effective uid
+ * @param runtime  the runtime folder, if any
+ * @param env      XDG_CACHE_HOME, HOME
+ */
+export function cgroupWarnedDir(
+  uid: number,
+  runtime: string | undefined,
+  env: Record<string, string | undefined> = process.env,
+): string | undefined {
+  if (runtime !== undefined) return runtime;
+  if (uid === 0) return undefined;
+  const cache = env.XDG_CACHE_HOME?.startsWith("/") ? env.XDG_CACHE_HOME : env.HOME?.startsWith("/") ? join(env.HOME, ".cache") : undefined;
+  return cache === undefined ? undefined : join(cache, "shellmcp");
 }
 
 /**
  * Whether to print the "no per-call cgroups" warning for `reason` (issue 31, item 5): true the first time this
  * user meets this reason this boot, false afterwards (the server then logs it at debug level only). The memory is
- * the file `cgroup-warned` in `dir` — the user's runtime folder (`$XDG_RUNTIME_DIR/shellmcp`, else `/run/shellmcp`
- * for root: ../sandbox/linux/bwrap-probe-cache.ts; both are emptied at boot) — used only when the folder is this user's, private,
+ * the file `cgroup-warned` in `dir` ({@link cgroupWarnedDir}: the user's runtime folder, `$XDG_RUNTIME_DIR/shellmcp`,
+ * else `/run/shellmcp` for root, both emptied at boot; else the user's cache folder), one line per reason said,
+ * each after the boot id — used only when the folder is this user's, private,
  * not a symlink, and outside the temporary folders and /dev/shm that sandboxes may write; the file is read with
  * `readUntrusted` (a FIFO or link planted there is ignored). Without such a folder it always says it. A forged
  * file could only silence this warning, never change what a call may do.

@@ -112,12 +112,11 @@ describe.skipIf(skipWithout("local approver suite", shellsMissing()))("issue 32:
     expect(existsSync(join(ws, "denied"))).toBe(false);
   }, 60_000);
 
-  test("interactive, in a terminal: the question is shown, `d` denies it", async () => {
+  test("interactive, in a terminal, live (issue 41): a request appears, one answered elsewhere disappears, one key press answers", async () => {
     const ws = confDir("appr-ws");
     const s = await serve(ws);
-    const call = s.shell({ command: `touch ${ws}/asked; echo rc=$?`, workdir: ws, timeout_ms: 30_000 });
-    await oneRequest(s.codexHome);
-    // `script` gives `shellmcp approvals` a terminal, as a person's.
+    await socketOf(s);
+    // `script` gives `shellmcp approvals` a terminal, as a person's; started before any request waits.
     const p = Bun.spawn(["script", "-q", "-e", "-c", `${ensureBinary()} approvals`, "/dev/null"], {
       env: { PATH: "/usr/bin:/bin", HOME: s.codexHome, CODEX_HOME: s.codexHome, TERM: "dumb" },
       stdin: "pipe",
@@ -125,29 +124,48 @@ describe.skipIf(skipWithout("local approver suite", shellsMissing()))("issue 32:
     });
     let seen = "";
     const reader = p.stdout.getReader();
-    const until = async (text: string) => {
+    /** Read the terminal until `text` appears after offset `from`; returns where it ends. */
+    const until = async (text: string, from = 0): Promise<number> => {
       const deadline = Date.now() + 20_000;
-      while (!seen.includes(text) && Date.now() < deadline) {
-        const { value, done } = await reader.read();
+      while (!seen.slice(from).includes(text) && Date.now() < deadline) {
+        const { value, done } = await Promise.race([
+          reader.read(),
+          Bun.sleep(Math.max(0, deadline - Date.now())).then(() => ({ value: undefined, done: true })),
+        ]);
         if (done) break;
         seen += new TextDecoder().decode(value);
       }
-      expect(seen).toContain(text);
+      expect(seen.slice(from)).toContain(text);
+      return seen.indexOf(text, from) + text.length;
     };
     try {
-      await until("[o]nce, [d]eny, [s]kip? ");
-      expect(seen).toContain(`Allow agent to run \`/usr/bin/touch ${ws}/asked\` in \`${ws}\`?`);
-      p.stdin.write("d\n");
+      let at = await until("no request is waiting");
+      // A request appears while it watches.
+      const first = s.shell({ command: `touch ${ws}/elsewhere; echo rc=$?`, workdir: ws, timeout_ms: 30_000 });
+      at = await until("[o]nce, [d]eny, [s]kip, [q]uit? ", at);
+      expect(seen).toContain(`Allow agent to run \`/usr/bin/touch ${ws}/elsewhere\` in \`${ws}\`?`);
+      const r1 = (await oneRequest(s.codexHome)).id;
+      // Answered elsewhere: it disappears from the screen, with a line saying so.
+      expect(approvals(s.codexHome, "--deny", r1)).toMatchObject({ code: 0 });
+      at = await until(`[${r1}] denied elsewhere`, at);
+      at = await until("no request is waiting", at);
+      expect((await first).out.output).toContain("User declined execution");
+      // A new one, answered by one key press (no Enter).
+      const second = s.shell({ command: `touch ${ws}/by-key; echo rc=$?`, workdir: ws, timeout_ms: 30_000 });
+      at = await until(`touch ${ws}/by-key`, at);
+      at = await until("[q]uit? ", at);
+      p.stdin.write("o");
       p.stdin.flush();
-      await until("denied: ");
+      await until("approved: ", at);
+      const { out } = await second;
+      expect(out.output).toContain("rc=0");
+      expect(existsSync(join(ws, "by-key"))).toBe(true);
+      expect(existsSync(join(ws, "elsewhere"))).toBe(false);
     } finally {
       p.kill("SIGTERM");
       await p.exited;
     }
-    const { out } = await call;
-    expect(out.output).toContain("User declined execution");
-    expect(existsSync(join(ws, "asked"))).toBe(false);
-  }, 60_000);
+  }, 90_000);
 
   const inspector = join(ROOT, "node_modules", ".bin", "mcp-inspector");
   test.skipIf(skipWithout("approver with the MCP Inspector", existsSync(inspector) ? undefined : "MCP Inspector not installed (npm ci)"))(

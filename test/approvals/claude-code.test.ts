@@ -2,8 +2,10 @@
  * The local approver with a real client that has nobody to ask: Claude Code's print mode (`claude -p`, the dev
  * dependency `@anthropic-ai/claude-code`), driven by a stand-in Anthropic Messages API that asks for one `shell`
  * call of the compiled `serve`. Claude Code declares elicitation but, in print mode, answers every request
- * `cancel` at once, unasked: with `--approver` (fallback) the prompt is denied as "User cancelled execution"; with
- * `--approver always` the person at `shellmcp approvals` decides, and an approved program runs (judged on disk).
+ * `cancel` at once, unasked: with `--approver` (fallback) and nobody at `shellmcp approvals` the prompt is denied as
+ * "User cancelled execution"; with `--approver always`, or with `--approver` while a person runs the interactive
+ * `shellmcp approvals` (issue 41: the cancel in under 50 ms is recognised as no person's), the person decides, and
+ * an approved program runs (judged on disk).
  */
 import { afterAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdtempSync, writeFileSync } from "node:fs";
@@ -70,7 +72,7 @@ afterAll(() => servers.forEach((s) => s.stop(true)));
 describe.skipIf(skipWithout("approver with Claude Code", existsSync(claude) ? shellsMissing() : "Claude Code not installed (npm ci)"))(
   "issue 32: Claude Code's print mode (a client that declares elicitation but cannot ask anyone)",
   () => {
-    for (const when of ["fallback", "always"] as const)
+    for (const when of ["fallback", "always", "watched"] as const)
       test(`--approver ${when}`, async () => {
         const codexHome = touchPromptsHome("appr-cc-codex");
         const home = confDir("appr-cc-home");
@@ -79,7 +81,18 @@ describe.skipIf(skipWithout("approver with Claude Code", existsSync(claude) ? sh
         servers.push(model);
         const tmp = mkdtempSync(join(tmpdir(), "appr-cc-tmp-"));
         const mcp = join(home, "mcp.json");
-        const args = ["serve", "--approver", when, "--approver-timeout-ms", "30000", "--sandbox", "workspace-write", "--cd", ws];
+        const mode = when === "watched" ? "fallback" : when;
+        const args = ["serve", "--approver", mode, "--approver-timeout-ms", "30000", "--sandbox", "workspace-write", "--cd", ws];
+        // "watched" (issue 41): plain --approver, with a person running the interactive `shellmcp approvals` (in a
+        // terminal: `script`) before Claude Code starts; print mode's cancel, at once, is recognised as no person's.
+        const watcher =
+          when === "watched"
+            ? Bun.spawn(["script", "-q", "-e", "-c", `${ensureBinary()} approvals`, "/dev/null"], {
+                env: { PATH: "/usr/bin:/bin", HOME: codexHome, CODEX_HOME: codexHome, TERM: "dumb" },
+                stdin: "pipe",
+                stdout: "pipe",
+              })
+            : undefined;
         writeFileSync(mcp, JSON.stringify({ mcpServers: { shellmcp: { command: ensureBinary(), args, env: { CODEX_HOME: codexHome } } } }));
         const p = Bun.spawn(
           [
@@ -112,9 +125,31 @@ describe.skipIf(skipWithout("approver with Claude Code", existsSync(claude) ? sh
             },
           },
         );
-        // With `always`, the person beside the client approves the one waiting request.
-        const out = await clientOutput(p, codexHome, when === "always");
-        if (when === "always") {
+        // With `always`, the person beside the client approves the one waiting request; watched, they press `o`.
+        let out: string;
+        if (watcher !== undefined) {
+          try {
+            let seen = "";
+            const reader = watcher.stdout.getReader();
+            const deadline = Date.now() + 40_000;
+            while (!seen.includes("[q]uit? ") && Date.now() < deadline) {
+              const { value, done } = await Promise.race([
+                reader.read(),
+                Bun.sleep(Math.max(0, deadline - Date.now())).then(() => ({ value: undefined, done: true })),
+              ]);
+              if (done) break;
+              seen += new TextDecoder().decode(value);
+            }
+            expect(seen).toContain(`touch ${ws}/by-claude`);
+            watcher.stdin.write("o");
+            watcher.stdin.flush();
+            out = await clientOutput(p, codexHome, false);
+          } finally {
+            watcher.kill("SIGTERM");
+            await watcher.exited;
+          }
+        } else out = await clientOutput(p, codexHome, when === "always");
+        if (when !== "fallback") {
           expect(out).toContain("rc=0");
           expect(existsSync(join(ws, "by-claude"))).toBe(true);
         } else {

@@ -16,8 +16,12 @@ import { ensureBinary, ROOT } from "../helpers/binary.ts";
 import { MessagesMock, offersTool, text, toolResults, toolUse, type Script } from "../helpers/messages-mock.ts";
 import { skipWithout, toolMissing } from "../helpers/prereq.ts";
 import { shellsMissing } from "../helpers/shells.ts";
+import { hostGit } from "../helpers/attack.ts";
 import {
+  COMMIT_COMMAND,
   devServerPlan,
+  expectCommitted,
+  initClient,
   domainNetworkScenario,
   expectDevServerSession,
   expectWriteProbe,
@@ -177,6 +181,24 @@ describe.skipIf(skip)("real Claude Code (claude -p) against shellmcp serve", () 
   }, 120_000);
 
   test("a forbidden rule: denied, the program never runs", () => forbiddenRuleScenario("claude", run), 120_000);
+
+  test("set up by `shellmcp init claude --yes` (issue 41): a shell call works, and the starter rules let it commit", async () => {
+    const p = place("claude");
+    hostGit(p.proj, "config", "user.name", "Agent");
+    hostGit(p.proj, "config", "user.email", "agent@example.com");
+    const printed = initClient(ensureBinary(), "claude", p);
+    expect(printed).toContain(`rm ${join(p.proj, ".mcp.json")}`);
+    const mock = new MessagesMock(script(shellCall(p, COMMIT_COMMAND)));
+    mocks.push(mock);
+    const r = await runClient([CLAUDE, "-p", "run the planned commands", "--allowedTools", "mcp__shell"], {
+      cwd: p.proj,
+      env: env(p, mock),
+    });
+    mock.stop();
+    const results = [...toolResults(mock.requests.at(-1)!)].filter(([id]) => id !== SEARCH_ID).map(([, v]) => v.text);
+    expect(r.exitCode, r.stderr).toBe(0);
+    expectCommitted(p, results[0]);
+  }, 120_000);
 
   test(
     "network by domain: the allowed name is answered through the proxy, another is refused",

@@ -239,3 +239,32 @@ export async function domainNetworkScenario(client: string, run: RunClient): Pro
     void up.stop(true);
   }
 }
+
+/**
+ * Issue 41: `shellmcp init <client> --yes` run in the project with the place's HOME (CODEX_HOME its default,
+ * `~/.codex`): the starter policy and the client's configuration. Returns what it printed; fails unless it ends
+ * with the undo commands.
+ */
+export function initClient(binary: string, client: string, p: Place, env: Record<string, string> = {}): string {
+  const r = Bun.spawnSync([binary, "init", client, "--yes"], {
+    cwd: p.proj,
+    env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: p.home, ...env },
+    stdin: "ignore",
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  const out = r.stdout.toString() + r.stderr.toString();
+  expect(r.exitCode, out).toBe(0);
+  expect(out).toContain("done. To undo it:");
+  return out;
+}
+
+/** The commit scenario's call: write a file and commit it, which the starter rules escalate (`.git` is read-only in the sandbox). */
+export const COMMIT_COMMAND = "echo hi > hello.txt && git add hello.txt && git commit -qm 'from the agent' && echo COMMITTED; echo END";
+
+/** What the commit scenario must show: the call's output, and the commit in the host's repository. */
+export function expectCommitted(p: Place, result: string | undefined): void {
+  expect(result).toContain("COMMITTED");
+  expect(hostGit(p.proj, "log", "--format=%s", "-1")).toBe("from the agent");
+  expect(hostGit(p.proj, "show", "--format=", "--name-only", "HEAD")).toBe("hello.txt");
+}

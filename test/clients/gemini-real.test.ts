@@ -24,8 +24,12 @@ import {
 } from "../helpers/gemini-mock.ts";
 import { skipWithout, toolMissing } from "../helpers/prereq.ts";
 import { shellsMissing } from "../helpers/shells.ts";
+import { hostGit } from "../helpers/attack.ts";
 import {
+  COMMIT_COMMAND,
   devServerPlan,
+  expectCommitted,
+  initClient,
   domainNetworkScenario,
   expectDevServerSession,
   expectWriteProbe,
@@ -94,27 +98,34 @@ function env(p: Place, mock?: GeminiMock): Record<string, string> {
  * (with `prefix` in front of the server: the network scenario's outer bubblewrap), then `gemini -p --skip-trust`
  * in the project, the model following `plan`.
  */
-async function run(p: Place, plan: Plan, o: { prefix?: string[]; trust?: boolean; skipTrust?: boolean } = {}): Promise<Outcome> {
+async function run(
+  p: Place,
+  plan: Plan,
+  o: { prefix?: string[]; trust?: boolean; skipTrust?: boolean; viaInit?: boolean } = {},
+): Promise<Outcome> {
   const server = [...(o.prefix ?? []), ensureBinary()];
-  const add = await runClient(
-    [
-      NODE!,
-      GEMINI,
-      "mcp",
-      "add",
-      "--scope",
-      "user",
-      ...(o.trust === false ? [] : ["--trust"]),
-      "shell",
-      server[0]!,
-      "--",
-      ...server.slice(1),
-      "serve",
-      "--sandbox",
-      "workspace-write",
-    ],
-    { cwd: p.proj, env: env(p), deadlineMs: 30_000 },
-  );
+  // Issue 41: or set up by `shellmcp init gemini --yes` (the user's settings.json, trusted).
+  const add = o.viaInit
+    ? { exitCode: 0, stdout: initClient(ensureBinary(), "gemini", p), stderr: "" }
+    : await runClient(
+        [
+          NODE!,
+          GEMINI,
+          "mcp",
+          "add",
+          "--scope",
+          "user",
+          ...(o.trust === false ? [] : ["--trust"]),
+          "shell",
+          server[0]!,
+          "--",
+          ...server.slice(1),
+          "serve",
+          "--sandbox",
+          "workspace-write",
+        ],
+        { cwd: p.proj, env: env(p), deadlineMs: 30_000 },
+      );
   if (add.exitCode !== 0) throw new Error(`gemini mcp add: ${add.stdout}${add.stderr}`);
   // Only the stand-in model needs this: the API-key auth type, whose base URL GOOGLE_GEMINI_BASE_URL sets.
   const settingsPath = join(p.home, ".gemini", "settings.json");
@@ -194,6 +205,15 @@ describe.skipIf(skip)("real Gemini CLI (gemini -p) against shellmcp serve", () =
   }, 120_000);
 
   test("a forbidden rule: denied, the program never runs", () => forbiddenRuleScenario("gemini", run), 120_000);
+
+  test("set up by `shellmcp init gemini --yes` (issue 41): a shell call works, and the starter rules let it commit", async () => {
+    const p = place("gemini");
+    hostGit(p.proj, "config", "user.name", "Agent");
+    hostGit(p.proj, "config", "user.email", "agent@example.com");
+    const o = await run(p, shellCall(p, COMMIT_COMMAND), { viaInit: true });
+    expect(o.exitCode, o.stderr).toBe(0);
+    expectCommitted(p, o.results[0]);
+  }, 120_000);
 
   test(
     "network by domain: the allowed name is answered through the proxy, another is refused",

@@ -53,6 +53,11 @@ interface Scenario {
   rules?: string;
   /** Codex config lines added at the top level. */
   extraConfig?: string;
+  /**
+   * Issue 41: the `shell` server and the starter policy come from `shellmcp init codex --yes` (HOME the scenario's
+   * base, CODEX_HOME its default `~/.codex`), run over a config that holds only the model's settings and tables.
+   */
+  viaInit?: boolean;
 }
 
 interface Outcome {
@@ -99,7 +104,7 @@ async function run(s: Scenario): Promise<Outcome> {
   const base = join(CONF_BASE, `codex-real-${Math.random().toString(36).slice(2)}`);
   const proj = join(base, "proj");
   const outside = join(base, "outside");
-  const home = join(base, "codex-home");
+  const home = s.viaInit ? join(base, ".codex") : join(base, "codex-home");
   for (const d of [proj, outside, join(home, "rules")]) mkdirSync(d, { recursive: true });
   writeFileSync(join(proj, "README"), "hello\n");
   hostGit(proj, "init", "-q", "-b", "main");
@@ -112,10 +117,25 @@ async function run(s: Scenario): Promise<Outcome> {
     () => finalMessage("done"),
   ]);
   mocks.push(mock);
-  writeFileSync(join(home, "config.toml"), codexConfig({ home, modelUrl: mock.url, sandbox: s.sandbox, extra: s.extraConfig }));
+  if (s.viaInit) {
+    // The user's config before init: tables only after the top-level keys, where a key appended would be lost.
+    writeFileSync(
+      join(home, "config.toml"),
+      codexConfig({ home, modelUrl: mock.url, sandbox: s.sandbox })
+        .split("\n[mcp_servers.shell]")[0]!
+        .replace("features.shell_tool = false\n", ""),
+    );
+    const init = Bun.spawnSync([ensureBinary(), "init", "codex", "--yes"], {
+      cwd: proj,
+      env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: base },
+      stdout: "pipe",
+      stderr: "pipe",
+    });
+    expect(init.exitCode, init.stdout.toString() + init.stderr.toString()).toBe(0);
+  } else writeFileSync(join(home, "config.toml"), codexConfig({ home, modelUrl: mock.url, sandbox: s.sandbox, extra: s.extraConfig }));
   const proc = Bun.spawn([s.codex, "exec", "--skip-git-repo-check", "-C", proj, "run the command"], {
     cwd: proj,
-    env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: base, CODEX_HOME: home, RUST_LOG: "error" },
+    env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: base, ...(s.viaInit ? {} : { CODEX_HOME: home }), RUST_LOG: "error" },
     stdin: "ignore",
     stdout: "pipe",
     stderr: "pipe",
@@ -233,6 +253,28 @@ function scenarios(line: "0.169" | "0.97", codexPath: () => string): void {
     expect(o.output).toMatch(/Execution denied: User (declined|cancelled)/);
     expect(o.output).toContain("rc=1");
     expect(existsSync(join(o.proj, "ask-me"))).toBe(false);
+  }, 120_000);
+
+  test("set up by `shellmcp init codex --yes` (issue 41): the tool replaces Codex's shell, and the starter rules let it commit", async () => {
+    const o = await run({
+      codex: codex(),
+      sandbox: "workspace-write",
+      viaInit: true,
+      args: ({ proj }) => {
+        hostGit(proj, "config", "user.name", "Agent");
+        hostGit(proj, "config", "user.email", "agent@example.com");
+        return {
+          command: "echo hi > hello.txt && git add hello.txt && git commit -qm 'from the agent' && echo COMMITTED; echo END",
+          workdir: proj,
+          login: false,
+        };
+      },
+    });
+    expect(o.exitCode).toBe(0);
+    const names = (o.requests[0]!.tools ?? []).map((t) => t.name);
+    for (const builtin of ["shell", "exec_command", "shell_command"]) expect(names).not.toContain(builtin);
+    expect(o.output).toContain("COMMITTED");
+    expect(hostGit(o.proj, "log", "--format=%s", "-1")).toBe("from the agent");
   }, 120_000);
 
   test("a timeout kills the whole command, background jobs included: nothing is left running", async () => {

@@ -83,4 +83,34 @@ describe.skipIf(skipWithout("release artifacts", missing))("bun build.ts --relea
       }
     }
   }, 240_000);
+
+  test("issue 41: by default the host's targets; each skipped one said in one line, no stack trace; the starter policy in the tarball", () => {
+    const version = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")).version as string;
+    const env: Record<string, string> = { ...(process.env as Record<string, string>), HOME: join(RUN_TMP, "release-home") };
+    delete env.SHELLMCP_RELEASE_TARGETS;
+    const r = Bun.spawnSync([BUN, join(ROOT, "build.ts"), "--release"], { cwd: ROOT, env, stdout: "pipe", stderr: "pipe" });
+    const err = r.stderr.toString();
+    expect(r.exitCode, err).toBe(0);
+    expect(err).not.toMatch(/^\s+at /m);
+    for (const t of ["darwin-x64", "darwin-arm64"]) expect(err).toContain(`release: skipped ${t}: another OS than this linux host`);
+    if (!existsSync(join(ROOT, "dist", "shells-static", "linux-arm64", "bash")))
+      expect(err).toContain("release: skipped linux-arm64: no portable shells in dist/shells-static/linux-arm64/");
+    const out = mkdtempSync(join(CONF_BASE, "release-"));
+    expect(run(["tar", "-xzf", join(ROOT, "dist", "release", `shellmcp-${version}-linux-x64.tar.gz`), "-C", out]).exitCode).toBe(0);
+    const dir = join(out, `shellmcp-${version}-linux-x64`);
+    expect(readFileSync(join(dir, "starter", "rules", "agent.rules"), "utf8")).toBe(
+      readFileSync(join(ROOT, "examples", "rules", "agent.rules"), "utf8"),
+    );
+    expect(readFileSync(join(dir, "starter", "config.toml"), "utf8")).toContain("[shellmcp.room_writable]");
+    expect(readFileSync(join(dir, "README.txt"), "utf8")).toContain("./shellmcp init claude");
+    // A named target that cannot be built: one line, status 1.
+    const bad = Bun.spawnSync([BUN, join(ROOT, "build.ts"), "--release"], {
+      cwd: ROOT,
+      env: { ...env, SHELLMCP_RELEASE_TARGETS: "linux-x64,nowhere-x64" },
+      stdout: "pipe",
+      stderr: "pipe",
+    });
+    expect(bad.exitCode).toBe(1);
+    expect(bad.stderr.toString().trim().split("\n")).toEqual([expect.stringContaining("release: unknown target nowhere-x64")]);
+  }, 300_000);
 });

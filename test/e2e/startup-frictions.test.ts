@@ -6,13 +6,27 @@
  */
 import { CONF_BASE } from "../helpers/cleanup.ts";
 import { afterAll, describe, expect, test } from "bun:test";
-import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import {
+  chmodSync,
+  chownSync,
+  closeSync,
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  realpathSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
 import { join } from "node:path";
 import { startServe } from "../helpers/mcp.ts";
+import { BINARY } from "../helpers/binary.ts";
 import { skipWithout } from "../helpers/prereq.ts";
 import { shellsMissing } from "../helpers/shells.ts";
 import { shouldSayNoCgroups } from "../../src/shell/cgroup.ts";
-import { IdleRelease, startupRemedy } from "../../src/serve.ts";
+import { IdleRelease, startupRemedy, TERMINAL_HINT } from "../../src/serve.ts";
+import { openPty } from "../../ffi/libc.ts";
 import { ShellmcpError } from "../../src/errors.ts";
 import { portableShellBases } from "../../src/carried/portable-shells.ts";
 import { xdgRuntimeDir } from "../../src/sandbox/linux/bwrap-probe-cache.ts";
@@ -177,6 +191,70 @@ describe.skipIf(skip)("the cgroup warning is said once per user and boot", () =>
     expect(shouldSayNoCgroups("x", "/tmp/anything/shellmcp")).toBe(true);
     expect(shouldSayNoCgroups("x", "/tmp/anything/shellmcp")).toBe(true);
     expect(existsSync("/tmp/anything")).toBe(false);
+  });
+});
+
+describe.skipIf(skip)("serve typed in a terminal (issue 41)", () => {
+  /** serve's stderr over its first second, with `stdin` as its standard input. */
+  async function firstSecond(stdin: number | "pipe"): Promise<string> {
+    const h = home();
+    const p = Bun.spawn([BINARY, "serve"], {
+      env: { PATH: process.env.PATH, HOME: h, CODEX_HOME: h, TMPDIR: process.env.TMPDIR },
+      stdin,
+      stdout: "ignore",
+      stderr: "pipe",
+    });
+    const timer = setTimeout(() => p.kill(), 1000);
+    const err = await new Response(p.stderr).text();
+    clearTimeout(timer);
+    await p.exited;
+    return err;
+  }
+
+  test("a terminal on stdin gets the one-line hint on stderr; a client's pipe does not", async () => {
+    const pty = openPty();
+    try {
+      const err = await firstSecond(pty.slave);
+      expect(err).toContain(TERMINAL_HINT);
+      expect(err.split("\n").filter((l) => l.includes("MCP server on stdio"))).toHaveLength(1);
+    } finally {
+      closeSync(pty.master);
+      closeSync(pty.slave);
+    }
+    expect(await firstSecond("pipe")).not.toContain("MCP server on stdio");
+  });
+});
+
+/**
+ * Issue 41: a user without XDG_RUNTIME_DIR (`su`, `sudo -u`, a container, ssh without systemd) heard the warning on
+ * every start (no folder to remember it in). Run as `nobody` (uid 65534) with no XDG_RUNTIME_DIR: the memory goes
+ * to `~/.cache/shellmcp/cgroup-warned`, under this boot's id.
+ */
+describe.skipIf(skip || process.getuid?.() !== 0)("the cgroup warning for a user without XDG_RUNTIME_DIR", () => {
+  test("said on the first start only", async () => {
+    const h = join(base, "nobody");
+    mkdirSync(join(h, "tmp"), { recursive: true });
+    chmodSync(base, 0o755);
+    chownSync(h, 65534, 65534);
+    chownSync(join(h, "tmp"), 65534, 65534);
+    const start = async () => {
+      const p = Bun.spawn(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", BINARY, "serve"], {
+        env: { PATH: process.env.PATH, HOME: h, TMPDIR: join(h, "tmp"), SHELLMCP_NO_CGROUP: "1" },
+        stdin: "ignore",
+        stdout: "ignore",
+        stderr: "pipe",
+      });
+      const err = await new Response(p.stderr).text();
+      await p.exited;
+      return err;
+    };
+    expect(await start()).toContain("no per-call cgroups (turned off by SHELLMCP_NO_CGROUP=1)");
+    const memory = readFileSync(join(h, ".cache", "shellmcp", "cgroup-warned"), "utf8");
+    expect(memory).toContain(readFileSync("/proc/sys/kernel/random/boot_id", "utf8").trim());
+    expect(await start()).not.toContain("no per-call cgroups");
+    // Another boot (its id differs): said again.
+    writeFileSync(join(h, ".cache", "shellmcp", "cgroup-warned"), memory.replace(/^\S+/gm, "another-boot"));
+    expect(await start()).toContain("no per-call cgroups");
   });
 });
 

@@ -27,7 +27,7 @@ const LAYERS: readonly (readonly string[])[] = [
   ["src/cli.ts"], // the shellmcp CLI
   ["src/fs-helper"], // the codex-fs role: the exec-server's fs operations
   ["src/serve.ts"], // `serve` as a list of steps
-  ["src/serve", "src/exec-server", "src/sandbox-cli"], // the commands
+  ["src/serve", "src/exec-server", "src/sandbox-cli", "src/init"], // the commands
   ["src/mcp"], // the only folder that knows MCP
   ["src/approvals"], // the local approver (`shellmcp approvals`, serve --approver): knows no MCP
   ["src/shell"], // one command run: spawn, output, sessions, lifeline, the carried shells

@@ -30,6 +30,7 @@ const ALLOWED: Record<string, [string, string][]> = {
     ["readFileSync(this.procs", "a cgroup file of the server's own cgroup tree (cgroupfs, never a FIFO)"],
     ["readFileSync(`/proc/${pid}/stat`", "/proc: kernel-made"],
     ['readFileSync("/proc/stat"', "a kernel file"],
+    ['readFileSync("/proc/sys/kernel/random/boot_id"', "/proc: kernel-made"],
   ],
   "src/sandbox/linux/mount-markers.ts": [
     ["readFileSync(`/proc/${pid}/stat`", "/proc: kernel-made"],
