@@ -19,7 +19,7 @@
 import { chmodSync, copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { compile, ROOT, TARGETS } from "../build.ts";
-import { DOCS_URL } from "../src/version.ts";
+import { DOCS_WHERE } from "../src/version.ts";
 
 /** npm's `os` and `cpu` of each target. */
 const NPM_PLATFORM: Record<string, { os: string; cpu: string }> = {
@@ -135,6 +135,10 @@ export function release(): string[] {
     copyFileSync(exe, join(dir, "shellmcp"));
     chmodSync(join(dir, "shellmcp"), 0o755);
     for (const role of ROLE_LINKS) symlinkSync("shellmcp", join(dir, role));
+    // The documentation the help names (src/version.ts DOCS_WHERE): every page of docs/.
+    mkdirSync(join(dir, "docs"));
+    for (const page of readdirSync(join(ROOT, "docs")))
+      if (page.endsWith(".md")) copyFileSync(join(ROOT, "docs", page), join(dir, "docs", page));
     // The starter policy (what `shellmcp init` writes into CODEX_HOME; the executable carries the same files).
     mkdirSync(join(dir, "starter", "rules"), { recursive: true });
     copyFileSync(join(ROOT, "examples", "rules", "agent.rules"), join(dir, "starter", "rules", "agent.rules"));
@@ -145,7 +149,7 @@ export function release(): string[] {
         `    ./shellmcp init claude      # or gemini, codex, vscode, cursor: the starter policy and the client's MCP config\n` +
         `    ./shellmcp serve            # the MCP server on stdio (what init puts in the client's config)\n    ./shellmcp --help\n\n` +
         `starter/ holds the starter policy init writes: rules/agent.rules (to ~/.codex/rules/) and config.toml (merged\n` +
-        `into ~/.codex/config.toml). Documentation: ${DOCS_URL}\n\n${note}`,
+        `into ~/.codex/config.toml). Documentation: ${DOCS_WHERE}\n\n${note}`,
     );
     run(["tar", "--owner=0", "--group=0", "--numeric-owner", "--sort=name", "-czf", join(out, `${name}.tar.gz`), name], join(stage, "tar"));
     artifacts.push(`${name}.tar.gz`);

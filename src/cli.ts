@@ -3,7 +3,7 @@
  * `execpolicy check`, `exec-server`. Each command's implementation is a lazy `import()`.
  */
 import { Command, CommanderError, Option } from "commander";
-import { DOCS_URL, VERSION } from "./version.ts";
+import { DOCS_WHERE, VERSION } from "./version.ts";
 import { log } from "./log.ts";
 import { writeStderr } from "./stderr.ts";
 
@@ -23,7 +23,7 @@ export function buildProgram(setExit: (code: number) => void): Command {
     .showHelpAfterError()
     .enablePositionalOptions()
     .exitOverride()
-    .addHelpText("afterAll", `\nDocumentation (the pages named in this help): ${DOCS_URL}`);
+    .addHelpText("afterAll", `\nDocumentation (the pages named in this help): ${DOCS_WHERE}`);
 
   program
     .command("serve")

@@ -5,7 +5,7 @@
  */
 import { expect, test } from "bun:test";
 import { ensureBinary, run } from "../helpers/binary.ts";
-import { DOCS_URL } from "../../src/version.ts";
+import { DOCS_WHERE } from "../../src/version.ts";
 
 /** The help of `args` (`[]`: the program's). */
 function help(args: string[]): string {
@@ -14,19 +14,19 @@ function help(args: string[]): string {
   return r.stdout.replace(/\s+/g, " ");
 }
 
-test("the program's help: the files it reads, init, and the docs URL", () => {
+test("the program's help: the files it reads, init, and where the docs are", () => {
   const h = help([]);
   expect(h).toContain("~/.codex/rules/*.rules");
   expect(h).toContain("~/.codex/config.toml");
   expect(h).toContain("shellmcp init <client>");
-  expect(h).toContain(`Documentation (the pages named in this help): ${DOCS_URL}`);
+  expect(h).toContain(`Documentation (the pages named in this help): ${DOCS_WHERE}`);
 });
 
-test("no help names a docs/ page; the URL is said once per help", () => {
+test("no help names a docs/ page; where the docs are is said once per help", () => {
   for (const c of [[], ["serve"], ["approvals"], ["init"], ["exec-server"], ["sandbox", "linux"], ["execpolicy", "check"]]) {
     const h = help(c);
     expect(h).not.toMatch(/docs\/[a-z-]+\.md/);
-    expect(h.split(DOCS_URL).length - 1).toBe(1);
+    expect(h.split(DOCS_WHERE).length - 1).toBe(1);
   }
 });
 

@@ -103,6 +103,8 @@ describe.skipIf(skipWithout("release artifacts", missing))("bun build.ts --relea
     );
     expect(readFileSync(join(dir, "starter", "config.toml"), "utf8")).toContain("[shellmcp.room_writable]");
     expect(readFileSync(join(dir, "README.txt"), "utf8")).toContain("./shellmcp init claude");
+    // The pages the help names relative to docs/ (src/version.ts DOCS_WHERE) are in the tarball.
+    expect(readFileSync(join(dir, "docs", "approvals.md"), "utf8")).toBe(readFileSync(join(ROOT, "docs", "approvals.md"), "utf8"));
     // A named target that cannot be built: one line, status 1.
     const bad = Bun.spawnSync([BUN, join(ROOT, "build.ts"), "--release"], {
       cwd: ROOT,
