@@ -1,5 +1,5 @@
 /**
- * Cost of the git guard (src/sandbox/git-guard.ts, issue 34) per call, beside a trivial call's time:
+ * Cost of the git guard (src/sandbox/git/guard.ts, issue 34) per call, beside a trivial call's time:
  * - in process: `snapshot` + `check` (nothing changed) over a realistic workspace — a clone of this repository (its
  *   work tree, ~150 folders), a `node_modules` of 2,000 folders (skipped by name), three nested repositories (one a
  *   submodule with its git dir in `.git/modules`) — alone, and with this machine's `/tmp` as a second writable root
@@ -12,7 +12,7 @@
  */
 import { mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { GitGuard } from "../src/sandbox/git-guard.ts";
+import { GitGuard } from "../src/sandbox/git/guard.ts";
 import { canonicalPath, type WritableView } from "../src/sandbox/writable.ts";
 import { startServe, type Session } from "../test/helpers/mcp.ts";
 import { benchDir, median, pairedRatio, ROOT } from "./lib.ts";

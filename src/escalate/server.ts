@@ -19,7 +19,7 @@ import { bounded } from "../safe-text.ts";
 import { workerUrl as workerUrlOf } from "../self.ts";
 import { escalatedEnv, type EscalationBoundary, type Grant } from "./decision/boundary.ts";
 import { Inspector } from "./decision/inspector-client.ts";
-import { noteOriginal, noteWritable, taintContext } from "../sandbox/git-taint.ts";
+import { noteOriginal, noteWritable, taintContext } from "../sandbox/git/taint.ts";
 import { RoomsInUse, type EscalateSpawn } from "./rooms/keep.ts";
 import {
   encodeFrame,
@@ -243,7 +243,7 @@ export class EscalationServer {
     // seqpacket message anywhere but to the peer (an address given to sendmsg is ignored), and the sandbox's
     // seccomp filter allows no datagram socket at all (issue 22: no addressed send to a host socket).
     const [serverEnd, clientEnd] = libc.socketpair(libc.SOCK.AF_UNIX, libc.SOCK.SOCK_SEQPACKET | libc.SOCK.SOCK_CLOEXEC);
-    // Where this call's sandbox can write: a git control file changed there from now on is not trusted (../sandbox/git-taint.ts).
+    // Where this call's sandbox can write: a git control file changed there from now on is not trusted (../sandbox/git/taint.ts).
     noteWritable(options.boundary.writable);
     const l = new EscalationListener(this, this.nextLid++, clientEnd, options);
     this.listeners.set(l.id, l);
@@ -381,7 +381,7 @@ export class EscalationServer {
       return { action, spawn: { path: check.path, argv: request.argv, env: entries, cwd: check.cwd } };
     }
     const prepared = inspected.ok ? inspected.prepared : undefined; // planned whenever rooms apply and the check passed
-    // What the room may write counts as written by a sandbox of this server from now on (../sandbox/git-taint.ts).
+    // What the room may write counts as written by a sandbox of this server from now on (../sandbox/git/taint.ts).
     if (prepared?.kind === "room") noteWritable({ full: false, roots: prepared.room.plan.writableRoots.map((r) => r.root) });
     const program = { program: check.path, argv: request.argv, cwd: check.cwd, env: entries, named: request.file };
     const placed = this.rooms.place(l.id, sid, boundary.room, prepared!, program);

@@ -18,7 +18,7 @@ import { ShellmcpError } from "../errors.ts";
 import { log } from "../log.ts";
 import type { CgroupManager } from "../shell/cgroup.ts";
 import { runCommand, type RunCommandOptions, type RunCommandResult } from "../shell/run-command.ts";
-import { formatGitGuardReport, GitGuard, MAX_SEARCH_DEPTH, type GitSnapshot } from "../sandbox/git-guard.ts";
+import { formatGitGuardReport, GitGuard, MAX_SEARCH_DEPTH, type GitSnapshot } from "../sandbox/git/guard.ts";
 import { LANDLOCK_EXTRA_WRITABLE, type WritableView } from "../sandbox/writable.ts";
 import type { ServeOptions, ServeSetup } from "./setup.ts";
 import { hasFullDiskWrite, hasFullNetwork } from "../sandbox/policy.ts";
@@ -237,7 +237,7 @@ export async function launchCommand(
         sessionAllowed: setup.networkApproved,
       })
     : undefined;
-  // The git guard (../sandbox/git-guard.ts): the control state under the writable roots, before anything runs.
+  // The git guard (../sandbox/git/guard.ts): the control state under the writable roots, before anything runs.
   const enforcement = sandbox.enforcement;
   const view: WritableView = sandbox.writable();
   const guard = guardOf(rt);

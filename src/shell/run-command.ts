@@ -239,7 +239,7 @@ export interface RunCommandResult {
   /**
    * Resolves once every process of the call has ended, escalated and room programs included: the worker has let go
    * of the listener (its programs killed) and the call's cgroup is empty (without cgroups, only the former). The
-   * git guard (../sandbox/git-guard.ts) compares after it. Undefined when nothing was started.
+   * git guard (../sandbox/git/guard.ts) compares after it. Undefined when nothing was started.
    */
   settled?: Promise<void>;
 }

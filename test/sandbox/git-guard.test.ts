@@ -1,5 +1,5 @@
 /**
- * src/sandbox/git-guard.ts in process: snapshot, change as a sandboxed command would, check. The end-to-end attacks
+ * src/sandbox/git/guard.ts in process: snapshot, change as a sandboxed command would, check. The end-to-end attacks
  * (through the compiled `serve`) are in test/security/git-guard.test.ts.
  */
 import { afterAll, describe, expect, test } from "bun:test";
@@ -7,7 +7,7 @@ import { execFileSync } from "node:child_process";
 import { existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { GitGuard, nestedRepoWritable } from "../../src/sandbox/git-guard.ts";
+import { GitGuard, nestedRepoWritable } from "../../src/sandbox/git/guard.ts";
 import type { WritableView } from "../../src/sandbox/writable.ts";
 
 const dirs: string[] = [];

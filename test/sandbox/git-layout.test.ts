@@ -1,5 +1,5 @@
 /**
- * Issue 34, item 2: src/sandbox/git-layout.ts follows a repository's pointer files only where they have git's own
+ * Issue 34, item 2: src/sandbox/git/layout.ts follows a repository's pointer files only where they have git's own
  * shape. Real layouts made by git (a linked worktree, a submodule, a nested submodule, a worktree of a submodule)
  * are found; pointers a sandboxed command or a room program could forge are refused.
  */
@@ -8,7 +8,7 @@ import { execFileSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { discoverRepository } from "../../src/sandbox/git-layout.ts";
+import { discoverRepository } from "../../src/sandbox/git/layout.ts";
 
 const dirs: string[] = [];
 afterAll(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));

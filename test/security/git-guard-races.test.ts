@@ -1,7 +1,7 @@
 /**
  * Issue 38 items 1 and 2: the git guard's repairs go through folder descriptors checked against the identity
  * recorded at the snapshot (src/sandbox/git/repair.ts), and undo only what a sandbox of this server could have
- * changed (src/sandbox/git-guard.ts, docs/git-guard.md). Each attack runs from inside ordinary `shell` and
+ * changed (src/sandbox/git/guard.ts, docs/git-guard.md). Each attack runs from inside ordinary `shell` and
  * `exec_command` calls of the compiled `serve` (real MCP client, no rules) and is judged on the host.
  *
  * 1 a bare repository in the workspace whose `config` and `hooks/` each call changes, and a symlink to a folder

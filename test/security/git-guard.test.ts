@@ -1,6 +1,6 @@
 /**
  * Issue 34 items 3 and 6: after every call, on every backend, git control state is as before or the user is told
- * (src/sandbox/git-guard.ts, docs/git-guard.md). Each attack runs from inside an ordinary `shell` call of the
+ * (src/sandbox/git/guard.ts, docs/git-guard.md). Each attack runs from inside an ordinary `shell` call of the
  * compiled `serve` (real MCP client) and is judged on the host, as the human would meet it: the files in `.git`,
  * and a plain `git status`/`git commit` run by the test, which must not run what the command planted (a marker file
  * outside every writable root). Every test here failed on the build before the git guard.

@@ -1,7 +1,7 @@
 /**
  * Issue 34, "normal use unchanged": git through rooms in the layouts git itself makes — a linked worktree (`git
  * worktree add`) and a submodule — on both backends, with a Codex-style and a plain client. The pointer files of
- * those layouts have git's own shape (src/sandbox/git-layout.ts), so the room follows them: a commit made in the
+ * those layouts have git's own shape (src/sandbox/git/layout.ts), so the room follows them: a commit made in the
  * linked worktree or the submodule by an allowed `git` lands, judged by `git log` run on the host.
  */
 import { afterAll, describe, expect, test } from "bun:test";

@@ -54,7 +54,7 @@ async function setup(
   const ws = oneCommitRepo(confDir("room-ws"));
   if (o.prepare !== undefined) {
     o.prepare(ws);
-    await Bun.sleep(100); // ctimes from 20 ms before the workspace is first handed out count (src/sandbox/git-taint.ts)
+    await Bun.sleep(100); // ctimes from 20 ms before the workspace is first handed out count (src/sandbox/git/taint.ts)
   }
   const outside = assertOutside(confDir("room-outside"));
   if (o.sandbox === "workspace-write") expect(await s.sandboxState({ type: "workspace-write", network_access: false }, ws)).toEqual({});

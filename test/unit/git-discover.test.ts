@@ -5,7 +5,7 @@
  * thousands of plain folders. On every layout three readers must agree about each git dir's control files:
  * - the bubblewrap plan's read-only binds (src/sandbox/linux/bwrap.ts `bwrapMounts`, the argv the kernel gets);
  * - the boundary's model of that sandbox (src/sandbox/writable.ts `writableView`: read-only exactly where bound);
- * - the git guard (src/sandbox/git-guard.ts): under Landlock it records them; under bubblewrap it leaves alone
+ * - the git guard (src/sandbox/git/guard.ts): under Landlock it records them; under bubblewrap it leaves alone
  *   what the kernel keeps read-only.
  * Pure: files in a temporary folder, no sandbox is run.
  */
@@ -14,8 +14,8 @@ import { existsSync, mkdirSync, mkdtempSync, realpathSync, renameSync, rmSync, s
 import { dirname, join, relative } from "node:path";
 import { CONF_BASE } from "../helpers/test-dirs.ts";
 import { discoverGitDirs, resetDiscovery, setDiscoveryBounds } from "../../src/sandbox/git/discover.ts";
-import { noteWritable } from "../../src/sandbox/git-taint.ts";
-import { GitGuard } from "../../src/sandbox/git-guard.ts";
+import { noteWritable } from "../../src/sandbox/git/taint.ts";
+import { GitGuard } from "../../src/sandbox/git/guard.ts";
 import { bwrapMounts, releaseBwrapPlan } from "../../src/sandbox/linux/bwrap.ts";
 import { planSandboxPolicy } from "../../src/sandbox/filesystem-plan.ts";
 import { isUnder, parseSandboxPolicy } from "../../src/sandbox/policy.ts";

@@ -14,19 +14,19 @@
  * - **Git**: `git` reads its repository's config and hooks, which run commands: when the repository's git dir,
  *   its config or hooks, a config file git reads (system, global, included, `core.hooksPath`), or a place where the
  *   sandbox could create a nearer `.git`, is writable by the sandbox, git is not escalated. Nor when one of those
- *   files changed while this server ran, where one of its sandboxes or rooms could write (../../sandbox/git-taint.ts): an earlier
+ *   files changed while this server ran, where one of its sandboxes or rooms could write (../../sandbox/git/taint.ts): an earlier
  *   call may have written it, even if this call's sandbox cannot.
  * A refused escalation runs the program inside the sandbox instead (the caller turns it into `Run`); `forbidden`
  * still denies.
  */
 import { existsSync, lstatSync, readdirSync, realpathSync, statSync } from "node:fs";
 import { basename, delimiter, dirname, isAbsolute, join, resolve } from "node:path";
-import { discoverRepository, submodulePaths, trustedCommonDir, trustedGitdirPointer } from "../../sandbox/git-layout.ts";
+import { discoverRepository, submodulePaths, trustedCommonDir, trustedGitdirPointer } from "../../sandbox/git/layout.ts";
 import type { RoomSpec } from "../rooms/plan.ts";
 import { readUntrusted, readUntrustedText } from "../../untrusted-fs.ts";
 import { canonicalPath, canReplaceEntry, canWrite, type WritableView } from "../../sandbox/writable.ts";
 import { PROTOCOL_ENV_VARS } from "../protocol/wire.ts";
-import { originalGitDir, taintedControlFile, taintedGitDir, type TaintContext } from "../../sandbox/git-taint.ts";
+import { originalGitDir, taintedControlFile, taintedGitDir, type TaintContext } from "../../sandbox/git/taint.ts";
 
 /**
  * What a rule granted, judged against what will really run (issue 21, "identity"): the rule's program token
@@ -125,7 +125,7 @@ const NAMESPACE_DEPENDENT = ["/proc", "/dev"];
 /**
  * Whether the program of an escalated request may run outside the sandbox. `file` and `workdir` are absolute
  * (as the escalation server resolved them); `env` is the environment it would get ({@link escalatedEnv}).
- * `taint`: what this server's sandboxes could have written before this call (../../sandbox/git-taint.ts); without it, git's
+ * `taint`: what this server's sandboxes could have written before this call (../../sandbox/git/taint.ts); without it, git's
  * control files are judged by this call's sandbox alone.
  */
 export function checkEscalation(
@@ -421,7 +421,7 @@ function gitOptions(w: WritableView, argv: readonly string[], workdir: string): 
  * Discovery, as git does it from `cwd`: the nearest folder with a .git; a bare repository on the way is refused (the
  * reason returned), as git's `safe.bareRepository=explicit` refuses it. Any folder on
  * the way where the sandbox could create a .git would win over the real one (the reason returned). Pointer files (a
- * `.git` file, `commondir`) are trusted only in git's own shape (../../sandbox/git-layout.ts): a forged one fails
+ * `.git` file, `commondir`) are trusted only in git's own shape (../../sandbox/git/layout.ts): a forged one fails
  * closed. `dirs`: the repository's git dirs when discovery found them (empty for a bare repository).
  */
 function discoverGit(w: WritableView, cwd: string): { workTree?: string; gitDir?: string; dirs: string[] } | string {
@@ -452,7 +452,7 @@ function discoverGit(w: WritableView, cwd: string): { workTree?: string; gitDir?
  * followed), its hooks, its configs, or a submodule's `.git` in `workTree`, can be written by the sandbox; the git
  * dirs' config files are appended to `configs`, their hooks and submodules' configs and hooks to `control`. Pointer
  * files (`commondir`, `gitdir`, a `.git` file) are not: their content is pinned by the layout check
- * (../../sandbox/git-layout.ts), so who wrote them changes nothing (a `git worktree add` through the room is kept).
+ * (../../sandbox/git/layout.ts), so who wrote them changes nothing (a `git worktree add` through the room is kept).
  * The git dirs whose folder may not have moved (the common one, a submodule's, a linked worktree's own when it
  * holds a `config.worktree`) are appended to `gitDirs`.
  */

@@ -14,8 +14,8 @@
 import { prepareRoom, type PreparedRoom } from "../rooms/plan.ts";
 import { checkEscalation, type EscalationBoundary, type EscalationCheck, type Grant } from "./boundary.ts";
 import { basename } from "node:path";
-import { discoverRepository } from "../../sandbox/git-layout.ts";
-import { originalKey, type TaintContext } from "../../sandbox/git-taint.ts";
+import { discoverRepository } from "../../sandbox/git/layout.ts";
+import { originalKey, type TaintContext } from "../../sandbox/git/taint.ts";
 
 /** One inspection: what {@link checkEscalation} and, when it passes and rooms apply, {@link prepareRoom} need. */
 export interface InspectRequest {
@@ -25,7 +25,7 @@ export interface InspectRequest {
   /** The escalated program's environment (./boundary.ts `escalatedEnv`). */
   env: Record<string, string>;
   grant?: Grant;
-  /** What this server's sandboxes could have written so far (../../sandbox/git-taint.ts); git's control files are judged by it. */
+  /** What this server's sandboxes could have written so far (../../sandbox/git/taint.ts); git's control files are judged by it. */
   taint?: TaintContext;
 }
 
@@ -38,7 +38,7 @@ export type InspectReply =
       prepared?: PreparedRoom;
       /**
        * The git dirs of the repository the program runs in (the room's, or an escalated git's on the host) that the
-       * boundary trusted, as original ones (../../sandbox/git-taint.ts `originalKey`): that git changes their
+       * boundary trusted, as original ones (../../sandbox/git/taint.ts `originalKey`): that git changes their
        * folders, which must not make them look moved in.
        */
       original?: string[];

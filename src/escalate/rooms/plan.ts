@@ -28,7 +28,7 @@ import { homedir } from "node:os";
 import { basename, dirname, isAbsolute, join } from "node:path";
 import type { FilesystemPlan } from "../../sandbox/filesystem-plan.ts";
 import type { RoomBackend } from "../../sandbox/room-backend.ts";
-import { discoverRepository, type Repository } from "../../sandbox/git-layout.ts";
+import { discoverRepository, type Repository } from "../../sandbox/git/layout.ts";
 import { isUnder, PROTECTED_NAMES, type WritableRoot } from "../../sandbox/policy.ts";
 import { readUntrustedText } from "../../untrusted-fs.ts";
 import { credentialStores, secretPaths } from "../../sandbox/secrets.ts";
@@ -134,7 +134,7 @@ export function nonInteractiveEnv(env: readonly string[]): string[] {
 }
 
 /**
- * The repository `cwd` lies in, as git discovers it (./git-layout.ts: pointer files are followed only where they
+ * The repository `cwd` lies in, as git discovers it (../../sandbox/git/layout.ts: pointer files are followed only where they
  * have git's own shape), or undefined. Throws when the layout cannot be trusted (a forged `commondir` or `.git`
  * file, a FIFO in their place): {@link prepareRoom}'s caller then builds no room.
  */

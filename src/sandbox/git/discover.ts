@@ -1,7 +1,7 @@
 /**
  * The one search for git directories below a writable root (issue 38, "One git-control module"; docs/git-guard.md,
  * "Discovery"). The bubblewrap plan's read-only binds (../policy.ts `nestedGitPaths`), the writable model that
- * mirrors them (../writable.ts) and the git guard's snapshot (../git-guard.ts `findGitDirs`) all take their git dirs
+ * mirrors them (../writable.ts) and the git guard's snapshot (../guard.ts `findGitDirs`) all take their git dirs
  * from here, so they cannot disagree about which repositories exist.
  *
  * What is found, never following a symlink and with no depth limit (only `node_modules` is not entered):
@@ -15,7 +15,7 @@
  * existed before any sandbox of this server could write a root. The first time a root is asked for (always while a
  * call is being planned, before its command runs) it is searched completely ({@link FIRST_SEARCH_MAX_DIRS} folders,
  * {@link FIRST_SEARCH_MAX_MS}); every git dir found is recorded by identity (device, inode, birth time) → path, and as original
- * for the escalation boundary (../git-taint.ts `noteOriginal`). Every later call re-checks each recorded identity
+ * for the escalation boundary (../taint.ts `noteOriginal`). Every later call re-checks each recorded identity
  * with one `lstat` (cost O(recorded), nothing the sandbox can grow) and searches again completely only when one no
  * longer matches (the host user moved or removed a repository; under Landlock the sandbox can move one too). On
  * top of that, each call searches {@link LATER_SEARCH_MAX_DIRS} folders breadth-first for repositories made since
@@ -28,7 +28,7 @@
 import { lstatSync, readdirSync, realpathSync, type Dirent } from "node:fs";
 import { dirname, join, normalize, resolve } from "node:path";
 import { readUntrustedText } from "../../untrusted-fs.ts";
-import { handOutGeneration, noteOriginal, originalKey, taintContext } from "../git-taint.ts";
+import { handOutGeneration, noteOriginal, originalKey, taintContext } from "./taint.ts";
 import { log } from "../../log.ts";
 
 /** Folders the complete search of a root reads at most (measured: about 8 µs a folder, so ≈ 1 s at the bound). */
@@ -42,7 +42,7 @@ export const LATER_SEARCH_MAX_GIT_DIRS = 200;
 /** Frontier folders bubblewrap binds read-only at most; past it a call that could write them is refused. */
 export const MAX_FRONTIER_BINDS = 1_000;
 /**
- * How long one discovery of a root is reused, ms, and only while no sandbox was handed out since (../git-taint.ts
+ * How long one discovery of a root is reused, ms, and only while no sandbox was handed out since (../taint.ts
  * `handOutGeneration`): the writable model, the guard's snapshot and the plan of one call (all made before its
  * sandbox starts) see the same git dirs, and the next call searches again.
  */

@@ -397,7 +397,7 @@ export function bwrapMounts(plan: FilesystemPlan, created: string[], tempDirs: s
   // control entries the discovery found (policy.ts `foundByDiscovery`) and the folders pinned only for them are
   // therefore bound with `-try` (skipped when gone: what is gone protects nothing, and what a command creates there
   // later is new, as for any folder it makes; the escalation boundary distrusts a control file made after its place
-  // was handed out, ../git-taint.ts). Everything else stays strict: a missing one fails the call.
+  // was handed out, ../git/taint.ts). Everything else stays strict: a missing one fails the call.
   const strict = new Set<string>(subpaths.filter((p) => !foundByDiscovery(p)));
   for (const a of again) if (!foundByDiscovery(a)) strict.add(a);
   for (const pin of pins) if ([...strict].some((p) => isUnderPath(p, pin))) strict.add(pin);

@@ -24,7 +24,7 @@
  * registry and do nothing but `lstat`.
  */
 import { lstatSync } from "node:fs";
-import type { WritableView } from "./writable.ts";
+import type { WritableView } from "../writable.ts";
 
 /**
  * Clock margin, ms: a ctime this long before a place was first handed out to a sandbox still counts as written by

@@ -19,12 +19,12 @@
  * Pointer files are read through ../untrusted-fs.ts (never blocking, never following a link).
  *
  * Also here: the submodules a repository has ({@link submodulePaths}: `.gitmodules` and the gitlinks of git's index,
- * {@link gitlinksOf}), read by the escalation boundary and by the git guard (./git-guard.ts).
+ * {@link gitlinksOf}), read by the escalation boundary and by the git guard (./guard.ts).
  */
 import { lstatSync, statSync } from "node:fs";
 import { basename, dirname, join, resolve } from "node:path";
-import { MAX_INDEX_BYTES, readUntrusted, readUntrustedText } from "../untrusted-fs.ts";
-import { canonicalPath } from "./writable.ts";
+import { MAX_INDEX_BYTES, readUntrusted, readUntrustedText } from "../../untrusted-fs.ts";
+import { canonicalPath } from "../writable.ts";
 
 /** A git repository as found from a folder: its work tree and its git dirs (the own one first, then the common one). */
 export interface Repository {

@@ -53,14 +53,14 @@ import {
   type BigIntStats,
 } from "node:fs";
 import { basename, dirname, isAbsolute, join, relative, resolve } from "node:path";
-import { gitlinksOf } from "./git-layout.ts";
-import { discoverGitDirs, FIRST_SEARCH_MAX_DIRS, MAX_FRONTIER_BINDS } from "./git/discover.ts";
-import { MAX_INDEX_BYTES, readUntrusted, readUntrustedText } from "../untrusted-fs.ts";
-import { visible } from "../safe-text.ts";
-import { isUnder } from "./policy.ts";
-import { canonicalPath, canReplaceEntry, canWrite, type WritableView } from "./writable.ts";
-import { noteGitDirSeen, noteGuardWrite, untaintedNow } from "./git-taint.ts";
-import { DirFds, runRepairs, type RepairOp, type RepairResult } from "./git/repair.ts";
+import { gitlinksOf } from "./layout.ts";
+import { discoverGitDirs, FIRST_SEARCH_MAX_DIRS, MAX_FRONTIER_BINDS } from "./discover.ts";
+import { MAX_INDEX_BYTES, readUntrusted, readUntrustedText } from "../../untrusted-fs.ts";
+import { visible } from "../../safe-text.ts";
+import { isUnder } from "../policy.ts";
+import { canonicalPath, canReplaceEntry, canWrite, type WritableView } from "../writable.ts";
+import { noteGitDirSeen, noteGuardWrite, untaintedNow } from "./taint.ts";
+import { DirFds, runRepairs, type RepairOp, type RepairResult } from "./repair.ts";
 
 /** Folder levels searched below each writable root for repositories (the root itself is level 0). */
 export const MAX_SEARCH_DEPTH = 4;
@@ -117,7 +117,7 @@ interface Entry {
   label: string;
   /**
    * Whether the recorded state was trusted by the escalation boundary (not written during the server's life by a
-   * sandbox, ./git-taint.ts): what the guard puts back is trusted only then.
+   * sandbox, ./taint.ts): what the guard puts back is trusted only then.
    */
   clean?: boolean;
   /** Device and inode when recorded (a folder the guard wrote in is trusted again only while it is the same one). */
@@ -277,7 +277,7 @@ export class GitGuard {
       for (const g of gitDirFamily(repo.gitDir)) {
         if (seen.has(g) || seen.size >= MAX_GIT_DIRS) continue;
         seen.add(g);
-        noteGitDirSeen(g); // the escalation boundary's "was it there before" (./git-taint.ts)
+        noteGitDirSeen(g); // the escalation boundary's "was it there before" (./taint.ts)
         recordGitDir(g, guarded, entries, stateOf);
       }
       if (repo.workTree !== undefined) {
