@@ -7,7 +7,7 @@ import { execFileSync } from "node:child_process";
 import { existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { GitGuard, nestedRepoWritable } from "../../src/sandbox/git/guard.ts";
+import { GitGuard, nestedRepoWritable, setKeptAsideBoundForTest } from "../../src/sandbox/git/guard.ts";
 import type { WritableView } from "../../src/sandbox/writable.ts";
 
 const dirs: string[] = [];
@@ -129,6 +129,29 @@ describe("git guard", () => {
     expect(readFileSync(config, "utf8")).toContain("st = status");
     guard.check(d, view);
     guard.check(elsewhere, { full: false, roots: [other], readOnly: [] });
+  });
+
+  test("issue 38: what is kept aside is bounded (a sandbox rewriting large hooks cannot fill the disk); past it the change is still undone and the report says no copy was kept", () => {
+    const { root, ws, view } = tree();
+    const kept = join(root, "kept");
+    const guard = new GitGuard({ keptDir: kept });
+    const before = setKeptAsideBoundForTest(4096);
+    try {
+      const hook = join(ws, ".git", "hooks", "pre-commit");
+      const session = guard.snapshot(view)!;
+      writeFileSync(hook, "#!/bin/sh\n# small\n", { mode: 0o755 });
+      const a = guard.snapshot(view)!;
+      expect(a.undone.join("\n")).toContain("kept aside at");
+      guard.check(a, view);
+      writeFileSync(hook, "#!/bin/sh\n" + "#".repeat(8192) + "\n", { mode: 0o755 });
+      const b = guard.snapshot(view)!;
+      expect(existsSync(hook)).toBe(false);
+      expect(b.undone.join("\n")).toContain("no copy of the changed version was kept");
+      guard.check(b, view);
+      guard.check(session, view);
+    } finally {
+      setKeptAsideBoundForTest(before);
+    }
   });
 
   test("issue 38: hooks/ swapped for a link while a session runs is made a folder again at the next snapshot, and that call's own hook is then removed from the new folder", () => {

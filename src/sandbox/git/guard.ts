@@ -459,7 +459,12 @@ export class GitGuard {
       const why = result();
       if (why === undefined) noteGuardWrite(e.path, clean, () => sameState(want, stateOf(e.path)));
       else noteGuardWrite(e.path, false);
-      const keptText = keptAt === undefined ? "" : `; the changed version is kept aside at ${keptAt} (not executable)`;
+      const keptText =
+        keptAt !== undefined
+          ? `; the changed version is kept aside at ${keptAt} (not executable)`
+          : aside?.dir !== undefined && now.kind === "file"
+            ? "; no copy of the changed version was kept (the keep-aside folder is at its bound, or could not be written)"
+            : "";
       if (why === undefined) return { ok: true, text: `${e.label}: ${what}; put back as it was${keptText}` };
       return { ok: false, text: `${e.label}: ${what}; could not be put back (${why})${keptText}` };
     };
@@ -1189,8 +1194,25 @@ function extraChildren(e: Entry, recorded: ReadonlySet<string>, repair: Repairs)
  * first use, mode 0700; files 0600, never executable): its path, or undefined when there is nothing to keep (not a
  * file) or no folder. Never throws.
  */
+/**
+ * Bytes and files this process keeps aside at most (all comparisons together). A sandbox that rewrites large hooks
+ * call after call would otherwise fill the disk under CODEX_HOME; past the bound a change is still undone, only not
+ * copied (the report then says no copy was kept).
+ */
+export const MAX_KEPT_ASIDE_BYTES = 64 << 20;
+export const MAX_KEPT_ASIDE_FILES = 10_000;
+const keptAside = { bytes: 0, files: 0, maxBytes: MAX_KEPT_ASIDE_BYTES };
+
+/** Tests: set the bytes this process may still keep aside (`maxBytes`, counting from 0 again); returns the old bound. */
+export function setKeptAsideBoundForTest(maxBytes: number): number {
+  const before = keptAside.maxBytes;
+  Object.assign(keptAside, { bytes: 0, files: 0, maxBytes });
+  return before;
+}
+
 function keepAside(aside: { dir: string | undefined; made: boolean } | undefined, label: string, now: EntryState): string | undefined {
   if (aside?.dir === undefined || now.kind !== "file") return undefined;
+  if (keptAside.bytes + now.data.length > keptAside.maxBytes || keptAside.files >= MAX_KEPT_ASIDE_FILES) return undefined;
   const parts = label.split("/").filter((c) => c !== "" && c !== "." && c !== "..");
   if (parts.length === 0) return undefined;
   const target = join(aside.dir, ...parts);
@@ -1204,6 +1226,8 @@ function keepAside(aside: { dir: string | undefined; made: boolean } | undefined
     } finally {
       closeSync(fd);
     }
+    keptAside.bytes += now.data.length;
+    keptAside.files++;
     return target;
   } catch {
     return undefined;
