@@ -155,34 +155,36 @@ describe.skipIf(skipWithout("git discovery suite", shellsMissing()))(
       }, 120_000);
     }
 
-    for (const backend of ["bwrap", "landlock"] as const) {
-      test(`item 5 (${backend}): symlinks named .codex and .git at the top of a shared temporary folder refuse nothing`, async () => {
-        const ws = dir(`gd-tmp-${backend}`);
-        isolatedRepo(ws);
-        const shared = dir(`gd-shared-${backend}`);
-        const outside = dir(`gd-tmp-mark-${backend}`);
-        const mark = join(outside, "hook-ran");
-        // Another local user's link, made before the server starts, and one made by a call.
-        symlinkSync("/usr", join(shared, ".git"));
-        const s = await serveWithPid({
-          cwd: ws,
-          env: { TMPDIR: shared },
-          args: ["--sandbox", "workspace-write", "--sandbox-backend", backend],
-        });
-        expect(await shell(s, `ln -s /var "$TMPDIR/.codex" && echo LINKED`, ws)).toContain("LINKED");
-        mkdirSync(join(shared, ".agents-dir"));
-        const r = await shell(
-          s,
-          `echo hi; printf '${hook(mark)}' > .git/hooks/pre-commit 2>/dev/null; chmod +x .git/hooks/pre-commit 2>/dev/null; echo DONE`,
-          ws,
-        );
-        expect(r).toContain("hi\n");
-        expect(r).toContain("DONE");
-        expect(r).not.toContain("symlink");
-        expect(hostGit(ws, "commit", "-q", "--allow-empty", "-m", "x").code).toBe(0);
-        expect(existsSync(mark)).toBe(false);
-      }, 90_000);
-    }
+    for (const backend of ["bwrap", "landlock"] as const)
+      for (const client of ["plain", "codex"] as const)
+        test(`item 5 (${backend}, ${client} client): symlinks named .codex and .git at the top of a shared temporary folder refuse nothing`, async () => {
+          const ws = dir(`gd-tmp-${backend}`);
+          isolatedRepo(ws);
+          const shared = dir(`gd-shared-${backend}`);
+          const outside = dir(`gd-tmp-mark-${backend}`);
+          const mark = join(outside, "hook-ran");
+          // Another local user's link, made before the server starts, and one made by a call.
+          symlinkSync("/usr", join(shared, ".git"));
+          // A plain client: the pinned workspace of `--sandbox workspace-write`; a Codex-style one: its sandbox state.
+          const s = await serveWithPid({
+            cwd: ws,
+            env: { TMPDIR: shared },
+            args: [...(client === "plain" ? ["--sandbox", "workspace-write"] : []), "--sandbox-backend", backend],
+          });
+          if (client === "codex") expect(await s.sandboxState({ type: "workspace-write", network_access: false }, ws)).toEqual({});
+          expect(await shell(s, `ln -s /var "$TMPDIR/.codex" && echo LINKED`, ws)).toContain("LINKED");
+          mkdirSync(join(shared, ".agents-dir"));
+          const r = await shell(
+            s,
+            `echo hi; printf '${hook(mark)}' > .git/hooks/pre-commit 2>/dev/null; chmod +x .git/hooks/pre-commit 2>/dev/null; echo DONE`,
+            ws,
+          );
+          expect(r).toContain("hi\n");
+          expect(r).toContain("DONE");
+          expect(r).not.toContain("symlink");
+          expect(hostGit(ws, "commit", "-q", "--allow-empty", "-m", "x").code).toBe(0);
+          expect(existsSync(mark)).toBe(false);
+        }, 90_000);
 
     test("item 5 (bwrap): another user's .git file at a shared folder's top naming the workspace does not make it read-only", async () => {
       const ws = dir("gd-ptr");
