@@ -218,6 +218,10 @@ export function buildProgram(setExit: (code: number) => void): Command {
     .option("--ws-max-clock-skew-seconds <SECONDS>", "clock skew allowed for `exp`/`nbf`/`iat` of signed JWT bearer tokens (default 30)")
     .option("--concurrent-requests <COUNT>", "requests handled at once per connection (default 1)")
     .option(
+      "--sandbox-backend <KIND>",
+      "auto (default: bubblewrap when its preflight passes, else Landlock + seccomp), bwrap or landlock, as serve's",
+    )
+    .option(
       "--linux-sandbox-pid-namespace <MODE>",
       "isolate (default: each sandboxed process gets its own pid namespace) or inherit (it can signal other processes of this user)",
     )

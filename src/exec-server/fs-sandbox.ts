@@ -10,7 +10,7 @@
 import type { FsMethod } from "./fs-ops.ts";
 import { rpcError, RPC } from "./rpc.ts";
 import { selfCommand } from "../self.ts";
-import { sandboxedArgv, type ExecSandbox } from "./sandbox.ts";
+import { callSandboxFor, sandboxedArgv, type ExecSandbox } from "./sandbox.ts";
 
 /** Helper answer on stdout. */
 export type FsHelperAnswer =
@@ -21,7 +21,7 @@ export type FsHelperAnswer =
 export async function runFsInSandbox(sb: ExecSandbox, method: FsMethod, params: unknown): Promise<Record<string, unknown>> {
   const env: Record<string, string> = { PATH: process.env.PATH ?? "/usr/bin:/bin" };
   for (const k of ["TMPDIR", "TEMP", "TMP"]) if (process.env[k] !== undefined) env[k] = process.env[k]!;
-  const proc = Bun.spawn(sandboxedArgv(sb, [...selfCommand(), "--codex-run-as-fs-helper"]), {
+  const proc = Bun.spawn(sandboxedArgv(callSandboxFor(sb, env), [...selfCommand(), "--codex-run-as-fs-helper"]), {
     cwd: sb.cwd,
     env,
     stdin: new TextEncoder().encode(JSON.stringify({ operation: method, params })),

@@ -12,6 +12,8 @@
  *   `--ws-auth none` turns authentication off knowingly. A non-loopback address needs an explicit
  *   `--ws-auth capability-token|signed-bearer-token` (or `--allow-non-loopback`): the generated default is meant
  *   for this machine's clients. `--listen stdio` needs no authentication (only its parent can speak to it).
+ * - `--sandbox-backend auto|bwrap|landlock` (default auto, as `serve`'s): every sandboxed process and fs operation
+ *   of this server is launched under this one choice (src/shell/backend-choice.ts).
  * - `--concurrent-requests COUNT` (≥ 1, default 1), `--linux-sandbox-pid-namespace isolate|inherit` (default
  *   isolate; sandboxed processes get a pid namespace of their own), `--exit-on-stdin-close` (also
  *   `CODEX_EXEC_SERVER_EXIT_ON_STDIN_CLOSE`), `-c key=value`, `--enable/--disable FEATURE` (checked against
@@ -29,13 +31,15 @@ import { join } from "node:path";
 import { ShellmcpError } from "../errors.ts";
 import { writeStderr } from "../stderr.ts";
 import type { AuthRefusal, TokenFile, WsAuthArgs, WsAuthSettings } from "./auth.ts";
-import { setPidNamespaceMode } from "./sandbox.ts";
+import { setPidNamespaceMode, setSandboxBackend } from "./sandbox.ts";
 import { addSecrets } from "../sandbox/secrets.ts";
 import { DEFAULT_SERVER_OPTIONS, startExecServer, type ServerOptions } from "./server.ts";
 
 /** Options as commander parses them. */
 export interface ExecServerCliOptions extends WsAuthArgs {
   listen?: string;
+  /** `--sandbox-backend auto|bwrap|landlock` (as `serve`'s): the server's one backend choice. */
+  sandboxBackend?: string;
   allowNonLoopback?: boolean;
   maxMessageBytes?: string;
   concurrentRequests?: string;
@@ -216,6 +220,7 @@ export async function execServerMain(o: ExecServerCliOptions): Promise<number> {
         ? undefined
         : (authorization: string | null): AuthRefusal | undefined => auth.authorizeUpgrade(authorization, policy);
     setPidNamespaceMode(pidNs);
+    setSandboxBackend(o.sandboxBackend ?? "auto");
     exitOnStdinClose = o.exitOnStdinClose === true || /^(1|true|yes|on)$/i.test(process.env.CODEX_EXEC_SERVER_EXIT_ON_STDIN_CLOSE ?? "");
     opts = {
       transport: stdio ? "stdio" : "websocket",

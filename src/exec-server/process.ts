@@ -17,7 +17,16 @@ import type { CallCgroup, CgroupManager } from "../shell/cgroup.ts";
 import { envForSelf, isSelfExe } from "../self.ts";
 import { errnoOf, osErrorText } from "./fs-ops.ts";
 import { encodeBase64, rpcError, RPC } from "./rpc.ts";
-import { mountPointCandidates, removeLeftoverMountPoints, sandboxedArgv, type ExecSandbox } from "./sandbox.ts";
+import { formatGitGuardReport, type GitGuard, type GitSnapshot } from "../sandbox/git-guard.ts";
+import type { WritableView } from "../sandbox/writable.ts";
+import {
+  callSandboxFor,
+  execGitGuard,
+  mountPointCandidates,
+  removeLeftoverMountPoints,
+  sandboxedArgv,
+  type ExecSandbox,
+} from "./sandbox.ts";
 
 /** Output retained per process for `process/read`, bytes (Codex: 1 MiB). Older chunks are dropped. */
 export const MAX_RETAINED_BYTES = 1024 * 1024;
@@ -150,6 +159,8 @@ export class ManagedProcess {
   private writeIds = new Set<string>();
   private leftovers: string[] = [];
   private cgroup: CallCgroup | undefined;
+  /** The git guard's snapshot of a sandboxed process, checked once (see {@link checkGit}). */
+  private git: { guard: GitGuard; snap: GitSnapshot; view: WritableView; landlock: boolean } | undefined;
   private readonly sink: ProcessSink;
   private readonly outputPrefix: string;
   private stopped = false;
@@ -202,9 +213,20 @@ export class ManagedProcess {
       argv = [program, ...spec.argv.slice(1)];
       argv0 = spec.arg0 ?? spec.argv[0];
     } else {
-      argv = sandboxedArgv(spec.sandbox, spec.argv);
+      // The server's one backend choice (issue 39): the launch `serve` would make, and its git guard's snapshot.
+      const call = callSandboxFor(spec.sandbox, spec.env);
+      argv = sandboxedArgv(call, spec.argv);
       argv0 = undefined;
       this.leftovers = mountPointCandidates(spec.sandbox);
+      const guard = execGitGuard();
+      const view = call.writable();
+      let snap: GitSnapshot | undefined;
+      try {
+        snap = guard.snapshot(view);
+      } catch (e) {
+        throw rpcError(RPC.INTERNAL, `cannot record the git control state to protect it: ${(e as Error).message}`);
+      }
+      if (snap !== undefined) this.git = { guard, snap, view, landlock: call.enforcement === "landlock" };
     }
     if (spec.cgroups !== undefined) {
       try {
@@ -251,6 +273,7 @@ export class ManagedProcess {
       }
     } catch (e) {
       void this.cgroup?.dispose();
+      this.checkGit();
       const n = errnoOf(e);
       throw rpcError(RPC.INTERNAL, n === undefined ? (e as Error).message : osErrorText(n));
     }
@@ -346,7 +369,11 @@ export class ManagedProcess {
     if (this.closed || !this.exited || this.openStreams > 0) return;
     this.closed = true;
     if (this.leftovers.length > 0) removeLeftoverMountPoints(this.leftovers);
+    // Everything it started has ended (its cgroup is empty, or without cgroups the process exited): check now and
+    // say what was undone on its output, before `process/closed`. Else when the cgroup empties (terminate, expiry).
+    const report = this.cgroup === undefined || this.cgroup.members().length === 0 ? this.checkGit() : "";
     this.releaseCgroup();
+    if (report !== "") this.push(this.tty ? "pty" : "stderr", new TextEncoder().encode(report));
     const seq = this.nextSeq++;
     this.sink.emit({ method: "process/closed", params: { processId: this.id, seq } });
     this.wake();
@@ -433,6 +460,27 @@ export class ManagedProcess {
     if (cg === undefined || cg.members().length > 0) return;
     this.cgroup = undefined;
     void cg.dispose();
+    this.checkGit();
+  }
+
+  /**
+   * The git guard's check of this process (exactly once per snapshot: ../sandbox/git-guard.ts), once it and
+   * everything it started ended; undoes what it changed in git's control files and returns the report (also
+   * logged), empty when nothing changed or it was not sandboxed. Never throws.
+   */
+  private checkGit(): string {
+    const g = this.git;
+    if (g === undefined) return "";
+    this.git = undefined;
+    try {
+      const report = g.guard.check(g.snap, g.view);
+      if (report.undone.length > 0 || report.failed.length > 0)
+        log.warn("exec-server: git guard undid changes", { processId: this.id, undone: report.undone, failed: report.failed });
+      return formatGitGuardReport(report, g.landlock);
+    } catch (e) {
+      log.error("exec-server: git guard failed", { processId: this.id, message: (e as Error).message });
+      return `\nshellmcp: the check of git control files after this process failed (${(e as Error).message}): the user must check .git/hooks and .git/config of the repositories in the writable folders before running git there.\n`;
+    }
   }
 
   /** Send `sig` to the whole tree (process group, and descendants that left it). */
@@ -461,6 +509,7 @@ export class ManagedProcess {
     }
     const cg = this.cgroup;
     this.cgroup = undefined;
-    void cg?.dispose();
+    if (cg === undefined) this.checkGit();
+    else void cg.dispose().finally(() => this.checkGit());
   }
 }

@@ -11,19 +11,16 @@
  */
 import { existsSync, lstatSync, readdirSync, rmdirSync } from "node:fs";
 import { join } from "node:path";
-import { selfExecCommand } from "../self.ts";
+import { homedir } from "node:os";
+import { IS_COMPILED, selfExecCommand, selfExePath } from "../self.ts";
+import type { CallSandbox } from "../sandbox/backend.ts";
+import { GitGuard } from "../sandbox/git-guard.ts";
+import { repairBatch } from "../sandbox/linux/git-repair-child.ts";
+import { BackendChoice } from "../shell/backend-choice.ts";
 import { ShellmcpError } from "../errors.ts";
-import { parsePermissionProfile, serializePermissionProfile, type PermissionProfile } from "../sandbox/permission-profile.ts";
+import { parsePermissionProfile, type PermissionProfile } from "../sandbox/permission-profile.ts";
 import { planPermissionProfile, summarySandboxPolicy } from "../sandbox/filesystem-plan.ts";
-import {
-  hasFullDiskWrite,
-  hasFullNetwork,
-  parseSandboxPolicy,
-  PROTECTED_NAMES,
-  serializeSandboxPolicy,
-  type SandboxPolicy,
-} from "../sandbox/policy.ts";
-import { hiddenPaths, hiddenPathsFlag } from "../sandbox/secrets.ts";
+import { hasFullDiskWrite, hasFullNetwork, parseSandboxPolicy, PROTECTED_NAMES, type SandboxPolicy } from "../sandbox/policy.ts";
 import { decodePath, invalidParams, paramsObject, rpcError, RPC } from "./rpc.ts";
 
 /** A decided sandbox: the legacy policy our helper enforces, and its cwd (absolute). */
@@ -87,25 +84,56 @@ export function setPidNamespaceMode(mode: "isolate" | "inherit"): void {
   inheritPidNamespace = mode === "inherit";
 }
 
-/** argv that runs `command` under `sb` through our `codex-linux-sandbox` role (bwrap when available). */
-export function sandboxedArgv(sb: ExecSandbox, command: string[]): string[] {
-  const policy =
-    sb.profile !== undefined
-      ? ["--permission-profile", serializePermissionProfile(sb.profile)]
-      : ["--sandbox-policy", serializeSandboxPolicy(sb.policy)];
-  return [
-    ...selfExecCommand(),
-    "--codex-run-as-linux-sandbox",
-    "--backend",
-    "auto",
-    "--sandbox-policy-cwd",
+let choice = new BackendChoice("auto");
+let guard: GitGuard | undefined;
+
+/**
+ * `--sandbox-backend auto|bwrap|landlock` of this server (as `serve`'s): the one backend choice every sandboxed
+ * process and fs operation of this server is launched under. Throws `USAGE` for another value.
+ */
+export function setSandboxBackend(kind: string): void {
+  choice = new BackendChoice(kind);
+}
+
+/**
+ * The git guard of this server (../sandbox/git-guard.ts, one per process, as `serve`'s): the control state under a
+ * sandboxed process's writable roots is recorded before it starts and checked once it and what it started ended.
+ */
+export function execGitGuard(): GitGuard {
+  guard ??= new GitGuard({
+    keptDir: join(process.env.CODEX_HOME ?? join(homedir(), ".codex"), "shellmcp", "git-kept"),
+    repair: process.platform === "linux" ? (ops) => repairBatch(ops, selfExecCommand()) : undefined,
+  });
+  return guard;
+}
+
+/**
+ * The sandbox of one process or fs operation under `sb`: the server's {@link BackendChoice} asked as `serve` asks it
+ * (issue 39, "one launch path"), with `env` the child's environment. Throws −32600 "failed to prepare sandbox: …"
+ * when it cannot be enforced.
+ */
+export function callSandboxFor(sb: ExecSandbox, env: Record<string, string | undefined>): CallSandbox {
+  const call = choice.forCall(
+    { policy: sb.policy, profile: sb.profile, sandboxCwd: sb.cwd, useBwrap: false, useLegacyLandlock: false },
     sb.cwd,
-    ...policy,
-    ...(inheritPidNamespace ? ["--inherit-pid-namespace"] : []),
-    ...hiddenPathsFlag(hiddenPaths()),
-    "--",
-    ...command,
-  ];
+    {
+      platform: process.platform,
+      helperExe: IS_COMPILED && process.platform === "linux" ? selfExePath() : selfExecCommand()[0]!,
+      env,
+      direct: false,
+    },
+  );
+  if ("refused" in call) throw rpcError(RPC.INVALID_REQUEST, `failed to prepare sandbox: ${call.refused}`);
+  return call;
+}
+
+/** argv that runs `command` under `call` through our `codex-linux-sandbox` role (the backend the server chose). */
+export function sandboxedArgv(call: CallSandbox, command: string[]): string[] {
+  const launch = call.launch({ shellPath: "", login: false, command: "", wrapperPath: "", program: command });
+  const argv = [...launch.argv];
+  // Our helper's role flag comes first (../sandbox/linux/backend.ts `helperCommand`); Codex's pid-namespace flag after it.
+  if (inheritPidNamespace) argv.splice(argv.indexOf("--codex-run-as-linux-sandbox") + 1, 0, "--inherit-pid-namespace");
+  return argv;
 }
 
 /** Paths where the sandbox may create an empty mount point, that do not exist now (to remove afterwards). */

@@ -22,6 +22,11 @@ export interface ShellCommand {
   login: boolean;
   command: string;
   wrapperPath: string;
+  /**
+   * The program started instead of `shellPath -c command`: the exec-server's `process/start` argv (its processes are
+   * not shells), started by the same launch as a call's shell.
+   */
+  program?: string[];
 }
 
 /** How proxy mode reaches the sandbox: the ports TCP may reach and, under bubblewrap, the bridge fd. */
@@ -93,8 +98,9 @@ export interface SandboxBackend {
   writable?(call: CallSandbox): WritableView;
 }
 
-/** The shell's argv with no sandbox: `shellPath -c|-lc command`. */
-export function bareShell(shell: Pick<ShellCommand, "shellPath" | "login" | "command">): string[] {
+/** The shell's argv with no sandbox: `shellPath -c|-lc command` (or its {@link ShellCommand.program}). */
+export function bareShell(shell: Pick<ShellCommand, "shellPath" | "login" | "command" | "program">): string[] {
+  if (shell.program !== undefined) return [...shell.program];
   return [shell.shellPath, shell.login ? "-lc" : "-c", shell.command];
 }
 

@@ -1,0 +1,92 @@
+/**
+ * Issue 39, "one launch path": the exec-server's `process/start` is launched through the server's one backend choice
+ * (src/shell/backend-choice.ts, as `serve`'s) and guarded by the git guard. Attack: under Landlock (the exec-server's
+ * `--sandbox-backend landlock`), a process started with the older `sandboxPolicy` shape (workspace-write) plants an
+ * executable `.git/hooks/pre-commit` in a workspace repository; judged by the host: after the process closed the
+ * hook is gone and a host `git commit` there runs nothing.
+ */
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import { existsSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { CONF_BASE } from "../helpers/cleanup.ts";
+import { ensureBinary } from "../helpers/binary.ts";
+import { ExecClient } from "./client.ts";
+import { startServer, type StartedServer } from "./codex-harness.ts";
+
+const base = join(CONF_BASE, `exec-launch-${process.pid}`);
+
+beforeAll(() => mkdirSync(base, { recursive: true }));
+afterAll(() => rmSync(base, { recursive: true, force: true }));
+
+function git(cwd: string, ...args: string[]): { code: number; out: string } {
+  const r = Bun.spawnSync(["git", "-c", "user.name=t", "-c", "user.email=t@t", ...args], { cwd, stdout: "pipe", stderr: "pipe" });
+  return { code: r.exitCode, out: r.stdout.toString() + r.stderr.toString() };
+}
+
+/**
+ * The attack of `how`: the Landlock fallback (bubblewrap not found: `SHELLMCP_BWRAP` names a missing file; the
+ * exec-server's helper used to choose it itself, `--backend auto`) or the exec-server's `--sandbox-backend landlock`.
+ */
+async function plantHook(how: "fallback" | "flag"): Promise<void> {
+  const server: StartedServer = await startServer(
+    [ensureBinary(), "exec-server", ...(how === "flag" ? ["--sandbox-backend", "landlock"] : [])],
+    { ...process.env, CODEX_HOME: join(base, "codex-home"), ...(how === "fallback" ? { SHELLMCP_BWRAP: join(base, "no-bwrap") } : {}) },
+  );
+  try {
+    // The helper reads its environment (the process's) too: the fallback holds for it as for the server.
+    const env: Record<string, string> = how === "fallback" ? { SHELLMCP_BWRAP: join(base, "no-bwrap") } : {};
+    await plantIn(server, join(base, `proj-${how}`), join(base, `hook-ran-${how}`), env);
+  } finally {
+    await server.stop();
+  }
+}
+
+test(
+  "a process/start under the Landlock fallback cannot leave a git hook the user's next commit runs",
+  () => plantHook("fallback"),
+  60_000,
+);
+test(
+  "a process/start under --sandbox-backend landlock cannot leave a git hook the user's next commit runs",
+  () => plantHook("flag"),
+  60_000,
+);
+
+async function plantIn(server: StartedServer, proj: string, ran: string, extraEnv: Record<string, string>): Promise<void> {
+  mkdirSync(proj, { recursive: true });
+  expect(git(proj, "init", "-q").code).toBe(0);
+  writeFileSync(join(proj, "a.txt"), "a\n");
+  const c = await ExecClient.connect(server.url);
+  await c.init();
+  const hook = join(proj, ".git", "hooks", "pre-commit");
+  await c.call("process/start", {
+    processId: "plant",
+    argv: [
+      "/bin/sh",
+      "-c",
+      `mkdir -p .git/hooks && printf '#!/bin/sh\\ntouch ${ran}\\n' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit && echo planted`,
+    ],
+    cwd: proj,
+    env: { PATH: "/usr/bin:/bin", ...extraEnv },
+    tty: false,
+    sandbox: {
+      sandboxPolicy: {
+        type: "workspace-write",
+        writable_roots: [],
+        network_access: false,
+        exclude_tmpdir_env_var: false,
+        exclude_slash_tmp: false,
+      },
+      sandboxPolicyCwd: proj,
+      windowsSandboxLevel: "disabled",
+    },
+  });
+  const { output } = await c.collect("plant");
+  c.close();
+  expect(output).toContain("planted"); // the sandbox let it write there (Landlock cannot keep .git read-only)
+  expect(existsSync(hook)).toBe(false);
+  expect(output).toContain("pre-commit");
+  expect(git(proj, "add", "a.txt").code).toBe(0);
+  expect(git(proj, "commit", "-q", "-m", "x").code).toBe(0);
+  expect(existsSync(ran)).toBe(false);
+}
