@@ -17,7 +17,7 @@ import type { CallCgroup, CgroupManager } from "../shell/cgroup.ts";
 import { envForSelf, isSelfExe } from "../self.ts";
 import { errnoOf, osErrorText } from "./fs-ops.ts";
 import { encodeBase64, rpcError, RPC } from "./rpc.ts";
-import { formatGitGuardReport, type GitGuard, type GitSnapshot } from "../sandbox/git-guard.ts";
+import { formatGitGuardReport, type GitGuard, type GitSnapshot } from "../sandbox/git/guard.ts";
 import type { WritableView } from "../sandbox/writable.ts";
 import {
   callSandboxFor,
@@ -464,7 +464,7 @@ export class ManagedProcess {
   }
 
   /**
-   * The git guard's check of this process (exactly once per snapshot: ../sandbox/git-guard.ts), once it and
+   * The git guard's check of this process (exactly once per snapshot: ../sandbox/git/guard.ts), once it and
    * everything it started ended; undoes what it changed in git's control files and returns the report (also
    * logged), empty when nothing changed or it was not sandboxed. Never throws.
    */

@@ -14,7 +14,7 @@ import { join } from "node:path";
 import { homedir } from "node:os";
 import { IS_COMPILED, selfExecCommand, selfExePath } from "../self.ts";
 import type { CallSandbox } from "../sandbox/backend.ts";
-import { GitGuard } from "../sandbox/git-guard.ts";
+import { GitGuard } from "../sandbox/git/guard.ts";
 import { repairBatch } from "../sandbox/linux/git-repair-child.ts";
 import { BackendChoice } from "../shell/backend-choice.ts";
 import { ShellmcpError } from "../errors.ts";
@@ -96,7 +96,7 @@ export function setSandboxBackend(kind: string): void {
 }
 
 /**
- * The git guard of this server (../sandbox/git-guard.ts, one per process, as `serve`'s): the control state under a
+ * The git guard of this server (../sandbox/git/guard.ts, one per process, as `serve`'s): the control state under a
  * sandboxed process's writable roots is recorded before it starts and checked once it and what it started ended.
  */
 export function execGitGuard(): GitGuard {
