@@ -280,6 +280,12 @@ describe.skipIf(skipWithout("local approver suite", shellsMissing()))("issue 32:
       await Bun.sleep(200);
       l = listed(a.codexHome);
     }
+    if (l.length < 2) {
+      // Say what the calls did and what the servers logged: a call that ended without asking shows here.
+      const settled = async (p: Promise<unknown>) =>
+        Promise.race([p.then((r) => JSON.stringify(r)), Bun.sleep(1_000).then(() => "still running")]);
+      console.error("a:", await settled(ca), a.stderr().slice(-2000), "\nb:", await settled(cb), b.stderr().slice(-2000));
+    }
     expect(l.map((r) => r.id).sort()).toEqual([`${a.pid}-1`, `${b.pid}-1`].sort());
     expect(approvals(a.codexHome, "--deny", `${a.pid}-1`)).toMatchObject({ code: 0 });
     expect(approvals(a.codexHome, "--approve", `${b.pid}-1`)).toMatchObject({ code: 0 });

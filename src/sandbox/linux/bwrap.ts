@@ -173,8 +173,9 @@ const syntheticMountPoints = new Map<string, number>();
  * {@link syntheticMountPoints}. False when `p`'s folder no longer exists (a folder another process removed since the
  * plan's search found it): there is nothing to protect, and a bind of it would fail the whole sandbox, so the caller
  * leaves the path out (what a command may create there later is new, like any folder it makes); also false when this
- * user may not create it there (EACCES, EPERM, EROFS: nor can the sandbox, which writes as this user). Other errors
- * throw.
+ * user may not create it there (EACCES, EPERM, EROFS: nor can the sandbox, which writes as this user). A folder made
+ * there meanwhile (EEXIST: another server sharing the workspace held the same mount point first) is bound as it
+ * is and left to its maker. Other errors throw.
  */
 export function holdMountPoint(p: string, created: string[]): boolean {
   const n = syntheticMountPoints.get(p);
@@ -187,6 +188,8 @@ export function holdMountPoint(p: string, created: string[]): boolean {
       recordGone("mount-point", p);
       const code = (e as NodeJS.ErrnoException).code;
       if (code === "ENOENT") return false;
+      // Made meanwhile by another server sharing the workspace (or the user): a real folder, not ours to remove.
+      if (code === "EEXIST") return true;
       // A folder this user cannot write (another user's bare repository in /tmp without `hooks/`): the sandbox,
       // which writes as this user, cannot create the path either, so there is nothing to hold — and refusing would
       // let another user's folder stop every call.
