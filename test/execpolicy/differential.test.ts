@@ -11,6 +11,7 @@ import { join } from "node:path";
 import { ensureBinary, ROOT, tempDir } from "../helpers/binary.ts";
 import { referenceCodex } from "../helpers/reference.ts";
 import { skipWithout } from "../helpers/prereq.ts";
+import { rng } from "../helpers/rng.ts";
 
 const codex = referenceCodex();
 const skip = skipWithout(
@@ -25,18 +26,6 @@ interface Case {
   rules: string[];
   argv: string[];
   resolve: boolean;
-}
-
-/** Small deterministic PRNG (mulberry32). */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 function generated(n: number): Case[] {

@@ -21,18 +21,7 @@ import { runCaptured } from "../escalate/capture-server.ts";
 import { tempDir } from "../helpers/binary.ts";
 import { ourWrapper } from "../helpers/escalation.ts";
 import { patchedShell, shellsMissing } from "../helpers/shells.ts";
-
-/** Deterministic PRNG (mulberry32) so a failure reproduces from its seed. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { rng } from "../helpers/rng.ts";
 
 const NAMES = [
   "git",

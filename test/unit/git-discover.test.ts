@@ -20,21 +20,10 @@ import { bwrapMounts, releaseBwrapPlan } from "../../src/sandbox/linux/bwrap.ts"
 import { planSandboxPolicy } from "../../src/sandbox/filesystem-plan.ts";
 import { isUnder, parseSandboxPolicy } from "../../src/sandbox/policy.ts";
 import { canWrite, writableView } from "../../src/sandbox/writable.ts";
+import { rng } from "../helpers/rng.ts";
 
 const base = realpathSync(mkdtempSync(join(CONF_BASE, "git-discover-")));
 afterAll(() => rmSync(base, { recursive: true, force: true }), 60_000);
-
-/** A small seeded generator (mulberry32): the same layouts on every run. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** A git dir at `g` as git lays one out (HEAD, objects/, refs/, config, hooks/ with a hook, info/). */
 function makeGitDir(g: string, opts: { hooks?: "dir" | "none" | { link: string } } = {}): void {

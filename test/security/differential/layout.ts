@@ -12,18 +12,8 @@ import { dirname, join } from "node:path";
 import { planPermissionProfile, summarySandboxPolicy } from "../../../src/sandbox/filesystem-plan.ts";
 import { parsePermissionProfile, type PermissionProfile } from "../../../src/sandbox/permission-profile.ts";
 import { parseSandboxPolicy, type SandboxPolicy } from "../../../src/sandbox/policy.ts";
-
-/** A deterministic PRNG (mulberry32) from a 32-bit seed: the same seed makes the same layouts and samples. */
-export function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { rng } from "../../helpers/rng.ts";
+export { rng } from "../../helpers/rng.ts";
 
 /** What the probe does with a path (probe.py): see harness.ts `expected` for what each needs. */
 export type Op =
