@@ -14,25 +14,17 @@
  * profile themselves are validated strictly (see policy.ts and permission-profile.ts).
  */
 import { ShellmcpError } from "../errors.ts";
-import { parsePermissionProfile, pathFromUri, type PermissionProfile } from "../sandbox/permission-profile.ts";
+import { parsePermissionProfile, pathFromUri } from "../sandbox/permission-profile.ts";
 import { planPermissionProfile, summarySandboxPolicy } from "../sandbox/filesystem-plan.ts";
-import { parseSandboxPolicy, type SandboxPolicy } from "../sandbox/policy.ts";
+import { parseSandboxPolicy } from "../sandbox/policy.ts";
+import type { SandboxRequest } from "../shell/backend-choice.ts";
 
-/** A sandbox state, from either Codex line. */
-export interface SandboxState {
-  /** The legacy policy (0.97), or for a profile the nearest legacy policy never wider than it. */
-  policy: SandboxPolicy;
-  /** Codex 0.169's profile: when present, the sandbox enforces this, not `policy`. */
-  profile?: PermissionProfile;
-  /** Folder the roots are computed from (an absolute path; 0.169's `file://` URI converted). */
-  sandboxCwd?: string;
-  /** Codex's own Linux sandbox helper (used only with `--use-codex-linux-sandbox-exe`). */
-  codexLinuxSandboxExe?: string;
-  /** 0.97's `useLinuxSandboxBwrap`. */
-  useBwrap: boolean;
-  /** 0.169's `useLegacyLandlock`: Landlock instead of bubblewrap (profiles Landlock cannot enforce then fail). */
-  useLegacyLandlock: boolean;
-}
+/**
+ * A sandbox state, from either Codex line: the request a call's backend is chosen from (../shell/backend-choice.ts
+ * `SandboxRequest`, one type for `serve` and the exec-server). `sandboxCwd` is an absolute path (0.169's `file://`
+ * URI converted); `useLegacyLandlock` means Landlock instead of bubblewrap (profiles Landlock cannot enforce fail).
+ */
+export type SandboxState = SandboxRequest;
 
 /** `_meta` keys Codex 0.169 uses. */
 export const META_SANDBOX_STATE = "codex/sandbox-state";

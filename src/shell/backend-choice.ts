@@ -34,8 +34,8 @@ interface HelperChoice {
 }
 
 /**
- * The sandbox state a call's backend is chosen from (src/mcp/sandbox-state.ts `SandboxState` has these fields; the
- * exec-server builds one from `process/start`'s `sandbox`).
+ * The sandbox state a call's backend is chosen from: `serve` parses it from Codex's messages (src/mcp/sandbox-state.ts
+ * `SandboxState` is this type), the exec-server builds one from `process/start`'s `sandbox`.
  */
 export interface SandboxRequest {
   /** The legacy policy, or for a profile the nearest legacy policy never wider than it. */

@@ -122,11 +122,11 @@ function generate(seed: number): Layout {
         break;
       }
       case "hooksLink": {
-        const shared = join(at, "shared-hooks");
-        mkdirSync(shared);
-        writeFileSync(join(shared, "pre-receive"), "#!/bin/sh\n", { mode: 0o755 });
-        makeGitDir(join(at, "linked-hooks.git"), { hooks: { link: "../shared-hooks" } });
-        gitDirs.push({ path: join(at, "linked-hooks.git"), whole: false, hooksLink: shared });
+        const common = join(at, "common-hooks");
+        mkdirSync(common);
+        writeFileSync(join(common, "pre-receive"), "#!/bin/sh\n", { mode: 0o755 });
+        makeGitDir(join(at, "linked-hooks.git"), { hooks: { link: "../common-hooks" } });
+        gitDirs.push({ path: join(at, "linked-hooks.git"), whole: false, hooksLink: common });
         break;
       }
       case "renamed": {
