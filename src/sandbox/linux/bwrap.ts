@@ -5,7 +5,20 @@
  * the seccomp program or our inner stage), with the host-side mount points it needs
  * ({@link releaseBwrapPlan}). Launching it is in ./run.ts.
  */
-import { chmodSync, existsSync, lstatSync, mkdirSync, openSync, readlinkSync, rmdirSync, rmSync, statSync, writeFileSync } from "node:fs";
+import {
+  chmodSync,
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  opendirSync,
+  openSync,
+  readlinkSync,
+  rmdirSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
+import { log } from "../../log.ts";
 import { randomBytes } from "node:crypto";
 import { tmpdir } from "node:os";
 import { join, sep } from "node:path";
@@ -20,7 +33,15 @@ import { planOf, resolveCommand, seccompModeForPlan, type SandboxRun } from "./i
 import { outermost } from "../secrets.ts";
 import { buildFilter } from "./seccomp.ts";
 import { failIfInjected } from "../../fault-injection.ts";
-import { DENY_DIR_PREFIX, DENY_FILE, recordGone, recordMade } from "./mount-markers.ts";
+import {
+  adoptedMountPoint,
+  DENY_DIR_PREFIX,
+  DENY_FILE,
+  mayRemoveMountPoint,
+  recordGone,
+  recordMade,
+  withMountLock,
+} from "./mount-markers.ts";
 
 /** Result of probing bubblewrap. */
 export interface BwrapProbe {
@@ -179,27 +200,54 @@ const syntheticMountPoints = new Map<string, number>();
  */
 export function holdMountPoint(p: string, created: string[]): boolean {
   const n = syntheticMountPoints.get(p);
-  if (n === undefined && existsSync(p)) return true; // a real folder: not ours
-  if (n === undefined) {
+  if (n !== undefined) {
+    syntheticMountPoints.set(p, n + 1);
+    created.push(p);
+    return true;
+  }
+  if (existsSync(p) && !emptyFolder(p)) return true; // a real folder (or file): not ours
+  // Missing, or an empty folder that may be another process's mount point: decided under the lock every process
+  // sharing this CODEX_HOME takes to make, share and remove them (./mount-markers.ts).
+  const held = withMountLock(() => {
+    if (existsSync(p)) return adoptedMountPoint(p); // another server's (or helper's): held by both, removed by the last
     recordMade("mount-point", p); // on disk before it exists: a crash from here on leaves it to the next start
     try {
       mkdirSync(p);
+      return true;
     } catch (e) {
       recordGone("mount-point", p);
       const code = (e as NodeJS.ErrnoException).code;
-      if (code === "ENOENT") return false;
-      // Made meanwhile by another server sharing the workspace (or the user): a real folder, not ours to remove.
-      if (code === "EEXIST") return true;
+      if (code === "ENOENT") return undefined;
+      // Made meanwhile by a process recording no marker (the user, a server with another CODEX_HOME): a real
+      // folder, not ours to remove.
+      if (code === "EEXIST") return false;
       // A folder this user cannot write (another user's bare repository in /tmp without `hooks/`): the sandbox,
       // which writes as this user, cannot create the path either, so there is nothing to hold — and refusing would
       // let another user's folder stop every call.
-      if (code === "EACCES" || code === "EPERM" || code === "EROFS") return false;
+      if (code === "EACCES" || code === "EPERM" || code === "EROFS") return undefined;
       throw e;
     }
-  }
-  syntheticMountPoints.set(p, (n ?? 0) + 1);
+  });
+  if (held === undefined) return false;
+  if (!held) return true;
+  syntheticMountPoints.set(p, 1);
   created.push(p);
   return true;
+}
+
+/** Whether `p` is a real folder with nothing in it (what a mount point looks like). */
+function emptyFolder(p: string): boolean {
+  try {
+    if (!lstatSync(p).isDirectory()) return false;
+    const d = opendirSync(p);
+    try {
+      return d.readSync() === null;
+    } finally {
+      d.closeSync();
+    }
+  } catch {
+    return false;
+  }
 }
 
 /**
@@ -232,11 +280,21 @@ export function releaseBwrapPlan(plan: BwrapPlan): void {
     }
     syntheticMountPoints.delete(p);
     try {
-      rmdirSync(p); // only if still empty
-    } catch {
-      // something was put there from outside the sandbox: leave it
+      withMountLock(() => {
+        // Another process's sandbox may still stand on it (./mount-markers.ts): then the last holder removes it.
+        if (mayRemoveMountPoint(p)) {
+          try {
+            rmdirSync(p); // only if still empty
+          } catch {
+            // something was put there from outside the sandbox: leave it
+          }
+        }
+        recordGone("mount-point", p);
+      });
+    } catch (e) {
+      // The lock was not had: leave the folder and its record to the sweep at the next start (fail closed).
+      log.warn("a bubblewrap mount point was left to the next start", { path: p, error: (e as Error).message });
     }
-    recordGone("mount-point", p);
   }
 }
 

@@ -16,6 +16,16 @@
  * leaves half of one). Where the folder cannot be made or is not private, nothing is recorded (the in-memory count of
  * ./bwrap.ts still gives everything back on every ordinary end).
  *
+ * Sharing: processes with one CODEX_HOME (two servers in one workspace, a server and its own sandbox helper) may
+ * need the same missing path. A folder one of them made is not "a real folder" to the other: the other records it
+ * too ({@link adoptedMountPoint}) and whoever gives it back last removes it ({@link mayRemoveMountPoint}), so no
+ * process pulls a mount point from under another's running sandbox (the kernel would detach the bind there, and
+ * the sandbox could then create the path). Making, adopting and removing are serialised by `flock` on
+ * `sandbox-mounts/lock` ({@link withMountLock}). No sandboxed command can hold that lock: the file is write-only
+ * (mode 0200: not opened for reading by its owner without a capability, and every sandbox runs without any), and no
+ * sandbox may open CODEX_HOME for writing (bubblewrap's read-only bind, Landlock's missing write right); a wait for
+ * it is still bounded ({@link LOCK_WAIT_MS}) and fails closed.
+ *
  * The sweep acts only on what the markers name and never follows a link: a mount point is removed only when it is
  * still a real, empty folder whose parent resolves to the same canonical path as when it was made (`rmdir`: a folder
  * a sandbox or the user filled stays); a deny folder only when it is a real folder of this user holding nothing but
@@ -34,7 +44,10 @@ import {
   writeFileSync,
 } from "node:fs";
 import { basename, dirname, join } from "node:path";
+import { constants as fsConstants, fchmodSync, openSync } from "node:fs";
 import { threadId } from "node:worker_threads";
+import { flock, LOCK } from "../../../ffi/libc.ts";
+import { ShellmcpError } from "../../errors.ts";
 import { resolveCodexHome } from "../../execpolicy/discovery.ts";
 import { readUntrustedText } from "../../untrusted-fs.ts";
 import { ownedAndPrivate } from "./bwrap-probe-cache.ts";
@@ -167,6 +180,115 @@ export function recordGone(kind: MarkedKind, path: string): void {
   if (held.delete(`${kind}\0${path}`)) save();
 }
 
+/** How long a process waits for the mount-point lock before it fails closed (ms). */
+export const LOCK_WAIT_MS = 2000;
+
+/** This process's open lock file (`sandbox-mounts/lock`), or null when markers are off. */
+let lockFd: number | null | undefined;
+/** Nesting depth of {@link withMountLock} in this thread (flock is per open file: a nested take is a no-op). */
+let lockDepth = 0;
+
+function lockFile(): number | null {
+  if (lockFd !== undefined) return lockFd;
+  const m = me();
+  if (m === null) return (lockFd = null);
+  try {
+    // Write-only (see the module comment); Node and Bun open with O_CLOEXEC: no sandbox inherits it.
+    const flags = fsConstants.O_WRONLY | fsConstants.O_CREAT | fsConstants.O_NOFOLLOW | fsConstants.O_NONBLOCK;
+    const fd = openSync(join(m.dir, "lock"), flags, 0o200);
+    fchmodSync(fd, 0o200); // one made by anything else is made write-only too
+    lockFd = fd;
+  } catch {
+    lockFd = null;
+  }
+  return lockFd;
+}
+
+/**
+ * Run `f` holding the lock that serialises making, adopting and removing mount points among every process recording
+ * markers in this CODEX_HOME (see the module comment). Without markers (no private marker folder) `f` runs unlocked:
+ * the in-memory count of ./bwrap.ts is then all there is. Waits at most {@link LOCK_WAIT_MS}, then throws
+ * `SANDBOX_UNAVAILABLE` (only another server of this user could hold it that long: no sandbox can open it).
+ */
+export function withMountLock<T>(f: () => T): T {
+  const fd = lockFile();
+  if (fd === null || lockDepth > 0) return f();
+  const end = performance.now() + LOCK_WAIT_MS;
+  const nap = new Int32Array(new SharedArrayBuffer(4));
+  for (;;) {
+    try {
+      flock(fd, LOCK.EX | LOCK.NB);
+      break;
+    } catch (e) {
+      if (performance.now() > end)
+        throw new ShellmcpError(
+          "SANDBOX_UNAVAILABLE",
+          `another process sharing CODEX_HOME has held the sandbox mount-point lock for over ${LOCK_WAIT_MS} ms; try again`,
+          {},
+          { cause: e },
+        );
+      Atomics.wait(nap, 0, 0, 2);
+    }
+  }
+  lockDepth++;
+  try {
+    return f();
+  } finally {
+    lockDepth--;
+    try {
+      flock(fd, LOCK.UN);
+    } catch {
+      // closing the file would release it too; the fd stays for the next call
+    }
+  }
+}
+
+/**
+ * Whether a live process other than this thread records `path` as a mount point it holds, made where `path` is
+ * now (the same canonical parent). Call under {@link withMountLock}. False when markers are off.
+ */
+export function heldByAnother(path: string): boolean {
+  const m = me();
+  if (m === null) return false;
+  let parent: string;
+  let names: string[];
+  try {
+    parent = realpathSync(dirname(path));
+    names = readdirSync(m.dir);
+  } catch {
+    return false;
+  }
+  const boot = bootId();
+  const ns = pidNamespace("self");
+  for (const name of names) {
+    if (!/^\d+-\d+-\d+\.json$/.test(name) || join(m.dir, name) === m.file) continue;
+    const r = readUntrustedText(join(m.dir, name));
+    const marker = r.ok ? parseMarker(r.text) : undefined;
+    if (marker === undefined || !alive(marker, boot, ns)) continue;
+    if (marker.entries.some((e) => e.kind === "mount-point" && e.path === path && e.parent === parent)) return true;
+  }
+  return false;
+}
+
+/**
+ * Under {@link withMountLock}: an existing folder at `path` that another live process made (or holds) as a mount
+ * point is recorded as held by this process too, and true is returned (this process then counts it and removes it
+ * if it gives it back last); false for any other existing path (a real folder: not ours).
+ */
+export function adoptedMountPoint(path: string): boolean {
+  if (!heldByAnother(path)) return false;
+  recordMade("mount-point", path);
+  return true;
+}
+
+/**
+ * Under {@link withMountLock}, once this process no longer uses `path`: forget it, and say whether it is this
+ * process's to remove (no other live process holds it).
+ */
+export function mayRemoveMountPoint(path: string): boolean {
+  return !heldByAnother(path);
+}
+
 /** Whether the holder of a marker still runs (unknown, e.g. another pid namespace: counted as running). */
 function alive(h: Holder, boot: string, ns: string): boolean {
   if (h.boot !== boot) return false; // a marker of an earlier boot
@@ -270,12 +392,20 @@ export function sweepMountMarkers(env: Record<string, string | undefined> = proc
     if (marker.pid === process.pid || alive(marker, boot, ns)) for (const e of marker.entries) live.add(e.path);
     else dead.push({ file, marker });
   }
-  for (const { file, marker } of dead) {
-    for (const e of [...marker.entries].reverse()) {
-      if (live.has(e.path) || !removeEntry(e)) out.left.push(e.path);
-      else out.removed.push(e.path);
+  const sweep = () => {
+    for (const { file, marker } of dead) {
+      for (const e of [...marker.entries].reverse()) {
+        // Another live process may have adopted it since the listing above (../bwrap.ts `holdMountPoint`).
+        if (live.has(e.path) || (e.kind === "mount-point" && heldByAnother(e.path)) || !removeEntry(e)) out.left.push(e.path);
+        else out.removed.push(e.path);
+      }
+      unlinkQuiet(file);
     }
-    unlinkQuiet(file);
+  };
+  try {
+    if (dead.length > 0) withMountLock(sweep);
+  } catch {
+    // the lock was not had: the next start sweeps
   }
   return out;
 }
