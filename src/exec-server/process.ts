@@ -17,8 +17,8 @@ import type { CallCgroup, CgroupManager } from "../shell/cgroup.ts";
 import { envForSelf, isSelfExe } from "../self.ts";
 import { errnoOf, osErrorText } from "./fs-ops.ts";
 import { encodeBase64, rpcError, RPC } from "./rpc.ts";
-import { formatGitGuardReport, type GitGuard, type GitSnapshot } from "../sandbox/git/guard.ts";
-import type { WritableView } from "../sandbox/writable.ts";
+import { GitCheck } from "../sandbox/git/call-check.ts";
+import { markersOn, sweepMountMarkers } from "../sandbox/linux/mount-markers.ts";
 import {
   callSandboxFor,
   execGitGuard,
@@ -157,10 +157,11 @@ export class ManagedProcess {
   private pid = 0;
   private waiters = new Set<() => void>();
   private writeIds = new Set<string>();
-  private leftovers: string[] = [];
   private cgroup: CallCgroup | undefined;
-  /** The git guard's snapshot of a sandboxed process, checked once (see {@link checkGit}). */
-  private git: { guard: GitGuard; snap: GitSnapshot; view: WritableView; landlock: boolean } | undefined;
+  /** The git guard's snapshot of a sandboxed process (../sandbox/git/call-check.ts), checked once (see {@link checkGit}). */
+  private git: GitCheck | undefined;
+  /** Without mount markers: paths a killed helper may leave as empty mount points (see {@link maybeClose}). */
+  private leftovers: string[] = [];
   private readonly sink: ProcessSink;
   private readonly outputPrefix: string;
   private stopped = false;
@@ -217,16 +218,12 @@ export class ManagedProcess {
       const call = callSandboxFor(spec.sandbox, spec.env);
       argv = sandboxedArgv(call, spec.argv);
       argv0 = undefined;
-      this.leftovers = mountPointCandidates(spec.sandbox);
-      const guard = execGitGuard();
-      const view = call.writable();
-      let snap: GitSnapshot | undefined;
+      this.leftovers = markersOn() ? [] : mountPointCandidates(spec.sandbox);
       try {
-        snap = guard.snapshot(view);
+        this.git = GitCheck.take(execGitGuard(), call.writable(), call.enforcement === "landlock", `process ${this.id}`);
       } catch (e) {
         throw rpcError(RPC.INTERNAL, `cannot record the git control state to protect it: ${(e as Error).message}`);
       }
-      if (snap !== undefined) this.git = { guard, snap, view, landlock: call.enforcement === "landlock" };
     }
     if (spec.cgroups !== undefined) {
       try {
@@ -368,7 +365,12 @@ export class ManagedProcess {
   private maybeClose(): void {
     if (this.closed || !this.exited || this.openStreams > 0) return;
     this.closed = true;
-    if (this.leftovers.length > 0) removeLeftoverMountPoints(this.leftovers);
+    // A sandbox helper killed with the process (terminate) could not give back its mount points: its markers name
+    // them, and the sweep removes what no live process holds (../sandbox/linux/mount-markers.ts), never a folder the
+    // user made or another server's sandbox stands on.
+    // Without markers (no CODEX_HOME folder), the paths that were missing at the start and are empty now go.
+    if (this.sandboxed && markersOn()) sweepMountMarkers();
+    else if (this.leftovers.length > 0) removeLeftoverMountPoints(this.leftovers);
     // Everything it started has ended (its cgroup is empty, or without cgroups the process exited): check now and
     // say what was undone on its output, before `process/closed`. Else when the cgroup empties (terminate, expiry).
     const report = this.cgroup === undefined || this.cgroup.members().length === 0 ? this.checkGit() : "";
@@ -472,15 +474,7 @@ export class ManagedProcess {
     const g = this.git;
     if (g === undefined) return "";
     this.git = undefined;
-    try {
-      const report = g.guard.check(g.snap, g.view);
-      if (report.undone.length > 0 || report.failed.length > 0)
-        log.warn("exec-server: git guard undid changes", { processId: this.id, undone: report.undone, failed: report.failed });
-      return formatGitGuardReport(report, g.landlock);
-    } catch (e) {
-      log.error("exec-server: git guard failed", { processId: this.id, message: (e as Error).message });
-      return `\nshellmcp: the check of git control files after this process failed (${(e as Error).message}): the user must check .git/hooks and .git/config of the repositories in the writable folders before running git there.\n`;
-    }
+    return g.checkNow();
   }
 
   /** Send `sig` to the whole tree (process group, and descendants that left it). */

@@ -144,7 +144,11 @@ export function mountPointCandidates(sb: ExecSandbox): string[] {
   return out;
 }
 
-/** Remove those candidates that now exist as empty directories (left behind by a killed sandbox). */
+/**
+ * Remove those candidates that now exist as empty directories (left behind by a killed sandbox helper). Only where
+ * mount markers are off (no CODEX_HOME folder: ../sandbox/linux/mount-markers.ts); with markers the sweep removes
+ * exactly what dead helpers made and nothing another process still stands on.
+ */
 export function removeLeftoverMountPoints(candidates: string[]): void {
   for (const p of candidates) {
     try {

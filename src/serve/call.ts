@@ -18,7 +18,8 @@ import { ShellmcpError } from "../errors.ts";
 import { log } from "../log.ts";
 import type { CgroupManager } from "../shell/cgroup.ts";
 import { runCommand, type RunCommandOptions, type RunCommandResult } from "../shell/run-command.ts";
-import { formatGitGuardReport, GitGuard, MAX_SEARCH_DEPTH, type GitSnapshot } from "../sandbox/git/guard.ts";
+import { GitGuard, MAX_SEARCH_DEPTH } from "../sandbox/git/guard.ts";
+import { GitCheck } from "../sandbox/git/call-check.ts";
 import { LANDLOCK_EXTRA_WRITABLE, type WritableView } from "../sandbox/writable.ts";
 import type { ServeOptions, ServeSetup } from "./setup.ts";
 import { hasFullDiskWrite, hasFullNetwork } from "../sandbox/policy.ts";
@@ -229,6 +230,17 @@ export async function launchCommand(
   const server = await rt.server();
   const refused = await rt.shellRefused();
   if (refused !== undefined) return errorResult(`shellmcp cannot run commands: ${refused}.`);
+  // The git guard (../sandbox/git/guard.ts): the control state under the writable roots, before anything runs; the
+  // call owns it (and the proxy) from runCommand on, which settles it on every way out.
+  const enforcement = sandbox.enforcement;
+  const view: WritableView = sandbox.writable();
+  const guard = guardOf(rt);
+  let gitCheck: GitCheck;
+  try {
+    gitCheck = GitCheck.take(guard.guard, view, enforcement === "landlock");
+  } catch (e) {
+    return errorResult(`shellmcp refused to run the command: cannot record the git control state to protect it: ${(e as Error).message}`);
+  }
   const proxy = proxied
     ? new CallProxy({
         policy: setup.network,
@@ -237,17 +249,6 @@ export async function launchCommand(
         sessionAllowed: setup.networkApproved,
       })
     : undefined;
-  // The git guard (../sandbox/git/guard.ts): the control state under the writable roots, before anything runs.
-  const enforcement = sandbox.enforcement;
-  const view: WritableView = sandbox.writable();
-  const guard = guardOf(rt);
-  let gitBefore: GitSnapshot | undefined;
-  try {
-    gitBefore = guard.guard.snapshot(view);
-  } catch (e) {
-    proxy?.close();
-    return errorResult(`shellmcp refused to run the command: cannot record the git control state to protect it: ${(e as Error).message}`);
-  }
   let notice = "";
   // The notice is about files inside writable folders: a read-only call (only Landlock's /dev/shm) has none.
   const writesFolders = view.roots.some((r) => !LANDLOCK_EXTRA_WRITABLE.includes(r));
@@ -258,12 +259,12 @@ export async function launchCommand(
     notice = weakerProtectionNotice(why, rt.cgroups !== undefined || lifelineProblem() === undefined);
   }
   const notices: string[] = [];
-  const guardOnce = guard.guard;
   // The end of the output so far, for progress notifications (issue 31: a client sees what a long command does).
   const tail = new OutputTail(PROGRESS_TAIL_BYTES);
   const run = runCommand({
     notice: (text) => notices.push(text),
     networkProxy: proxy,
+    gitCheck,
     command: a.command,
     workdir: a.workdir,
     login: a.login,
@@ -293,17 +294,11 @@ export async function launchCommand(
     cgroups: rt.cgroups,
     interceptSet: rt.options.interceptAll ? undefined : interceptSetFor(setup.settings.policy),
     escalation: setup.escalation,
-  }).finally(() => proxy?.close());
+  });
   const done = (async () => {
-    let r: RunCommandResult;
-    try {
-      r = await run;
-    } catch (e) {
-      // Every snapshot gets its check (the guard counts the calls in flight); whatever ran is undone.
-      if (gitBefore !== undefined) await checkGit(guardOnce, gitBefore, view, undefined, false);
-      throw e;
-    }
-    if (gitBefore !== undefined) notice = (await checkGit(guardOnce, gitBefore, view, r.settled, enforcement === "landlock")) + notice;
+    // Whatever way the run ends, its git check has run (../shell/run-command.ts `CallResources.holdGitCheck`).
+    const r = await run;
+    notice = (await gitCheck.settle()) + notice;
     const refused = proxy !== undefined && proxy.refusals.length > 0 ? refusalReport(proxy.refusals) : "";
     r.output += refused;
     // Allowed programs that ran inside the sandbox instead (../escalate/server.ts): after the output, like the guard's.
@@ -313,33 +308,6 @@ export async function launchCommand(
     return { r, notice, stale, refused };
   })();
   return { done };
-}
-
-/**
- * Once every process of the call has ended (`settled`), undo what the call changed in git's control state and
- * return the report for the result (empty when nothing changed). Never throws: a failed check is reported.
- */
-async function checkGit(
-  guard: GitGuard,
-  before: GitSnapshot,
-  view: WritableView,
-  settled: Promise<void> | undefined,
-  landlock: boolean,
-): Promise<string> {
-  try {
-    const t0 = performance.now();
-    await settled;
-    const settledMs = performance.now() - t0;
-    const report = guard.check(before, view);
-    log.debug("git guard", { gitDirs: before.gitDirs, snapshotMs: before.tookMs, settledMs, checkMs: report.tookMs });
-    if (report.truncated.length > 0) log.warn("git guard: writable folders not fully searched", { roots: report.truncated });
-    if (report.undone.length > 0 || report.failed.length > 0)
-      log.warn("git guard undid changes", { undone: report.undone, failed: report.failed });
-    return formatGitGuardReport(report, landlock);
-  } catch (e) {
-    log.error("git guard failed", { message: (e as Error).message });
-    return `\nshellmcp: the check of git control files after this command failed (${(e as Error).message}): the user must check .git/hooks and .git/config of the repositories in the writable folders before running git there.\n`;
-  }
 }
 
 /**

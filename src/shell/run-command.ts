@@ -42,6 +42,7 @@ import {
   selfExecFd,
 } from "../sandbox/linux/lifeline.ts";
 import { Stopwatch } from "./stopwatch.ts";
+import type { GitCheck } from "../sandbox/git/call-check.ts";
 import { failIfInjected, isInjected } from "../fault-injection.ts";
 import { log } from "../log.ts";
 import { envForSelf, isSelfExe } from "../self.ts";
@@ -107,9 +108,15 @@ export interface RunCommandOptions {
    * Network proxy mode (docs/network.md): the call's proxy. Under bubblewrap the command gets a private network
    * namespace whose only listeners are handed to it (src/network/bridge.ts); under Landlock it listens on the
    * host's loopback and TCP connect is limited to its ports. The proxy variables are set for the command. The
-   * caller closes the proxy after the call.
+   * call owns it from here: it is closed with the call's other resources ({@link CallResources}).
    */
   networkProxy?: CallProxy;
+  /**
+   * The git guard's snapshot of this call (../sandbox/git/call-check.ts), taken before anything runs: the call
+   * owns it from here and settles it once every process of the call has ended ({@link CallResources.holdGitCheck}),
+   * on every way out; the caller reads the report from {@link GitCheck.settle}.
+   */
+  gitCheck?: GitCheck;
   /**
    * A session's pseudo-terminal (`exec_command` with `tty: true`, ./session-manager.ts): the shell's fds 0–2 are
    * `slave` (runCommand takes ownership of it: closed once the shell has started, or on a failed start) and the
@@ -331,6 +338,18 @@ export class CallResources implements AsyncDisposable {
       } catch (e) {
         log.warn("releasing what a call acquired failed", { error: (e as Error).message });
       }
+    });
+  }
+
+  /**
+   * Hold the call's git check (../sandbox/git/call-check.ts): released last (it is held first), it waits for every
+   * late release before it (the worker's acknowledgement, the emptied cgroup: every process of the call has ended),
+   * then checks; the check is itself a late release, so the result's `settled` includes it.
+   */
+  holdGitCheck(check: GitCheck): void {
+    this.hold(() => {
+      const ended = Promise.all(this.settling.map((p) => p.catch(() => undefined)));
+      this.settling.push(check.settle(ended));
     });
   }
 
@@ -716,6 +735,9 @@ async function pump(o: RunCommandOptions, res: CallResources, a: Acquired, out: 
 export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult> {
   const t0 = performance.now();
   await using res = new CallResources();
+  // What the caller acquired for the call is ours from the start, released last: the git check waits for the rest.
+  if (o.gitCheck !== undefined) res.holdGitCheck(o.gitCheck);
+  if (o.networkProxy !== undefined) res.hold(() => o.networkProxy!.close());
   // The terminal's slave is ours from the start.
   const tty = o.terminal === undefined ? undefined : Object.assign(res.fd(o.terminal.slave), { master: o.terminal.master });
   // Plan.

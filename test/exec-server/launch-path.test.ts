@@ -6,7 +6,7 @@
  * hook is gone and a host `git commit` there runs nothing.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { existsSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { CONF_BASE } from "../helpers/cleanup.ts";
 import { ensureBinary } from "../helpers/binary.ts";
@@ -90,3 +90,49 @@ async function plantIn(server: StartedServer, proj: string, ran: string, extraEn
   expect(git(proj, "commit", "-q", "-m", "x").code).toBe(0);
   expect(existsSync(ran)).toBe(false);
 }
+
+/**
+ * The fs helper on the same path: under `--sandbox-backend landlock` (which cannot keep `.git` read-only), an
+ * `fs/writeFile` with the older `sandboxPolicy` shape rewrites `.git/config` with a `core.fsmonitor` command, which
+ * the user's next `git status` would run on the host. Judged by the host: the method fails with the guard's report,
+ * the config is the user's again, and `git status` runs nothing.
+ */
+test("an fs/writeFile under --sandbox-backend landlock cannot leave a .git/config the user's next git status runs", async () => {
+  const server: StartedServer = await startServer([ensureBinary(), "exec-server", "--sandbox-backend", "landlock"], {
+    ...process.env,
+    CODEX_HOME: join(base, "codex-home"),
+  });
+  const proj = join(base, "proj-fs");
+  const ran = join(base, "fsmonitor-ran");
+  try {
+    mkdirSync(proj, { recursive: true });
+    expect(git(proj, "init", "-q").code).toBe(0);
+    const config = join(proj, ".git", "config");
+    const before = readFileSync(config, "utf8");
+    const c = await ExecClient.connect(server.url);
+    await c.init();
+    const planted = `${before}[core]\n\tfsmonitor = touch ${ran}\n`;
+    const r = await c.request("fs/writeFile", {
+      path: config,
+      dataBase64: Buffer.from(planted).toString("base64"),
+      sandbox: {
+        sandboxPolicy: {
+          type: "workspace-write",
+          writable_roots: [],
+          network_access: false,
+          exclude_tmpdir_env_var: false,
+          exclude_slash_tmp: false,
+        },
+        sandboxPolicyCwd: proj,
+        windowsSandboxLevel: "disabled",
+      },
+    });
+    c.close();
+    expect(JSON.stringify(r.error ?? null)).toContain("config");
+    expect(readFileSync(config, "utf8")).toBe(before);
+    expect(git(proj, "status", "--short").code).toBe(0);
+    expect(existsSync(ran)).toBe(false);
+  } finally {
+    await server.stop();
+  }
+}, 60_000);

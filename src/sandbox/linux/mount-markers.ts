@@ -180,6 +180,11 @@ export function recordGone(kind: MarkedKind, path: string): void {
   if (held.delete(`${kind}\0${path}`)) save();
 }
 
+/** Whether this process records markers (a private `sandbox-mounts` folder in an existing CODEX_HOME). */
+export function markersOn(): boolean {
+  return process.platform === "linux" && me() !== null;
+}
+
 /** How long a process waits for the mount-point lock before it fails closed (ms). */
 export const LOCK_WAIT_MS = 2000;
 
