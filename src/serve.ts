@@ -23,7 +23,6 @@ import { checkShellIntercepts } from "./serve/shell-check.ts";
 import { loadServeSetup, type ServeOptions, type ServeSetup } from "./serve/setup.ts";
 import { CgroupManager, cgroupWarnedDir, shouldSayNoCgroups } from "./shell/cgroup.ts";
 import { runtimeDir, xdgRuntimeDir } from "./sandbox/linux/bwrap-probe-cache.ts";
-import { helperCommand } from "./shell/run-command.ts";
 import { portableShellBases, roleLink } from "./carried/portable-shells.ts";
 import { killSessions } from "./shell/sessions.ts";
 import { endLifeline, lifelineProblem } from "./sandbox/linux/lifeline.ts";
@@ -33,7 +32,7 @@ import { writeStderr } from "./stderr.ts";
 import { ShellmcpError } from "./errors.ts";
 import { VERSION } from "./version.ts";
 import { IS_COMPILED, selfExePath } from "./self.ts";
-import { serializeSandboxPolicy } from "./sandbox/policy.ts";
+import type { SandboxRequest } from "./shell/backend-choice.ts";
 
 export type { ServeOptions } from "./serve/setup.ts";
 
@@ -219,28 +218,6 @@ function startRuntime(
       process.exit(1);
     },
   );
-  // The shell must hand its execs to the server (an unpatched one would run every command with no rule applied):
-  // checked once, beside the MCP session; calls wait for the answer and fail closed with it.
-  const shellChecked = serverReady.then(async (s) => {
-    const sandbox =
-      platform === "linux"
-        ? {
-            prefix: [
-              ...helperCommand(helperExe),
-              ...setup.backend.flags(),
-              "--sandbox-policy-cwd",
-              "/",
-              "--sandbox-policy",
-              serializeSandboxPolicy({ type: "read-only", access: { type: "full-access" }, network_access: false }),
-              "--",
-            ],
-            argv0: "codex-linux-sandbox",
-          }
-        : undefined;
-    const why = await checkShellIntercepts(s, setup.shellPath, wrapperPath, sandbox);
-    if (why !== undefined) writeStderr(`shellmcp serve: ${why}\n`);
-    return why;
-  });
   // What servers killed with SIGKILL left: bubblewrap's mount points and deny folders, approver sockets (the cgroups:
   // CgroupManager.detect).
   if (platform === "linux") sweepMountMarkers();
@@ -258,6 +235,24 @@ function startRuntime(
   const lifeline = platform === "linux" ? lifelineProblem() : undefined;
   if (lifeline !== undefined)
     writeStderr(`shellmcp: no lifeline guard (${lifeline}); a process this server starts can outlive a server killed by a signal\n`);
+  // The shell must hand its execs to the server (an unpatched one would run every command with no rule applied):
+  // checked once, beside the MCP session, as an ordinary call of this server (read-only, network off); calls wait
+  // for the answer and fail closed with it.
+  const shellChecked = serverReady.then(async (s) => {
+    const probeState: SandboxRequest = {
+      ...setup.initialState,
+      policy: { type: "read-only", access: { type: "full-access" }, network_access: false },
+      profile: undefined,
+      sandboxCwd: "/",
+    };
+    const call = setup.backend.forCall(probeState, "/", { platform, helperExe, env: setup.env });
+    const why =
+      "refused" in call
+        ? `cannot sandbox the shell check: ${call.refused}`
+        : await checkShellIntercepts(s, setup.shellPath, wrapperPath, call, cgroups);
+    if (why !== undefined) writeStderr(`shellmcp serve: ${why}\n`);
+    return why;
+  });
   const sessions = new Set<number>();
   // exec_command sessions (Codex's unified exec): bounded, and ended first at shutdown.
   const unified = new SessionManager(setup.sessionLimits);

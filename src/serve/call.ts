@@ -6,7 +6,7 @@
 import { trackSession } from "../shell/sessions.ts";
 import { lifelineProblem } from "../sandbox/linux/lifeline.ts";
 import { existsSync } from "node:fs";
-import { isAbsolute, join } from "node:path";
+import { isAbsolute } from "node:path";
 import type { EscalationServer } from "../escalate/server.ts";
 import { decideExec } from "../mcp/escalation-policy.ts";
 import { interceptSetFor } from "../escalate/decision/intercept-set.ts";
@@ -18,7 +18,8 @@ import { ShellmcpError } from "../errors.ts";
 import { log } from "../log.ts";
 import type { CgroupManager } from "../shell/cgroup.ts";
 import { runCommand, type RunCommandOptions, type RunCommandResult } from "../shell/run-command.ts";
-import { GitGuard, MAX_SEARCH_DEPTH } from "../sandbox/git/guard.ts";
+import { MAX_SEARCH_DEPTH, type GitGuard } from "../sandbox/git/guard.ts";
+import { hostGitGuard } from "../shell/git-guard.ts";
 import { GitCheck } from "../sandbox/git/call-check.ts";
 import { LANDLOCK_EXTRA_WRITABLE, type WritableView } from "../sandbox/writable.ts";
 import type { ServeOptions, ServeSetup } from "./setup.ts";
@@ -26,8 +27,6 @@ import { hasFullDiskWrite, hasFullNetwork } from "../sandbox/policy.ts";
 import { CallProxy, refusalReport } from "../network/proxy.ts";
 import { networkAsker } from "../mcp/network-approval.ts";
 import { visibleLines } from "../safe-text.ts";
-import { selfExecCommand } from "../self.ts";
-import { repairBatch } from "../sandbox/linux/git-repair-child.ts";
 
 /** Bytes of the latest output a progress notification of a `shell` call carries. */
 export const PROGRESS_TAIL_BYTES = 400;
@@ -78,11 +77,7 @@ function guardOf(rt: ServeRuntime): { guard: GitGuard; noticeGiven: boolean } {
     guards.set(
       rt,
       (g = {
-        guard: new GitGuard({
-          keptDir: join(rt.setup.settings.codexHome, "shellmcp", "git-kept"),
-          // Repairs in a child confined by Landlock to the folders it repairs (../sandbox/linux/git-repair-child.ts).
-          repair: rt.platform === "linux" ? (ops) => repairBatch(ops, selfExecCommand()) : undefined,
-        }),
+        guard: hostGitGuard(rt.setup.settings.codexHome, rt.platform),
         noticeGiven: false,
       }),
     );
