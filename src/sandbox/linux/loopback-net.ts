@@ -1,0 +1,206 @@
+/**
+ * The server's loopback network (issue 41, "dev servers across calls"): one private network namespace per `serve`
+ * process, with nothing in it but `lo`, that every bubblewrap call of that server with the network off joins instead
+ * of a fresh `--unshare-net` of its own. A dev server one call (a session) starts on 127.0.0.1 is then reachable from
+ * the server's later calls, and from nothing else: not from the host (its sockets are in no namespace of the host),
+ * not from another server's calls (each has its own), and it has no route out (no interface but `lo`).
+ *
+ * Made once, on first use ({@link serverLoopback}): a bubblewrap with `--unshare-user --unshare-net` (bwrap brings
+ * `lo` up) runs a shell that prints its pid and waits on a pipe; this process opens that shell's
+ * `/proc/PID/ns/{user,net}`, checks that the network namespace is new and holds `lo` only, and closes the pipe (the
+ * shell and bwrap end at once). The two fds (close-on-exec) are all that keep the namespaces alive: there is no holder
+ * process, and when the server ends, whatever kills it, the kernel closes them and frees the namespaces once the last
+ * sandboxed process in them has ended (the lifeline guards kill those: ./lifeline.ts). Nothing is left behind.
+ *
+ * A call joins through the room launcher's `--join-ns` mode (patches/room-launcher.c): a single-threaded process that
+ * setns()es into the user namespace and then the network namespace and execs bwrap in place (this process cannot:
+ * joining a user namespace needs a single-threaded caller). bwrap then nests the call's own user namespace in it and
+ * leaves the network as it is. Inside, the call's seccomp filter is the proxy mode's (./seccomp.ts: AF_INET/AF_INET6
+ * streams may be created, bound, listened on and connected; no new AF_UNIX socket, so no host daemon's socket can be
+ * reached through the filesystem; no UDP, raw or netlink socket; ptrace and io_uring denied) instead of the
+ * network-off one, which refuses every socket but AF_UNIX and every bind/connect.
+ *
+ * Not joined (a fresh `--unshare-net` with the network-off filter, as before): calls with the network on or through
+ * the network proxy, calls whose plan needs our inner stage (restricted reads), the escalation rooms (their own
+ * network rules), Landlock and Codex's helper, a server without the room launcher, and `SHELLMCP_SERVER_LOOPBACK=off`.
+ * When the namespace cannot be made, the reason is logged once and calls keep their fresh namespaces.
+ */
+import { closeSync, fstatSync, openSync, readFileSync, readSync, statSync } from "node:fs";
+import * as libc from "../../../ffi/libc.ts";
+import { writeStderr } from "../../stderr.ts";
+import { launcherBinary } from "./room-launcher.ts";
+
+/** fd number of the loopback network's user namespace in the process that joins it (the room launcher's `--join-ns`). */
+export const LOOPBACK_USERNS_FD = 9;
+/** fd number of the loopback network namespace in the process that joins it. */
+export const LOOPBACK_NETNS_FD = 10;
+/** Environment variable that turns the shared loopback network off (`off`: every call gets a fresh one, as before). */
+export const LOOPBACK_ENV = "SHELLMCP_SERVER_LOOPBACK";
+
+/** The server's loopback network: fds of its user and network namespaces (close-on-exec, held for the process's life). */
+export interface ServerLoopback {
+  userFd: number;
+  netFd: number;
+  /** The network namespace's inode number (`/proc/PID/ns/net` → `net:[INODE]`), for messages and tests. */
+  netInode: number;
+}
+
+let made: ServerLoopback | { error: string } | undefined;
+
+/**
+ * This server's loopback network, made on first use with the bubblewrap at `bwrap` (then kept: the same one for every
+ * later call). `{ error }` when it cannot be had: turned off ({@link LOOPBACK_ENV}), no room launcher to join it with,
+ * or bwrap failed (the reason is then written to stderr once). Never throws.
+ */
+export function serverLoopback(bwrap: string): ServerLoopback | { error: string } {
+  if (made !== undefined) return made;
+  if (process.platform !== "linux") return (made = { error: "not Linux" });
+  if (process.env[LOOPBACK_ENV] === "off") return (made = { error: `${LOOPBACK_ENV}=off` });
+  const launcher = launcherBinary();
+  if ("error" in launcher) return (made = { error: `no room launcher to join it with: ${launcher.error}` });
+  try {
+    made = makeLoopback(bwrap);
+  } catch (e) {
+    made = { error: (e as Error).message };
+    writeStderr(
+      `shellmcp: cannot make this server's loopback network (${made.error}); each call gets a network of its own, so a server one call starts cannot be reached from the next\n`,
+    );
+  }
+  return made;
+}
+
+/**
+ * `argv` (bwrap's, planned without `--unshare-net`) started inside `loopback`: the room launcher's `--join-ns` in front,
+ * and the fds the started process must have ({@link LOOPBACK_USERNS_FD}, {@link LOOPBACK_NETNS_FD}), as
+ * `[fd number in the started process, fd of this process]` (this module keeps them open). Throws when there is no room
+ * launcher (callers check {@link serverLoopback} first, which refuses then).
+ */
+export function joinLoopbackArgv(loopback: ServerLoopback, argv: readonly string[]): { argv: string[]; fds: [number, number][] } {
+  const launcher = launcherBinary();
+  if ("error" in launcher) throw new Error(`no room launcher: ${launcher.error}`);
+  return {
+    argv: [launcher.path, "--join-ns", String(LOOPBACK_USERNS_FD), String(LOOPBACK_NETNS_FD), "--", argv[0]!, ...argv],
+    fds: [
+      [LOOPBACK_USERNS_FD, loopback.userFd],
+      [LOOPBACK_NETNS_FD, loopback.netFd],
+    ],
+  };
+}
+
+/** Read `fd` until a newline or EOF (at most 4 KiB): the text before the newline. */
+function readLine(fd: number): string {
+  const buf = Buffer.alloc(4096);
+  let len = 0;
+  while (len < buf.length) {
+    const n = readSync(fd, buf, len, buf.length - len, null);
+    if (n === 0) break;
+    len += n;
+    if (buf.subarray(0, len).includes(10)) break;
+  }
+  const text = buf.subarray(0, len).toString();
+  const nl = text.indexOf("\n");
+  return nl < 0 ? text : text.slice(0, nl);
+}
+
+/** Reap `pid` (bwrap, about to end) without blocking this thread: polled until it has ended. */
+function reapLater(pid: number, delay = 1): void {
+  let st: libc.WaitStatus | undefined;
+  try {
+    st = libc.waitpidNoHang(pid);
+  } catch {
+    return; // not ours to reap any more
+  }
+  if (st === undefined) setTimeout(() => reapLater(pid, Math.min(delay * 2, 100)), delay).unref();
+}
+
+/**
+ * Make the namespaces (see the module): a bwrap whose shell prints its pid and then waits on our pipe; its namespaces
+ * opened by that pid while it waits; the pipe closed. Throws an `Error` saying what failed; checks that the network
+ * namespace is not this process's and holds no interface but `lo`.
+ */
+function makeLoopback(bwrap: string): ServerLoopback {
+  const [holdR, holdW] = libc.pipe2(libc.SOCK.SOCK_CLOEXEC);
+  let outR: number, outW: number;
+  try {
+    [outR, outW] = libc.pipe2(libc.SOCK.SOCK_CLOEXEC);
+  } catch (e) {
+    libc.closeQuiet(holdR);
+    libc.closeQuiet(holdW);
+    throw e;
+  }
+  // Our copies of the child's ends, closed once it has started (or has failed to).
+  const childEnds = [holdR, outW];
+  const closeChildEnds = () => {
+    for (const fd of childEnds.splice(0)) libc.closeQuiet(fd);
+  };
+  let pid: number | undefined;
+  try {
+    const sh = ["/bin/sh", "/usr/bin/sh"].find((p) => {
+      try {
+        return statSync(p).isFile();
+      } catch {
+        return false;
+      }
+    });
+    if (sh === undefined) throw new Error("no /bin/sh for its holder");
+    const argv = [
+      bwrap,
+      "--unshare-user",
+      "--unshare-net",
+      "--die-with-parent",
+      "--ro-bind",
+      "/",
+      "/",
+      "--cap-drop",
+      "ALL",
+      "--",
+      sh,
+      "-c",
+      'echo "$$"; read -r _',
+    ];
+    pid = libc.spawn({
+      path: bwrap,
+      argv,
+      env: [`PATH=/usr/bin:/bin`],
+      fdMap: [
+        [holdR, 0],
+        [outW, 1],
+        [outW, 2],
+      ],
+      closeFrom: 3,
+    });
+    closeChildEnds();
+    const line = readLine(outR).trim();
+    if (!/^[1-9][0-9]*$/.test(line)) throw new Error(`bubblewrap: ${line || "exited"}`);
+    const userFd = openSync(`/proc/${line}/ns/user`, "r");
+    let netFd: number;
+    try {
+      netFd = openSync(`/proc/${line}/ns/net`, "r");
+    } catch (e) {
+      closeSync(userFd);
+      throw e;
+    }
+    try {
+      const net = fstatSync(netFd).ino;
+      if (net === statSync("/proc/self/ns/net").ino) throw new Error("its network namespace is this process's");
+      if (fstatSync(userFd).ino === statSync("/proc/self/ns/user").ino) throw new Error("its user namespace is this process's");
+      // /proc/net/dev: two header lines, then one line per interface ("  lo: …").
+      const ifaces = readFileSync(`/proc/${line}/net/dev`, "utf8")
+        .split("\n")
+        .slice(2)
+        .map((l) => l.split(":")[0]!.trim())
+        .filter((n) => n !== "");
+      if (ifaces.join(",") !== "lo") throw new Error(`its network has interfaces ${ifaces.join(", ")} (only lo expected)`);
+      return { userFd, netFd, netInode: net };
+    } catch (e) {
+      closeSync(userFd);
+      closeSync(netFd);
+      throw e;
+    }
+  } finally {
+    closeChildEnds();
+    libc.closeQuiet(holdW); // the holder shell reads EOF and ends, and bwrap with it
+    libc.closeQuiet(outR);
+    if (pid !== undefined) reapLater(pid);
+  }
+}
