@@ -70,6 +70,18 @@ export function serverLoopback(bwrap: string): ServerLoopback | { error: string 
 }
 
 /**
+ * Tests only: what {@link serverLoopback} returns from now on (`undefined`: made again on next use), so that launch
+ * argv can be pinned without making namespaces (test/unit/golden-launch-argv.test.ts). Returns the one replaced.
+ */
+export function setServerLoopbackForTest(
+  value: ServerLoopback | { error: string } | undefined,
+): ServerLoopback | { error: string } | undefined {
+  const old = made;
+  made = value;
+  return old;
+}
+
+/**
  * `argv` (bwrap's, planned without `--unshare-net`) started inside `loopback`: the room launcher's `--join-ns` in front,
  * and the fds the started process must have ({@link LOOPBACK_USERNS_FD}, {@link LOOPBACK_NETNS_FD}), as
  * `[fd number in the started process, fd of this process]` (this module keeps them open). Throws when there is no room
