@@ -22,7 +22,7 @@ const ALLOWED: Record<string, [string, string][]> = {
     ['readFileSync("/proc/self/environ")', "the wrapper's own /proc entry"],
   ],
   "src/sandbox/linux/loopback-net.ts": [
-    ["import { closeSync, fstatSync, openSync, readFileSync, readSync", "import"],
+    ["import { closeSync, existsSync, fstatSync, openSync, readFileSync, readSync", "import"],
     ["readSync(fd, buf", "the holder's stdout: a pipe this process made, written by its own bwrap child"],
     ["openSync(`/proc/${line}/ns/", "/proc: a namespace file (nsfs) of this process's own child, which is waiting"],
     ["readFileSync(`/proc/${line}/net/dev`", "/proc: kernel-made"],

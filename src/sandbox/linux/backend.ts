@@ -99,7 +99,7 @@ export class HelperBackend implements SandboxBackend {
     if (d === undefined) return viaHelper();
     const self = openSelfExe() !== undefined ? { selfFd: SELF_EXE_FD } : {};
     // Network off, no proxy: the call may run in the server's loopback network (./loopback-net.ts), made on first use.
-    const lo = proxy === undefined && call.plan().network !== "enabled" ? serverLoopback(d.bwrap) : undefined;
+    const lo = proxy === undefined && call.plan().network !== "enabled" ? serverLoopback(d.bwrap, d.noProc) : undefined;
     const loopback = lo !== undefined && !("error" in lo) ? lo : undefined;
     const plan = planBwrap(
       d.bwrap,

@@ -25,7 +25,7 @@
  * network rules), Landlock and Codex's helper, a server without the room launcher, and `SHELLMCP_SERVER_LOOPBACK=off`.
  * When the namespace cannot be made, the reason is logged once and calls keep their fresh namespaces.
  */
-import { closeSync, fstatSync, openSync, readFileSync, readSync, statSync } from "node:fs";
+import { closeSync, existsSync, fstatSync, openSync, readFileSync, readSync, statSync } from "node:fs";
 import * as libc from "../../../ffi/libc.ts";
 import { writeStderr } from "../../stderr.ts";
 import { launcherBinary } from "./room-launcher.ts";
@@ -49,17 +49,27 @@ let made: ServerLoopback | { error: string } | undefined;
 
 /**
  * This server's loopback network, made on first use with the bubblewrap at `bwrap` (then kept: the same one for every
- * later call). `{ error }` when it cannot be had: turned off ({@link LOOPBACK_ENV}), no room launcher to join it with,
- * or bwrap failed (the reason is then written to stderr once). Never throws.
+ * later call) and tried once: a bubblewrap sandbox like a call's (without `/proc` when `noProc`) started in it
+ * through the room launcher must run `true`. `{ error }` when it cannot be had: turned off ({@link LOOPBACK_ENV}), no
+ * room launcher to join it with, bwrap failed, or the trial did (the reason is then written to stderr once): calls
+ * then keep a network of their own each. Never throws.
  */
-export function serverLoopback(bwrap: string): ServerLoopback | { error: string } {
+export function serverLoopback(bwrap: string, noProc = false): ServerLoopback | { error: string } {
   if (made !== undefined) return made;
   if (process.platform !== "linux") return (made = { error: "not Linux" });
   if (process.env[LOOPBACK_ENV] === "off") return (made = { error: `${LOOPBACK_ENV}=off` });
   const launcher = launcherBinary();
   if ("error" in launcher) return (made = { error: `no room launcher to join it with: ${launcher.error}` });
   try {
-    made = makeLoopback(bwrap);
+    const lo = makeLoopback(bwrap);
+    try {
+      tryJoin(lo, bwrap, noProc);
+    } catch (e) {
+      closeSync(lo.userFd);
+      closeSync(lo.netFd);
+      throw e;
+    }
+    made = lo;
   } catch (e) {
     made = { error: (e as Error).message };
     writeStderr(
@@ -97,6 +107,29 @@ export function joinLoopbackArgv(loopback: ServerLoopback, argv: readonly string
       [LOOPBACK_NETNS_FD, loopback.netFd],
     ],
   };
+}
+
+/**
+ * Start `true` in a bubblewrap sandbox like a call's (new user, pid and ipc namespaces, `/proc` unless `noProc`, no
+ * capabilities) inside `lo`, as calls will be started: joining can fail where making did not (a chroot, a seccomp
+ * policy that refuses setns, a limit on nested user namespaces). Throws an `Error` with bwrap's or the launcher's words.
+ */
+function tryJoin(lo: ServerLoopback, bwrap: string, noProc: boolean): void {
+  const tru = ["/usr/bin/true", "/bin/true"].find((p) => existsSync(p)) ?? "/bin/true";
+  const sandbox = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--unshare-user", "--unshare-pid", "--unshare-ipc"];
+  if (!noProc) sandbox.push("--proc", "/proc");
+  sandbox.push("--cap-drop", "ALL", "--die-with-parent", "--", tru);
+  const joined = joinLoopbackArgv(lo, sandbox);
+  const stdio: (number | "ignore" | "pipe")[] = ["ignore", "ignore", "pipe"];
+  for (const [at, fd] of joined.fds) {
+    for (let i = 0; i < at; i++) stdio[i] ??= "ignore";
+    stdio[at] = fd;
+  }
+  const r = Bun.spawnSync(joined.argv, { stdio: stdio as never, env: { PATH: "/usr/bin:/bin" } });
+  if (r.exitCode !== 0) {
+    const why = (r.stderr?.toString() ?? "").trim().split("\n").pop() || `exit ${r.exitCode ?? r.signalCode}`;
+    throw new Error(`a sandbox cannot be started in it: ${why}`);
+  }
 }
 
 /** Read `fd` until a newline or EOF (at most 4 KiB): the text before the newline. */
