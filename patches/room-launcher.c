@@ -7,6 +7,7 @@
  *
  * Usage: room-launcher [--contained]   with fd 3 a SOCK_STREAM Unix socket to the escalation worker.
  *        room-launcher --guard FD [--exec-fd N] [--join-cgroup PROCS] -- PATH ARGV0 [ARG...]   (the lifeline guard)
+ *        room-launcher --join-ns USERFD NETFD -- PATH ARGV0 [ARG...]   (into the server's loopback network)
  *   --contained: the room is a pid namespace of its own (bubblewrap): once no program of the room runs, every
  *   other process in it is killed (kill(-1, SIGKILL)), as when each program had a room of its own.
  *
@@ -48,11 +49,19 @@
  * --join-cgroup PROCS: the guard writes its pid into that `cgroup.procs` file first (a call's cgroup), so that it and
  * everything below it is in the cgroup before anything runs; when the write fails nothing runs (exit 126).
  * It cannot start the child: one line on stderr, exit 127 (nothing ran).
+ *
+ * --join-ns (src/sandbox/linux/loopback-net.ts): joins the user namespace open at USERFD, then the network namespace
+ * open at NETFD (the server's private loopback-only network, which the user namespace owns), closes both fds and
+ * execs PATH with argv ARGV0 ARG... in place (bubblewrap, which then builds the call's sandbox inside that network
+ * instead of a fresh one). setns into a user namespace needs a single-threaded process, which the server is not: this
+ * is that process. Nothing of the namespaces' fds reaches PATH. A namespace it cannot join, or a fd that is no
+ * namespace of that kind: one line on stderr, exit 126 (nothing ran: never a sandbox in the wrong network).
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -540,6 +549,26 @@ static long fd_arg(const char *s) {
   return end != s && *end == 0 && v >= 0 && v <= 1023 ? v : -1;
 }
 
+/* --join-ns: the user namespace first (it owns the network namespace, and joining it gives this process the right
+   to join that one), then the network namespace; then PATH in place. */
+static int join_main(int userfd, int netfd, const char *path, char **child_argv) {
+  if (setns(userfd, CLONE_NEWUSER) != 0) {
+    fprintf(stderr, "shellmcp: cannot join this server's loopback network (its user namespace, fd %d): %s\n", userfd,
+            strerror(errno));
+    return 126;
+  }
+  if (setns(netfd, CLONE_NEWNET) != 0) {
+    fprintf(stderr, "shellmcp: cannot join this server's loopback network (fd %d): %s\n", netfd, strerror(errno));
+    return 126;
+  }
+  close(userfd);
+  close(netfd);
+  execv(path, child_argv);
+  int err = errno;
+  dprintf(2, "shellmcp: %s: %s\n", path, strerror(err));
+  return err == EACCES || err == ENOEXEC || err == EISDIR ? 126 : 127;
+}
+
 int main(int argc, char **argv) {
   if (argc >= 2 && strcmp(argv[1], "--guard") == 0) {
     long fd = argc >= 3 ? fd_arg(argv[2]) : -1, exec_fd = -1;
@@ -558,6 +587,14 @@ int main(int argc, char **argv) {
       return 2;
     }
     return guard_main((int)fd, (int)exec_fd, procs, argv[i + 1], argv + i + 2);
+  }
+  if (argc >= 2 && strcmp(argv[1], "--join-ns") == 0) {
+    long userfd = argc >= 3 ? fd_arg(argv[2]) : -1, netfd = argc >= 4 ? fd_arg(argv[3]) : -1;
+    if (userfd < 0 || netfd < 0 || userfd == netfd || argc < 7 || strcmp(argv[4], "--") != 0) {
+      fprintf(stderr, "usage: room-launcher --join-ns USERFD NETFD -- PATH ARGV0 [ARG...]\n");
+      return 2;
+    }
+    return join_main((int)userfd, (int)netfd, argv[5], argv + 6);
   }
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--contained") == 0)

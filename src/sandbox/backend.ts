@@ -57,6 +57,11 @@ export interface Launch {
   seccomp?: { fd: number; program: Uint8Array };
   /** The fd number at which the launcher expects a read-only fd of this executable (bwrap's `--ro-bind-fd`). */
   selfExeFd?: number;
+  /**
+   * More fds the launcher expects: `[fd number in the started process, fd of this process]` (the backend keeps them
+   * open; the caller only places them). The server's loopback network's namespaces (./linux/loopback-net.ts).
+   */
+  fds?: readonly (readonly [number, number])[];
   /** Give back what planning made on the host (mount points, private folders), once the sandbox has ended. */
   release?: () => void;
 }

@@ -639,6 +639,10 @@ function spawnPlan(
     for (let fd = 0; fd < PROXY_BRIDGE_FD; fd++) stdio[fd] ??= "ignore";
     stdio[PROXY_BRIDGE_FD] = a.proxy.bridge.child.fd;
   }
+  for (const [at, fd] of launch.fds ?? []) {
+    for (let i = 0; i < at; i++) stdio[i] ??= "ignore";
+    stdio[at] = fd; // e.g. the loopback network's namespaces, for the room launcher's --join-ns
+  }
   const selfExe = launch.selfExeFd !== undefined ? openSelfExe() : undefined;
   if (selfExe !== undefined) {
     for (let fd = 0; fd < launch.selfExeFd!; fd++) stdio[fd] ??= "ignore";

@@ -29,6 +29,8 @@ import { BackendChoice } from "../../src/serve/backend.ts";
 import { proxyModeFor, sandboxFor } from "../../src/serve/call.ts";
 import type { Launch, ProxySpec } from "../../src/sandbox/backend.ts";
 import { selfExePath } from "../../src/self.ts";
+import { setServerLoopbackForTest } from "../../src/sandbox/linux/loopback-net.ts";
+import { launcherBinary } from "../../src/sandbox/linux/room-launcher.ts";
 
 const GOLDEN = join(import.meta.dir, "golden", "launch-argv.json");
 const UPDATE = process.env.SHELLMCP_GOLDEN_UPDATE === "1";
@@ -59,6 +61,10 @@ writeFileSync(shellPath, "");
 const env = { TMPDIR: join(root, "tmp"), HOME: join(root, "home"), PATH: "/usr/bin:/bin" };
 const savedProtected = protectedConfigDirs();
 setProtectedConfigDirs([codexHome]);
+// Network-off bubblewrap calls join the server's loopback network (src/sandbox/linux/loopback-net.ts): a stand-in one
+// (fd numbers only, no namespaces made here), so that the argv does not depend on this machine's user namespaces.
+const savedLoopback = setServerLoopbackForTest({ userFd: 900, netFd: 901, netInode: 0 });
+const launcher = launcherBinary();
 // The helper plans with its own environment ($TMPDIR), and the credential stores hidden from every sandbox are
 // this process's HOME's (src/sandbox/secrets.ts): both the fixture's, so the argv does not depend on this machine.
 const savedTmpdir = process.env.TMPDIR;
@@ -67,6 +73,7 @@ process.env.TMPDIR = env.TMPDIR;
 process.env.HOME = env.HOME;
 afterAll(() => {
   setProtectedConfigDirs(savedProtected);
+  setServerLoopbackForTest(savedLoopback);
   if (savedTmpdir === undefined) delete process.env.TMPDIR;
   else process.env.TMPDIR = savedTmpdir;
   if (savedHome === undefined) delete process.env.HOME;
@@ -150,6 +157,7 @@ function normalize(s: string): string {
     [selfExePath(), "<SELF>"],
     [Bun.main, "<MAIN>"],
     [process.execPath, "<EXE>"],
+    ...("path" in launcher ? [[launcher.path, "<LAUNCHER>"] as [string, string]] : []),
   ];
   let out = s.replace(new RegExp(`${escape(tmpdir())}/shellmcp-deny-[^/"\\s]+`, "g"), "<DENY>");
   for (const [from, to] of pairs.sort((a, b) => b[0].length - a[0].length)) out = out.split(from).join(to);

@@ -21,6 +21,12 @@ const ALLOWED: Record<string, [string, string][]> = {
     ['readFileSync("/proc/self/cmdline")', "the wrapper's own /proc entry (it runs inside the sandbox anyway)"],
     ['readFileSync("/proc/self/environ")', "the wrapper's own /proc entry"],
   ],
+  "src/sandbox/linux/loopback-net.ts": [
+    ["import { closeSync, existsSync, fstatSync, openSync, readFileSync, readSync", "import"],
+    ["readSync(fd, buf", "the holder's stdout: a pipe this process made, written by its own bwrap child"],
+    ["openSync(`/proc/${line}/ns/", "/proc: a namespace file (nsfs) of this process's own child, which is waiting"],
+    ["readFileSync(`/proc/${line}/net/dev`", "/proc: kernel-made"],
+  ],
   "src/escalate/worker/escalated-child.ts": [["readFileSync(`/proc/${p}/task/${t}/children`", "/proc: kernel-made, never blocks"]],
   "src/exec-server/process.ts": [["readFileSync(`/proc/${pid}/stat`", "/proc: kernel-made"]],
   "src/shell/sessions.ts": [["readFileSync(`/proc/${pid}/stat`", "/proc: kernel-made"]],

@@ -19,6 +19,7 @@ import {
 } from "../backend.ts";
 import { selfExePath } from "../../self.ts";
 import { findBwrap, openSelfExe, planBwrap, releaseBwrapPlan } from "./bwrap.ts";
+import { joinLoopbackArgv, serverLoopback } from "./loopback-net.ts";
 
 /** fd number of the seccomp program bwrap reads in a direct launch. */
 export const SECCOMP_FD = 4;
@@ -97,6 +98,9 @@ export class HelperBackend implements SandboxBackend {
     const d = this.directBwrap;
     if (d === undefined) return viaHelper();
     const self = openSelfExe() !== undefined ? { selfFd: SELF_EXE_FD } : {};
+    // Network off, no proxy: the call may run in the server's loopback network (./loopback-net.ts), made on first use.
+    const lo = proxy === undefined && call.plan().network !== "enabled" ? serverLoopback(d.bwrap, d.noProc) : undefined;
+    const loopback = lo !== undefined && !("error" in lo) ? lo : undefined;
     const plan = planBwrap(
       d.bwrap,
       {
@@ -110,8 +114,19 @@ export class HelperBackend implements SandboxBackend {
         noProc: d.noProc,
         ...(proxy !== undefined ? { networkProxy: proxy } : {}),
       },
-      { seccompFd: SECCOMP_FD, ...self },
+      { seccompFd: SECCOMP_FD, ...self, ...(loopback !== undefined ? { loopback: true } : {}) },
     );
+    if (plan.loopback === true && loopback !== undefined) {
+      const joined = joinLoopbackArgv(loopback, plan.argv);
+      return {
+        argv: joined.argv,
+        sandboxed: true,
+        ownPidNamespace: true,
+        ...(plan.seccomp !== undefined ? { seccomp: { fd: SECCOMP_FD, program: plan.seccomp } } : {}),
+        fds: joined.fds,
+        release: () => releaseBwrapPlan(plan),
+      };
+    }
     // Proxy mode: bwrap starts our inner stage itself (it builds the bridge), still with no helper process before it.
     if (plan.direct || proxy !== undefined)
       return {

@@ -283,6 +283,11 @@ export async function runCall(call: CallSandbox, backend: Backend, layout: CallS
       while (stdio.length < launch.seccomp.fd) stdio.push("ignore");
       stdio[launch.seccomp.fd] = fd;
     }
+    // The server's loopback network's namespaces (src/sandbox/linux/loopback-net.ts), as run-command.ts places them.
+    for (const [at, fd] of launch.fds ?? []) {
+      while (stdio.length < at) stdio.push("ignore");
+      stdio[at] = fd;
+    }
     const env: Record<string, string> = { ...layout.env, ...launch.env };
     if (backend.kind === "landlock") env[SIMULATE_ABI_ENV] = String(backend.abi);
     const input = JSON.stringify(probes.map((p, id) => ({ id, ...p })));
