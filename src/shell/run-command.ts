@@ -208,13 +208,15 @@ export function shellEnvironment(
  * it; changed in place), and joins the call's cgroup (`joinCgroup`, its `cgroup.procs`) before it starts anything.
  * argv[0] must be an absolute path or a name found on this process's PATH; throws `Error` when it is neither.
  * Without a guard binary, `argv` as it is (the caller's spawn does the lookup; `joinCgroup` is then the caller's
- * to arrange).
+ * to arrange). `statusFd`: the guard reports the program's wait status on `fd`, placed at `at` (> {@link EXEC_FD}) of
+ * the guard, and lets the program's leftovers run on (../sandbox/linux/lifeline.ts `guardedArgv`).
  */
 export function guardedStart(
   argv: readonly string[],
   argv0: string | undefined,
-  stdio: (number | "ignore")[],
+  stdio: (number | "ignore" | "pipe")[],
   joinCgroup?: string,
+  statusFd?: { at: number; fd: number },
 ): { argv: string[]; argv0: string | undefined } {
   if (lifelineProblem() !== undefined) return { argv: [...argv], argv0 };
   const name = argv[0]!;
@@ -224,9 +226,11 @@ export function guardedStart(
   stdio[LIFELINE_FD] = lifelineReadFd();
   const self = selfExecFd(path);
   if (self !== undefined) stdio[EXEC_FD] = self;
+  if (statusFd !== undefined) stdio[statusFd.at] = statusFd.fd;
   const g = guardedArgv(path, [argv0 ?? name, ...argv.slice(1)], LIFELINE_FD, {
     ...(self !== undefined ? { execFd: EXEC_FD } : {}),
     ...(joinCgroup !== undefined ? { joinCgroup } : {}),
+    ...(statusFd !== undefined ? { statusFd: statusFd.at } : {}),
   })!;
   return { argv: [g.path, ...g.argv.slice(1)], argv0: g.argv[0] };
 }

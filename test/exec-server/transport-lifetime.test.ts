@@ -27,7 +27,8 @@ function processesWith(marker: string): string[] {
       const env = readFileSync(`/proc/${pid}/environ`, "utf8").split("\0");
       const state = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]?.[0];
       const cmd = readFileSync(`/proc/${pid}/cmdline`, "utf8").replaceAll("\0", " ");
-      if (env.includes(`SMCP_MARK=${marker}`) && state !== "Z") out.push(`${pid}: ${cmd}`);
+      // The lifeline guard (same environment) holds the process's leftovers; it is not one of them.
+      if (env.includes(`SMCP_MARK=${marker}`) && state !== "Z" && !cmd.startsWith("shellmcp-guard")) out.push(`${pid}: ${cmd}`);
     } catch {
       // gone
     }
