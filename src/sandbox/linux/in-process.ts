@@ -187,6 +187,8 @@ export interface InProcessSteps {
   seccomp?: SeccompMode;
   /** Landlock confines writes: the filter refuses truncate(2) when the ruleset cannot handle TRUNCATE. */
   confinesWrites: boolean;
+  /** The filesystem plan the steps enforce. */
+  plan: FilesystemPlan;
 }
 
 /**
@@ -244,6 +246,7 @@ export function inProcessSteps(
     ...(landlock !== undefined ? { landlock } : {}),
     ...(mode !== undefined ? { seccomp: mode } : {}),
     confinesWrites: opts.landlockWrites && !plan.fullWrite,
+    plan,
   };
 }
 

@@ -24,7 +24,7 @@ import { embeddedShell, installPortableShell } from "../../carried/portable-shel
 import { IS_COMPILED } from "../../self.ts";
 import type { PermissionProfile } from "../permission-profile.ts";
 import type { SandboxPolicy } from "../policy.ts";
-import { inProcessSteps, planOf, selfDirs } from "./in-process.ts";
+import { inProcessSteps, selfDirs } from "./in-process.ts";
 import { FS, landlockAbi, NET_CONNECT_TCP_RIGHT, planLandlock } from "./landlock.ts";
 import { buildFilter, type SeccompMode } from "./seccomp.ts";
 
@@ -172,11 +172,9 @@ export function planLandlockExec(call: LandlockCall): ExecPlan | { helper: strin
   const env = call.env;
   const proxied = call.proxyPorts !== undefined;
   try {
-    const plan = planOf({ policy: call.policy, profile: call.profile, policyCwd: call.policyCwd, backend: "landlock", env });
-    if (!plan.sandboxed) return { helper: "the plan is not sandboxed" };
-    const needsFs = !plan.fullWrite || !plan.fullRead || plan.deniedPaths.length > 0;
-    const abi = landlockAbi(env);
-    if (needsFs && abi >= 1 && abi < 6) return { helper: `Landlock ABI ${abi}: the command needs a pid namespace of its own` };
+    // The helper's order (./run.ts `runSandboxed`, then `applyInProcess`): an unsandboxed plan execs or is refused,
+    // a pid namespace of its own below ABI 6, then the steps. A refusal of the steps (landlockCanEnforce) is the
+    // helper's to say, whichever of these it meets first.
     const steps = inProcessSteps(
       call.policy,
       call.policyCwd,
@@ -185,6 +183,11 @@ export function planLandlockExec(call: LandlockCall): ExecPlan | { helper: strin
       env,
       selfDirs(env.HOME ?? homedir()),
     );
+    const plan = steps.plan;
+    if (!plan.sandboxed) return { helper: "the plan is not sandboxed" };
+    const needsFs = !plan.fullWrite || !plan.fullRead || plan.deniedPaths.length > 0;
+    const abi = landlockAbi(env);
+    if (needsFs && abi >= 1 && abi < 6) return { helper: `Landlock ABI ${abi}: the command needs a pid namespace of its own` };
     let flags = PLAN_FLAGS.NO_NEW_PRIVS | PLAN_FLAGS.DROP_CAPS | PLAN_FLAGS.RESET_SIGNALS;
     let ruleset: ReturnType<typeof planLandlock> | undefined;
     let refuseTruncate = false;
