@@ -4,7 +4,8 @@
  * after (dist/shellmcp: sandbox-exec, patches/sandbox-exec.c), the same binary with `SHELLMCP_SANDBOX_EXEC=off`
  * (the helper again, same build), and Codex 0.97.0's `codex-exec-mcp-server` with Codex 0.97's own Landlock helper.
  * Every server gets Codex 0.97's `codex/sandbox-state/update` and must first show it enforces the sandbox (a write
- * inside the workspace works, one beside it fails), else it is left out with the reason. Calls interleaved, the
+ * inside the workspace works, one beside it fails), else it is left out with the reason. A floor beside them: this
+ * build with danger-full-access (what a call costs with no sandbox at all). Calls interleaved, the
  * order rotating each round; median per server and paired ratios to the reference.
  *
  *   bun bench/call-landlock.ts [calls=60]
@@ -42,20 +43,24 @@ async function call(s: Server, command: string): Promise<{ ms: number; text: str
   return { ms, text };
 }
 
-/** Start `argv` (with `extraEnv`), send it the workspace-write state, check that it enforces it. */
-async function start(name: string, argv: string[], extraEnv: Record<string, string> = {}): Promise<Server> {
+/**
+ * Start `argv` (with `extraEnv`), send it the workspace-write state (`policy`), check that it enforces it (not for
+ * danger-full-access, the floor: the same call with no sandbox at all).
+ */
+async function start(name: string, argv: string[], extraEnv: Record<string, string> = {}, policy: object = WW_POLICY): Promise<Server> {
   const ws = join(ww, `${name}-ws`);
   const outside = join(ww, `${name}-outside`);
   mkdirSync(ws);
   mkdirSync(outside);
   const s: Server = { name, rpc: await startLineRpc(argv, { ...env, ...extraEnv }), ws };
   const upd = await s.rpc.request("codex/sandbox-state/update", {
-    sandboxPolicy: WW_POLICY,
+    sandboxPolicy: policy,
     codexLinuxSandboxExe: codex097 ?? join(ROOT, "dist", "codex-linux-sandbox"),
     sandboxCwd: ws,
     useLinuxSandboxBwrap: false,
   });
   if (upd.error !== undefined) throw new Error(`${name} refused the sandbox state: ${JSON.stringify(upd.error)}`);
+  if (policy !== WW_POLICY) return s;
   const { text } = await call(s, `touch probe-in; touch '${outside}/probe-out'; true`);
   const inside = existsSync(join(ws, "probe-in"));
   const escaped = existsSync(join(outside, "probe-out"));
@@ -67,11 +72,11 @@ async function start(name: string, argv: string[], extraEnv: Record<string, stri
 
 const servers: Server[] = [];
 const missing: string[] = [];
-const tryStart = async (name: string, argv: () => string[] | string, extraEnv?: Record<string, string>) => {
+const tryStart = async (name: string, argv: () => string[] | string, extraEnv?: Record<string, string>, policy?: object) => {
   const a = argv();
   if (typeof a === "string") return void missing.push(`${name}: ${a}`);
   try {
-    servers.push(await start(name, a, extraEnv));
+    servers.push(await start(name, a, extraEnv, policy));
   } catch (e) {
     missing.push(`${name}: ${(e as Error).message}`);
   }
@@ -80,6 +85,7 @@ const LANDLOCK = ["serve", "--sandbox-backend", "landlock"];
 await tryStart("before (main, helper)", () => (BEFORE === undefined ? "no before binary (SHELLMCP_BENCH_BEFORE)" : [BEFORE, ...LANDLOCK]));
 await tryStart("after (sandbox-exec)", () => [AFTER, ...LANDLOCK]);
 await tryStart("after, SHELLMCP_SANDBOX_EXEC=off (helper)", () => [AFTER, ...LANDLOCK], { SHELLMCP_SANDBOX_EXEC: "off" });
+await tryStart("after, danger-full-access (floor, no sandbox)", () => [AFTER, ...LANDLOCK], {}, { type: "danger-full-access" });
 const ref = referenceShellToolDir();
 await tryStart("Codex 0.97.0 + 0.97 helper (Landlock)", () =>
   ref === undefined || codex097 === undefined

@@ -31,8 +31,9 @@
  *      empty effective, permitted and inheritable sets;
  *   4. no_new_privs, and the seccomp filter when planned;
  *   5. signal dispositions to default and an empty signal mask; a new session when planned;
- *   6. the command resolved like execvp (names with '/' as given, else the first executable regular file on PATH,
- *      default /usr/local/bin:/usr/bin:/bin) and exec'd with this environment.
+ *   6. the command resolved as the helper does (src/find-executable.ts: names with '/' as given, else the first
+ *      regular file with an execute bit on PATH, default /usr/local/bin:/usr/bin:/bin, an empty entry meaning the
+ *      current folder) and exec'd with this environment.
  * Any step failing (1 to 5, or a malformed plan or command line): one line on stderr and exit 101, the helper's
  * status when the sandbox cannot be applied; the command is never run. A command that cannot be found or exec'd:
  * a shell-style line on stderr and 127 (not found) or 126, as the helper.
@@ -357,13 +358,14 @@ static void reset_signals(void) {
   if (sigprocmask(SIG_SETMASK, &none, NULL) != 0) fail("sigprocmask: %s", strerror(errno));
 }
 
-/* Whether `path` is an executable regular file. */
+/* Whether `path` is a regular file with an execute bit (symlinks followed), as find-executable.ts judges. */
 static int executable_file(const char *path) {
   struct stat st;
-  return stat(path, &st) == 0 && S_ISREG(st.st_mode) && access(path, X_OK) == 0;
+  return stat(path, &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 0111) != 0;
 }
 
-/* Step 6: `name` resolved like execvp (find-executable.ts), or NULL. Returns a malloc'd path. */
+/* Step 6: `name` resolved like the helper (src/find-executable.ts: names with '/' as given, else the first
+   executable regular file on PATH, an empty entry meaning the current folder), or NULL. Returns a malloc'd path. */
 static char *resolve(const char *name) {
   if (strchr(name, '/') != NULL) return strdup(name);
   const char *path = getenv("PATH");
@@ -372,15 +374,17 @@ static char *resolve(const char *name) {
   for (const char *p = path;;) {
     const char *end = strchr(p, ':');
     size_t dl = end != NULL ? (size_t)(end - p) : strlen(p);
-    if (dl > 0) {
-      char *full = malloc(dl + 1 + nl + 1);
-      if (full == NULL) return NULL;
+    char *full = malloc(dl + 1 + nl + 1);
+    if (full == NULL) return NULL;
+    if (dl == 0)
+      memcpy(full, name, nl + 1);
+    else {
       memcpy(full, p, dl);
       full[dl] = '/';
       memcpy(full + dl + 1, name, nl + 1);
-      if (executable_file(full)) return full;
-      free(full);
     }
+    if (executable_file(full)) return full;
+    free(full);
     if (end == NULL) return NULL;
     p = end + 1;
   }
