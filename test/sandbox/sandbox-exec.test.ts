@@ -18,10 +18,28 @@ import { landlockAbi } from "../../src/sandbox/linux/landlock.ts";
 import { BINARY, ensureBinary, homeDir, ROOT } from "../helpers/binary.ts";
 import { startLineRpc } from "../helpers/reference.ts";
 import { CONF_BASE } from "../helpers/test-dirs.ts";
+import { skipWithout } from "../helpers/prereq.ts";
 
 const EXEC = process.env.SHELLMCP_TEST_SANDBOX_EXEC ?? join(ROOT, "dist", "shells-static", `linux-${process.arch}`, "sandbox-exec");
 const PLAN_FD = 4;
-const skip = process.platform !== "linux" || !existsSync(EXEC) || landlockAbi() < 1;
+const skip = skipWithout(
+  "sandbox-exec",
+  process.platform !== "linux"
+    ? "not Linux"
+    : !existsSync(EXEC)
+      ? `${EXEC} is not built (scripts/build-sandbox-exec.sh)`
+      : landlockAbi() < 1
+        ? "no Landlock on this kernel"
+        : undefined,
+);
+const skipServe = skipWithout(
+  "a Landlock call of serve without the helper",
+  process.platform !== "linux"
+    ? "not Linux"
+    : landlockAbi() < 6
+      ? "Landlock ABI below 6 (calls need the helper's pid namespace)"
+      : undefined,
+);
 
 // Workspaces outside /tmp and $TMPDIR (writable roots of workspace-write).
 const root = realpathSync(mkdtempSync(join(CONF_BASE, "sandbox-exec-")));
@@ -247,7 +265,7 @@ function minorFaults(pid: number): number {
   return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[7]);
 }
 
-describe.skipIf(process.platform !== "linux" || landlockAbi() < 6)("a Landlock call of serve", () => {
+describe.skipIf(skipServe)("a Landlock call of serve", () => {
   test("starts no Bun between the server and the shell, judged from /proc", async () => {
     const exe = realpathSync(ensureBinary());
     const home = homeDir();
