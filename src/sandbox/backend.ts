@@ -53,7 +53,10 @@ export interface Launch {
    * kills whole when bwrap's init exits (so the shell need not join the call's cgroup itself).
    */
   ownPidNamespace?: boolean;
-  /** The seccomp program (BPF bytes) the launcher reads from fd `fd`. */
+  /**
+   * Bytes the launcher reads from fd `fd` (a pipe): the seccomp program (BPF) for direct bubblewrap, the plan for
+   * sandbox-exec (./linux/sandbox-exec.ts).
+   */
   seccomp?: { fd: number; program: Uint8Array };
   /** The fd number at which the launcher expects a read-only fd of this executable (bwrap's `--ro-bind-fd`). */
   selfExeFd?: number;
