@@ -27,6 +27,7 @@ import { networkAsker } from "../mcp/network-approval.ts";
 import { visibleLines } from "../safe-text.ts";
 import { selfExecCommand } from "../self.ts";
 import { repairBatch } from "../sandbox/linux/git-repair-child.ts";
+import { TRACE_STEPS, traceStep } from "../trace-steps.ts";
 
 /** Bytes of the latest output a progress notification of a `shell` call carries. */
 export const PROGRESS_TAIL_BYTES = 400;
@@ -148,13 +149,16 @@ export async function handleShellCall(
   args: Record<string, unknown> | undefined,
   ctx: ToolContext,
 ): Promise<ToolResult> {
+  if (TRACE_STEPS) traceStep("call");
   const a = parseShellArgs(args, rt.setup.defaultTimeoutMs);
   const started = await launchCommand(rt, state, a, ctx);
   if ("content" in started) return started;
   const { r, notice, stale } = await started.done;
   if (r.spawnError !== undefined) throw new ShellmcpError("PROTOCOL", r.spawnError);
   if (stale !== undefined) return formatResult({ ...r, output: `${r.output}${stale}\n` }, notice);
-  return formatResult(r, notice);
+  const result = formatResult(r, notice);
+  if (TRACE_STEPS) traceStep("result");
+  return result;
 }
 
 /**
@@ -218,6 +222,7 @@ export async function launchCommand(
     if (extra.length > 0) snap = { ...snap, policy: { ...snap.policy, writable_roots: [...snap.policy.writable_roots, ...extra] } };
   }
   const sandbox = sandboxFor(rt, snap, a.workdir);
+  if (TRACE_STEPS) traceStep("plan");
   if ("content" in sandbox) return sandbox;
   // Network proxy mode: the feature is on and this call's sandbox has the network (Codex: without the feature,
   // enabled network stays full network).
@@ -229,6 +234,7 @@ export async function launchCommand(
   const server = await rt.server();
   const refused = await rt.shellRefused();
   if (refused !== undefined) return errorResult(`shellmcp cannot run commands: ${refused}.`);
+  if (TRACE_STEPS) traceStep("escalation-server");
   const proxy = proxied
     ? new CallProxy({
         policy: setup.network,
@@ -240,6 +246,7 @@ export async function launchCommand(
   // The git guard (../sandbox/git/guard.ts): the control state under the writable roots, before anything runs.
   const enforcement = sandbox.enforcement;
   const view: WritableView = sandbox.writable();
+  if (TRACE_STEPS) traceStep("writable-view");
   const guard = guardOf(rt);
   let gitBefore: GitSnapshot | undefined;
   try {
@@ -248,6 +255,7 @@ export async function launchCommand(
     proxy?.close();
     return errorResult(`shellmcp refused to run the command: cannot record the git control state to protect it: ${(e as Error).message}`);
   }
+  if (TRACE_STEPS) traceStep("git-snapshot");
   let notice = "";
   // The notice is about files inside writable folders: a read-only call (only Landlock's /dev/shm) has none.
   const writesFolders = view.roots.some((r) => !LANDLOCK_EXTRA_WRITABLE.includes(r));
@@ -303,6 +311,7 @@ export async function launchCommand(
       if (gitBefore !== undefined) await checkGit(guardOnce, gitBefore, view, undefined, false);
       throw e;
     }
+    if (TRACE_STEPS) traceStep("run");
     if (gitBefore !== undefined) notice = (await checkGit(guardOnce, gitBefore, view, r.settled, enforcement === "landlock")) + notice;
     const refused = proxy !== undefined && proxy.refusals.length > 0 ? refusalReport(proxy.refusals) : "";
     r.output += refused;
@@ -330,7 +339,9 @@ async function checkGit(
     const t0 = performance.now();
     await settled;
     const settledMs = performance.now() - t0;
+    if (TRACE_STEPS) traceStep("settled");
     const report = guard.check(before, view);
+    if (TRACE_STEPS) traceStep("git-check");
     log.debug("git guard", { gitDirs: before.gitDirs, snapshotMs: before.tookMs, settledMs, checkMs: report.tookMs });
     if (report.truncated.length > 0) log.warn("git guard: writable folders not fully searched", { roots: report.truncated });
     if (report.undone.length > 0 || report.failed.length > 0)
