@@ -21,6 +21,17 @@
  * top of that, each call searches {@link LATER_SEARCH_MAX_DIRS} folders breadth-first for repositories made since
  * (best effort: this search only adds protection, never removes any).
  *
+ * The later search is proportional to what changed (issue 40): a folder whose identity and ctime (device, inode,
+ * change time in ns, one `lstat`) are those it had when the previous later search of the root listed it is not
+ * listed again; its remembered listing (sub-folders, its `.git` entry's kind, whether it is a git dir) is used.
+ * A folder's ctime changes with every entry made, removed or renamed in it, and no unprivileged process can set it
+ * (setting mtime back with `utimensat` sets ctime to now); a listing is remembered only when the folder's ctime was
+ * at least {@link LISTING_MIN_AGE_MS} older than the read (ctime has the kernel's coarse clock: a change in the same
+ * tick as the read would keep it). What a remembered listing cannot vouch for is read again each call: the `gitdir:`
+ * line of a `.git` file and a git dir's `commondir`. The cache only ever skips a read whose result is known; it
+ * cannot hide anything the uncached search would find, and the complete search (which decides the originals) never
+ * uses it. It holds what the last later search of each root read ({@link LATER_SEARCH_MAX_DIRS} folders at most).
+ *
  * When the complete search stops at its bound, the folders it did not read (the frontier) are returned with every
  * result: bubblewrap binds them read-only ({@link MAX_FRONTIER_BINDS} at most), and the git guard refuses a call
  * that could write one (Landlock, or too many to bind): fail closed, never "writable and unsearched".
@@ -49,8 +60,19 @@ export const MAX_FRONTIER_BINDS = 1_000;
  */
 export const DISCOVERY_REUSE_MS = 1_000;
 
+/**
+ * How much older than the read a folder's ctime must be for the later search to remember its listing, ms: more
+ * than a tick of the kernel's coarse clock (≤ 10 ms), so a change made in the tick of the read changes it.
+ */
+export const LISTING_MIN_AGE_MS = 1_000;
+
 /** The bounds in force (the constants above; tests lower them with {@link setDiscoveryBounds}). */
-const bounds = { firstMaxDirs: FIRST_SEARCH_MAX_DIRS, laterMaxDirs: LATER_SEARCH_MAX_DIRS, frontierBinds: MAX_FRONTIER_BINDS };
+const bounds = {
+  firstMaxDirs: FIRST_SEARCH_MAX_DIRS,
+  laterMaxDirs: LATER_SEARCH_MAX_DIRS,
+  frontierBinds: MAX_FRONTIER_BINDS,
+  listingMinAgeMs: LISTING_MIN_AGE_MS,
+};
 
 /**
  * Replace the complete and later searches' folder bounds and the frontier bind limit (tests: a root that reaches them without
@@ -106,8 +128,29 @@ interface RootRecord {
   frontier: string[];
 }
 
+/**
+ * What one folder listing says to the search: its sub-folders in listing order (`node_modules` left out; `.git`
+ * included, with its kind), and whether it is a git dir's listing.
+ */
+interface Listing {
+  gitDirListing: boolean;
+  /** Entries that matter, in listing order: sub-folders (`d`), and `.git` whatever it is (`d`, `f` file, `o` other). */
+  entries: [name: string, kind: "d" | "f" | "o"][];
+}
+
 const registry = new Map<string, RootRecord>();
 const memo = new Map<string, { at: number; gen: number; result: GitDiscovery }>();
+/** Per root: folder → its identity and ctime (`dev:ino:ctimeNs`) and listing, as the last later search read it. */
+const listings = new Map<string, Map<string, { key: string; listing: Listing }>>();
+/** Roots whose listings are kept at most (past it, all are forgotten: the next searches list everything again). */
+const MAX_CACHED_ROOTS = 32;
+/** Counts of the later searches' folder reads (tests and bench/call.ts): listed, and taken from the cache. */
+const listingCounts = { listed: 0, reused: 0 };
+
+/** How many folders the later searches listed and how many they took from the cache, since the process started. */
+export function laterSearchCounts(): { listed: number; reused: number } {
+  return { ...listingCounts };
+}
 
 function canonical(p: string): string {
   try {
@@ -169,7 +212,13 @@ function isGitDirListing(names: readonly Dirent[]): boolean {
  * Search `root` breadth-first for git dirs (see the module's docs), reading at most `maxDirs` folders, for at most
  * `maxMs`; what was queued but not read is the frontier. Never throws: an unreadable folder is skipped.
  */
-function scan(root: string, maxDirs: number, maxMs: number, maxGitDirs = Infinity): ScanResult {
+function scan(
+  root: string,
+  maxDirs: number,
+  maxMs: number,
+  maxGitDirs = Infinity,
+  cache?: { before: ReadonlyMap<string, { key: string; listing: Listing }>; after: Map<string, { key: string; listing: Listing }> },
+): ScanResult {
   const repos: FoundGitDir[] = [];
   const t0 = performance.now();
   const queue: { dir: string; gitDir: boolean }[] = [{ dir: root, gitDir: false }];
@@ -186,26 +235,22 @@ function scan(root: string, maxDirs: number, maxMs: number, maxGitDirs = Infinit
     if (read >= maxDirs || found >= maxGitDirs || (read % 256 === 0 && read > 0 && performance.now() - t0 > maxMs)) break;
     const { dir, gitDir } = queue[i]!;
     read++;
-    let names: Dirent[];
-    try {
-      names = readdirSync(dir, { withFileTypes: true });
-    } catch {
-      continue;
-    }
-    if (gitDir || isGitDirListing(names)) {
+    const listing = cache === undefined ? listFolder(dir) : cachedListing(dir, cache.before, cache.after);
+    if (listing === undefined) continue;
+    if (gitDir || listing.gitDirListing) {
       if (!gitDir) addGitDir(dir, { dotGit: false });
       // Inside a git dir only its submodules' and linked worktrees' git dirs are searched.
-      for (const d of names)
-        if (d.isDirectory() && (d.name === "modules" || d.name === "worktrees")) queue.push({ dir: join(dir, d.name), gitDir: false });
+      for (const [name, kind] of listing.entries)
+        if (kind === "d" && (name === "modules" || name === "worktrees")) queue.push({ dir: join(dir, name), gitDir: false });
       continue;
     }
-    for (const d of names) {
-      const p = join(dir, d.name);
-      if (d.name === ".git") {
-        if (d.isDirectory()) {
+    for (const [name, kind] of listing.entries) {
+      const p = join(dir, name);
+      if (name === ".git") {
+        if (kind === "d") {
           addGitDir(p, { workTree: dir, dotGit: true });
           queue.push({ dir: p, gitDir: true });
-        } else if (d.isFile()) {
+        } else if (kind === "f") {
           const target = gitdirOf(p);
           found++;
           repos.push(
@@ -220,10 +265,61 @@ function scan(root: string, maxDirs: number, maxMs: number, maxGitDirs = Infinit
         } else repos.push({ pointer: p, workTree: dir, dotGit: true, original: false });
         continue;
       }
-      if (d.isDirectory() && !SKIPPED.has(d.name)) queue.push({ dir: p, gitDir: false });
+      queue.push({ dir: p, gitDir: false });
     }
   }
   return { repos, frontier: queue.slice(i).map((q) => q.dir), read };
+}
+
+/** `dir`'s listing as the search uses it (see {@link Listing}); undefined when it cannot be read. */
+function listFolder(dir: string): Listing | undefined {
+  let names: Dirent[];
+  try {
+    names = readdirSync(dir, { withFileTypes: true });
+  } catch {
+    return undefined;
+  }
+  const entries: Listing["entries"] = [];
+  for (const d of names) {
+    if (d.name === ".git") entries.push([d.name, d.isDirectory() ? "d" : d.isFile() ? "f" : "o"]);
+    else if (d.isDirectory() && !SKIPPED.has(d.name)) entries.push([d.name, "d"]);
+  }
+  return { gitDirListing: isGitDirListing(names), entries };
+}
+
+/**
+ * `dir`'s listing for a later search: the one `before` holds when the folder's identity and ctime are unchanged,
+ * else read now (and remembered when its ctime is old enough: see the module's docs). Recorded in `after` either
+ * way it is remembered. Fails closed: a folder that cannot be stat'ed is listed as the uncached search lists it.
+ */
+function cachedListing(
+  dir: string,
+  before: ReadonlyMap<string, { key: string; listing: Listing }>,
+  after: Map<string, { key: string; listing: Listing }>,
+): Listing | undefined {
+  let key: string | undefined;
+  let ctimeNs = 0n;
+  try {
+    const st = lstatSync(dir, { bigint: true });
+    if (st.isDirectory()) {
+      key = `${st.dev}:${st.ino}:${st.ctimeNs}`;
+      ctimeNs = st.ctimeNs;
+    }
+  } catch {
+    key = undefined;
+  }
+  const was = key === undefined ? undefined : before.get(dir);
+  if (was !== undefined && was.key === key) {
+    listingCounts.reused++;
+    after.set(dir, was);
+    return was.listing;
+  }
+  const readAtNs = BigInt(Date.now()) * 1_000_000n;
+  const listing = listFolder(dir);
+  listingCounts.listed++;
+  if (listing !== undefined && key !== undefined && ctimeNs < readAtNs - BigInt(bounds.listingMinAgeMs) * 1_000_000n)
+    after.set(dir, { key, listing });
+  return listing;
 }
 
 /**
@@ -290,7 +386,13 @@ export function discoverRoot(root: string): GitDiscovery {
     repos = r.found;
   } else {
     repos = [...rec.repos];
-    const later = scan(root, bounds.laterMaxDirs, FIRST_SEARCH_MAX_MS, LATER_SEARCH_MAX_GIT_DIRS);
+    const after = new Map<string, { key: string; listing: Listing }>();
+    const later = scan(root, bounds.laterMaxDirs, FIRST_SEARCH_MAX_MS, LATER_SEARCH_MAX_GIT_DIRS, {
+      before: listings.get(root) ?? new Map(),
+      after,
+    });
+    if (!listings.has(root) && listings.size >= MAX_CACHED_ROOTS) listings.clear();
+    listings.set(root, after);
     const known = new Set(repos.map(keyOf));
     for (const e of later.repos) if (!known.has(keyOf(e))) repos.push(e);
   }
@@ -333,4 +435,5 @@ export function frontierTooLarge(root: string): number | undefined {
 export function resetDiscovery(): void {
   registry.clear();
   memo.clear();
+  listings.clear();
 }
