@@ -24,7 +24,7 @@ const dir = benchDir("shellmcp-bench-call-");
 const home = benchHome("shellmcp-bench-call-home-");
 // Outside /tmp and $TMPDIR (writable under workspace-write): the write outside the workspace must be refused.
 const ww = benchHome("shellmcp-bench-call-ws-");
-const WW_POLICY = { type: "workspace-write", network_access: false, exclude_tmpdir_env_var: false, exclude_slash_tmp: false };
+const WW_POLICY = { type: "workspace-write", network_access: false, exclude_tmpdir_env_var: true, exclude_slash_tmp: true };
 const helper = codex097Exe() ?? join(ROOT, "dist", "codex-linux-sandbox");
 
 interface Server {
