@@ -9,15 +9,19 @@
  * `SHELLMCP_BENCH_OLD=<binary>` adds another build of shellmcp on both backends (client-side totals only; for
  * before/after figures paired in the same rounds).
  *
- *   bun bench/call.ts [rounds=40] [command=true]
+ * `folders` > 0: each workspace is a git work tree holding that many folders (what a call's nested-repository search
+ * walks: src/sandbox/git/discover.ts), else it is empty.
+ *
+ *   bun bench/call.ts [rounds=40] [command=true] [folders=0]
  */
-import { existsSync, mkdirSync, readFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { startLineRpc, type LineRpc } from "../test/helpers/reference.ts";
 import { benchDir, benchHome, codex097Exe, median, pairedRatio, referenceShellToolDir, ROOT } from "./lib.ts";
 
 const ROUNDS = Number(process.argv[2] ?? 40);
 const COMMAND = process.argv[3] ?? "true";
+const FOLDERS = Number(process.argv[4] ?? 0);
 const OURS = process.env.SHELLMCP_BENCH_BINARY ?? join(ROOT, "dist", "shellmcp");
 const OLD = process.env.SHELLMCP_BENCH_OLD;
 const dir = benchDir("shellmcp-bench-call-");
@@ -48,12 +52,21 @@ async function call(s: Server): Promise<number> {
   return ms;
 }
 
+/** Make `ws` a git work tree (a minimal `.git`) with {@link FOLDERS} folders, 20 per parent folder. */
+function populate(ws: string): void {
+  for (const d of [".git/objects", ".git/refs/heads", ".git/hooks", ".git/info"]) mkdirSync(join(ws, d), { recursive: true });
+  writeFileSync(join(ws, ".git", "HEAD"), "ref: refs/heads/main\n");
+  writeFileSync(join(ws, ".git", "config"), "[core]\n");
+  for (let i = 0; i < FOLDERS; i++) mkdirSync(join(ws, `d${Math.floor(i / 20)}`, `e${i % 20}`), { recursive: true });
+}
+
 /** Start `argv` under Codex 0.97's workspace-write state; a write outside the workspace must fail. */
 async function start(name: string, argv: string[], trace: boolean): Promise<Server> {
   const ws = join(ww, `${name}-ws`);
   const outside = join(ww, `${name}-out`);
   mkdirSync(ws);
   mkdirSync(outside);
+  if (FOLDERS > 0) populate(ws);
   const tracePath = trace ? join(dir, `${name}.trace`) : undefined;
   const env: Record<string, string> = { PATH: "/usr/bin:/bin", HOME: home, CODEX_HOME: home };
   if (tracePath !== undefined) env.SHELLMCP_TRACE_STEPS = tracePath;
@@ -158,7 +171,9 @@ const tables = traced.map((s) => steps(traceLines(s.trace!).slice(skip.get(s))))
 const allSteps: string[] = [];
 for (const t of tables) for (const k of t.order) if (!allSteps.includes(k)) allSteps.push(k);
 const f = (xs: number[] | undefined) => (xs === undefined || xs.length === 0 ? "-" : median(xs).toFixed(2)).padStart(10);
-console.log(`one \`${COMMAND}\` call, login: false, workspace-write; median ms of ${ROUNDS} interleaved rounds`);
+console.log(
+  `one \`${COMMAND}\` call, login: false, workspace-write (/tmp left out), workspace ${FOLDERS > 0 ? `a work tree of ${FOLDERS} folders` : "empty"}; median ms of ${ROUNDS} interleaved rounds`,
+);
 console.log(`${"step (time since the previous mark)".padEnd(40)}${traced.map((s) => s.name.padStart(10)).join("")}`);
 for (const k of allSteps) console.log(`${k.padEnd(40)}${tables.map((t) => f(t.per.get(k))).join("")}`);
 const spanNames = [...new Set(tables.flatMap((t) => [...t.spans.keys()]))];
