@@ -31,12 +31,15 @@
  * line of a `.git` file and a git dir's `commondir`. The cache only ever skips a read whose result is known; it
  * cannot hide anything the uncached search would find, and the complete search (which decides the originals) never
  * uses it. It holds what the last later search of each root read ({@link LATER_SEARCH_MAX_DIRS} folders at most).
+ * Only local filesystems whose ctime the kernel keeps ({@link CTIME_FILESYSTEMS}: a FUSE or network filesystem may
+ * report any ctime, or a stale one) and only folders on the root's own device are cached; the rest is listed
+ * every call, as before.
  *
  * When the complete search stops at its bound, the folders it did not read (the frontier) are returned with every
  * result: bubblewrap binds them read-only ({@link MAX_FRONTIER_BINDS} at most), and the git guard refuses a call
  * that could write one (Landlock, or too many to bind): fail closed, never "writable and unsearched".
  */
-import { lstatSync, readdirSync, realpathSync, type Dirent } from "node:fs";
+import { lstatSync, readdirSync, realpathSync, statfsSync, type Dirent } from "node:fs";
 import { dirname, join, normalize, resolve } from "node:path";
 import { readUntrustedText } from "../../untrusted-fs.ts";
 import { handOutGeneration, noteOriginal, originalKey, taintContext } from "./taint.ts";
@@ -142,6 +145,23 @@ const registry = new Map<string, RootRecord>();
 const memo = new Map<string, { at: number; gen: number; result: GitDiscovery }>();
 /** Per root: folder → its identity and ctime (`dev:ino:ctimeNs`) and listing, as the last later search read it. */
 const listings = new Map<string, Map<string, { key: string; listing: Listing }>>();
+/**
+ * `statfs` types whose folders' ctime the kernel sets itself on every change of their entries (ext2/3/4, XFS, Btrfs,
+ * tmpfs, F2FS, overlayfs): the only filesystems the listing cache is used on.
+ */
+const CTIME_FILESYSTEMS = new Set([0xef53, 0x58465342, 0x9123683e, 0x01021994, 0xf2f52010, 0x794c7630]);
+
+/** The device of `root` when its filesystem keeps ctime ({@link CTIME_FILESYSTEMS}), else undefined (no cache). */
+function cacheableDevice(root: string): bigint | undefined {
+  try {
+    if (!CTIME_FILESYSTEMS.has(Number(statfsSync(root).type))) return undefined;
+    const st = lstatSync(root, { bigint: true });
+    return st.isDirectory() ? st.dev : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 /** Roots whose listings are kept at most (past it, all are forgotten: the next searches list everything again). */
 const MAX_CACHED_ROOTS = 32;
 /** Counts of the later searches' folder reads (tests and bench/call.ts): listed, and taken from the cache. */
@@ -217,7 +237,11 @@ function scan(
   maxDirs: number,
   maxMs: number,
   maxGitDirs = Infinity,
-  cache?: { before: ReadonlyMap<string, { key: string; listing: Listing }>; after: Map<string, { key: string; listing: Listing }> },
+  cache?: {
+    dev: bigint;
+    before: ReadonlyMap<string, { key: string; listing: Listing }>;
+    after: Map<string, { key: string; listing: Listing }>;
+  },
 ): ScanResult {
   const repos: FoundGitDir[] = [];
   const t0 = performance.now();
@@ -235,7 +259,7 @@ function scan(
     if (read >= maxDirs || found >= maxGitDirs || (read % 256 === 0 && read > 0 && performance.now() - t0 > maxMs)) break;
     const { dir, gitDir } = queue[i]!;
     read++;
-    const listing = cache === undefined ? listFolder(dir) : cachedListing(dir, cache.before, cache.after);
+    const listing = cache === undefined ? listFolder(dir) : cachedListing(dir, cache.dev, cache.before, cache.after);
     if (listing === undefined) continue;
     if (gitDir || listing.gitDirListing) {
       if (!gitDir) addGitDir(dir, { dotGit: false });
@@ -290,10 +314,12 @@ function listFolder(dir: string): Listing | undefined {
 /**
  * `dir`'s listing for a later search: the one `before` holds when the folder's identity and ctime are unchanged,
  * else read now (and remembered when its ctime is old enough: see the module's docs). Recorded in `after` either
- * way it is remembered. Fails closed: a folder that cannot be stat'ed is listed as the uncached search lists it.
+ * way it is remembered. Fails closed: a folder that cannot be stat'ed, or on another device than the root (`dev`),
+ * is listed as the uncached search lists it.
  */
 function cachedListing(
   dir: string,
+  dev: bigint,
   before: ReadonlyMap<string, { key: string; listing: Listing }>,
   after: Map<string, { key: string; listing: Listing }>,
 ): Listing | undefined {
@@ -301,7 +327,7 @@ function cachedListing(
   let ctimeNs = 0n;
   try {
     const st = lstatSync(dir, { bigint: true });
-    if (st.isDirectory()) {
+    if (st.isDirectory() && st.dev === dev) {
       key = `${st.dev}:${st.ino}:${st.ctimeNs}`;
       ctimeNs = st.ctimeNs;
     }
@@ -387,10 +413,9 @@ export function discoverRoot(root: string): GitDiscovery {
   } else {
     repos = [...rec.repos];
     const after = new Map<string, { key: string; listing: Listing }>();
-    const later = scan(root, bounds.laterMaxDirs, FIRST_SEARCH_MAX_MS, LATER_SEARCH_MAX_GIT_DIRS, {
-      before: listings.get(root) ?? new Map(),
-      after,
-    });
+    const dev = cacheableDevice(root);
+    const cache = dev === undefined ? undefined : { dev, before: listings.get(root) ?? new Map(), after };
+    const later = scan(root, bounds.laterMaxDirs, FIRST_SEARCH_MAX_MS, LATER_SEARCH_MAX_GIT_DIRS, cache);
     if (!listings.has(root) && listings.size >= MAX_CACHED_ROOTS) listings.clear();
     listings.set(root, after);
     const known = new Set(repos.map(keyOf));
