@@ -65,9 +65,12 @@ export async function serveMain(o: ServeOptions): Promise<number> {
   hardenServerProcess(platform, setup.env);
   // 3. The escalation server, per-call cgroups, and the shutdown that ends everything they started.
   const rt = startRuntime(o, setup, platform);
-  // 3b. Once start-up has settled, and whenever no call has run for a while, give back the code pages that work
-  //     touched (issue 33: most of the idle RSS).
-  const idle = new IdleRelease(() => void releaseCodePages(platform));
+  // 3b. Once start-up has settled, and whenever no call has run for a while, give back the memory calls used but no
+  //     longer need and the code pages that work touched (issues 33 and 40: most of the idle RSS).
+  const idle = new IdleRelease(() => {
+    releaseHeap();
+    void releaseCodePages(platform);
+  });
   void rt.shellRefused().then(() => idle.settled());
   // 4. Serve: the session's sandbox state changes with 0.97's notification; each call runs one command.
   let state = setup.initialState;
@@ -325,6 +328,27 @@ export class IdleRelease {
     clearTimeout(this.timer);
     if (this.active === 0) this.timer = setTimeout(this.release, this.delayMs).unref();
   }
+}
+
+/**
+ * Give back the heap memory calls left behind (issue 40): a full collection (`Bun.gc(true)`: JavaScriptCore's heap,
+ * then mimalloc's free pages) and `Bun.shrink()` (JavaScriptCore drops its free heap blocks and the JIT code of
+ * functions not running, compiled again when next called). Without it the server's anonymous RSS rose from 18 to
+ * 38–53 MiB over 100–1,000 trivial calls while its live objects stayed ~60,000 (`bun:jsc` `heapStats`): freed
+ * blocks and JIT code kept resident, not objects kept. Takes a few ms on the main thread, only when no call runs
+ * ({@link IdleRelease}). Returns its ms; never throws.
+ */
+export function releaseHeap(): number {
+  const t0 = performance.now();
+  try {
+    Bun.gc(true);
+    Bun.shrink();
+  } catch (e) {
+    log.debug("could not release the heap", { error: (e as Error).message });
+  }
+  const ms = performance.now() - t0;
+  log.debug("released the heap", { ms });
+  return ms;
 }
 
 /**

@@ -27,6 +27,7 @@ import { hasFullDiskWrite, hasFullNetwork } from "../sandbox/policy.ts";
 import { CallProxy, refusalReport } from "../network/proxy.ts";
 import { networkAsker } from "../mcp/network-approval.ts";
 import { visibleLines } from "../safe-text.ts";
+import { TRACE_STEPS, traceStep } from "../trace-steps.ts";
 
 /** Bytes of the latest output a progress notification of a `shell` call carries. */
 export const PROGRESS_TAIL_BYTES = 400;
@@ -144,13 +145,16 @@ export async function handleShellCall(
   args: Record<string, unknown> | undefined,
   ctx: ToolContext,
 ): Promise<ToolResult> {
+  if (TRACE_STEPS) traceStep("call");
   const a = parseShellArgs(args, rt.setup.defaultTimeoutMs);
   const started = await launchCommand(rt, state, a, ctx);
   if ("content" in started) return started;
   const { r, notice, stale } = await started.done;
   if (r.spawnError !== undefined) throw new ShellmcpError("PROTOCOL", r.spawnError);
   if (stale !== undefined) return formatResult({ ...r, output: `${r.output}${stale}\n` }, notice);
-  return formatResult(r, notice);
+  const result = formatResult(r, notice);
+  if (TRACE_STEPS) traceStep("result");
+  return result;
 }
 
 /**
@@ -214,6 +218,7 @@ export async function launchCommand(
     if (extra.length > 0) snap = { ...snap, policy: { ...snap.policy, writable_roots: [...snap.policy.writable_roots, ...extra] } };
   }
   const sandbox = sandboxFor(rt, snap, a.workdir);
+  if (TRACE_STEPS) traceStep("plan");
   if ("content" in sandbox) return sandbox;
   // Network proxy mode: the feature is on and this call's sandbox has the network (Codex: without the feature,
   // enabled network stays full network).
@@ -225,10 +230,12 @@ export async function launchCommand(
   const server = await rt.server();
   const refused = await rt.shellRefused();
   if (refused !== undefined) return errorResult(`shellmcp cannot run commands: ${refused}.`);
+  if (TRACE_STEPS) traceStep("escalation-server");
   // The git guard (../sandbox/git/guard.ts): the control state under the writable roots, before anything runs; the
   // call owns it (and the proxy) from runCommand on, which settles it on every way out.
   const enforcement = sandbox.enforcement;
   const view: WritableView = sandbox.writable();
+  if (TRACE_STEPS) traceStep("writable-view");
   const guard = guardOf(rt);
   let gitCheck: GitCheck;
   try {
@@ -236,6 +243,7 @@ export async function launchCommand(
   } catch (e) {
     return errorResult(`shellmcp refused to run the command: cannot record the git control state to protect it: ${(e as Error).message}`);
   }
+  if (TRACE_STEPS) traceStep("git-snapshot");
   const proxy = proxied
     ? new CallProxy({
         policy: setup.network,
@@ -293,6 +301,7 @@ export async function launchCommand(
   const done = (async () => {
     // Whatever way the run ends, its git check has run (../shell/run-command.ts `CallResources.holdGitCheck`).
     const r = await run;
+    if (TRACE_STEPS) traceStep("run");
     notice = (await gitCheck.settle()) + notice;
     const refused = proxy !== undefined && proxy.refusals.length > 0 ? refusalReport(proxy.refusals) : "";
     r.output += refused;

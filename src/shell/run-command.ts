@@ -46,6 +46,7 @@ import type { GitCheck } from "../sandbox/git/call-check.ts";
 import { failIfInjected, isInjected } from "../fault-injection.ts";
 import { log } from "../log.ts";
 import { envForSelf, isSelfExe } from "../self.ts";
+import { TRACE_STEPS, traceStep } from "../trace-steps.ts";
 
 /** Time the output pipe may stay open after the shell exited, ms. */
 export const DRAIN_MS = 2000;
@@ -469,6 +470,7 @@ interface Acquired {
 async function acquire(o: RunCommandOptions, res: CallResources, t0: number, tty?: OwnedFd): Promise<Acquired | RunCommandResult> {
   const sandboxed = o.sandbox.sandboxed;
   const proxy = await wireProxy(o, res);
+  if (TRACE_STEPS) traceStep("proxy");
   let launch: Launch;
   try {
     launch = o.sandbox.launch(o, proxy.spec);
@@ -479,9 +481,11 @@ async function acquire(o: RunCommandOptions, res: CallResources, t0: number, tty
     return notStarted(t0, msg, true, { exitCode: SANDBOX_FAILURE_EXIT, outputBytes: msg.length, spawnError: undefined });
   }
   res.hold(() => launch.release?.());
+  if (TRACE_STEPS) traceStep("launch");
   // What an escalation may run is judged against the sandbox as it is now, when the shell starts.
   const roomSpec = proxy.room === undefined ? roomFor(o) : { ...roomFor(o), proxy: proxy.room };
   // Programs granted domains (`[shellmcp.room_network] npm = ["registry.npmjs.org"]`) get a proxy of their own.
+  if (TRACE_STEPS) traceStep("room");
   const grantProxies = await roomGrantProxies(roomSpec, o.networkProxy?.policy);
   const late: string[] = [];
   if (grantProxies !== undefined)
@@ -506,8 +510,10 @@ async function acquire(o: RunCommandOptions, res: CallResources, t0: number, tty
   } catch (e) {
     return fail("cannot create this call's cgroup", e);
   }
+  if (TRACE_STEPS) traceStep("cgroup");
   const io = openOutput(res, tty);
   if ("error" in io) return fail("cannot use the session's terminal", io.error);
+  if (TRACE_STEPS) traceStep("output-pipe");
   const control = new CallControl(o, cgroup, late);
   try {
     control.listener = o.server.listen({
@@ -526,6 +532,7 @@ async function acquire(o: RunCommandOptions, res: CallResources, t0: number, tty
   } catch (e) {
     return fail("cannot open this call's escalation listener", e);
   }
+  if (TRACE_STEPS) traceStep("listener");
   return { launch, proxy, grantProxies, cgroup, listener: control.listener, terminal: tty !== undefined, ...io, control };
 }
 
@@ -711,6 +718,7 @@ async function pump(o: RunCommandOptions, res: CallResources, a: Acquired, out: 
     res.hold(() => clearInterval(progress));
   }
   const take = (chunk: Uint8Array) => {
+    if (TRACE_STEPS && out.total === 0) traceStep("first-byte");
     out.push(chunk);
     o.onOutput?.(chunk);
   };
@@ -720,6 +728,7 @@ async function pump(o: RunCommandOptions, res: CallResources, a: Acquired, out: 
   let eof = false;
   const drained = Promise.all(readers.map((r) => r.done)).then(() => (eof = true));
   const exitCode = await control.proc!.exited;
+  if (TRACE_STEPS) traceStep("exit");
   // Reaped: from now on its pid (the session's id) may be reused by any new process, so it is no longer tracked.
   o.track?.(control.proc!.pid, false);
   // The shell is gone: the worker lets go of its copy of the pipe (later escalations of leftovers get /dev/null).
@@ -730,6 +739,7 @@ async function pump(o: RunCommandOptions, res: CallResources, a: Acquired, out: 
   a.cgroup?.kill();
   await Promise.race([drained, Bun.sleep(DRAIN_MS)]);
   if (!eof) await Promise.all(readers.map((r) => r.cancel()));
+  if (TRACE_STEPS) traceStep("drained");
   return exitCode;
 }
 
@@ -751,6 +761,7 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
   // Plan.
   const bad = workdirProblem(o.workdir);
   if (bad !== undefined) return notStarted(t0, bad, o.sandbox.sandboxed);
+  if (TRACE_STEPS) traceStep("workdir");
   // Acquire.
   const a = await acquire(o, res, t0, tty);
   if (!("launch" in a)) return a;
@@ -764,6 +775,7 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
   let spawn: ReturnType<typeof spawnPlan>;
   try {
     spawn = spawnPlan(a, res);
+    if (TRACE_STEPS) traceStep("spawn-plan");
     const env = shellEnvironment({ ...o, policy: o.sandbox.policy }, a.listener.shellEnv(o.wrapperPath, ESCALATE_FD), {
       ...launch.env,
       ...a.proxy.env,
@@ -780,6 +792,7 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
     return notStarted(t0, `cannot start ${launch.argv[0]}: ${(e as Error).message}`, o.sandbox.sandboxed);
   }
   res.started = true;
+  if (TRACE_STEPS) traceStep("spawn");
   const pid = control.proc.pid;
   o.track?.(pid, true);
   o.onStarted?.({
@@ -788,10 +801,12 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
     },
   });
   const bridge = afterStart(o, a, spawn);
+  if (TRACE_STEPS) traceStep("after-start");
   const out = new CappedOutput(o.maxOutputBytes);
   const exitCode = await pump(o, res, a, out, t0);
   // Settle.
   await res[Symbol.asyncDispose]();
+  if (TRACE_STEPS) traceStep("released");
   for (const text of control.late) out.push(Buffer.from(text));
   const proc = control.proc;
   const sig = proc.signalCode === null || proc.signalCode === undefined ? undefined : String(proc.signalCode);

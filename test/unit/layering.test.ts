@@ -49,6 +49,7 @@ const LAYERS: readonly (readonly string[])[] = [
     "src/untrusted-fs.ts",
     "src/version.ts",
     "src/find-executable.ts",
+    "src/trace-steps.ts",
   ],
   ["src/safe-text.ts", "src/stderr.ts"],
   ["ffi"], // libc bindings and struct layouts

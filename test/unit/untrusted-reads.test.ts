@@ -67,6 +67,7 @@ const ALLOWED: Record<string, [string, string][]> = {
   ],
   "src/shell/run-command.ts": [["Bun.file(readEnd)", "the call's own output pipe (an fd), read asynchronously"]],
   "src/log.ts": [["openSync(path, constants.O_WRONLY", "the user's log file: O_NONBLOCK|O_NOFOLLOW, write only"]],
+  "src/trace-steps.ts": [["openSync(", "the debug trace file SHELLMCP_TRACE_STEPS names: O_NONBLOCK|O_NOFOLLOW, write only"]],
   "src/execpolicy/amend.ts": [["openSync(path, constants.O_RDWR", "O_NONBLOCK|O_NOFOLLOW, then fstat: regular files only"]],
   "src/exec-server/auth.ts": [
     ["readFileSync(path", "a token file the user names on the command line"],

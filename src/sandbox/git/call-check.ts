@@ -7,6 +7,7 @@
  * operations settle it when they end.
  */
 import { log } from "../../log.ts";
+import { TRACE_STEPS, traceStep } from "../../trace-steps.ts";
 import type { WritableView } from "../writable.ts";
 import { formatGitGuardReport, type GitGuard, type GitSnapshot } from "./guard.ts";
 
@@ -47,7 +48,10 @@ export class GitCheck {
     this.settled ??= (async () => {
       const t0 = performance.now();
       await ended;
-      return this.checkNow(performance.now() - t0);
+      if (TRACE_STEPS) traceStep("settled");
+      const report = this.checkNow(performance.now() - t0);
+      if (TRACE_STEPS) traceStep("git-check");
+      return report;
     })();
     return this.settled;
   }
