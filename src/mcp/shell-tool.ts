@@ -7,6 +7,7 @@ import { isAbsolute, resolve } from "node:path";
 import { ShellmcpError } from "../errors.ts";
 import type { RunCommandResult } from "../shell/run-command.ts";
 import type { ToolDefinition, ToolResult } from "./server.ts";
+import { blockedMeta, blockedText, type BlockedLog } from "../blocked/report.ts";
 
 /** Default timeout of a call, ms (Codex's); `serve --default-timeout-ms` or `[shellmcp] default_timeout_ms` change it. */
 export const DEFAULT_TIMEOUT_MS = 10_000;
@@ -142,25 +143,6 @@ export function parseShellArgs(args: Record<string, unknown> | undefined, defaul
   return { command: a.command, workdir: isAbsolute(a.workdir) ? a.workdir : resolve(a.workdir), timeoutMs, login };
 }
 
-const DENIAL_WORDS = [
-  "operation not permitted",
-  "permission denied",
-  "read-only file system",
-  "seccomp",
-  "sandbox",
-  "landlock",
-  "failed to write file",
-];
-
-/** Codex's sandbox-denial heuristic (sandboxed runs only). */
-export function likelySandboxDenied(r: RunCommandResult): boolean {
-  if (!r.sandboxed || r.exitCode === 0 || r.timedOut) return false;
-  const lower = r.output.toLowerCase();
-  if (DENIAL_WORDS.some((w) => lower.includes(w))) return true;
-  if ([2, 126, 127].includes(r.exitCode)) return false;
-  return r.exitCode === 128 + 31; // SIGSYS from seccomp
-}
-
 /**
  * Largest JSON-encoded size of `output`, in characters. The byte cap alone does not bound the response: a control
  * character encodes as `\u0000` (6 characters, 7 once the text JSON is itself a JSON string), and the output
@@ -189,21 +171,38 @@ export function fitEncoded(output: string, max = MAX_ENCODED_OUTPUT_CHARS): stri
 }
 
 /**
- * The result: Codex's text JSON (key order `exit_code, output, duration, timed_out`), the same as
- * `structuredContent`. `isError` where Codex returned an error instead: a timeout, a death by signal, a likely
- * sandbox denial — but here with the output kept. `notice`: shellmcp's own words for the model (the git guard's
- * report, the weaker-protection notice), appended to `output` after the command's output is judged, so they never
- * make a result look like a sandbox denial; kept whole when the output is cut to fit.
+ * Whether a result is an error for the client (`isError`), the one rule of every `shell` and `exec_command` result
+ * (docs/blocked-actions.md): the command timed out, died of a signal it was not cancelled with, or something it
+ * tried was refused by shellmcp or its sandbox (`blocked`, any layer but `escalation`, which runs the program inside
+ * the sandbox instead of refusing it). A non-zero exit status by itself is not an error: the model reads `exit_code`.
+ * (Codex set it from a word heuristic on the output, which also fired on a program's own "Permission denied".)
  */
-export function formatResult(r: RunCommandResult, notice = ""): ToolResult {
+export function resultIsError(r: Pick<RunCommandResult, "timedOut" | "signal" | "cancelled">, blocked?: BlockedLog): boolean {
+  if (r.timedOut || (r.signal !== undefined && !r.cancelled)) return true;
+  return blocked !== undefined && blocked.actions.some((a) => a.layer !== "escalation");
+}
+
+/**
+ * The result: Codex's text JSON (key order `exit_code, output, duration, timed_out`), the same as
+ * `structuredContent`. `notice`: shellmcp's own words for the model (the git guard's report, the weaker-protection
+ * notice), appended to `output`; then `blocked`'s lines (../blocked/report.ts), also given as data in
+ * `_meta["shellmcp/blocked"]`; both kept whole when the output is cut to fit. `isError`: {@link resultIsError}.
+ */
+export function formatResult(r: RunCommandResult, notice = "", blocked?: BlockedLog): ToolResult {
   const secs = Math.floor(r.durationMs / 1000);
   const nanos = Math.round((r.durationMs - secs * 1000) * 1e6);
+  const tail = notice + (blocked === undefined ? "" : blockedText(blocked));
   const body = {
     exit_code: r.exitCode,
-    output: notice === "" ? fitEncoded(r.output) : fitEncoded(r.output, MAX_ENCODED_OUTPUT_CHARS - JSON.stringify(notice).length) + notice,
+    output: tail === "" ? fitEncoded(r.output) : fitEncoded(r.output, MAX_ENCODED_OUTPUT_CHARS - JSON.stringify(tail).length) + tail,
     duration: { secs, nanos: Math.min(nanos, 999_999_999) },
     timed_out: r.timedOut,
   };
-  const isError = r.timedOut || (r.signal !== undefined && !r.cancelled) || likelySandboxDenied(r);
-  return { content: [{ type: "text", text: JSON.stringify(body) }], structuredContent: body, isError };
+  const meta = blocked === undefined ? undefined : blockedMeta(blocked);
+  return {
+    content: [{ type: "text", text: JSON.stringify(body) }],
+    structuredContent: body,
+    isError: resultIsError(r, blocked),
+    ...(meta === undefined ? {} : { _meta: meta }),
+  };
 }

@@ -90,7 +90,7 @@ export interface RunCommandOptions {
    */
   interceptSet?: string;
   /** Told when an `Escalate` decision ran inside the sandbox instead, and why (../escalate/server.ts `ListenOptions.notice`). */
-  notice?: (text: string) => void;
+  notice?: (text: string, detail?: { argv: readonly string[]; reason: string }) => void;
   /**
    * Where escalated programs run (../sandbox/room.ts): `room` (default) or `host` (Codex's meaning), and the extra
    * writable paths per program.
