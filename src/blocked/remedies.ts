@@ -56,8 +56,12 @@ export function ruleRemedy(prefix: readonly string[] | undefined, rulesDir: stri
   return `${rule} in the rules (${rulesDir}) denies it. A human can change or remove that rule; the model should not try to get around it`;
 }
 
-/** A program that needed approval and did not get it (`why`: the deny reason as the shell printed it). */
+/**
+ * A program that needed approval and did not get it (`why`: the deny reason as the shell printed it). When the client
+ * cannot ask, `why` already says what to change (../mcp/escalation-policy.ts: the prompt rule, or an allow rule to add).
+ */
 export function approvalRemedy(cmd: readonly string[], rulesDir: string, why: string): string {
+  if (why.startsWith("this command needs a human's approval")) return bounded(why, 1000);
   return (
     `${bounded(why, 300)}. A human can approve it when asked, or allow it for good with ` +
     `\`prefix_rule(pattern=${bounded(JSON.stringify(cmd.slice(0, 2)), 200)}, decision="allow")\` in ${rulesDir}/default.rules`
