@@ -172,13 +172,17 @@ export function fitEncoded(output: string, max = MAX_ENCODED_OUTPUT_CHARS): stri
 
 /**
  * Whether a result is an error for the client (`isError`), the one rule of every `shell` and `exec_command` result
- * (docs/blocked-actions.md): the command timed out, died of a signal it was not cancelled with, or something it
+ * (docs/blocked-actions.md): the sandbox could not be built (nothing ran), the command timed out, died of a signal it
+ * was not cancelled with, or something it
  * tried was refused by shellmcp or its sandbox (`blocked`, any layer but `escalation`, which runs the program inside
  * the sandbox instead of refusing it). A non-zero exit status by itself is not an error: the model reads `exit_code`.
  * (Codex set it from a word heuristic on the output, which also fired on a program's own "Permission denied".)
  */
-export function resultIsError(r: Pick<RunCommandResult, "timedOut" | "signal" | "cancelled">, blocked?: BlockedLog): boolean {
-  if (r.timedOut || (r.signal !== undefined && !r.cancelled)) return true;
+export function resultIsError(
+  r: Pick<RunCommandResult, "timedOut" | "signal" | "cancelled" | "sandboxFailed">,
+  blocked?: BlockedLog,
+): boolean {
+  if (r.sandboxFailed === true || r.timedOut || (r.signal !== undefined && !r.cancelled)) return true;
   return blocked !== undefined && blocked.actions.some((a) => a.layer !== "escalation");
 }
 

@@ -236,6 +236,8 @@ export interface RunCommandResult {
   droppedBytes: number;
   sandboxed: boolean;
   spawnError?: string;
+  /** The sandbox could not be built as asked (the reason is the output): nothing ran. */
+  sandboxFailed?: boolean;
   /**
    * Resolves once every process of the call has ended, escalated and room programs included: the worker has let go
    * of the listener (its programs killed) and the call's cgroup is empty (without cgroups, only the former). The
@@ -453,7 +455,12 @@ async function acquire(o: RunCommandOptions, res: CallResources, t0: number, tty
     // A sandbox that cannot be built as asked (e.g. a protected path that is a symlink): fail closed, as the
     // helper does (status 101, the reason in the output).
     const msg = `shellmcp: ${(e as Error).message}\n`;
-    return notStarted(t0, msg, true, { exitCode: SANDBOX_FAILURE_EXIT, outputBytes: msg.length, spawnError: undefined });
+    return notStarted(t0, msg, true, {
+      exitCode: SANDBOX_FAILURE_EXIT,
+      outputBytes: msg.length,
+      spawnError: undefined,
+      sandboxFailed: true,
+    });
   }
   res.hold(() => launch.release?.());
   // What an escalation may run is judged against the sandbox as it is now, when the shell starts.
