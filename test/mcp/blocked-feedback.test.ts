@@ -137,6 +137,21 @@ describe.skipIf(skip)("blocked-action feedback (compiled binary, SDK client)", (
         expect(r.isError).toBe(false);
       });
 
+      test("exec_command: a session that ends after a refused write reports it in its last result", async () => {
+        const raw = (await s.client.callTool(
+          { name: "exec_command", arguments: { cmd: `echo x > ${outside}/g; rm -f y`, workdir: ws, yield_time_ms: 10_000 } },
+          undefined,
+          { timeout: 60_000 },
+        )) as { content: { text: string }[]; isError?: boolean; _meta?: Record<string, unknown> };
+        expect(raw.content[0]!.text).toContain("Process exited with code 1");
+        expect(raw.isError).toBe(true);
+        expect((raw._meta?.["shellmcp/blocked"] as Blocked[]).map((b) => [b.layer, b.target])).toEqual([
+          ["rule", "rm -f y"],
+          ["sandbox-write", `${outside}/g`],
+        ]);
+        expect(blockedLines(raw.content[0]!.text)).toHaveLength(2);
+      });
+
       test("silence: a missing file, a program's own permission error, a failing command", async () => {
         const r = await run(
           s,
