@@ -17,13 +17,15 @@ export const CODEX_SHELL_DESCRIPTION = "Runs a shell command and returns its out
 
 /**
  * The description as listed: Codex's sentence, then the default timeout (`defaultTimeoutMs`, ms) and that long
- * work belongs in a session (`exec_command`, issue 31). The input schema stays Codex's byte for byte.
+ * work belongs in a session (`exec_command`, issue 31), then `sandbox` when given (what is in effect for this server,
+ * ./sandbox-summary.ts; issue 41). The input schema stays Codex's byte for byte.
  */
-export function shellDescription(defaultTimeoutMs: number): string {
+export function shellDescription(defaultTimeoutMs: number, sandbox?: string): string {
   return (
     `${CODEX_SHELL_DESCRIPTION} The command is stopped after ${defaultTimeoutMs} ms (${formatSeconds(defaultTimeoutMs)}) unless timeout_ms says otherwise; ` +
     "for long-running work (dev servers, watchers, long builds, installs, test suites) use exec_command, which keeps the process " +
-    "running in a session and returns its session ID (write_stdin polls it or types into it)."
+    "running in a session and returns its session ID (write_stdin polls it or types into it)." +
+    (sandbox === undefined || sandbox === "" ? "" : ` ${sandbox}`)
   );
 }
 
@@ -32,9 +34,12 @@ function formatSeconds(ms: number): string {
   return s >= 120 && Number.isInteger(s / 60) ? `${s / 60} minutes` : `${Number(s.toFixed(3))} s`;
 }
 
-/** The tool as Codex lists it (input schema byte for byte), with {@link shellDescription}, plus our `outputSchema`. */
-export function shellTool(defaultTimeoutMs: number = DEFAULT_TIMEOUT_MS): ToolDefinition {
-  return { ...SHELL_TOOL, description: shellDescription(defaultTimeoutMs) };
+/**
+ * The tool as Codex lists it (input schema byte for byte), with {@link shellDescription} (`sandbox`: the sandbox
+ * summary, ./sandbox-summary.ts), plus our `outputSchema`.
+ */
+export function shellTool(defaultTimeoutMs: number = DEFAULT_TIMEOUT_MS, sandbox?: string): ToolDefinition {
+  return { ...SHELL_TOOL, description: shellDescription(defaultTimeoutMs, sandbox) };
 }
 
 /**
@@ -52,9 +57,14 @@ export function isCodexClient(clientName: string | undefined): boolean {
  * (schemars) and no JSON Schema format, so validators that check formats warn about it (Gemini CLI 0.61 prints
  * `unknown format "uint64" ignored in schema at path "#/properties/timeout_ms"` each time it validates a call);
  * `type: "integer"` and `minimum: 0` still say the same. Codex itself drops `format` before the model sees the tool.
+ * `sandbox`: the sandbox summary for that client (./sandbox-summary.ts), appended to the description only.
  */
-export function shellToolFor(clientName: string | undefined, defaultTimeoutMs: number = DEFAULT_TIMEOUT_MS): ToolDefinition {
-  const tool = shellTool(defaultTimeoutMs);
+export function shellToolFor(
+  clientName: string | undefined,
+  defaultTimeoutMs: number = DEFAULT_TIMEOUT_MS,
+  sandbox?: string,
+): ToolDefinition {
+  const tool = shellTool(defaultTimeoutMs, sandbox);
   if (clientName === undefined || isCodexClient(clientName)) return tool;
   const props = tool.inputSchema.properties as Record<string, Record<string, unknown>>;
   const { format: _uint64, ...timeout } = props.timeout_ms!;
