@@ -75,3 +75,14 @@ export function escalationRemedy(reason: string): string {
     'What it could not do there failed as sandboxed (docs/escalation.md, "The escalation boundary")'
   );
 }
+
+/**
+ * A change to git's control files (hooks, config, submodule links) that the git guard undid after the call
+ * (docs/git-guard.md; Landlock cannot keep them read-only), or could not undo (`failed`).
+ */
+export function gitGuardRemedy(failed: boolean): string {
+  return (
+    (failed ? "this change to git's control files could NOT be put back: the user must check it before running git there. " : "") +
+    "git's hooks and config are put back after every call (git would run them outside the sandbox). A human who wants the change makes it outside the agent"
+  );
+}

@@ -27,9 +27,9 @@ import { networkAsker } from "../mcp/network-approval.ts";
 import { visibleLines } from "../safe-text.ts";
 import { selfExecCommand } from "../self.ts";
 import { repairBatch } from "../sandbox/linux/git-repair-child.ts";
-import { BlockedLog } from "../blocked/report.ts";
+import { BlockedLog, type BlockedAction } from "../blocked/report.ts";
 import { detectKernelBlocks, type KernelContext } from "../blocked/kernel.ts";
-import { escalationRemedy, proxyRefusalRemedy } from "../blocked/remedies.ts";
+import { escalationRemedy, gitGuardRemedy, proxyRefusalRemedy } from "../blocked/remedies.ts";
 
 /** Bytes of the latest output a progress notification of a `shell` call carries. */
 export const PROGRESS_TAIL_BYTES = 400;
@@ -269,9 +269,11 @@ export async function launchCommand(
   const tail = new OutputTail(PROGRESS_TAIL_BYTES);
   const run = runCommand({
     notice: (text, detail) => {
-      // A program that ran inside the sandbox instead of escalating: reported as blocked (layer `escalation`).
-      if (detail === undefined) notices.push(text);
-      else blocked.add({ layer: "escalation", target: detail.argv.join(" "), remedy: escalationRemedy(detail.reason) });
+      // A program that ran inside the sandbox instead of escalating: the notice as before, and reported as blocked
+      // (layer `escalation`).
+      notices.push(text);
+      if (detail !== undefined)
+        blocked.add({ layer: "escalation", target: detail.argv.join(" "), remedy: escalationRemedy(detail.reason) });
     },
     networkProxy: proxy,
     command: a.command,
@@ -317,7 +319,8 @@ export async function launchCommand(
       if (gitBefore !== undefined) await checkGit(guardOnce, gitBefore, view, undefined, false);
       throw e;
     }
-    if (gitBefore !== undefined) notice = (await checkGit(guardOnce, gitBefore, view, r.settled, enforcement === "landlock")) + notice;
+    if (gitBefore !== undefined)
+      notice = (await checkGit(guardOnce, gitBefore, view, r.settled, enforcement === "landlock", (b) => blocked.add(b))) + notice;
     const refused = proxy !== undefined && proxy.refusals.length > 0 ? refusalReport(proxy.refusals) : "";
     for (const x of proxy?.refusals ?? []) {
       const host = x.host.includes(":") ? `[${x.host}]` : x.host;
@@ -346,7 +349,8 @@ export async function launchCommand(
 
 /**
  * Once every process of the call has ended (`settled`), undo what the call changed in git's control state and
- * return the report for the result (empty when nothing changed). Never throws: a failed check is reported.
+ * return the report for the result (empty when nothing changed); `reportTo` is told of each change as a blocked
+ * write to a protected path. Never throws: a failed check is reported.
  */
 async function checkGit(
   guard: GitGuard,
@@ -354,6 +358,7 @@ async function checkGit(
   view: WritableView,
   settled: Promise<void> | undefined,
   landlock: boolean,
+  reportTo?: (b: BlockedAction) => void,
 ): Promise<string> {
   try {
     const t0 = performance.now();
@@ -364,6 +369,9 @@ async function checkGit(
     if (report.truncated.length > 0) log.warn("git guard: writable folders not fully searched", { roots: report.truncated });
     if (report.undone.length > 0 || report.failed.length > 0)
       log.warn("git guard undid changes", { undone: report.undone, failed: report.failed });
+    // Each change undone (or not) is a refused write to a protected path (layer `protected-path`, ../blocked/report.ts).
+    for (const line of [...report.undone, ...report.failed])
+      reportTo?.({ layer: "protected-path", target: line.split(": ")[0]!, remedy: gitGuardRemedy(report.failed.includes(line)) });
     return formatGitGuardReport(report, landlock);
   } catch (e) {
     log.error("git guard failed", { message: (e as Error).message });

@@ -95,6 +95,19 @@ describe.skipIf(skip)("blocked-action feedback (compiled binary, SDK client)", (
         expect(blockedLines(r.out.output)).toHaveLength(1);
       });
 
+      test("protected-path: a git hook (bubblewrap: refused by the kernel; Landlock: undone by the git guard), reported on both", async () => {
+        const r = await run(s, ws, "printf '#!/bin/sh\\n' > .git/hooks/pre-commit");
+        expect(r.isError).toBe(true);
+        expect(r.blocked).toHaveLength(1);
+        expect(r.blocked[0]!.layer).toBe("protected-path");
+        if (backend === "bwrap") expect(r.blocked[0]!.target).toBe(`${ws}/.git/hooks/pre-commit`);
+        else {
+          expect(r.blocked[0]!.target).toEndWith("/.git/hooks/pre-commit");
+          expect(r.blocked[0]!.remedy).toContain("put back after every call");
+        }
+        expect(blockedLines(r.out.output)).toHaveLength(1);
+      });
+
       test("protected-path: .codex in the workspace (bubblewrap: read-only; Landlock: no kernel refusal, so no report)", async () => {
         const r = await run(s, ws, "echo x > .codex/config.toml");
         if (backend === "bwrap") {
