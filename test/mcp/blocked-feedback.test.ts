@@ -6,9 +6,10 @@
  */
 import { CONF_BASE } from "../helpers/cleanup.ts";
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { mkdirSync, realpathSync, writeFileSync } from "node:fs";
+import { chownSync, mkdirSync, realpathSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { startServe, type Session, type ShellOutput } from "../helpers/mcp.ts";
+import { ensureBinary } from "../helpers/binary.ts";
 import { shellsMissing } from "../helpers/shells.ts";
 import { skipWithout, toolMissing } from "../helpers/prereq.ts";
 
@@ -179,6 +180,29 @@ describe.skipIf(skip)("blocked-action feedback (compiled binary, SDK client)", (
       });
     });
   }
+
+  // The server as a normal user (nobody, through setpriv): a write the user could not make outside the sandbox either
+  // (/etc/passwd, /root) is that program's own failure, not the sandbox's, and is not reported.
+  const asNobody = process.getuid?.() === 0 && Bun.which("setpriv") !== null;
+  for (const backend of ["bwrap", "landlock"] as const)
+    test.skipIf(!asNobody)(
+      `${backend}, as an unprivileged user: only what the user could write outside the sandbox is reported`,
+      async () => {
+        const home = folder("home-nobody");
+        const ws = folder("ws-nobody");
+        const mine = folder("outside-nobody");
+        for (const d of [home, ws, mine]) chownSync(d, 65534, 65534);
+        const n = await startServe({
+          codexHome: home,
+          command: ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", ensureBinary()],
+          args: ["--sandbox-backend", backend, "--sandbox", "workspace-write", "--cd", ws],
+        });
+        sessions.push(n);
+        const r = await run(n, ws, `id -u; echo x > /etc/passwd; echo x > /etc/new; echo x > /root/x; echo x > ${mine}/f`);
+        expect(r.out.output).toStartWith("65534\n");
+        expect(r.blocked.map((b) => [b.layer, b.target])).toEqual([["sandbox-write", `${mine}/f`]]);
+      },
+    );
 
   for (const backend of ["bwrap", "landlock"] as const)
     test(`${backend}, network proxy: a refused host is reported with host:port and the domains key`, async () => {
