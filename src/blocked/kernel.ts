@@ -70,14 +70,17 @@ export function hostCanWrite(path: string): boolean {
 
 /**
  * The path a write-error line names, when it names one: a quoted path (`'x'`, `‘x’`, `"x"`, Python's `: 'x'`), else
- * the last word before `: <error>` (bash's `bash: line 1: x: Read-only file system`, git's `… file x: Permission denied`).
+ * the path after `<error>: ` (zsh's `zsh:1: read-only file system: x`), else the last word before `: <error>` (bash's
+ * `bash: line 1: x: Read-only file system`, git's `… file x: Permission denied`). `error` matches in any case.
  */
 export function pathOfErrorLine(line: string, error: string): string | undefined {
-  const at = line.indexOf(error);
+  const at = line.toLowerCase().indexOf(error.toLowerCase());
   if (at < 0) return undefined;
   const quoted = [...line.matchAll(/'([^']+)'|‘([^’]+)’|"([^"]+)"/g)].map((m) => m[1] ?? m[2] ?? m[3]!);
   const pathLike = quoted.filter((q) => q.includes("/") || !/\s/.test(q));
   if (pathLike.length > 0) return pathLike[pathLike.length - 1];
+  const after = /^: (\S.*)$/.exec(line.slice(at + error.length));
+  if (after !== null) return after[1];
   const before = line.slice(0, at).replace(/:\s*$/, "");
   const word = before.split(/:\s|\s/).pop();
   if (word === undefined || word === "" || /^(line|\d+)$/.test(word)) return undefined;
@@ -103,7 +106,7 @@ export function detectKernelBlocks(output: string, ctx: KernelContext): BlockedA
   const lines = output.split("\n", MAX_LINES_SCANNED);
   let socketMentioned = false;
   for (const line of lines) {
-    if (!ctx.view.full && line.includes(errno)) {
+    if (!ctx.view.full && line.toLowerCase().includes(errno.toLowerCase())) {
       const named = pathOfErrorLine(line, errno);
       if (named !== undefined) {
         const abs = isAbsolute(named) ? normalize(named) : resolve(ctx.workdir, named);

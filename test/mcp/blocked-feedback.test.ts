@@ -181,6 +181,19 @@ describe.skipIf(skip)("blocked-action feedback (compiled binary, SDK client)", (
     });
   }
 
+  for (const backend of ["bwrap", "landlock"] as const)
+    test(`${backend}, zsh: its error lines say zsh, and its refused writes are recognised`, async () => {
+      const ws = folder("ws-zsh");
+      const outside = folder("outside-zsh");
+      const z = await startServe({ args: ["--shell", "zsh", "--sandbox-backend", backend, "--sandbox", "workspace-write", "--cd", ws] });
+      sessions.push(z);
+      const r = await run(z, ws, `echo $0; echo x > ${outside}/f`);
+      expect(r.out.output).toStartWith(
+        `zsh\nzsh:1: ${backend === "bwrap" ? "read-only file system" : "permission denied"}: ${outside}/f\n`,
+      );
+      expect(r.blocked.map((b) => [b.layer, b.target])).toEqual([["sandbox-write", `${outside}/f`]]);
+    });
+
   // The server as a normal user (nobody, through setpriv): a write the user could not make outside the sandbox either
   // (/etc/passwd, /root) is that program's own failure, not the sandbox's, and is not reported.
   const asNobody = process.getuid?.() === 0 && Bun.which("setpriv") !== null;
@@ -215,7 +228,8 @@ describe.skipIf(skip)("blocked-action feedback (compiled binary, SDK client)", (
       sessions.push(p);
       const ws = folder("ws");
       await p.sandboxState({ type: "workspace-write", network_access: true }, ws);
-      const r = await run(p, ws, "curl -sS -o /dev/null http://refused.example:8080/");
+      const r = await run(p, ws, "curl -sS -o /dev/null -w '%{http_code}\\n' http://refused.example:8080/");
+      expect(r.out.output).toStartWith("403\n");
       expect(r.isError).toBe(true);
       expect(r.blocked).toEqual([
         { layer: "network", target: "refused.example:8080", remedy: expect.stringContaining('"refused.example" = "allow"') },

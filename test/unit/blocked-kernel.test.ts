@@ -26,6 +26,8 @@ describe("the path an error line names", () => {
     ["error: could not lock config file .git/config: Permission denied", "Permission denied", ".git/config"],
     ["PermissionError: [Errno 13] Permission denied: '/opt/y'", "Permission denied", "/opt/y"],
     ["mkdir: cannot create directory ‘/opt/d’: Permission denied", "Permission denied", "/opt/d"],
+    ["zsh:1: read-only file system: /etc/z", "Read-only file system", "/etc/z"],
+    ["zsh:1: permission denied: /etc/z", "Permission denied", "/etc/z"],
   ])("%s", (line, error, path) => {
     expect(pathOfErrorLine(line, error)).toBe(path);
   });
