@@ -87,9 +87,22 @@ export function pathOfErrorLine(line: string, error: string): string | undefined
   return word;
 }
 
+/** Most distinct paths looked up on disk per call (a flood of refusals of the same few paths costs one each). */
+export const MAX_PATHS_CHECKED = 64;
+
+/** Words without which no line of an output can be a network refusal. */
+const NETWORK_WORDS = /resolve|ENOTFOUND|EAI_AGAIN|name resolution|name or service|unreachable|not permitted/i;
+
+/** `s` as a case-insensitive pattern that matches it literally. */
+function literal(s: string): RegExp {
+  return new RegExp(s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"), "i");
+}
+
 /**
  * Refusals of the call's sandbox recognised in `output` (see the module comment), in order of appearance, each
- * (layer, target) once. Never throws.
+ * (layer, target) once. Cost: one case-insensitive search of the output per kind; lines are split and
+ * looked at only when the output holds one of the words, and at most {@link MAX_PATHS_CHECKED} distinct paths are
+ * looked up on disk (docs/blocked-actions.md has the figures). Never throws.
  */
 export function detectKernelBlocks(output: string, ctx: KernelContext): BlockedAction[] {
   const found: BlockedAction[] = [];
@@ -103,30 +116,38 @@ export function detectKernelBlocks(output: string, ctx: KernelContext): BlockedA
   };
   const can = ctx.hostCanWrite ?? hostCanWrite;
   const errno = WRITE_ERRNO[ctx.backend];
-  const lines = output.split("\n", MAX_LINES_SCANNED);
-  let socketMentioned = false;
-  for (const line of lines) {
-    if (!ctx.view.full && line.toLowerCase().includes(errno.toLowerCase())) {
-      const named = pathOfErrorLine(line, errno);
-      if (named !== undefined) {
-        const abs = isAbsolute(named) ? normalize(named) : resolve(ctx.workdir, named);
-        try {
-          const canon = canonicalPath(abs);
-          if (!canWrite(ctx.view, canon) && can(canon)) {
-            const inRoot = ctx.view.roots.some((r) => isUnder(canon, r));
-            add(
-              inRoot
-                ? { layer: "protected-path", target: canon, remedy: protectedPathRemedy(canon) }
-                : { layer: "sandbox-write", target: canon, remedy: sandboxWriteRemedy() },
-            );
-          }
-        } catch {
-          // a path that cannot be looked at is not reported
-        }
-      }
+  const errnoWord = literal(errno);
+  const writes = !ctx.view.full && errnoWord.test(output);
+  const network = ctx.networkOff && NETWORK_WORDS.test(output);
+  if (!writes && !network) return found;
+  const checked = new Map<string, BlockedAction | undefined>();
+  const judge = (named: string): BlockedAction | undefined => {
+    const abs = isAbsolute(named) ? normalize(named) : resolve(ctx.workdir, named);
+    if (checked.has(abs)) return checked.get(abs);
+    if (checked.size >= MAX_PATHS_CHECKED) return undefined;
+    let verdict: BlockedAction | undefined;
+    try {
+      const canon = canonicalPath(abs);
+      if (!canWrite(ctx.view, canon) && can(canon))
+        verdict = ctx.view.roots.some((r) => isUnder(canon, r))
+          ? { layer: "protected-path", target: canon, remedy: protectedPathRemedy(canon) }
+          : { layer: "sandbox-write", target: canon, remedy: sandboxWriteRemedy() };
+    } catch {
+      // a path that cannot be looked at is not reported
     }
-    if (!ctx.networkOff) continue;
-    if (/socket/i.test(line)) socketMentioned = true;
+    checked.set(abs, verdict);
+    return verdict;
+  };
+  let socketMentioned = false;
+  for (const line of output.split("\n", MAX_LINES_SCANNED)) {
+    if (writes && errnoWord.test(line)) {
+      const named = pathOfErrorLine(line, errno);
+      const verdict = named === undefined ? undefined : judge(named);
+      if (verdict !== undefined) add(verdict);
+    }
+    if (!network) continue;
+    if (!socketMentioned && /socket/i.test(line)) socketMentioned = true;
+    if (!NETWORK_WORDS.test(line)) continue;
     const host =
       /Could not resolve host(?:name)?:? '?([^\s':]+)/.exec(line)?.[1] ??
       /getaddrinfo (?:ENOTFOUND|EAI_AGAIN) (\S+)/.exec(line)?.[1] ??
