@@ -4,7 +4,7 @@
  * path this server could not write either, the network when the call has it).
  */
 import { describe, expect, test } from "bun:test";
-import { detectKernelBlocks, pathOfErrorLine, type KernelContext } from "../../src/blocked/kernel.ts";
+import { detectKernelBlocks, MAX_PATHS_CHECKED, pathOfErrorLine, type KernelContext } from "../../src/blocked/kernel.ts";
 
 const VIEW = { full: false, roots: ["/ws", "/tmp"], readOnly: ["/ws/.git", "/ws/.codex"] };
 const ctx = (o: Partial<KernelContext> = {}): KernelContext => ({
@@ -61,5 +61,16 @@ describe("what is reported", () => {
     ]);
     expect(kinds(out, { networkOff: false })).toEqual([]);
     expect(kinds("rm: cannot remove 'x': Operation not permitted\n")).toEqual([]);
+  });
+  test("a flood of refusals: each distinct path looked up once, at most MAX_PATHS_CHECKED", () => {
+    const asked: string[] = [];
+    const hostCanWrite = (p: string) => (asked.push(p), true);
+    const same = "bash: line 1: /etc/x: Read-only file system\n".repeat(1000);
+    expect(kinds(same, { hostCanWrite })).toEqual([["sandbox-write", "/etc/x"]]);
+    expect(asked).toEqual(["/etc/x"]);
+    asked.length = 0;
+    const many = Array.from({ length: 200 }, (_, i) => `bash: line 1: /etc/x${i}: Read-only file system\n`).join("");
+    expect(kinds(many, { hostCanWrite })).toHaveLength(MAX_PATHS_CHECKED);
+    expect(asked).toHaveLength(MAX_PATHS_CHECKED);
   });
 });
