@@ -18,7 +18,7 @@
 import { accessSync, constants, existsSync } from "node:fs";
 import { dirname, isAbsolute, normalize, resolve } from "node:path";
 import { canonicalPath, canWrite, type WritableView } from "../sandbox/writable.ts";
-import { isUnder } from "../sandbox/policy.ts";
+import { isUnder, protectedConfigDirs } from "../sandbox/policy.ts";
 import type { BlockedAction } from "./report.ts";
 import { networkOffRemedy, protectedPathRemedy, sandboxWriteRemedy } from "./remedies.ts";
 
@@ -129,9 +129,11 @@ export function detectKernelBlocks(output: string, ctx: KernelContext): BlockedA
     try {
       const canon = canonicalPath(abs);
       if (!canWrite(ctx.view, canon) && can(canon))
-        verdict = ctx.view.roots.some((r) => isUnder(canon, r))
-          ? { layer: "protected-path", target: canon, remedy: protectedPathRemedy(canon) }
-          : { layer: "sandbox-write", target: canon, remedy: sandboxWriteRemedy() };
+        // Inside a root, or in a protected config folder (CODEX_HOME, /etc/codex), which no sandbox may ever write.
+        verdict =
+          ctx.view.roots.some((r) => isUnder(canon, r)) || protectedConfigDirs().some((d) => isUnder(canon, canonicalPath(d)))
+            ? { layer: "protected-path", target: canon, remedy: protectedPathRemedy(canon) }
+            : { layer: "sandbox-write", target: canon, remedy: sandboxWriteRemedy() };
     } catch {
       // a path that cannot be looked at is not reported
     }

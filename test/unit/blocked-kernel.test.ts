@@ -4,6 +4,7 @@
  * path this server could not write either, the network when the call has it).
  */
 import { describe, expect, test } from "bun:test";
+import { protectedConfigDirs, setProtectedConfigDirs } from "../../src/sandbox/policy.ts";
 import { detectKernelBlocks, MAX_PATHS_CHECKED, pathOfErrorLine, type KernelContext } from "../../src/blocked/kernel.ts";
 
 const VIEW = { full: false, roots: ["/ws", "/tmp"], readOnly: ["/ws/.git", "/ws/.codex"] };
@@ -42,6 +43,17 @@ describe("what is reported", () => {
       ["sandbox-write", "/etc/x"],
       ["protected-path", "/ws/.git/HEAD"],
     ]);
+  });
+  test("a protected config folder (CODEX_HOME) outside every root: protected-path, never 'add it to the writable roots'", () => {
+    const before = protectedConfigDirs();
+    setProtectedConfigDirs(["/home/u/.codex"]);
+    try {
+      expect(kinds("bash: line 1: /home/u/.codex/config.toml: Read-only file system\n")).toEqual([
+        ["protected-path", "/home/u/.codex/config.toml"],
+      ]);
+    } finally {
+      setProtectedConfigDirs([...before]);
+    }
   });
   test("a writable path, a missing file, the other backend's errno, a path this server cannot write either: nothing", () => {
     expect(kinds("bash: line 1: own: Permission denied\ncat: /nope: No such file or directory\n", { backend: "landlock" })).toEqual([]);
