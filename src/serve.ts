@@ -14,7 +14,8 @@ import { log, setLogFile } from "./log.ts";
 import { INSTRUCTIONS } from "./mcp/early-initialize.ts";
 import { parseSandboxState } from "./mcp/sandbox-state.ts";
 import { serveStdio } from "./mcp/server.ts";
-import { shellTool, shellToolFor } from "./mcp/shell-tool.ts";
+import { isCodexClient, shellTool, shellToolFor } from "./mcp/shell-tool.ts";
+import { sandboxSummary } from "./mcp/sandbox-summary.ts";
 import { EXEC_COMMAND_TOOL, LIST_SESSIONS_TOOL, WRITE_STDIN_TOOL } from "./mcp/unified-exec.ts";
 import { handleExecCommand, handleListSessions, handleWriteStdin } from "./serve/unified-exec-call.ts";
 import { SessionManager } from "./shell/session-manager.ts";
@@ -78,8 +79,13 @@ export async function serveMain(o: ServeOptions): Promise<number> {
     name: "shellmcp",
     version: VERSION,
     instructions: INSTRUCTIONS,
-    tools: [shellTool(setup.defaultTimeoutMs), EXEC_COMMAND_TOOL, WRITE_STDIN_TOOL, LIST_SESSIONS_TOOL],
-    toolsFor: (client) => [shellToolFor(client, setup.defaultTimeoutMs), EXEC_COMMAND_TOOL, WRITE_STDIN_TOOL, LIST_SESSIONS_TOOL],
+    tools: [shellTool(setup.defaultTimeoutMs, summaryFor(setup, undefined)), EXEC_COMMAND_TOOL, WRITE_STDIN_TOOL, LIST_SESSIONS_TOOL],
+    toolsFor: (client) => [
+      shellToolFor(client, setup.defaultTimeoutMs, summaryFor(setup, client)),
+      EXEC_COMMAND_TOOL,
+      WRITE_STDIN_TOOL,
+      LIST_SESSIONS_TOOL,
+    ],
     parkedTimeoutMs: setup.inputRequiredTimeoutMs,
     taskAfterMs: setup.taskAfterMs,
     onSandboxState: (params) => {
@@ -100,6 +106,21 @@ export async function serveMain(o: ServeOptions): Promise<number> {
   // 5. The client is gone: nothing this server started outlives it.
   await rt.shutdown();
   return 0;
+}
+
+/**
+ * The sandbox part of the `shell` tool's description for the client named `client` (./mcp/sandbox-summary.ts): Codex
+ * (and a client that did not say who it is) gets the per-call wording; others the server's own starting state.
+ */
+function summaryFor(setup: ServeSetup, client: string | undefined): string {
+  const s = setup.initialState;
+  return sandboxSummary({
+    codex: client === undefined || isCodexClient(client),
+    policy: s.policy,
+    cwd: s.sandboxCwd ?? process.cwd(),
+    env: setup.env,
+    network: setup.network,
+  });
 }
 
 /**

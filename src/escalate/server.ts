@@ -70,9 +70,10 @@ export interface ListenOptions {
   /**
    * Where to say, for the call's result, that an `Escalate` decision was turned into a run inside the sandbox
    * (the boundary refused the program, no room could be built, the inspection failed) and why: a model passes
-   * it on to the human, who would otherwise see only a program failing inside the sandbox.
+   * it on to the human, who would otherwise see only a program failing inside the sandbox. `detail`: the program's
+   * argv and the reason, for the result's blocked report (src/blocked/report.ts, layer `escalation`).
    */
-  notice?: (text: string) => void;
+  notice?: (text: string, detail?: { argv: readonly string[]; reason: string }) => void;
 }
 
 /** Most notices one listener (one call) passes on ({@link EscalationListener.notice}). */
@@ -121,7 +122,7 @@ export class EscalationListener {
     const text = `\`${bounded(argv.join(" "), 120)}\` ran inside the sandbox, not escalated: ${bounded(reason, 400)}`;
     if (this.noticed.has(text)) return;
     this.noticed.add(text);
-    if (this.noticed.size <= MAX_NOTICES) say(text);
+    if (this.noticed.size <= MAX_NOTICES) say(text, { argv, reason });
     else if (this.noticed.size === MAX_NOTICES + 1)
       say("more programs ran inside the sandbox instead of escalating (see the server's log)");
   }

@@ -10,6 +10,7 @@
  * The implementations live with their platform: ./linux/backend.ts (our helper, direct bubblewrap, Codex's helper)
  * and ./macos/backend.ts (Seatbelt); {@link NO_SANDBOX} is here.
  */
+import { basename } from "node:path";
 import { planPermissionProfile, planSandboxPolicy, type FilesystemPlan } from "./filesystem-plan.ts";
 import type { PermissionProfile } from "./permission-profile.ts";
 import { hasFullDiskWrite, hasFullNetwork, type SandboxPolicy } from "./policy.ts";
@@ -106,10 +107,15 @@ export interface SandboxBackend {
   writable?(call: CallSandbox): WritableView;
 }
 
-/** The shell's argv with no sandbox: `shellPath -c|-lc command` (or its {@link ShellCommand.program}). */
+/**
+ * The shell's argv with no sandbox: `shellPath -c|-lc command name` (or its {@link ShellCommand.program}), where
+ * `name` — the shell file's base name, `bash` or `zsh` — becomes the command's `$0`, which the shell puts before its
+ * own error messages (`bash: line 1: x: Read-only file system`), instead of the carried shell's internal path
+ * (issue 41). Codex passes no name, so there `$0` is the shell's path.
+ */
 export function bareShell(shell: Pick<ShellCommand, "shellPath" | "login" | "command" | "program">): string[] {
   if (shell.program !== undefined) return [...shell.program];
-  return [shell.shellPath, shell.login ? "-lc" : "-c", shell.command];
+  return [shell.shellPath, shell.login ? "-lc" : "-c", shell.command, basename(shell.shellPath)];
 }
 
 /** Whether a legacy policy needs no sandbox at all: danger-full-access, or full disk write with full network. */

@@ -92,7 +92,7 @@ export interface RunCommandOptions {
    */
   interceptSet?: string;
   /** Told when an `Escalate` decision ran inside the sandbox instead, and why (../escalate/server.ts `ListenOptions.notice`). */
-  notice?: (text: string) => void;
+  notice?: (text: string, detail?: { argv: readonly string[]; reason: string }) => void;
   /**
    * Where escalated programs run (../sandbox/room.ts): `room` (default) or `host` (Codex's meaning), and the extra
    * writable paths per program.
@@ -248,6 +248,8 @@ export interface RunCommandResult {
   droppedBytes: number;
   sandboxed: boolean;
   spawnError?: string;
+  /** The sandbox could not be built as asked (the reason is the output): nothing ran. */
+  sandboxFailed?: boolean;
   /**
    * Resolves once every process of the call has ended, escalated and room programs included: the worker has let go
    * of the listener (its programs killed) and the call's cgroup is empty (without cgroups, only the former). The
@@ -478,7 +480,12 @@ async function acquire(o: RunCommandOptions, res: CallResources, t0: number, tty
     // A sandbox that cannot be built as asked (e.g. a protected path that is a symlink): fail closed, as the
     // helper does (status 101, the reason in the output).
     const msg = `shellmcp: ${(e as Error).message}\n`;
-    return notStarted(t0, msg, true, { exitCode: SANDBOX_FAILURE_EXIT, outputBytes: msg.length, spawnError: undefined });
+    return notStarted(t0, msg, true, {
+      exitCode: SANDBOX_FAILURE_EXIT,
+      outputBytes: msg.length,
+      spawnError: undefined,
+      sandboxFailed: true,
+    });
   }
   res.hold(() => launch.release?.());
   if (TRACE_STEPS) traceStep("launch");

@@ -31,6 +31,7 @@ const LAYERS: readonly (readonly string[])[] = [
   ["src/mcp"], // the only folder that knows MCP
   ["src/approvals"], // the local approver (`shellmcp approvals`, serve --approver): knows no MCP
   ["src/shell"], // one command run: spawn, output, sessions, lifeline, the carried shells
+  ["src/blocked"], // what a call had refused: the report, the remedies, the kernel's refusals read from output
   ["src/escalate/server.ts"], // the escalation server: each intercepted exec → decision → placement → answer
   ["src/escalate/decision", "src/escalate/worker"], // what an exec may do; the poll(2) worker that places it
   ["src/escalate/rooms"], // the escalation room: plan, build, keep, check

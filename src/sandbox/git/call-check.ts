@@ -15,6 +15,7 @@ import { formatGitGuardReport, type GitGuard, type GitSnapshot } from "./guard.t
 export class GitCheck {
   private settled: Promise<string> | undefined;
   private report: string | undefined;
+  private found: { undone: string[]; failed: string[] } = { undone: [], failed: [] };
 
   private constructor(
     private readonly guard: GitGuard,
@@ -68,10 +69,19 @@ export class GitCheck {
     return this.report;
   }
 
+  /**
+   * What the check undid (`undone`) and could not undo (`failed`), one line each (`<path>: <what happened>`): empty
+   * before the check and when nothing changed.
+   */
+  changes(): { undone: readonly string[]; failed: readonly string[] } {
+    return this.found;
+  }
+
   private check(settledMs: number): string {
     if (this.snap === undefined) return "";
     try {
       const report = this.guard.check(this.snap, this.view);
+      this.found = { undone: report.undone, failed: report.failed };
       log.debug("git guard", {
         run: this.what,
         gitDirs: this.snap.gitDirs,
