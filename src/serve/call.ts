@@ -245,7 +245,7 @@ export async function launchCommand(
   try {
     gitBefore = guard.guard.snapshot(view);
   } catch (e) {
-    proxy?.close();
+    await proxy?.close();
     return errorResult(`shellmcp refused to run the command: cannot record the git control state to protect it: ${(e as Error).message}`);
   }
   let notice = "";

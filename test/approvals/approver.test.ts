@@ -154,8 +154,8 @@ describe.skipIf(skipWithout("local approver suite", shellsMissing()))("issue 32:
       const second = s.shell({ command: `touch ${ws}/by-key; echo rc=$?`, workdir: ws, timeout_ms: 30_000 });
       at = await until(`touch ${ws}/by-key`, at);
       at = await until("[q]uit? ", at);
-      p.stdin.write("o");
-      p.stdin.flush();
+      await p.stdin.write("o");
+      await p.stdin.flush();
       await until("approved: ", at);
       const { out } = await second;
       expect(out.output).toContain("rc=0");
@@ -261,7 +261,7 @@ describe.skipIf(skipWithout("local approver suite", shellsMissing()))("issue 32:
       expect(out).toContain(`localhost:${upstream.port} (http): not_allowed`);
       expect(out).not.toContain("hello");
     } finally {
-      upstream.stop(true);
+      await upstream.stop(true);
     }
   }, 60_000);
 

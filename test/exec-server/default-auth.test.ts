@@ -172,12 +172,12 @@ describe("exec-server auth flags", () => {
 
   test("--listen stdio needs no token (only its parent speaks to it)", async () => {
     const p = Bun.spawn([ensureBinary(), "exec-server", "--listen", "stdio"], { stdin: "pipe", stdout: "pipe", stderr: "pipe" });
-    p.stdin.write(`${JSON.stringify({ id: 1, method: "initialize", params: { clientName: "t", resumeSessionId: null } })}\n`);
-    p.stdin.flush();
+    await p.stdin.write(`${JSON.stringify({ id: 1, method: "initialize", params: { clientName: "t", resumeSessionId: null } })}\n`);
+    await p.stdin.flush();
     const reader = p.stdout.getReader();
     const { value } = await reader.read();
     expect(JSON.parse(new TextDecoder().decode(value).split("\n")[0]!)).toMatchObject({ id: 1, result: { sessionId: expect.any(String) } });
-    p.stdin.end();
+    await p.stdin.end();
     await p.exited;
     expect(await new Response(p.stderr).text()).not.toContain("token");
   });
