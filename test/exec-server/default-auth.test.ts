@@ -82,7 +82,7 @@ maybeUser("exec-server with no auth flag: a second local user is refused", () =>
       expect(upgradeAs(s.url, ["-H", "Authorization: Bearer guessed"])).toBe("401");
 
       // The token is said once on stderr (only the starter sees it) and written to no file: any sandboxed command
-      // of this user could read a file (issue 34 review, test/security/review-34.test.ts hole 4).
+      // of this user could read a file (issue 34 review, test/security/exec-server-from-sandbox.test.ts).
       const notice = await s.stderr();
       const token = /Authorization: Bearer ([A-Za-z0-9_-]+)"/.exec(notice)?.[1];
       expect(token).toMatch(/^[A-Za-z0-9_-]{43}$/);
