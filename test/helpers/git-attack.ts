@@ -1,7 +1,7 @@
 /**
  * Attacks on the git guard and the escalation boundary from ordinary `shell` calls of the compiled `serve` (the issue
  * 34/30 attack review's set-up): a served workspace that is a fresh repository, and a user's repository outside every
- * writable root to judge on the host. Used by test/security/git-outside-untouched, git-guard-memory and
+ * writable root to judge on the host. Used by test/security/git-outside-untouched.test.ts, git-guard-memory and
  * git-guard-report.
  */
 import { expect } from "bun:test";

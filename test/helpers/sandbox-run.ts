@@ -1,6 +1,6 @@
 /**
  * Running a command under the compiled binary as `codex-linux-sandbox` (Codex's helper arg0), for the sandbox
- * suites that judge a backend by what a command can do (test/sandbox/writes-confined, ipc-confined,
+ * suites that judge a backend by what a command can do (test/sandbox/writes-confined.test.ts, ipc-confined,
  * reads-restricted, programs-run, fd-hygiene, kernel-features, bwrap-lookup): a pair of fresh folders, the helper's
  * argv, and the prerequisites those suites share.
  */
