@@ -516,7 +516,7 @@ export class ManagedProcess {
       if (this.tty) this.proc!.terminal!.write(data);
       else {
         const sink = this.proc!.stdin as import("bun").FileSink;
-        sink.write(data);
+        void Promise.resolve(sink.write(data)).catch(() => undefined);
         void Promise.resolve(sink.flush()).catch(() => undefined);
       }
     } catch {

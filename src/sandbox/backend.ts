@@ -1,7 +1,7 @@
 /**
  * The call's sandbox as one object (issue 33, part A). A {@link SandboxBackend} is one way of confining a shell —
  * bubblewrap (started directly or through our helper), Landlock + seccomp (our helper), Codex's own
- * `codex-linux-sandbox`, Seatbelt on macOS, or none — chosen in one place (src/serve/backend.ts). A
+ * `codex-linux-sandbox`, Seatbelt on macOS, or none — chosen in one place (src/shell/backend-choice.ts). A
  * {@link CallSandbox} is that backend with one call's sandbox state (policy, permission profile, policy cwd,
  * workdir), built once per call: every consumer (the launch argv, the escalation room's backend and plan, the
  * writable view the escalation boundary and the git guard judge with, proxy mode's wiring) asks it, instead of
@@ -101,7 +101,7 @@ export interface SandboxBackend {
    * built as asked (a protected path that is a symlink); whatever it made on the host is then given back.
    */
   launch(call: CallSandbox, shell: ShellCommand, proxy?: ProxySpec): Launch;
-  /** The backend of `call`'s escalation rooms (src/sandbox/room.ts), for a sandboxed call that is not `host` mode. */
+  /** The backend of `call`'s escalation rooms (src/sandbox/room-backend.ts), for a sandboxed call that is not `host` mode. */
   room(call: CallSandbox, o: { allowLocalBinding: boolean }): RoomBackend;
   /** What `call`'s shell can write, when the backend's own model says it better than the plan (Seatbelt). */
   writable?(call: CallSandbox): WritableView;

@@ -105,11 +105,11 @@ describe("exec-server dies with its processes", () => {
       }
     })();
     const send = (m: unknown) => proc.stdin.write(JSON.stringify(m) + "\n");
-    send({ id: 1, method: "initialize", params: { clientName: "t" } });
+    await send({ id: 1, method: "initialize", params: { clientName: "t" } });
     expect(await until(() => lines.length >= 1, 5000)).toBe(true);
     expect((lines[0]!.result as { sessionId: string }).sessionId).toMatch(/^[0-9a-f-]{36}$/);
-    send({ method: "initialized", params: {} });
-    send({
+    await send({ method: "initialized", params: {} });
+    await send({
       id: 2,
       method: "process/start",
       params: {
@@ -120,8 +120,8 @@ describe("exec-server dies with its processes", () => {
         tty: false,
       },
     });
-    proc.stdin.write("not json\n");
-    send({ id: 3, method: "no/such", params: {} });
+    await proc.stdin.write("not json\n");
+    await send({ id: 3, method: "no/such", params: {} });
     expect(await until(() => lines.some((l) => l.id === 3), 5000)).toBe(true);
     expect(lines.find((l) => l.id === -1)?.error).toMatchObject({ code: -32600 });
     expect(String((lines.find((l) => l.id === -1)?.error as { message: string }).message)).toStartWith(

@@ -213,11 +213,11 @@ describe.skipIf(skip)("modern era on the wire (raw JSON lines)", () => {
       stderr: "ignore",
     });
     closers.push(async () => {
-      p.stdin.end();
+      await p.stdin.end();
       await p.exited;
     });
     const meta = { "io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {} };
-    p.stdin.write(
+    await p.stdin.write(
       JSON.stringify({
         jsonrpc: "2.0",
         id: 1,
@@ -228,7 +228,7 @@ describe.skipIf(skip)("modern era on the wire (raw JSON lines)", () => {
         JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list", params: { _meta: meta } }) +
         "\n",
     );
-    p.stdin.flush();
+    await p.stdin.flush();
     const reader = p.stdout.getReader();
     let out = "";
     while (out.split("\n").length < 3) {
@@ -495,7 +495,7 @@ describe.skipIf(skipWithout("modern-era network question", shellsMissing() ?? to
         expect(out).toContain(`hello localhost:${upstream.port}`);
         expect(s.elicitations).toEqual([question, question]);
       } finally {
-        upstream.stop(true);
+        await upstream.stop(true);
       }
     });
   },

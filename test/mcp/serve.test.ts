@@ -401,14 +401,14 @@ describe.skipIf(skip)("robustness (raw stdio)", () => {
       stderr: "pipe",
     });
     const send = (s: string) => (p.stdin as import("bun").FileSink).write(s + "\n");
-    send(
+    await send(
       '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"codex-mcp-client","version":"0"}}}',
     );
-    send('{"jsonrpc":"2.0","method":"notifications/initialized"}');
-    send("{not json");
-    send("[1,2,3]");
-    send('{"jsonrpc":"2.0","id":6,"method":"tools/list"}');
-    send(
+    await send('{"jsonrpc":"2.0","method":"notifications/initialized"}');
+    await send("{not json");
+    await send("[1,2,3]");
+    await send('{"jsonrpc":"2.0","id":6,"method":"tools/list"}');
+    await send(
       '{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"shell","arguments":{"command":"' +
         NAP[102] +
         ' & echo bg","workdir":"' +

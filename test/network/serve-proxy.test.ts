@@ -53,7 +53,7 @@ beforeAll(() => {
 });
 afterAll(async () => {
   await closeAll();
-  upstream.stop(true);
+  await upstream.stop(true);
 });
 
 const CONFIG = (extra = "") =>

@@ -19,7 +19,7 @@ import {
   planSandboxPolicy,
   type FilesystemPlan,
 } from "../filesystem-plan.ts";
-import { hasFullDiskWrite, hasFullNetwork, isUnder, type SandboxPolicy } from "../policy.ts";
+import { isUnder, type SandboxPolicy } from "../policy.ts";
 import { applyLandlock, FS, type LandlockSpec } from "./landlock.ts";
 import { pathsBeside } from "../secrets.ts";
 import { installFilter, type SeccompMode } from "./seccomp.ts";
@@ -69,13 +69,6 @@ export interface SandboxRun {
    * Landlock backend then starts the command as a child instead of exec'ing it in place, and waits for it.
    */
   newSession?: boolean;
-}
-
-/** The seccomp mode a policy needs (docs/sandbox.md, "seccomp filter"), or undefined for none. */
-export function seccompModeFor(p: SandboxPolicy): SeccompMode | undefined {
-  if (!hasFullNetwork(p)) return "restricted";
-  if (!hasFullDiskWrite(p)) return "vsock";
-  return undefined;
 }
 
 /** Resolve `name` like execvp: names with `/` as given, else the first executable regular file on PATH. */
@@ -169,7 +162,10 @@ export function planOf(
     : planSandboxPolicy(run.policy, run.policyCwd, env, run.backend === "landlock" ? undefined : { workdir: run.workdir });
 }
 
-/** The seccomp mode a plan needs: like {@link seccompModeFor}; `proxy` in network proxy mode. */
+/**
+ * The seccomp mode a plan needs (docs/sandbox.md, "seccomp filter"), or undefined for none: `restricted` without
+ * the full network, else `vsock` without full disk write; `proxy` in network proxy mode.
+ */
 export function seccompModeForPlan(plan: FilesystemPlan, proxied = false): SeccompMode | undefined {
   if (plan.network !== "enabled") return "restricted";
   if (proxied) return "proxy";

@@ -297,9 +297,12 @@ export async function runCall(call: CallSandbox, backend: Backend, layout: CallS
       stdio: stdio as ["pipe", "pipe", "pipe"],
       ...(launch.argv0 !== undefined ? { argv0: launch.argv0 } : {}),
     });
-    child.stdin.write(input);
-    await child.stdin.end();
-    const [out, err, code] = await Promise.all([new Response(child.stdout).text(), new Response(child.stderr).text(), child.exited]);
+    // stdin is fed while stdout and stderr are read, so a child that answers before it reads everything never blocks.
+    const fed = (async () => {
+      await child.stdin.write(input);
+      await child.stdin.end();
+    })();
+    const [out, err, code] = await Promise.all([new Response(child.stdout).text(), new Response(child.stderr).text(), child.exited, fed]);
     const lines = out.split("\n").filter((l) => l.startsWith("{"));
     if (refused !== undefined) {
       if (code === 0 || lines.length > 0)
