@@ -25,7 +25,7 @@ export interface BlockedAction {
 }
 
 /** `_meta` key of the structured report in a tool result. */
-export const BLOCKED_META_KEY = "shellmcp/blocked";
+const BLOCKED_META_KEY = "shellmcp/blocked";
 
 /** Most refusals one result reports (distinct layer + target); the rest are counted in one line. */
 export const MAX_BLOCKED_REPORTED = 20;

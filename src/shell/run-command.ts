@@ -55,9 +55,6 @@ export const PROGRESS_INTERVAL_MS = 5000;
 /** fd number of the escalation socket in the shell. */
 const ESCALATE_FD = 3;
 
-/** Moved to ../sandbox/linux/backend.ts with the Linux backends; kept here for its importers. */
-export { helperCommand } from "../sandbox/linux/backend.ts";
-
 /** One command run. */
 export interface RunCommandOptions {
   command: string;

@@ -25,7 +25,7 @@ import { encodeExecPlan, planLandlockExec, sandboxExecArgv, sandboxExecBinary } 
 /** fd number of the seccomp program bwrap reads in a direct launch. */
 export const SECCOMP_FD = 4;
 /** fd number of the plan sandbox-exec reads (./sandbox-exec.ts), in a Landlock call that does not start the helper. */
-export const PLAN_FD = SECCOMP_FD;
+const PLAN_FD = SECCOMP_FD;
 /** fd of the genuine executable for bwrap's `--ro-bind-fd` when serve starts bwrap with our inner stage (proxy mode). */
 export const SELF_EXE_FD = 6;
 /** argv[0] of a sandbox helper started by path (Codex's name for the role). */
