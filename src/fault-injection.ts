@@ -24,8 +24,25 @@ export const FAULT_ENV = "SHELLMCP_FAULT_INJECT";
 export type FaultStep =
   "pidfd_open" | "call_bridge" | "call_grants" | "call_cgroup" | "call_listen" | "call_expired" | "call_spawn" | "bwrap_mounts";
 
+/** Depth of {@link withoutFaults} in this thread: while above 0, no step fails. */
+let suspended = 0;
+
+/**
+ * Run `f` with no injected fault in this thread (`serve`'s start-up check of the shell, an ordinary call that must
+ * not take the faults a test meant for the calls it makes). Calls wait for that check, so none runs meanwhile.
+ */
+export async function withoutFaults<T>(f: () => Promise<T>): Promise<T> {
+  suspended++;
+  try {
+    return await f();
+  } finally {
+    suspended--;
+  }
+}
+
 /** Whether `step` is named in {@link FAULT_ENV} (for a fault that is a condition rather than an error). */
 export function isInjected(step: FaultStep, env: Record<string, string | undefined> = process.env): boolean {
+  if (suspended > 0) return false;
   const v = env[FAULT_ENV];
   return v !== undefined && v !== "" && v.split(",").includes(step);
 }

@@ -12,6 +12,7 @@ import type { EscalationServer } from "../escalate/server.ts";
 import type { CallSandbox } from "../sandbox/backend.ts";
 import type { CgroupManager } from "../shell/cgroup.ts";
 import { runCommand } from "../shell/run-command.ts";
+import { withoutFaults } from "../fault-injection.ts";
 
 /** How long the probe may take before the shell is judged unpatched, ms. */
 export const SHELL_CHECK_TIMEOUT_MS = 10_000;
@@ -35,23 +36,25 @@ export async function checkShellIntercepts(
   let reached = false;
   let r;
   try {
-    r = await runCommand({
-      command: PROBE,
-      workdir: "/",
-      login: false,
-      timeoutMs: SHELL_CHECK_TIMEOUT_MS,
-      shellPath,
-      wrapperPath,
-      env: { PATH: "/usr/bin:/bin" },
-      sandbox,
-      server,
-      decide: () => {
-        reached = true;
-        return { kind: "Run" };
-      },
-      maxOutputBytes: 4096,
-      cgroups,
-    });
+    r = await withoutFaults(() =>
+      runCommand({
+        command: PROBE,
+        workdir: "/",
+        login: false,
+        timeoutMs: SHELL_CHECK_TIMEOUT_MS,
+        shellPath,
+        wrapperPath,
+        env: { PATH: "/usr/bin:/bin" },
+        sandbox,
+        server,
+        decide: () => {
+          reached = true;
+          return { kind: "Run" };
+        },
+        maxOutputBytes: 4096,
+        cgroups,
+      }),
+    );
   } catch (e) {
     return `cannot run the shell ${shellPath}: ${(e as Error).message}`;
   }

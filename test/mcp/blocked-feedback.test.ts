@@ -118,7 +118,13 @@ describe.skipIf(skip)("blocked-action feedback (compiled binary, SDK client)", (
       });
 
       test("network off: a host curl cannot resolve, and a socket the seccomp filter refuses", async () => {
-        const r = await run(s, ws, "curl -sS http://blocked-feedback.example/; python3 -c 'import socket; socket.socket()'");
+        // A UDP socket: refused with the network off on both backends (bubblewrap's calls share the server's
+        // loopback network, where TCP is allowed: docs/sessions.md).
+        const r = await run(
+          s,
+          ws,
+          "curl -sS http://blocked-feedback.example/; python3 -c 'import socket; socket.socket(socket.AF_INET, socket.SOCK_DGRAM)'",
+        );
         expect(r.isError).toBe(true);
         expect(r.blocked.map((b) => [b.layer, b.target])).toEqual([
           ["network", "blocked-feedback.example"],
