@@ -37,7 +37,7 @@ import {
   unlinkSync,
   writeSync,
 } from "node:fs";
-import { homedir } from "node:os";
+import { userHome } from "../home.ts";
 import { dirname, join } from "node:path";
 import { ShellmcpError } from "../errors.ts";
 import { log } from "../log.ts";
@@ -56,7 +56,7 @@ const SHELL_MODE = 0o755;
  * Base folders that may hold extracted shells, best first, for this user (see the top of this file). Pure: it
  * creates nothing. The Landlock helper makes the existing ones readable under restricted reads.
  */
-export function portableShellBases(uid: number = process.getuid?.() ?? -1, home: string = homedir()): string[] {
+export function portableShellBases(uid: number = process.getuid?.() ?? -1, home: string = userHome()): string[] {
   if (uid === 0) return ["/run/shellmcp", join(home, ".cache", "shellmcp")];
   return [join("/run/user", String(uid), "shellmcp"), join(home, ".cache", "shellmcp")];
 }
