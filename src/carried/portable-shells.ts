@@ -37,11 +37,10 @@ import {
   unlinkSync,
   writeSync,
 } from "node:fs";
-import { userHome } from "../home.ts";
 import { dirname, join } from "node:path";
 import { ShellmcpError } from "../errors.ts";
 import { log } from "../log.ts";
-import { IS_COMPILED } from "../self.ts";
+import { IS_COMPILED, userHome } from "../self.ts";
 
 /** The programs shellmcp carries: its patched shells, the room launcher (src/sandbox/linux/room-launcher.ts) and sandbox-exec (src/sandbox/linux/sandbox-exec.ts). */
 export type PortableShellKind = "bash" | "zsh" | "room-launcher" | "sandbox-exec";

@@ -26,7 +26,7 @@
  */
 import { existsSync, readFileSync } from "node:fs";
 import { isIP } from "node:net";
-import { userHome } from "../home.ts";
+import { userHome } from "../self.ts";
 import { join } from "node:path";
 import { ShellmcpError } from "../errors.ts";
 import { writeStderr } from "../stderr.ts";

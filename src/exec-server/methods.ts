@@ -6,7 +6,7 @@
  */
 import { existsSync } from "node:fs";
 import { hostname, tmpdir } from "node:os";
-import { userHome } from "../home.ts";
+import { userHome } from "../self.ts";
 import { basename, resolve } from "node:path";
 import { VERSION } from "../version.ts";
 import type { CgroupManager } from "../shell/cgroup.ts";

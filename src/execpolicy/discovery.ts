@@ -12,7 +12,7 @@
  * error that names it.
  */
 import { existsSync, lstatSync, readdirSync, statSync } from "node:fs";
-import { userHome } from "../home.ts";
+import { userHome } from "../self.ts";
 import { dirname, join, resolve } from "node:path";
 import { ShellmcpError } from "../errors.ts";
 import { loadConfig } from "../config/config.ts";

@@ -2,7 +2,7 @@
  * The exec policy: prefix rules, host executables and network rules, and how a command is matched against
  * them (docs/execpolicy.md, "Matching a command" and "Combining matches"). Pure logic; no I/O.
  */
-import { userHome } from "../home.ts";
+import { userHome } from "../self.ts";
 import { isAbsolute, normalize, resolve } from "node:path";
 
 /** Decision of one `prefix_rule`, as in Codex: the most severe matching decision wins. */

@@ -19,11 +19,10 @@
  * It ends by printing what it did and the exact commands that undo it.
  */
 import { copyFileSync, existsSync, mkdirSync, realpathSync, renameSync, statSync, writeFileSync } from "node:fs";
-import { userHome } from "../home.ts";
 import { dirname, join, resolve } from "node:path";
 import { parse as parseToml } from "smol-toml";
 import { ShellmcpError } from "../errors.ts";
-import { IS_COMPILED } from "../self.ts";
+import { IS_COMPILED, userHome } from "../self.ts";
 import { readUntrustedTextOrAbsent } from "../untrusted-fs.ts";
 import { writeStderr } from "../stderr.ts";
 import { deepEqual, mergeJsonServer, mergeToml, type EntryOutcome, type MergeResult, type TomlEntry } from "./merge.ts";

@@ -21,7 +21,7 @@
  * ({@link pathsBeside}); Seatbelt denies them.
  */
 import { existsSync, lstatSync, readdirSync } from "node:fs";
-import { userHome } from "../home.ts";
+import { userHome } from "../self.ts";
 import { dirname, isAbsolute, join } from "node:path";
 import { isUnder, protectedConfigDirs } from "./policy.ts";
 import { canonicalPath } from "./writable.ts";

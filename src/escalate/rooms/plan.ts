@@ -24,7 +24,7 @@
  * another config) are returned as `mustNotAppear`: the server removes them when the program has ended.
  */
 import { existsSync, lstatSync, readdirSync, statSync } from "node:fs";
-import { userHome } from "../../home.ts";
+import { userHome } from "../../self.ts";
 import { basename, dirname, isAbsolute, join } from "node:path";
 import type { FilesystemPlan } from "../../sandbox/filesystem-plan.ts";
 import type { RoomBackend } from "../../sandbox/room-backend.ts";
