@@ -2,7 +2,11 @@
  * no-userns: run a program with new user namespaces refused, as a container runtime's default seccomp profile does
  * (Docker's and containerd's RuntimeDefault without CAP_SYS_ADMIN: unshare and clone with CLONE_NEWUSER fail with
  * EPERM, clone3 with ENOSYS so that libc falls back to clone). Test scaffolding for test/deploy/pod.test.ts (issue 44).
- * Usage: no-userns [--no-landlock] PROGRAM [ARG...]. Sets no_new_privs (needed to load a filter unprivileged).
+ * Usage: no-userns [--uid N --gid N [--group G]] [--no-landlock] PROGRAM [ARG...]. Sets no_new_privs (needed to
+ * load a filter unprivileged).
+ * --uid/--gid (run as root): become that uid and gid with no supplementary group but G (a pod's fsGroup), with every
+ *   capability dropped from the bounding set, as a pod's non-root container starts — for roots without setpriv
+ *   (an image built from scratch). Link it statically to run it in such a root.
  * --no-landlock: the landlock_* system calls fail with ENOSYS as well, as under gVisor (which implements none).
  */
 #define _GNU_SOURCE
@@ -12,7 +16,9 @@
 #include <linux/seccomp.h>
 #include <sched.h>
 #include <stddef.h>
+#include <grp.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -21,7 +27,26 @@
 #define LOAD_NR BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr))
 #define LOAD_ARG0_LO BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[0]))
 
+static void become(long uid, long gid, long group) {
+  gid_t groups[1] = {(gid_t)group};
+  for (int cap = 0; cap <= 63; cap++) prctl(PR_CAPBSET_DROP, cap, 0, 0, 0); /* EINVAL past the last one */
+  if (setgroups(group >= 0 ? 1 : 0, groups) != 0 || setresgid(gid, gid, gid) != 0 || setresuid(uid, uid, uid) != 0) {
+    perror("no-userns: switching user");
+    exit(125);
+  }
+}
+
 int main(int argc, char **argv) {
+  long uid = -1, gid = -1, group = -1;
+  while (argc > 2 && (strcmp(argv[1], "--uid") == 0 || strcmp(argv[1], "--gid") == 0 || strcmp(argv[1], "--group") == 0)) {
+    long v = strtol(argv[2], NULL, 10);
+    if (argv[1][2] == 'u') uid = v;
+    else if (argv[1][3] == 'i') gid = v;
+    else group = v;
+    argv += 2;
+    argc -= 2;
+  }
+  if (uid >= 0) become(uid, gid >= 0 ? gid : uid, group);
   int no_landlock = argc > 1 && strcmp(argv[1], "--no-landlock") == 0;
   if (no_landlock) {
     argv++;
