@@ -20,7 +20,9 @@ import { startServe, type Session } from "../helpers/mcp.ts";
 import { skipWithout } from "../helpers/prereq.ts";
 import { PATCHED_SHELLS_DIR } from "../helpers/shells.ts";
 import { ExecClient, workspaceWrite } from "../exec-server/client.ts";
-import { startServer, type StartedServer } from "../exec-server/codex-harness.ts";
+import { CODEX, runCodex, startServer, type StartedServer } from "../exec-server/codex-harness.ts";
+import { signHs256Jwt } from "../../src/exec-server/auth.ts";
+import { CONF_BASE } from "../helpers/cleanup.ts";
 import { makePod, podMissing, POD_UID, type Pod } from "./pod.ts";
 
 const TOKEN = "pod-capability-token-0123456789abcdef";
@@ -178,6 +180,67 @@ describe.skipIf(skipWithout("pod simulation", podMissing()))(
         expect(r.stderr + r.stdout).not.toContain(TOKEN);
       });
     });
+
+    test.skipIf(
+      skipWithout("pod simulation: a real Codex turn", CODEX === undefined ? "@openai/codex 0.169 not installed: npm ci" : undefined),
+    )(
+      "a real Codex 0.169 turn (workspace-write) runs through the pod's exec-server with a token minted for this sandbox",
+      async () => {
+        // The deployment's late-bound identity (deploy/kubernetes): HS256 tokens whose aud is the pod's own name.
+        const SANDBOX = "shellmcp-x7k2p";
+        const SECRET = "a-shared-secret-of-at-least-32-bytes-0123456789";
+        const dir = join(pod.outside, "jwt-secret");
+        const stamp = join(dir, "..2026_11_29_09_00_00.2");
+        mkdirSync(stamp, { recursive: true, mode: 0o755 });
+        writeFileSync(join(stamp, "ws-secret"), SECRET);
+        chownSync(join(stamp, "ws-secret"), 0, FS_GROUP);
+        chmodSync(join(stamp, "ws-secret"), 0o440);
+        symlinkSync("..2026_11_29_09_00_00.2", join(dir, "..data"));
+        symlinkSync("..data/ws-secret", join(dir, "ws-secret"));
+        const s = await startServer(
+          [
+            ...pod.argv({ SHELLMCP_SHELLS_DIR: PATCHED_SHELLS_DIR, SANDBOX_NAME: SANDBOX }, { fsGroup: FS_GROUP, binds: [CONF_BASE] }),
+            ensureBinary(),
+            ...["exec-server", "--listen", "ws://127.0.0.1:0", "--ws-auth", "signed-bearer-token"],
+            ...["--ws-shared-secret-file", join(dir, "ws-secret"), "--ws-audience", SANDBOX],
+          ],
+          process.env,
+          pod.ws,
+        );
+        try {
+          const now = Math.floor(Date.now() / 1000);
+          const envToml = (token: string) => () =>
+            `default = "box"\ninclude_local = false\n\n[[environments]]\nid = "box"\nurl = "${s.url}"\nauth_bearer_token = "${token}"\n`;
+          const steps = ({ proj }: { proj: string }) => [
+            { tool: "exec_command" as const, args: { cmd: "echo in-pod; id -u; touch made-by-codex; ls made-by-codex", workdir: proj } },
+          ];
+          const asUser = { uid: POD_UID, gid: POD_UID };
+          const ok = await runCodex({
+            serverUrl: s.url,
+            sandbox: "workspace-write",
+            steps,
+            asUser,
+            environmentsToml: envToml(signHs256Jwt({ aud: SANDBOX, exp: now + 600 }, SECRET)),
+          });
+          expect(ok.mock.output(0)).toContain("in-pod");
+          expect(ok.mock.output(0)).toContain(String(POD_UID));
+          expect(ok.mock.output(0)).toContain("Process exited with code 0");
+          expect(existsSync(join(ok.proj, "made-by-codex"))).toBe(true);
+          // A token minted for another sandbox is refused.
+          const other = await runCodex({
+            serverUrl: s.url,
+            sandbox: "workspace-write",
+            steps,
+            asUser,
+            environmentsToml: envToml(signHs256Jwt({ aud: "shellmcp-other", exp: now + 600 }, SECRET)),
+          });
+          expect(other.mock.output(0)).not.toContain("in-pod");
+        } finally {
+          await s.stop();
+        }
+      },
+      180_000,
+    );
 
     test("where Landlock is not offered (gVisor: ENOSYS) the refusal says so, not 'needs Linux 5.13+'", () => {
       const r = run([...pod.argv({}, { gvisor: true }), ensureBinary(), "sandbox", "linux", "--backend", "landlock", "--", "true"]);

@@ -39,9 +39,10 @@ export interface Pod {
   /**
    * argv prefix: append the program and its arguments. `env`: the whole environment (PATH is added). `secrets`: a
    * host folder mounted read-only at `/run/secrets/shellmcp` (image roots only; on this machine's root it is
-   * read-only where it is).
+   * read-only where it is). `binds`: host folders writable at the same path (this machine's root only: a workspace
+   * a client on the host names by its host path, as Codex does).
    */
-  argv(env?: Record<string, string>, opts?: { gvisor?: boolean; fsGroup?: number; secrets?: string }): string[];
+  argv(env?: Record<string, string>, opts?: { gvisor?: boolean; fsGroup?: number; secrets?: string; binds?: string[] }): string[];
 }
 
 let wrapperDir: string | undefined;
@@ -84,7 +85,7 @@ export function makePod(rootfs?: string): Pod {
     argv(env = {}, opts = {}) {
       const root =
         rootfs === undefined
-          ? ["--ro-bind", "/", "/", "--bind", ws, ws, "--bind", tmp, "/tmp"]
+          ? ["--ro-bind", "/", "/", "--bind", ws, ws, "--bind", tmp, "/tmp", ...(opts.binds ?? []).flatMap((b) => ["--bind", b, b])]
           : [
               ...["--ro-bind", rootfs, "/", "--bind", ws, wsInside, "--bind", tmp, "/tmp", "--bind", home, "/home/shellmcp"],
               ...["--ro-bind", wrapDir, "/mnt"],
