@@ -21,6 +21,11 @@ DEBIAN_SHELL_BUILD_PKGS=("${SHELL_BUILD_PKGS[@]}" dpkg-dev libncurses-dev)
 # there). scripts/check-build-deps.sh accepts them.
 SHELL_BUILD_OPTIONAL_PKGS=(gettext man-db bsdextrautils file)
 RUN_PKGS=(bubblewrap git zsh curl ca-certificates python3 strace procps)
+# IMAGE_PKGS: what scripts/build-image.sh and test/deploy/ use (not installed by install.sh; `apt-get install
+#   --no-install-recommends "${IMAGE_PKGS[@]}"`, ~25 s here): mmdebstrap (the image's Debian base), podman (loads the
+#   built archive in test/deploy/image.test.ts), kubectl (renders deploy/kubernetes/), runsc (gVisor, for the runtime
+#   table of docs/deploy.md).
+IMAGE_PKGS=(mmdebstrap podman kubectl runsc)
 
 # apt_retry ARGS…: apt-get that waits for the dpkg lock, and retries when another apt holds the lists lock
 # (which DPkg::Lock::Timeout does not cover).
