@@ -87,8 +87,8 @@ describe.skipIf(skipWithout(`OCI image (base ${BASE})`, missing()))(`the OCI ima
     "podman loads it (into a throwaway store)",
     () => {
       // podman refuses a run root path longer than 50 characters: a short folder, removed at the end.
-    const store = mkdtempSync("/tmp/smcp-pm-");
-    afterAll(() => rmSync(store, { recursive: true, force: true }));
+      const store = mkdtempSync("/tmp/smcp-pm-");
+      afterAll(() => rmSync(store, { recursive: true, force: true }));
       const p = (...a: string[]) =>
         Bun.spawnSync(["podman", "--root", join(store, "root"), "--runroot", join(store, "run"), "--storage-driver", "vfs", ...a], {
           stdout: "pipe",

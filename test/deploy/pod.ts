@@ -11,7 +11,7 @@
  *   also answers the landlock system calls with ENOSYS, as gVisor does.
  * Needs root (to switch uids), bwrap and gcc with a static libc; {@link podMissing} says which is missing.
  */
-import { chmodSync, chownSync, mkdirSync, mkdtempSync } from "node:fs";
+import { chmodSync, chownSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { CONF_BASE } from "../helpers/cleanup.ts";
 import { toolMissing } from "../helpers/prereq.ts";
@@ -36,13 +36,19 @@ export interface Pod {
   home: string;
   /** Folder outside the pod for the test's own files (read-only inside: secrets). */
   outside: string;
+  /** Remove the pod's folders. */
+  remove(): void;
   /**
    * argv prefix: append the program and its arguments. `env`: the whole environment (PATH is added). `secrets`: a
    * host folder mounted read-only at `/run/secrets/shellmcp` (image roots only; on this machine's root it is
    * read-only where it is). `binds`: host folders writable at the same path (this machine's root only: a workspace
-   * a client on the host names by its host path, as Codex does).
+   * a client on the host names by its host path, as Codex does). `hostPid`: no pid namespace of its own (a test
+   * that names the server's pid to commands and checks it from the host).
    */
-  argv(env?: Record<string, string>, opts?: { gvisor?: boolean; fsGroup?: number; secrets?: string; binds?: string[] }): string[];
+  argv(
+    env?: Record<string, string>,
+    opts?: { gvisor?: boolean; fsGroup?: number; secrets?: string; binds?: string[]; hostPid?: boolean },
+  ): string[];
 }
 
 let wrapperDir: string | undefined;
@@ -82,6 +88,7 @@ export function makePod(rootfs?: string): Pod {
     wsInside,
     home,
     outside,
+    remove: () => rmSync(base, { recursive: true, force: true }),
     argv(env = {}, opts = {}) {
       const root =
         rootfs === undefined
@@ -96,7 +103,17 @@ export function makePod(rootfs?: string): Pod {
       return [
         "bwrap",
         ...root,
-        ...["--dev", "/dev", "--proc", "/proc", "--chdir", wsInside, "--unshare-pid", "--die-with-parent", "--clearenv"],
+        ...[
+          "--dev",
+          "/dev",
+          "--proc",
+          "/proc",
+          "--chdir",
+          wsInside,
+          ...(opts.hostPid === true ? [] : ["--unshare-pid"]),
+          "--die-with-parent",
+          "--clearenv",
+        ],
         ...Object.entries(vars).flatMap(([k, v]) => ["--setenv", k, v]),
         "--",
         wrapper,
