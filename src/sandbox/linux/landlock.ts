@@ -165,7 +165,7 @@ export function planLandlock(spec: LandlockSpec, abi: number): LandlockRuleset {
   if (abi < 1) {
     throw new ShellmcpError(
       "SANDBOX_UNAVAILABLE",
-      `${landlockMissing(env)}; install bubblewrap (\`apt-get install bubblewrap\`) for the bwrap backend, or run with --sandbox danger-full-access`,
+      `${landlockMissing()}; install bubblewrap (\`apt-get install bubblewrap\`) for the bwrap backend, or run with --sandbox danger-full-access`,
       { abi },
     );
   }
