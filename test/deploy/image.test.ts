@@ -38,7 +38,7 @@ describe.skipIf(skipWithout(`OCI image (base ${BASE})`, missing()))(`the OCI ima
   const work = mkdtempSync(join(CONF_BASE, "image-"));
   afterAll(() => rmSync(work, { recursive: true, force: true }));
   const rootfs = join(work, "rootfs");
-  let config: Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+  let config: Record<string, any>;
 
   test("build-image.sh builds an OCI archive: digests check, user 65532, entrypoints named, no secret inside", () => {
     const r = Bun.spawnSync(["bash", join(ROOT, "scripts", "build-image.sh"), "--base", BASE], {

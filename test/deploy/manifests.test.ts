@@ -21,7 +21,7 @@ import { crdSchemas, validate } from "./structural.ts";
 
 const KUBE = join(ROOT, "deploy", "kubernetes");
 const CRDS = join(import.meta.dir, "agent-sandbox-crds");
-type Obj = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+type Obj = Record<string, any>;
 
 /** `kubectl kustomize DIR` parsed into objects. */
 function render(dir: string): Obj[] {

@@ -4,7 +4,7 @@
  * on npm here; the names are the standard's control names as Pod Security Admission reports them). Windows-only
  * controls (hostProcess) and fields no Linux pod here sets are checked as "must be absent or the allowed value".
  */
-type Obj = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+type Obj = Record<string, any>;
 
 /** One control: its name, the rule in the standard's words, and the check (a reason when violated). */
 export interface PssRule {

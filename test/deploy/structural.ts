@@ -8,7 +8,7 @@
  */
 
 /** A (sub)schema of a CRD's openAPIV3Schema. */
-export type Schema = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+export type Schema = Record<string, any>;
 
 /**
  * The storage version's schema of each CRD in `texts` (YAML), by `group/version/Kind`
