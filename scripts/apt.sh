@@ -21,6 +21,12 @@ DEBIAN_SHELL_BUILD_PKGS=("${SHELL_BUILD_PKGS[@]}" dpkg-dev libncurses-dev)
 # there). scripts/check-build-deps.sh accepts them.
 SHELL_BUILD_OPTIONAL_PKGS=(gettext man-db bsdextrautils file)
 RUN_PKGS=(bubblewrap git zsh curl ca-certificates python3 strace procps)
+# IMAGE_PKGS: what scripts/build-image.sh and test/deploy/ use (not installed by install.sh; `apt-get install
+#   --no-install-recommends "${IMAGE_PKGS[@]}"`, ~25 s here): mmdebstrap (the image's Debian base), podman (loads the
+#   built archive in test/deploy/image.test.ts), runsc (gVisor, for the runtime table of docs/deploy.md). kubectl
+#   (renders deploy/kubernetes/ in test/deploy/manifests.test.ts) is not in Debian bookworm: Kubernetes' own apt
+#   repository (pkgs.k8s.io) or Google Cloud's has it.
+IMAGE_PKGS=(mmdebstrap podman runsc)
 
 # apt_retry ARGS…: apt-get that waits for the dpkg lock, and retries when another apt holds the lists lock
 # (which DPkg::Lock::Timeout does not cover).

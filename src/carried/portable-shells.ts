@@ -37,11 +37,10 @@ import {
   unlinkSync,
   writeSync,
 } from "node:fs";
-import { homedir } from "node:os";
 import { dirname, join } from "node:path";
 import { ShellmcpError } from "../errors.ts";
 import { log } from "../log.ts";
-import { IS_COMPILED } from "../self.ts";
+import { IS_COMPILED, userHome } from "../self.ts";
 
 /** The programs shellmcp carries: its patched shells, the room launcher (src/sandbox/linux/room-launcher.ts) and sandbox-exec (src/sandbox/linux/sandbox-exec.ts). */
 export type PortableShellKind = "bash" | "zsh" | "room-launcher" | "sandbox-exec";
@@ -56,7 +55,7 @@ const SHELL_MODE = 0o755;
  * Base folders that may hold extracted shells, best first, for this user (see the top of this file). Pure: it
  * creates nothing. The Landlock helper makes the existing ones readable under restricted reads.
  */
-export function portableShellBases(uid: number = process.getuid?.() ?? -1, home: string = homedir()): string[] {
+export function portableShellBases(uid: number = process.getuid?.() ?? -1, home: string = userHome()): string[] {
   if (uid === 0) return ["/run/shellmcp", join(home, ".cache", "shellmcp")];
   return [join("/run/user", String(uid), "shellmcp"), join(home, ".cache", "shellmcp")];
 }

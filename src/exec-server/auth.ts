@@ -177,10 +177,8 @@ export function readSecretFile(path: string): string {
   try {
     const st = statSync(path);
     if (!st.isFile()) throw usage(`websocket auth secret ${path} is not a regular file`);
-    if ((st.mode & 0o066) !== 0)
-      throw usage(
-        `websocket auth secret ${path} is accessible by group or others (mode ${(st.mode & 0o777).toString(8).padStart(4, "0")}); run \`chmod 600 ${path}\``,
-      );
+    const problem = secretFileModeProblem(path, st);
+    if (problem !== undefined) throw usage(problem);
     raw = readFileSync(path, "utf8");
   } catch (e) {
     if (e instanceof ShellmcpError) throw e;
@@ -189,6 +187,44 @@ export function readSecretFile(path: string): string {
   const t = raw.trim();
   if (t === "") throw usage(`websocket auth secret ${path} must not be empty`);
   return t;
+}
+
+/**
+ * Why the secret file `path` (its `stat`, symlinks followed: a Kubernetes secret volume's `token -> ..data/token`,
+ * `..data -> ..2026_…` layout reads as the file it leads to) is too open to be a secret, or undefined when it is not.
+ * Accepted:
+ * - no group or other access bits (`0600`, `0400`), as before;
+ * - a file only root and this process's own group can read and nobody can write: owner root or this uid, group
+ *   this process's gid or one of its supplementary groups (a pod's `fsGroup`), mode with no write bit and no other
+ *   bit (`0440`, `0400`) — what Kubernetes makes of a secret volume for a non-root pod with `fsGroup`, whatever
+ *   `defaultMode` says (kubernetes/kubernetes#57923; issue 44).
+ * Refused, with the mode and the fix: anything others can read or write, anything a group can write, and a
+ * group-readable file that is writable by its owner or belongs to a group this process is not in.
+ */
+export function secretFileModeProblem(
+  path: string,
+  st: { mode: number; uid: number; gid: number },
+  me: { uid: number; gids: readonly number[] } = {
+    uid: process.getuid?.() ?? -1,
+    gids: [process.getgid?.() ?? -1, ...(process.getgroups?.() ?? [])],
+  },
+): string | undefined {
+  const mode = st.mode & 0o777;
+  if ((mode & 0o066) === 0) return undefined;
+  const octal = mode.toString(8).padStart(4, "0");
+  const groupOnly = (mode & 0o226) === 0 && (st.uid === 0 || st.uid === me.uid) && me.gids.includes(st.gid);
+  if (groupOnly) return undefined;
+  const why =
+    (mode & 0o006) !== 0
+      ? "others can read or write it"
+      : (mode & 0o020) !== 0
+        ? "its group can write it"
+        : (mode & 0o200) !== 0
+          ? "its group can read it and it is writable (a group-readable secret must be writable by nobody, as a Kubernetes secret volume's 0440)"
+          : !me.gids.includes(st.gid)
+            ? `its group ${st.gid} can read it and this process is not in that group`
+            : `its group can read it and its owner ${st.uid} is neither root nor this user`;
+  return `websocket auth secret ${path} is accessible by group or others (mode ${octal}): ${why}; run \`chmod 600 ${path}\``;
 }
 
 function osText(e: unknown): string {

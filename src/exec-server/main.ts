@@ -26,7 +26,7 @@
  */
 import { existsSync, readFileSync } from "node:fs";
 import { isIP } from "node:net";
-import { homedir } from "node:os";
+import { userHome } from "../self.ts";
 import { join } from "node:path";
 import { ShellmcpError } from "../errors.ts";
 import { writeStderr } from "../stderr.ts";
@@ -109,7 +109,7 @@ function envMs(name: string, dflt: number): number {
  * programs, and `serve`'s unless `[shellmcp] secret_paths` names it, can read it.
  */
 function tokenFileWarning(path: string): string {
-  const home = process.env.CODEX_HOME ?? join(homedir(), ".codex");
+  const home = process.env.CODEX_HOME ?? join(userHome(), ".codex");
   if (path.startsWith(home.endsWith("/") ? home : `${home}/`)) return "";
   return `it lies outside CODEX_HOME, so sandboxed commands can read it (all but this exec-server's own, and serve's when [shellmcp] secret_paths names it): keep it in $CODEX_HOME (e.g. $CODEX_HOME/exec-server.token)`;
 }
@@ -122,7 +122,7 @@ class ValueError extends Error {}
  * setting from it, so it checks what it can without Codex's whole schema: the file must parse as TOML.
  */
 async function checkStrictConfig(): Promise<void> {
-  const home = process.env.CODEX_HOME ?? join(homedir(), ".codex");
+  const home = process.env.CODEX_HOME ?? join(userHome(), ".codex");
   const file = join(home, "config.toml");
   if (!existsSync(file)) return;
   const { parse } = await import("smol-toml");

@@ -5,7 +5,8 @@
  * sandbox through ./fs-sandbox.ts when one is asked for).
  */
 import { existsSync } from "node:fs";
-import { homedir, hostname, tmpdir } from "node:os";
+import { hostname, tmpdir } from "node:os";
+import { userHome } from "../self.ts";
 import { basename, resolve } from "node:path";
 import { VERSION } from "../version.ts";
 import type { CgroupManager } from "../shell/cgroup.ts";
@@ -49,7 +50,7 @@ export function environmentInfo(): Record<string, unknown> {
     executorVersion: `shellmcp-${VERSION}`,
     providerId: `sha256:${new Bun.CryptoHasher("sha256").update(`shellmcp exec-server ${hostname()}`).digest("hex")}`,
     cwd: uri(process.cwd()),
-    userHomeDir: uri(homedir()),
+    userHomeDir: uri(userHome()),
     platformOs: process.platform === "darwin" ? "macos" : process.platform,
     prependPathDirs: [],
     temporaryDirectories: [],

@@ -12,7 +12,7 @@
  * error that names it.
  */
 import { existsSync, lstatSync, readdirSync, statSync } from "node:fs";
-import { homedir } from "node:os";
+import { userHome } from "../self.ts";
 import { dirname, join, resolve } from "node:path";
 import { ShellmcpError } from "../errors.ts";
 import { loadConfig } from "../config/config.ts";
@@ -33,7 +33,7 @@ export function resolveCodexHome(env: Record<string, string | undefined> = proce
       throw new ShellmcpError("CONFIG", `CODEX_HOME points to ${JSON.stringify(v)}, but that path does not exist`, { codexHome: v });
     return resolve(v);
   }
-  return join(homedir(), ".codex");
+  return join(userHome(), ".codex");
 }
 
 /** `*.rules` regular files directly in `<folder>/rules`, sorted; [] if there is no such folder. */

@@ -2,7 +2,7 @@
  * The exec policy: prefix rules, host executables and network rules, and how a command is matched against
  * them (docs/execpolicy.md, "Matching a command" and "Combining matches"). Pure logic; no I/O.
  */
-import { homedir } from "node:os";
+import { userHome } from "../self.ts";
 import { isAbsolute, normalize, resolve } from "node:path";
 
 /** Decision of one `prefix_rule`, as in Codex: the most severe matching decision wins. */
@@ -79,8 +79,8 @@ export function matchRule(rule: PrefixRule, cmd: readonly string[]): PrefixRuleM
 /** Absolute, lexically normalised form of a program path (`~` expanded, relative against `cwd`). */
 export function absoluteProgram(p: string, cwd: string = process.cwd()): string {
   let q = p;
-  if (q === "~") q = homedir();
-  else if (q.startsWith("~/")) q = homedir() + q.slice(1);
+  if (q === "~") q = userHome();
+  else if (q.startsWith("~/")) q = userHome() + q.slice(1);
   return normalize(isAbsolute(q) ? q : resolve(cwd, q));
 }
 

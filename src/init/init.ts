@@ -19,11 +19,10 @@
  * It ends by printing what it did and the exact commands that undo it.
  */
 import { copyFileSync, existsSync, mkdirSync, realpathSync, renameSync, statSync, writeFileSync } from "node:fs";
-import { homedir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { parse as parseToml } from "smol-toml";
 import { ShellmcpError } from "../errors.ts";
-import { IS_COMPILED } from "../self.ts";
+import { IS_COMPILED, userHome } from "../self.ts";
 import { readUntrustedTextOrAbsent } from "../untrusted-fs.ts";
 import { writeStderr } from "../stderr.ts";
 import { deepEqual, mergeJsonServer, mergeToml, type EntryOutcome, type MergeResult, type TomlEntry } from "./merge.ts";
@@ -92,7 +91,7 @@ export function selfServerCommand(): string[] {
 /** CODEX_HOME as `serve` finds it: `$CODEX_HOME` (made absolute), else `~/.codex`. */
 export function initCodexHome(env: Record<string, string | undefined> = process.env): string {
   const v = env.CODEX_HOME;
-  return v !== undefined && v !== "" ? resolve(v) : join(homedir(), ".codex");
+  return v !== undefined && v !== "" ? resolve(v) : join(userHome(), ".codex");
 }
 
 /** A word for the shell: quoted unless it is plain. */
@@ -316,7 +315,7 @@ export async function initMain(client: string | undefined, o: InitOptions): Prom
   }
   const project = resolve(o.project ?? process.cwd());
   const env: InitEnv = {
-    home: homedir(),
+    home: userHome(),
     codexHome: initCodexHome(),
     codexHomeFromEnv: (process.env.CODEX_HOME ?? "") !== "",
     project,

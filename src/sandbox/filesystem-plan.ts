@@ -22,6 +22,7 @@ import {
   isDir,
   isUnder,
   LINUX_PLATFORM_READ_DEFAULTS,
+  PROTECTED_NAMES,
   readableRoots,
   rootInConfigDir,
   writableRootPaths,
@@ -409,18 +410,44 @@ export function configDirExposure(
 }
 
 /**
+ * Whether a Landlock run of a strict plan (a permission profile) may leave `sub`, a read-only subpath of the writable
+ * `root`, writable — as a legacy policy's Landlock run does (issue 44: Codex 0.169's workspace-write profile keeps
+ * `.git`, `.agents`, `.codex` and `.aws` of each project root read-only, and was refused under Landlock even where
+ * none existed, so no Codex command ran in a pod without user namespaces). True for:
+ * - Codex's protected names at the top of the root (policy.ts `PROTECTED_NAMES`: `.git`, `.agents`, `.codex`),
+ *   what `serve`'s Landlock calls leave writable: the git guard records `.git` (and every repository below the
+ *   root) before the call and undoes what the call changed there (docs/git-guard.md), and the first Landlock call
+ *   says what the kernel does not keep;
+ * - a subpath that does not exist (nothing there to keep; Landlock cannot stop a file being created in a writable
+ *   folder, and neither can it under a legacy policy).
+ * False for an existing other subpath (a project's `.aws`, a profile's own carve-outs): that call is refused.
+ */
+function landlockMayLeaveWritable(root: string, sub: string): boolean {
+  if (dirname(sub) === root && (PROTECTED_NAMES as readonly string[]).includes(basename(sub))) return true;
+  try {
+    lstatSync(sub);
+    return false;
+  } catch {
+    return true;
+  }
+}
+
+/**
  * Why Landlock alone cannot enforce a strict plan (it can only grant, never take away below a grant), or
  * `undefined` when it can. Every plan whose writable roots contain a protected config folder is refused (CODEX_HOME,
  * `/etc/codex`: {@link configDirInWritableRoot}); otherwise non-strict (legacy) plans pass: their `.git`/`.codex`
- * gap is documented.
+ * gap is documented. A strict plan's read-only subpaths pass when {@link landlockMayLeaveWritable} says so (the
+ * same gap, the git guard repairing `.git`); any other is refused with the path.
  */
 export function landlockCanEnforce(plan: FilesystemPlan): string | undefined {
   const config = configDirInWritableRoot(plan);
   if (config !== undefined) return configDirWhy(config.root, config.dir);
   if (!plan.strict) return undefined;
-  const sub = plan.writableRoots.find((w) => w.readOnlySubpaths.length > 0);
-  if (sub !== undefined)
-    return `the permission profile keeps ${sub.readOnlySubpaths[0]} read-only inside the writable ${sub.root}, which Landlock cannot enforce: use the bubblewrap backend (install bubblewrap, or --sandbox-backend bwrap)`;
+  for (const w of plan.writableRoots) {
+    const kept = w.readOnlySubpaths.find((p) => !landlockMayLeaveWritable(w.root, p));
+    if (kept !== undefined)
+      return `the permission profile keeps ${kept} read-only inside the writable ${w.root}, which Landlock cannot enforce: use the bubblewrap backend (install bubblewrap, or --sandbox-backend bwrap)`;
+  }
   const readArea = (p: string) =>
     plan.fullRead || plan.readableRoots.some((r) => isUnder(p, r)) || plan.writableRoots.some((w) => isUnder(p, w.root));
   // The hidden credential stores and secrets are never a reason to refuse: Landlock hides them by leaving them out

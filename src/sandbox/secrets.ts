@@ -21,7 +21,7 @@
  * ({@link pathsBeside}); Seatbelt denies them.
  */
 import { existsSync, lstatSync, readdirSync } from "node:fs";
-import { homedir } from "node:os";
+import { userHome } from "../self.ts";
 import { dirname, isAbsolute, join } from "node:path";
 import { isUnder, protectedConfigDirs } from "./policy.ts";
 import { canonicalPath } from "./writable.ts";
@@ -134,15 +134,8 @@ function codexHomes(home: string): string[] {
   return [...new Set(dirs.filter((d) => d !== "/etc/codex"))];
 }
 
-/**
- * This process's HOME: `$HOME` when it is absolute (as Node's `os.homedir()`), else the passwd entry's. Read at each
- * call: Bun's `homedir()` keeps the value it had at start, and tests that give the process another HOME must see the
- * stores of that one.
- */
-export function userHome(): string {
-  const h = process.env.HOME;
-  return h !== undefined && isAbsolute(h) ? h : homedir();
-}
+/** This process's HOME, never throwing (../home.ts: `$HOME`, the passwd entry's, else `/`). */
+export { userHome };
 
 /**
  * The secrets that exist now (canonical paths): CODEX_HOME's credential files and secret-named files, and this

@@ -5,7 +5,7 @@
  * key or flag.
  */
 import { existsSync, realpathSync } from "node:fs";
-import { homedir } from "node:os";
+import { userHome } from "../self.ts";
 import { basename, dirname, isAbsolute, join, resolve } from "node:path";
 import { Approver, DEFAULT_APPROVER_TIMEOUT_MS } from "../approvals/server.ts";
 import { approvalsDir, approvalsDirs } from "../approvals/place.ts";
@@ -130,7 +130,7 @@ export function loadServeSetup(o: ServeOptions): ServeSetup {
   // The shells' TMPDIR (shell_environment_policy may set one) is a writable root of their sandboxes too.
   const exposedByShellTmp = codexHomeExposure(codexHome, { tmpdirs: [env.TMPDIR], pinned: [] });
   if (exposedByShellTmp !== undefined) throw exposedByShellTmp;
-  const escalation = escalationConfig(cfg, homedir());
+  const escalation = escalationConfig(cfg, userHome());
   // What no sandbox of this server reads (../sandbox/secrets.ts): besides HOME's credential stores and CODEX_HOME's
   // secrets, the approver's folders and the paths config.toml names; `sandbox_readable` opens stores knowingly.
   let approverDirs: string[] = [];

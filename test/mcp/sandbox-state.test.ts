@@ -211,11 +211,12 @@ describe.skipIf(skip)("serve applies the per-call sandbox state", () => {
       ...meta("workspace-write"),
       "codex/sandbox-state": { ...(meta("workspace-write")["codex/sandbox-state"] as object), useLegacyLandlock: true },
     });
-    expect(landlock.isError).toBe(true);
-    expect(landlock.text).toContain("Landlock cannot enforce");
+    // Codex's legacy Landlock runs the workspace-write profile as serve runs a legacy policy (issue 44).
+    expect(landlock.text).not.toContain("Landlock cannot enforce");
+    expect(existsSync(join(proj, "landlock-ran"))).toBe(true);
     const bad = await call("touch bad-ran", profileMeta({ type: "managed" }));
     expect(bad.isError).toBe(true);
     expect(bad.text).toContain("file_system");
-    for (const f of ["glob-ran", "landlock-ran", "bad-ran"]) expect(existsSync(join(proj, f))).toBe(false);
+    for (const f of ["glob-ran", "bad-ran"]) expect(existsSync(join(proj, f))).toBe(false);
   });
 });

@@ -17,7 +17,7 @@ describe.skipIf(process.platform !== "linux")("missing kernel features fail clos
     const b = box();
     const r = run("landlock", WW, b.cwd, ["bash", "-c", "touch ran"], { SHELLMCP_SIMULATE_LANDLOCK_ABI: "0" });
     expect(r.code).toBe(101);
-    expect(r.err).toContain("Landlock is not available on this kernel");
+    expect(r.err).toContain("Landlock is turned off by SHELLMCP_SIMULATE_LANDLOCK_ABI=0");
     expect(r.err).toContain("bubblewrap");
     expect(existsSync(join(b.cwd, "ran"))).toBe(false);
   });

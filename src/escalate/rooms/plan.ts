@@ -24,7 +24,7 @@
  * another config) are returned as `mustNotAppear`: the server removes them when the program has ended.
  */
 import { existsSync, lstatSync, readdirSync, statSync } from "node:fs";
-import { homedir } from "node:os";
+import { userHome } from "../../self.ts";
 import { basename, dirname, isAbsolute, join } from "node:path";
 import type { FilesystemPlan } from "../../sandbox/filesystem-plan.ts";
 import type { RoomBackend } from "../../sandbox/room-backend.ts";
@@ -301,7 +301,7 @@ function addRoot(roots: RootPlan, root: string, readOnly: readonly string[]): vo
 function addRepository(roots: RootPlan, repo: Repository, isGit: boolean): { released: Set<string>; mustNotAppear: string[] } {
   const released = new Set<string>();
   const mustNotAppear: string[] = [];
-  if (!isUnder(canonicalPath(homedir()), repo.workTree)) {
+  if (!isUnder(canonicalPath(userHome()), repo.workTree)) {
     const own = PROTECTED_NAMES.filter((n) => n !== ".git").map((n) => join(repo.workTree, n));
     const dotGit = join(repo.workTree, ".git");
     if (lstatSync(dotGit).isFile()) own.push(dotGit); // the pointer decides where the git dir is
@@ -367,7 +367,7 @@ export function planRoom(spec: RoomSpec, cwd: string, program: string, aliases: 
   // What the call hides (its plan's `hidden`, planned in the server's main thread with every setting; computed
   // here for a plan that has none), less the stores this program's grant opens. Secrets stay hidden.
   const grants = (grantFor(spec.readableGrants, names) ?? []).map((g) => canonicalPath(g));
-  const callHidden = call.hidden ?? { stores: credentialStores(canonicalPath(homedir())), secrets: secretPaths() };
+  const callHidden = call.hidden ?? { stores: credentialStores(canonicalPath(userHome())), secrets: secretPaths() };
   const callHiddenSet = new Set([...callHidden.stores, ...callHidden.secrets]);
   const ownDenied = call.deniedPaths.filter((d) => !callHiddenSet.has(d));
   const stores = callHidden.stores.filter((c) => !grants.some((g) => isUnder(c, g)));

@@ -12,6 +12,7 @@ import {
   mkdirSync,
   opendirSync,
   openSync,
+  readFileSync,
   readlinkSync,
   rmdirSync,
   rmSync,
@@ -129,11 +130,28 @@ function probeBwrapUncached(path: string, networkRestricted: boolean): BwrapProb
     if (r2.exitCode === 0) return { ok: true, path, noProc: true };
   }
   let why = err.trim().split("\n").pop() ?? `exit ${r.exitCode}`;
-  if (/namespace|uid map|setting up uid|Operation not permitted|Permission denied/i.test(err)) {
+  if (/namespace|uid map|setting up uid|Operation not permitted|Permission denied/i.test(err) && underSeccompFilter()) {
+    // A container (issue 44): the runtime's default seccomp profile refuses new user namespaces, by design.
+    why +=
+      " — this process runs under a seccomp filter (a container runtime's default profile refuses new user namespaces), so the Landlock backend is the one that works here";
+  } else if (/namespace|uid map|setting up uid|Operation not permitted|Permission denied/i.test(err)) {
     why +=
       " — user namespaces are disabled or restricted here: enable them (`sysctl -w kernel.unprivileged_userns_clone=1`; on Ubuntu 24.04+ also `sysctl -w kernel.apparmor_restrict_unprivileged_userns=0` or an AppArmor profile for bwrap), or use the Landlock backend";
   }
   return { ok: false, path, reason: `bubblewrap cannot create its sandbox: ${why}` };
+}
+
+/**
+ * Whether this process already runs under a seccomp filter (`Seccomp: 2` in /proc/self/status): inside a container
+ * (Docker's, containerd's or CRI-O's default profile, Kubernetes' `RuntimeDefault`), whose filter refuses new user
+ * namespaces. False when it cannot be read.
+ */
+function underSeccompFilter(): boolean {
+  try {
+    return /^Seccomp:\s*2$/m.test(readFileSync("/proc/self/status", "utf8"));
+  } catch {
+    return false;
+  }
 }
 
 let selfExeFd: number | undefined;

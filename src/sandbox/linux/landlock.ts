@@ -71,12 +71,34 @@ export function landlockAbi(env: Record<string, string | undefined> = process.en
   let abi: number;
   try {
     abi = syscall("landlock_create_ruleset", L.sys.landlock_create_ruleset!, null, 0, CREATE_RULESET_VERSION);
-  } catch {
+  } catch (e) {
     abi = 0;
+    missingErrno = e instanceof ShellmcpError ? (e.data.errname as string | undefined) : undefined;
   }
   const sim = env[SIMULATE_ABI_ENV];
   if (sim !== undefined && /^\d+$/.test(sim)) abi = Math.min(abi, Number(sim));
   return abi;
+}
+
+/** The errno name of the last failed ABI probe (`ENOSYS`, `EOPNOTSUPP` …); undefined after a successful one. */
+let missingErrno: string | undefined;
+
+/**
+ * What is missing when Landlock is not offered here (issue 44: under gVisor the old message said "needs Linux
+ * 5.13+" to a process whose runtime reported 4.4.0 and simply implements no Landlock), from the ABI probe's errno:
+ * - `ENOSYS`: the kernel or the container runtime offers no `landlock_create_ruleset` (Linux before 5.13 built
+ *   without it, or a runtime that does not implement it: gVisor, or a seccomp profile that refuses it);
+ * - `EOPNOTSUPP`: the kernel has Landlock but it is turned off (not in the `lsm=` boot list);
+ * - a lowered `SHELLMCP_SIMULATE_LANDLOCK_ABI=0`, or any other answer: said as such.
+ */
+export function landlockMissing(env: Record<string, string | undefined> = process.env): string {
+  const sim = env[SIMULATE_ABI_ENV];
+  if (sim === "0") return `Landlock is turned off by ${SIMULATE_ABI_ENV}=0`;
+  if (missingErrno === "ENOSYS")
+    return "Landlock is not offered here: the kernel or container runtime has no landlock_create_ruleset system call (ENOSYS: a kernel built without Landlock or older than 5.13, a runtime such as gVisor that does not implement it, or a seccomp profile that refuses it)";
+  if (missingErrno === "EOPNOTSUPP")
+    return "Landlock is built into this kernel but turned off (EOPNOTSUPP: add landlock to the `lsm=` boot parameter)";
+  return `Landlock is not offered here (landlock_create_ruleset: ${missingErrno ?? "no ABI"})`;
 }
 
 /** What to enforce. */
@@ -143,7 +165,7 @@ export function planLandlock(spec: LandlockSpec, abi: number): LandlockRuleset {
   if (abi < 1) {
     throw new ShellmcpError(
       "SANDBOX_UNAVAILABLE",
-      "Landlock is not available on this kernel (it needs Linux 5.13+ with landlock in the `lsm=` boot list); install bubblewrap (`apt-get install bubblewrap`) for the bwrap backend, or run with --sandbox danger-full-access",
+      `${landlockMissing()}; install bubblewrap (\`apt-get install bubblewrap\`) for the bwrap backend, or run with --sandbox danger-full-access`,
       { abi },
     );
   }

@@ -17,11 +17,10 @@
  * checked folder like the portable shells. `SHELLMCP_SANDBOX_EXEC=off` asks for the helper (the benches compare both).
  */
 import { existsSync } from "node:fs";
-import { homedir } from "node:os";
 import { join } from "node:path";
 import { L } from "../../../ffi/libc.ts";
 import { embeddedShell, installPortableShell } from "../../carried/portable-shells.ts";
-import { IS_COMPILED } from "../../self.ts";
+import { IS_COMPILED, userHome } from "../../self.ts";
 import type { PermissionProfile } from "../permission-profile.ts";
 import type { SandboxPolicy } from "../policy.ts";
 import { inProcessSteps, selfDirs } from "./in-process.ts";
@@ -181,7 +180,7 @@ export function planLandlockExec(call: LandlockCall): ExecPlan | { helper: strin
       { landlockWrites: true, proxied, ...(proxied ? { proxyPorts: call.proxyPorts } : {}) },
       call.profile,
       env,
-      selfDirs(env.HOME ?? homedir()),
+      selfDirs(env.HOME ?? userHome()),
     );
     const plan = steps.plan;
     if (!plan.sandboxed) return { helper: "the plan is not sandboxed" };
