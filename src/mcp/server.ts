@@ -269,8 +269,11 @@ class RobustStdioTransport implements Transport {
   }
 }
 
-/** Serve MCP on stdio until the client closes stdin. */
-export async function serveStdio(o: McpServerOptions): Promise<void> {
+/**
+ * The legacy era's SDK `Server` with the tools, elicitation, roots and sandbox-state handlers of `o`, not yet
+ * connected: stdio connects one ({@link serveStdio}), the HTTP transport one per MCP session (./http.ts).
+ */
+export function createLegacyServer(o: McpServerOptions): Server {
   const server = new Server(
     { name: o.name, version: o.version },
     { capabilities: { tools: {}, experimental: { [SANDBOX_STATE_CAPABILITY]: { version: "1.0.0" } } }, instructions: o.instructions },
@@ -343,6 +346,12 @@ export async function serveStdio(o: McpServerOptions): Promise<void> {
       log.warn("ignored a malformed codex/sandbox-state/update notification", { error: (e as Error).message });
     }
   };
+  return server;
+}
+
+/** Serve MCP on stdio until the client closes stdin. */
+export async function serveStdio(o: McpServerOptions): Promise<void> {
+  const server = createLegacyServer(o);
 
   // The modern era: requests with the 2026-07-28 envelope, and the cancellation of those in flight.
   let transport: RobustStdioTransport | undefined = undefined;

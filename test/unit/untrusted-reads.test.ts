@@ -59,7 +59,7 @@ const ALLOWED: Record<string, [string, string][]> = {
   "src/shell/run-command.ts": [["Bun.file(readEnd)", "the call's own output pipe (an fd), read asynchronously"]],
   "src/log.ts": [["openSync(path, constants.O_WRONLY", "the user's log file: O_NONBLOCK|O_NOFOLLOW, write only"]],
   "src/execpolicy/amend.ts": [["openSync(path, constants.O_RDWR", "O_NONBLOCK|O_NOFOLLOW, then fstat: regular files only"]],
-  "src/exec-server/auth.ts": [
+  "src/auth/bearer.ts": [
     ["readFileSync(path", "a token file the user names on the command line"],
     ["openSync(target, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL", "creates a new token file (O_EXCL|O_NOFOLLOW)"],
   ],
