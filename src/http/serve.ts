@@ -66,15 +66,16 @@ export async function serveHttp(
           ? undefined
           : parsePositive(a.clientIdleTimeoutMs, "--client-idle-timeout-ms", 7 * 24 * 3600 * 1000),
     });
-    const stopped = new Promise<void>((res) => rt.onShutdown(async () => (await server.stop(), res())));
+    // SIGTERM/SIGINT/SIGHUP: the runtime's shutdown stops the listener first (no new request, every session and its
+    // processes ended), then ends the rest and exits with the signal's status.
+    rt.onShutdown(() => server.stop());
     process.stdout.write(`${server.url.href}\n`);
     if (auth.generatedToken !== undefined)
       writeStderr(
         `shellmcp serve: MCP clients must send "Authorization: Bearer ${auth.generatedToken}" to ${server.url.href} (generated at start, written to no file; --auth capability-token --auth-token-file $CODEX_HOME/serve.token keeps one across restarts where no sandbox reads it)\n`,
       );
     log.info("serving MCP over HTTP", { url: server.url.href, auth: auth.mode });
-    await stopped;
-    return 0;
+    return await new Promise<number>(() => {}); // the shutdown exits the process
   } catch (e) {
     if (!(e instanceof ShellmcpError)) throw e;
     writeStderr(`shellmcp serve: ${e.message}\n`);

@@ -150,7 +150,8 @@ export function startHttpServer(o: HttpServeOptions): HttpServer {
       tls: o.tls === undefined ? undefined : { cert: Bun.file(o.tls.cert), key: Bun.file(o.tls.key) },
       // SSE streams stay open while a call runs or the client waits for server requests: no idle cut by Bun.
       idleTimeout: 0,
-      maxRequestBodySize: maxBody + 1,
+      // Bun refuses (bare 413) only bodies far over the cap; readCapped() answers the rest with a JSON-RPC error.
+      maxRequestBodySize: maxBody + 1024 * 1024,
       fetch: (req, srv) => handle(req, srv.requestIP(req)?.address),
       error: (e) => {
         log.warn("http request failed", { error: e.message });

@@ -1,0 +1,192 @@
+/**
+ * `shellmcp serve --listen` (issue 43): MCP over streamable HTTP through the compiled binary, driven by the v1
+ * SDK client's `StreamableHTTPClientTransport` and by raw requests: the tools, exec sessions, elicitation over the
+ * GET stream, clients isolated from each other, the HTTP layer's refusals, and the lifecycle (DELETE, idle end,
+ * SIGTERM).
+ */
+import { afterAll, describe, expect, test } from "bun:test";
+import { mkdirSync } from "node:fs";
+import { join } from "node:path";
+import { CONF_BASE } from "../helpers/cleanup.ts";
+import { connectHttp, INITIALIZE, postHeaders, refusedStart, startHttpServe, type HttpServe, type HttpSession } from "../helpers/http.ts";
+import { noProcessLeft } from "../helpers/events.ts";
+import { shellsMissing } from "../helpers/shells.ts";
+import { skipWithout } from "../helpers/prereq.ts";
+
+const skip = skipWithout("serve --listen suite", shellsMissing());
+const servers: HttpServe[] = [];
+const clients: HttpSession[] = [];
+afterAll(async () => {
+  for (const c of clients) await c.close().catch(() => undefined);
+  for (const s of servers) await s.stop().catch(() => undefined);
+});
+async function serve(o: Parameters<typeof startHttpServe>[0] = {}): Promise<HttpServe> {
+  const s = await startHttpServe(o);
+  servers.push(s);
+  return s;
+}
+async function connect(s: HttpServe, o: Parameters<typeof connectHttp>[2] = {}): Promise<HttpSession> {
+  const c = await connectHttp(s.url, s.token, o);
+  clients.push(c);
+  return c;
+}
+/** A workspace outside /tmp, a git repository (an escalated program's room writes the repository it runs in). */
+function workspace(): string {
+  const d = join(CONF_BASE, `ws-${Math.random().toString(36).slice(2)}`);
+  mkdirSync(d, { recursive: true });
+  expect(Bun.spawnSync(["git", "init", "-q", d]).exitCode).toBe(0);
+  return d;
+}
+/** A command line unique to this test process, to look for survivors by. */
+const nap = (n: number) => `sleep ${n}.${process.pid}`;
+const sessionIdOf = (text: string) => Number(/^Process running with session ID (\d+)$/m.exec(text)?.[1]);
+
+describe.skipIf(skip)("serve --listen: the tools over HTTP (SDK v1 client)", () => {
+  test("shell runs with the generated token; exec_command + write_stdin drive one session", async () => {
+    const s = await serve();
+    expect(s.url.href).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/mcp$/);
+    const c = await connect(s);
+    const { tools } = await c.client.listTools();
+    expect(tools.map((t) => t.name)).toEqual(["shell", "exec_command", "write_stdin", "list_sessions"]);
+    const r = await c.call("shell", { command: "echo over-http", workdir: "/", login: false });
+    expect(JSON.parse(r.text).output).toBe("over-http\n");
+    const started = await c.call("exec_command", { cmd: "read x; echo got:$x", workdir: "/", tty: true, yield_time_ms: 300 });
+    const id = sessionIdOf(started.text);
+    expect(started.text).toContain("Process running with session ID");
+    const answered = await c.call("write_stdin", { session_id: id, chars: "hello\n", yield_time_ms: 5000 });
+    expect(answered.text).toContain("got:hello");
+    expect(answered.text).toContain("Process exited with code 0");
+  });
+
+  test("a prompt rule asks the human through elicitation on the session's stream", async () => {
+    const s = await serve({ rules: 'prefix_rule(pattern = ["touch"], decision = "prompt")\n' });
+    const c = await connect(s, { onElicit: (m) => ({ action: m.includes("yes.txt") ? "accept" : "decline" }) });
+    const ws = workspace();
+    const r = await c.call("shell", { command: "touch yes.txt; touch no.txt; ls", workdir: ws, login: false });
+    expect(JSON.parse(r.text).output).toBe("Execution denied: User declined execution\nyes.txt\n");
+    expect(c.elicitations[0]).toBe(`Allow agent to run \`/usr/bin/touch yes.txt\` in \`${ws}\`?`);
+  });
+});
+
+describe.skipIf(skip)("serve --listen: clients are isolated", () => {
+  test("another client's exec session id is unknown to it: write_stdin, list_sessions and kill answer as for no session", async () => {
+    const s = await serve();
+    const a = await connect(s);
+    const b = await connect(s);
+    const started = await a.call("exec_command", { cmd: nap(100), workdir: "/", yield_time_ms: 200 });
+    const id = sessionIdOf(started.text);
+    expect(id).toBeGreaterThan(0);
+    const foreign = await b.call("write_stdin", { session_id: id, chars: "x\n", yield_time_ms: 100 });
+    const unknown = await b.call("write_stdin", { session_id: 987654, chars: "x\n", yield_time_ms: 100 });
+    expect(foreign.isError).toBe(unknown.isError);
+    expect(foreign.text.replace(String(id), "N")).toBe(unknown.text.replace("987654", "N"));
+    expect((await b.call("list_sessions", {})).text).toContain("No session is open.");
+    expect((await b.call("list_sessions", { kill: [id] })).text).toContain(`No open session ${id}.`);
+    // a's session is untouched, and still a's.
+    expect((await a.call("list_sessions", {})).text).toContain(nap(100));
+    await a.call("list_sessions", { kill: [id] });
+    expect(await noProcessLeft(nap(100))).toEqual([]);
+  });
+
+  test("one client's sandbox state is not another's", async () => {
+    const s = await serve();
+    const a = await connect(s);
+    const b = await connect(s);
+    const ws = workspace();
+    await a.sandboxState({ type: "workspace-write", network_access: false, writable_roots: [ws] }, ws);
+    const wrote = await a.call("shell", { command: "echo a > a.txt && echo ok", workdir: ws, login: false });
+    expect(JSON.parse(wrote.text).output).toBe("ok\n");
+    const refused = await b.call("shell", { command: "echo b > b.txt && echo ok", workdir: ws, login: false });
+    expect(JSON.parse(refused.text).output).not.toContain("ok");
+  });
+});
+
+describe.skipIf(skip)("serve --listen: the HTTP layer's refusals", () => {
+  test("probes answer without a token; no token, a wrong token and a malformed header get 401 with WWW-Authenticate", async () => {
+    const s = await serve();
+    const base = s.url.origin;
+    expect((await fetch(`${base}/healthz`)).status).toBe(200);
+    expect((await fetch(`${base}/readyz`)).status).toBe(200);
+    for (const token of [undefined, "wrong-token", `${s.token}x`]) {
+      const r = await fetch(s.url, { method: "POST", headers: postHeaders(token), body: INITIALIZE });
+      expect(r.status).toBe(401);
+      expect(r.headers.get("www-authenticate")).toStartWith("Bearer");
+    }
+    const r = await fetch(s.url, {
+      method: "POST",
+      headers: { ...postHeaders(undefined), authorization: `Basic ${s.token}` },
+      body: INITIALIZE,
+    });
+    expect(r.status).toBe(401);
+    expect(s.stderr().split(s.token!).length).toBe(2); // said once at start, never logged again
+  });
+
+  test("a foreign Origin gets 403, a foreign Host 421, a body over the cap 413, a wrong content type 415, bad JSON 400", async () => {
+    const s = await serve({ args: ["--max-body-bytes", "4096"] });
+    const post = (headers: Record<string, string>, body: string) => fetch(s.url, { method: "POST", headers, body });
+    expect((await post(postHeaders(s.token, { origin: "http://evil.example" }), INITIALIZE)).status).toBe(403);
+    expect((await post(postHeaders(s.token, { origin: s.url.origin }), INITIALIZE)).status).toBe(200);
+    expect((await post(postHeaders(s.token, { host: "evil.example" }), INITIALIZE)).status).toBe(421);
+    const big = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "initialize", params: { pad: "x".repeat(5000) } });
+    const tooBig = await post(postHeaders(s.token), big);
+    expect(tooBig.status).toBe(413);
+    expect(((await tooBig.json()) as { error: { message: string } }).error.message).toContain("4096 bytes");
+    expect((await post(postHeaders(s.token, { "content-type": "text/plain" }), INITIALIZE)).status).toBe(415);
+    const bad = await post(postHeaders(s.token), "{not json");
+    expect(bad.status).toBe(400);
+    expect(((await bad.json()) as { error: { code: number } }).error.code).toBe(-32700);
+    const notRpc = await post(postHeaders(s.token, { "mcp-session-id": "nope" }), '{"hello":1}');
+    expect(notRpc.status).toBe(404);
+    expect((await fetch(s.url, { method: "PUT", headers: postHeaders(s.token), body: INITIALIZE })).status).toBe(405);
+  });
+
+  test("a flood of sessions past --max-clients is refused with 503", async () => {
+    const s = await serve({ args: ["--max-clients", "2"] });
+    await connect(s);
+    await connect(s);
+    const r = await fetch(s.url, { method: "POST", headers: postHeaders(s.token), body: INITIALIZE });
+    expect(r.status).toBe(503);
+    expect(((await r.json()) as { error: { message: string } }).error.message).toContain("2 MCP sessions are open");
+  });
+
+  test("without TLS or auth chosen, a non-loopback address is refused at start; --auth none only on loopback", async () => {
+    const open = await refusedStart(["--listen", "http://0.0.0.0:0/mcp"]);
+    expect(open.code).toBe(2);
+    expect(open.stderr).toContain("without authentication you chose");
+    const none = await refusedStart(["--listen", "http://0.0.0.0:0/mcp", "--auth", "none"]);
+    expect(none.stderr).toContain("without authentication you chose");
+  });
+});
+
+describe.skipIf(skip)("serve --listen: lifecycle", () => {
+  test("DELETE ends the session's processes at once, and its id then answers 404", async () => {
+    const s = await serve();
+    const c = await connect(s);
+    await c.call("exec_command", { cmd: nap(101), workdir: "/", yield_time_ms: 200 });
+    const sid = c.transport.sessionId!;
+    await c.transport.terminateSession();
+    expect(await noProcessLeft(nap(101))).toEqual([]);
+    const r = await fetch(s.url, {
+      method: "POST",
+      headers: postHeaders(s.token, { "mcp-session-id": sid, "mcp-protocol-version": "2025-11-25" }),
+      body: JSON.stringify({ jsonrpc: "2.0", id: 9, method: "tools/list" }),
+    });
+    expect(r.status).toBe(404);
+  });
+
+  test("a client that vanishes: its processes end after the idle timeout", async () => {
+    const s = await serve({ args: ["--client-idle-timeout-ms", "300"] });
+    const c = await connect(s);
+    await c.call("exec_command", { cmd: nap(102), workdir: "/", yield_time_ms: 200 });
+    // No DELETE, no further request: the client is gone as far as the server can tell.
+    expect(await noProcessLeft(nap(102))).toEqual([]);
+  });
+
+  test("SIGTERM drains: the sessions' processes end and the server exits", async () => {
+    const s = await serve();
+    const c = await connect(s);
+    await c.call("exec_command", { cmd: nap(103), workdir: "/", yield_time_ms: 200 });
+    expect(await s.stop()).toBe(143);
+    expect(await noProcessLeft(nap(103))).toEqual([]);
+  });
+});
