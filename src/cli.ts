@@ -6,7 +6,7 @@ import { Command, CommanderError, Option } from "commander";
 import { DOCS_WHERE, VERSION } from "./version.ts";
 import { log } from "./log.ts";
 import { writeStderr } from "./stderr.ts";
-import { addListenOptions } from "./http/cli-options.ts";
+import { addExecServerAuthAliases, addListenOptions, applyExecServerAuthAliases } from "./http/cli-options.ts";
 
 function collect(value: string, previous: string[]): string[] {
   return [...previous, value];
@@ -195,8 +195,7 @@ export function buildProgram(setExit: (code: number) => void): Command {
       );
     });
 
-  const execServer = program
-    .command("exec-server")
+  const execServer = addExecServerAuthAliases(program.command("exec-server"))
     .description("run Codex's JSON-RPC exec server (websocket or stdio; exec-server.md in the documentation)")
     .option(
       "--listen <URL>",
@@ -254,6 +253,7 @@ export function buildProgram(setExit: (code: number) => void): Command {
     .addOption(new Option("--aws-region <REGION>").hideHelp())
     .addOption(new Option("--aws-service <SERVICE>").hideHelp())
     .action(async (o: import("./exec-server/main.ts").ExecServerCliOptions) => {
+      applyExecServerAuthAliases(o as unknown as Record<string, unknown>);
       const { execServerMain } = await import("./exec-server/main.ts");
       setExit(await execServerMain(o));
     });

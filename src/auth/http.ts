@@ -84,11 +84,11 @@ function bearerOf(authorization: string | null): string | undefined {
 }
 
 /**
- * Parse and load the `--auth*` flags; `canonicalUrl` is this server's endpoint URL (oauth's default and required
- * audience). Throws `ShellmcpError("USAGE")` naming the flag (secret files others can read are refused, as the
+ * Parse and load the `--auth*` flags; `canonicalUrl()` is this server's endpoint URL once it listens (oauth's
+ * default and required audience). Throws `ShellmcpError("USAGE")` naming the flag (secret files others can read are refused, as the
  * exec-server's).
  */
-export function loadHttpAuth(a: HttpAuthArgs, canonicalUrl: string): HttpAuth {
+export function loadHttpAuth(a: HttpAuthArgs, canonicalUrl: () => string): HttpAuth {
   if (a.auth === "oauth") return loadOauth(a, canonicalUrl);
   if (a.authJwks !== undefined || a.authScope !== undefined) throw usage("`--auth-jwks` and `--auth-scope` require `--auth oauth`");
   let policy: WsAuthPolicy;
@@ -139,13 +139,13 @@ export function loadHttpAuth(a: HttpAuthArgs, canonicalUrl: string): HttpAuth {
 /** The algorithms an OAuth access token may be signed with (asymmetric only: no HS/RS confusion, no `none`). */
 export const OAUTH_ALGORITHMS = ["RS256", "ES256", "EdDSA"] as const;
 
-function loadOauth(a: HttpAuthArgs, canonicalUrl: string): HttpAuth {
+function loadOauth(a: HttpAuthArgs, canonicalUrl: () => string): HttpAuth {
   if (a.authTokenFile !== undefined || a.authTokenSha256 !== undefined || a.authSharedSecretFile !== undefined)
     throw usage("`--auth-token-file`, `--auth-token-sha256` and `--auth-shared-secret-file` do not go with `--auth oauth`");
   if (a.authIssuer === undefined) throw usage("`--auth oauth` needs `--auth-issuer URL` (the authorization server)");
   if (a.authJwks === undefined) throw usage("`--auth oauth` needs `--auth-jwks FILE|URL` (the authorization server's signing keys)");
   const issuer = a.authIssuer.trim();
-  const audience = a.authAudience?.trim() ?? canonicalUrl;
+  const audience = a.authAudience?.trim();
   const skew = a.authMaxClockSkewSeconds === undefined ? 30 : Number(a.authMaxClockSkewSeconds);
   if (!Number.isSafeInteger(skew) || skew < 0) throw usage("--auth-max-clock-skew-seconds must be a whole number of seconds");
   let keys: JWTVerifyGetKey;
@@ -184,7 +184,7 @@ function loadOauth(a: HttpAuthArgs, canonicalUrl: string): HttpAuth {
       try {
         ({ payload } = await jwtVerify(token, keys, {
           issuer,
-          audience,
+          audience: audience ?? canonicalUrl(),
           algorithms: [...OAUTH_ALGORITHMS],
           clockTolerance: skew,
           requiredClaims: ["exp", "iss", "aud"],

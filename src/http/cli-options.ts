@@ -2,7 +2,8 @@
  * `serve`'s HTTP flags (`--listen` and those that only matter with it: docs/remote.md), kept apart from ./serve.ts
  * so that building the command line loads nothing of the HTTP server.
  */
-import type { Command } from "commander";
+import { Option, type Command } from "commander";
+import { ShellmcpError } from "../errors.ts";
 import type { HttpAuthArgs } from "../auth/http.ts";
 
 /** `serve`'s HTTP flags as commander gives them (see {@link addListenOptions}). */
@@ -48,4 +49,40 @@ export function addListenOptions(cmd: Command): Command {
     .option("--max-clients <N>", "MCP sessions open at once (default 64)")
     .option("--max-calls-per-client <N>", "requests in flight at once in one MCP session (default 16)")
     .option("--client-idle-timeout-ms <MS>", "an MCP session without a request this long is ended with its processes (default 1800000)");
+}
+
+/** The exec-server's `--ws-*` auth flags and their shared names (`serve --listen`'s), commander attribute names. */
+const EXEC_SERVER_AUTH_NAMES: [flag: string, shared: string, ws: string][] = [
+  ["--auth <MODE>", "auth", "wsAuth"],
+  ["--auth-token-out <PATH>", "authTokenOut", "wsTokenOut"],
+  ["--auth-token-file <PATH>", "authTokenFile", "wsTokenFile"],
+  ["--auth-token-sha256 <HEX>", "authTokenSha256", "wsTokenSha256"],
+  ["--auth-shared-secret-file <PATH>", "authSharedSecretFile", "wsSharedSecretFile"],
+  ["--auth-issuer <ISSUER>", "authIssuer", "wsIssuer"],
+  ["--auth-audience <AUDIENCE>", "authAudience", "wsAudience"],
+  ["--auth-max-clock-skew-seconds <SECONDS>", "authMaxClockSkewSeconds", "wsMaxClockSkewSeconds"],
+];
+
+/**
+ * Give `exec-server` the shared auth flag names (`--auth`, `--auth-token-file`, …: one authentication module,
+ * ../auth/, one set of names) beside its Codex `--ws-*` flags, which stay. Hidden from help (Codex's names are
+ * the documented ones there).
+ */
+export function addExecServerAuthAliases(cmd: Command): Command {
+  for (const [flag] of EXEC_SERVER_AUTH_NAMES) cmd.addOption(new Option(flag, `alias of --ws-${flag.slice(7)}`).hideHelp());
+  return cmd;
+}
+
+/**
+ * Fold the shared names into the `--ws-*` ones of commander's options `o` (in place). Throws `USAGE` when both
+ * names of one flag are given with different values.
+ */
+export function applyExecServerAuthAliases(o: Record<string, unknown>): void {
+  for (const [flag, shared, ws] of EXEC_SERVER_AUTH_NAMES) {
+    if (o[shared] === undefined) continue;
+    if (o[ws] !== undefined && o[ws] !== o[shared])
+      throw new ShellmcpError("USAGE", `${flag.split(" ")[0]} and --ws-${flag.slice(7).split(" ")[0]} name the same setting: give one`);
+    o[ws] = o[shared];
+    delete o[shared];
+  }
 }

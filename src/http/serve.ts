@@ -48,7 +48,8 @@ export async function serveHttp(
     } else if (a.auth === "none") {
       writeStderr(`shellmcp serve: --auth none: every local user and process that reaches ${url.host} can run commands as this user\n`);
     }
-    const auth = loadHttpAuth(a, url.href);
+    let canonical = url.href; // with port 0: the real port once listening
+    const auth = loadHttpAuth(a, () => canonical);
     addSecrets([...auth.secretFiles, ...(tls === undefined ? [] : [tls.key])]);
     const server = startHttpServer({
       url,
@@ -68,6 +69,7 @@ export async function serveHttp(
     });
     // SIGTERM/SIGINT/SIGHUP: the runtime's shutdown stops the listener first (no new request, every session and its
     // processes ended), then ends the rest and exits with the signal's status.
+    canonical = server.url.href;
     rt.onShutdown(() => server.stop());
     process.stdout.write(`${server.url.href}\n`);
     if (auth.generatedToken !== undefined)
