@@ -26,8 +26,10 @@ export interface HttpServe {
 }
 
 /** Start `shellmcp serve --listen http://127.0.0.1:0/mcp ...args`; resolves once the URL (and token) are said. */
-export async function startHttpServe(o: { args?: string[]; rules?: string; env?: Record<string, string> } = {}): Promise<HttpServe> {
-  const codexHome = mkdtempSync(join(CONF_BASE, "home-"));
+export async function startHttpServe(
+  o: { args?: string[]; rules?: string; env?: Record<string, string>; home?: string } = {},
+): Promise<HttpServe> {
+  const codexHome = o.home ?? mkdtempSync(join(CONF_BASE, "home-"));
   if (o.rules !== undefined) {
     mkdirSync(join(codexHome, "rules"), { recursive: true });
     writeFileSync(join(codexHome, "rules", "default.rules"), o.rules);

@@ -5,7 +5,7 @@
  * SIGTERM).
  */
 import { afterAll, describe, expect, test } from "bun:test";
-import { mkdirSync } from "node:fs";
+import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { CONF_BASE } from "../helpers/cleanup.ts";
 import { connectHttp, INITIALIZE, postHeaders, refusedStart, startHttpServe, type HttpServe, type HttpSession } from "../helpers/http.ts";
@@ -188,5 +188,41 @@ describe.skipIf(skip)("serve --listen: lifecycle", () => {
     await c.call("exec_command", { cmd: nap(103), workdir: "/", yield_time_ms: 200 });
     expect(await s.stop()).toBe(143);
     expect(await noProcessLeft(nap(103))).toEqual([]);
+  });
+});
+
+describe.skipIf(skip)("serve --listen: containment", () => {
+  test("a sandboxed command with the network on reaches the endpoint but gets 401, and finds no token to send", async () => {
+    const s = await serve();
+    const c = await connect(s);
+    const ws = workspace();
+    await c.sandboxState({ type: "workspace-write", network_access: true, writable_roots: [ws] }, ws);
+    const body = INITIALIZE.replaceAll('"', '\\"');
+    const curl = `curl -s -o /dev/null -w '%{http_code}' -X POST -H 'content-type: application/json' -H 'accept: application/json, text/event-stream' --data "${body}" ${s.url.href}`;
+    const r = await c.call("shell", {
+      command: `${curl}; echo; ${curl.replace("curl -s", `curl -s -H 'authorization: Bearer x'`)}`,
+      workdir: ws,
+      login: false,
+    });
+    expect(JSON.parse(r.text).output).toBe("401\n401");
+    // Where a token could be: the server's command line, environment and open files, this user's home, the
+    // command's own environment.
+    const pid = s.proc.pid;
+    const look = `cat /proc/${pid}/cmdline /proc/${pid}/environ /proc/${pid}/fd/2 2>/dev/null; env; grep -rs . "$HOME" 2>/dev/null | head -c 100000`;
+    const seen = await c.call("shell", { command: look, workdir: ws, login: false });
+    expect(seen.text).not.toContain(s.token!);
+  });
+
+  test("a token file given with --auth-token-file is hidden from sandboxed commands", async () => {
+    // Outside CODEX_HOME (which no sandbox reads anyway): only the server's hiding keeps it from a command.
+    const dir = mkdtempSync(join(CONF_BASE, "tok-"));
+    const file = join(dir, "serve.token");
+    writeFileSync(file, "file-token-0123456789abcdef\n", { mode: 0o600 });
+    const s = await serve({ args: ["--auth", "capability-token", "--auth-token-file", file] });
+    const c = await connectHttp(s.url, "file-token-0123456789abcdef");
+    clients.push(c);
+    const r = await c.call("shell", { command: `cat ${file}; grep -rs file-token ${dir}; echo end`, workdir: "/", login: false });
+    expect(r.text).not.toContain("file-token-0123456789abcdef");
+    expect(JSON.parse(r.text).output).toContain("end\n");
   });
 });
