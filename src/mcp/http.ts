@@ -72,6 +72,7 @@ export async function startHttpSession(
 export class ModernHttp {
   private readonly era: ModernEra;
   private readonly waiting = new Map<string | number, (m: Record<string, unknown>) => void>();
+  private seq = 0;
 
   constructor(o: McpServerOptions) {
     this.era = new ModernEra({
@@ -87,17 +88,24 @@ export class ModernHttp {
     });
   }
 
-  /** Answer one modern request (`msg`: a parsed request that ./modern.ts `isModernRequest` accepted). */
+  /**
+   * Answer one modern request (`msg`: a parsed request that ./modern.ts `isModernRequest` accepted). Requests of
+   * different clients of one subject may share JSON-RPC ids: each is handed on under an id of its own.
+   */
   async handle(msg: { id: string | number; method: string; params?: unknown }, signal: AbortSignal): Promise<Response> {
-    if (this.waiting.has(msg.id))
-      return Response.json(
-        { jsonrpc: "2.0", id: msg.id, error: { code: -32600, message: "Invalid Request: that id is in flight" } },
-        { status: 400 },
-      );
-    const answer = new Promise<Record<string, unknown>>((res) => this.waiting.set(msg.id, res));
-    signal.addEventListener("abort", () => this.era.cancel(msg.id), { once: true });
-    this.era.handle(msg);
-    return Response.json(await answer);
+    const own = ++this.seq;
+    const answer = new Promise<Record<string, unknown>>((res) => this.waiting.set(own, res));
+    // The client dropped the request (as `notifications/cancelled` on stdio): the call is cancelled, its answer dropped.
+    const abort = () => {
+      this.waiting.get(own)?.({ jsonrpc: "2.0", id: own, error: { code: -32800, message: "Request cancelled" } });
+      this.waiting.delete(own);
+      this.era.cancel(own);
+    };
+    signal.addEventListener("abort", abort, { once: true });
+    this.era.handle({ ...msg, id: own });
+    const m = await answer;
+    signal.removeEventListener("abort", abort);
+    return Response.json({ ...m, id: msg.id });
   }
 
   /** End every parked exec and task of this subject. */

@@ -38,6 +38,23 @@ describe.skipIf(skip)("serve --listen: the modern era over HTTP", () => {
     expect(JSON.parse(r.content[0]!.text).output).toBe("modern-http\n");
   });
 
+  test("two clients of one subject use the same JSON-RPC ids at once: each gets its own answer", async () => {
+    const s = await startHttpServe();
+    servers.push(s);
+    const connect = async () => {
+      const client = new Client({ name: "v2-http", version: "0" }, { versionNegotiation: { mode: { pin: MODERN } } });
+      await client.connect(new StreamableHTTPClientTransport(s.url, { requestInit: { headers: { Authorization: `Bearer ${s.token}` } } }));
+      closers.push(() => client.close());
+      return client;
+    };
+    const [a, b] = [await connect(), await connect()];
+    const run = (c: Client, command: string) =>
+      c.callTool({ name: "shell", arguments: { command, workdir: "/", login: false } }) as Promise<{ content: { text: string }[] }>;
+    const [ra, rb] = await Promise.all([run(a, "sleep 0.5; echo from-a"), run(b, "echo from-b")]);
+    expect(JSON.parse(ra.content[0]!.text).output).toBe("from-a\n");
+    expect(JSON.parse(rb.content[0]!.text).output).toBe("from-b\n");
+  });
+
   test("a requestState parked by one subject is refused to another, and redeemed by its own", async () => {
     const secret = "k".repeat(40);
     const d = mkdtempSync(join(CONF_BASE, "auth-"));
