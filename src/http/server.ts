@@ -10,7 +10,8 @@
  * served per principal (one client per subject).
  *
  * Answers of this layer (before the MCP layer sees a request): `GET /healthz` and `/readyz` 200 without auth;
- * another path 404; a Host not of this server 421; a foreign `Origin` 403; no or a bad credential 401 (with
+ * another path 404; a Host not of this server 421 (its listen host and port, loopback names for a loopback one,
+ * `--allowed-host`; any Host on a wildcard address without `--allowed-host`); a foreign `Origin` 403; no or a bad credential 401 (with
  * `WWW-Authenticate`), insufficient scope 403; a method other than GET/POST/DELETE 405; a POST that is not
  * `application/json` 415; a body over the cap 413; JSON that does not parse 400 (-32700); an unknown, foreign or
  * ended session 404 (-32001); too many sessions 503 (-32000); too many calls in flight in one session 429 (-32000).
@@ -171,6 +172,9 @@ export function startHttpServer(o: HttpServeOptions): HttpServer {
     ...(loopback ? [`127.0.0.1:${port}`, `localhost:${port}`, `[::1]:${port}`] : []),
     ...(o.allowedHosts ?? []),
   ]);
+  // Bound to every address (0.0.0.0, ::) with no --allowed-host: the names it is reached by are unknown, so any Host
+  // is served (such a listener has authentication and TLS: ./serve.ts); the Origin check still holds.
+  const anyHost = (hostname === "0.0.0.0" || hostname === "::") && (o.allowedHosts ?? []).length === 0;
   const ownOrigins = new Set([
     origin,
     ...(loopback ? [`${url.protocol}//127.0.0.1:${port}`, `${url.protocol}//localhost:${port}`, `${url.protocol}//[::1]:${port}`] : []),
@@ -205,7 +209,7 @@ export function startHttpServer(o: HttpServeOptions): HttpServer {
     if (req.method === "GET" && (u.pathname === "/healthz" || u.pathname === "/readyz"))
       return stopping && u.pathname === "/readyz" ? new Response("draining\n", { status: 503 }) : new Response("ok\n");
     const host = req.headers.get("host");
-    if (host === null || !ownHosts.has(host.toLowerCase()))
+    if (host === null || (!anyHost && !ownHosts.has(host.toLowerCase())))
       return new Response("Misdirected Request: Host not served here\n", { status: 421 });
     const from = req.headers.get("origin");
     if (from !== null && !ownOrigins.has(from)) {
