@@ -9,7 +9,7 @@ import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { CONF_BASE } from "../helpers/cleanup.ts";
 import { connectHttp, INITIALIZE, postHeaders, refusedStart, startHttpServe, type HttpServe, type HttpSession } from "../helpers/http.ts";
-import { noProcessLeft } from "../helpers/events.ts";
+import { fifoMessage, fifoSend, mkfifo, noProcessLeft } from "../helpers/events.ts";
 import { shellsMissing } from "../helpers/shells.ts";
 import { skipWithout } from "../helpers/prereq.ts";
 
@@ -147,6 +147,27 @@ describe.skipIf(skip)("serve --listen: the HTTP layer's refusals", () => {
     const r = await fetch(s.url, { method: "POST", headers: postHeaders(s.token), body: INITIALIZE });
     expect(r.status).toBe(503);
     expect(((await r.json()) as { error: { message: string } }).error.message).toContain("2 MCP sessions are open");
+  });
+
+  test("a request past --max-calls-per-client in one session gets 429; the session goes on", async () => {
+    const s = await serve({ args: ["--max-calls-per-client", "1"] });
+    const c = await connect(s);
+    const ws = workspace();
+    await c.sandboxState({ type: "workspace-write", network_access: false, writable_roots: [ws] }, ws);
+    mkfifo(join(ws, "up"));
+    mkfifo(join(ws, "go"));
+    const up = fifoMessage(join(ws, "up"));
+    const first = c.call("shell", { command: "echo up > up; read x < go; echo first", workdir: ws, login: false });
+    expect(await up).toBe("up\n");
+    const r = await fetch(s.url, {
+      method: "POST",
+      headers: postHeaders(s.token, { "mcp-session-id": c.transport.sessionId!, "mcp-protocol-version": "2025-11-25" }),
+      body: JSON.stringify({ jsonrpc: "2.0", id: 99, method: "tools/list" }),
+    });
+    expect(r.status).toBe(429);
+    await fifoSend(join(ws, "go"));
+    expect(JSON.parse((await first).text).output).toBe("first\n");
+    expect((await c.client.listTools()).tools.length).toBe(4);
   });
 
   test("without TLS or auth chosen, a non-loopback address is refused at start; --auth none only on loopback", async () => {
