@@ -24,6 +24,8 @@ import { ModernHttp, startHttpSession, type HttpMcpSession } from "../mcp/http.t
 import type { McpServerOptions } from "../mcp/server.ts";
 import { ShellmcpError } from "../errors.ts";
 
+/** A connection with no byte either way for this long is closed by Bun, s (slow or vanished clients). */
+export const SOCKET_IDLE_SECONDS = 60;
 /** Default largest request body, bytes (a `shell` command is at most 128 KiB; 4 MiB as the SDK's default). */
 export const DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024;
 /** Default legacy MCP sessions open at once, server-wide. */
@@ -149,11 +151,12 @@ export function startHttpServer(o: HttpServeOptions): HttpServer {
       hostname,
       port: Number(o.url.port || 0),
       tls: o.tls === undefined ? undefined : { cert: Bun.file(o.tls.cert), key: Bun.file(o.tls.key) },
-      // SSE streams stay open while a call runs or the client waits for server requests: no idle cut by Bun.
-      idleTimeout: 0,
+      // A connection silent this long is cut (a client trickling its headers or body, or gone): SSE streams carry
+      // the SDK's keep-alive comment every 15 s; a modern-era answer, which has none, lifts it once authenticated.
+      idleTimeout: SOCKET_IDLE_SECONDS,
       // Bun refuses (bare 413) only bodies far over the cap; readCapped() answers the rest with a JSON-RPC error.
       maxRequestBodySize: maxBody + 1024 * 1024,
-      fetch: (req, srv) => handle(req, srv.requestIP(req)?.address),
+      fetch: (req, srv) => handle(req, srv.requestIP(req)?.address, () => srv.timeout(req, 0)),
       error: (e) => {
         log.warn("http request failed", { error: e.message });
         return new Response("internal error", { status: 500 });
@@ -204,7 +207,7 @@ export function startHttpServer(o: HttpServeOptions): HttpServer {
     await e.client.close();
   }
 
-  async function handle(req: Request, peer: string | undefined): Promise<Response> {
+  async function handle(req: Request, peer: string | undefined, noIdleCut: () => void): Promise<Response> {
     const u = new URL(req.url);
     if (req.method === "GET" && (u.pathname === "/healthz" || u.pathname === "/readyz"))
       return stopping && u.pathname === "/readyz" ? new Response("draining\n", { status: 503 }) : new Response("ok\n");
@@ -266,6 +269,7 @@ export function startHttpServer(o: HttpServeOptions): HttpServer {
         m = { era: new ModernHttp(client.options), client };
         modern.set(who.subject, m);
       }
+      noIdleCut(); // the answer comes when the call ends, with no byte before it
       return m.era.handle(body as { id: string | number; method: string; params?: unknown }, req.signal);
     }
     if (entry === undefined) {
