@@ -55,7 +55,7 @@ export async function serveHttp(
       url,
       auth,
       tls,
-      newClient,
+      newClient: auth.mode === "none" ? () => sayingNoAuth(newClient(), () => new URL(canonical).host) : newClient,
       allowedOrigins: a.allowedOrigin,
       allowedHosts: a.allowedHost?.map((h) => h.toLowerCase()),
       maxBodyBytes: a.maxBodyBytes === undefined ? undefined : parsePositive(a.maxBodyBytes, "--max-body-bytes", 1 << 30),
@@ -87,3 +87,33 @@ export async function serveHttp(
 }
 
 const usage = (m: string) => new ShellmcpError("USAGE", m);
+
+/**
+ * With `--auth none`, the first tool result of each client carries one more text item (after the result's own
+ * content, which is unchanged) saying that anyone who reaches `host()` (the bound host:port) can run commands as this user.
+ */
+function sayingNoAuth(client: HttpClient, host: () => string): HttpClient {
+  let said = false;
+  const callTool = client.options.callTool;
+  return {
+    ...client,
+    options: {
+      ...client.options,
+      callTool: async (name, args, ctx) => {
+        const r = await callTool(name, args, ctx);
+        if (said) return r;
+        said = true;
+        return {
+          ...r,
+          content: [
+            ...r.content,
+            {
+              type: "text",
+              text: `Note: this shellmcp server takes MCP requests over HTTP without authentication (--auth none): any local user or process that reaches ${host()} can run commands as this user.`,
+            },
+          ],
+        };
+      },
+    },
+  };
+}

@@ -170,6 +170,18 @@ describe.skipIf(skip)("serve --listen: the HTTP layer's refusals", () => {
     expect((await c.client.listTools()).tools.length).toBe(4);
   });
 
+  test("--auth none on loopback: no token needed, and each client's first result says so", async () => {
+    const s = await serve({ args: ["--auth", "none"] });
+    expect(s.stderr()).toContain("--auth none");
+    const c = await connect(s);
+    const first = await c.call("shell", { command: "echo one", workdir: "/", login: false });
+    const content = first.raw.content as { text: string }[];
+    expect(JSON.parse(content[0]!.text).output).toBe("one\n");
+    expect(content[1]!.text).toContain(`without authentication (--auth none): any local user or process that reaches ${s.url.host}`);
+    const second = await c.call("shell", { command: "echo two", workdir: "/", login: false });
+    expect((second.raw.content as unknown[]).length).toBe(1);
+  });
+
   test("without TLS or auth chosen, a non-loopback address is refused at start; --auth none only on loopback", async () => {
     const open = await refusedStart(["--listen", "http://0.0.0.0:0/mcp"]);
     expect(open.code).toBe(2);
