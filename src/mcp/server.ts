@@ -285,8 +285,9 @@ export function createLegacyServer(o: McpServerOptions): Server {
   server.setNotificationHandler(RootsListChangedNotificationSchema, async () => {
     roots = undefined;
   });
-  const listRoots = (): Promise<string[]> =>
-    (roots ??= server.listRoots().then(
+  // Asked on behalf of the call that first needs them (over HTTP: on that call's SSE stream, see elicit below).
+  const listRoots = (relatedRequestId?: string | number): Promise<string[]> =>
+    (roots ??= server.listRoots(undefined, { relatedRequestId }).then(
       (r) => r.roots.filter((x) => x.uri.startsWith("file://")).map((x) => decodeURIComponent(new URL(x.uri).pathname)),
       () => {
         roots = undefined;
@@ -314,12 +315,14 @@ export function createLegacyServer(o: McpServerOptions): Server {
         ? async (message, requestedSchema) => {
             const r = await server.elicitInput(
               { message, requestedSchema: requestedSchema as never },
-              { signal: extra.signal, timeout: 24 * 3600 * 1000 },
+              // Related to the call: over HTTP it goes on the call's own SSE stream, which is open while the call
+              // runs (the GET stream may not be: a client need not open one). On stdio it changes nothing.
+              { signal: extra.signal, timeout: 24 * 3600 * 1000, relatedRequestId: extra.requestId },
             );
             return { action: r.action, content: r.content as Record<string, unknown> | undefined };
           }
         : undefined,
-      roots: hasRoots ? listRoots : undefined,
+      roots: hasRoots ? () => listRoots(extra.requestId) : undefined,
     };
     try {
       return (await o.callTool(req.params.name, req.params.arguments, ctx)) as never;

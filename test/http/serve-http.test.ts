@@ -58,13 +58,65 @@ describe.skipIf(skip)("serve --listen: the tools over HTTP (SDK v1 client)", () 
     expect(answered.text).toContain("Process exited with code 0");
   });
 
-  test("a prompt rule asks the human through elicitation on the session's stream", async () => {
+  test("a prompt rule asks the human through elicitation (SDK client)", async () => {
     const s = await serve({ rules: 'prefix_rule(pattern = ["touch"], decision = "prompt")\n' });
     const c = await connect(s, { onElicit: (m) => ({ action: m.includes("yes.txt") ? "accept" : "decline" }) });
     const ws = workspace();
     const r = await c.call("shell", { command: "touch yes.txt; touch no.txt; ls", workdir: ws, login: false });
     expect(JSON.parse(r.text).output).toBe("Execution denied: User declined execution\nyes.txt\n");
     expect(c.elicitations[0]).toBe(`Allow agent to run \`/usr/bin/touch yes.txt\` in \`${ws}\`?`);
+  });
+
+  test("a client that opens no GET stream still gets the elicitation, on its call's own SSE stream", async () => {
+    const s = await serve({ rules: 'prefix_rule(pattern = ["touch"], decision = "prompt")\n' });
+    const ws = workspace();
+    const init = JSON.stringify({
+      jsonrpc: "2.0",
+      id: 1,
+      method: "initialize",
+      params: { protocolVersion: "2025-11-25", capabilities: { elicitation: {} }, clientInfo: { name: "raw", version: "0" } },
+    });
+    const opened = await fetch(s.url, { method: "POST", headers: postHeaders(s.token), body: init });
+    const sid = opened.headers.get("mcp-session-id")!;
+    await opened.text();
+    const h = postHeaders(s.token, { "mcp-session-id": sid, "mcp-protocol-version": "2025-11-25" });
+    await fetch(s.url, { method: "POST", headers: h, body: JSON.stringify({ jsonrpc: "2.0", method: "notifications/initialized" }) });
+    const call = await fetch(s.url, {
+      method: "POST",
+      headers: h,
+      body: JSON.stringify({
+        jsonrpc: "2.0",
+        id: 2,
+        method: "tools/call",
+        params: { name: "shell", arguments: { command: "touch raw.txt && echo made", workdir: ws, login: false } },
+      }),
+    });
+    // Read the call's SSE stream: first the server's elicitation request, answered by a POST; then the result.
+    const reader = call.body!.getReader();
+    let buf = "";
+    const nextEvent = async (): Promise<Record<string, unknown>> => {
+      for (;;) {
+        const m = /^data: (.*)$/m.exec(buf);
+        if (m !== null) {
+          buf = buf.slice(buf.indexOf(m[0]) + m[0].length);
+          return JSON.parse(m[1]!) as Record<string, unknown>;
+        }
+        const { value, done } = await reader.read();
+        if (done) throw new Error("stream ended");
+        buf += new TextDecoder().decode(value);
+      }
+    };
+    const ask = await nextEvent();
+    expect(ask.method).toBe("elicitation/create");
+    const answered = await fetch(s.url, {
+      method: "POST",
+      headers: h,
+      body: JSON.stringify({ jsonrpc: "2.0", id: ask.id, result: { action: "accept" } }),
+    });
+    expect(answered.status).toBe(202);
+    const result = (await nextEvent()) as { id: number; result: { content: { text: string }[] } };
+    expect(result.id).toBe(2);
+    expect(JSON.parse(result.result.content[0]!.text).output).toBe("made\n");
   });
 });
 
