@@ -58,6 +58,8 @@ export async function serveMain(o: ServeOptions): Promise<number> {
     const message = (e as Error).message;
     const remedy = startupRemedy(e);
     writeStderr(`shellmcp serve: ${message}${remedy === "" ? "" : `\n  To fix: ${remedy}`}\n`);
+    // Over HTTP (`--listen`) no client started this process to show it the error: exit, as a service should.
+    if (o.listen !== undefined) return 2;
     await serveBroken(message, remedy);
     return 1;
   }

@@ -12,7 +12,6 @@
  * messages, with "--auth" for "--ws-auth" and "bearer token" for "websocket bearer token"). Without `--auth`, a
  * capability token is generated at start. No token, digest or secret is ever logged or put in a response.
  */
-import { createHash } from "node:crypto";
 import { readFileSync, statSync } from "node:fs";
 import { createLocalJWKSet, createRemoteJWKSet, errors as joseErrors, jwtVerify, type JWTVerifyGetKey } from "jose";
 import { ShellmcpError } from "../errors.ts";
@@ -33,7 +32,7 @@ export interface HttpAuthArgs {
 
 /** Who a request authenticated as: legacy sessions and modern-era state are bound to it. */
 export interface Principal {
-  /** A stable name of the credential's holder: `token:<digest prefix>`, `jwt:<sub>`, `oauth:<iss> <sub>`, or `anonymous`. */
+  /** A stable name of the credential's holder: `token` (a capability token), `jwt:<sub>` (or `jwt`), `oauth:<iss> <sub>`, or `anonymous`. */
   subject: string;
 }
 
@@ -74,8 +73,6 @@ function renamed(e: unknown): unknown {
     e.data,
   );
 }
-
-const sha256hex = (s: string) => createHash("sha256").update(s, "utf8").digest("hex");
 
 function bearerOf(authorization: string | null): string | undefined {
   if (authorization === null || /[^\t\x20-\x7e]/.test(authorization)) return undefined;
@@ -125,13 +122,11 @@ export function loadHttpAuth(a: HttpAuthArgs, canonicalUrl: () => string): HttpA
       const refused = authorizeUpgrade(authorization, policy);
       if (refused !== undefined)
         return { status: 401, message: refused.message.replace(/websocket /g, ""), wwwAuthenticate: 'Bearer realm="shellmcp"' };
+      // One capability token: every holder is the one principal (nothing derived from the token is kept or logged).
+      if (policy.mode === "capability-token") return { subject: "token" };
       const token = bearerOf(authorization) ?? "";
-      if (policy.mode === "capability-token") return { subject: `token:${sha256hex(token).slice(0, 16)}` };
       const claims = JSON.parse(Buffer.from(token.split(".")[1] ?? "", "base64url").toString("utf8")) as { sub?: unknown };
-      return {
-        subject:
-          typeof claims.sub === "string" ? `jwt:${claims.sub}` : `jwt-secret:${sha256hex(policy.secret.toString("hex")).slice(0, 16)}`,
-      };
+      return { subject: typeof claims.sub === "string" ? `jwt:${claims.sub}` : "jwt" };
     },
   };
 }

@@ -240,6 +240,10 @@ describe.skipIf(skip)("serve --listen: the HTTP layer's refusals", () => {
     expect(open.stderr).toContain("without authentication you chose");
     const none = await refusedStart(["--listen", "http://0.0.0.0:0/mcp", "--auth", "none"]);
     expect(none.stderr).toContain("without authentication you chose");
+    // A broken start-up (here a bad flag value) exits instead of serving errors on stdio as the stdio server does.
+    const broken = await refusedStart(["--listen", "http://127.0.0.1:0/mcp", "--default-timeout-ms", "nope"]);
+    expect(broken.code).toBe(2);
+    expect(broken.stderr).toContain("--default-timeout-ms");
   });
 });
 
