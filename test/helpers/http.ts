@@ -27,15 +27,17 @@ export interface HttpServe {
 
 /** Start `shellmcp serve --listen http://127.0.0.1:0/mcp ...args`; resolves once the URL (and token) are said. */
 export async function startHttpServe(
-  o: { args?: string[]; rules?: string; env?: Record<string, string>; home?: string } = {},
+  o: { args?: string[]; rules?: string; env?: Record<string, string>; home?: string; config?: string } = {},
 ): Promise<HttpServe> {
   const codexHome = o.home ?? mkdtempSync(join(CONF_BASE, "home-"));
   if (o.rules !== undefined) {
     mkdirSync(join(codexHome, "rules"), { recursive: true });
     writeFileSync(join(codexHome, "rules", "default.rules"), o.rules);
   }
+  if (o.config !== undefined) writeFileSync(join(codexHome, "config.toml"), o.config);
   const args = o.args ?? [];
-  const listen = args.includes("--listen") ? [] : ["--listen", "http://127.0.0.1:0/mcp"];
+  // `config` may name the endpoint itself (`[shellmcp] listen`).
+  const listen = args.includes("--listen") || o.config?.includes("listen") ? [] : ["--listen", "http://127.0.0.1:0/mcp"];
   const proc = Bun.spawn([ensureBinary(), "serve", ...listen, ...args], {
     env: { PATH: "/usr/local/bin:/usr/bin:/bin", HOME: codexHome, CODEX_HOME: codexHome, LC_ALL: "C", ...o.env },
     stdin: "ignore",

@@ -58,6 +58,13 @@ describe.skipIf(skip)("serve --listen: the tools over HTTP (SDK v1 client)", () 
     expect(answered.text).toContain("Process exited with code 0");
   });
 
+  test("[shellmcp] listen in config.toml serves HTTP without the flag", async () => {
+    const s = await serve({ config: '[shellmcp]\nlisten = "http://127.0.0.1:0/cfg"\n' });
+    expect(s.url.pathname).toBe("/cfg");
+    const c = await connect(s);
+    expect((await c.client.listTools()).tools.length).toBe(4);
+  });
+
   test("a prompt rule asks the human through elicitation (SDK client)", async () => {
     const s = await serve({ rules: 'prefix_rule(pattern = ["touch"], decision = "prompt")\n' });
     const c = await connect(s, { onElicit: (m) => ({ action: m.includes("yes.txt") ? "accept" : "decline" }) });
