@@ -199,6 +199,28 @@ describe.skipIf(skip)("serve --listen: the HTTP layer's refusals", () => {
     expect((await fetch(s.url, { method: "PUT", headers: postHeaders(s.token), body: INITIALIZE })).status).toBe(405);
   });
 
+  test("in a session: a message that is not JSON-RPC gets 400; a batch is answered per message; an initialize batch is refused", async () => {
+    const s = await serve();
+    const c = await connect(s);
+    const h = postHeaders(s.token, { "mcp-session-id": c.transport.sessionId!, "mcp-protocol-version": "2025-11-25" });
+    const notRpc = await fetch(s.url, { method: "POST", headers: h, body: '{"hello":1}' });
+    expect(notRpc.status).toBe(400);
+    const batch = await fetch(s.url, {
+      method: "POST",
+      headers: h,
+      body: JSON.stringify([
+        { jsonrpc: "2.0", id: 11, method: "tools/list" },
+        { jsonrpc: "2.0", id: 12, method: "no/such" },
+      ]),
+    });
+    const text = await batch.text();
+    expect(text).toContain('"id":11');
+    expect(text).toContain('"id":12');
+    expect(text).toContain("Method not found");
+    const initBatch = await fetch(s.url, { method: "POST", headers: postHeaders(s.token), body: `[${INITIALIZE},${INITIALIZE}]` });
+    expect(initBatch.status).toBe(400);
+  });
+
   test("a flood of sessions past --max-clients is refused with 503", async () => {
     const s = await serve({ args: ["--max-clients", "2"] });
     await connect(s);
