@@ -300,6 +300,15 @@ describe.skipIf(skip)("serve --listen: lifecycle", () => {
     expect(await noProcessLeft(nap(102))).toEqual([]);
   });
 
+  test("SIGKILL: nothing the server started outlives it (the lifeline guard, as on stdio)", async () => {
+    const s = await serve();
+    const c = await connect(s);
+    await c.call("exec_command", { cmd: nap(104), workdir: "/", yield_time_ms: 200 });
+    s.proc.kill("SIGKILL");
+    await s.proc.exited;
+    expect(await noProcessLeft(nap(104))).toEqual([]);
+  });
+
   test("SIGTERM drains: the sessions' processes end and the server exits", async () => {
     const s = await serve();
     const c = await connect(s);
