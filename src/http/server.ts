@@ -139,7 +139,8 @@ export function startHttpServer(o: HttpServeOptions): HttpServer {
   const maxCalls = o.maxCallsPerClient ?? DEFAULT_MAX_CALLS_PER_CLIENT;
   const idleMs = o.idleTimeoutMs ?? DEFAULT_CLIENT_IDLE_TIMEOUT_MS;
   const sessions = new Map<string, SessionEntry>();
-  const modern = new Map<string, { era: ModernHttp; client: HttpClient }>();
+  /** Modern-era clients, one per subject: ended like sessions when idle. */
+  const modern = new Map<string, { era: ModernHttp; client: HttpClient; lastSeen: number; inFlight: number }>();
   let pending = 0; // sessions being initialised (counted against maxClients)
   let stopping = false;
   const path = o.url.pathname;
@@ -193,6 +194,13 @@ export function startHttpServer(o: HttpServeOptions): HttpServer {
         if (e.inFlight === 0 && now - e.lastSeen > idleMs) {
           log.info("http session idle: ended", { session: id.slice(0, 8) });
           void endSession(id);
+        }
+      for (const [subject, m] of modern)
+        if (m.inFlight === 0 && now - m.lastSeen > idleMs) {
+          log.info("http modern-era client idle: ended", { subject: subject.slice(0, 24) });
+          modern.delete(subject);
+          m.era.close();
+          void m.client.close();
         }
     },
     Math.max(50, Math.min(idleMs / 4, 30_000)),
@@ -265,18 +273,27 @@ export function startHttpServer(o: HttpServeOptions): HttpServer {
     if (sid === null && isModernRequest(body)) {
       let m = modern.get(who.subject);
       if (m === undefined) {
+        if (sessions.size + modern.size + pending >= maxClients)
+          return rpcError(503, -32000, `Service Unavailable: ${maxClients} clients are open, the most this server keeps`);
         const client = o.newClient();
-        m = { era: new ModernHttp(client.options), client };
+        m = { era: new ModernHttp(client.options), client, lastSeen: Date.now(), inFlight: 0 };
         modern.set(who.subject, m);
       }
       noIdleCut(); // the answer comes when the call ends, with no byte before it
-      return m.era.handle(body as { id: string | number; method: string; params?: unknown }, req.signal);
+      const mm = m;
+      mm.inFlight++;
+      try {
+        return await mm.era.handle(body as { id: string | number; method: string; params?: unknown }, req.signal);
+      } finally {
+        mm.inFlight--;
+        mm.lastSeen = Date.now();
+      }
     }
     if (entry === undefined) {
       const isInit =
         typeof body === "object" && body !== null && !Array.isArray(body) && (body as { method?: unknown }).method === "initialize";
       if (!isInit) return rpcError(400, -32000, "Bad Request: Mcp-Session-Id header is required (or send initialize first)");
-      if (sessions.size + pending >= maxClients)
+      if (sessions.size + modern.size + pending >= maxClients)
         return rpcError(
           503,
           -32000,

@@ -11,6 +11,7 @@ import { signHs256Jwt } from "../../src/auth/bearer.ts";
 import { CONF_BASE } from "../helpers/cleanup.ts";
 import { postHeaders, startHttpServe, type HttpServe } from "../helpers/http.ts";
 import { MODERN } from "../helpers/mcp-modern.ts";
+import { noProcessLeft } from "../helpers/events.ts";
 import { shellsMissing } from "../helpers/shells.ts";
 import { skipWithout } from "../helpers/prereq.ts";
 
@@ -53,6 +54,22 @@ describe.skipIf(skip)("serve --listen: the modern era over HTTP", () => {
     const [ra, rb] = await Promise.all([run(a, "sleep 0.5; echo from-a"), run(b, "echo from-b")]);
     expect(JSON.parse(ra.content[0]!.text).output).toBe("from-a\n");
     expect(JSON.parse(rb.content[0]!.text).output).toBe("from-b\n");
+  });
+
+  test("a modern-era client that goes quiet: its exec sessions end after the idle timeout", async () => {
+    const s = await startHttpServe({ args: ["--client-idle-timeout-ms", "300"] });
+    servers.push(s);
+    const client = new Client({ name: "v2-http", version: "0" }, { versionNegotiation: { mode: { pin: MODERN } } });
+    await client.connect(new StreamableHTTPClientTransport(s.url, { requestInit: { headers: { Authorization: `Bearer ${s.token}` } } }));
+    closers.push(() => client.close());
+    const r = (await client.callTool({
+      name: "exec_command",
+      arguments: { cmd: `sleep 106.${process.pid}`, workdir: "/", yield_time_ms: 200 },
+    })) as {
+      content: { text: string }[];
+    };
+    expect(r.content[0]!.text).toContain("Process running with session ID");
+    expect(await noProcessLeft(`sleep 106.${process.pid}`)).toEqual([]);
   });
 
   test("a requestState parked by one subject is refused to another, and redeemed by its own", async () => {
