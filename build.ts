@@ -76,7 +76,7 @@ export function hostTarget(): string {
 
 /**
  * Stage the portable shells of `target` in `dist/embed/` for `src/carried/embedded-shells.ts`: copies of
- * `dist/shells-static/<target>/{bash,zsh,room-launcher}`, or empty files when there are none. Returns whether shells were staged.
+ * `dist/shells-static/<target>/{bash,zsh,room-launcher,sandbox-exec}`, or empty files when there are none. Returns whether shells were staged.
  */
 export function stageShells(target: string): boolean {
   const from = join(ROOT, "dist", "shells-static", target);
@@ -91,6 +91,10 @@ export function stageShells(target: string): boolean {
   const launcher = join(from, "room-launcher");
   if (target.startsWith("linux-") && existsSync(launcher)) copyFileSync(launcher, join(to, "room-launcher"));
   else writeFileSync(join(to, "room-launcher"), "");
+  // sandbox-exec (scripts/build-sandbox-exec.sh): without it, Landlock calls start the Bun helper.
+  const sandboxExec = join(from, "sandbox-exec");
+  if (target.startsWith("linux-") && existsSync(sandboxExec)) copyFileSync(sandboxExec, join(to, "sandbox-exec"));
+  else writeFileSync(join(to, "sandbox-exec"), "");
   return have;
 }
 

@@ -62,8 +62,8 @@ const INPUTS: Record<string, string> = {
 async function once(exe: string, input: string): Promise<{ ms: number; rss: number }> {
   const t0 = Bun.nanoseconds();
   const p = Bun.spawn([exe], { stdin: "pipe", stdout: "pipe", stderr: "ignore" });
-  p.stdin.write(input);
-  p.stdin.flush();
+  await p.stdin.write(input);
+  await p.stdin.flush();
   const reader = p.stdout.getReader();
   let text = "";
   while (text.split("\n").length < 3) {

@@ -66,8 +66,8 @@ function rssMiB(pid: number): number {
 async function timed(argv: string[], input: string, answers: number) {
   const t0 = Bun.nanoseconds();
   const p = Bun.spawn(argv, { env, stdin: "pipe", stdout: "pipe", stderr: "ignore" });
-  p.stdin.write(input);
-  p.stdin.flush();
+  await p.stdin.write(input);
+  await p.stdin.flush();
   const reader = p.stdout.getReader();
   let text = "";
   let first = 0;
@@ -83,7 +83,7 @@ async function timed(argv: string[], input: string, answers: number) {
 }
 
 async function end(p: ReturnType<typeof Bun.spawn>): Promise<void> {
-  (p.stdin as import("bun").FileSink).end();
+  await (p.stdin as import("bun").FileSink).end();
   p.kill();
   await p.exited;
 }

@@ -113,11 +113,11 @@ export const INITIALIZE_LINE =
 export async function initializeOnce(argv: string[], env: Record<string, string>): Promise<number> {
   const t0 = Bun.nanoseconds();
   const p = Bun.spawn(argv, { env, stdin: "pipe", stdout: "pipe", stderr: "ignore" });
-  p.stdin.write(INITIALIZE_LINE);
-  p.stdin.flush();
+  await p.stdin.write(INITIALIZE_LINE);
+  await p.stdin.flush();
   await p.stdout.getReader().read();
   const ms = (Bun.nanoseconds() - t0) / 1e6;
-  p.stdin.end();
+  await p.stdin.end();
   p.kill();
   await p.exited;
   return ms;

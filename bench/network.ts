@@ -210,4 +210,4 @@ console.log(
 );
 for (const s of sockets) s.destroy();
 child.kill();
-server.stop(true);
+await server.stop(true);

@@ -78,4 +78,4 @@ for (const backend of ["bwrap", "landlock"] as const)
       console.log(`${backend.padEnd(9)} ${v.padEnd(11)} failed: ${(e as Error).message.slice(0, 200)}`);
     }
   }
-server.stop(true);
+await server.stop(true);

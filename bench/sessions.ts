@@ -77,5 +77,5 @@ row("shell `true` (whole call)", samples.shell!);
 row("exec_command `true` (ends within its yield time)", samples.exec!);
 row(`session start: exec_command \`cat\`, tty, minus ${YIELD_MS} ms yield`, samples.start!);
 row(`write_stdin of one line to it, minus ${YIELD_MS} ms yield`, samples.poll!);
-rpc.proc.stdin.end();
+await rpc.proc.stdin.end();
 await rpc.proc.exited;

@@ -128,11 +128,11 @@ for (const [name, argv, extra] of [
 }
 {
   const p = Bun.spawn([floor], { stdin: "pipe", stdout: "pipe", stderr: "ignore" });
-  p.stdin.write("\n");
-  p.stdin.flush();
+  await p.stdin.write("\n");
+  await p.stdin.flush();
   await p.stdout.getReader().read();
   await Bun.sleep(500);
   console.log(`Bun's floor\n  idle           ${fmt(memory(p.pid, realpathSync(floor)))}`);
-  p.stdin.end();
+  await p.stdin.end();
   await p.exited;
 }

@@ -226,14 +226,6 @@ export function dup2(oldfd: number, newfd: number): number {
   return check(`dup2(${oldfd}, ${newfd})`, sym("exec").dup2(oldfd, newfd));
 }
 
-/** `getsockopt(fd, SOL_SOCKET, opt)` for an int option (e.g. `SO_SNDBUF`). */
-export function getsockoptInt(fd: number, opt: number): number {
-  const v = new Int32Array(1);
-  const len = new Uint32Array([4]);
-  check("getsockopt", sym("socket").getsockopt(fd, SOCK.SOL_SOCKET, opt, v, len));
-  return v[0]!;
-}
-
 /** `AF_INET` (Linux and darwin). */
 export const AF_INET = 2;
 
@@ -454,16 +446,6 @@ export function execve(path: CStr, argv: readonly CStr[], env: readonly CStr[] |
   throw sysError(`execve(${typeof path === "string" ? path : Buffer.from(path).toString()})`, err);
 }
 
-/** `chdir(path)`. */
-export function chdir(path: string): void {
-  check(`chdir(${path})`, sym("exec").chdir(cstr(path, "path")));
-}
-
-/** `setsid()` → new session id. */
-export function setsid(): number {
-  return check("setsid", sym("exec").setsid());
-}
-
 // ---------------------------------------------------------------------------------------------------------
 // Linux kernel interfaces
 
@@ -534,9 +516,6 @@ export function unshare(flags: number): void {
 export function setns(fd: number, nstype: number): void {
   syscall("setns", syscallNumber("setns"), fd, nstype);
 }
-
-/** `CAP_SYS_PTRACE`: lets a process read any same-user (or, for root, any) process's memory and environment. */
-export const CAP_SYS_PTRACE = 19;
 
 /** `prctl(option, a2, a3, a4, a5)` → result. Linux only. */
 export function prctl(option: number, a2 = 0, a3 = 0, a4 = 0, a5 = 0): number {
@@ -917,8 +896,6 @@ export function openPty(rows = 24, cols = 80): PtyPair {
 // ---------------------------------------------------------------------------------------------------------
 // Calls relative to a folder descriptor (Linux): the git guard's repairs (src/sandbox/git/repair.ts)
 
-/** `AT_FDCWD`: the working folder as a `dirfd`. */
-export const AT_FDCWD = -100;
 /** `unlinkat` flag: remove a folder (as `rmdir`). */
 export const AT_REMOVEDIR = 0x200;
 /** `openat2` resolve flags (linux/openat2.h). */

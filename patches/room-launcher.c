@@ -6,7 +6,9 @@
  * of a new bubblewrap (or a new sandbox helper) each time.
  *
  * Usage: room-launcher [--contained]   with fd 3 a SOCK_STREAM Unix socket to the escalation worker.
- *        room-launcher --guard FD [--exec-fd N] [--join-cgroup PROCS] -- PATH ARGV0 [ARG...]   (the lifeline guard)
+ *        room-launcher --guard FD [--exec-fd N] [--join-cgroup PROCS] [--status-fd N] -- PATH ARGV0 [ARG...]
+ *                                                                                   (the lifeline guard)
+ *        room-launcher --join-ns USERFD NETFD -- PATH ARGV0 [ARG...]   (into the server's loopback network)
  *   --contained: the room is a pid namespace of its own (bubblewrap): once no program of the room runs, every
  *   other process in it is killed (kill(-1, SIGKILL)), as when each program had a room of its own.
  *
@@ -45,14 +47,26 @@
  * --exec-fd N: the program is the file open at fd N (exec'd with execveat, the fd closed on exec), PATH only names it
  * in messages: the server's own executable, which the guard could not reach by a path (`/proc/self/exe` would be the
  * guard, `/proc/<server>/exe` is closed to a non-root child of a non-dumpable server).
+ * --status-fd N (the exec-server's processes, whose leftovers Codex lets run on until terminate or shutdown): when the
+ *   child ends, the guard writes its wait status (4 bytes, native order) to fd N and closes it instead of killing
+ *   what the child left behind; it stays the subreaper of those leftovers (the server's lifeline and SIGUSR1 still end
+ *   them) and ends, the way the child did, once the last of them has ended.
  * --join-cgroup PROCS: the guard writes its pid into that `cgroup.procs` file first (a call's cgroup), so that it and
  * everything below it is in the cgroup before anything runs; when the write fails nothing runs (exit 126).
  * It cannot start the child: one line on stderr, exit 127 (nothing ran).
+ *
+ * --join-ns (src/sandbox/linux/loopback-net.ts): joins the user namespace open at USERFD, then the network namespace
+ * open at NETFD (the server's private loopback-only network, which the user namespace owns), closes both fds and
+ * execs PATH with argv ARGV0 ARG... in place (bubblewrap, which then builds the call's sandbox inside that network
+ * instead of a fresh one). setns into a user namespace needs a single-threaded process, which the server is not: this
+ * is that process. Nothing of the namespaces' fds reaches PATH. A namespace it cannot join, or a fd that is no
+ * namespace of that kind: one line on stderr, exit 126 (nothing ran: never a sandbox in the wrong network).
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -439,7 +453,7 @@ static void mirror_status(int status) {
 static const int GUARD_SIGNALS[] = {SIGCHLD, SIGCONT, SIGTERM, SIGINT,  SIGHUP,  SIGQUIT, SIGUSR1,
                                     SIGUSR2, SIGALRM, SIGTSTP, SIGTTIN, SIGTTOU, SIGPIPE, SIGWINCH};
 
-static int guard_main(int lifeline, int exec_fd, const char *procs, const char *path, char **child_argv) {
+static int guard_main(int lifeline, int exec_fd, int status_fd, const char *procs, const char *path, char **child_argv) {
   if (procs != NULL) {
     int fd = open(procs, O_WRONLY | O_CLOEXEC);
     char pid[24];
@@ -457,6 +471,10 @@ static int guard_main(int lifeline, int exec_fd, const char *procs, const char *
   }
   if (exec_fd >= 0 && fcntl(exec_fd, F_SETFD, FD_CLOEXEC) != 0) {
     fprintf(stderr, "room-launcher --guard: fd %d is not open\n", exec_fd);
+    return 127;
+  }
+  if (status_fd >= 0 && (status_fd == lifeline || status_fd == exec_fd || fcntl(status_fd, F_SETFD, FD_CLOEXEC) != 0)) {
+    fprintf(stderr, "room-launcher --guard: fd %d is not open (or not a status fd of its own)\n", status_fd);
     return 127;
   }
   if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) {
@@ -492,6 +510,7 @@ static int guard_main(int lifeline, int exec_fd, const char *procs, const char *
     dprintf(2, "shellmcp: %s: %s\n", path, strerror(err));
     _exit(err == EACCES || err == ENOEXEC || err == EISDIR ? 126 : 127);
   }
+  int child_done = 0, child_status = 0;
   /* The programs table holds the child, so kill_leftovers spares it while it runs. */
   programs[0].pid = pid;
   programs[0].id = 0;
@@ -522,14 +541,28 @@ static int guard_main(int lifeline, int exec_fd, const char *procs, const char *
     pid_t r;
     while ((r = waitpid(-1, &status, WNOHANG)) > 0) {
       if (r != pid) continue;
-      /* The child ended: what it left behind ends too, then the guard ends as it did. */
       nprograms = 0;
+      if (status_fd >= 0) {
+        /* The child ended: say how, and let what it left behind run on below this guard. */
+        int32_t st = (int32_t)status;
+        ssize_t w;
+        do w = write(status_fd, &st, sizeof st);
+        while (w < 0 && errno == EINTR);
+        close(status_fd);
+        status_fd = -1;
+        child_status = status;
+        child_done = 1;
+        continue;
+      }
+      /* The child ended: what it left behind ends too, then the guard ends as it did. */
       for (;;) {
         kill_leftovers();
         if (waitpid(-1, NULL, 0) < 0 && errno == ECHILD) break;
       }
       mirror_status(status);
     }
+    /* With --status-fd: the last leftover has ended. */
+    if (child_done && r < 0 && errno == ECHILD) mirror_status(child_status);
   }
 }
 
@@ -540,9 +573,29 @@ static long fd_arg(const char *s) {
   return end != s && *end == 0 && v >= 0 && v <= 1023 ? v : -1;
 }
 
+/* --join-ns: the user namespace first (it owns the network namespace, and joining it gives this process the right
+   to join that one), then the network namespace; then PATH in place. */
+static int join_main(int userfd, int netfd, const char *path, char **child_argv) {
+  if (setns(userfd, CLONE_NEWUSER) != 0) {
+    fprintf(stderr, "shellmcp: cannot join this server's loopback network (its user namespace, fd %d): %s\n", userfd,
+            strerror(errno));
+    return 126;
+  }
+  if (setns(netfd, CLONE_NEWNET) != 0) {
+    fprintf(stderr, "shellmcp: cannot join this server's loopback network (fd %d): %s\n", netfd, strerror(errno));
+    return 126;
+  }
+  close(userfd);
+  close(netfd);
+  execv(path, child_argv);
+  int err = errno;
+  dprintf(2, "shellmcp: %s: %s\n", path, strerror(err));
+  return err == EACCES || err == ENOEXEC || err == EISDIR ? 126 : 127;
+}
+
 int main(int argc, char **argv) {
   if (argc >= 2 && strcmp(argv[1], "--guard") == 0) {
-    long fd = argc >= 3 ? fd_arg(argv[2]) : -1, exec_fd = -1;
+    long fd = argc >= 3 ? fd_arg(argv[2]) : -1, exec_fd = -1, status_fd = -1;
     const char *procs = NULL;
     int i = 3, bad = fd < 0;
     for (; !bad && i + 1 < argc && strcmp(argv[i], "--") != 0; i += 2) {
@@ -550,14 +603,25 @@ int main(int argc, char **argv) {
         bad = (exec_fd = fd_arg(argv[i + 1])) < 0;
       else if (strcmp(argv[i], "--join-cgroup") == 0)
         procs = argv[i + 1];
+      else if (strcmp(argv[i], "--status-fd") == 0)
+        bad = (status_fd = fd_arg(argv[i + 1])) < 0;
       else
         bad = 1;
     }
     if (bad || argc < i + 3 || strcmp(argv[i], "--") != 0) {
-      fprintf(stderr, "usage: room-launcher --guard FD [--exec-fd N] [--join-cgroup PROCS] -- PATH ARGV0 [ARG...]\n");
+      fprintf(stderr,
+              "usage: room-launcher --guard FD [--exec-fd N] [--join-cgroup PROCS] [--status-fd N] -- PATH ARGV0 [ARG...]\n");
       return 2;
     }
-    return guard_main((int)fd, (int)exec_fd, procs, argv[i + 1], argv + i + 2);
+    return guard_main((int)fd, (int)exec_fd, (int)status_fd, procs, argv[i + 1], argv + i + 2);
+  }
+  if (argc >= 2 && strcmp(argv[1], "--join-ns") == 0) {
+    long userfd = argc >= 3 ? fd_arg(argv[2]) : -1, netfd = argc >= 4 ? fd_arg(argv[3]) : -1;
+    if (userfd < 0 || netfd < 0 || userfd == netfd || argc < 7 || strcmp(argv[4], "--") != 0) {
+      fprintf(stderr, "usage: room-launcher --join-ns USERFD NETFD -- PATH ARGV0 [ARG...]\n");
+      return 2;
+    }
+    return join_main((int)userfd, (int)netfd, argv[5], argv + 6);
   }
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--contained") == 0)

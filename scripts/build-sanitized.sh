@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Build ASan/UBSan variants of the two C parts of shellmcp, for their tests (docs/escalation.md, "The escalation boundary: what an allow rule grants"):
-# the room launcher (patches/room-launcher.c) and, with --shells, bash and zsh with our exec-wrapper patches and the
+# Build ASan/UBSan variants of the C parts of shellmcp, for their tests (docs/escalation.md, "The escalation boundary: what an allow rule grants"):
+# the room launcher (patches/room-launcher.c), sandbox-exec (patches/sandbox-exec.c) and, with --shells, bash and zsh with our exec-wrapper patches and the
 # in-shell escalation client (patches/escalate-client.c). glibc and gcc -fsanitize=address,undefined (ASan does not
 # link statically, so these are not the carried musl builds: same sources, another libc), -fno-sanitize-recover:
 # the first finding stops the program. Into $SHELLMCP_SANITIZED_DIR (default .cache/sanitized/), never into dist/.
@@ -9,6 +9,7 @@
 # Then run the tests against them:
 #   SHELLMCP_TEST_ROOM_LAUNCHER=.cache/sanitized/room-launcher bun test test/sandbox/room-launcher.test.ts \
 #     test/sandbox/room-launcher-mutation.test.ts
+#   SHELLMCP_TEST_SANDBOX_EXEC=.cache/sanitized/sandbox-exec bun test test/sandbox/sandbox-exec.test.ts
 #   SHELLMCP_TEST_SHELLS_DIR=.cache/sanitized bun test test/escalate/in-shell-client.test.ts test/escalate/cross-compat.test.ts
 # (test/sandbox/sanitized.test.ts does both when the builds are there.)
 set -euo pipefail
@@ -33,6 +34,12 @@ if ! [ -x "$launcher" ] || [ patches/room-launcher.c -nt "$launcher" ] || [ "$0"
   gcc $SAN -Wall -Wextra -Werror -o "$launcher.tmp" patches/room-launcher.c "$DEFAULTS"
   mv "$launcher.tmp" "$launcher"
   echo "sanitized room launcher: ${launcher#"$ROOT"/}"
+fi
+sandboxexec=$OUT/sandbox-exec
+if ! [ -x "$sandboxexec" ] || [ patches/sandbox-exec.c -nt "$sandboxexec" ] || [ "$0" -nt "$sandboxexec" ]; then
+  gcc $SAN -Wall -Wextra -Werror -o "$sandboxexec.tmp" patches/sandbox-exec.c "$DEFAULTS"
+  mv "$sandboxexec.tmp" "$sandboxexec"
+  echo "sanitized sandbox-exec: ${sandboxexec#"$ROOT"/}"
 fi
 [ "${1:-}" = "--shells" ] || exit 0
 

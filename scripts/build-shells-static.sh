@@ -65,6 +65,7 @@ want=$({ echo "$arch"; echo "$SOURCES"; cat patches/bash-5.2.15-exec-wrapper.pat
 if [ -z "$force" ] && [ -x "$OUT/bash" ] && [ -x "$OUT/zsh" ] && [ "$(cat "$STAMP" 2>/dev/null)" = "$want" ]; then
   echo "portable shells up to date in ${OUT#"$ROOT"/}"
   bash "$ROOT/scripts/build-room-launcher.sh" "$arch"
+  bash "$ROOT/scripts/build-sandbox-exec.sh" "$arch"
   exit 0
 fi
 
@@ -223,3 +224,4 @@ if [ "$arch" = "$(uname -m)" ] || [ -n "$run_it" ]; then
 fi
 progress "$summary"
 bash "$ROOT/scripts/build-room-launcher.sh" "$arch"
+bash "$ROOT/scripts/build-sandbox-exec.sh" "$arch"

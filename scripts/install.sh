@@ -29,7 +29,7 @@ fi
 bash scripts/build-shells-static.sh
 # The from-source layout: copies of those same shells beside the executable, in dist/shells/, where `serve` looks
 # before its carried ones and where the exec wrapper finds the bash that runs a script without `#!` (so that the
-# script's own commands are intercepted too; src/escalate/wrapper.ts). Copies, not a second build; a Debian-linked
+# script's own commands are intercepted too; src/escalate/protocol/wrapper.ts). Copies, not a second build; a Debian-linked
 # dist/shells/ from scripts/build-shells.sh (optional) is left alone.
 platform=linux-$(uname -m | sed 's/x86_64/x64/; s/aarch64/arm64/')
 if [ ! -e dist/shells/.stamp ] || grep -q '^static:' dist/shells/.stamp; then

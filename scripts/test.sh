@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Run every test: formatting check (Prettier, config in .prettierrc.json), type-check, the fast tier, the clean-root
+# Run every test: formatting check (Prettier, config in .prettierrc.json), type-check, lint, the fast tier, the clean-root
 # npm test (issue 25), then `bun test` (its summary line ends the output). Under CI=true a missing formatter is an
 # error, like any missing prerequisite. This is the README's test command: run it before a commit lands.
 #
@@ -25,6 +25,11 @@ else
   echo "test.sh: SKIP format check: prettier is not installed (npm ci)" >&2
 fi
 node_modules/.bin/tsc --noEmit -p .
+# Lint (issue 42), before the fast tier and not inside it: typescript-eslint's no-floating-promises, type-aware, so it
+# builds the whole TypeScript program (~15 s on 2 cores, more than the whole fast tier), then knip (files nothing
+# reaches, exports nothing imports, dependencies nothing uses; ~5 s). Config: eslint.config.js, knip.jsonc.
+node_modules/.bin/eslint .
+node_modules/.bin/knip
 
 run_dir=$(mktemp -d "${TMPDIR:-/tmp}/shellmcp-test.XXXXXX")
 trap 'rm -rf "$run_dir"' EXIT

@@ -15,7 +15,7 @@
  *   silently.
  * Every outcome other than the file's bytes is a value, never a throw, so a caller decides in one place to fail
  * closed. The decisions built on these reads run off the main thread with a deadline as well
- * (src/escalate/inspector.ts), so even a read that blocks where no read should (a hung network filesystem) costs
+ * (src/escalate/decision/inspector.ts), so even a read that blocks where no read should (a hung network filesystem) costs
  * one decision, not the server.
  *
  * Code outside this module must not read a call-derived path synchronously: test/unit/untrusted-reads.test.ts

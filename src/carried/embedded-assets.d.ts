@@ -12,3 +12,7 @@ declare module "*/embed/room-launcher" {
   const path: string;
   export default path;
 }
+declare module "*/embed/sandbox-exec" {
+  const path: string;
+  export default path;
+}

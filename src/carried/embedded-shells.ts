@@ -8,6 +8,12 @@
 import bash from "../../dist/embed/bash" with { type: "file" };
 import zsh from "../../dist/embed/zsh" with { type: "file" };
 import roomLauncher from "../../dist/embed/room-launcher" with { type: "file" };
+import sandboxExec from "../../dist/embed/sandbox-exec" with { type: "file" };
 
 /** Path of each embedded program inside the executable (an empty file: none embedded). */
-export const EMBEDDED_SHELLS: Readonly<Record<"bash" | "zsh" | "room-launcher", string>> = { bash, zsh, "room-launcher": roomLauncher };
+export const EMBEDDED_SHELLS: Readonly<Record<"bash" | "zsh" | "room-launcher" | "sandbox-exec", string>> = {
+  bash,
+  zsh,
+  "room-launcher": roomLauncher,
+  "sandbox-exec": sandboxExec,
+};

@@ -43,8 +43,8 @@ import { ShellmcpError } from "../errors.ts";
 import { log } from "../log.ts";
 import { IS_COMPILED } from "../self.ts";
 
-/** The programs shellmcp carries: its patched shells, and the room launcher (src/sandbox/linux/room-launcher.ts). */
-export type PortableShellKind = "bash" | "zsh" | "room-launcher";
+/** The programs shellmcp carries: its patched shells, the room launcher (src/sandbox/linux/room-launcher.ts) and sandbox-exec (src/sandbox/linux/sandbox-exec.ts). */
+export type PortableShellKind = "bash" | "zsh" | "room-launcher" | "sandbox-exec";
 
 /** Prefix of the per-content folders under a base folder. */
 const CONTENT_DIR_PREFIX = "shells-";

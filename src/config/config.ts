@@ -176,7 +176,7 @@ export interface EscalationConfig {
   extraWritable: Record<string, string[]>;
   /**
    * `[shellmcp.room_network]`: program base name → the network its room gets instead of the call's: a list of
-   * domains (a proxy of its own allowing exactly those, src/sandbox/room-grants.ts), `"host"` (the host's network
+   * domains (a proxy of its own allowing exactly those, src/escalate/rooms/grants.ts), `"host"` (the host's network
    * namespace: loopback services and Unix sockets included) or `"call"` (the default).
    */
   roomNetwork: Record<string, "host" | "call" | string[]>;

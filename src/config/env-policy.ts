@@ -5,7 +5,8 @@
  * `exclude` → `set` (overriding) → `includeOnly` (keeps only matching names, `set` entries included).
  *
  * Patterns are wildmatch globs matched against the whole variable name, case-insensitively: `*` any run of
- * characters (possibly empty), `?` exactly one; every other character is literal (Codex's `wildmatch`).
+ * characters (possibly empty), `?` exactly one; every other character is literal (Codex's `wildmatch`). Not
+ * picomatch, whose path globs cannot mean this (docs/sandbox.md, "Environment").
  *
  * The default excludes are wider than Codex's `*KEY*`, `*SECRET*`, `*TOKEN*` (issue 30): secrets under their
  * common names — passwords, personal access tokens, credentials, auth — and any variable whose value is a URL

@@ -5,8 +5,13 @@
  * The socket work happens in a Worker (./worker/worker.ts) blocked in poll(2); this side only decides. Each listener
  * owns a seqpacket socketpair (Codex: datagram): the client end goes to the shell (put it at some fd in the child and export
  * `CODEX_ESCALATE_SOCKET=<that fd>`), the server end is watched by the worker. Each request is passed to the
- * listener's `decide` function; `Escalate` spawns the program outside the sandbox on the wrapper's fds 0,1,2 with
- * the request's argv (argv[0] included), workdir and environment.
+ * listener's `decide` function. `Escalate` runs the program outside the call's sandbox on the wrapper's fds 0,1,2
+ * with the request's argv (argv[0] included) and workdir, and the environment the boundary passes on
+ * (./decision/boundary.ts `escalatedEnv`): first the boundary checks what would run and plans its escalation room
+ * (off this thread, ./decision/inspector-client.ts); then the program goes to a room built by the call's backend
+ * (./rooms/keep.ts: a room of its own or a kept one; docs/escalation.md, "Rooms: what a room reaches and reads"),
+ * or to the bare host only when the listener has no rooms (`--escalation host`, Codex's meaning). A failed check or a
+ * room that cannot be built turns it into `Run` (inside the call's sandbox) and the call's result says why.
  *
  * Nothing here knows about MCP or exec policy: `decide` is injected.
  */
@@ -70,9 +75,10 @@ export interface ListenOptions {
   /**
    * Where to say, for the call's result, that an `Escalate` decision was turned into a run inside the sandbox
    * (the boundary refused the program, no room could be built, the inspection failed) and why: a model passes
-   * it on to the human, who would otherwise see only a program failing inside the sandbox.
+   * it on to the human, who would otherwise see only a program failing inside the sandbox. `detail`: the program's
+   * argv and the reason, for the result's blocked report (src/blocked/report.ts, layer `escalation`).
    */
-  notice?: (text: string) => void;
+  notice?: (text: string, detail?: { argv: readonly string[]; reason: string }) => void;
 }
 
 /** Most notices one listener (one call) passes on ({@link EscalationListener.notice}). */
@@ -121,7 +127,7 @@ export class EscalationListener {
     const text = `\`${bounded(argv.join(" "), 120)}\` ran inside the sandbox, not escalated: ${bounded(reason, 400)}`;
     if (this.noticed.has(text)) return;
     this.noticed.add(text);
-    if (this.noticed.size <= MAX_NOTICES) say(text);
+    if (this.noticed.size <= MAX_NOTICES) say(text, { argv, reason });
     else if (this.noticed.size === MAX_NOTICES + 1)
       say("more programs ran inside the sandbox instead of escalating (see the server's log)");
   }

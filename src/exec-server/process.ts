@@ -18,7 +18,10 @@ import { envForSelf, isSelfExe } from "../self.ts";
 import { errnoOf, osErrorText } from "./fs-ops.ts";
 import { encodeBase64, rpcError, RPC } from "./rpc.ts";
 import { GitCheck } from "../sandbox/git/call-check.ts";
-import { markersOn, sweepMountMarkers } from "../sandbox/linux/mount-markers.ts";
+import { markerDir, sweepMountMarkers } from "../sandbox/linux/mount-markers.ts";
+import { GUARD_ARGV0, lifelineProblem } from "../sandbox/linux/lifeline.ts";
+import { guardedStart } from "../shell/run-command.ts";
+import * as libc from "../../ffi/libc.ts";
 import {
   callSandboxFor,
   execGitGuard,
@@ -27,6 +30,36 @@ import {
   sandboxedArgv,
   type ExecSandbox,
 } from "./sandbox.ts";
+
+/** The fd number of the lifeline guard's status pipe in the guard (after the lifeline's 7 and the executable's 8). */
+const STATUS_FD = 9;
+
+/**
+ * Read the 4-byte wait status the lifeline guard writes on `fd` (the read end of its status pipe; closed here) when
+ * its program ends: the exit code, or the name of the signal that ended it. Undefined when the pipe closes with
+ * anything else (the guard never started the program).
+ */
+async function readWaitStatus(fd: number): Promise<{ code: number | null; signal: string | null } | undefined> {
+  const bytes: number[] = [];
+  const reader = Bun.file(fd).stream().getReader();
+  try {
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      bytes.push(...value);
+    }
+  } catch {
+    return undefined;
+  } finally {
+    libc.closeQuiet(fd);
+  }
+  if (bytes.length !== 4) return undefined;
+  const w = new DataView(Uint8Array.from(bytes).buffer).getInt32(0, true);
+  const sig = w & 0x7f;
+  if (sig === 0) return { code: (w >> 8) & 0xff, signal: null };
+  const name = Object.entries(osConstants.signals).find(([, n]) => n === sig)?.[0];
+  return { code: null, signal: name ?? null };
+}
 
 /** Output retained per process for `process/read`, bytes (Codex: 1 MiB). Older chunks are dropped. */
 export const MAX_RETAINED_BYTES = 1024 * 1024;
@@ -162,6 +195,10 @@ export class ManagedProcess {
   private git: GitCheck | undefined;
   /** Without mount markers: paths a killed helper may leave as empty mount points (see {@link maybeClose}). */
   private leftovers: string[] = [];
+  /** A sandboxed process's environment: where its helper records its mount points (../sandbox/linux/mount-markers.ts). */
+  private markerEnv: Record<string, string | undefined> | undefined;
+  /** Started under the lifeline guard ({@link pid} is the guard's). */
+  private guarded = false;
   private readonly sink: ProcessSink;
   private readonly outputPrefix: string;
   private stopped = false;
@@ -218,13 +255,22 @@ export class ManagedProcess {
       const call = callSandboxFor(spec.sandbox, spec.env);
       argv = sandboxedArgv(call, spec.argv);
       argv0 = undefined;
-      this.leftovers = markersOn() ? [] : mountPointCandidates(spec.sandbox);
+      // The helper records its mount points in the CODEX_HOME of the process's environment (it may not be ours).
+      this.markerEnv = spec.env;
+      this.leftovers = markerDir(spec.env) !== undefined ? [] : mountPointCandidates(spec.sandbox);
       try {
         this.git = GitCheck.take(execGitGuard(), call.writable(), call.enforcement === "landlock", `process ${this.id}`);
       } catch (e) {
         throw rpcError(RPC.INTERNAL, `cannot record the git control state to protect it: ${(e as Error).message}`);
       }
     }
+    // Nothing outlives the server (../sandbox/linux/lifeline.ts): a pipe process starts under the lifeline guard,
+    // which ends everything below it when this server ends, however it ends — also where there are no cgroups. The
+    // guard reports the program's end on a status pipe and lets its leftovers run on (Codex's meaning: they end at
+    // terminate, session expiry or shutdown). A terminal's process is started by Bun's pty spawn, which passes no
+    // extra descriptor: it has the cgroup only.
+    const guard = !spec.tty && process.platform === "linux" && lifelineProblem() === undefined;
+    let joinCgroup: string | undefined;
     if (spec.cgroups !== undefined) {
       try {
         this.cgroup = spec.cgroups.create();
@@ -234,14 +280,18 @@ export class ManagedProcess {
       // The trampoline joins the cgroup before the program's first instruction; it keeps `arg0` only when it is
       // the program's own name (dash has no `exec -a`), else the process is moved in right after the spawn.
       // Our own sandbox helper (/proc/self/exe) is never trampolined (the shell would exec itself): it joins the
-      // cgroup itself before it starts anything (`--join-cgroup`, after its role flag).
-      if (isSelfExe(argv[0])) argv.splice(2, 0, "--join-cgroup", this.cgroup.procs);
+      // cgroup itself before it starts anything (`--join-cgroup`, after its role flag). Under the lifeline guard,
+      // the guard joins it before it forks.
+      if (guard) joinCgroup = this.cgroup.procs;
+      else if (isSelfExe(argv[0])) argv.splice(2, 0, "--join-cgroup", this.cgroup.procs);
       else if (argv0 === undefined || argv0 === argv[0] || spec.sandbox !== undefined) {
         argv = cgroupTrampoline(this.cgroup.procs, argv, spec.env.PWD !== undefined);
         argv0 = undefined;
       }
     }
     const onExit = (code: number | null, signal: string | null) => this.recordExit(code, signal);
+    let joined = false;
+    let status: [number, number] | undefined;
     try {
       if (spec.tty) {
         this.openStreams = 1;
@@ -258,30 +308,49 @@ export class ManagedProcess {
         });
       } else {
         this.openStreams = 2;
-        this.proc = Bun.spawn(argv, {
-          cwd: spec.cwd,
-          env: isSelfExe(argv[0]) ? envForSelf(spec.env) : spec.env,
-          argv0,
-          stdin: spec.pipeStdin ? "pipe" : "ignore",
-          stdout: "pipe",
-          stderr: "pipe",
-          detached: true,
-        });
+        const stdio: (number | "ignore" | "pipe")[] = [spec.pipeStdin ? "pipe" : "ignore", "pipe", "pipe"];
+        const env = isSelfExe(argv[0]) ? envForSelf(spec.env) : spec.env;
+        if (guard) {
+          status = libc.pipe2(libc.SOCK.SOCK_CLOEXEC);
+          const g = guardedStart(argv, argv0, stdio, joinCgroup, { at: STATUS_FD, fd: status[1] });
+          argv = g.argv;
+          argv0 = g.argv0;
+          joined = joinCgroup !== undefined;
+          this.guarded = g.argv0 === GUARD_ARGV0;
+        }
+        try {
+          this.proc = Bun.spawn(argv, {
+            cwd: spec.cwd,
+            env,
+            argv0,
+            stdio: stdio as unknown as ["pipe", "pipe", "pipe"],
+            detached: true,
+          });
+        } finally {
+          if (status !== undefined) libc.closeQuiet(status[1]);
+        }
       }
     } catch (e) {
+      if (status !== undefined) libc.closeQuiet(status[0]);
       void this.cgroup?.dispose();
       this.checkGit();
       const n = errnoOf(e);
       throw rpcError(RPC.INTERNAL, n === undefined ? (e as Error).message : osErrorText(n));
     }
     this.pid = this.proc.pid;
-    if (this.cgroup !== undefined && argv0 !== undefined) {
+    if (this.cgroup !== undefined && argv0 !== undefined && !joined) {
       try {
         this.cgroup.add(this.pid);
       } catch (e) {
         log.warn("exec-server: cannot move a process into its cgroup", { processId: this.id, error: String(e) });
       }
     }
+    // Under the guard the program's end comes on the status pipe (the guard itself ends after its leftovers); the
+    // guard's own end stands in when it reported nothing (it could not start the program).
+    if (status !== undefined)
+      void readWaitStatus(status[0]).then((w) => {
+        if (w !== undefined) onExit(w.code, w.signal);
+      });
     void this.proc.exited.then(() => onExit(this.proc!.exitCode, (this.proc!.signalCode as string | null | undefined) ?? null));
     if (!spec.tty) {
       void this.pump(this.proc.stdout as ReadableStream<Uint8Array>, "stdout");
@@ -369,11 +438,11 @@ export class ManagedProcess {
     // them, and the sweep removes what no live process holds (../sandbox/linux/mount-markers.ts), never a folder the
     // user made or another server's sandbox stands on.
     // Without markers (no CODEX_HOME folder), the paths that were missing at the start and are empty now go.
-    if (this.sandboxed && markersOn()) sweepMountMarkers();
+    if (this.markerEnv !== undefined && this.leftovers.length === 0) sweepMountMarkers(this.markerEnv);
     else if (this.leftovers.length > 0) removeLeftoverMountPoints(this.leftovers);
     // Everything it started has ended (its cgroup is empty, or without cgroups the process exited): check now and
     // say what was undone on its output, before `process/closed`. Else when the cgroup empties (terminate, expiry).
-    const report = this.cgroup === undefined || this.cgroup.members().length === 0 ? this.checkGit() : "";
+    const report = this.cgroup === undefined || this.othersInCgroup() === 0 ? this.checkGit() : "";
     this.releaseCgroup();
     if (report !== "") this.push(this.tty ? "pty" : "stderr", new TextEncoder().encode(report));
     const seq = this.nextSeq++;
@@ -447,7 +516,7 @@ export class ManagedProcess {
       if (this.tty) this.proc!.terminal!.write(data);
       else {
         const sink = this.proc!.stdin as import("bun").FileSink;
-        sink.write(data);
+        void Promise.resolve(sink.write(data)).catch(() => undefined);
         void Promise.resolve(sink.flush()).catch(() => undefined);
       }
     } catch {
@@ -456,10 +525,18 @@ export class ManagedProcess {
     return "accepted";
   }
 
+  /**
+   * How many processes of the cgroup are not this process's own lifeline guard: once its streams are closed the
+   * guard has ended, but it may not have been reaped yet (a zombie still counts as a member).
+   */
+  private othersInCgroup(): number {
+    return this.cgroup?.members().filter((p) => !(this.guarded && p === this.pid)).length ?? 0;
+  }
+
   /** Remove the cgroup once it is empty (processes that outlive their streams keep it until terminate or shutdown). */
   releaseCgroup(): void {
     const cg = this.cgroup;
-    if (cg === undefined || cg.members().length > 0) return;
+    if (cg === undefined || this.othersInCgroup() > 0) return;
     this.cgroup = undefined;
     void cg.dispose();
     this.checkGit();

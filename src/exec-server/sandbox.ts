@@ -10,12 +10,12 @@
  * No sandbox: `sandbox` null/absent, profile `disabled`/`external` (fs: run directly), policy `danger-full-access`.
  */
 import { existsSync, lstatSync, readdirSync, rmdirSync } from "node:fs";
-import { join } from "node:path";
-import { homedir } from "node:os";
+import { join, resolve } from "node:path";
 import { IS_COMPILED, selfExecCommand, selfExePath } from "../self.ts";
 import type { CallSandbox } from "../sandbox/backend.ts";
-import { GitGuard } from "../sandbox/git/guard.ts";
-import { repairBatch } from "../sandbox/linux/git-repair-child.ts";
+import type { GitGuard } from "../sandbox/git/guard.ts";
+import { hostGitGuard } from "../shell/git-guard.ts";
+import { resolveCodexHome } from "../execpolicy/discovery.ts";
 import { BackendChoice } from "../shell/backend-choice.ts";
 import { ShellmcpError } from "../errors.ts";
 import { parsePermissionProfile, type PermissionProfile } from "../sandbox/permission-profile.ts";
@@ -84,7 +84,21 @@ export function setPidNamespaceMode(mode: "isolate" | "inherit"): void {
   inheritPidNamespace = mode === "inherit";
 }
 
-let choice = new BackendChoice("auto");
+/**
+ * This server's CODEX_HOME (absolute), also when `CODEX_HOME` names a folder that does not exist (yet) or no home
+ * folder is known (a uid without a passwd entry): then `$HOME/.codex`, or `/.codex` without HOME (a folder to protect
+ * and keep copies in that simply does not exist).
+ */
+function codexHome(): string {
+  try {
+    return resolveCodexHome();
+  } catch {
+    const v = process.env.CODEX_HOME;
+    return v !== undefined && v !== "" ? resolve(v) : join(process.env.HOME ?? "/", ".codex");
+  }
+}
+
+let choice: BackendChoice | undefined;
 let guard: GitGuard | undefined;
 
 /**
@@ -92,7 +106,8 @@ let guard: GitGuard | undefined;
  * process and fs operation of this server is launched under. Throws `USAGE` for another value.
  */
 export function setSandboxBackend(kind: string): void {
-  choice = new BackendChoice(kind);
+  // CODEX_HOME is protected as `serve` protects it: re-bound read-only under bubblewrap, refused under Landlock.
+  choice = new BackendChoice(kind, [codexHome()]);
 }
 
 /**
@@ -100,10 +115,7 @@ export function setSandboxBackend(kind: string): void {
  * sandboxed process's writable roots is recorded before it starts and checked once it and what it started ended.
  */
 export function execGitGuard(): GitGuard {
-  guard ??= new GitGuard({
-    keptDir: join(process.env.CODEX_HOME ?? join(homedir(), ".codex"), "shellmcp", "git-kept"),
-    repair: process.platform === "linux" ? (ops) => repairBatch(ops, selfExecCommand()) : undefined,
-  });
+  guard ??= hostGitGuard(codexHome());
   return guard;
 }
 
@@ -113,6 +125,7 @@ export function execGitGuard(): GitGuard {
  * when it cannot be enforced.
  */
 export function callSandboxFor(sb: ExecSandbox, env: Record<string, string | undefined>): CallSandbox {
+  choice ??= new BackendChoice("auto", [codexHome()]);
   const call = choice.forCall(
     { policy: sb.policy, profile: sb.profile, sandboxCwd: sb.cwd, useBwrap: false, useLegacyLandlock: false },
     sb.cwd,

@@ -16,8 +16,21 @@
 import { writeSync } from "node:fs";
 import { VERSION } from "../version.ts";
 
-/** The purpose of the original's `instructions`, in our words. */
-export const INSTRUCTIONS = "This server provides a tool to execute shell commands and return their output.";
+/**
+ * The `instructions` of the `initialize` and `server/discover` answers: the original's purpose, in our words, and how
+ * the sandbox behaves in general (issue 41). Written before the configuration is read (this module answers first),
+ * so what is in effect for this server — its writable folders, its network — is in the `shell` tool's description
+ * (./sandbox-summary.ts), which `tools/list` answers after start-up.
+ */
+export const INSTRUCTIONS =
+  "This server provides a tool to execute shell commands and return their output. " +
+  "Commands run in a kernel sandbox (bubblewrap or Landlock + seccomp on Linux, Seatbelt on macOS): they write only the " +
+  "writable folders (the workspace and temporary folders), never .git, .codex or .agents inside them, and reach the network " +
+  "only when the sandbox allows it; the shell tool's description says what is in effect here. Programs are checked against " +
+  "the user's .rules: an allowed one may run outside the sandbox, a forbidden one is denied, some need a human's approval. " +
+  "Whatever was refused is reported after the output on a line starting `shellmcp: blocked` (and in the result's " +
+  '_meta["shellmcp/blocked"]) with how a human can allow it: pass that on to the user rather than working around it. ' +
+  "Long-running work (servers, watchers, long builds) belongs in exec_command sessions.";
 /** Server name in `serverInfo`. */
 export const SERVER_NAME = "shellmcp";
 /** Name of Codex's sandbox-state capability (and of the custom method's prefix). */

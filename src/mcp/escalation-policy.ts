@@ -25,6 +25,8 @@ import { isErrorCode } from "../errors.ts";
 import { log } from "../log.ts";
 import { commandMightBeDangerous } from "../escalate/decision/heuristics.ts";
 import { bounded } from "../safe-text.ts";
+import type { BlockedAction } from "../blocked/report.ts";
+import { approvalRemedy, ruleRemedy } from "../blocked/remedies.ts";
 
 /** Elicitation answer, as MCP defines it. */
 export interface ElicitAnswer {
@@ -78,6 +80,8 @@ export interface CallHooks {
   elicit?: (message: string, schema: typeof ELICITATION_SCHEMA | typeof ELICITATION_SCHEMA_RULE) => Promise<ElicitAnswer>;
   /** Run `f` with the call's timeout paused. */
   paused: <T>(f: () => Promise<T>) => Promise<T>;
+  /** Told of every Deny (layer `rule` or `approval`, the program and how a human can allow it: ../blocked/report.ts). */
+  blocked?: (a: BlockedAction) => void;
 }
 
 function basename(p: string): string {
@@ -127,6 +131,34 @@ function grantOf(s: EscalationSettings, e: Evaluation): Grant | undefined {
  * boundary checks against what will really run.
  */
 export async function decideExec(s: EscalationSettings, hooks: CallHooks, r: ResolvedRequest): Promise<Decided> {
+  const d = await decide(s, hooks, r);
+  if (d.kind === "Deny" && hooks.blocked !== undefined) hooks.blocked(blockedOf(s, r, d.reason ?? "denied"));
+  return d;
+}
+
+/** What a Deny of `r` blocked: a `forbidden` rule (its prefix named when one matched), else a missing approval. */
+function blockedOf(s: EscalationSettings, r: ResolvedRequest, reason: string): BlockedAction {
+  const name = s.preserveProgramPaths ? r.file : basename(r.file);
+  const cmd = [name, ...r.argv.slice(1)];
+  const target = shlexJoin(cmd);
+  const rulesDir = `${s.codexHome}/rules`;
+  if (reason === FORBIDDEN_REASON) {
+    const e = s.policy.check(
+      [r.file, ...r.argv.slice(1)],
+      { resolveHostExecutables: !s.preserveProgramPaths, cwd: r.workdir },
+      () => "allow",
+    );
+    const m = e.matchedRules.find((x) => "prefixRuleMatch" in x && x.prefixRuleMatch.decision === "forbidden");
+    const prefix = m !== undefined && "prefixRuleMatch" in m ? m.prefixRuleMatch.matchedPrefix : undefined;
+    return { layer: "rule", target, remedy: ruleRemedy(prefix, rulesDir) };
+  }
+  return { layer: "approval", target, remedy: approvalRemedy(cmd, rulesDir, reason) };
+}
+
+/** The Deny reason of a `forbidden` rule (Codex's words). */
+const FORBIDDEN_REASON = "Execution forbidden by policy";
+
+async function decide(s: EscalationSettings, hooks: CallHooks, r: ResolvedRequest): Promise<Decided> {
   const name = s.preserveProgramPaths ? r.file : basename(r.file);
   const heuristicCmd = [name, ...r.argv.slice(1)];
   const policyCmd = [r.file, ...r.argv.slice(1)];
@@ -140,7 +172,7 @@ export async function decideExec(s: EscalationSettings, hooks: CallHooks, r: Res
   switch (e.decision) {
     case "forbidden":
       log.notice("denied", { file: r.file, argv: r.argv, reason: "forbidden by policy" });
-      return { kind: "Deny", reason: "Execution forbidden by policy" };
+      return { kind: "Deny", reason: FORBIDDEN_REASON };
     case "allow":
     case undefined:
       return approved;

@@ -41,6 +41,8 @@ export interface ToolResult {
   content: { type: "text"; text: string }[];
   structuredContent?: Record<string, unknown>;
   isError: boolean;
+  /** The result's `_meta` (`shellmcp/blocked`: what was refused, ../blocked/report.ts). */
+  _meta?: Record<string, unknown>;
 }
 
 /** What a tool call can do besides returning. */

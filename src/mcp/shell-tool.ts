@@ -7,6 +7,7 @@ import { isAbsolute, resolve } from "node:path";
 import { ShellmcpError } from "../errors.ts";
 import type { RunCommandResult } from "../shell/run-command.ts";
 import type { ToolDefinition, ToolResult } from "./server.ts";
+import { blockedMeta, blockedText, type BlockedLog } from "../blocked/report.ts";
 
 /** Default timeout of a call, ms (Codex's); `serve --default-timeout-ms` or `[shellmcp] default_timeout_ms` change it. */
 export const DEFAULT_TIMEOUT_MS = 10_000;
@@ -16,13 +17,15 @@ export const CODEX_SHELL_DESCRIPTION = "Runs a shell command and returns its out
 
 /**
  * The description as listed: Codex's sentence, then the default timeout (`defaultTimeoutMs`, ms) and that long
- * work belongs in a session (`exec_command`, issue 31). The input schema stays Codex's byte for byte.
+ * work belongs in a session (`exec_command`, issue 31), then `sandbox` when given (what is in effect for this server,
+ * ./sandbox-summary.ts; issue 41). The input schema stays Codex's byte for byte.
  */
-export function shellDescription(defaultTimeoutMs: number): string {
+export function shellDescription(defaultTimeoutMs: number, sandbox?: string): string {
   return (
     `${CODEX_SHELL_DESCRIPTION} The command is stopped after ${defaultTimeoutMs} ms (${formatSeconds(defaultTimeoutMs)}) unless timeout_ms says otherwise; ` +
     "for long-running work (dev servers, watchers, long builds, installs, test suites) use exec_command, which keeps the process " +
-    "running in a session and returns its session ID (write_stdin polls it or types into it)."
+    "running in a session and returns its session ID (write_stdin polls it or types into it)." +
+    (sandbox === undefined || sandbox === "" ? "" : ` ${sandbox}`)
   );
 }
 
@@ -31,9 +34,12 @@ function formatSeconds(ms: number): string {
   return s >= 120 && Number.isInteger(s / 60) ? `${s / 60} minutes` : `${Number(s.toFixed(3))} s`;
 }
 
-/** The tool as Codex lists it (input schema byte for byte), with {@link shellDescription}, plus our `outputSchema`. */
-export function shellTool(defaultTimeoutMs: number = DEFAULT_TIMEOUT_MS): ToolDefinition {
-  return { ...SHELL_TOOL, description: shellDescription(defaultTimeoutMs) };
+/**
+ * The tool as Codex lists it (input schema byte for byte), with {@link shellDescription} (`sandbox`: the sandbox
+ * summary, ./sandbox-summary.ts), plus our `outputSchema`.
+ */
+export function shellTool(defaultTimeoutMs: number = DEFAULT_TIMEOUT_MS, sandbox?: string): ToolDefinition {
+  return { ...SHELL_TOOL, description: shellDescription(defaultTimeoutMs, sandbox) };
 }
 
 /**
@@ -51,9 +57,14 @@ export function isCodexClient(clientName: string | undefined): boolean {
  * (schemars) and no JSON Schema format, so validators that check formats warn about it (Gemini CLI 0.61 prints
  * `unknown format "uint64" ignored in schema at path "#/properties/timeout_ms"` each time it validates a call);
  * `type: "integer"` and `minimum: 0` still say the same. Codex itself drops `format` before the model sees the tool.
+ * `sandbox`: the sandbox summary for that client (./sandbox-summary.ts), appended to the description only.
  */
-export function shellToolFor(clientName: string | undefined, defaultTimeoutMs: number = DEFAULT_TIMEOUT_MS): ToolDefinition {
-  const tool = shellTool(defaultTimeoutMs);
+export function shellToolFor(
+  clientName: string | undefined,
+  defaultTimeoutMs: number = DEFAULT_TIMEOUT_MS,
+  sandbox?: string,
+): ToolDefinition {
+  const tool = shellTool(defaultTimeoutMs, sandbox);
   if (clientName === undefined || isCodexClient(clientName)) return tool;
   const props = tool.inputSchema.properties as Record<string, Record<string, unknown>>;
   const { format: _uint64, ...timeout } = props.timeout_ms!;
@@ -142,25 +153,6 @@ export function parseShellArgs(args: Record<string, unknown> | undefined, defaul
   return { command: a.command, workdir: isAbsolute(a.workdir) ? a.workdir : resolve(a.workdir), timeoutMs, login };
 }
 
-const DENIAL_WORDS = [
-  "operation not permitted",
-  "permission denied",
-  "read-only file system",
-  "seccomp",
-  "sandbox",
-  "landlock",
-  "failed to write file",
-];
-
-/** Codex's sandbox-denial heuristic (sandboxed runs only). */
-export function likelySandboxDenied(r: RunCommandResult): boolean {
-  if (!r.sandboxed || r.exitCode === 0 || r.timedOut) return false;
-  const lower = r.output.toLowerCase();
-  if (DENIAL_WORDS.some((w) => lower.includes(w))) return true;
-  if ([2, 126, 127].includes(r.exitCode)) return false;
-  return r.exitCode === 128 + 31; // SIGSYS from seccomp
-}
-
 /**
  * Largest JSON-encoded size of `output`, in characters. The byte cap alone does not bound the response: a control
  * character encodes as `\u0000` (6 characters, 7 once the text JSON is itself a JSON string), and the output
@@ -189,21 +181,42 @@ export function fitEncoded(output: string, max = MAX_ENCODED_OUTPUT_CHARS): stri
 }
 
 /**
- * The result: Codex's text JSON (key order `exit_code, output, duration, timed_out`), the same as
- * `structuredContent`. `isError` where Codex returned an error instead: a timeout, a death by signal, a likely
- * sandbox denial — but here with the output kept. `notice`: shellmcp's own words for the model (the git guard's
- * report, the weaker-protection notice), appended to `output` after the command's output is judged, so they never
- * make a result look like a sandbox denial; kept whole when the output is cut to fit.
+ * Whether a result is an error for the client (`isError`), the one rule of every `shell` and `exec_command` result
+ * (docs/blocked-actions.md): the sandbox could not be built (nothing ran), the command timed out, died of a signal it
+ * was not cancelled with, or something it
+ * tried was refused by shellmcp or its sandbox (`blocked`, any layer but `escalation`, which runs the program inside
+ * the sandbox instead of refusing it). A non-zero exit status by itself is not an error: the model reads `exit_code`.
+ * (Codex set it from a word heuristic on the output, which also fired on a program's own "Permission denied".)
  */
-export function formatResult(r: RunCommandResult, notice = ""): ToolResult {
+export function resultIsError(
+  r: Pick<RunCommandResult, "timedOut" | "signal" | "cancelled" | "sandboxFailed">,
+  blocked?: BlockedLog,
+): boolean {
+  if (r.sandboxFailed === true || r.timedOut || (r.signal !== undefined && !r.cancelled)) return true;
+  return blocked !== undefined && blocked.actions.some((a) => a.layer !== "escalation");
+}
+
+/**
+ * The result: Codex's text JSON (key order `exit_code, output, duration, timed_out`), the same as
+ * `structuredContent`. `notice`: shellmcp's own words for the model (the git guard's report, the weaker-protection
+ * notice), appended to `output`; then `blocked`'s lines (../blocked/report.ts), also given as data in
+ * `_meta["shellmcp/blocked"]`; both kept whole when the output is cut to fit. `isError`: {@link resultIsError}.
+ */
+export function formatResult(r: RunCommandResult, notice = "", blocked?: BlockedLog): ToolResult {
   const secs = Math.floor(r.durationMs / 1000);
   const nanos = Math.round((r.durationMs - secs * 1000) * 1e6);
+  const tail = notice + (blocked === undefined ? "" : blockedText(blocked));
   const body = {
     exit_code: r.exitCode,
-    output: notice === "" ? fitEncoded(r.output) : fitEncoded(r.output, MAX_ENCODED_OUTPUT_CHARS - JSON.stringify(notice).length) + notice,
+    output: tail === "" ? fitEncoded(r.output) : fitEncoded(r.output, MAX_ENCODED_OUTPUT_CHARS - JSON.stringify(tail).length) + tail,
     duration: { secs, nanos: Math.min(nanos, 999_999_999) },
     timed_out: r.timedOut,
   };
-  const isError = r.timedOut || (r.signal !== undefined && !r.cancelled) || likelySandboxDenied(r);
-  return { content: [{ type: "text", text: JSON.stringify(body) }], structuredContent: body, isError };
+  const meta = blocked === undefined ? undefined : blockedMeta(blocked);
+  return {
+    content: [{ type: "text", text: JSON.stringify(body) }],
+    structuredContent: body,
+    isError: resultIsError(r, blocked),
+    ...(meta === undefined ? {} : { _meta: meta }),
+  };
 }

@@ -5,6 +5,8 @@
  * defaults, clamps and the result text are Codex's, so that models trained on Codex use them unprompted; the
  * session machinery is ../shell/session-manager.ts, the launch (sandbox, rules, network) ../serve/call.ts.
  */
+import { blockedMeta, type BlockedLog } from "../blocked/report.ts";
+import { resultIsError } from "./shell-tool.ts";
 import { isAbsolute, join } from "node:path";
 import { ShellmcpError } from "../errors.ts";
 import type { ToolDefinition, ToolResult } from "./server.ts";
@@ -198,6 +200,8 @@ export interface UnifiedResult {
   exitCode?: number;
   sessionId?: number;
   maxOutputTokens: number;
+  /** With `exitCode`: what the session's command had refused (../blocked/report.ts; its lines are in `output`). */
+  blocked?: BlockedLog;
 }
 
 /**
@@ -222,7 +226,11 @@ export function truncateForModel(output: string, maxTokens: number): string {
   return `Warning: truncated output (original token count: ${Math.ceil(size / BYTES_PER_TOKEN)})\nTotal output lines: ${lines}\n\n${head}…${cutTokens} tokens truncated…${tail}`;
 }
 
-/** The tool result: Codex's text (§3.1) and the same fields as `structuredContent` (§3.2); `isError` false, as Codex. */
+/**
+ * The tool result: Codex's text (§3.1) and the same fields as `structuredContent` (§3.2). `isError` false, as Codex,
+ * except for the result that reports a session's end after something it tried was refused (`blocked`, the rule of
+ * ./shell-tool.ts `resultIsError`), which also carries `_meta["shellmcp/blocked"]`.
+ */
 export function formatUnifiedResult(r: UnifiedResult): ToolResult {
   const chunkId = Math.floor(Math.random() * 0x1000000)
     .toString(16)
@@ -239,7 +247,13 @@ export function formatUnifiedResult(r: UnifiedResult): ToolResult {
   if (r.sessionId !== undefined) structured.session_id = r.sessionId;
   structured.original_token_count = tokens;
   structured.output = output;
-  return { content: [{ type: "text", text: lines.join("\n") }], structuredContent: structured, isError: false };
+  const meta = r.blocked === undefined ? undefined : blockedMeta(r.blocked);
+  return {
+    content: [{ type: "text", text: lines.join("\n") }],
+    structuredContent: structured,
+    isError: r.blocked !== undefined && resultIsError({ timedOut: false, cancelled: false }, r.blocked),
+    ...(meta === undefined ? {} : { _meta: meta }),
+  };
 }
 
 /** A failure in Codex's words: `<tool> failed: <message>` as an error result (§3.4). */

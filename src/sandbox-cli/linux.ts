@@ -110,12 +110,74 @@ export async function sandboxLinuxCli(
     return 2;
   }
   try {
+    // A sandbox that writes: on the launch path of every call (the git guard watches what it writes).
+    if (sandboxed && !hasFullDiskWrite(policy) && policy.type === "workspace-write")
+      return await runOnLaunchPath(command, policy, backend, o.noProc === true);
     // A new session: the command does not share the person's terminal as its controlling terminal (TIOCSTI).
     return await runSandboxed({ policy, policyCwd: process.cwd(), command, backend, noProc: o.noProc, newSession: true });
   } catch (e) {
     writeStderr(`shellmcp: ${(e as Error).message}\n`);
     return SANDBOX_FAILURE_EXIT;
   }
+}
+
+/**
+ * A writing sandbox for a person, launched as `serve` and the exec-server launch theirs (issue 39, "one launch
+ * path"): the backend from one {@link BackendChoice} (no config folder protected beyond the helper's own `/etc/codex`,
+ * as `codex sandbox` protects none: a person may run it in HOME), the command as a child under this
+ * binary's helper in a new session, and the git guard around it — under Landlock, which cannot keep `.git`
+ * read-only, a hook or config the command planted in a repository it could write is undone when it ends and said on
+ * stderr. Returns the command's status (128+N for a signal), or 101 when the sandbox cannot be applied.
+ */
+async function runOnLaunchPath(
+  command: string[],
+  policy: SandboxPolicy,
+  backend: "auto" | "bwrap" | "landlock",
+  noProc: boolean,
+): Promise<number> {
+  const { BackendChoice } = await import("../shell/backend-choice.ts");
+  const { hostGitGuard } = await import("../shell/git-guard.ts");
+  const { GitCheck } = await import("../sandbox/git/call-check.ts");
+  const { SANDBOX_FAILURE_EXIT } = await import("../sandbox/linux/in-process.ts");
+  const { IS_COMPILED, selfExecCommand, selfExePath, envForSelf } = await import("../self.ts");
+  const codexHome = resolveCodexHome();
+  const cwd = process.cwd();
+  const call = new BackendChoice(backend).forCall({ policy, sandboxCwd: cwd, useBwrap: false, useLegacyLandlock: false }, cwd, {
+    platform: "linux",
+    helperExe: IS_COMPILED ? selfExePath() : selfExecCommand()[0]!,
+    env: process.env,
+    direct: false,
+  });
+  if ("refused" in call) {
+    writeStderr(`shellmcp: ${call.refused}\n`);
+    return SANDBOX_FAILURE_EXIT;
+  }
+  const argv = [...call.launch({ shellPath: "", login: false, command: "", wrapperPath: "", program: command }).argv];
+  if (noProc) argv.splice(argv.indexOf("--codex-run-as-linux-sandbox") + 1, 0, "--no-proc");
+  let git: import("../sandbox/git/call-check.ts").GitCheck;
+  try {
+    git = GitCheck.take(hostGitGuard(codexHome), call.writable(), call.enforcement === "landlock", "sandbox linux");
+  } catch (e) {
+    writeStderr(`shellmcp: cannot record the git control state to protect it: ${(e as Error).message}\n`);
+    return SANDBOX_FAILURE_EXIT;
+  }
+  let child: ReturnType<typeof Bun.spawn>;
+  try {
+    // A new session (setsid): no controlling terminal to push input into (TIOCSTI).
+    child = Bun.spawn(argv, { stdio: ["inherit", "inherit", "inherit"], env: envForSelf({ ...process.env }), detached: true });
+  } catch (e) {
+    git.checkNow();
+    writeStderr(`shellmcp: cannot start the sandbox helper: ${(e as Error).message}\n`);
+    return SANDBOX_FAILURE_EXIT;
+  }
+  const forward = (sig: NodeJS.Signals) => () => child.kill(sig);
+  for (const sig of ["SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT"] as const) process.on(sig, forward(sig));
+  const code = await child.exited;
+  const report = git.checkNow();
+  if (report !== "") writeStderr(report.replace(/^\n/, ""));
+  const sig = child.signalCode;
+  if (sig !== null && sig !== undefined) return 128 + ((await import("node:os")).constants.signals[sig as NodeJS.Signals] ?? 0);
+  return code;
 }
 
 /**

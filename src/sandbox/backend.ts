@@ -1,7 +1,7 @@
 /**
  * The call's sandbox as one object (issue 33, part A). A {@link SandboxBackend} is one way of confining a shell —
  * bubblewrap (started directly or through our helper), Landlock + seccomp (our helper), Codex's own
- * `codex-linux-sandbox`, Seatbelt on macOS, or none — chosen in one place (src/serve/backend.ts). A
+ * `codex-linux-sandbox`, Seatbelt on macOS, or none — chosen in one place (src/shell/backend-choice.ts). A
  * {@link CallSandbox} is that backend with one call's sandbox state (policy, permission profile, policy cwd,
  * workdir), built once per call: every consumer (the launch argv, the escalation room's backend and plan, the
  * writable view the escalation boundary and the git guard judge with, proxy mode's wiring) asks it, instead of
@@ -10,6 +10,7 @@
  * The implementations live with their platform: ./linux/backend.ts (our helper, direct bubblewrap, Codex's helper)
  * and ./macos/backend.ts (Seatbelt); {@link NO_SANDBOX} is here.
  */
+import { basename } from "node:path";
 import { planPermissionProfile, planSandboxPolicy, type FilesystemPlan } from "./filesystem-plan.ts";
 import type { PermissionProfile } from "./permission-profile.ts";
 import { hasFullDiskWrite, hasFullNetwork, type SandboxPolicy } from "./policy.ts";
@@ -53,10 +54,18 @@ export interface Launch {
    * kills whole when bwrap's init exits (so the shell need not join the call's cgroup itself).
    */
   ownPidNamespace?: boolean;
-  /** The seccomp program (BPF bytes) the launcher reads from fd `fd`. */
+  /**
+   * Bytes the launcher reads from fd `fd` (a pipe): the seccomp program (BPF) for direct bubblewrap, the plan for
+   * sandbox-exec (./linux/sandbox-exec.ts).
+   */
   seccomp?: { fd: number; program: Uint8Array };
   /** The fd number at which the launcher expects a read-only fd of this executable (bwrap's `--ro-bind-fd`). */
   selfExeFd?: number;
+  /**
+   * More fds the launcher expects: `[fd number in the started process, fd of this process]` (the backend keeps them
+   * open; the caller only places them). The server's loopback network's namespaces (./linux/loopback-net.ts).
+   */
+  fds?: readonly (readonly [number, number])[];
   /** Give back what planning made on the host (mount points, private folders), once the sandbox has ended. */
   release?: () => void;
 }
@@ -92,16 +101,21 @@ export interface SandboxBackend {
    * built as asked (a protected path that is a symlink); whatever it made on the host is then given back.
    */
   launch(call: CallSandbox, shell: ShellCommand, proxy?: ProxySpec): Launch;
-  /** The backend of `call`'s escalation rooms (src/sandbox/room.ts), for a sandboxed call that is not `host` mode. */
+  /** The backend of `call`'s escalation rooms (src/sandbox/room-backend.ts), for a sandboxed call that is not `host` mode. */
   room(call: CallSandbox, o: { allowLocalBinding: boolean }): RoomBackend;
   /** What `call`'s shell can write, when the backend's own model says it better than the plan (Seatbelt). */
   writable?(call: CallSandbox): WritableView;
 }
 
-/** The shell's argv with no sandbox: `shellPath -c|-lc command` (or its {@link ShellCommand.program}). */
+/**
+ * The shell's argv with no sandbox: `shellPath -c|-lc command name` (or its {@link ShellCommand.program}), where
+ * `name` — the shell file's base name, `bash` or `zsh` — becomes the command's `$0`, which the shell puts before its
+ * own error messages (`bash: line 1: x: Read-only file system`), instead of the carried shell's internal path
+ * (issue 41). Codex passes no name, so there `$0` is the shell's path.
+ */
 export function bareShell(shell: Pick<ShellCommand, "shellPath" | "login" | "command" | "program">): string[] {
   if (shell.program !== undefined) return [...shell.program];
-  return [shell.shellPath, shell.login ? "-lc" : "-c", shell.command];
+  return [shell.shellPath, shell.login ? "-lc" : "-c", shell.command, basename(shell.shellPath)];
 }
 
 /** Whether a legacy policy needs no sandbox at all: danger-full-access, or full disk write with full network. */

@@ -192,13 +192,6 @@ export function hasFullNetwork(p: SandboxPolicy): boolean {
   }
 }
 
-/** Reads allowed everywhere. */
-export function hasFullRead(p: SandboxPolicy): boolean {
-  if (p.type === "read-only") return p.access.type === "full-access";
-  if (p.type === "workspace-write") return p.read_only_access.type === "full-access";
-  return true;
-}
-
 /**
  * A writable root, the paths inside it that stay read-only, and the paths inside those that are writable again.
  * What the sandbox can write below `root` is decided by the deepest entry holding a path ({@link writableInModel}):
@@ -426,7 +419,7 @@ function entryKind(p: string): "dir" | "file" | "other" | undefined {
  * the sandbox's reach, from the one discovery (./git/discover.ts `discoverRoot`: complete the first time a root is
  * planned, recorded by identity, no depth limit, symlinks never followed, `node_modules` never entered):
  * - every work tree's `.git` folder or file below the top, whole, plus the git dir a `.git` file names (see
- *   {@link gitEntryPaths}); `root`'s own `.git` is not listed ({@link readOnlySubpaths} has it);
+ *   {@link gitEntryPaths}); `root`'s own `.git` is not listed ({@link protectedSubpaths} has it);
  * - every other git dir (bare repositories, `--separate-git-dir` folders, linked worktrees' admin folders, submodule
  *   git dirs) not inside one of those: one with no `commondir` (all but a linked worktree's admin folder) whole,
  *   with its {@link GIT_WRITABLE_AGAIN} folders bound writable again ({@link nestedGit}); an admin folder its
@@ -576,17 +569,13 @@ function controlEntries(g: string, root: string): string[] {
 }
 
 /**
- * Read-only subpaths of `root` (docs/sandbox.md, "Protected paths inside writable roots"): `.git` if it exists as a directory or file (and the gitdir a
- * `.git` file points at, listed first); `.agents` if it is a directory; `.codex` if it is a directory, or always
- * when `root` is the policy cwd (so the agent cannot create `.codex/config.toml`); the protected config folders
- * below `root` ({@link configCarveOuts}). With `nested` (the plan's writable roots, canonical), also the `.git`
- * of every repository below the top ({@link nestedGitPaths}, with `workdir`).
+ * The protected subpaths of `root` (docs/sandbox.md, "Protected paths inside writable roots"). `readOnly`: `.git` if
+ * it exists as a directory or file (and the gitdir a `.git` file points at, listed first); `.agents` if it is a
+ * directory; `.codex` if it is a directory, or always when `root` is the policy cwd (so the agent cannot create
+ * `.codex/config.toml`); the protected config folders below `root` ({@link configCarveOuts}). With `nested` (the
+ * plan's writable roots, canonical), also the `.git` of every repository below the top ({@link nestedGitPaths},
+ * with `workdir`). `writableAgain`: the folders bound writable again inside them ({@link nestedGit}).
  */
-export function readOnlySubpaths(root: string, isCwd: boolean, nested?: { roots: readonly string[]; workdir?: string }): string[] {
-  return protectedSubpaths(root, isCwd, nested).readOnly;
-}
-
-/** {@link readOnlySubpaths} with the folders bound writable again inside them ({@link nestedGit}). */
 function protectedSubpaths(
   root: string,
   isCwd: boolean,
@@ -658,7 +647,7 @@ export interface NestedGitOption {
  * `exclude_slash_tmp`, and only if it is a directory), then `$TMPDIR` (unless `exclude_tmpdir_env_var`; must be
  * absolute). Roots that do not exist are skipped; duplicates (by canonical path) keep the first; a root that lies
  * in a protected config folder ({@link rootInConfigDir}) is dropped (logged). Each root's read-only subpaths are
- * {@link readOnlySubpaths}, with nested repositories when `nested` is given (and then the folders bound writable
+ * {@link protectedSubpaths}, with nested repositories when `nested` is given (and then the folders bound writable
  * again inside them, `writableAgain`, when there are any). Empty for policies without
  * workspace writes.
  */

@@ -6,7 +6,7 @@
 import { trackSession } from "../shell/sessions.ts";
 import { lifelineProblem } from "../sandbox/linux/lifeline.ts";
 import { existsSync } from "node:fs";
-import { isAbsolute, join } from "node:path";
+import { isAbsolute } from "node:path";
 import type { EscalationServer } from "../escalate/server.ts";
 import { decideExec } from "../mcp/escalation-policy.ts";
 import { interceptSetFor } from "../escalate/decision/intercept-set.ts";
@@ -18,7 +18,8 @@ import { ShellmcpError } from "../errors.ts";
 import { log } from "../log.ts";
 import type { CgroupManager } from "../shell/cgroup.ts";
 import { runCommand, type RunCommandOptions, type RunCommandResult } from "../shell/run-command.ts";
-import { GitGuard, MAX_SEARCH_DEPTH } from "../sandbox/git/guard.ts";
+import { MAX_SEARCH_DEPTH, type GitGuard } from "../sandbox/git/guard.ts";
+import { hostGitGuard } from "../shell/git-guard.ts";
 import { GitCheck } from "../sandbox/git/call-check.ts";
 import { LANDLOCK_EXTRA_WRITABLE, type WritableView } from "../sandbox/writable.ts";
 import type { ServeOptions, ServeSetup } from "./setup.ts";
@@ -26,8 +27,10 @@ import { hasFullDiskWrite, hasFullNetwork } from "../sandbox/policy.ts";
 import { CallProxy, refusalReport } from "../network/proxy.ts";
 import { networkAsker } from "../mcp/network-approval.ts";
 import { visibleLines } from "../safe-text.ts";
-import { selfExecCommand } from "../self.ts";
-import { repairBatch } from "../sandbox/linux/git-repair-child.ts";
+import { TRACE_STEPS, traceStep } from "../trace-steps.ts";
+import { BlockedLog } from "../blocked/report.ts";
+import { detectKernelBlocks, type KernelContext } from "../blocked/kernel.ts";
+import { escalationRemedy, gitGuardRemedy, proxyRefusalRemedy } from "../blocked/remedies.ts";
 
 /** Bytes of the latest output a progress notification of a `shell` call carries. */
 export const PROGRESS_TAIL_BYTES = 400;
@@ -78,11 +81,7 @@ function guardOf(rt: ServeRuntime): { guard: GitGuard; noticeGiven: boolean } {
     guards.set(
       rt,
       (g = {
-        guard: new GitGuard({
-          keptDir: join(rt.setup.settings.codexHome, "shellmcp", "git-kept"),
-          // Repairs in a child confined by Landlock to the folders it repairs (../sandbox/linux/git-repair-child.ts).
-          repair: rt.platform === "linux" ? (ops) => repairBatch(ops, selfExecCommand()) : undefined,
-        }),
+        guard: hostGitGuard(rt.setup.settings.codexHome, rt.platform),
         noticeGiven: false,
       }),
     );
@@ -149,13 +148,16 @@ export async function handleShellCall(
   args: Record<string, unknown> | undefined,
   ctx: ToolContext,
 ): Promise<ToolResult> {
+  if (TRACE_STEPS) traceStep("call");
   const a = parseShellArgs(args, rt.setup.defaultTimeoutMs);
   const started = await launchCommand(rt, state, a, ctx);
   if ("content" in started) return started;
-  const { r, notice, stale } = await started.done;
+  const { r, notice, stale, blocked } = await started.done;
   if (r.spawnError !== undefined) throw new ShellmcpError("PROTOCOL", r.spawnError);
-  if (stale !== undefined) return formatResult({ ...r, output: `${r.output}${stale}\n` }, notice);
-  return formatResult(r, notice);
+  if (stale !== undefined) return formatResult({ ...r, output: `${r.output}${stale}\n` }, notice, blocked);
+  const result = formatResult(r, notice, blocked);
+  if (TRACE_STEPS) traceStep("result");
+  return result;
 }
 
 /**
@@ -188,7 +190,8 @@ export interface DetachedRun {
  * `r.output`; a session's output went elsewhere as it arrived) and, when bubblewrap's stale mount failed it, that report.
  */
 export interface LaunchedCommand {
-  done: Promise<{ r: RunCommandResult; notice: string; stale?: string; refused: string }>;
+  /** `blocked`: what the rules, approvals, escalation boundary, proxy and kernel sandbox refused (../blocked/report.ts). */
+  done: Promise<{ r: RunCommandResult; notice: string; stale?: string; refused: string; blocked: BlockedLog }>;
 }
 
 /**
@@ -219,6 +222,7 @@ export async function launchCommand(
     if (extra.length > 0) snap = { ...snap, policy: { ...snap.policy, writable_roots: [...snap.policy.writable_roots, ...extra] } };
   }
   const sandbox = sandboxFor(rt, snap, a.workdir);
+  if (TRACE_STEPS) traceStep("plan");
   if ("content" in sandbox) return sandbox;
   // Network proxy mode: the feature is on and this call's sandbox has the network (Codex: without the feature,
   // enabled network stays full network).
@@ -230,10 +234,12 @@ export async function launchCommand(
   const server = await rt.server();
   const refused = await rt.shellRefused();
   if (refused !== undefined) return errorResult(`shellmcp cannot run commands: ${refused}.`);
+  if (TRACE_STEPS) traceStep("escalation-server");
   // The git guard (../sandbox/git/guard.ts): the control state under the writable roots, before anything runs; the
   // call owns it (and the proxy) from runCommand on, which settles it on every way out.
   const enforcement = sandbox.enforcement;
   const view: WritableView = sandbox.writable();
+  if (TRACE_STEPS) traceStep("writable-view");
   const guard = guardOf(rt);
   let gitCheck: GitCheck;
   try {
@@ -241,6 +247,7 @@ export async function launchCommand(
   } catch (e) {
     return errorResult(`shellmcp refused to run the command: cannot record the git control state to protect it: ${(e as Error).message}`);
   }
+  if (TRACE_STEPS) traceStep("git-snapshot");
   const proxy = proxied
     ? new CallProxy({
         policy: setup.network,
@@ -259,10 +266,18 @@ export async function launchCommand(
     notice = weakerProtectionNotice(why, rt.cgroups !== undefined || lifelineProblem() === undefined);
   }
   const notices: string[] = [];
+  // What this call's layers refused, reported to the model (docs/blocked-actions.md).
+  const blocked = new BlockedLog();
   // The end of the output so far, for progress notifications (issue 31: a client sees what a long command does).
   const tail = new OutputTail(PROGRESS_TAIL_BYTES);
   const run = runCommand({
-    notice: (text) => notices.push(text),
+    notice: (text, detail) => {
+      // A program that ran inside the sandbox instead of escalating: the notice as before, and reported as blocked
+      // (layer `escalation`).
+      notices.push(text);
+      if (detail !== undefined)
+        blocked.add({ layer: "escalation", target: detail.argv.join(" "), remedy: escalationRemedy(detail.reason) });
+    },
     networkProxy: proxy,
     gitCheck,
     command: a.command,
@@ -281,7 +296,11 @@ export async function launchCommand(
     onOutput: detached?.onOutput ?? (ctx.progress !== undefined ? (chunk) => tail.push(chunk) : undefined),
     onStarted: detached?.onStarted,
     decide: (req, stopwatch) =>
-      decideExec(setup.settings, { elicit: setup.approver?.askerFor(ctx.elicit) ?? ctx.elicit, paused: (f) => stopwatch.paused(f) }, req),
+      decideExec(
+        setup.settings,
+        { elicit: setup.approver?.askerFor(ctx.elicit) ?? ctx.elicit, paused: (f) => stopwatch.paused(f), blocked: (b) => blocked.add(b) },
+        req,
+      ),
     onProgress:
       ctx.progress === undefined || detached !== undefined
         ? undefined
@@ -298,16 +317,43 @@ export async function launchCommand(
   const done = (async () => {
     // Whatever way the run ends, its git check has run (../shell/run-command.ts `CallResources.holdGitCheck`).
     const r = await run;
+    if (TRACE_STEPS) traceStep("run");
     notice = (await gitCheck.settle()) + notice;
+    // Each change the guard undid (or could not) is a refused write to a protected path (../blocked/report.ts).
+    const changes = gitCheck.changes();
+    for (const line of [...changes.undone, ...changes.failed])
+      blocked.add({ layer: "protected-path", target: line.split(": ")[0]!, remedy: gitGuardRemedy(changes.failed.includes(line)) });
     const refused = proxy !== undefined && proxy.refusals.length > 0 ? refusalReport(proxy.refusals) : "";
+    for (const x of proxy?.refusals ?? []) {
+      const host = x.host.includes(":") ? `[${x.host}]` : x.host;
+      blocked.add({ layer: "network", target: `${host}:${x.port}`, remedy: proxyRefusalRemedy(x.host, x.reason) });
+    }
+    // What the kernel sandbox refused, read from the output (../blocked/kernel.ts: only what the sandbox caused).
+    const kernel = kernelBackend(rt.platform, enforcement);
+    if (r.sandboxed && kernel !== undefined)
+      blocked.addAll(
+        detectKernelBlocks(r.output, {
+          backend: kernel,
+          view,
+          workdir: a.workdir,
+          networkOff: !proxied && !hasFullNetwork(sandbox.policy),
+        }),
+      );
     r.output += refused;
     // Allowed programs that ran inside the sandbox instead (../escalate/server.ts): after the output, like the guard's.
     if (notices.length > 0) notice = notices.map((n) => `\nshellmcp: ${n}`).join("") + "\n" + notice;
     const stale = setup.backend.bwrapFailed(r, sandbox);
     if (stale !== undefined) log.warn(stale);
-    return { r, notice, stale, refused };
+    return { r, notice, stale, refused, blocked };
   })();
   return { done };
+}
+
+/**
+/** The kernel mechanism whose refusals a sandboxed call's output may show (../blocked/kernel.ts), if known. */
+function kernelBackend(platform: NodeJS.Platform, enforcement: string): KernelContext["backend"] | undefined {
+  if (platform === "darwin") return "seatbelt";
+  return enforcement === "bwrap" || enforcement === "landlock" ? enforcement : undefined;
 }
 
 /**

@@ -3,6 +3,7 @@
  * command is started exactly as a `shell` call's ({@link launchCommand}: the same sandbox state, launcher, rules,
  * escalation rooms, network policy and git guard), detached, and kept in the server's {@link SessionManager}.
  */
+import { blockedText } from "../blocked/report.ts";
 import * as libc from "../../ffi/libc.ts";
 import { log } from "../log.ts";
 import type { ModernToolContext } from "../mcp/modern.ts";
@@ -85,9 +86,15 @@ export async function handleExecCommand(
     kill: () => kill.abort(),
     interrupt: () => interrupt(),
     terminalFd: pty?.master,
-    ended: launched.done.then(({ r, notice, stale, refused }) => ({
+    ended: launched.done.then(({ r, notice, stale, refused, blocked }) => ({
       exitCode: r.exitCode,
-      trailer: (r.spawnError !== undefined ? `${r.spawnError}\n` : "") + refused + (stale !== undefined ? `${stale}\n` : "") + notice,
+      trailer:
+        (r.spawnError !== undefined ? `${r.spawnError}\n` : "") +
+        refused +
+        (stale !== undefined ? `${stale}\n` : "") +
+        notice +
+        blockedText(blocked),
+      blocked,
     })),
   });
   // Modern era: approvals the command meets after this call is answered are asked on the next request about it.
@@ -128,6 +135,7 @@ async function collect(
       exitCode: c.exitCode,
       sessionId: c.exitCode === undefined ? id : undefined,
       maxOutputTokens,
+      blocked: c.blocked,
     });
   } catch (e) {
     if (e instanceof SessionError) return unifiedError(tool, e.message);

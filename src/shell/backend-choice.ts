@@ -131,7 +131,7 @@ export class BackendChoice {
   /** Our helper as the backend of `choice`, for a call of a server whose helper is `helperExe`. */
   private helper(helperExe: string, c: HelperChoice, direct = true): HelperBackend {
     const flags = ["--backend", c.kind, ...(c.noProc ? ["--no-proc"] : []), ...this.protectFlags()];
-    return new HelperBackend(c.kind, helperExe, flags, c.kind === "bwrap" && direct ? c.direct : undefined, c.landlockWhy);
+    return new HelperBackend(c.kind, helperExe, flags, c.kind === "bwrap" && direct ? c.direct : undefined, c.landlockWhy, direct);
   }
 
   /**

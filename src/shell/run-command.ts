@@ -46,6 +46,7 @@ import type { GitCheck } from "../sandbox/git/call-check.ts";
 import { failIfInjected, isInjected } from "../fault-injection.ts";
 import { log } from "../log.ts";
 import { envForSelf, isSelfExe } from "../self.ts";
+import { TRACE_STEPS, traceStep } from "../trace-steps.ts";
 
 /** Time the output pipe may stay open after the shell exited, ms. */
 export const DRAIN_MS = 2000;
@@ -91,7 +92,7 @@ export interface RunCommandOptions {
    */
   interceptSet?: string;
   /** Told when an `Escalate` decision ran inside the sandbox instead, and why (../escalate/server.ts `ListenOptions.notice`). */
-  notice?: (text: string) => void;
+  notice?: (text: string, detail?: { argv: readonly string[]; reason: string }) => void;
   /**
    * Where escalated programs run (../sandbox/room.ts): `room` (default) or `host` (Codex's meaning), and the extra
    * writable paths per program.
@@ -208,13 +209,15 @@ export function shellEnvironment(
  * it; changed in place), and joins the call's cgroup (`joinCgroup`, its `cgroup.procs`) before it starts anything.
  * argv[0] must be an absolute path or a name found on this process's PATH; throws `Error` when it is neither.
  * Without a guard binary, `argv` as it is (the caller's spawn does the lookup; `joinCgroup` is then the caller's
- * to arrange).
+ * to arrange). `statusFd`: the guard reports the program's wait status on `fd`, placed at `at` (> {@link EXEC_FD}) of
+ * the guard, and lets the program's leftovers run on (../sandbox/linux/lifeline.ts `guardedArgv`).
  */
 export function guardedStart(
   argv: readonly string[],
   argv0: string | undefined,
-  stdio: (number | "ignore")[],
+  stdio: (number | "ignore" | "pipe")[],
   joinCgroup?: string,
+  statusFd?: { at: number; fd: number },
 ): { argv: string[]; argv0: string | undefined } {
   if (lifelineProblem() !== undefined) return { argv: [...argv], argv0 };
   const name = argv[0]!;
@@ -224,9 +227,11 @@ export function guardedStart(
   stdio[LIFELINE_FD] = lifelineReadFd();
   const self = selfExecFd(path);
   if (self !== undefined) stdio[EXEC_FD] = self;
+  if (statusFd !== undefined) stdio[statusFd.at] = statusFd.fd;
   const g = guardedArgv(path, [argv0 ?? name, ...argv.slice(1)], LIFELINE_FD, {
     ...(self !== undefined ? { execFd: EXEC_FD } : {}),
     ...(joinCgroup !== undefined ? { joinCgroup } : {}),
+    ...(statusFd !== undefined ? { statusFd: statusFd.at } : {}),
   })!;
   return { argv: [g.path, ...g.argv.slice(1)], argv0: g.argv[0] };
 }
@@ -243,6 +248,8 @@ export interface RunCommandResult {
   droppedBytes: number;
   sandboxed: boolean;
   spawnError?: string;
+  /** The sandbox could not be built as asked (the reason is the output): nothing ran. */
+  sandboxFailed?: boolean;
   /**
    * Resolves once every process of the call has ended, escalated and room programs included: the worker has let go
    * of the listener (its programs killed) and the call's cgroup is empty (without cgroups, only the former). The
@@ -465,6 +472,7 @@ interface Acquired {
 async function acquire(o: RunCommandOptions, res: CallResources, t0: number, tty?: OwnedFd): Promise<Acquired | RunCommandResult> {
   const sandboxed = o.sandbox.sandboxed;
   const proxy = await wireProxy(o, res);
+  if (TRACE_STEPS) traceStep("proxy");
   let launch: Launch;
   try {
     launch = o.sandbox.launch(o, proxy.spec);
@@ -472,12 +480,19 @@ async function acquire(o: RunCommandOptions, res: CallResources, t0: number, tty
     // A sandbox that cannot be built as asked (e.g. a protected path that is a symlink): fail closed, as the
     // helper does (status 101, the reason in the output).
     const msg = `shellmcp: ${(e as Error).message}\n`;
-    return notStarted(t0, msg, true, { exitCode: SANDBOX_FAILURE_EXIT, outputBytes: msg.length, spawnError: undefined });
+    return notStarted(t0, msg, true, {
+      exitCode: SANDBOX_FAILURE_EXIT,
+      outputBytes: msg.length,
+      spawnError: undefined,
+      sandboxFailed: true,
+    });
   }
   res.hold(() => launch.release?.());
+  if (TRACE_STEPS) traceStep("launch");
   // What an escalation may run is judged against the sandbox as it is now, when the shell starts.
   const roomSpec = proxy.room === undefined ? roomFor(o) : { ...roomFor(o), proxy: proxy.room };
   // Programs granted domains (`[shellmcp.room_network] npm = ["registry.npmjs.org"]`) get a proxy of their own.
+  if (TRACE_STEPS) traceStep("room");
   const grantProxies = await roomGrantProxies(roomSpec, o.networkProxy?.policy);
   const late: string[] = [];
   if (grantProxies !== undefined)
@@ -502,8 +517,10 @@ async function acquire(o: RunCommandOptions, res: CallResources, t0: number, tty
   } catch (e) {
     return fail("cannot create this call's cgroup", e);
   }
+  if (TRACE_STEPS) traceStep("cgroup");
   const io = openOutput(res, tty);
   if ("error" in io) return fail("cannot use the session's terminal", io.error);
+  if (TRACE_STEPS) traceStep("output-pipe");
   const control = new CallControl(o, cgroup, late);
   try {
     control.listener = o.server.listen({
@@ -522,6 +539,7 @@ async function acquire(o: RunCommandOptions, res: CallResources, t0: number, tty
   } catch (e) {
     return fail("cannot open this call's escalation listener", e);
   }
+  if (TRACE_STEPS) traceStep("listener");
   return { launch, proxy, grantProxies, cgroup, listener: control.listener, terminal: tty !== undefined, ...io, control };
 }
 
@@ -639,6 +657,10 @@ function spawnPlan(
     for (let fd = 0; fd < PROXY_BRIDGE_FD; fd++) stdio[fd] ??= "ignore";
     stdio[PROXY_BRIDGE_FD] = a.proxy.bridge.child.fd;
   }
+  for (const [at, fd] of launch.fds ?? []) {
+    for (let i = 0; i < at; i++) stdio[i] ??= "ignore";
+    stdio[at] = fd; // e.g. the loopback network's namespaces, for the room launcher's --join-ns
+  }
   const selfExe = launch.selfExeFd !== undefined ? openSelfExe() : undefined;
   if (selfExe !== undefined) {
     for (let fd = 0; fd < launch.selfExeFd!; fd++) stdio[fd] ??= "ignore";
@@ -703,6 +725,7 @@ async function pump(o: RunCommandOptions, res: CallResources, a: Acquired, out: 
     res.hold(() => clearInterval(progress));
   }
   const take = (chunk: Uint8Array) => {
+    if (TRACE_STEPS && out.total === 0) traceStep("first-byte");
     out.push(chunk);
     o.onOutput?.(chunk);
   };
@@ -712,6 +735,7 @@ async function pump(o: RunCommandOptions, res: CallResources, a: Acquired, out: 
   let eof = false;
   const drained = Promise.all(readers.map((r) => r.done)).then(() => (eof = true));
   const exitCode = await control.proc!.exited;
+  if (TRACE_STEPS) traceStep("exit");
   // Reaped: from now on its pid (the session's id) may be reused by any new process, so it is no longer tracked.
   o.track?.(control.proc!.pid, false);
   // The shell is gone: the worker lets go of its copy of the pipe (later escalations of leftovers get /dev/null).
@@ -722,6 +746,7 @@ async function pump(o: RunCommandOptions, res: CallResources, a: Acquired, out: 
   a.cgroup?.kill();
   await Promise.race([drained, Bun.sleep(DRAIN_MS)]);
   if (!eof) await Promise.all(readers.map((r) => r.cancel()));
+  if (TRACE_STEPS) traceStep("drained");
   return exitCode;
 }
 
@@ -743,6 +768,7 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
   // Plan.
   const bad = workdirProblem(o.workdir);
   if (bad !== undefined) return notStarted(t0, bad, o.sandbox.sandboxed);
+  if (TRACE_STEPS) traceStep("workdir");
   // Acquire.
   const a = await acquire(o, res, t0, tty);
   if (!("launch" in a)) return a;
@@ -756,6 +782,7 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
   let spawn: ReturnType<typeof spawnPlan>;
   try {
     spawn = spawnPlan(a, res);
+    if (TRACE_STEPS) traceStep("spawn-plan");
     const env = shellEnvironment({ ...o, policy: o.sandbox.policy }, a.listener.shellEnv(o.wrapperPath, ESCALATE_FD), {
       ...launch.env,
       ...a.proxy.env,
@@ -772,6 +799,7 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
     return notStarted(t0, `cannot start ${launch.argv[0]}: ${(e as Error).message}`, o.sandbox.sandboxed);
   }
   res.started = true;
+  if (TRACE_STEPS) traceStep("spawn");
   const pid = control.proc.pid;
   o.track?.(pid, true);
   o.onStarted?.({
@@ -780,10 +808,12 @@ export async function runCommand(o: RunCommandOptions): Promise<RunCommandResult
     },
   });
   const bridge = afterStart(o, a, spawn);
+  if (TRACE_STEPS) traceStep("after-start");
   const out = new CappedOutput(o.maxOutputBytes);
   const exitCode = await pump(o, res, a, out, t0);
   // Settle.
   await res[Symbol.asyncDispose]();
+  if (TRACE_STEPS) traceStep("released");
   for (const text of control.late) out.push(Buffer.from(text));
   const proc = control.proc;
   const sig = proc.signalCode === null || proc.signalCode === undefined ? undefined : String(proc.signalCode);

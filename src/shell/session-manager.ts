@@ -11,6 +11,7 @@
  * Nothing here knows MCP or the sandbox: a session's process is started by the caller (../serve/call.ts, through
  * `runCommand` with the same sandbox, rules and network as `shell`) and handed over as a {@link SessionProcess}.
  */
+import type { BlockedLog } from "../blocked/report.ts";
 import { writeSync } from "node:fs";
 import * as libc from "../../ffi/libc.ts";
 import { CappedOutput } from "./output.ts";
@@ -43,9 +44,10 @@ export interface SessionProcess {
   terminalFd?: number;
   /**
    * Resolves with the exit code (128+N for a signal) once every process of the session has ended and the output
-   * is read to its end, and `trailer`: text of shellmcp's own to append to the last output (the git guard's report).
+   * is read to its end, and `trailer`: text of shellmcp's own to append to the last output (the git guard's report);
+   * `blocked`: what the session's command had refused (../blocked/report.ts), for the last result's `_meta`.
    */
-  ended: Promise<{ exitCode: number; trailer: string }>;
+  ended: Promise<{ exitCode: number; trailer: string; blocked?: BlockedLog }>;
 }
 
 /** What one call collected from a session. */
@@ -56,6 +58,8 @@ export interface Collected {
   bytes: number;
   /** Set when the process ended (this session is then forgotten). */
   exitCode?: number;
+  /** With `exitCode`: what the session's command had refused. */
+  blocked?: BlockedLog;
 }
 
 /** A refusal, worded for the model (Codex's wording where Codex has one). */
@@ -94,7 +98,7 @@ interface Session {
   buffer: HeadTail;
   proc?: SessionProcess;
   /** Set once the process has ended. */
-  exit?: { exitCode: number; trailer: string };
+  exit?: { exitCode: number; trailer: string; blocked?: BlockedLog };
   /** Wakes a waiting call when output arrives or the process ends. */
   wake: () => void;
   idle?: ReturnType<typeof setTimeout>;
@@ -265,7 +269,7 @@ export class SessionManager {
         return { output: text, bytes };
       }
       this.forget(s, undefined);
-      return { output: text + s.exit.trailer, bytes, exitCode: s.exit.exitCode };
+      return { output: text + s.exit.trailer, bytes, exitCode: s.exit.exitCode, blocked: s.exit.blocked };
     } finally {
       unlock();
     }

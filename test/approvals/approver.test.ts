@@ -154,8 +154,8 @@ describe.skipIf(skipWithout("local approver suite", shellsMissing()))("issue 32:
       const second = s.shell({ command: `touch ${ws}/by-key; echo rc=$?`, workdir: ws, timeout_ms: 30_000 });
       at = await until(`touch ${ws}/by-key`, at);
       at = await until("[q]uit? ", at);
-      p.stdin.write("o");
-      p.stdin.flush();
+      await p.stdin.write("o");
+      await p.stdin.flush();
       await until("approved: ", at);
       const { out } = await second;
       expect(out.output).toContain("rc=0");
@@ -261,7 +261,7 @@ describe.skipIf(skipWithout("local approver suite", shellsMissing()))("issue 32:
       expect(out).toContain(`localhost:${upstream.port} (http): not_allowed`);
       expect(out).not.toContain("hello");
     } finally {
-      upstream.stop(true);
+      await upstream.stop(true);
     }
   }, 60_000);
 
@@ -355,13 +355,16 @@ describe.skipIf(skipWithout("local approver suite", shellsMissing()))("issue 32:
         s = await serveWithPid({
           codexHome: home,
           command: [...as, ensureBinary()],
+          // Started in its workspace: the checkout (this process's folder) may be closed to that user (under /root,
+          // in a `mktemp -d` folder), and `serve` runs its start-up shell check where it was started.
+          cwd: ws,
           args: ["--sandbox", "workspace-write", "--cd", ws, "--sandbox-backend", "landlock", "--approver"],
         });
         const call = s.shell({ command: `touch ${ws}/by-user; echo rc=$?`, workdir: ws, timeout_ms: 30_000 });
         call.catch(() => undefined); // awaited below; a failure before that must not surface between tests
         const env = { PATH: "/usr/bin:/bin", HOME: home, CODEX_HOME: home };
         const asUser = (...args: string[]) => {
-          const r = Bun.spawnSync([...as, ensureBinary(), ...args], { env, stdout: "pipe", stderr: "pipe" });
+          const r = Bun.spawnSync([...as, ensureBinary(), ...args], { cwd: ws, env, stdout: "pipe", stderr: "pipe" });
           return { code: r.exitCode, out: r.stdout.toString(), err: r.stderr.toString() };
         };
         let list = asUser("approvals", "--list", "--json");
@@ -370,6 +373,7 @@ describe.skipIf(skipWithout("local approver suite", shellsMissing()))("issue 32:
           await Bun.sleep(200);
           list = asUser("approvals", "--list", "--json");
         }
+        expect(list.out, `approvals --list said nothing; its stderr: ${list.err}; the server's: ${s.stderr()}`).not.toBe("");
         const req = JSON.parse(list.out.split("\n")[0]!) as { id: string; server: { pid: number } };
         // The server's namespaces are hidden from its own user (it is not dumpable): the check used the fallback.
         const ns = Bun.spawnSync([...as, "readlink", "-v", `/proc/${req.server.pid}/ns/user`], { stderr: "pipe" });

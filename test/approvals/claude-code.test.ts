@@ -141,8 +141,8 @@ describe.skipIf(skipWithout("approver with Claude Code", existsSync(claude) ? sh
               seen += new TextDecoder().decode(value);
             }
             expect(seen).toContain(`touch ${ws}/by-claude`);
-            watcher.stdin.write("o");
-            watcher.stdin.flush();
+            await watcher.stdin.write("o");
+            await watcher.stdin.flush();
             out = await clientOutput(p, codexHome, false);
           } finally {
             watcher.kill("SIGTERM");

@@ -42,7 +42,7 @@ test("serve refuses an approver folder that is a link: each call says why, nothi
 
 test("[shellmcp] approver = true in config.toml turns it on (a socket appears)", async () => {
   const home = confDir("appr-home");
-  Bun.write(join(home, "config.toml"), "[shellmcp]\napprover = true\n");
+  await Bun.write(join(home, "config.toml"), "[shellmcp]\napprover = true\n");
   const s = await serveWithPid({ codexHome: home, args: ["--cd", confDir("appr-ws")] });
   const sock = join(home, "approvals", `${s.pid}.sock`);
   const until = Date.now() + 20_000;

@@ -14,6 +14,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ensureBinary, ROOT } from "../helpers/binary.ts";
 import { MessagesMock, offersTool, text, toolResults, toolUse, type Script } from "../helpers/messages-mock.ts";
+import { probeBwrap } from "../../src/sandbox/linux/bwrap.ts";
 import { skipWithout, toolMissing } from "../helpers/prereq.ts";
 import { shellsMissing } from "../helpers/shells.ts";
 import { hostGit } from "../helpers/attack.ts";
@@ -161,6 +162,18 @@ describe.skipIf(skip)("real Claude Code (claude -p) against shellmcp serve", () 
     for (const t of SHELL_TOOLS) expect(o.mock.requests.some((r) => offersTool(r, t))).toBe(true);
     expectWriteProbe(p, o.results[0]);
   }, 120_000);
+
+  // Issue 41: under bubblewrap every call of one server shares its private loopback network (docs/sessions.md).
+  test.skipIf(!probeBwrap(true).ok)(
+    "a session with the network off (the default): a later shell call reaches its dev server (the server's loopback network)",
+    async () => {
+      const p = place("claude");
+      const port = freePort();
+      const o = await run(p, devServerPlan(p, port));
+      await expectDevServerSession(o.results, port);
+    },
+    120_000,
+  );
 
   test("a session: exec_command starts a dev server, a later shell call reaches it (network on), it ends with the client", async () => {
     const p = place("claude", { config: NETWORK_ON_CONFIG });

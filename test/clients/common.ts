@@ -107,8 +107,6 @@ export function freePort(): number {
   return port;
 }
 
-export { processesWith } from "../helpers/marked.ts";
-
 /** What a client run printed and how it ended. */
 export interface ClientRun {
   exitCode: number;

@@ -22,6 +22,7 @@ import {
   type GeminiRequest,
   type GeminiScript,
 } from "../helpers/gemini-mock.ts";
+import { probeBwrap } from "../../src/sandbox/linux/bwrap.ts";
 import { skipWithout, toolMissing } from "../helpers/prereq.ts";
 import { shellsMissing } from "../helpers/shells.ts";
 import { hostGit } from "../helpers/attack.ts";
@@ -182,6 +183,18 @@ describe.skipIf(skip)("real Gemini CLI (gemini -p) against shellmcp serve", () =
     expect(o.stderr).not.toContain("unknown format");
     expectWriteProbe(p, o.results[0]);
   }, 120_000);
+
+  // Issue 41: under bubblewrap every call of one server shares its private loopback network (docs/sessions.md).
+  test.skipIf(!probeBwrap(true).ok)(
+    "a session with the network off (the default): a later shell call reaches its dev server (the server's loopback network)",
+    async () => {
+      const p = place("gemini");
+      const port = freePort();
+      const o = await run(p, devServerPlan(p, port));
+      await expectDevServerSession(o.results, port);
+    },
+    120_000,
+  );
 
   test("a session: exec_command starts a dev server, a later shell call reaches it (network on), it ends with the client", async () => {
     const p = place("gemini", { config: NETWORK_ON_CONFIG });

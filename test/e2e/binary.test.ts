@@ -91,11 +91,11 @@ describe("no autoload from an untrusted cwd", () => {
       stderr: "pipe",
     });
     const sink = p.stdin as import("bun").FileSink;
-    sink.write(
+    await sink.write(
       '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}\n',
     );
-    sink.write('{"jsonrpc":"2.0","method":"notifications/initialized"}\n');
-    sink.write(
+    await sink.write('{"jsonrpc":"2.0","method":"notifications/initialized"}\n');
+    await sink.write(
       `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"shell","arguments":{"command":"/bin/echo intercepted","workdir":${JSON.stringify(dir)},"login":false}}}\n`,
     );
     await sink.flush();

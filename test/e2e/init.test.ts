@@ -52,8 +52,8 @@ async function initOnTerminal(p: { home: string; proj: string }, answer: string,
     seen += new TextDecoder().decode(value);
   }
   expect(seen).toContain("Write these? [y/N] ");
-  proc.stdin.write(`${answer}\n`);
-  proc.stdin.flush();
+  await proc.stdin.write(`${answer}\n`);
+  await proc.stdin.flush();
   for (;;) {
     const { value, done } = await reader.read();
     if (done) break;

@@ -239,6 +239,7 @@ describe.skipIf(skip || process.getuid?.() !== 0)("the cgroup warning for a user
     chownSync(join(h, "tmp"), 65534, 65534);
     const start = async () => {
       const p = Bun.spawn(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", BINARY, "serve"], {
+        cwd: h, // nobody's own folder: the checkout (this process's folder) may be closed to it
         env: { PATH: process.env.PATH, HOME: h, TMPDIR: join(h, "tmp"), SHELLMCP_NO_CGROUP: "1" },
         stdin: "ignore",
         stdout: "ignore",

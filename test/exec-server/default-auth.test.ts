@@ -82,7 +82,7 @@ maybeUser("exec-server with no auth flag: a second local user is refused", () =>
       expect(upgradeAs(s.url, ["-H", "Authorization: Bearer guessed"])).toBe("401");
 
       // The token is said once on stderr (only the starter sees it) and written to no file: any sandboxed command
-      // of this user could read a file (issue 34 review, test/security/review-34.test.ts hole 4).
+      // of this user could read a file (issue 34 review, test/security/exec-server-from-sandbox.test.ts).
       const notice = await s.stderr();
       const token = /Authorization: Bearer ([A-Za-z0-9_-]+)"/.exec(notice)?.[1];
       expect(token).toMatch(/^[A-Za-z0-9_-]{43}$/);
@@ -172,12 +172,12 @@ describe("exec-server auth flags", () => {
 
   test("--listen stdio needs no token (only its parent speaks to it)", async () => {
     const p = Bun.spawn([ensureBinary(), "exec-server", "--listen", "stdio"], { stdin: "pipe", stdout: "pipe", stderr: "pipe" });
-    p.stdin.write(`${JSON.stringify({ id: 1, method: "initialize", params: { clientName: "t", resumeSessionId: null } })}\n`);
-    p.stdin.flush();
+    await p.stdin.write(`${JSON.stringify({ id: 1, method: "initialize", params: { clientName: "t", resumeSessionId: null } })}\n`);
+    await p.stdin.flush();
     const reader = p.stdout.getReader();
     const { value } = await reader.read();
     expect(JSON.parse(new TextDecoder().decode(value).split("\n")[0]!)).toMatchObject({ id: 1, result: { sessionId: expect.any(String) } });
-    p.stdin.end();
+    await p.stdin.end();
     await p.exited;
     expect(await new Response(p.stderr).text()).not.toContain("token");
   });

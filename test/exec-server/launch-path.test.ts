@@ -10,7 +10,8 @@ import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node
 import { join } from "node:path";
 import { CONF_BASE } from "../helpers/cleanup.ts";
 import { ensureBinary } from "../helpers/binary.ts";
-import { ExecClient } from "./client.ts";
+import { ExecClient, workspaceWrite } from "./client.ts";
+import { pidsWith, waitFor } from "../helpers/attack.ts";
 import { startServer, type StartedServer } from "./codex-harness.ts";
 
 const base = join(CONF_BASE, `exec-launch-${process.pid}`);
@@ -133,6 +134,53 @@ test("an fs/writeFile under --sandbox-backend landlock cannot leave a .git/confi
     expect(git(proj, "status", "--short").code).toBe(0);
     expect(existsSync(ran)).toBe(false);
   } finally {
+    await server.stop();
+  }
+}, 60_000);
+
+/**
+ * The lifeline guard on the same path as `serve`'s calls: an exec-server SIGKILLed while its processes run leaves
+ * nothing running — not the process, not a grandchild that left its session (`setsid`), sandboxed or not — on a host
+ * without per-process cgroups (a non-root user's), where only the guard can end them. Judged by the host's process
+ * table (processes found by a tag in their argv). And Codex's meaning stays: a leftover of a process that ended runs
+ * on until the process is terminated.
+ */
+test("nothing a process/start began outlives an exec-server killed with SIGKILL (no per-process cgroups)", async () => {
+  const server: StartedServer = await startServer([ensureBinary(), "exec-server"], {
+    ...process.env,
+    CODEX_HOME: join(base, "codex-home"),
+    SHELLMCP_NO_CGROUP: "1",
+  });
+  const proj = join(base, "proj-lifeline");
+  mkdirSync(proj, { recursive: true });
+  const tag = `${Math.floor(300 + Math.random() * 1000)}.${process.pid}`;
+  const tagged = () => pidsWith(tag).filter((p) => !readFileSync(`/proc/${p}/cmdline`, "utf8").startsWith("shellmcp-guard"));
+  try {
+    const c = await ExecClient.connect(server.url);
+    await c.init();
+    for (const [id, sandbox] of [
+      ["plain", null],
+      ["boxed", workspaceWrite(proj)],
+    ] as const) {
+      await c.call("process/start", {
+        processId: id,
+        argv: ["/bin/sh", "-c", `setsid sleep ${tag} </dev/null >/dev/null 2>&1 & sleep ${tag} </dev/null >/dev/null 2>&1 & echo up`],
+        cwd: proj,
+        env: { PATH: "/usr/bin:/bin" },
+        tty: false,
+        sandbox,
+      });
+      // The process itself ends at once (exit 0); what it left runs on (Codex's meaning).
+      const exited = await c.waitFor((m) => m.method === "process/exited" && (m.params as { processId: string }).processId === id);
+      expect(exited.params).toMatchObject({ exitCode: 0 });
+    }
+    // The unsandboxed process's two (a sandboxed one's end with its pid namespace anyway).
+    expect(await waitFor(() => tagged().length >= 2, 10_000)).toBe(true);
+    server.proc.kill("SIGKILL");
+    await server.proc.exited;
+    expect(await waitFor(() => tagged().length === 0, 10_000)).toBe(true);
+  } finally {
+    for (const pid of pidsWith(tag)) process.kill(pid, "SIGKILL");
     await server.stop();
   }
 }, 60_000);

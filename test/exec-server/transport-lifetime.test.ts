@@ -27,7 +27,8 @@ function processesWith(marker: string): string[] {
       const env = readFileSync(`/proc/${pid}/environ`, "utf8").split("\0");
       const state = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]?.[0];
       const cmd = readFileSync(`/proc/${pid}/cmdline`, "utf8").replaceAll("\0", " ");
-      if (env.includes(`SMCP_MARK=${marker}`) && state !== "Z") out.push(`${pid}: ${cmd}`);
+      // The lifeline guard (same environment) holds the process's leftovers; it is not one of them.
+      if (env.includes(`SMCP_MARK=${marker}`) && state !== "Z" && !cmd.startsWith("shellmcp-guard")) out.push(`${pid}: ${cmd}`);
     } catch {
       // gone
     }
@@ -104,11 +105,11 @@ describe("exec-server dies with its processes", () => {
       }
     })();
     const send = (m: unknown) => proc.stdin.write(JSON.stringify(m) + "\n");
-    send({ id: 1, method: "initialize", params: { clientName: "t" } });
+    await send({ id: 1, method: "initialize", params: { clientName: "t" } });
     expect(await until(() => lines.length >= 1, 5000)).toBe(true);
     expect((lines[0]!.result as { sessionId: string }).sessionId).toMatch(/^[0-9a-f-]{36}$/);
-    send({ method: "initialized", params: {} });
-    send({
+    await send({ method: "initialized", params: {} });
+    await send({
       id: 2,
       method: "process/start",
       params: {
@@ -119,8 +120,8 @@ describe("exec-server dies with its processes", () => {
         tty: false,
       },
     });
-    proc.stdin.write("not json\n");
-    send({ id: 3, method: "no/such", params: {} });
+    await proc.stdin.write("not json\n");
+    await send({ id: 3, method: "no/such", params: {} });
     expect(await until(() => lines.some((l) => l.id === 3), 5000)).toBe(true);
     expect(lines.find((l) => l.id === -1)?.error).toMatchObject({ code: -32600 });
     expect(String((lines.find((l) => l.id === -1)?.error as { message: string }).message)).toStartWith(

@@ -143,6 +143,24 @@ export async function waitFor(cond: () => boolean, ms: number, stepMs = 100): Pr
   return cond();
 }
 
+/** One `escalated` notice of a server's log: what ran outside the call's sandbox, in which room (`kept`: a kept room's id). */
+export interface Escalation {
+  file: string;
+  argv: string[];
+  /** The room's backend (`bwrap`, `landlock`, `seatbelt`), or `none` (`--escalation host`: the bare host). */
+  room: string;
+  kept?: number;
+}
+
+/**
+ * The programs a server escalated, in order, from its stderr (`s.stderr()`): each `escalated {…}` notice
+ * (src/escalate/server.ts logs one per escalated program, at the default level). How a test confirms that what it
+ * attacks really ran in a (kept) room, rather than inside the call's sandbox.
+ */
+export function escalations(stderr: string): Escalation[] {
+  return [...stderr.matchAll(/(?:^|\s)escalated (\{.*\})$/gm)].map((m) => JSON.parse(m[1]!) as Escalation);
+}
+
 /** True when `path` exists (for marker files written by an attack). */
 export const exists = (path: string) => existsSync(path);
 

@@ -51,12 +51,15 @@ export async function runInShell(server: EscalationServer, o: RunInShellOptions)
   });
   listener.releaseClientFd();
   o.onSpawn?.(p.pid, listener);
-  if (o.stdin !== undefined) {
-    const sink = p.stdin as import("bun").FileSink;
-    sink.write(o.stdin);
-    await sink.end();
-  }
-  const [stdout, stderr, exitCode] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
+  // stdin is fed while stdout and stderr are read: a child that writes before it reads all its input never blocks us.
+  const fed = o.stdin === undefined ? Promise.resolve() : feed(p.stdin as import("bun").FileSink, o.stdin);
+  const [stdout, stderr, exitCode] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited, fed]);
   if (!o.keepOpen) await listener.close();
   return { exitCode, stdout, stderr, listener };
+}
+
+/** Writes `data` to `sink` and closes it; resolves once the pipe took it all (rejects when the pipe broke). */
+async function feed(sink: import("bun").FileSink, data: string | Uint8Array): Promise<void> {
+  await sink.write(data);
+  await sink.end();
 }

@@ -143,7 +143,7 @@ export function startRawModern(o: ModernStartOptions = {}): RawModern {
     call: (args, extra = {}) => request("tools/call", { name: "shell", arguments: args, ...extra }),
     stderr: () => err,
     async close() {
-      proc.stdin.end();
+      await proc.stdin.end();
       await proc.exited;
     },
   };

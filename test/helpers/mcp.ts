@@ -28,6 +28,15 @@ export function shellResult(raw: Record<string, unknown>): { out: ShellOutput; i
   return { out: JSON.parse(content[0]!.text) as ShellOutput, isError: raw.isError === true, raw };
 }
 
+/**
+ * A result's output without shellmcp's blocked-action report after it (the `shellmcp: blocked` lines,
+ * docs/blocked-actions.md): what the command itself printed, for tests that pin it exactly.
+ */
+export function withoutBlocked(output: string): string {
+  const at = output.indexOf("\nshellmcp: blocked (");
+  return at < 0 ? output : output.slice(0, at);
+}
+
 /** A connected client plus helpers. */
 export interface Session {
   client: Client;

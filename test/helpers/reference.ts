@@ -47,8 +47,8 @@ export class LineRpc {
   }
 
   send(msg: unknown): void {
-    this.proc.stdin.write(JSON.stringify(msg) + "\n");
-    this.proc.stdin.flush();
+    void this.proc.stdin.write(JSON.stringify(msg) + "\n");
+    void this.proc.stdin.flush();
   }
 
   request(method: string, params: unknown): Promise<Record<string, unknown>> {
@@ -63,7 +63,7 @@ export class LineRpc {
   }
 
   async close(): Promise<void> {
-    this.proc.stdin.end();
+    await this.proc.stdin.end();
     await this.proc.exited;
   }
 }
@@ -162,7 +162,7 @@ export async function startReference(
       return JSON.parse((res.result as { content: { text: string }[] }).content[0]!.text);
     },
     async close() {
-      rpc.proc.stdin.end();
+      await rpc.proc.stdin.end();
       await deadline(rpc.proc.exited, 5000, "close").catch(() => rpc.proc.kill(9));
     },
   };

@@ -83,8 +83,8 @@ async function exchange(input: string, count: number): Promise<Record<string, un
     stderr: "pipe",
   });
   procs.push(p);
-  p.stdin.write(input);
-  p.stdin.flush();
+  await p.stdin.write(input);
+  await p.stdin.flush();
   const lines: Record<string, unknown>[] = [];
   const reader = p.stdout.getReader();
   let buf = "";
@@ -99,7 +99,7 @@ async function exchange(input: string, count: number): Promise<Record<string, un
     }
   }
   await Bun.sleep(200); // a duplicate answer would arrive now
-  p.stdin.end();
+  await p.stdin.end();
   for (;;) {
     const r = await reader.read();
     if (r.done) break;

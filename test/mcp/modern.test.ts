@@ -10,7 +10,7 @@ import { CONF_BASE } from "../helpers/cleanup.ts";
 import { afterEach, describe, expect, test } from "bun:test";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { startServe, type Session } from "../helpers/mcp.ts";
+import { startServe, withoutBlocked, type Session } from "../helpers/mcp.ts";
 import { ensureBinary } from "../helpers/binary.ts";
 import { MODERN, modernHome, startModern, startRawModern, type ModernSession, type RawModern } from "../helpers/mcp-modern.ts";
 import { noProcessLeft } from "../helpers/events.ts";
@@ -141,7 +141,8 @@ describe.skipIf(skip)("modern era: the v2 SDK client pinned to 2026-07-28", () =
     const ws = workspace();
     const s = await modern({ rules: PROMPT_TOUCH, onElicit: () => ({ action: "decline" }), args: open(ws) });
     const r = await s.shell({ command: approvedTouch("declined.txt"), workdir: ws, login: false });
-    expect(r.out.output).toBe("Execution denied: User declined execution\ndone\n");
+    expect(withoutBlocked(r.out.output)).toBe("Execution denied: User declined execution\ndone\n");
+    expect(r.out.output).toContain("\nshellmcp: blocked (approval) touch declined.txt: User declined execution.");
     expect(existsSync(join(ws, "declined.txt"))).toBe(false);
     expect(readFileSync(join(ws, "log"), "utf8")).toBe("start\nend 1\n");
   });
@@ -212,11 +213,11 @@ describe.skipIf(skip)("modern era on the wire (raw JSON lines)", () => {
       stderr: "ignore",
     });
     closers.push(async () => {
-      p.stdin.end();
+      await p.stdin.end();
       await p.exited;
     });
     const meta = { "io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {} };
-    p.stdin.write(
+    await p.stdin.write(
       JSON.stringify({
         jsonrpc: "2.0",
         id: 1,
@@ -227,7 +228,7 @@ describe.skipIf(skip)("modern era on the wire (raw JSON lines)", () => {
         JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list", params: { _meta: meta } }) +
         "\n",
     );
-    p.stdin.flush();
+    await p.stdin.flush();
     const reader = p.stdout.getReader();
     let out = "";
     while (out.split("\n").length < 3) {
@@ -293,7 +294,8 @@ describe.skipIf(skip)("modern era on the wire (raw JSON lines)", () => {
     expect(again.requestState).not.toBe(first.requestState);
     const key = Object.keys(again.inputRequests)[0]!;
     const done = await s.call(args, { inputResponses: { [key]: { action: "cancel" } }, requestState: again.requestState });
-    expect(text(done).output).toBe("Execution denied: User cancelled execution\nafter\n");
+    expect(withoutBlocked(text(done).output)).toBe("Execution denied: User cancelled execution\nafter\n");
+    expect(text(done).output).toContain("\nshellmcp: blocked (approval) touch asked.txt: User cancelled execution.");
     expect(existsSync(join(ws, "asked.txt"))).toBe(false);
     const blind = await s.request(
       "tools/call",
@@ -493,7 +495,7 @@ describe.skipIf(skipWithout("modern-era network question", shellsMissing() ?? to
         expect(out).toContain(`hello localhost:${upstream.port}`);
         expect(s.elicitations).toEqual([question, question]);
       } finally {
-        upstream.stop(true);
+        await upstream.stop(true);
       }
     });
   },
@@ -592,7 +594,8 @@ describe.skipIf(skip)("legacy era: the v1 SDK client, unchanged", () => {
     expect(existsSync(join(ws, "accepted.txt"))).toBe(true);
     answer = "decline";
     const r = await s.shell({ command: "touch declined.txt; echo after", workdir: ws, login: false });
-    expect(r.out.output).toBe("Execution denied: User declined execution\nafter\n");
+    expect(withoutBlocked(r.out.output)).toBe("Execution denied: User declined execution\nafter\n");
+    expect(r.out.output).toContain("\nshellmcp: blocked (approval) touch declined.txt: User declined execution.");
     expect(existsSync(join(ws, "declined.txt"))).toBe(false);
     expect(readFileSync(join(ws, "log"), "utf8")).toBe("start\nend 0\n");
   });

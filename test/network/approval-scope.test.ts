@@ -34,7 +34,7 @@ beforeAll(() => {
 });
 afterAll(async () => {
   for (const s of sessions) await s.close().catch(() => undefined);
-  for (const s of servers) s.stop(true);
+  for (const s of servers) await s.stop(true);
 });
 
 /** A proxy-mode server whose human answers `yes` for port P1 and declines everything else. */

@@ -53,7 +53,7 @@ beforeAll(async () => {
   echoPort = (echo.address() as net.AddressInfo).port;
 });
 afterAll(async () => {
-  server.stop(true);
+  await server.stop(true);
   echo.close();
 });
 

@@ -28,7 +28,7 @@ beforeAll(() => {
 });
 afterAll(async () => {
   await closeAll();
-  upstream.stop(true);
+  await upstream.stop(true);
 });
 
 /** A server for a client that never sends a sandbox state: `config` in its CODEX_HOME, started in a workspace. */

@@ -15,7 +15,7 @@ import { closeAll, serveWithPid, type AttackSession } from "../helpers/attack.ts
 import { shellsMissing } from "../helpers/shells.ts";
 import { skipWithout, toolMissing } from "../helpers/prereq.ts";
 import { landlockAbi } from "../../src/sandbox/linux/landlock.ts";
-import type { StartOptions } from "../helpers/mcp.ts";
+import { withoutBlocked, type StartOptions } from "../helpers/mcp.ts";
 import { agentNetworkConfig } from "../helpers/network.ts";
 
 const skip = skipWithout("network proxy suite", shellsMissing() ?? toolMissing("bwrap", "curl", "perl"));
@@ -53,7 +53,7 @@ beforeAll(() => {
 });
 afterAll(async () => {
   await closeAll();
-  upstream.stop(true);
+  await upstream.stop(true);
 });
 
 const CONFIG = (extra = "") =>
@@ -396,9 +396,10 @@ describe.skipIf(skip)("network proxy mode: local targets, asking about unknown h
     };
     const s = await serve(CONFIG(), "bwrap", {}, (message) => answers[/to ([a-z-]+)\./.exec(message)![1]!]!);
     const o1 = await sh(s, `curl -sS http://other.test:${port}/; curl -sS -o /dev/null -w '%{http_code}\\n' http://a.deep.test:${port}/`);
-    expect(o1.output).toBe(
+    expect(withoutBlocked(o1.output)).toBe(
       `hello GET other.test:${port}\n403\nshellmcp: network access refused: a.deep.test:${port} (http): denied — Domain denied by the sandbox policy.\n`,
     );
+    expect(o1.output).toContain(`\nshellmcp: blocked (network) a.deep.test:${port}: a deny entry`);
     expect(s.elicitations).toEqual([
       `Allow network access to other.test:${port}? (the command's http request is not in the network allow list)`,
     ]);

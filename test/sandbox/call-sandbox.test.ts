@@ -115,7 +115,7 @@ describe("BackendChoice.forCall", () => {
     expect([c.sandboxed, c.enforcement]).toEqual([false, "none"]);
     expect(c.writable()).toEqual({ full: true, roots: [], readOnly: [] });
     expect(c.launch({ shellPath: "/bin/sh", login: false, command: "true", wrapperPath: "/x" })).toEqual({
-      argv: ["/bin/sh", "-c", "true"],
+      argv: ["/bin/sh", "-c", "true", "sh"],
       sandboxed: false,
     });
   });

@@ -1,6 +1,7 @@
 /**
  * The C parts under AddressSanitizer and UndefinedBehaviorSanitizer (scripts/build-sanitized.sh): the room
  * launcher's tests and the mutation test of its decoder run against a sanitized launcher (built here: a second),
+ * sandbox-exec's tests (malformed plans, the mutation sweep) against a sanitized sandbox-exec,
  * and the in-shell escalation client's tests (patches/escalate-client.c inside bash and zsh: the differential test
  * and the cross-compatibility test) against sanitized shells when `scripts/build-sanitized.sh --shells` has built
  * them (a few minutes; skipped with the reason otherwise). Each runs as its own `bun test` with the build named by
@@ -47,6 +48,20 @@ describe.skipIf(skip)("ASan/UBSan builds of the C parts", () => {
     const r = bunTest(["test/sandbox/room-launcher.test.ts", "test/sandbox/room-launcher-mutation.test.ts"], {
       SHELLMCP_TEST_ROOM_LAUNCHER: launcher,
     });
+    expect(r.out).not.toMatch(REPORT);
+    expect(r.out).toMatch(/\b0 fail\b/);
+    expect(r.code).toBe(0);
+  }, 600_000);
+
+  test("sandbox-exec's tests, with its malformed plans and mutation sweep, pass against the sanitized build", () => {
+    const b = Bun.spawnSync(["bash", join(ROOT, "scripts", "build-sanitized.sh")], {
+      cwd: ROOT,
+      env: { ...process.env, SHELLMCP_SANITIZED_DIR: OUT },
+    });
+    expect(b.exitCode).toBe(0);
+    const exec = join(OUT, "sandbox-exec");
+    expect(Bun.spawnSync(["ldd", exec]).stdout.toString()).toContain("libasan");
+    const r = bunTest(["test/sandbox/sandbox-exec.test.ts"], { SHELLMCP_TEST_SANDBOX_EXEC: exec });
     expect(r.out).not.toMatch(REPORT);
     expect(r.out).toMatch(/\b0 fail\b/);
     expect(r.code).toBe(0);

@@ -11,7 +11,7 @@
  * call fail ("socketpair: Too many open files"); renice and taskset likewise reached any same-user process.
  * Signals are scoped by Landlock ABI ≥ 6 (kernel 6.12); below it (the ABI lowered here with
  * SHELLMCP_SIMULATE_LANDLOCK_ABI) a root server runs each command as pid 1 of its own pid namespace, and anyone
- * else is refused (test/sandbox/extra.test.ts; docs/security.md, "Running as root / in containers").
+ * else is refused (test/sandbox/kernel-features.test.ts; docs/security.md, "Running as root / in containers").
  *
  * Item 4 (the part not covered by test/unit/bwrap-probe-cache.test.ts and test/e2e/self-contained.test.ts): when
  * bubblewrap fails after its preflight passed, the call says so, the cached success is forgotten, and the next

@@ -94,7 +94,7 @@ describe("item 8: resource exhaustion through the escalation socket", () => {
       const v = await withDeadline(s.shell({ command: VICTIM, workdir: ws, login: false, timeout_ms: 15_000 }), 20_000, `victim call ${i}`);
       expect(v.out.output).toBe("victim-ok\n");
     }
-    Bun.write(stop, "");
+    await Bun.write(stop, "");
     const a = await withDeadline(attack, 90_000, "attacker call");
     expect(a.out.output).toMatch(/IDLE \d+/);
     expect(await waitFor(() => fdCount(s.pid) <= idleFds + 8, 10_000)).toBe(true);

@@ -68,7 +68,7 @@ async function rawServe() {
   })();
   const sink = p.stdin as FileSink;
   const send = async (s: string) => {
-    sink.write(s);
+    await sink.write(s);
     await sink.flush();
   };
   const until = async (pred: (m: Record<string, unknown>) => boolean, ms: number) => {

@@ -440,7 +440,7 @@ describe.skipIf(skipWithout("room reach suite", shellsMissing()))("issue 30: a r
           expect(existsSync(join(ws3, "node_modules", "tiny-pkg"))).toBe(false);
           expect(requests.length).toBe(before);
         } finally {
-          registry.stop(true);
+          await registry.stop(true);
         }
       }, 90_000);
   });

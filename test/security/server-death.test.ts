@@ -70,9 +70,15 @@ describe.skipIf(skipWithout("server death suite", shellsMissing() ?? toolMissing
           async () => {
             // As nobody (from root: setpriv): a HOME and a workspace of its own; no cgroups (not delegated to it).
             const nobody = user === "nobody" ? { home: ownedByNobody(confDir("death-home")) } : undefined;
+            const ws = nobody !== undefined ? ownedByNobody(confDir("death-ws")) : confDir("death-ws");
             const s = await serveWithPid({
               rules: RULES,
               args: ["--sandbox-backend", backend],
+              // Started in the workspace: `serve` refuses a working folder (its default --cd) its user cannot enter,
+              // as this process's is when the checkout lies in a folder closed to others (under /root, in a
+              // `mktemp -d` folder). The executable itself needs no copy: setpriv execs it before it drops root's
+              // capabilities, and the server re-executes itself through /proc/self/exe.
+              cwd: ws,
               ...(nobody !== undefined
                 ? {
                     command: ["/usr/bin/setpriv", `--reuid=${NOBODY}`, `--regid=${NOBODY}`, "--clear-groups", ensureBinary()],
@@ -80,7 +86,6 @@ describe.skipIf(skipWithout("server death suite", shellsMissing() ?? toolMissing
                   }
                 : {}),
             });
-            const ws = nobody !== undefined ? ownedByNobody(confDir("death-ws")) : confDir("death-ws");
             const n = `${process.pid}${Math.floor(Math.random() * 1e6)}`;
             const marks = [`3001.${n}`, `3002.${n}`, `3003.${n}`, ws];
             cleanups.push(() => killMarked(marks, ws));
@@ -92,7 +97,7 @@ describe.skipIf(skipWithout("server death suite", shellsMissing() ?? toolMissing
             const running = () =>
               [`time.sleep(3001.${n})`, `sleep\x003002.${n}`, `sleep\x003003.${n}`].every((m) => pidsWith(m).length > 0) &&
               roomLaunchers(s.pid) > 0;
-            expect(await waitFor(running, 20_000)).toBe(true);
+            expect(await waitFor(running, 20_000), `not all running; the server said: ${s.stderr()}`).toBe(true);
             const before = marked(marks, ws);
             process.kill(s.pid, "SIGKILL");
             await call;

@@ -5,7 +5,18 @@
  * tag in its argv (`sleep 300.<n>`), and the host's /proc is searched for it afterwards.
  */
 import { afterAll, afterEach, describe, expect, test } from "bun:test";
-import { closeAll, confDir, describePids, killWith, pidsWith, py, requirePrograms, serveWithPid, waitFor } from "../helpers/attack.ts";
+import {
+  closeAll,
+  confDir,
+  describePids,
+  escalations,
+  killWith,
+  pidsWith,
+  py,
+  requirePrograms,
+  serveWithPid,
+  waitFor,
+} from "../helpers/attack.ts";
 
 requirePrograms("setsid", "nohup", "bwrap", "/usr/bin/python3");
 afterAll(closeAll);
@@ -102,6 +113,8 @@ describe("item 7 (escalated): a new-session grandchild of an escalated program e
     // Normal exit of the call, then a timeout.
     const r = await s.shell({ command: cmd, workdir: ws, login: false, timeout_ms: 20000 });
     expect(r.out.output).toContain("spawned");
+    // The program really was escalated (into a Landlock room), not run inside the call's sandbox.
+    expect(escalations(s.stderr()).filter((e) => e.argv[0] === "python3")).toMatchObject([{ room: "landlock" }]);
     await waitFor(() => left([a, b]).length === 0, 10_000); // generous: a loaded CI machine; passing runs take milliseconds
     expect(survivors([a, b]).length).toBe(0);
     const [c, d] = [tag(), tag()];
@@ -112,6 +125,7 @@ describe("item 7 (escalated): a new-session grandchild of an escalated program e
       timeout_ms: 2000,
     });
     expect(r2.out.timed_out).toBe(true);
+    expect(escalations(s.stderr()).filter((e) => e.argv[0] === "python3")).toMatchObject([{ room: "landlock" }, { room: "landlock" }]);
     await waitFor(() => left([c, d]).length === 0, 10_000); // generous: a loaded CI machine; passing runs take milliseconds
     expect(survivors([c, d]).length).toBe(0);
   }, 60_000);

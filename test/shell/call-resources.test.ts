@@ -14,7 +14,7 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import { readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { callCgroups, closeAll, confDir, echoHi, fdCount, serveWithPid } from "../helpers/attack.ts";
+import { callCgroups, closeAll, confDir, echoHi, fdCount, serveWithPid, waitFor } from "../helpers/attack.ts";
 import { agentNetworkConfig } from "../helpers/network.ts";
 import { skipWithout, toolMissing } from "../helpers/prereq.ts";
 import { shellsMissing } from "../helpers/shells.ts";
@@ -112,7 +112,8 @@ describe.skipIf(skipWithout("call resources suite", shellsMissing() ?? toolMissi
         expect(await echoHi(s, ws)).toStartWith("exit 0: hi");
         const fds = fdCount(s.pid);
         await echoHi(s, ws);
-        await Bun.sleep(200); // the late releases (cgroup emptied) finish after the result
+        // The late releases (the cgroup emptied and removed) finish after the result: waited for, then judged.
+        await waitFor(() => callCgroups(s.pid).length === 0 && descendants(s.pid).length === 0 && fdCount(s.pid) === fds, 10_000, 20);
         expect({
           workspace: readdirSync(ws),
           cgroups: callCgroups(s.pid),

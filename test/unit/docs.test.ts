@@ -1,7 +1,8 @@
 /**
  * The docs hold (issue 33): every `docs/…` citation in the code (src/, test/, scripts/, ffi/, build.ts) and in
  * README.md and docs/ names a file that exists, and where it names a section (`docs/escalation.md, "Wire
- * protocol"`), a heading of that file; every relative Markdown link in README.md and docs/ resolves, anchors
+ * protocol"`), a heading of that file; every repository path README.md, docs/ and the code (src/, test/, scripts/,
+ * bench/) name (`src/…`, `test/…`, `docs/…`, `patches/…`, `scripts/…`, `bench/…`) exists (issue 42); every relative Markdown link in README.md and docs/ resolves, anchors
  * included; every Markdown table there parses (the same number of cells in every row, a `|` inside a cell
  * escaped as `\|`). Pure: reads files, runs nothing.
  */
@@ -114,6 +115,34 @@ function citationProblem(c: Citation): string | undefined {
   return undefined;
 }
 
+/** The top folders whose paths {@link pathsIn} finds: a path starting with one of them names a repository file. */
+const PATH_ROOTS = ["src", "test", "docs", "patches", "scripts", "bench"];
+
+/**
+ * The repository paths `text` names (`src/sandbox/backend.ts`, `test/unit/`, `scripts/test.sh`), each with its
+ * 1-based line. A glob or a placeholder (`src/**\/*.ts`, `shells/<arch>/`, `{a,b}`) is no path and is skipped; so is
+ * a path inside a longer one (`dist/src/x`) or a URL (`github.com/o/r/src/x`).
+ */
+function pathsIn(text: string): { path: string; line: number }[] {
+  const out: { path: string; line: number }[] = [];
+  const re = new RegExp(`(?<![\\w./@:~-])((?:${PATH_ROOTS.join("|")})/[\\w./*{}<>,-]*[\\w/*}>])`, "g");
+  text.split("\n").forEach((l, i) => {
+    for (const m of l.matchAll(re)) {
+      const path = m[1]!;
+      if (/[*{}<>]/.test(path)) continue;
+      out.push({ path, line: i + 1 });
+    }
+  });
+  return out;
+}
+
+/** Problems with the repository paths file `file` (text `text`) names: each path that `exists` says is missing. */
+function pathProblems(file: string, text: string, exists: (path: string) => boolean): string[] {
+  return pathsIn(text)
+    .filter((p) => !exists(p.path))
+    .map((p) => `${file}:${p.line}: names ${p.path}, which does not exist`);
+}
+
 /** Problems with the relative links of Markdown file `file` (text `text`): missing targets or anchors. */
 function linkProblems(file: string, text: string, read: (path: string) => string | undefined): string[] {
   const out: string[] = [];
@@ -177,6 +206,17 @@ describe("docs", () => {
     expect(cites.map(citationProblem).filter((p) => p !== undefined)).toEqual([]);
   });
 
+  test("every repository path named in README.md, docs/ and the code (src/, test/, scripts/, bench/) exists", () => {
+    // The layering test plants imports of files that do not exist, on purpose (as this file does).
+    const files = [...MARKDOWN, ...CODE, ...filesUnder("bench", [".ts"])].filter(
+      (f) => f !== "test/unit/layering.test.ts" && existsSync(join(ROOT, f)),
+    );
+    const named = files.flatMap((f) => pathsIn(readFileSync(join(ROOT, f), "utf8")));
+    expect(named.length).toBeGreaterThan(200);
+    const exists = (p: string) => existsSync(join(ROOT, p));
+    expect(files.flatMap((f) => pathProblems(f, readFileSync(join(ROOT, f), "utf8"), exists))).toEqual([]);
+  });
+
   test("every relative link in README.md and docs/ resolves, anchors included", () => {
     expect(MARKDOWN.flatMap((f) => linkProblems(f, readFileSync(join(ROOT, f), "utf8"), readRepo))).toEqual([]);
   });
@@ -211,5 +251,17 @@ describe("docs", () => {
       "docs/b.md: links to c.md, but docs/c.md does not exist",
     ]);
     expect(slug("`shellmcp serve`: the MCP server")).toBe("shellmcp-serve-the-mcp-server");
+    const named =
+      "see `test/h4/secret-env.test.ts`, src/sandbox/backend.ts: and (src/escalate/worker.ts).\n" +
+      "not paths: src/**/*.ts, dist/shells/<arch>/, https://example.org/src/x.ts, node_modules/x/src/y.ts, ~/src/z\n";
+    expect(pathsIn(named)).toEqual([
+      { path: "test/h4/secret-env.test.ts", line: 1 },
+      { path: "src/sandbox/backend.ts", line: 1 },
+      { path: "src/escalate/worker.ts", line: 1 },
+    ]);
+    expect(pathProblems("d.md", named, (p) => p === "src/sandbox/backend.ts")).toEqual([
+      "d.md:1: names test/h4/secret-env.test.ts, which does not exist",
+      "d.md:1: names src/escalate/worker.ts, which does not exist",
+    ]);
   });
 });

@@ -5,7 +5,8 @@
  */
 import { describe, expect, test } from "bun:test";
 import { applyEnvironmentPolicy, CORE_VARS, shellEnvironmentPolicy, type ShellEnvironmentPolicy } from "../../src/config/config.ts";
-import { DEFAULT_EXCLUDES } from "../../src/config/env-policy.ts";
+import picomatch from "picomatch";
+import { anyGlob, DEFAULT_EXCLUDES, globMatcher } from "../../src/config/env-policy.ts";
 import { ShellmcpError } from "../../src/errors.ts";
 
 const ENV = {
@@ -139,5 +140,90 @@ describe("applyEnvironmentPolicy", () => {
     const out = apply({}, env);
     expect("UNSET" in out).toBe(false);
     expect(env).toEqual(ENV);
+  });
+});
+
+/**
+ * The patterns Codex documents for `shell_environment_policy` (its config docs: `exclude = ["AWS_*", "AZURE_*"]`,
+ * `include_only = ["PATH", "HOME"]`, the default `*KEY*`, `*SECRET*`, `*TOKEN*`, and the names its own tests and
+ * our observation of 0.169 use), with the names each must and must not match. Codex matches with the `wildmatch`
+ * crate, case-insensitively: whole name, `*` any run (empty included), `?` one character, nothing else special.
+ */
+const CODEX_PATTERNS: readonly [pattern: string, name: string, matches: boolean][] = [
+  ["AWS_*", "AWS_PROFILE", true],
+  ["AWS_*", "aws_region", true],
+  ["AWS_*", "AWS_", true],
+  ["AWS_*", "MY_AWS_X", false],
+  ["AZURE_*", "AZURE_CLIENT_ID", true],
+  ["AZURE_*", "AZURE", false],
+  ["PATH", "PATH", true],
+  ["PATH", "path", true],
+  ["PATH", "PATHEXT", false],
+  ["PATH", "MANPATH", false],
+  ["HOME", "HOME", true],
+  ["HOME", "CODEX_HOME", false],
+  ["*KEY*", "MY_API_KEY", true],
+  ["*KEY*", "KEYBOARD", true],
+  ["*KEY*", "key", true],
+  ["*KEY*", "KEx", false],
+  ["*SECRET*", "my_secret_x", true],
+  ["*TOKEN*", "FOO_TOKEN", true],
+  ["*TOKEN*", "PLAIN", false],
+  ["*_PWD", "MYSQL_PWD", true],
+  ["*_PWD", "PWD", false],
+  ["A?C", "ABC", true],
+  ["A?C", "AC", false],
+  ["A?C", "ABBC", false],
+  ["*", "ANY_NAME", true],
+];
+
+/** Names where Codex's meaning and picomatch's part ways (the closest options: see {@link PICOMATCH_OPTIONS}). */
+const NOT_PICOMATCH: readonly [pattern: string, name: string, codex: boolean][] = [
+  ["A?B", "A/B", true], // picomatch: `?` never matches a path separator
+  ["*KEY*", "X\nKEY", true], // picomatch (bash mode): `*` never matches a newline
+  ["[A-Z]*", "AWS", false], // picomatch: a character class; Codex: `[` is literal
+  ["[A-Z]*", "[A-Z]X", true],
+];
+
+/** picomatch's options closest to Codex's meaning: case-insensitive, dot names, `*` across `/`, no braces, extglobs or `!`. */
+const PICOMATCH_OPTIONS = { nocase: true, dot: true, bash: true, nobrace: true, noextglob: true, nonegate: true } as const;
+
+describe("patterns: Codex's meaning (wildmatch, case-insensitive, whole name)", () => {
+  test.each([...CODEX_PATTERNS, ...NOT_PICOMATCH])("%p against %p: %p", (pattern, name, matches) => {
+    expect(globMatcher(pattern).test(name)).toBe(matches);
+    expect(anyGlob([pattern])(name)).toBe(matches);
+    // Through the policy too: as `exclude` it drops the name exactly when it matches, as `include_only` it keeps it.
+    expect(Object.keys(apply({ ignore_default_excludes: true, exclude: [pattern] }, { [name]: "v" }))).toEqual(matches ? [] : [name]);
+    expect(Object.keys(apply({ ignore_default_excludes: true, include_only: [pattern] }, { [name]: "v" }))).toEqual(matches ? [name] : []);
+  });
+
+  test("every other character is literal: regex syntax, brackets, braces, `!`, a backslash", () => {
+    for (const p of ["A.B", "A+", "(A)", "A|B", "^A$", "[AB]", "{A,B}", "!A", "A\\B"]) {
+      expect(globMatcher(p).test(p)).toBe(true);
+    }
+    expect(globMatcher("A.B").test("AXB")).toBe(false);
+    expect(globMatcher("[AB]").test("A")).toBe(false);
+    expect(globMatcher("{A,B}").test("A")).toBe(false);
+    expect(globMatcher("!A").test("B")).toBe(false);
+    expect(globMatcher("A\\B").test("AB")).toBe(false);
+  });
+
+  test("an empty pattern matches only an empty name; an empty list matches nothing", () => {
+    expect(globMatcher("").test("")).toBe(true);
+    expect(globMatcher("").test("A")).toBe(false);
+    expect(anyGlob([])("A")).toBe(false);
+  });
+
+  test('where picomatch differs: why the policy does not match with it (docs/sandbox.md, "Environment")', () => {
+    for (const [pattern, name, codex] of NOT_PICOMATCH) {
+      expect(globMatcher(pattern).test(name)).toBe(codex);
+      expect(picomatch(pattern, PICOMATCH_OPTIONS)(name)).toBe(!codex);
+    }
+    // `*` matches the empty name for Codex, not for picomatch; an empty pattern throws there.
+    expect(globMatcher("*").test("")).toBe(true);
+    expect(picomatch("*", PICOMATCH_OPTIONS)("")).toBe(false);
+    expect(() => picomatch("", PICOMATCH_OPTIONS)).toThrow();
+    // Where it agrees: every documented pattern.
+    for (const [pattern, name, matches] of CODEX_PATTERNS) expect(picomatch(pattern, PICOMATCH_OPTIONS)(name)).toBe(matches);
   });
 });

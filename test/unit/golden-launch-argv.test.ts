@@ -13,13 +13,19 @@
  * `<MAIN>` how it starts itself, `<DENY>` the private folder of denied files). Direct bubblewrap is planned
  * from source here, so its inner stage has no `--ro-bind-fd` (the compiled binary adds one).
  *
+ * Under Landlock a call starts sandbox-exec (`<SANDBOX_EXEC>`, issue 40) when it is built
+ * (scripts/build-sandbox-exec.sh) and the kernel has Landlock ABI 6 or later (below, the helper still starts: the
+ * command needs a pid namespace of its own): its plan is pinned decoded (flags, path rules, port rules, the seccomp
+ * program's size), without what depends on the kernel's ABI (the handled masks) or on this machine (the portable
+ * shells' folders, readable under restricted reads when they exist).
+ *
  * The expected outputs are in golden/launch-argv.json; regenerate them only on purpose, with
  * `SHELLMCP_GOLDEN_UPDATE=1 bun test test/unit/golden-launch-argv.test.ts`, and review the diff.
  */
 import { afterAll, expect, test } from "bun:test";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import type { SandboxState } from "../../src/mcp/sandbox-state.ts";
 import { NAMESPACE_PORTS, PROXY_BRIDGE_FD } from "../../src/network/bridge.ts";
 import type { BwrapProbe } from "../../src/sandbox/linux/bwrap.ts";
@@ -29,6 +35,10 @@ import { BackendChoice } from "../../src/serve/backend.ts";
 import { proxyModeFor, sandboxFor } from "../../src/serve/call.ts";
 import type { Launch, ProxySpec } from "../../src/sandbox/backend.ts";
 import { selfExePath } from "../../src/self.ts";
+import { setServerLoopbackForTest } from "../../src/sandbox/linux/loopback-net.ts";
+import { launcherBinary } from "../../src/sandbox/linux/room-launcher.ts";
+import { portableShellBases } from "../../src/carried/portable-shells.ts";
+import { decodeExecPlan, sandboxExecBinary } from "../../src/sandbox/linux/sandbox-exec.ts";
 
 const GOLDEN = join(import.meta.dir, "golden", "launch-argv.json");
 const UPDATE = process.env.SHELLMCP_GOLDEN_UPDATE === "1";
@@ -59,6 +69,10 @@ writeFileSync(shellPath, "");
 const env = { TMPDIR: join(root, "tmp"), HOME: join(root, "home"), PATH: "/usr/bin:/bin" };
 const savedProtected = protectedConfigDirs();
 setProtectedConfigDirs([codexHome]);
+// Network-off bubblewrap calls join the server's loopback network (src/sandbox/linux/loopback-net.ts): a stand-in one
+// (fd numbers only, no namespaces made here), so that the argv does not depend on this machine's user namespaces.
+const savedLoopback = setServerLoopbackForTest({ userFd: 900, netFd: 901, netInode: 0 });
+const launcher = launcherBinary();
 // The helper plans with its own environment ($TMPDIR), and the credential stores hidden from every sandbox are
 // this process's HOME's (src/sandbox/secrets.ts): both the fixture's, so the argv does not depend on this machine.
 const savedTmpdir = process.env.TMPDIR;
@@ -67,6 +81,7 @@ process.env.TMPDIR = env.TMPDIR;
 process.env.HOME = env.HOME;
 afterAll(() => {
   setProtectedConfigDirs(savedProtected);
+  setServerLoopbackForTest(savedLoopback);
   if (savedTmpdir === undefined) delete process.env.TMPDIR;
   else process.env.TMPDIR = savedTmpdir;
   if (savedHome === undefined) delete process.env.HOME;
@@ -143,6 +158,9 @@ const BACKENDS: Record<string, Backend> = {
   macos: { platform: "darwin" },
 };
 
+const sandboxExec = sandboxExecBinary();
+const SANDBOX_EXEC = "path" in sandboxExec ? sandboxExec.path : undefined;
+
 /** Machine paths as placeholders (longest first, so a path inside another is replaced as itself). */
 function normalize(s: string): string {
   const pairs: [string, string][] = [
@@ -150,6 +168,9 @@ function normalize(s: string): string {
     [selfExePath(), "<SELF>"],
     [Bun.main, "<MAIN>"],
     [process.execPath, "<EXE>"],
+    ...("path" in launcher ? [[launcher.path, "<LAUNCHER>"] as [string, string]] : []),
+    [dirname(process.execPath), "<EXEDIR>"],
+    ...(SANDBOX_EXEC !== undefined ? ([[SANDBOX_EXEC, "<SANDBOX_EXEC>"]] as [string, string][]) : []),
   ];
   let out = s.replace(new RegExp(`${escape(tmpdir())}/shellmcp-deny-[^/"\\s]+`, "g"), "<DENY>");
   for (const [from, to] of pairs.sort((a, b) => b[0].length - a[0].length)) out = out.split(from).join(to);
@@ -209,6 +230,19 @@ function spawnOf(b: Backend, state: SandboxState, proxyMode: boolean): unknown {
     ...(launch.ownPidNamespace === true
       ? { bwrapDirect: launch.selfExeFd === undefined, seccompBytes: launch.seccomp?.program.byteLength ?? 0 }
       : {}),
+    ...(launch.argv[0] === SANDBOX_EXEC && launch.seccomp !== undefined ? { plan: planOf(launch.seccomp.program) } : {}),
+  };
+}
+
+/** sandbox-exec's plan without what depends on the kernel's Landlock ABI or this machine (see the top). */
+function planOf(bytes: Uint8Array): unknown {
+  const p = decodeExecPlan(bytes);
+  const shells = new Set(portableShellBases(undefined, env.HOME));
+  return {
+    flags: p.flags,
+    pathRules: p.pathRules.filter((r) => !shells.has(r.path)).map((r) => ({ path: normalize(r.path), access: r.access })),
+    connectTcpPorts: p.connectTcpPorts,
+    seccompBytes: p.seccomp?.byteLength ?? 0,
   };
 }
 

@@ -1,5 +1,5 @@
 /**
- * The danger heuristic (src/mcp/heuristics.ts): Codex 0.97's `command_might_be_dangerous`, the fallback that
+ * The danger heuristic (src/escalate/decision/heuristics.ts): Codex 0.97's `command_might_be_dangerous`, the fallback that
  * turns an exec no rule matched into a prompt. Cases: what 0.97 was observed to prompt for and to let through
  * (docs/escalation.md, "The danger heuristic").
  */

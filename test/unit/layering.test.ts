@@ -33,6 +33,7 @@ const LAYERS: readonly (readonly string[])[] = [
   ["src/approvals"], // the local approver (`shellmcp approvals`, serve --approver): knows no MCP
   ["src/auth"], // authentication of HTTP and websocket clients (serve --listen, exec-server): knows no MCP
   ["src/shell"], // one command run: spawn, output, sessions, lifeline, the carried shells
+  ["src/blocked"], // what a call had refused: the report, the remedies, the kernel's refusals read from output
   ["src/escalate/server.ts"], // the escalation server: each intercepted exec → decision → placement → answer
   ["src/escalate/decision", "src/escalate/worker"], // what an exec may do; the poll(2) worker that places it
   ["src/escalate/rooms"], // the escalation room: plan, build, keep, check
@@ -51,6 +52,7 @@ const LAYERS: readonly (readonly string[])[] = [
     "src/untrusted-fs.ts",
     "src/version.ts",
     "src/find-executable.ts",
+    "src/trace-steps.ts",
   ],
   ["src/safe-text.ts", "src/stderr.ts"],
   ["ffi"], // libc bindings and struct layouts

@@ -1,5 +1,5 @@
 /**
- * How the escalation room execs a program with the judged argv[0] (src/sandbox/linux/room.ts, execAs): directly when
+ * How the escalation room execs a program with the judged argv[0] (src/escalate/rooms/build.ts, execAs): directly when
  * argv[0] names the program (its canonical path, the path the command named it by, or a bare name the trusted PATH
  * resolves to it), through the host bash's `exec -a` otherwise (bwrap 0.8 cannot set argv[0]).
  */

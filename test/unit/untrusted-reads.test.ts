@@ -21,8 +21,17 @@ const ALLOWED: Record<string, [string, string][]> = {
     ['readFileSync("/proc/self/cmdline")', "the wrapper's own /proc entry (it runs inside the sandbox anyway)"],
     ['readFileSync("/proc/self/environ")', "the wrapper's own /proc entry"],
   ],
+  "src/sandbox/linux/loopback-net.ts": [
+    ["import { closeSync, existsSync, fstatSync, openSync, readFileSync, readSync", "import"],
+    ["readSync(fd, buf", "the holder's stdout: a pipe this process made, written by its own bwrap child"],
+    ["openSync(`/proc/${line}/ns/", "/proc: a namespace file (nsfs) of this process's own child, which is waiting"],
+    ["readFileSync(`/proc/${line}/net/dev`", "/proc: kernel-made"],
+  ],
   "src/escalate/worker/escalated-child.ts": [["readFileSync(`/proc/${p}/task/${t}/children`", "/proc: kernel-made, never blocks"]],
-  "src/exec-server/process.ts": [["readFileSync(`/proc/${pid}/stat`", "/proc: kernel-made"]],
+  "src/exec-server/process.ts": [
+    ["readFileSync(`/proc/${pid}/stat`", "/proc: kernel-made"],
+    ["Bun.file(fd).stream()", "the lifeline guard's status pipe (an fd this process made), read asynchronously"],
+  ],
   "src/shell/sessions.ts": [["readFileSync(`/proc/${pid}/stat`", "/proc: kernel-made"]],
   "src/shell/cgroup.ts": [
     ['readFileSync("/proc/self/mountinfo"', "the process's own /proc entry"],
@@ -58,6 +67,7 @@ const ALLOWED: Record<string, [string, string][]> = {
   ],
   "src/shell/run-command.ts": [["Bun.file(readEnd)", "the call's own output pipe (an fd), read asynchronously"]],
   "src/log.ts": [["openSync(path, constants.O_WRONLY", "the user's log file: O_NONBLOCK|O_NOFOLLOW, write only"]],
+  "src/trace-steps.ts": [["openSync(", "the debug trace file SHELLMCP_TRACE_STEPS names: O_NONBLOCK|O_NOFOLLOW, write only"]],
   "src/execpolicy/amend.ts": [["openSync(path, constants.O_RDWR", "O_NONBLOCK|O_NOFOLLOW, then fstat: regular files only"]],
   "src/auth/http.ts": [
     ["import { readFileSync, statSync }", "import"],

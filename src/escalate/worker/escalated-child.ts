@@ -142,7 +142,7 @@ export function spawnEscalated(
 }
 
 /**
- * The fds a program of a kept room gets (src/escalate/worker-rooms.ts), from the fds the wrapper sent (`received`,
+ * The fds a program of a kept room gets (src/escalate/worker/kept-rooms.ts), from the fds the wrapper sent (`received`,
  * owned from here on) for `dests`: as for every room program, a terminal on 0–2 is never passed — stdin becomes
  * /dev/null (left out: the launcher opens it), stdout/stderr a copy of the call's output pipe (`outputFd`), or
  * /dev/null once that is released. Returns the fds to send (owned by the caller) and their numbers in the program.

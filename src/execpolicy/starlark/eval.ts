@@ -3,18 +3,4 @@
  * (operators.ts) and the standard globals (builtins.ts). See docs/execpolicy.md, "The language".
  */
 export { Evaluator } from "./evaluator.ts";
-export {
-  repr,
-  SBuiltin,
-  Scope,
-  SDict,
-  SFloat,
-  SFunction,
-  SList,
-  str,
-  STuple,
-  truthy,
-  typeName,
-  type CallSite,
-  type Value,
-} from "./values.ts";
+export { repr, SBuiltin, SList, typeName, type CallSite, type Value } from "./values.ts";

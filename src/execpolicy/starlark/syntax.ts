@@ -5,6 +5,5 @@
  * (statements) and parse-expr.ts (expressions).
  */
 export { lineCol, renderDiagnostic, StarlarkError, type SourceFile, type Span } from "./diagnostics.ts";
-export { decodeEscapes, tokenize } from "./lexer.ts";
 export type { Arg, CompClause, Expr, Param, Stmt } from "./ast.ts";
 export { parseFile } from "./parser.ts";

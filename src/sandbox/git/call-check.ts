@@ -7,6 +7,7 @@
  * operations settle it when they end.
  */
 import { log } from "../../log.ts";
+import { TRACE_STEPS, traceStep } from "../../trace-steps.ts";
 import type { WritableView } from "../writable.ts";
 import { formatGitGuardReport, type GitGuard, type GitSnapshot } from "./guard.ts";
 
@@ -14,6 +15,7 @@ import { formatGitGuardReport, type GitGuard, type GitSnapshot } from "./guard.t
 export class GitCheck {
   private settled: Promise<string> | undefined;
   private report: string | undefined;
+  private found: { undone: string[]; failed: string[] } = { undone: [], failed: [] };
 
   private constructor(
     private readonly guard: GitGuard,
@@ -47,7 +49,10 @@ export class GitCheck {
     this.settled ??= (async () => {
       const t0 = performance.now();
       await ended;
-      return this.checkNow(performance.now() - t0);
+      if (TRACE_STEPS) traceStep("settled");
+      const report = this.checkNow(performance.now() - t0);
+      if (TRACE_STEPS) traceStep("git-check");
+      return report;
     })();
     return this.settled;
   }
@@ -64,10 +69,19 @@ export class GitCheck {
     return this.report;
   }
 
+  /**
+   * What the check undid (`undone`) and could not undo (`failed`), one line each (`<path>: <what happened>`): empty
+   * before the check and when nothing changed.
+   */
+  changes(): { undone: readonly string[]; failed: readonly string[] } {
+    return this.found;
+  }
+
   private check(settledMs: number): string {
     if (this.snap === undefined) return "";
     try {
       const report = this.guard.check(this.snap, this.view);
+      this.found = { undone: report.undone, failed: report.failed };
       log.debug("git guard", {
         run: this.what,
         gitDirs: this.snap.gitDirs,

@@ -21,15 +21,30 @@
  * top of that, each call searches {@link LATER_SEARCH_MAX_DIRS} folders breadth-first for repositories made since
  * (best effort: this search only adds protection, never removes any).
  *
+ * The later search is proportional to what changed (issue 40): a folder whose identity and ctime (device, inode,
+ * change time in ns, one `lstat`) are those it had when the previous later search of the root listed it is not
+ * listed again; its remembered listing (sub-folders, its `.git` entry's kind, whether it is a git dir) is used.
+ * A folder's ctime changes with every entry made, removed or renamed in it, and no unprivileged process can set it
+ * (setting mtime back with `utimensat` sets ctime to now); a listing is remembered only when the folder's ctime was
+ * at least {@link LISTING_MIN_AGE_MS} older than the read (ctime has the kernel's coarse clock: a change in the same
+ * tick as the read would keep it). What a remembered listing cannot vouch for is read again each call: the `gitdir:`
+ * line of a `.git` file and a git dir's `commondir`. The cache only ever skips a read whose result is known; it
+ * cannot hide anything the uncached search would find, and the complete search (which decides the originals) never
+ * uses it. It holds what the last later search of each root read ({@link LATER_SEARCH_MAX_DIRS} folders at most).
+ * Only local filesystems whose ctime the kernel keeps ({@link CTIME_FILESYSTEMS}: a FUSE or network filesystem may
+ * report any ctime, or a stale one) and only folders on the root's own device are cached; the rest is listed
+ * every call, as before.
+ *
  * When the complete search stops at its bound, the folders it did not read (the frontier) are returned with every
  * result: bubblewrap binds them read-only ({@link MAX_FRONTIER_BINDS} at most), and the git guard refuses a call
  * that could write one (Landlock, or too many to bind): fail closed, never "writable and unsearched".
  */
-import { lstatSync, readdirSync, realpathSync, type Dirent } from "node:fs";
+import { lstatSync, readdirSync, realpathSync, statfsSync, type Dirent } from "node:fs";
 import { dirname, join, normalize, resolve } from "node:path";
 import { readUntrustedText } from "../../untrusted-fs.ts";
 import { handOutGeneration, noteOriginal, originalKey, taintContext } from "./taint.ts";
 import { log } from "../../log.ts";
+import { TRACE_STEPS, traceStep } from "../../trace-steps.ts";
 
 /** Folders the complete search of a root reads at most (measured: about 8 µs a folder, so ≈ 1 s at the bound). */
 export const FIRST_SEARCH_MAX_DIRS = 100_000;
@@ -48,8 +63,19 @@ export const MAX_FRONTIER_BINDS = 1_000;
  */
 export const DISCOVERY_REUSE_MS = 1_000;
 
+/**
+ * How much older than the read a folder's ctime must be for the later search to remember its listing, ms: more
+ * than a tick of the kernel's coarse clock (≤ 10 ms), so a change made in the tick of the read changes it.
+ */
+export const LISTING_MIN_AGE_MS = 1_000;
+
 /** The bounds in force (the constants above; tests lower them with {@link setDiscoveryBounds}). */
-const bounds = { firstMaxDirs: FIRST_SEARCH_MAX_DIRS, laterMaxDirs: LATER_SEARCH_MAX_DIRS, frontierBinds: MAX_FRONTIER_BINDS };
+const bounds = {
+  firstMaxDirs: FIRST_SEARCH_MAX_DIRS,
+  laterMaxDirs: LATER_SEARCH_MAX_DIRS,
+  frontierBinds: MAX_FRONTIER_BINDS,
+  listingMinAgeMs: LISTING_MIN_AGE_MS,
+};
 
 /**
  * Replace the complete and later searches' folder bounds and the frontier bind limit (tests: a root that reaches them without
@@ -105,8 +131,46 @@ interface RootRecord {
   frontier: string[];
 }
 
+/**
+ * What one folder listing says to the search: its sub-folders in listing order (`node_modules` left out; `.git`
+ * included, with its kind), and whether it is a git dir's listing.
+ */
+interface Listing {
+  gitDirListing: boolean;
+  /** Entries that matter, in listing order: sub-folders (`d`), and `.git` whatever it is (`d`, `f` file, `o` other). */
+  entries: [name: string, kind: "d" | "f" | "o"][];
+}
+
 const registry = new Map<string, RootRecord>();
 const memo = new Map<string, { at: number; gen: number; result: GitDiscovery }>();
+/** Per root: folder → its identity and ctime (`dev:ino:ctimeNs`) and listing, as the last later search read it. */
+const listings = new Map<string, Map<string, { key: string; listing: Listing }>>();
+/**
+ * `statfs` types whose folders' ctime the kernel sets itself on every change of their entries (ext2/3/4, XFS, Btrfs,
+ * tmpfs, F2FS, overlayfs): the only filesystems the listing cache is used on.
+ */
+const CTIME_FILESYSTEMS = new Set([0xef53, 0x58465342, 0x9123683e, 0x01021994, 0xf2f52010, 0x794c7630]);
+
+/** The device of `root` when its filesystem keeps ctime ({@link CTIME_FILESYSTEMS}), else undefined (no cache). */
+function cacheableDevice(root: string): bigint | undefined {
+  try {
+    if (!CTIME_FILESYSTEMS.has(Number(statfsSync(root).type))) return undefined;
+    const st = lstatSync(root, { bigint: true });
+    return st.isDirectory() ? st.dev : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Roots whose listings are kept at most (past it, all are forgotten: the next searches list everything again). */
+const MAX_CACHED_ROOTS = 32;
+/** Counts of the later searches' folder reads (tests and bench/call.ts): listed, and taken from the cache. */
+const listingCounts = { listed: 0, reused: 0 };
+
+/** How many folders the later searches listed and how many they took from the cache, since the process started. */
+export function laterSearchCounts(): { listed: number; reused: number } {
+  return { ...listingCounts };
+}
 
 function canonical(p: string): string {
   try {
@@ -168,7 +232,17 @@ function isGitDirListing(names: readonly Dirent[]): boolean {
  * Search `root` breadth-first for git dirs (see the module's docs), reading at most `maxDirs` folders, for at most
  * `maxMs`; what was queued but not read is the frontier. Never throws: an unreadable folder is skipped.
  */
-function scan(root: string, maxDirs: number, maxMs: number, maxGitDirs = Infinity): ScanResult {
+function scan(
+  root: string,
+  maxDirs: number,
+  maxMs: number,
+  maxGitDirs = Infinity,
+  cache?: {
+    dev: bigint;
+    before: ReadonlyMap<string, { key: string; listing: Listing }>;
+    after: Map<string, { key: string; listing: Listing }>;
+  },
+): ScanResult {
   const repos: FoundGitDir[] = [];
   const t0 = performance.now();
   const queue: { dir: string; gitDir: boolean }[] = [{ dir: root, gitDir: false }];
@@ -185,26 +259,22 @@ function scan(root: string, maxDirs: number, maxMs: number, maxGitDirs = Infinit
     if (read >= maxDirs || found >= maxGitDirs || (read % 256 === 0 && read > 0 && performance.now() - t0 > maxMs)) break;
     const { dir, gitDir } = queue[i]!;
     read++;
-    let names: Dirent[];
-    try {
-      names = readdirSync(dir, { withFileTypes: true });
-    } catch {
-      continue;
-    }
-    if (gitDir || isGitDirListing(names)) {
+    const listing = cache === undefined ? listFolder(dir) : cachedListing(dir, cache.dev, cache.before, cache.after);
+    if (listing === undefined) continue;
+    if (gitDir || listing.gitDirListing) {
       if (!gitDir) addGitDir(dir, { dotGit: false });
       // Inside a git dir only its submodules' and linked worktrees' git dirs are searched.
-      for (const d of names)
-        if (d.isDirectory() && (d.name === "modules" || d.name === "worktrees")) queue.push({ dir: join(dir, d.name), gitDir: false });
+      for (const [name, kind] of listing.entries)
+        if (kind === "d" && (name === "modules" || name === "worktrees")) queue.push({ dir: join(dir, name), gitDir: false });
       continue;
     }
-    for (const d of names) {
-      const p = join(dir, d.name);
-      if (d.name === ".git") {
-        if (d.isDirectory()) {
+    for (const [name, kind] of listing.entries) {
+      const p = join(dir, name);
+      if (name === ".git") {
+        if (kind === "d") {
           addGitDir(p, { workTree: dir, dotGit: true });
           queue.push({ dir: p, gitDir: true });
-        } else if (d.isFile()) {
+        } else if (kind === "f") {
           const target = gitdirOf(p);
           found++;
           repos.push(
@@ -219,10 +289,63 @@ function scan(root: string, maxDirs: number, maxMs: number, maxGitDirs = Infinit
         } else repos.push({ pointer: p, workTree: dir, dotGit: true, original: false });
         continue;
       }
-      if (d.isDirectory() && !SKIPPED.has(d.name)) queue.push({ dir: p, gitDir: false });
+      queue.push({ dir: p, gitDir: false });
     }
   }
   return { repos, frontier: queue.slice(i).map((q) => q.dir), read };
+}
+
+/** `dir`'s listing as the search uses it (see {@link Listing}); undefined when it cannot be read. */
+function listFolder(dir: string): Listing | undefined {
+  let names: Dirent[];
+  try {
+    names = readdirSync(dir, { withFileTypes: true });
+  } catch {
+    return undefined;
+  }
+  const entries: Listing["entries"] = [];
+  for (const d of names) {
+    if (d.name === ".git") entries.push([d.name, d.isDirectory() ? "d" : d.isFile() ? "f" : "o"]);
+    else if (d.isDirectory() && !SKIPPED.has(d.name)) entries.push([d.name, "d"]);
+  }
+  return { gitDirListing: isGitDirListing(names), entries };
+}
+
+/**
+ * `dir`'s listing for a later search: the one `before` holds when the folder's identity and ctime are unchanged,
+ * else read now (and remembered when its ctime is old enough: see the module's docs). Recorded in `after` either
+ * way it is remembered. Fails closed: a folder that cannot be stat'ed, or on another device than the root (`dev`),
+ * is listed as the uncached search lists it.
+ */
+function cachedListing(
+  dir: string,
+  dev: bigint,
+  before: ReadonlyMap<string, { key: string; listing: Listing }>,
+  after: Map<string, { key: string; listing: Listing }>,
+): Listing | undefined {
+  let key: string | undefined;
+  let ctimeNs = 0n;
+  try {
+    const st = lstatSync(dir, { bigint: true });
+    if (st.isDirectory() && st.dev === dev) {
+      key = `${st.dev}:${st.ino}:${st.ctimeNs}`;
+      ctimeNs = st.ctimeNs;
+    }
+  } catch {
+    key = undefined;
+  }
+  const was = key === undefined ? undefined : before.get(dir);
+  if (was !== undefined && was.key === key) {
+    listingCounts.reused++;
+    after.set(dir, was);
+    return was.listing;
+  }
+  const readAtNs = BigInt(Date.now()) * 1_000_000n;
+  const listing = listFolder(dir);
+  listingCounts.listed++;
+  if (listing !== undefined && key !== undefined && ctimeNs < readAtNs - BigInt(bounds.listingMinAgeMs) * 1_000_000n)
+    after.set(dir, { key, listing });
+  return listing;
 }
 
 /**
@@ -289,12 +412,18 @@ export function discoverRoot(root: string): GitDiscovery {
     repos = r.found;
   } else {
     repos = [...rec.repos];
-    const later = scan(root, bounds.laterMaxDirs, FIRST_SEARCH_MAX_MS, LATER_SEARCH_MAX_GIT_DIRS);
+    const after = new Map<string, { key: string; listing: Listing }>();
+    const dev = cacheableDevice(root);
+    const cache = dev === undefined ? undefined : { dev, before: listings.get(root) ?? new Map(), after };
+    const later = scan(root, bounds.laterMaxDirs, FIRST_SEARCH_MAX_MS, LATER_SEARCH_MAX_GIT_DIRS, cache);
+    if (!listings.has(root) && listings.size >= MAX_CACHED_ROOTS) listings.clear();
+    listings.set(root, after);
     const known = new Set(repos.map(keyOf));
     for (const e of later.repos) if (!known.has(keyOf(e))) repos.push(e);
   }
   const result = { repos, frontier: [...rec.frontier] };
   memo.set(root, { at: now, gen, result });
+  if (TRACE_STEPS) traceStep("discover (nested)", { ms: performance.now() - now, repos: repos.length });
   return result;
 }
 
@@ -331,4 +460,5 @@ export function frontierTooLarge(root: string): number | undefined {
 export function resetDiscovery(): void {
   registry.clear();
   memo.clear();
+  listings.clear();
 }

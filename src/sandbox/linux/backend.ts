@@ -19,9 +19,13 @@ import {
 } from "../backend.ts";
 import { selfExePath } from "../../self.ts";
 import { findBwrap, openSelfExe, planBwrap, releaseBwrapPlan } from "./bwrap.ts";
+import { joinLoopbackArgv, serverLoopback } from "./loopback-net.ts";
+import { encodeExecPlan, planLandlockExec, sandboxExecArgv, sandboxExecBinary } from "./sandbox-exec.ts";
 
 /** fd number of the seccomp program bwrap reads in a direct launch. */
 export const SECCOMP_FD = 4;
+/** fd number of the plan sandbox-exec reads (./sandbox-exec.ts), in a Landlock call that does not start the helper. */
+export const PLAN_FD = SECCOMP_FD;
 /** fd of the genuine executable for bwrap's `--ro-bind-fd` when serve starts bwrap with our inner stage (proxy mode). */
 export const SELF_EXE_FD = 6;
 /** argv[0] of a sandbox helper started by path (Codex's name for the role). */
@@ -65,7 +69,9 @@ function helperArgv(helper: string[], call: CallSandbox, shell: ShellCommand, pr
  * Our helper (this binary as `codex-linux-sandbox`, `exe`) with bubblewrap or Landlock + seccomp (`kind`).
  * `flags`: its backend flags (`--backend KIND`, `--no-proc`, `--protected-config-dir DIR`…). `directBwrap`: where
  * bubblewrap is, once its preflight has passed: calls then start it directly (one fewer Bun start), unless the plan
- * needs our inner stage (restricted reads), where the helper is used after all.
+ * needs our inner stage (restricted reads), where the helper is used after all. Under Landlock, when the launcher
+ * passes fds (`passesFds`, not the exec-server's) and sandbox-exec is carried, calls start sandbox-exec with the
+ * plan the helper would have applied (./sandbox-exec.ts; no Bun start), unless only the helper can run it.
  */
 export class HelperBackend implements SandboxBackend {
   readonly enforcement: "bwrap" | "landlock";
@@ -77,6 +83,7 @@ export class HelperBackend implements SandboxBackend {
     readonly flags: readonly string[],
     readonly directBwrap?: { bwrap: string; noProc: boolean },
     readonly landlockWhy?: string,
+    readonly passesFds: boolean = true,
   ) {
     this.enforcement = kind;
     this.proxyWiring = kind === "bwrap" ? "bridge" : "loopback";
@@ -87,8 +94,12 @@ export class HelperBackend implements SandboxBackend {
     return !policyIsOpen(call.policy);
   }
 
-  /** The helper's argv, or bubblewrap's own when started directly (see the class). */
+  /** The helper's argv, bubblewrap's own when started directly, or sandbox-exec's with its plan (see the class). */
   launch(call: CallSandbox, shell: ShellCommand, proxy?: ProxySpec): Launch {
+    if (this.kind === "landlock" && this.passesFds) {
+      const direct = this.sandboxExecLaunch(call, shell, proxy);
+      if (direct !== undefined) return direct;
+    }
     const profile = call.profile === undefined ? [] : ["--permission-profile", serializePermissionProfile(call.profile)];
     // The helper hides exactly what this process's plans hide (../secrets.ts: `[shellmcp] sandbox_readable`, the
     // approver's folder and other secrets only this process knows).
@@ -97,6 +108,9 @@ export class HelperBackend implements SandboxBackend {
     const d = this.directBwrap;
     if (d === undefined) return viaHelper();
     const self = openSelfExe() !== undefined ? { selfFd: SELF_EXE_FD } : {};
+    // Network off, no proxy: the call may run in the server's loopback network (./loopback-net.ts), made on first use.
+    const lo = proxy === undefined && call.plan().network !== "enabled" ? serverLoopback(d.bwrap, d.noProc) : undefined;
+    const loopback = lo !== undefined && !("error" in lo) ? lo : undefined;
     const plan = planBwrap(
       d.bwrap,
       {
@@ -110,8 +124,19 @@ export class HelperBackend implements SandboxBackend {
         noProc: d.noProc,
         ...(proxy !== undefined ? { networkProxy: proxy } : {}),
       },
-      { seccompFd: SECCOMP_FD, ...self },
+      { seccompFd: SECCOMP_FD, ...self, ...(loopback !== undefined ? { loopback: true } : {}) },
     );
+    if (plan.loopback === true && loopback !== undefined) {
+      const joined = joinLoopbackArgv(loopback, plan.argv);
+      return {
+        argv: joined.argv,
+        sandboxed: true,
+        ownPidNamespace: true,
+        ...(plan.seccomp !== undefined ? { seccomp: { fd: SECCOMP_FD, program: plan.seccomp } } : {}),
+        fds: joined.fds,
+        release: () => releaseBwrapPlan(plan),
+      };
+    }
     // Proxy mode: bwrap starts our inner stage itself (it builds the bridge), still with no helper process before it.
     if (plan.direct || proxy !== undefined)
       return {
@@ -124,6 +149,28 @@ export class HelperBackend implements SandboxBackend {
       };
     releaseBwrapPlan(plan); // the plan needs our inner stage: let the helper build it
     return viaHelper();
+  }
+
+  /**
+   * sandbox-exec with the plan of `call` at {@link PLAN_FD}, or undefined when the helper must run it (no
+   * sandbox-exec, or a plan only the helper can run: ./sandbox-exec.ts `planLandlockExec`).
+   */
+  private sandboxExecLaunch(call: CallSandbox, shell: ShellCommand, proxy?: ProxySpec): Launch | undefined {
+    const bin = sandboxExecBinary();
+    if ("error" in bin) return undefined;
+    const plan = planLandlockExec({
+      policy: call.policy,
+      ...(call.profile !== undefined ? { profile: call.profile } : {}),
+      policyCwd: call.state.policyCwd,
+      env: call.state.env,
+      ...(proxy !== undefined ? { proxyPorts: proxy.ports } : {}),
+    });
+    if ("helper" in plan) return undefined;
+    return {
+      argv: sandboxExecArgv(bin.path, PLAN_FD, bareShell(shell)),
+      sandboxed: true,
+      seccomp: { fd: PLAN_FD, program: encodeExecPlan(plan) },
+    };
   }
 
   /** bubblewrap rooms (where bwrap is found), or Landlock rooms built by the helper. */

@@ -180,6 +180,11 @@ export interface BwrapPlan {
   direct: boolean;
   /** Direct plans: the seccomp program (BPF bytes) bwrap must read from the `seccompFd` given to {@link planBwrap}. */
   seccomp?: Uint8Array;
+  /**
+   * The plan has no `--unshare-net`: bwrap must be started inside the server's loopback network (./loopback-net.ts),
+   * whose filter it carries. Only when `loopback` was asked, the network is off, there is no proxy, and the plan is direct.
+   */
+  loopback?: boolean;
 }
 
 /**
@@ -298,11 +303,25 @@ export function releaseBwrapPlan(plan: BwrapPlan): void {
   }
 }
 
+/** {@link planBwrap}'s options: the fd numbers bwrap will find, and whether it may run in the server's loopback network. */
+export interface PlanOptions {
+  /** fd number from which bwrap reads a direct plan's seccomp program (`--seccomp FD`). */
+  seccompFd?: number;
+  /** fd number of a read-only fd of this executable (`--ro-bind-fd`, {@link openSelfExe}). */
+  selfFd?: number;
+  /**
+   * The caller can start bwrap inside the server's loopback network (./loopback-net.ts): a network-off, proxy-less,
+   * direct plan then leaves out `--unshare-net` and carries the proxy mode's seccomp filter (AF_INET/AF_INET6 streams,
+   * no new AF_UNIX socket), and says so (`loopback: true`); any other plan is as without it.
+   */
+  loopback?: boolean;
+}
+
 /**
  * Build the bwrap argv (docs/sandbox.md, "Bubblewrap backend"). Refuses (throws) when a protected path is a symlink: writing
  * through it would escape the read-only re-bind (Codex 0.169: "crosses writable symlink").
  */
-export function planBwrap(bwrap: string, run: SandboxRun, opts: { seccompFd?: number; selfFd?: number } = {}): BwrapPlan {
+export function planBwrap(bwrap: string, run: SandboxRun, opts: PlanOptions = {}): BwrapPlan {
   const plan = planOf(run);
   // Direct: bwrap loads our seccomp program itself (`--seccomp FD`) and execs the command, with no stage of ours
   // inside. Only when nothing else must be applied inside (restricted reads need Landlock read rules) and the
@@ -330,7 +349,7 @@ export function planBwrap(bwrap: string, run: SandboxRun, opts: { seccompFd?: nu
 /** The rest of {@link planBwrap} once the mounts are planned (it throws the same refusals). */
 function finishPlan(
   run: SandboxRun,
-  opts: { seccompFd?: number; selfFd?: number },
+  opts: PlanOptions,
   plan: FilesystemPlan,
   argv: string[],
   created: string[],
@@ -343,15 +362,18 @@ function finishPlan(
     linuxReadableRoots(plan) === undefined &&
     run.command[0]!.startsWith("/") &&
     existsSync(run.command[0]!);
+  // The server's loopback network (./loopback-net.ts) instead of a fresh one: only lo, shared by this server's calls.
+  const loopback = opts.loopback === true && direct && plan.network !== "enabled" && proxy === undefined;
   argv.push("--unshare-user", ...(run.inheritPidNamespace === true ? [] : ["--unshare-pid"]), "--unshare-ipc");
-  if (plan.network !== "enabled" || proxy !== undefined) argv.push("--unshare-net");
+  if ((plan.network !== "enabled" || proxy !== undefined) && !loopback) argv.push("--unshare-net");
   if (!run.noProc && run.inheritPidNamespace !== true) argv.push("--proc", "/proc");
   argv.push("--cap-drop", "ALL");
-  const mode = seccompModeForPlan(plan);
+  const mode = loopback ? "proxy" : seccompModeForPlan(plan);
   if (direct) {
     if (mode !== undefined) argv.push("--seccomp", String(opts.seccompFd));
     argv.push("--", ...run.command);
-    return { argv, created, tempDirs, direct: true, seccomp: mode === undefined ? undefined : buildFilter(mode) };
+    const seccomp = mode === undefined ? undefined : buildFilter(mode);
+    return { argv, created, tempDirs, direct: true, seccomp, ...(loopback ? { loopback: true } : {}) };
   }
   // The inner stage is this executable, found by its path inside the sandbox's view. With `selfFd` (an fd of the
   // file this process runs, {@link openSelfExe}) that path shows the genuine file, bound over whatever lies there

@@ -19,8 +19,8 @@ import {
   planSandboxPolicy,
   type FilesystemPlan,
 } from "../filesystem-plan.ts";
-import { hasFullDiskWrite, hasFullNetwork, isUnder, type SandboxPolicy } from "../policy.ts";
-import { applyLandlock, FS } from "./landlock.ts";
+import { isUnder, type SandboxPolicy } from "../policy.ts";
+import { applyLandlock, FS, type LandlockSpec } from "./landlock.ts";
 import { pathsBeside } from "../secrets.ts";
 import { installFilter, type SeccompMode } from "./seccomp.ts";
 import { sendNamespaceListeners } from "../../network/bridge.ts";
@@ -69,13 +69,6 @@ export interface SandboxRun {
    * Landlock backend then starts the command as a child instead of exec'ing it in place, and waits for it.
    */
   newSession?: boolean;
-}
-
-/** The seccomp mode a policy needs (docs/sandbox.md, "seccomp filter"), or undefined for none. */
-export function seccompModeFor(p: SandboxPolicy): SeccompMode | undefined {
-  if (!hasFullNetwork(p)) return "restricted";
-  if (!hasFullDiskWrite(p)) return "vsock";
-  return undefined;
 }
 
 /** Resolve `name` like execvp: names with `/` as given, else the first executable regular file on PATH. */
@@ -152,10 +145,11 @@ export async function waitForNamespaceInit(pid: number, graceMs: number | undefi
 
 /**
  * The folder holding this binary and the base folders of the portable shells it extracts (`serve` starts the
- * shell from there), readable even under restricted reads: the inner stage and the shell must start.
+ * shell from there) for the user whose home is `home` (default: this process's), readable even under restricted
+ * reads: the inner stage and the shell must start.
  */
-function selfDirs(): string[] {
-  return [dirname(process.execPath), ...portableShellBases()];
+export function selfDirs(home?: string): string[] {
+  return [dirname(process.execPath), ...portableShellBases(undefined, home)];
 }
 
 /** What `run` enforces: its permission profile's plan when it has one, else its policy's. */
@@ -168,7 +162,10 @@ export function planOf(
     : planSandboxPolicy(run.policy, run.policyCwd, env, run.backend === "landlock" ? undefined : { workdir: run.workdir });
 }
 
-/** The seccomp mode a plan needs: like {@link seccompModeFor}; `proxy` in network proxy mode. */
+/**
+ * The seccomp mode a plan needs (docs/sandbox.md, "seccomp filter"), or undefined for none: `restricted` without
+ * the full network, else `vsock` without full disk write; `proxy` in network proxy mode.
+ */
 export function seccompModeForPlan(plan: FilesystemPlan, proxied = false): SeccompMode | undefined {
   if (plan.network !== "enabled") return "restricted";
   if (proxied) return "proxy";
@@ -177,25 +174,43 @@ export function seccompModeForPlan(plan: FilesystemPlan, proxied = false): Secco
 }
 
 /**
- * Apply Landlock + seccomp to this thread per `policy` (or `profile` when given; no exec). Throws
- * `SANDBOX_UNAVAILABLE`, also when `landlockWrites` and Landlock cannot enforce a profile's read-only subpaths
- * or denied paths (never less protection than asked for).
+ * What {@link applyInProcess} applies, decided before anything is: the Landlock rules (undefined: no Landlock), the
+ * seccomp mode (undefined: only PR_SET_NO_NEW_PRIVS), and whether Landlock confines writes (then, without its
+ * TRUNCATE right, ABI < 3, the filter refuses truncate(2)). Every capability is dropped in any case.
  */
-export function applyInProcess(
+export interface InProcessSteps {
+  landlock?: LandlockSpec;
+  seccomp?: SeccompMode;
+  /** Landlock confines writes: the filter refuses truncate(2) when the ruleset cannot handle TRUNCATE. */
+  confinesWrites: boolean;
+  /** The filesystem plan the steps enforce. */
+  plan: FilesystemPlan;
+}
+
+/**
+ * The steps that enforce `policy` (or `profile` when given) with `opts` (see {@link applyInProcess}), planned with
+ * `env` (its `$TMPDIR` is a writable root) and `dirs` readable under restricted reads (this binary's folder and the
+ * portable shells'). Reads the filesystem (canonical roots, the folders beside hidden paths) but changes nothing.
+ * Throws `SANDBOX_UNAVAILABLE` as {@link applyInProcess}. Used by the helper in this process, and by `serve` for the
+ * plan sandbox-exec applies (./sandbox-exec.ts) with the call's environment.
+ */
+export function inProcessSteps(
   policy: SandboxPolicy,
   policyCwd: string,
   opts: { landlockWrites: boolean; proxied?: boolean; proxyPorts?: number[] },
   profile?: PermissionProfile,
-): void {
+  env?: Record<string, string | undefined>,
+  dirs: string[] = selfDirs(),
+): InProcessSteps {
   // Landlock enforces the writable roots only: no search for the git dirs below them (policy.ts `nestedGitPaths`,
   // a complete search in this fresh process) is needed here, whichever stage this is.
-  const plan = planOf({ policy, profile, policyCwd, backend: "landlock" });
+  const plan = planOf({ policy, profile, policyCwd, backend: "landlock", ...(env !== undefined ? { env } : {}) });
   if (opts.landlockWrites) {
     const why = landlockCanEnforce(plan);
     if (why !== undefined) throw new ShellmcpError("SANDBOX_UNAVAILABLE", `cannot enforce the sandbox: ${why}`);
   }
   const roots = plan.writableRoots;
-  let readable = linuxReadableRoots(plan, selfDirs());
+  let readable = linuxReadableRoots(plan, dirs);
   let writable = plan.fullWrite ? ["/"] : roots.map((r) => r.root);
   // Credential stores and secrets (../secrets.ts) under Landlock, which can only allow: the read and write rules
   // name everything beside them. (Inside bubblewrap, its mounts hide them already.)
@@ -211,28 +226,52 @@ export function applyInProcess(
   }
   const mode = seccompModeForPlan(plan, opts.proxied === true);
   const proxyPorts = opts.landlockWrites && plan.network === "enabled" ? opts.proxyPorts : undefined;
-  // Landlock first (its rule paths are opened with open(2), which the filter does not touch), then seccomp.
   // Inside bwrap (landlockWrites false) the mounts already confine writes; Landlock is added only to enforce
   // restricted reads, with the same writable roots so that it never widens anything.
+  const landlock =
+    (opts.landlockWrites && !plan.fullWrite) || readable !== undefined || proxyPorts !== undefined
+      ? {
+          writableRoots: writable,
+          readableRoots: readable,
+          ...(listable.length > 0 ? { listableRoots: listable } : {}),
+          networkRestricted: plan.network !== "enabled",
+          ...(proxyPorts !== undefined ? { connectTcpPorts: proxyPorts } : {}),
+        }
+      : undefined;
+  return {
+    ...(landlock !== undefined ? { landlock } : {}),
+    ...(mode !== undefined ? { seccomp: mode } : {}),
+    confinesWrites: opts.landlockWrites && !plan.fullWrite,
+    plan,
+  };
+}
+
+/**
+ * Apply Landlock + seccomp to this thread per `policy` (or `profile` when given; no exec): the steps of
+ * {@link inProcessSteps}. Throws `SANDBOX_UNAVAILABLE`, also when `landlockWrites` and Landlock cannot enforce a
+ * profile's read-only subpaths or denied paths (never less protection than asked for).
+ */
+export function applyInProcess(
+  policy: SandboxPolicy,
+  policyCwd: string,
+  opts: { landlockWrites: boolean; proxied?: boolean; proxyPorts?: number[] },
+  profile?: PermissionProfile,
+): void {
+  const steps = inProcessSteps(policy, policyCwd, opts, profile);
+  // Landlock first (its rule paths are opened with open(2), which the filter does not touch), then seccomp.
   // Landlock confining writes without its TRUNCATE right (ABI < 3): seccomp refuses truncate(2) instead.
   let refuseTruncate = false;
-  if ((opts.landlockWrites && !plan.fullWrite) || readable !== undefined || proxyPorts !== undefined) {
-    const report = applyLandlock({
-      writableRoots: writable,
-      readableRoots: readable,
-      ...(listable.length > 0 ? { listableRoots: listable } : {}),
-      networkRestricted: plan.network !== "enabled",
-      ...(proxyPorts !== undefined ? { connectTcpPorts: proxyPorts } : {}),
-    });
-    refuseTruncate = opts.landlockWrites && !plan.fullWrite && (report.handledFs & FS.TRUNCATE) === 0;
+  if (steps.landlock !== undefined) {
+    const report = applyLandlock(steps.landlock);
+    refuseTruncate = steps.confinesWrites && (report.handledFs & FS.TRUNCATE) === 0;
   }
   // No capability survives into the sandbox (issue 22, item 1): a root command kept every one of them (mknod of
   // /dev/kmsg, sethostname, reading any process's environ with CAP_SYS_PTRACE). bwrap drops them all too
   // (--cap-drop ALL); here the bounding, ambient, effective, permitted and inheritable sets are emptied before
   // the exec. A non-root user has none to drop.
   libc.dropAllCapabilities();
-  if (mode !== undefined)
-    installFilter(mode, { refuseTruncate }); // writes confined: a mode is always set then
+  if (steps.seccomp !== undefined)
+    installFilter(steps.seccomp, { refuseTruncate }); // writes confined: a mode is always set then
   else libc.prctl(libc.PR.SET_NO_NEW_PRIVS, 1);
 }
 

@@ -112,11 +112,34 @@ export interface LandlockReport {
 }
 
 /**
- * Build and apply the ruleset to the calling thread (sets PR_SET_NO_NEW_PRIVS). Throws `SANDBOX_UNAVAILABLE`
- * (fail closed) when Landlock is missing or refuses; the caller must then not exec.
+ * A ruleset as planned for one Landlock ABI, before the kernel or the filesystem is asked: the handled masks and
+ * scopes, each path rule with the rights it would grant a folder (a path that turns out to be a file keeps only
+ * {@link FILE_RIGHTS}, a missing one is skipped, and every rule is masked by `handledFs`: all at apply time), and the
+ * TCP ports `connect` may reach. Applied here by {@link applyLandlock}, or by sandbox-exec (patches/sandbox-exec.c)
+ * from the plan ./sandbox-exec.ts encodes.
  */
-export function applyLandlock(spec: LandlockSpec, env: Record<string, string | undefined> = process.env): LandlockReport {
-  const abi = landlockAbi(env);
+export interface LandlockRuleset {
+  abi: number;
+  /** `handled_access_fs`: {@link fsRightsForAbi}. */
+  handledFs: number;
+  /** `handled_access_net`: TCP bind and connect when the network is restricted (ABI ≥ 4), else 0. */
+  handledNet: number;
+  /** `scoped`: signals (ABI ≥ 6), and abstract UNIX sockets when the network is restricted. */
+  scoped: number;
+  /** Rules in the order they are added: readable roots (`/` under full read), listable roots, /dev/null, /dev/shm, writable roots. */
+  pathRules: { path: string; access: number }[];
+  /** Ports of {@link LandlockSpec.connectTcpPorts}, each a NET_CONNECT_TCP rule. */
+  connectTcpPorts: number[];
+}
+
+/** Landlock's TCP connect right (`LANDLOCK_ACCESS_NET_CONNECT_TCP`), the right of each port rule. */
+export const NET_CONNECT_TCP_RIGHT = NET_CONNECT_TCP;
+
+/**
+ * The ruleset `spec` asks for under Landlock ABI `abi`. Pure. Throws `SANDBOX_UNAVAILABLE` (fail closed) when
+ * `abi` is 0 (no Landlock) or `spec` is proxy mode below {@link LANDLOCK_NET_ABI}.
+ */
+export function planLandlock(spec: LandlockSpec, abi: number): LandlockRuleset {
   if (abi < 1) {
     throw new ShellmcpError(
       "SANDBOX_UNAVAILABLE",
@@ -133,29 +156,48 @@ export function applyLandlock(spec: LandlockSpec, env: Record<string, string | u
     );
   }
   const restrictNet = spec.networkRestricted || proxied;
-  const handledFs = fsRightsForAbi(abi);
-  const attr = new Uint8Array(24); // { u64 handled_access_fs; u64 handled_access_net; u64 scoped }
-  const av = new DataView(attr.buffer);
-  av.setBigUint64(0, BigInt(handledFs), true);
-  if (restrictNet && abi >= 4) av.setBigUint64(8, BigInt(NET_BIND_TCP | NET_CONNECT_TCP), true);
-  if (abi >= 6) av.setBigUint64(16, BigInt(SCOPE_SIGNAL | (restrictNet ? SCOPE_ABSTRACT_UNIX_SOCKET : 0)), true);
-
-  const rules: { path: string; access: number }[] = [];
-  const add = (path: string, access: number) => {
-    let isDir: boolean;
-    try {
-      isDir = statSync(path).isDirectory();
-    } catch {
-      return; // missing paths are skipped, as Codex does
-    }
-    rules.push({ path, access: (isDir ? access : access & FILE_RIGHTS) & handledFs });
-  };
+  const pathRules: { path: string; access: number }[] = [];
+  const add = (path: string, access: number) => pathRules.push({ path, access });
   if (spec.readableRoots === undefined) add("/", READ_RIGHTS);
   else for (const r of spec.readableRoots) add(r, READ_RIGHTS);
   for (const r of spec.listableRoots ?? []) add(r, FS.READ_DIR);
   add("/dev/null", FS.READ_FILE | FS.WRITE_FILE);
   add("/dev/shm", WRITE_RIGHTS);
   for (const r of spec.writableRoots) add(r, WRITE_RIGHTS);
+  return {
+    abi,
+    handledFs: fsRightsForAbi(abi),
+    handledNet: restrictNet && abi >= 4 ? NET_BIND_TCP | NET_CONNECT_TCP : 0,
+    scoped: abi >= 6 ? SCOPE_SIGNAL | (restrictNet ? SCOPE_ABSTRACT_UNIX_SOCKET : 0) : 0,
+    pathRules,
+    connectTcpPorts: [...(spec.connectTcpPorts ?? [])],
+  };
+}
+
+/**
+ * Build and apply the ruleset to the calling thread (sets PR_SET_NO_NEW_PRIVS). Throws `SANDBOX_UNAVAILABLE`
+ * (fail closed) when Landlock is missing or refuses; the caller must then not exec.
+ */
+export function applyLandlock(spec: LandlockSpec, env: Record<string, string | undefined> = process.env): LandlockReport {
+  const abi = landlockAbi(env);
+  const planned = planLandlock(spec, abi);
+  const handledFs = planned.handledFs;
+  const attr = new Uint8Array(24); // { u64 handled_access_fs; u64 handled_access_net; u64 scoped }
+  const av = new DataView(attr.buffer);
+  av.setBigUint64(0, BigInt(handledFs), true);
+  av.setBigUint64(8, BigInt(planned.handledNet), true);
+  av.setBigUint64(16, BigInt(planned.scoped), true);
+
+  const rules: { path: string; access: number }[] = [];
+  for (const { path, access } of planned.pathRules) {
+    let isDir: boolean;
+    try {
+      isDir = statSync(path).isDirectory();
+    } catch {
+      continue; // missing paths are skipped, as Codex does
+    }
+    rules.push({ path, access: (isDir ? access : access & FILE_RIGHTS) & handledFs });
+  }
 
   let rulesetFd = -1;
   try {
@@ -173,7 +215,7 @@ export function applyLandlock(spec: LandlockSpec, env: Record<string, string | u
         closeSync(fd);
       }
     }
-    for (const port of spec.connectTcpPorts ?? []) {
+    for (const port of planned.connectTcpPorts) {
       const nb = new Uint8Array(16); // packed { u64 allowed_access; u64 port }
       const nv = new DataView(nb.buffer);
       nv.setBigUint64(0, BigInt(NET_CONNECT_TCP), true);

@@ -75,14 +75,16 @@ export function lifelineProblem(): string | undefined {
  * (the guard does not search PATH). With `opts.execFd` (the server's own executable, {@link isSelfExe} paths: the
  * guard cannot reach it by a path) the guard execs the file open at that fd of its own instead, `path` only names
  * it. With `opts.joinCgroup` (a call's `cgroup.procs`) the guard moves itself into that cgroup before it starts
- * anything (exit 126, nothing run, when it cannot). Returns undefined when there is no guard binary
- * ({@link lifelineProblem}).
+ * anything (exit 126, nothing run, when it cannot). With `opts.statusFd` (the exec-server: Codex lets a process's
+ * leftovers run on after it ends) the guard writes the program's wait status (4 bytes, native order) to that fd of
+ * its own when the program ends, lets what it left behind run on below it, and ends once they have. Returns
+ * undefined when there is no guard binary ({@link lifelineProblem}).
  */
 export function guardedArgv(
   path: string,
   argv: readonly string[],
   fd: number,
-  opts: { execFd?: number; joinCgroup?: string } = {},
+  opts: { execFd?: number; joinCgroup?: string; statusFd?: number } = {},
 ): { path: string; argv: string[] } | undefined {
   const b = launcherBinary();
   if ("error" in b) return undefined;
@@ -94,6 +96,7 @@ export function guardedArgv(
       String(fd),
       ...(opts.execFd !== undefined ? ["--exec-fd", String(opts.execFd)] : []),
       ...(opts.joinCgroup !== undefined ? ["--join-cgroup", opts.joinCgroup] : []),
+      ...(opts.statusFd !== undefined ? ["--status-fd", String(opts.statusFd)] : []),
       "--",
       path,
       ...argv,

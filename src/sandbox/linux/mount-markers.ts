@@ -96,6 +96,9 @@ function statStart(pid: number | "self"): string | undefined {
   }
   // comm (field 2) may hold spaces and parentheses: the fields after it start after the last ')'.
   const rest = text.slice(text.lastIndexOf(")") + 2).split(" ");
+  // A process that has ended but is not reaped yet (state Z or X: a killed helper whose parent died with it) holds
+  // nothing any more.
+  if (rest[0] === "Z" || rest[0] === "X") return undefined;
   return rest[19]; // field 22
 }
 
@@ -178,11 +181,6 @@ export function recordMade(kind: MarkedKind, path: string): void {
 /** Forget `path` once given back (removed, or left because something was put in it). Never throws. */
 export function recordGone(kind: MarkedKind, path: string): void {
   if (held.delete(`${kind}\0${path}`)) save();
-}
-
-/** Whether this process records markers (a private `sandbox-mounts` folder in an existing CODEX_HOME). */
-export function markersOn(): boolean {
-  return process.platform === "linux" && me() !== null;
 }
 
 /** How long a process waits for the mount-point lock before it fails closed (ms). */

@@ -283,6 +283,11 @@ export async function runCall(call: CallSandbox, backend: Backend, layout: CallS
       while (stdio.length < launch.seccomp.fd) stdio.push("ignore");
       stdio[launch.seccomp.fd] = fd;
     }
+    // The server's loopback network's namespaces (src/sandbox/linux/loopback-net.ts), as run-command.ts places them.
+    for (const [at, fd] of launch.fds ?? []) {
+      while (stdio.length < at) stdio.push("ignore");
+      stdio[at] = fd;
+    }
     const env: Record<string, string> = { ...layout.env, ...launch.env };
     if (backend.kind === "landlock") env[SIMULATE_ABI_ENV] = String(backend.abi);
     const input = JSON.stringify(probes.map((p, id) => ({ id, ...p })));
@@ -292,9 +297,12 @@ export async function runCall(call: CallSandbox, backend: Backend, layout: CallS
       stdio: stdio as ["pipe", "pipe", "pipe"],
       ...(launch.argv0 !== undefined ? { argv0: launch.argv0 } : {}),
     });
-    child.stdin.write(input);
-    await child.stdin.end();
-    const [out, err, code] = await Promise.all([new Response(child.stdout).text(), new Response(child.stderr).text(), child.exited]);
+    // stdin is fed while stdout and stderr are read, so a child that answers before it reads everything never blocks.
+    const fed = (async () => {
+      await child.stdin.write(input);
+      await child.stdin.end();
+    })();
+    const [out, err, code] = await Promise.all([new Response(child.stdout).text(), new Response(child.stderr).text(), child.exited, fed]);
     const lines = out.split("\n").filter((l) => l.startsWith("{"));
     if (refused !== undefined) {
       if (code === 0 || lines.length > 0)

@@ -1,5 +1,8 @@
 import socket, os, sys, json, base64, glob, time
-tokfile = glob.glob(sys.argv[1])[0]
+found = glob.glob(sys.argv[1])
+if not found:
+    print("no token file:", sys.argv[1]); sys.exit(3)
+tokfile = found[0]
 tok = open(tokfile).read().strip()
 host, port = sys.argv[2].split(":")
 marker = sys.argv[3]

@@ -1,0 +1,195 @@
+/**
+ * Where one sandboxed `shell` call of `shellmcp serve` spends its time (issue 40, "Measure first"): a trivial command
+ * (`login: false`, workspace-write, the workspace outside /tmp) on each backend (bubblewrap, Landlock), its steps
+ * from the server's own debug trace (`SHELLMCP_TRACE_STEPS=<file>`, src/trace-steps.ts: one mark per step; a step's
+ * time is the gap since the mark before it), beside the client-side total of Codex 0.97.0's `codex-exec-mcp-server`
+ * with Codex 0.97's own Linux sandbox helper under the same state (as bench/serve.ts runs it).
+ *
+ * Servers are called in interleaved rounds (order rotating) so that the other agents' load hits all alike.
+ * `SHELLMCP_BENCH_OLD=<binary>` adds another build of shellmcp on both backends (client-side totals only; for
+ * before/after figures paired in the same rounds).
+ *
+ * `folders` > 0: each workspace is a git work tree holding that many folders (what a call's nested-repository search
+ * walks: src/sandbox/git/discover.ts), else it is empty.
+ *
+ *   bun bench/call.ts [rounds=40] [command=true] [folders=0]
+ */
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { startLineRpc, type LineRpc } from "../test/helpers/reference.ts";
+import { benchDir, benchHome, codex097Exe, median, pairedRatio, referenceShellToolDir, ROOT } from "./lib.ts";
+
+const ROUNDS = Number(process.argv[2] ?? 40);
+const COMMAND = process.argv[3] ?? "true";
+const FOLDERS = Number(process.argv[4] ?? 0);
+const OURS = process.env.SHELLMCP_BENCH_BINARY ?? join(ROOT, "dist", "shellmcp");
+const OLD = process.env.SHELLMCP_BENCH_OLD;
+const dir = benchDir("shellmcp-bench-call-");
+const home = benchHome("shellmcp-bench-call-home-");
+// Outside /tmp and $TMPDIR (writable under workspace-write): the write outside the workspace must be refused.
+const ww = benchHome("shellmcp-bench-call-ws-");
+const WW_POLICY = { type: "workspace-write", network_access: false, exclude_tmpdir_env_var: true, exclude_slash_tmp: true };
+const helper = codex097Exe() ?? join(ROOT, "dist", "codex-linux-sandbox");
+
+interface Server {
+  name: string;
+  rpc: LineRpc;
+  ws: string;
+  trace?: string;
+  ms: number[];
+}
+
+/** One `shell` call; its client-side ms. Throws when the call failed. */
+async function call(s: Server): Promise<number> {
+  const t0 = Bun.nanoseconds();
+  const r = await s.rpc.request("tools/call", {
+    name: "shell",
+    arguments: { command: COMMAND, workdir: s.ws, login: false, timeout_ms: 30000 },
+  });
+  const ms = (Bun.nanoseconds() - t0) / 1e6;
+  const res = r.result as { content?: { text?: string }[]; isError?: boolean } | undefined;
+  if (r.error !== undefined || res?.isError === true) throw new Error(`${s.name}: ${JSON.stringify(r.error ?? res)}`.slice(0, 400));
+  return ms;
+}
+
+/** Make `ws` a git work tree (a minimal `.git`) with {@link FOLDERS} folders, 20 per parent folder. */
+function populate(ws: string): void {
+  for (const d of [".git/objects", ".git/refs/heads", ".git/hooks", ".git/info"]) mkdirSync(join(ws, d), { recursive: true });
+  writeFileSync(join(ws, ".git", "HEAD"), "ref: refs/heads/main\n");
+  writeFileSync(join(ws, ".git", "config"), "[core]\n");
+  for (let i = 0; i < FOLDERS; i++) mkdirSync(join(ws, `d${Math.floor(i / 20)}`, `e${i % 20}`), { recursive: true });
+}
+
+/** Start `argv` under Codex 0.97's workspace-write state; a write outside the workspace must fail. */
+async function start(name: string, argv: string[], trace: boolean): Promise<Server> {
+  const ws = join(ww, `${name}-ws`);
+  const outside = join(ww, `${name}-out`);
+  mkdirSync(ws);
+  mkdirSync(outside);
+  if (FOLDERS > 0) populate(ws);
+  const tracePath = trace ? join(dir, `${name}.trace`) : undefined;
+  const env: Record<string, string> = { PATH: "/usr/bin:/bin", HOME: home, CODEX_HOME: home };
+  if (tracePath !== undefined) env.SHELLMCP_TRACE_STEPS = tracePath;
+  const s: Server = { name, rpc: await startLineRpc(argv, env), ws, trace: tracePath, ms: [] };
+  const upd = await s.rpc.request("codex/sandbox-state/update", {
+    sandboxPolicy: WW_POLICY,
+    codexLinuxSandboxExe: helper,
+    sandboxCwd: ws,
+    useLinuxSandboxBwrap: false,
+  });
+  if (upd.error !== undefined) throw new Error(`${name} refused the sandbox state: ${JSON.stringify(upd.error)}`);
+  await s.rpc.request("tools/call", {
+    name: "shell",
+    arguments: { command: `touch '${outside}/x' 2>/dev/null; true`, workdir: ws, login: false, timeout_ms: 30000 },
+  });
+  if (existsSync(join(outside, "x"))) throw new Error(`${name} does not enforce workspace-write`);
+  return s;
+}
+
+const servers: Server[] = [
+  await start("bwrap", [OURS, "serve"], true),
+  await start("landlock", [OURS, "serve", "--sandbox-backend", "landlock"], true),
+];
+if (OLD !== undefined) {
+  servers.push(await start("old-bwrap", [OLD, "serve"], false));
+  servers.push(await start("old-landlock", [OLD, "serve", "--sandbox-backend", "landlock"], false));
+}
+const ref = referenceShellToolDir();
+let refServer: Server | undefined;
+if (ref !== undefined && codex097Exe() !== undefined) {
+  refServer = await start(
+    "reference",
+    [join(ref, "codex-exec-mcp-server"), "--bash", join(ref, "bash", "debian-12", "bash"), "--execve", join(ref, "codex-execve-wrapper")],
+    false,
+  );
+  servers.push(refServer);
+}
+for (let i = 0; i < 3; i++) for (const s of servers) await call(s);
+// Only the timed rounds' marks count.
+const skip = new Map(servers.map((s) => [s, s.trace === undefined ? 0 : traceLines(s.trace).length]));
+for (let i = 0; i < ROUNDS; i++)
+  for (let k = 0; k < servers.length; k++) {
+    const s = servers[(i + k) % servers.length]!;
+    s.ms.push(await call(s));
+  }
+for (const s of servers) await s.rpc.close();
+
+function traceLines(path: string): { step: string; t: number; ms?: number }[] {
+  if (!existsSync(path)) return [];
+  return readFileSync(path, "utf8")
+    .split("\n")
+    .filter((l) => l !== "")
+    .map((l) => JSON.parse(l) as { step: string; t: number; ms?: number });
+}
+
+/**
+ * Per-step medians of a trace: each call runs from its `call` mark to its `result` mark; a step's time is the gap
+ * since the previous mark (a step seen twice in one call is summed); marks with `ms` are nested spans, listed apart.
+ */
+function steps(lines: { step: string; t: number; ms?: number }[]): {
+  order: string[];
+  per: Map<string, number[]>;
+  spans: Map<string, number[]>;
+} {
+  const order: string[] = [];
+  const per = new Map<string, number[]>();
+  const spans = new Map<string, number[]>();
+  let cur: Map<string, number> | undefined;
+  let curSpans: Map<string, number> | undefined;
+  let prev = 0;
+  for (const l of lines) {
+    if (l.step === "call") {
+      cur = new Map();
+      curSpans = new Map();
+      prev = l.t;
+      continue;
+    }
+    if (cur === undefined) continue;
+    if (l.ms !== undefined) {
+      curSpans!.set(l.step, (curSpans!.get(l.step) ?? 0) + l.ms);
+      continue;
+    }
+    if (!order.includes(l.step)) order.push(l.step);
+    cur.set(l.step, (cur.get(l.step) ?? 0) + (l.t - prev));
+    prev = l.t;
+    if (l.step === "result") {
+      cur.set(
+        "(total in server)",
+        [...cur.values()].reduce((a, b) => a + b, 0),
+      );
+      for (const [k, v] of cur) per.set(k, [...(per.get(k) ?? []), v]);
+      for (const [k, v] of curSpans!) spans.set(k, [...(spans.get(k) ?? []), v]);
+      cur = undefined;
+    }
+  }
+  order.push("(total in server)");
+  return { order, per, spans };
+}
+
+const traced = servers.filter((s) => s.trace !== undefined);
+const tables = traced.map((s) => steps(traceLines(s.trace!).slice(skip.get(s))));
+const allSteps: string[] = [];
+for (const t of tables) for (const k of t.order) if (!allSteps.includes(k)) allSteps.push(k);
+const f = (xs: number[] | undefined) => (xs === undefined || xs.length === 0 ? "-" : median(xs).toFixed(2)).padStart(10);
+console.log(
+  `one \`${COMMAND}\` call, login: false, workspace-write (/tmp left out), workspace ${FOLDERS > 0 ? `a work tree of ${FOLDERS} folders` : "empty"}; median ms of ${ROUNDS} interleaved rounds`,
+);
+console.log(`${"step (time since the previous mark)".padEnd(40)}${traced.map((s) => s.name.padStart(10)).join("")}`);
+for (const k of allSteps) console.log(`${k.padEnd(40)}${tables.map((t) => f(t.per.get(k))).join("")}`);
+const spanNames = [...new Set(tables.flatMap((t) => [...t.spans.keys()]))];
+for (const k of spanNames) console.log(`${`  within: ${k}`.padEnd(40)}${tables.map((t) => f(t.spans.get(k))).join("")}`);
+console.log(`${"client-side total".padEnd(40)}${traced.map((s) => f(s.ms)).join("")}`);
+for (const s of servers.filter((s) => s.trace === undefined)) console.log(`${`${s.name}: client-side total`.padEnd(40)}${f(s.ms)}`);
+if (refServer !== undefined)
+  console.log(
+    `paired ratios to the reference (Codex 0.97.0 + its Landlock helper): ` +
+      servers
+        .filter((s) => s !== refServer)
+        .map((s) => `${s.name} ${pairedRatio(s.ms, refServer!.ms).toFixed(2)}×`)
+        .join(", "),
+  );
+else console.log("reference (npm ci: @openai/codex-shell-tool-mcp, @openai/codex-0.97) not installed: no ratios");
+if (OLD !== undefined)
+  console.log(
+    `paired new/old: bwrap ${pairedRatio(servers[0]!.ms, servers[2]!.ms).toFixed(2)}×, landlock ${pairedRatio(servers[1]!.ms, servers[3]!.ms).toFixed(2)}×`,
+  );
