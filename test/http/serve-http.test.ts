@@ -70,7 +70,8 @@ describe.skipIf(skip)("serve --listen: the tools over HTTP (SDK v1 client)", () 
     const c = await connect(s, { onElicit: (m) => ({ action: m.includes("yes.txt") ? "accept" : "decline" }) });
     const ws = workspace();
     const r = await c.call("shell", { command: "touch yes.txt; touch no.txt; ls", workdir: ws, login: false });
-    expect(JSON.parse(r.text).output).toBe("Execution denied: User declined execution\nyes.txt\n");
+    // (then, since main, a "blocked" line about no.txt: not this test's concern)
+    expect(JSON.parse(r.text).output).toStartWith("Execution denied: User declined execution\nyes.txt\n");
     expect(c.elicitations[0]).toBe(`Allow agent to run \`/usr/bin/touch yes.txt\` in \`${ws}\`?`);
   });
 
