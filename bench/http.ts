@@ -72,6 +72,8 @@ async function timed(f: () => Promise<unknown>): Promise<number> {
 const trivial = (c: Client) => c.callTool({ name: "shell", arguments: { command: "true", workdir: home, login: false } });
 
 const http = await startHttp();
+// The server is this bench's child: a failure below must not leave it running.
+process.on("exit", () => http.proc.kill("SIGKILL"));
 const stdio = new Client({ name: "bench-stdio", version: "0" });
 await stdio.connect(new StdioClientTransport({ command: BINARY, args: ["serve"], env }));
 const overHttp = await httpClient(http.url, http.token);
