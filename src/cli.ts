@@ -6,6 +6,7 @@ import { Command, CommanderError, Option } from "commander";
 import { DOCS_WHERE, VERSION } from "./version.ts";
 import { log } from "./log.ts";
 import { writeStderr } from "./stderr.ts";
+import { addExecServerAuthAliases, addListenOptions, applyExecServerAuthAliases } from "./http/cli-options.ts";
 
 function collect(value: string, previous: string[]): string[] {
   return [...previous, value];
@@ -25,10 +26,9 @@ export function buildProgram(setExit: (code: number) => void): Command {
     .exitOverride()
     .addHelpText("afterAll", `\nDocumentation (the pages named in this help): ${DOCS_WHERE}`);
 
-  program
-    .command("serve")
+  addListenOptions(program.command("serve"))
     .description(
-      "run the MCP server on stdio (started by an MCP client: `shellmcp init <client>` configures one) with the tools shell, exec_command, write_stdin and list_sessions; rules from ~/.codex/rules/*.rules, settings from ~/.codex/config.toml ($CODEX_HOME/…)",
+      "run the MCP server on stdio (or over HTTP with --listen; started by an MCP client: `shellmcp init <client>` configures one) with the tools shell, exec_command, write_stdin and list_sessions; rules from ~/.codex/rules/*.rules, settings from ~/.codex/config.toml ($CODEX_HOME/…)",
     )
     .option("--shell <SHELL>", "bash (default), zsh, or a path to a patched shell")
     .option("--bash <PATH>", "path of the patched shell (Codex's flag; overrides --shell)")
@@ -195,8 +195,7 @@ export function buildProgram(setExit: (code: number) => void): Command {
       );
     });
 
-  const execServer = program
-    .command("exec-server")
+  const execServer = addExecServerAuthAliases(program.command("exec-server"))
     .description("run Codex's JSON-RPC exec server (websocket or stdio; exec-server.md in the documentation)")
     .option(
       "--listen <URL>",
@@ -254,6 +253,7 @@ export function buildProgram(setExit: (code: number) => void): Command {
     .addOption(new Option("--aws-region <REGION>").hideHelp())
     .addOption(new Option("--aws-service <SERVICE>").hideHelp())
     .action(async (o: import("./exec-server/main.ts").ExecServerCliOptions) => {
+      applyExecServerAuthAliases(o as unknown as Record<string, unknown>);
       const { execServerMain } = await import("./exec-server/main.ts");
       setExit(await execServerMain(o));
     });

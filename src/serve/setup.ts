@@ -13,6 +13,7 @@ import {
   applyEnvironmentPolicy,
   approverConfig,
   modernEraConfig,
+  listenConfig,
   defaultTimeoutConfig,
   escalationConfig,
   loadConfig,
@@ -80,6 +81,8 @@ export interface ServeOptions {
   inputRequiredTimeoutMs?: string;
   /** `--task-after-ms N`: after how long a call becomes a task, for clients with the tasks extension (overrides `shellmcp.task_after_ms`). */
   taskAfterMs?: string;
+  /** `--listen URL`: serve MCP over streamable HTTP there instead of stdio (overrides `shellmcp.listen`; ../http/). */
+  listen?: string;
 }
 
 /** What `serve` runs with, as read at start. */
@@ -109,6 +112,8 @@ export interface ServeSetup {
   inputRequiredTimeoutMs?: number;
   /** Modern era: after how long a call becomes a task, ms; undefined: ../mcp/modern.ts's default. */
   taskAfterMs?: number;
+  /** Where MCP is served over HTTP (`--listen`, else `[shellmcp] listen`); undefined: stdio. */
+  listen?: string;
 }
 
 /** Read and check everything `serve` needs (see the top of this file). Throws `ShellmcpError`. */
@@ -220,6 +225,7 @@ export function loadServeSetup(o: ServeOptions): ServeSetup {
       : modernCfg.inputRequiredTimeoutMs;
   const taskAfterMs = o.taskAfterMs !== undefined ? parsePositive(o.taskAfterMs, "--task-after-ms", 3600 * 1000) : modernCfg.taskAfterMs;
   return {
+    listen: o.listen ?? listenConfig(cfg),
     approver,
     inputRequiredTimeoutMs,
     taskAfterMs,
