@@ -21,7 +21,7 @@ import { skipWithout } from "../helpers/prereq.ts";
 import { PATCHED_SHELLS_DIR } from "../helpers/shells.ts";
 import { ExecClient, workspaceWrite } from "../exec-server/client.ts";
 import { CODEX, runCodex, startServer, type StartedServer } from "../exec-server/codex-harness.ts";
-import { signHs256Jwt } from "../../src/exec-server/auth.ts";
+import { signHs256Jwt } from "../../src/auth/bearer.ts";
 import { CONF_BASE } from "../helpers/cleanup.ts";
 import { makePod, podMissing, POD_UID, type Pod } from "./pod.ts";
 
