@@ -354,3 +354,41 @@ describe.skipIf(skip)("serve --listen: containment", () => {
     expect(JSON.parse(r.text).output).toContain("end\n");
   });
 });
+
+describe.skipIf(skip)("serve --listen: slow clients", () => {
+  test("clients that trickle their headers or their body hold up no other client, and are answered when they finish", async () => {
+    const s = await serve();
+    const port = Number(s.url.port);
+    const body = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "ping" });
+    // One stalls inside its headers, one inside its body (Content-Length promised, half sent).
+    const opened: import("bun").Socket[] = [];
+    const replies: string[] = ["", ""];
+    for (const [i, first] of [
+      [0, `POST ${s.url.pathname} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nAuthorization: Bearer ${s.token}\r\n`],
+      [
+        1,
+        `POST ${s.url.pathname} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nAuthorization: Bearer ${s.token}\r\n` +
+          `Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: ${body.length}\r\n\r\n` +
+          body.slice(0, 10),
+      ],
+    ] as const)
+      opened.push(
+        await Bun.connect({
+          hostname: "127.0.0.1",
+          port,
+          socket: { data: (_s, d) => void (replies[i] += d.toString()), open: (sock) => void sock.write(first) },
+        }),
+      );
+    // Meanwhile a normal client connects and runs a call.
+    const c = await connect(s);
+    const r = await c.call("shell", { command: "echo not-held-up", workdir: "/", login: false });
+    expect(JSON.parse(r.text).output).toBe("not-held-up\n");
+    expect(replies).toEqual(["", ""]); // the slow ones have no answer yet
+    // The body's client finishes: it is answered (an initialize is missing: a clear 400, not a hang).
+    opened[1]!.write(body.slice(10));
+    const end = Date.now() + 10_000;
+    while (!replies[1]!.startsWith("HTTP/1.1 ") && Date.now() < end) await Bun.sleep(20);
+    expect(replies[1]).toMatch(/^HTTP\/1\.1 4\d\d /);
+    for (const o of opened) o.end();
+  });
+});
