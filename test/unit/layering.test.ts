@@ -24,7 +24,8 @@ const LAYERS: readonly (readonly string[])[] = [
   ["scripts"], // release.ts builds on build.ts
   ["build.ts"],
   ["src/main.ts"], // arg0 dispatch: loads each role lazily
-  ["src/cli.ts"], // the shellmcp CLI
+  ["src/cli.ts"], // the shellmcp CLI: the program, assembled from its commands
+  ["src/cli"], // one module per command: its flags, help texts, the lazy import of its implementation
   ["src/fs-helper"], // the codex-fs role: the exec-server's fs operations
   ["src/serve.ts"], // `serve` as a list of steps
   ["src/http"], // `serve --listen`: the HTTP front (listener, auth, limits) over one client runtime per session
