@@ -315,7 +315,7 @@ export async function launchCommand(
     escalation: setup.escalation,
   });
   const done = (async () => {
-    // Whatever way the run ends, its git check has run (../shell/run-command.ts `CallResources.holdGitCheck`).
+    // Whatever way the run ends, its git check has run (../shell/call-resources.ts `CallResources.holdGitCheck`).
     const r = await run;
     if (TRACE_STEPS) traceStep("run");
     notice = (await gitCheck.settle()) + notice;

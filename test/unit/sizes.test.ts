@@ -52,7 +52,6 @@ const WAITING: readonly string[] = [
   "src/sandbox/policy.ts",
   "src/serve/call.ts:launchCommand",
   "src/serve/setup.ts:loadServeSetup",
-  "src/shell/run-command.ts",
 ];
 
 /** Repository-relative paths of the `.ts` files under `dir`. */
