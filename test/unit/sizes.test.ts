@@ -45,13 +45,10 @@ const WAITING: readonly string[] = [
   "src/init/init.ts:planInit",
   "src/mcp/modern.ts",
   "src/network/proxy.ts",
-  "src/sandbox/filesystem-plan.ts:planPermissionProfile",
   "src/sandbox/git/guard.ts",
   "src/sandbox/git/guard.ts:GitGuard.snapshot",
   "src/sandbox/linux/bwrap.ts:bwrapMounts",
   "src/sandbox/policy.ts",
-  "src/serve/call.ts:launchCommand",
-  "src/serve/setup.ts:loadServeSetup",
 ];
 
 /** Repository-relative paths of the `.ts` files under `dir`. */
