@@ -135,42 +135,10 @@ export function loadServeSetup(o: ServeOptions): ServeSetup {
   // The shells' TMPDIR (shell_environment_policy may set one) is a writable root of their sandboxes too.
   const exposedByShellTmp = codexHomeExposure(codexHome, { tmpdirs: [env.TMPDIR], pinned: [] });
   if (exposedByShellTmp !== undefined) throw exposedByShellTmp;
-  const escalation = escalationConfig(cfg, userHome());
-  // What no sandbox of this server reads (../sandbox/secrets.ts): besides HOME's credential stores and CODEX_HOME's
-  // secrets, the approver's folders and the paths config.toml names; `sandbox_readable` opens stores knowingly.
-  let approverDirs: string[] = [];
-  try {
-    approverDirs = approvalsDirs();
-  } catch {
-    // CODEX_HOME missing: it was refused above already
-  }
-  setHiding({ secrets: [...approverDirs, ...escalation.secretPaths], open: escalation.sandboxReadable });
-  checkRoomNetworkGrants(escalation.roomNetwork);
-  if (o.escalation !== undefined) {
-    if (o.escalation !== "room" && o.escalation !== "host")
-      throw new ShellmcpError("USAGE", `--escalation must be room or host (got ${o.escalation})`);
-    escalation.mode = o.escalation;
-  }
-  if (escalation.mode === "host") log.warn("escalation = host: allowed programs run unconfined on the host (Codex's meaning)");
+  const escalation = escalationFor(o, cfg);
   const { policy, files } = loadPolicy({ codexHome, cwd: process.cwd(), extraRules: o.rules, config: cfg });
   log.info("rules loaded", { files, rules: policy.ruleCount });
-  const network = readNetworkPolicy(cfg, policy, (m) => log.warn(m));
-  // A client that sends no sandbox state gets the network its configured permission profile says (issue 31): with
-  // `[features] network_proxy` that is proxy mode with the allow-list, as a Codex client would get.
-  const profileNetwork = profileNetworkEnabled(cfg);
-  const initialState = profileNetwork === true ? withNetwork(pinned) : pinned;
-  if (initialState !== pinned)
-    log.info("network for clients without sandbox state, from default_permissions", {
-      profile: cfg.default_permissions,
-      proxy: network.enabled,
-    });
-  if (network.enabled)
-    log.info("network proxy mode for calls with network", {
-      allow: network.allow,
-      deny: network.deny,
-      mode: network.mode,
-      allowLocalBinding: network.allowLocalBinding,
-    });
+  const { network, initialState } = networkFor(cfg, policy, pinned);
   const onPrompt = (o.onPrompt ?? "deny") as OnPrompt;
   if (onPrompt !== "deny" && onPrompt !== "run-in-sandbox")
     throw new ShellmcpError("USAGE", `--on-prompt must be deny or run-in-sandbox (got ${o.onPrompt})`);
@@ -184,40 +152,8 @@ export function loadServeSetup(o: ServeOptions): ServeSetup {
   const shell = o.bash ?? o.shell ?? process.env.CODEX_BASH_PATH ?? "bash";
   const shellPath = shell === "bash" || shell === "zsh" ? defaultShell(shell) : resolve(shell);
   if (!existsSync(shellPath)) throw new ShellmcpError("CONFIG", `shell not found: ${shellPath}`, { shell: shellPath });
-  let maxOutputBytes = DEFAULT_MAX_OUTPUT_BYTES;
-  if (o.maxOutputBytes !== undefined) {
-    maxOutputBytes = Number(o.maxOutputBytes);
-    if (!Number.isInteger(maxOutputBytes) || maxOutputBytes < 1024)
-      throw new ShellmcpError("USAGE", "--max-output-bytes must be an integer ≥ 1024");
-  }
-  const defaultTimeoutMs =
-    o.defaultTimeoutMs !== undefined
-      ? parseDefaultTimeoutMs(o.defaultTimeoutMs, "--default-timeout-ms")
-      : (defaultTimeoutConfig(cfg) ?? DEFAULT_TIMEOUT_MS);
-  const fromConfig = sessionLimitsConfig(cfg);
-  const sessionLimits: SessionLimits = {
-    maxSessions:
-      o.maxSessions !== undefined ? parsePositive(o.maxSessions, "--max-sessions", 1024) : (fromConfig.maxSessions ?? DEFAULT_MAX_SESSIONS),
-    idleTimeoutMs:
-      o.sessionIdleTimeoutMs !== undefined
-        ? parsePositive(o.sessionIdleTimeoutMs, "--session-idle-timeout-ms", 7 * 24 * 3600 * 1000)
-        : (fromConfig.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS),
-    maxBufferedBytes: DEFAULT_MAX_BUFFERED_BYTES,
-  };
-  const approverCfg = approverConfig(cfg);
-  if (o.approver !== undefined && o.approver !== true && o.approver !== "fallback" && o.approver !== "always")
-    throw new ShellmcpError("USAGE", `--approver takes fallback (the default) or always (got ${String(o.approver)})`);
-  const approverOn = o.approver ?? approverCfg.enabled;
-  const approver =
-    approverOn !== undefined && approverOn !== false
-      ? Approver.start(
-          approvalsDir(),
-          o.approverTimeoutMs !== undefined
-            ? parsePositive(o.approverTimeoutMs, "--approver-timeout-ms", 24 * 3600 * 1000)
-            : (approverCfg.timeoutMs ?? DEFAULT_APPROVER_TIMEOUT_MS),
-          approverOn === "always" ? "always" : "fallback",
-        )
-      : undefined;
+  const { maxOutputBytes, defaultTimeoutMs, sessionLimits } = limitsFor(o, cfg);
+  const approver = approverFor(o, cfg);
   const modernCfg = modernEraConfig(cfg);
   const inputRequiredTimeoutMs =
     o.inputRequiredTimeoutMs !== undefined
@@ -242,6 +178,113 @@ export function loadServeSetup(o: ServeOptions): ServeSetup {
     network,
     networkApproved: new Set(),
   };
+}
+
+/**
+ * The escalation settings of config.toml (`[shellmcp]`: mode, extra writable paths, room grants, secrets) with
+ * `--escalation` applied, after hiding what no sandbox of this server reads (../sandbox/secrets.ts): besides HOME's
+ * credential stores and CODEX_HOME's secrets, the approver's folders and the paths config.toml names;
+ * `sandbox_readable` opens stores knowingly. Throws `ShellmcpError` (`USAGE`) for a bad `--escalation`, and what
+ * the room grants' check throws.
+ */
+function escalationFor(o: ServeOptions, cfg: Record<string, unknown>): EscalationConfig {
+  const escalation = escalationConfig(cfg, userHome());
+  let approverDirs: string[] = [];
+  try {
+    approverDirs = approvalsDirs();
+  } catch {
+    // CODEX_HOME missing: loadServeSetup refused it already
+  }
+  setHiding({ secrets: [...approverDirs, ...escalation.secretPaths], open: escalation.sandboxReadable });
+  checkRoomNetworkGrants(escalation.roomNetwork);
+  if (o.escalation !== undefined) {
+    if (o.escalation !== "room" && o.escalation !== "host")
+      throw new ShellmcpError("USAGE", `--escalation must be room or host (got ${o.escalation})`);
+    escalation.mode = o.escalation;
+  }
+  if (escalation.mode === "host") log.warn("escalation = host: allowed programs run unconfined on the host (Codex's meaning)");
+  return escalation;
+}
+
+/**
+ * Proxy mode's network policy (`[features] network_proxy`, `[permissions.<p>.network]`, the rules' `network_rule`s)
+ * and the sandbox state of a client that sends none: `pinned`, with the network when its configured permission
+ * profile says so (issue 31: with `[features] network_proxy` that is proxy mode with the allow-list, as a Codex
+ * client would get). Logs both.
+ */
+function networkFor(
+  cfg: Record<string, unknown>,
+  policy: EscalationSettings["policy"],
+  pinned: SandboxState,
+): { network: NetworkPolicy; initialState: SandboxState } {
+  const network = readNetworkPolicy(cfg, policy, (m) => log.warn(m));
+  const profileNetwork = profileNetworkEnabled(cfg);
+  const initialState = profileNetwork === true ? withNetwork(pinned) : pinned;
+  if (initialState !== pinned)
+    log.info("network for clients without sandbox state, from default_permissions", {
+      profile: cfg.default_permissions,
+      proxy: network.enabled,
+    });
+  if (network.enabled)
+    log.info("network proxy mode for calls with network", {
+      allow: network.allow,
+      deny: network.deny,
+      mode: network.mode,
+      allowLocalBinding: network.allowLocalBinding,
+    });
+  return { network, initialState };
+}
+
+/**
+ * The output cap (`--max-output-bytes`, bytes, at least 1024), a `shell` call's default timeout (ms:
+ * `--default-timeout-ms`, `[shellmcp] default_timeout_ms`, else Codex's) and the bounds of `exec_command` sessions
+ * (flags, `[shellmcp]` keys, else the defaults). Throws `ShellmcpError` (`USAGE`/`CONFIG`) for a value out of range.
+ */
+function limitsFor(
+  o: ServeOptions,
+  cfg: Record<string, unknown>,
+): { maxOutputBytes: number; defaultTimeoutMs: number; sessionLimits: SessionLimits } {
+  let maxOutputBytes = DEFAULT_MAX_OUTPUT_BYTES;
+  if (o.maxOutputBytes !== undefined) {
+    maxOutputBytes = Number(o.maxOutputBytes);
+    if (!Number.isInteger(maxOutputBytes) || maxOutputBytes < 1024)
+      throw new ShellmcpError("USAGE", "--max-output-bytes must be an integer ≥ 1024");
+  }
+  const defaultTimeoutMs =
+    o.defaultTimeoutMs !== undefined
+      ? parseDefaultTimeoutMs(o.defaultTimeoutMs, "--default-timeout-ms")
+      : (defaultTimeoutConfig(cfg) ?? DEFAULT_TIMEOUT_MS);
+  const fromConfig = sessionLimitsConfig(cfg);
+  const sessionLimits: SessionLimits = {
+    maxSessions:
+      o.maxSessions !== undefined ? parsePositive(o.maxSessions, "--max-sessions", 1024) : (fromConfig.maxSessions ?? DEFAULT_MAX_SESSIONS),
+    idleTimeoutMs:
+      o.sessionIdleTimeoutMs !== undefined
+        ? parsePositive(o.sessionIdleTimeoutMs, "--session-idle-timeout-ms", 7 * 24 * 3600 * 1000)
+        : (fromConfig.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS),
+    maxBufferedBytes: DEFAULT_MAX_BUFFERED_BYTES,
+  };
+  return { maxOutputBytes, defaultTimeoutMs, sessionLimits };
+}
+
+/**
+ * The local approver (docs/approvals.md), started when `--approver` (or `[shellmcp] approver`) turns it on, with its
+ * timeout (ms); undefined when off. Throws `ShellmcpError` (`USAGE`) for a bad `--approver`, and what its start throws.
+ */
+function approverFor(o: ServeOptions, cfg: Record<string, unknown>): Approver | undefined {
+  const approverCfg = approverConfig(cfg);
+  if (o.approver !== undefined && o.approver !== true && o.approver !== "fallback" && o.approver !== "always")
+    throw new ShellmcpError("USAGE", `--approver takes fallback (the default) or always (got ${String(o.approver)})`);
+  const approverOn = o.approver ?? approverCfg.enabled;
+  return approverOn !== undefined && approverOn !== false
+    ? Approver.start(
+        approvalsDir(),
+        o.approverTimeoutMs !== undefined
+          ? parsePositive(o.approverTimeoutMs, "--approver-timeout-ms", 24 * 3600 * 1000)
+          : (approverCfg.timeoutMs ?? DEFAULT_APPROVER_TIMEOUT_MS),
+        approverOn === "always" ? "always" : "fallback",
+      )
+    : undefined;
 }
 
 /**
