@@ -5,13 +5,14 @@
  * SIGTERM).
  */
 import { afterAll, describe, expect, test } from "bun:test";
-import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { CONF_BASE } from "../helpers/cleanup.ts";
 import { connectHttp, INITIALIZE, postHeaders, refusedStart, startHttpServe, type HttpServe, type HttpSession } from "../helpers/http.ts";
 import { fifoMessage, fifoSend, mkfifo, noProcessLeft } from "../helpers/events.ts";
 import { shellsMissing } from "../helpers/shells.ts";
 import { skipWithout } from "../helpers/prereq.ts";
+import { approveWaiting } from "../helpers/approvals.ts";
 
 const skip = skipWithout("serve --listen suite", shellsMissing());
 const servers: HttpServe[] = [];
@@ -390,5 +391,18 @@ describe.skipIf(skip)("serve --listen: slow clients", () => {
     while (!replies[1]!.startsWith("HTTP/1.1 ") && Date.now() < end) await Bun.sleep(20);
     expect(replies[1]).toMatch(/^HTTP\/1\.1 4\d\d /);
     for (const o of opened) o.end();
+  });
+});
+
+describe.skipIf(skip)("serve --listen: the local approver", () => {
+  test("a prompt from an HTTP client without elicitation waits for the person at `shellmcp approvals`, and runs once approved", async () => {
+    const s = await serve({ rules: 'prefix_rule(pattern = ["touch"], decision = "prompt")\n', args: ["--approver"] });
+    const c = await connect(s); // no elicitation capability
+    const ws = workspace();
+    const call = c.call("shell", { command: "touch approved.txt; ls", workdir: ws, login: false });
+    await approveWaiting(s.codexHome);
+    const r = await call;
+    expect(JSON.parse(r.text).output).toContain("approved.txt");
+    expect(existsSync(join(ws, "approved.txt"))).toBe(true);
   });
 });
