@@ -104,7 +104,9 @@ describe.skipIf(skipWithout("self-contained executable", missing))("the executab
       });
       closers.push(() => s.close());
       const { out, isError } = await s.shell({ command: "rm -f victim; touch escalated; echo done", workdir: ws });
-      expect({ isError, out: out.output }).toMatchObject({ isError: false, out: expect.stringContaining("done") });
+      // The rule's refusal makes the result a tool error (docs/blocked-actions.md, "isError"), and says so.
+      expect({ isError, out: out.output }).toMatchObject({ isError: true, out: expect.stringContaining("done") });
+      expect(out.output).toContain("shellmcp: blocked (rule) rm -f victim");
       // rm is forbidden: the file is still there, and the call says why.
       expect(out.output).toContain("forbidden");
       expect(readFileSync(join(ws, "victim"), "utf8")).toBe("keep me\n");
