@@ -274,7 +274,8 @@ describe.skipIf(skip)("real Codex 0.169 TUI: a prompt rule's approval dialog", (
     await waitScreen(t, /Allow agent to run/);
     await settle(t);
     t.tmux("send-keys", "-t", "tui", "Escape");
-    await waitScreen(t, /Called shell\.shell/);
+    // A cancelled approval is a refusal: a tool error (docs/blocked-actions.md, "isError"), which Codex shows as failed.
+    await waitScreen(t, /Failed shell\.shell/);
     expect(elicitation(t).answer?.result).toEqual({ action: "cancel" });
     expect(t.screen()).toContain("Execution denied: User cancelled execution");
     expect(await modelReadOutput(t)).toContain("Execution denied: User cancelled execution");
