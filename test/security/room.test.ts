@@ -314,7 +314,7 @@ print("CHILD-DONE", flush=True)
         );
         const tag = token();
         const r = await run(
-          `python3 client.py ${sock}; ${py(`import socket\ns = socket.socket(socket.AF_UNIX)\ntry:\n    s.connect("${sock}"); print("SANDBOX-CONNECTED ${tag}")\nexcept OSError as e:\n    print("sandbox refused", e.errno)`)}`,
+          `python3 client.py ${sock}; ${py(`import socket\ntry:\n    s = socket.socket(socket.AF_UNIX)\n    s.connect("${sock}"); print("SANDBOX-CONNECTED ${tag}")\nexcept OSError as e:\n    print("sandbox refused", e.errno)`)}`,
         );
         expect(r.output).toContain("pong:ping");
         expect(r.output).toContain("sandbox refused"); // the call's own sandbox still has no network
