@@ -46,8 +46,8 @@ export interface Run {
   name: string;
   args: Record<string, unknown> | undefined;
   ctx: ModernToolContext;
-  /** End the call with a text result. */
-  finish(text: string): void;
+  /** End the call with a text result (and `structuredContent`, when given). */
+  finish(text: string, structuredContent?: Record<string, unknown>): void;
   /** Fail the call. */
   fail(e: unknown): void;
   /** Ask the human (as the escalation decision does); the answer the client gives. */
@@ -92,7 +92,8 @@ export function fakeEra(o: Partial<ModernEraOptions> = {}) {
           name,
           args,
           ctx,
-          finish: (text) => resolve({ content: [{ type: "text", text }], isError: false }),
+          finish: (text, structuredContent) =>
+            resolve({ content: [{ type: "text", text }], isError: false, ...(structuredContent && { structuredContent }) }),
           fail: reject,
           ask: (message = "Allow the command?") => ctx.elicit!(message, FORM),
         });
