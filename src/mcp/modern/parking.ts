@@ -36,13 +36,6 @@ export class Parking {
     private readonly parkedTimeoutMs: number,
   ) {}
 
-  /** Number of parked calls and of backlogged approvals (for tests and logs). */
-  get size(): { parked: number; backlog: number } {
-    let backlog = 0;
-    for (const list of this.backlog.values()) backlog += list.length;
-    return { parked: this.parked.size, backlog };
-  }
-
   /** Park `call` (its request is being answered `input_required`); returns the `requestState` that redeems it. */
   park(call: ModernCall): string {
     const handle = randomId(16);
