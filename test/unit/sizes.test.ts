@@ -44,7 +44,6 @@ const WAITING: readonly string[] = [
   "src/http/server.ts:handle",
   "src/http/server.ts:startHttpServer",
   "src/init/init.ts:planInit",
-  "src/mcp/modern.ts",
   "src/network/proxy.ts",
   "src/sandbox/git/guard.ts",
   "src/sandbox/git/guard.ts:GitGuard.snapshot",
