@@ -12,7 +12,7 @@ import { METHODS } from "../../src/exec-server/methods.ts";
  * The request methods Codex's exec-server router registers (`build_router` in
  * `codex-rs/exec-server/src/server/registry.rs`, openai/codex, the version with `process/signal`, `fs/walk` and
  * `http/request`; the names are the constants of `codex-rs/exec-server/src/protocol.rs`). The `initialized`
- * notification it also registers is not a request: src/exec-server/server.ts handles it with the envelope.
+ * notification it also registers is not a request: src/exec-server/envelope.ts handles it.
  */
 const CODEX_REGISTERED = [
   "initialize",
