@@ -5,6 +5,7 @@
  * answered −32600 with id −1 in Codex's words. Replies are `{id, result}` or `{error: {code, message}, id}`;
  * `"jsonrpc"` is never sent.
  */
+import { isJsonObject, isRequestId } from "../jsonrpc.ts";
 import { log } from "../log.ts";
 import { isKnownMethod, prepare, type MethodContext } from "./methods.ts";
 import { RPC, rpcError, toRpcError } from "./rpc.ts";
@@ -40,8 +41,7 @@ export function messageHandler(ctx: EnvelopeContext): (c: Conn, raw: string | Bu
     if ("id" in msg) {
       if (typeof msg.method === "string") {
         const id = msg.id;
-        if (!((typeof id === "number" && Number.isSafeInteger(id)) || typeof id === "string"))
-          return malformed(c, "data did not match any variant of untagged enum RequestId");
+        if (!isRequestId(id, { integer: true })) return malformed(c, "data did not match any variant of untagged enum RequestId");
         return handleRequest(ctx, c, id, msg.method, msg.params);
       }
       if ("result" in msg || "error" in msg) {
@@ -72,11 +72,11 @@ function parse(c: Conn, raw: string | Buffer): Record<string, unknown> | undefin
     malformed(c, (e as Error).message);
     return undefined;
   }
-  if (typeof msg !== "object" || msg === null || Array.isArray(msg)) {
+  if (!isJsonObject(msg)) {
     malformed(c, "expected a JSON-RPC object");
     return undefined;
   }
-  return msg as Record<string, unknown>;
+  return msg;
 }
 
 /** Answer a message that is no JSON-RPC message: −32600, id −1, with the transport named as Codex names it. */

@@ -21,6 +21,7 @@
  *   (`tasks/get`, `tasks/update` for approvals met during the task, `tasks/cancel`).
  */
 import { ShellmcpError } from "../errors.ts";
+import { isJsonObject as isObject, isRequestId, JSONRPC_ERROR } from "../jsonrpc.ts";
 import { log } from "../log.ts";
 import { discoverResult, MODERN_PROTOCOL_VERSION, SERVER_INFO_META_KEY } from "./early-initialize.ts";
 import type { ElicitAnswer } from "./escalation-policy.ts";
@@ -42,11 +43,11 @@ export const TASK_POLL_MS = 1000;
 /** Default time a parked exec waits for the human's answer before it is denied and its command ended, ms. */
 export const DEFAULT_PARKED_TIMEOUT_MS = 10 * 60 * 1000;
 
-/** JSON-RPC error codes used here. */
+/** JSON-RPC error codes used here: JSON-RPC 2.0's (../jsonrpc.ts) and MCP's unsupported protocol version. */
 export const RPC = {
-  METHOD_NOT_FOUND: -32601,
-  INVALID_PARAMS: -32602,
-  INTERNAL_ERROR: -32603,
+  METHOD_NOT_FOUND: JSONRPC_ERROR.METHOD_NOT_FOUND,
+  INVALID_PARAMS: JSONRPC_ERROR.INVALID_PARAMS,
+  INTERNAL_ERROR: JSONRPC_ERROR.INTERNAL_ERROR,
   UNSUPPORTED_PROTOCOL_VERSION: -32022,
 } as const;
 
@@ -128,10 +129,6 @@ function sameBytes(a: string, b: string): boolean {
   return diff === 0;
 }
 
-function isObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
-}
-
 /**
  * Whether `msg` (a parsed JSON-RPC message) belongs to the modern era: a request whose `params._meta` names a
  * protocol version (any: an unsupported one is answered -32022 here), or any `server/discover` (one without the
@@ -139,7 +136,7 @@ function isObject(v: unknown): v is Record<string, unknown> {
  */
 export function isModernRequest(msg: unknown): boolean {
   if (!isObject(msg) || typeof msg.method !== "string" || msg.method === "initialize") return false;
-  if (typeof msg.id !== "string" && typeof msg.id !== "number") return false;
+  if (!isRequestId(msg.id)) return false;
   if (msg.method === "server/discover") return true;
   return isObject(msg.params) && isObject(msg.params._meta) && PROTOCOL_VERSION_META_KEY in msg.params._meta;
 }
