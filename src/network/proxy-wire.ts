@@ -73,6 +73,10 @@ export function parseHttpHead(buf: Buffer): { value: HttpHead; used: number } | 
   return { value: { method: m[1]!, target: m[2]!, version: m[3]!, headers }, used: end + 4 };
 }
 
+/**
+ * A SOCKS5 greeting (RFC 1928 §3: `05 n methods…`): the offered auth methods and the bytes used, or undefined while
+ * incomplete. Throws when the version is not 5.
+ */
 export function parseSocksGreeting(buf: Buffer): { value: number[]; used: number } | undefined {
   if (buf.length < 2) return undefined;
   if (buf[0] !== 5) throw new Error("not SOCKS5");
@@ -81,6 +85,11 @@ export function parseSocksGreeting(buf: Buffer): { value: number[]; used: number
   return { value: [...buf.subarray(2, 2 + n)], used: 2 + n };
 }
 
+/**
+ * A SOCKS5 request (RFC 1928 §4: `05 cmd 00 atyp addr port`): the command, the host (dotted IPv4, canonical IPv6,
+ * or the domain name as sent, latin1) and the port, with the bytes used; undefined while incomplete. Throws when the
+ * version is not 5 or the address type unknown.
+ */
 export function parseSocksRequest(buf: Buffer): { value: { cmd: number; host: string; port: number }; used: number } | undefined {
   if (buf.length < 5) return undefined;
   if (buf[0] !== 5) throw new Error("not SOCKS5");
