@@ -1,5 +1,5 @@
 /**
- * The exec-server's methods as one table (./server.ts dispatches through it): `method → decode, gate, handle`.
+ * The exec-server's methods as one table (./envelope.ts dispatches through it): `method → decode, gate, handle`.
  * Each request's params are decoded first (before the session gate, as upstream: bad params are −32602 even before
  * `initialize`), then the gate checks the connection's session, then the handler runs — `initialize`,
  * `environment/info`, `process/start|read|write|terminate|signal` (./process-methods.ts) and the `fs/*` methods
