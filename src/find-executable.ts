@@ -2,7 +2,7 @@
  * The one `PATH` walk for programs shellmcp starts by name itself (the sandbox helper's command, an exec-server
  * process): the first `dir/name` on `path` that is an executable regular file (symlinks followed), as `execvp`
  * would find it. An empty entry is the current folder; a name containing `/` is returned as is. The escalation
- * boundary walks `PATH` its own, stricter way on purpose (src/escalate/decision/boundary.ts `lookPath`: absolute entries
+ * boundary walks `PATH` its own, stricter way on purpose (src/escalate/decision/program-identity.ts `lookPath`: absolute entries
  * only, the real path returned), because what it finds runs outside the sandbox.
  */
 import { statSync } from "node:fs";

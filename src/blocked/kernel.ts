@@ -18,7 +18,8 @@
 import { accessSync, constants, existsSync } from "node:fs";
 import { dirname, isAbsolute, normalize, resolve } from "node:path";
 import { canonicalPath, canWrite, type WritableView } from "../sandbox/writable.ts";
-import { isUnder, protectedConfigDirs } from "../sandbox/policy.ts";
+import { isUnder } from "../sandbox/paths.ts";
+import { protectedConfigDirs } from "../sandbox/protected-config.ts";
 import type { BlockedAction } from "./report.ts";
 import { networkOffRemedy, protectedPathRemedy, sandboxWriteRemedy } from "./remedies.ts";
 

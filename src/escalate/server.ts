@@ -7,7 +7,7 @@
  * `CODEX_ESCALATE_SOCKET=<that fd>`), the server end is watched by the worker. Each request is passed to the
  * listener's `decide` function. `Escalate` runs the program outside the call's sandbox on the wrapper's fds 0,1,2
  * with the request's argv (argv[0] included) and workdir, and the environment the boundary passes on
- * (./decision/boundary.ts `escalatedEnv`): first the boundary checks what would run and plans its escalation room
+ * (./decision/escalated-env.ts `escalatedEnv`): first the boundary checks what would run and plans its escalation room
  * (off this thread, ./decision/inspector-client.ts); then the program goes to a room built by the call's backend
  * (./rooms/keep.ts: a room of its own or a kept one; docs/escalation.md, "Rooms: what a room reaches and reads"),
  * or to the bare host only when the listener has no rooms (`--escalation host`, Codex's meaning). A failed check or a
@@ -22,7 +22,8 @@ import { ESCALATE_SOCKET_ENV_VAR } from "../escalation-socket.ts";
 import { log } from "../log.ts";
 import { bounded } from "../safe-text.ts";
 import { workerUrl as workerUrlOf } from "../self.ts";
-import { escalatedEnv, type EscalationBoundary, type Grant } from "./decision/boundary.ts";
+import { escalatedEnv } from "./decision/escalated-env.ts";
+import type { EscalationBoundary, Grant } from "./decision/boundary.ts";
 import { Inspector } from "./decision/inspector-client.ts";
 import { noteOriginal, noteWritable, taintContext } from "../sandbox/git/taint.ts";
 import { RoomsInUse, type EscalateSpawn } from "./rooms/keep.ts";

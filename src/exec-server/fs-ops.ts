@@ -146,135 +146,129 @@ export function runFsOperation(method: FsMethod, params: unknown): Promise<Recor
  */
 export function decodeFsOperation(method: FsMethod, params: unknown): () => Promise<Record<string, unknown>> {
   const o = paramsObject(params, structName(method));
-  switch (method) {
-    case "fs/readFile": {
-      const p = decodePath(o.path, "path");
-      return async () => {
-        try {
-          const st = await fsp.stat(p);
-          if (!st.isFile() && st.isDirectory()) throw invalidInput(`path \`${p}\` is not a file`);
-          if (st.size > MAX_READ_FILE_BYTES) throw invalidInput(`file is too large to read: limit is ${MAX_READ_FILE_BYTES} bytes`);
-          return { dataBase64: encodeBase64(await fsp.readFile(p)) };
-        } catch (e) {
-          throw fsError(e);
-        }
-      };
+  const run = FS_DECODERS[method](o);
+  return async () => {
+    try {
+      return await run();
+    } catch (e) {
+      throw fsError(e);
     }
-    case "fs/writeFile": {
-      const p = decodePath(o.path, "path");
-      const b64 = field.string(o, "dataBase64");
-      let data: Uint8Array;
-      try {
-        data = decodeBase64(b64);
-      } catch (e) {
-        throw rpcError(RPC.INVALID_REQUEST, `fs/writeFile requires valid base64 dataBase64: ${(e as Error).message}`);
-      }
-      return async () => {
-        try {
-          await fsp.writeFile(p, data);
-          return {};
-        } catch (e) {
-          throw fsError(e);
-        }
-      };
-    }
-    case "fs/createDirectory": {
-      const p = decodePath(o.path, "path");
-      const recursive = field.optBool(o, "recursive") ?? true;
-      return async () => {
-        try {
-          if (recursive) {
-            await fsp.mkdir(p, { recursive: true });
-            if (!(await fsp.stat(p)).isDirectory()) throw Object.assign(new Error("exists"), { code: "EEXIST" });
-          } else await fsp.mkdir(p);
-          return {};
-        } catch (e) {
-          throw fsError(e);
-        }
-      };
-    }
-    case "fs/getMetadata": {
-      const p = decodePath(o.path, "path");
-      return async () => {
-        try {
-          return await metadata(p);
-        } catch (e) {
-          throw fsError(e);
-        }
-      };
-    }
-    case "fs/readDirectory": {
-      const p = decodePath(o.path, "path");
-      return async () => {
-        let names: Buffer[];
-        try {
-          names = await fsp.readdir(p, { encoding: "buffer" });
-        } catch (e) {
-          throw fsError(e);
-        }
-        const dec = new TextDecoder("utf-8", { fatal: false });
-        const entries: { fileName: string; isDirectory: boolean; isFile: boolean }[] = [];
-        const dirBuf = Buffer.from(p.endsWith("/") ? p : `${p}/`);
-        for (const name of names) {
-          try {
-            const st = await fsp.stat(Buffer.concat([dirBuf, name]));
-            entries.push({ fileName: dec.decode(name), isDirectory: st.isDirectory(), isFile: st.isFile() });
-          } catch {
-            // broken symlink, loop, permission, race: skipped (Codex #17907)
-          }
-        }
-        return { entries };
-      };
-    }
-    case "fs/remove": {
-      const p = decodePath(o.path, "path");
-      const recursive = field.optBool(o, "recursive") ?? true;
-      const force = field.optBool(o, "force") ?? true;
-      return async () => {
-        try {
-          let st: Stats;
-          try {
-            st = await fsp.lstat(p);
-          } catch (e) {
-            if (force && errnoOf(e) === osConstants.errno.ENOENT) return {};
-            throw e;
-          }
-          if (st.isDirectory()) {
-            if (recursive) await fsp.rm(p, { recursive: true, force: false });
-            else await fsp.rmdir(p);
-          } else await fsp.unlink(p);
-          return {};
-        } catch (e) {
-          throw fsError(e);
-        }
-      };
-    }
-    case "fs/copy": {
-      const src = decodePath(o.sourcePath, "sourcePath");
-      const dst = decodePath(o.destinationPath, "destinationPath");
-      const recursive = field.bool(o, "recursive");
-      return async () => {
-        try {
-          const st = await fsp.lstat(src);
-          if (st.isDirectory()) {
-            if (!recursive) throw invalidInput("fs/copy requires recursive: true when sourcePath is a directory");
-            const s = await fsp.realpath(src);
-            const d = await canonicalPrefix(dst);
-            if (d === s || d.startsWith(s.endsWith("/") ? s : `${s}/`))
-              throw invalidInput("fs/copy cannot copy a directory to itself or one of its descendants");
-            await copyDirectory(src, dst);
-          } else if (st.isSymbolicLink()) await fsp.symlink(await fsp.readlink(src), dst);
-          else if (st.isFile()) {
-            await fsp.copyFile(src, dst);
-            await fsp.chmod(dst, st.mode & 0o7777);
-          } else throw invalidInput("fs/copy only supports regular files, directories, and symlinks");
-          return {};
-        } catch (e) {
-          throw fsError(e);
-        }
-      };
-    }
+  };
+}
+
+/** A decoded fs operation: run it later; OS errors it throws become §6.2 errors ({@link fsError}). */
+type FsOperation = () => Promise<Record<string, unknown>>;
+
+/** Each fs method's decoder: its params object → the operation (throws −32602 and the like while decoding). */
+const FS_DECODERS: Record<FsMethod, (o: Record<string, unknown>) => FsOperation> = {
+  "fs/readFile": decodeReadFile,
+  "fs/writeFile": decodeWriteFile,
+  "fs/createDirectory": decodeCreateDirectory,
+  "fs/getMetadata": (o) => {
+    const p = decodePath(o.path, "path");
+    return () => metadata(p);
+  },
+  "fs/readDirectory": decodeReadDirectory,
+  "fs/remove": decodeRemove,
+  "fs/copy": decodeCopy,
+};
+
+function decodeReadFile(o: Record<string, unknown>): FsOperation {
+  const p = decodePath(o.path, "path");
+  return async () => {
+    const st = await fsp.stat(p);
+    if (!st.isFile() && st.isDirectory()) throw invalidInput(`path \`${p}\` is not a file`);
+    if (st.size > MAX_READ_FILE_BYTES) throw invalidInput(`file is too large to read: limit is ${MAX_READ_FILE_BYTES} bytes`);
+    return { dataBase64: encodeBase64(await fsp.readFile(p)) };
+  };
+}
+
+function decodeWriteFile(o: Record<string, unknown>): FsOperation {
+  const p = decodePath(o.path, "path");
+  const b64 = field.string(o, "dataBase64");
+  let data: Uint8Array;
+  try {
+    data = decodeBase64(b64);
+  } catch (e) {
+    throw rpcError(RPC.INVALID_REQUEST, `fs/writeFile requires valid base64 dataBase64: ${(e as Error).message}`);
   }
+  return async () => {
+    await fsp.writeFile(p, data);
+    return {};
+  };
+}
+
+function decodeCreateDirectory(o: Record<string, unknown>): FsOperation {
+  const p = decodePath(o.path, "path");
+  const recursive = field.optBool(o, "recursive") ?? true;
+  return async () => {
+    if (recursive) {
+      await fsp.mkdir(p, { recursive: true });
+      if (!(await fsp.stat(p)).isDirectory()) throw Object.assign(new Error("exists"), { code: "EEXIST" });
+    } else await fsp.mkdir(p);
+    return {};
+  };
+}
+
+function decodeReadDirectory(o: Record<string, unknown>): FsOperation {
+  const p = decodePath(o.path, "path");
+  return async () => {
+    const names = await fsp.readdir(p, { encoding: "buffer" });
+    const dec = new TextDecoder("utf-8", { fatal: false });
+    const entries: { fileName: string; isDirectory: boolean; isFile: boolean }[] = [];
+    const dirBuf = Buffer.from(p.endsWith("/") ? p : `${p}/`);
+    for (const name of names) {
+      try {
+        const st = await fsp.stat(Buffer.concat([dirBuf, name]));
+        entries.push({ fileName: dec.decode(name), isDirectory: st.isDirectory(), isFile: st.isFile() });
+      } catch {
+        // broken symlink, loop, permission, race: skipped (Codex #17907)
+      }
+    }
+    return { entries };
+  };
+}
+
+function decodeRemove(o: Record<string, unknown>): FsOperation {
+  const p = decodePath(o.path, "path");
+  const recursive = field.optBool(o, "recursive") ?? true;
+  const force = field.optBool(o, "force") ?? true;
+  return async () => {
+    let st: Stats;
+    try {
+      st = await fsp.lstat(p);
+    } catch (e) {
+      if (force && errnoOf(e) === osConstants.errno.ENOENT) return {};
+      throw e;
+    }
+    if (st.isDirectory()) {
+      if (recursive) await fsp.rm(p, { recursive: true, force: false });
+      else await fsp.rmdir(p);
+    } else await fsp.unlink(p);
+    return {};
+  };
+}
+
+function decodeCopy(o: Record<string, unknown>): FsOperation {
+  const src = decodePath(o.sourcePath, "sourcePath");
+  const dst = decodePath(o.destinationPath, "destinationPath");
+  const recursive = field.bool(o, "recursive");
+  return async () => {
+    const st = await fsp.lstat(src);
+    if (st.isDirectory()) {
+      if (!recursive) throw invalidInput("fs/copy requires recursive: true when sourcePath is a directory");
+      const s = await fsp.realpath(src);
+      const d = await canonicalPrefix(dst);
+      if (d === s || d.startsWith(s.endsWith("/") ? s : `${s}/`))
+        throw invalidInput("fs/copy cannot copy a directory to itself or one of its descendants");
+      await copyDirectory(src, dst);
+    } else if (st.isSymbolicLink()) await fsp.symlink(await fsp.readlink(src), dst);
+    else if (st.isFile()) {
+      await fsp.copyFile(src, dst);
+      await fsp.chmod(dst, st.mode & 0o7777);
+    } else throw invalidInput("fs/copy only supports regular files, directories, and symlinks");
+    return {};
+  };
 }
 
 /** serde's struct name for a method's params (used in "invalid type: null, expected struct …"). */

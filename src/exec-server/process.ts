@@ -8,10 +8,8 @@
  * reading and a pty tree is stopped (SIGSTOP) until it catches up: a client that stops reading its socket stalls
  * only its own processes (backpressure, never drops). Output is split into chunks of at most 8 KiB, as Codex reads.
  */
-import { readdirSync, readFileSync, statSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 import { constants as osConstants } from "node:os";
-import { join } from "node:path";
-import { findExecutable } from "../find-executable.ts";
 import { log } from "../log.ts";
 import type { CallCgroup, CgroupManager } from "../shell/cgroup.ts";
 import { envForSelf, isSelfExe } from "../self.ts";
@@ -20,6 +18,7 @@ import { encodeBase64, rpcError, RPC } from "./rpc.ts";
 import { GitCheck } from "../sandbox/git/call-check.ts";
 import { markerDir, sweepMountMarkers } from "../sandbox/linux/mount-markers.ts";
 import { GUARD_ARGV0, lifelineProblem } from "../sandbox/linux/lifeline.ts";
+import { cgroupTrampoline, checkCwd, directArgv, readWaitStatus, STATUS_FD } from "./launch.ts";
 import { guardedStart } from "../shell/spawn-plan.ts";
 import * as libc from "../../ffi/libc.ts";
 import {
@@ -30,36 +29,6 @@ import {
   sandboxedArgv,
   type ExecSandbox,
 } from "./sandbox.ts";
-
-/** The fd number of the lifeline guard's status pipe in the guard (after the lifeline's 7 and the executable's 8). */
-const STATUS_FD = 9;
-
-/**
- * Read the 4-byte wait status the lifeline guard writes on `fd` (the read end of its status pipe; closed here) when
- * its program ends: the exit code, or the name of the signal that ended it. Undefined when the pipe closes with
- * anything else (the guard never started the program).
- */
-async function readWaitStatus(fd: number): Promise<{ code: number | null; signal: string | null } | undefined> {
-  const bytes: number[] = [];
-  const reader = Bun.file(fd).stream().getReader();
-  try {
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) break;
-      bytes.push(...value);
-    }
-  } catch {
-    return undefined;
-  } finally {
-    libc.closeQuiet(fd);
-  }
-  if (bytes.length !== 4) return undefined;
-  const w = new DataView(Uint8Array.from(bytes).buffer).getInt32(0, true);
-  const sig = w & 0x7f;
-  if (sig === 0) return { code: (w >> 8) & 0xff, signal: null };
-  const name = Object.entries(osConstants.signals).find(([, n]) => n === sig)?.[0];
-  return { code: null, signal: name ?? null };
-}
 
 /** Output retained per process for `process/read`, bytes (Codex: 1 MiB). Older chunks are dropped. */
 export const MAX_RETAINED_BYTES = 1024 * 1024;
@@ -122,20 +91,6 @@ export interface ReadResult {
   closed: boolean;
   failure: null;
   sandboxDenied: boolean;
-}
-
-/** Resolve `name` like execvp with the child's PATH (libc default `/bin:/usr/bin` when it has none). */
-export function resolveProgram(name: string, path: string | undefined): string | undefined {
-  return findExecutable(name, path ?? "/bin:/usr/bin");
-}
-
-/**
- * `argv` started through `/bin/sh`, which joins the cgroup (`procs`) before the program's first instruction and then
- * execs it — serve's trampoline (src/shell/spawn-plan.ts `joinCgroupFirst`), except that the `PWD` dash exports is
- * removed again unless the child's env set it (the child env must be exactly what was asked for).
- */
-export function cgroupTrampoline(procs: string, argv: string[], keepPwd: boolean): string[] {
-  return ["/bin/sh", "-c", `echo $$ > "$0" || exit 126; ${keepPwd ? "" : "unset PWD; "}exec "$@"`, procs, ...argv];
 }
 
 /** Every descendant pid of `root` (from /proc), deepest last. */
@@ -227,69 +182,81 @@ export class ManagedProcess {
     return mp;
   }
 
+  /**
+   * Check the cwd, plan the argv (direct or sandboxed), place the process in its cgroup, spawn it (under the
+   * lifeline guard for a pipe process on Linux) and start watching it. Throws as {@link ManagedProcess.start}.
+   */
   private spawn(spec: StartSpec): void {
-    const osError = (code: string) => rpcError(RPC.INTERNAL, osErrorText((osConstants.errno as Record<string, number>)[code]!));
-    try {
-      if (!statSync(spec.cwd).isDirectory()) throw osError("ENOTDIR");
-    } catch (e) {
-      const n = errnoOf(e);
-      throw n === undefined ? e : rpcError(RPC.INTERNAL, osErrorText(n));
-    }
-    let argv: string[];
-    let argv0: string | undefined;
-    if (spec.sandbox === undefined) {
-      const program = resolveProgram(spec.argv[0]!, spec.env.PATH);
-      if (program === undefined) throw osError("ENOENT");
-      // What execve would say, before the trampoline could turn it into an exit status.
-      try {
-        const st = statSync(program.startsWith("/") ? program : join(spec.cwd, program));
-        if (st.isDirectory() || (st.mode & 0o111) === 0) throw osError("EACCES");
-      } catch (e) {
-        const n = errnoOf(e);
-        throw n === undefined ? e : rpcError(RPC.INTERNAL, osErrorText(n));
-      }
-      argv = [program, ...spec.argv.slice(1)];
-      argv0 = spec.arg0 ?? spec.argv[0];
-    } else {
-      // The server's one backend choice (issue 39): the launch `serve` would make, and its git guard's snapshot.
-      const call = callSandboxFor(spec.sandbox, spec.env);
-      argv = sandboxedArgv(call, spec.argv);
-      argv0 = undefined;
-      // The helper records its mount points in the CODEX_HOME of the process's environment (it may not be ours).
-      this.markerEnv = spec.env;
-      this.leftovers = markerDir(spec.env) !== undefined ? [] : mountPointCandidates(spec.sandbox);
-      try {
-        this.git = GitCheck.take(execGitGuard(), call.writable(), call.enforcement === "landlock", `process ${this.id}`);
-      } catch (e) {
-        throw rpcError(RPC.INTERNAL, `cannot record the git control state to protect it: ${(e as Error).message}`);
-      }
-    }
+    checkCwd(spec.cwd);
+    const planned = spec.sandbox === undefined ? directArgv(spec) : this.sandboxedLaunch(spec, spec.sandbox);
     // Nothing outlives the server (../sandbox/linux/lifeline.ts): a pipe process starts under the lifeline guard,
     // which ends everything below it when this server ends, however it ends — also where there are no cgroups. The
     // guard reports the program's end on a status pipe and lets its leftovers run on (Codex's meaning: they end at
     // terminate, session expiry or shutdown). A terminal's process is started by Bun's pty spawn, which passes no
     // extra descriptor: it has the cgroup only.
     const guard = !spec.tty && process.platform === "linux" && lifelineProblem() === undefined;
-    let joinCgroup: string | undefined;
-    if (spec.cgroups !== undefined) {
-      try {
-        this.cgroup = spec.cgroups.create();
-      } catch (e) {
-        throw rpcError(RPC.INTERNAL, `cannot create the process's cgroup: ${(e as Error).message}`);
-      }
-      // The trampoline joins the cgroup before the program's first instruction; it keeps `arg0` only when it is
-      // the program's own name (dash has no `exec -a`), else the process is moved in right after the spawn.
-      // Our own sandbox helper (/proc/self/exe) is never trampolined (the shell would exec itself): it joins the
-      // cgroup itself before it starts anything (`--join-cgroup`, after its role flag). Under the lifeline guard,
-      // the guard joins it before it forks.
-      if (guard) joinCgroup = this.cgroup.procs;
-      else if (isSelfExe(argv[0])) argv.splice(2, 0, "--join-cgroup", this.cgroup.procs);
-      else if (argv0 === undefined || argv0 === argv[0] || spec.sandbox !== undefined) {
-        argv = cgroupTrampoline(this.cgroup.procs, argv, spec.env.PWD !== undefined);
-        argv0 = undefined;
-      }
+    const { argv, argv0, joinCgroup } = this.placeInCgroup(spec, guard, planned.argv, planned.argv0);
+    const { status, joined, argv0: spawnedArgv0 } = this.launch(spec, argv, argv0, guard, joinCgroup);
+    this.watch(spec, status, spawnedArgv0 !== undefined && !joined);
+  }
+
+  /** The sandboxed launch's argv (the server's one backend choice), with what the call leaves to check after it. */
+  private sandboxedLaunch(spec: StartSpec, sandbox: ExecSandbox): { argv: string[]; argv0: string | undefined } {
+    // The server's one backend choice (issue 39): the launch `serve` would make, and its git guard's snapshot.
+    const call = callSandboxFor(sandbox, spec.env);
+    const argv = sandboxedArgv(call, spec.argv);
+    // The helper records its mount points in the CODEX_HOME of the process's environment (it may not be ours).
+    this.markerEnv = spec.env;
+    this.leftovers = markerDir(spec.env) !== undefined ? [] : mountPointCandidates(sandbox);
+    try {
+      this.git = GitCheck.take(execGitGuard(), call.writable(), call.enforcement === "landlock", `process ${this.id}`);
+    } catch (e) {
+      throw rpcError(RPC.INTERNAL, `cannot record the git control state to protect it: ${(e as Error).message}`);
     }
-    const onExit = (code: number | null, signal: string | null) => this.recordExit(code, signal);
+    return { argv, argv0: undefined };
+  }
+
+  /**
+   * Create the process's cgroup (when the server has them) and say how the process joins it: the guard joins it
+   * (`joinCgroup`), our own helper joins it itself (`--join-cgroup`), or the trampoline does; otherwise the process
+   * is moved in right after the spawn.
+   */
+  private placeInCgroup(
+    spec: StartSpec,
+    guard: boolean,
+    argv: string[],
+    argv0: string | undefined,
+  ): { argv: string[]; argv0: string | undefined; joinCgroup?: string } {
+    if (spec.cgroups === undefined) return { argv, argv0 };
+    try {
+      this.cgroup = spec.cgroups.create();
+    } catch (e) {
+      throw rpcError(RPC.INTERNAL, `cannot create the process's cgroup: ${(e as Error).message}`);
+    }
+    // The trampoline joins the cgroup before the program's first instruction; it keeps `arg0` only when it is
+    // the program's own name (dash has no `exec -a`), else the process is moved in right after the spawn.
+    // Our own sandbox helper (/proc/self/exe) is never trampolined (the shell would exec itself): it joins the
+    // cgroup itself before it starts anything (`--join-cgroup`, after its role flag). Under the lifeline guard,
+    // the guard joins it before it forks.
+    if (guard) return { argv, argv0, joinCgroup: this.cgroup.procs };
+    if (isSelfExe(argv[0])) argv.splice(2, 0, "--join-cgroup", this.cgroup.procs);
+    else if (argv0 === undefined || argv0 === argv[0] || spec.sandbox !== undefined)
+      return { argv: cgroupTrampoline(this.cgroup.procs, argv, spec.env.PWD !== undefined), argv0: undefined };
+    return { argv, argv0 };
+  }
+
+  /**
+   * Spawn: on a terminal, or with pipes (under the lifeline guard when `guard`, its status pipe's read end in
+   * `status`). `joined`: the guard joined the cgroup. On failure the cgroup is released, the git check run, and
+   * −32603 thrown with the OS text.
+   */
+  private launch(
+    spec: StartSpec,
+    argv: string[],
+    argv0: string | undefined,
+    guard: boolean,
+    joinCgroup: string | undefined,
+  ): { status?: number; joined: boolean; argv0: string | undefined } {
     let joined = false;
     let status: [number, number] | undefined;
     try {
@@ -337,8 +304,18 @@ export class ManagedProcess {
       const n = errnoOf(e);
       throw rpcError(RPC.INTERNAL, n === undefined ? (e as Error).message : osErrorText(n));
     }
-    this.pid = this.proc.pid;
-    if (this.cgroup !== undefined && argv0 !== undefined && !joined) {
+    return { status: status?.[0], joined, argv0 };
+  }
+
+  /**
+   * After the spawn: move the process into its cgroup when nothing else put it there (`moveIn`), and watch its end
+   * (the guard's status pipe `status`, else the process's own exit) and its output.
+   */
+  private watch(spec: StartSpec, status: number | undefined, moveIn: boolean): void {
+    const proc = this.proc!;
+    const onExit = (code: number | null, signal: string | null) => this.recordExit(code, signal);
+    this.pid = proc.pid;
+    if (this.cgroup !== undefined && moveIn) {
       try {
         this.cgroup.add(this.pid);
       } catch (e) {
@@ -348,13 +325,13 @@ export class ManagedProcess {
     // Under the guard the program's end comes on the status pipe (the guard itself ends after its leftovers); the
     // guard's own end stands in when it reported nothing (it could not start the program).
     if (status !== undefined)
-      void readWaitStatus(status[0]).then((w) => {
+      void readWaitStatus(status).then((w) => {
         if (w !== undefined) onExit(w.code, w.signal);
       });
-    void this.proc.exited.then(() => onExit(this.proc!.exitCode, (this.proc!.signalCode as string | null | undefined) ?? null));
+    void proc.exited.then(() => onExit(proc.exitCode, (proc.signalCode as string | null | undefined) ?? null));
     if (!spec.tty) {
-      void this.pump(this.proc.stdout as ReadableStream<Uint8Array>, "stdout");
-      void this.pump(this.proc.stderr as ReadableStream<Uint8Array>, "stderr");
+      void this.pump(proc.stdout as ReadableStream<Uint8Array>, "stdout");
+      void this.pump(proc.stderr as ReadableStream<Uint8Array>, "stderr");
     }
   }
 

@@ -8,13 +8,14 @@
  */
 import { normalize } from "node:path";
 import { ShellmcpError } from "../errors.ts";
+import { isJsonObject, JSONRPC_ERROR } from "../jsonrpc.ts";
 
-/** JSON-RPC error codes used by Codex's exec-server. */
+/** JSON-RPC error codes used by Codex's exec-server: JSON-RPC 2.0's (../jsonrpc.ts) and its own two. */
 export const RPC = {
-  INVALID_REQUEST: -32600,
-  METHOD_NOT_FOUND: -32601,
-  INVALID_PARAMS: -32602,
-  INTERNAL: -32603,
+  INVALID_REQUEST: JSONRPC_ERROR.INVALID_REQUEST,
+  METHOD_NOT_FOUND: JSONRPC_ERROR.METHOD_NOT_FOUND,
+  INVALID_PARAMS: JSONRPC_ERROR.INVALID_PARAMS,
+  INTERNAL: JSONRPC_ERROR.INTERNAL_ERROR,
   NOT_FOUND: -32004,
   ALREADY_ATTACHED: -32010,
 } as const;
@@ -52,8 +53,8 @@ export function invalidType(v: unknown, expected: string): ShellmcpError {
 
 /** The params object of a request (`struct` names it in the error). Absent/null params fail like serde. */
 export function paramsObject(params: unknown, struct: string): Record<string, unknown> {
-  if (typeof params !== "object" || params === null || Array.isArray(params)) throw invalidType(params, `struct ${struct}`);
-  return params as Record<string, unknown>;
+  if (!isJsonObject(params)) throw invalidType(params, `struct ${struct}`);
+  return params;
 }
 
 /** Field readers. `required` fields raise "missing field `k`"; optional ones accept null/absent. */

@@ -20,7 +20,8 @@ import { BackendChoice } from "../shell/backend-choice.ts";
 import { ShellmcpError } from "../errors.ts";
 import { parsePermissionProfile, type PermissionProfile } from "../sandbox/permission-profile.ts";
 import { planPermissionProfile, summarySandboxPolicy } from "../sandbox/filesystem-plan.ts";
-import { hasFullDiskWrite, hasFullNetwork, parseSandboxPolicy, PROTECTED_NAMES, type SandboxPolicy } from "../sandbox/policy.ts";
+import { hasFullDiskWrite, hasFullNetwork, parseSandboxPolicy, type SandboxPolicy } from "../sandbox/policy.ts";
+import { PROTECTED_NAMES } from "../sandbox/protected-config.ts";
 import { decodePath, invalidParams, paramsObject, rpcError, RPC } from "./rpc.ts";
 
 /** A decided sandbox: the legacy policy our helper enforces, and its cwd (absolute). */

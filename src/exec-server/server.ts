@@ -7,7 +7,7 @@
  *   `Authorization: Bearer` credential (a token generated at start by default, or per `--ws-auth`; none only with
  *   `--ws-auth none`) is checked before the upgrade (../auth/bearer.ts, HTTP 401), so a refused client reaches no method; `GET /readyz` answers 200 (Codex's readiness probe, no auth); frames over
  *   {@link ServerOptions.maxMessageBytes} close the connection; output pumps pause while a connection has more than
- *   {@link OUTBOUND_HIGH_WATER_BYTES} unsent.
+ *   `OUTBOUND_HIGH_WATER_BYTES` (./session.ts) unsent.
  * - Requests are handled in arrival order, at most {@link ServerOptions.concurrentRequests} at once per connection
  *   (Codex's `--concurrent-requests`, default 1: strictly one at a time).
  * - Sessions: `initialize {clientName, resumeSessionId}` → `{sessionId}`; on disconnect the session detaches and its
@@ -16,8 +16,9 @@
  *   createDirectory|getMetadata|readDirectory|remove|copy`; every other method −32601 (Codex 0.169 tolerates that
  *   for `fs/watchMissing` and `environmentConfig/read`).
  *
- * This file holds the transports (websocket server, stdio, per-connection queue and pump, message framing and the
- * JSON-RPC envelope); connections and sessions are in ./session.ts, the methods in ./methods.ts.
+ * This file starts a server: what a server SIGKILLed left is swept, per-process cgroups and their guardian, then
+ * the parts: the transports (./transports.ts: websocket, stdio), each connection's queue and pump (./queue.ts), the
+ * JSON-RPC envelope (./envelope.ts), the method table (./methods.ts), connections and sessions (./session.ts).
  */
 import type { Server } from "bun";
 import { log } from "../log.ts";
@@ -25,13 +26,11 @@ import { CgroupManager } from "../shell/cgroup.ts";
 import { sweepMountMarkers } from "../sandbox/linux/mount-markers.ts";
 import { sweepDeadApproverSockets } from "../approvals/server.ts";
 import type { AuthRefusal } from "../auth/bearer.ts";
+import { closeConn, messageHandler } from "./envelope.ts";
 import { startGuardian, type Guardian } from "./guardian.ts";
-import { isKnownMethod, prepare, type MethodContext } from "./methods.ts";
-import { RPC, rpcError, toRpcError } from "./rpc.ts";
-import { OUTBOUND_HIGH_WATER_BYTES, SessionRegistry, type Conn, type ConnData, type ConnSocket } from "./session.ts";
-
-/** Inbound bytes a connection may have waiting to be handled before it is closed. */
-export const MAX_QUEUED_BYTES = 256 * 1024 * 1024;
+import { connQueues } from "./queue.ts";
+import { SessionRegistry, type ConnData } from "./session.ts";
+import { startStdio, startWebsocket } from "./transports.ts";
 
 /** Server settings. */
 export interface ServerOptions {
@@ -42,7 +41,7 @@ export interface ServerOptions {
   /**
    * Websocket authentication (undefined: none — main.ts sets it unless `--ws-auth none`): given the upgrade's
    * `Authorization` header (null when absent),
-   * undefined to let it in or the refusal, answered before the upgrade (see ./auth.ts `authorizeUpgrade`).
+   * undefined to let it in or the refusal, answered before the upgrade (see ../auth/bearer.ts `authorizeUpgrade`).
    */
   authorize?: (authorization: string | null) => AuthRefusal | undefined;
   /** Requests handled at once per connection (≥ 1; Codex's default 1). */
@@ -83,10 +82,30 @@ export interface ExecServer {
 /** Start listening (or reading stdin). Throws when the address cannot be bound. */
 export function startExecServer(opts: ServerOptions): ExecServer {
   const sessions = new SessionRegistry(opts.detachedSessionTtlMs);
-  let nextConnId = 1;
-  // One cgroup per process, so that terminate ends everything it started (see src/shell/cgroup.ts).
-  // What servers killed with SIGKILL left: bubblewrap's mount points and deny folders, approver sockets (the cgroups:
-  // CgroupManager.detect).
+  const { cgroups, ensureGuardian, stopGuardian } = processHousekeeping();
+  const handle = messageHandler({
+    methods: { sessions, cgroups, processRetentionMs: opts.processRetentionMs },
+    sessions,
+    beforeProcessStart: ensureGuardian,
+  });
+  const conns = connQueues({ concurrentRequests: opts.concurrentRequests, handle, close: (c) => closeConn(sessions, c) });
+  const shutdownAll = async () => {
+    sessions.killAll();
+    await cgroups?.shutdown();
+    stopGuardian();
+  };
+  if (opts.transport === "stdio") return startStdio(conns, sessions, shutdownAll);
+  return startWebsocket(opts, conns, sessions, shutdownAll);
+}
+
+/**
+ * What a server needs before its first process: what servers killed with SIGKILL left swept (bubblewrap's mount
+ * points and deny folders, approver sockets; their cgroups: `CgroupManager.detect`), one cgroup per process (so
+ * that terminate ends everything it started, see src/shell/cgroup.ts; undefined, with a warning, where there is
+ * none), and the guardian that kills everything in those cgroups when this server dies (./guardian.ts) — started
+ * by `ensureGuardian` with the first `process/start` (an idle server spawns nothing).
+ */
+function processHousekeeping(): { cgroups: CgroupManager | undefined; ensureGuardian: () => void; stopGuardian: () => void } {
   if (process.platform === "linux") sweepMountMarkers();
   void sweepDeadApproverSockets();
   const cg = CgroupManager.detect();
@@ -96,257 +115,15 @@ export function startExecServer(opts: ServerOptions): ExecServer {
       "exec-server: no per-process cgroups; terminate kills process groups and descendants only, and processes outlive a server killed with SIGKILL",
       { why: cg.error },
     );
-  // Everything in those cgroups is killed when this server dies, however (./guardian.ts). Started with the first
-  // `process/start` (before that there is nothing to kill; an idle server spawns nothing).
   let guardian: Guardian | undefined;
   let guardianTried = false;
-  const ensureGuardian = () => {
-    if (guardianTried || cgroups === undefined) return;
-    guardianTried = true;
-    guardian = startGuardian(cgroups.base);
-  };
-
-  const send = (c: Conn, msg: unknown) => {
-    if (!c.closed) c.ws.send(JSON.stringify(msg));
-  };
-  const reply = (c: Conn, id: unknown, result: unknown) => send(c, { id, result });
-  const replyError = (c: Conn, id: unknown, e: unknown) => {
-    const { code, message } = toRpcError(e);
-    send(c, { error: { code, message }, id });
-  };
-  const close = (c: Conn) => {
-    if (!c.closed) c.ws.close();
-    sessions.detach(c);
-  };
-  const methods: MethodContext = { sessions, cgroups, processRetentionMs: opts.processRetentionMs };
-
-  async function handle(c: Conn, raw: string | Buffer): Promise<void> {
-    let text: string;
-    let msg: unknown;
-    const malformed = (why: string) =>
-      send(c, {
-        error: {
-          code: RPC.INVALID_REQUEST,
-          message:
-            c.peer === "stdio"
-              ? `failed to parse JSON-RPC message from exec-server stdio: ${why}`
-              : `failed to parse websocket JSON-RPC message from exec-server websocket ${c.peer}: ${why}`,
-        },
-        id: -1,
-      });
-    try {
-      text = typeof raw === "string" ? raw : new TextDecoder("utf-8", { fatal: true }).decode(raw);
-      msg = JSON.parse(text);
-    } catch (e) {
-      return malformed((e as Error).message);
-    }
-    if (typeof msg !== "object" || msg === null || Array.isArray(msg)) return malformed("expected a JSON-RPC object");
-    const m = msg as Record<string, unknown>;
-    if ("id" in m) {
-      if (typeof m.method === "string") {
-        const id = m.id;
-        if (!((typeof id === "number" && Number.isSafeInteger(id)) || typeof id === "string"))
-          return malformed("data did not match any variant of untagged enum RequestId");
-        return handleRequest(c, id, m.method, m.params);
-      }
-      if ("result" in m || "error" in m) {
-        log.info("exec-server: client sent a response; closing", { peer: c.peer });
-        return close(c);
-      }
-      return malformed("missing field `error`");
-    }
-    if (typeof m.method === "string") {
-      if (m.method === "initialized" && c.session !== undefined && c.session.attachment === c) {
-        c.initialized = true;
-        return;
-      }
-      log.info("exec-server: unexpected notification; closing", { peer: c.peer, method: m.method });
-      return close(c);
-    }
-    return malformed("missing field `method`");
-  }
-
-  async function handleRequest(c: Conn, id: string | number, method: string, params: unknown): Promise<void> {
-    if (!isKnownMethod(method))
-      return replyError(c, id, rpcError(RPC.METHOD_NOT_FOUND, `exec-server stub does not implement \`${method}\` yet`));
-    const stale = c.session !== undefined && c.session.attachment !== c;
-    if (method === "process/start") ensureGuardian();
-    try {
-      const run = prepare(methods, c, method, params ?? null);
-      const result = await run();
-      reply(c, id, result);
-    } catch (e) {
-      replyError(c, id, e);
-    }
-    if (stale) close(c);
-  }
-
-  const max = Math.max(1, opts.concurrentRequests);
-  async function pump(c: Conn): Promise<void> {
-    if (c.busy) return;
-    c.busy = true;
-    try {
-      while (c.queue.length > 0 && !c.closed) {
-        // A client that does not read its replies is not served further (its replies would pile up in memory).
-        while (!c.closed && c.ws.getBufferedAmount() >= OUTBOUND_HIGH_WATER_BYTES) {
-          await new Promise<void>((r) => {
-            c.drainWaiters.push(r);
-            setTimeout(r, 50);
-          });
-        }
-        const raw = c.queue.shift()!;
-        c.queuedBytes -= raw.length;
-        if (max === 1) {
-          await handle(c, raw);
-          continue;
-        }
-        c.inFlight++;
-        void handle(c, raw)
-          .catch((e: unknown) => log.error("exec-server: handler failed", { error: String(e) }))
-          .finally(() => {
-            c.inFlight--;
-            c.slotWaiters.shift()?.();
-          });
-        while (c.inFlight >= max && !c.closed) await new Promise<void>((r) => c.slotWaiters.push(r));
-      }
-    } catch (e) {
-      log.error("exec-server: handler failed", { error: String(e) });
-    } finally {
-      c.busy = false;
-    }
-  }
-
-  const newConn = (ws: ConnSocket, peer: string): Conn => ({
-    id: nextConnId++,
-    ws,
-    peer,
-    initSent: false,
-    initialized: false,
-    queue: [],
-    queuedBytes: 0,
-    busy: false,
-    closed: false,
-    drainWaiters: [],
-    inFlight: 0,
-    slotWaiters: [],
-  });
-  const enqueue = (c: Conn, raw: string | Buffer) => {
-    if (c.closed) return;
-    c.queue.push(raw);
-    c.queuedBytes += raw.length;
-    if (c.queuedBytes > MAX_QUEUED_BYTES) {
-      log.warn("exec-server: a client queued too many unanswered requests; closing its connection", { peer: c.peer });
-      close(c);
-      return;
-    }
-    void pump(c);
-  };
-  const shutdownAll = async () => {
-    sessions.killAll();
-    await cgroups?.shutdown();
-    guardian?.stop();
-  };
-
-  if (opts.transport === "stdio") return startStdio(newConn, enqueue, sessions, shutdownAll);
-
-  const server = Bun.serve<ConnData>({
-    hostname: opts.hostname,
-    port: opts.port,
-    fetch(req, srv) {
-      if (req.headers.get("origin") !== null) return new Response("Origin header not allowed\n", { status: 403 });
-      const ip = srv.requestIP(req);
-      const peer = ip === null ? "unknown" : ip.family === "IPv6" ? `[${ip.address}]:${ip.port}` : `${ip.address}:${ip.port}`;
-      if (req.method === "GET" && new URL(req.url).pathname === "/readyz" && req.headers.get("upgrade") === null)
-        return new Response(null, { status: 200 });
-      const refused = opts.authorize?.(req.headers.get("authorization"));
-      if (refused !== undefined) {
-        log.info("exec-server: refused a websocket upgrade", { peer, why: refused.message });
-        return new Response(refused.message, { status: refused.status, headers: { "content-type": "text/plain; charset=utf-8" } });
-      }
-      if (srv.upgrade(req, { data: { peer } })) return undefined;
-      return new Response("expected a websocket upgrade\n", { status: 400 });
-    },
-    websocket: {
-      maxPayloadLength: opts.maxMessageBytes,
-      backpressureLimit: 2 * 1024 * 1024 * 1024 - 1,
-      closeOnBackpressureLimit: false,
-      perMessageDeflate: false,
-      sendPings: true,
-      idleTimeout: 0,
-      open(ws) {
-        ws.data.conn = newConn(ws, ws.data.peer);
-      },
-      message(ws, raw) {
-        enqueue(ws.data.conn!, raw);
-      },
-      drain(ws) {
-        const c = ws.data.conn!;
-        if (ws.getBufferedAmount() < OUTBOUND_HIGH_WATER_BYTES) for (const w of c.drainWaiters.splice(0)) w();
-      },
-      close(ws) {
-        const c = ws.data.conn;
-        if (c !== undefined) sessions.detach(c);
-      },
-    },
-  });
-  const host = opts.hostname.includes(":") ? `[${opts.hostname}]` : opts.hostname;
   return {
-    url: `ws://${host}:${server.port}`,
-    server,
-    ended: new Promise<void>(() => undefined),
-    async shutdown() {
-      void server.stop(true);
-      await shutdownAll();
+    cgroups,
+    ensureGuardian() {
+      if (guardianTried || cgroups === undefined) return;
+      guardianTried = true;
+      guardian = startGuardian(cgroups.base);
     },
+    stopGuardian: () => guardian?.stop(),
   };
-}
-
-/**
- * The stdio transport: one connection whose messages are the lines of stdin (empty lines skipped) and whose
- * replies and events are lines on stdout. Codex 0.169 prints nothing else on stdout in this mode, and exits when
- * stdin reaches EOF; `ended` resolves then (the caller shuts down, killing the processes).
- */
-function startStdio(
-  newConn: (ws: ConnSocket, peer: string) => Conn,
-  enqueue: (c: Conn, raw: string) => void,
-  sessions: SessionRegistry,
-  shutdownAll: () => Promise<void>,
-): ExecServer {
-  const out = process.stdout;
-  let ended!: () => void;
-  const endedP = new Promise<void>((r) => (ended = r));
-  const socket: ConnSocket = {
-    send: (text: string) => out.write(`${text}\n`),
-    close: () => ended(),
-    cork: (fn: () => void) => fn(),
-    getBufferedAmount: () => out.writableLength,
-  };
-  const c = newConn(socket, "stdio");
-  out.on("drain", () => {
-    for (const w of c.drainWaiters.splice(0)) w();
-  });
-  out.on("error", () => ended());
-  void (async () => {
-    const dec = new TextDecoder();
-    let buf = "";
-    try {
-      for await (const chunk of Bun.stdin.stream()) {
-        buf += dec.decode(chunk, { stream: true });
-        let nl: number;
-        while ((nl = buf.indexOf("\n")) >= 0) {
-          const line = buf.slice(0, nl).replace(/\r$/, "");
-          buf = buf.slice(nl + 1);
-          if (line.trim() !== "") enqueue(c, line);
-        }
-      }
-      if (buf.trim() !== "") enqueue(c, buf);
-    } catch (e) {
-      log.info("exec-server: stdin failed", { error: String(e) });
-    }
-    // Let the requests already read finish before ending (their replies still go out).
-    while ((c.busy || c.inFlight > 0) && !c.closed) await new Promise((r) => setTimeout(r, 5));
-    ended();
-  })();
-  void endedP.then(() => sessions.detach(c));
-  return { url: "stdio", ended: endedP, shutdown: shutdownAll };
 }

@@ -14,6 +14,7 @@
  * (docs/benchmarks.md, "Start-up"). test/mcp/early-initialize.test.ts checks the constants below against the SDK's.
  */
 import { writeSync } from "node:fs";
+import { isJsonObject as isObject } from "../jsonrpc.ts";
 import { VERSION } from "../version.ts";
 
 /**
@@ -61,10 +62,6 @@ export interface EarlyInput {
  */
 const EARLY_KEY = Symbol.for("shellmcp.earlyInput");
 const holder = globalThis as unknown as { [EARLY_KEY]?: EarlyInput };
-
-function isObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
-}
 
 /**
  * `line` as a JSON-RPC 2.0 request for `method` with a string or integer id and an object `params`, else

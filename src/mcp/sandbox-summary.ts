@@ -6,7 +6,8 @@
  * says the general part and points here; `tools/list` is answered after start-up, with these facts.
  */
 import type { NetworkPolicy } from "../network/policy.ts";
-import { hasFullDiskWrite, hasFullNetwork, writableRootPaths, type SandboxPolicy } from "../sandbox/policy.ts";
+import { hasFullDiskWrite, hasFullNetwork, type SandboxPolicy } from "../sandbox/policy.ts";
+import { writableRootPaths } from "../sandbox/roots.ts";
 import { bounded } from "../safe-text.ts";
 
 /** Most writable roots and allowed hosts named (the rest are counted). */

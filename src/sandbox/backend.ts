@@ -206,7 +206,7 @@ export class CallSandbox {
    */
   writable(): WritableView {
     const s = this.state;
-    // Our bubblewrap plans bind the folders above their read-only entries onto themselves (policy.ts `pinFolders`),
+    // Our bubblewrap plans bind the folders above their read-only entries onto themselves (writable-model.ts `pinFolders`),
     // so those entries stay read-only by path; Codex's own helper does not.
     const pinned = this.backend.kind === "bwrap";
     this.view ??=

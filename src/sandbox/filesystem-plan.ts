@@ -17,21 +17,11 @@ import {
   type NetworkSandboxPolicy,
   type PermissionProfile,
 } from "./permission-profile.ts";
-import {
-  configCarveOuts,
-  configDirsUnder,
-  isDir,
-  isUnder,
-  LINUX_PLATFORM_READ_DEFAULTS,
-  PROTECTED_NAMES,
-  readableRoots,
-  rootInConfigDir,
-  writableRootPaths,
-  writableRoots,
-  type NestedGitOption,
-  type SandboxPolicy,
-  type WritableRoot,
-} from "./policy.ts";
+import { configCarveOuts, configDirsUnder, PROTECTED_NAMES, rootInConfigDir } from "./protected-config.ts";
+import { isDir, isUnder } from "./paths.ts";
+import { LINUX_PLATFORM_READ_DEFAULTS, readableRoots, writableRootPaths, writableRoots, type NestedGitOption } from "./roots.ts";
+import type { SandboxPolicy } from "./policy.ts";
+import type { WritableRoot } from "./writable-model.ts";
 import { hiddenPaths, type HiddenPaths } from "./secrets.ts";
 
 /**

@@ -23,7 +23,8 @@
 import { existsSync, lstatSync, readdirSync } from "node:fs";
 import { userHome } from "../self.ts";
 import { dirname, isAbsolute, join } from "node:path";
-import { isUnder, protectedConfigDirs } from "./policy.ts";
+import { isUnder } from "./paths.ts";
+import { protectedConfigDirs } from "./protected-config.ts";
 import { canonicalPath } from "./writable.ts";
 
 /**

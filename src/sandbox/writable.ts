@@ -16,7 +16,9 @@
 import { existsSync, lstatSync, readlinkSync, realpathSync } from "node:fs";
 import { basename, dirname, isAbsolute, join, normalize, resolve } from "node:path";
 import type { FilesystemPlan } from "./filesystem-plan.ts";
-import { hasFullDiskWrite, pinFolders, writableInModel, writableRoots, type SandboxPolicy } from "./policy.ts";
+import { hasFullDiskWrite, type SandboxPolicy } from "./policy.ts";
+import { pinFolders, writableInModel } from "./writable-model.ts";
+import { writableRoots } from "./roots.ts";
 
 /** Which mechanism confines the shell's writes. `none`: the shell runs unsandboxed. */
 export type WriteEnforcement = "bwrap" | "landlock" | "none";
@@ -31,9 +33,9 @@ export interface WritableView {
   readOnly: string[];
   /**
    * Canonical folders inside a `readOnly` entry that are bound writable again (bubblewrap: a bare repository's
-   * `objects/`, `refs/`, `logs/`, `worktrees/`, policy.ts `nestedGit`); absent means none. A path is writable when
+   * `objects/`, `refs/`, `logs/`, `worktrees/`, git/nested.ts `nestedGit`); absent means none. A path is writable when
    * it lies under a root and under no read-only entry, or under a writable-again folder deeper than every read-only
-   * entry holding it (policy.ts `writableInModel`; {@link canWrite} is the one place that asks).
+   * entry holding it (writable-model.ts `writableInModel`; {@link canWrite} is the one place that asks).
    */
   writableAgain?: string[];
 }
@@ -45,7 +47,7 @@ export const LANDLOCK_EXTRA_WRITABLE = ["/dev/shm"];
  * The writable view of a shell started under `policy` with `cwd` as the policy cwd and `env` as its environment.
  * `enforcement` says which backend runs it (`none` when the shell is not sandboxed at all). `workdir`: the folder
  * the shell starts in, as given to the sandbox's plan (its repository's `.git` is read-only at any depth under
- * bubblewrap, policy.ts `nestedGitPaths`): the view must be planned from the same inputs as the sandbox.
+ * bubblewrap, git/nested.ts `nestedGitPaths`): the view must be planned from the same inputs as the sandbox.
  */
 export function writableView(
   policy: SandboxPolicy,

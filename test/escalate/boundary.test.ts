@@ -5,7 +5,8 @@
 import { describe, expect, test } from "bun:test";
 import { chmodSync, mkdirSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { checkEscalation, escalatedEnv, safePath, type EscalationBoundary } from "../../src/escalate/decision/boundary.ts";
+import { checkEscalation, type EscalationBoundary } from "../../src/escalate/decision/boundary.ts";
+import { escalatedEnv, safePath } from "../../src/escalate/decision/escalated-env.ts";
 import { parseSandboxPolicy } from "../../src/sandbox/policy.ts";
 import { canWrite, writableView } from "../../src/sandbox/writable.ts";
 import { CONF_BASE } from "../helpers/cleanup.ts";

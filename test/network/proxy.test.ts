@@ -12,7 +12,8 @@ import * as net from "node:net";
 import * as tls from "node:tls";
 import { tempDir } from "../helpers/binary.ts";
 import { emptyNetworkPolicy, type NetworkPolicy } from "../../src/network/policy.ts";
-import { CallProxy, parseClientHelloSni, type ProxyPorts } from "../../src/network/proxy.ts";
+import { CallProxy, type ProxyPorts } from "../../src/network/proxy.ts";
+import { parseClientHelloSni } from "../../src/network/proxy-wire.ts";
 
 const BIG = randomBytes(30 * 1024 * 1024);
 let server: ReturnType<typeof Bun.serve>;

@@ -1,5 +1,5 @@
 /**
- * Unit tests of the protected paths a plan lists inside writable roots (src/sandbox/policy.ts, issue 34 items 4
+ * Unit tests of the protected paths a plan lists inside writable roots (src/sandbox/roots.ts and src/sandbox/git/nested.ts, issue 34 items 4
  * and 5): the search for nested repositories (depth, skipped folders, symlinks, `.git` files and the gitdirs they
  * may point at, the working folder's repository at any depth) and the protected config folders (CODEX_HOME,
  * `/etc/codex`: read-only carve-outs, their first missing component, roots inside them dropped, Landlock refused).
@@ -9,7 +9,9 @@ import { mkdirSync, mkdtempSync, realpathSync, rmSync, symlinkSync, writeFileSyn
 import { join } from "node:path";
 import { CONF_BASE } from "../helpers/test-dirs.ts";
 import { landlockCanEnforce, planPermissionProfile, planSandboxPolicy } from "../../src/sandbox/filesystem-plan.ts";
-import { configCarveOuts, nestedGitPaths, parseSandboxPolicy, rootInConfigDir, setProtectedConfigDirs } from "../../src/sandbox/policy.ts";
+import { configCarveOuts, rootInConfigDir, setProtectedConfigDirs } from "../../src/sandbox/protected-config.ts";
+import { nestedGitPaths } from "../../src/sandbox/git/nested.ts";
+import { parseSandboxPolicy } from "../../src/sandbox/policy.ts";
 
 const base = realpathSync(mkdtempSync(join(CONF_BASE, "protected-")));
 afterAll(() => rmSync(base, { recursive: true, force: true }));

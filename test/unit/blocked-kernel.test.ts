@@ -4,7 +4,7 @@
  * path this server could not write either, the network when the call has it).
  */
 import { describe, expect, test } from "bun:test";
-import { protectedConfigDirs, setProtectedConfigDirs } from "../../src/sandbox/policy.ts";
+import { protectedConfigDirs, setProtectedConfigDirs } from "../../src/sandbox/protected-config.ts";
 import { detectKernelBlocks, MAX_PATHS_CHECKED, pathOfErrorLine, type KernelContext } from "../../src/blocked/kernel.ts";
 
 const VIEW = { full: false, roots: ["/ws", "/tmp"], readOnly: ["/ws/.git", "/ws/.codex"] };

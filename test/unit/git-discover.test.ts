@@ -18,7 +18,8 @@ import { noteWritable } from "../../src/sandbox/git/taint.ts";
 import { GitGuard } from "../../src/sandbox/git/guard.ts";
 import { bwrapMounts, releaseBwrapPlan } from "../../src/sandbox/linux/bwrap.ts";
 import { planSandboxPolicy } from "../../src/sandbox/filesystem-plan.ts";
-import { isUnder, parseSandboxPolicy } from "../../src/sandbox/policy.ts";
+import { isUnder } from "../../src/sandbox/paths.ts";
+import { parseSandboxPolicy } from "../../src/sandbox/policy.ts";
 import { canWrite, writableView } from "../../src/sandbox/writable.ts";
 import { rng } from "../helpers/rng.ts";
 

@@ -54,6 +54,7 @@ const LAYERS: readonly (readonly string[])[] = [
     "src/version.ts",
     "src/find-executable.ts",
     "src/trace-steps.ts",
+    "src/jsonrpc.ts",
   ],
   ["src/safe-text.ts", "src/stderr.ts"],
   ["ffi"], // libc bindings and struct layouts

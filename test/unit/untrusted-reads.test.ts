@@ -28,8 +28,8 @@ const ALLOWED: Record<string, [string, string][]> = {
     ["readFileSync(`/proc/${line}/net/dev`", "/proc: kernel-made"],
   ],
   "src/escalate/worker/escalated-child.ts": [["readFileSync(`/proc/${p}/task/${t}/children`", "/proc: kernel-made, never blocks"]],
-  "src/exec-server/process.ts": [
-    ["readFileSync(`/proc/${pid}/stat`", "/proc: kernel-made"],
+  "src/exec-server/process.ts": [["readFileSync(`/proc/${pid}/stat`", "/proc: kernel-made"]],
+  "src/exec-server/launch.ts": [
     ["Bun.file(fd).stream()", "the lifeline guard's status pipe (an fd this process made), read asynchronously"],
   ],
   "src/shell/sessions.ts": [["readFileSync(`/proc/${pid}/stat`", "/proc: kernel-made"]],

@@ -22,7 +22,7 @@ export interface InspectRequest {
   id: number;
   boundary: EscalationBoundary;
   request: { file: string; argv: string[]; workdir: string };
-  /** The escalated program's environment (./boundary.ts `escalatedEnv`). */
+  /** The escalated program's environment (./escalated-env.ts `escalatedEnv`). */
   env: Record<string, string>;
   grant?: Grant;
   /** What this server's sandboxes could have written so far (../../sandbox/git/taint.ts); git's control files are judged by it. */

@@ -1,6 +1,6 @@
 /**
  * The one search for git directories below a writable root (issue 38, "One git-control module"; docs/git-guard.md,
- * "Discovery"). The bubblewrap plan's read-only binds (../policy.ts `nestedGitPaths`), the writable model that
+ * "Discovery"). The bubblewrap plan's read-only binds (./nested.ts `nestedGitPaths`), the writable model that
  * mirrors them (../writable.ts) and the git guard's snapshot (../guard.ts `findGitDirs`) all take their git dirs
  * from here, so they cannot disagree about which repositories exist.
  *

@@ -57,7 +57,7 @@ import { gitlinksOf } from "./layout.ts";
 import { discoverGitDirs, FIRST_SEARCH_MAX_DIRS, MAX_FRONTIER_BINDS } from "./discover.ts";
 import { MAX_INDEX_BYTES, readUntrusted, readUntrustedText } from "../../untrusted-fs.ts";
 import { visible } from "../../safe-text.ts";
-import { isUnder } from "../policy.ts";
+import { isUnder } from "../paths.ts";
 import { canonicalPath, canReplaceEntry, canWrite, type WritableView } from "../writable.ts";
 import { noteGitDirSeen, noteGuardWrite, untaintedNow } from "./taint.ts";
 import { DirFds, runRepairs, type RepairOp, type RepairResult } from "./repair.ts";

@@ -5,7 +5,8 @@
  * by src/serve/backend.ts.
  */
 import { serializePermissionProfile } from "../permission-profile.ts";
-import { protectedConfigDirs, serializeSandboxPolicy } from "../policy.ts";
+import { protectedConfigDirs } from "../protected-config.ts";
+import { serializeSandboxPolicy } from "../policy.ts";
 import type { RoomBackend } from "../room-backend.ts";
 import { hiddenPaths, hiddenPathsFlag } from "../secrets.ts";
 import {

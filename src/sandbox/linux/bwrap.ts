@@ -29,7 +29,10 @@ import { forgetProbe, probedFullStrength, probeKey, rememberFullStrength } from 
 import { serializePermissionProfile } from "../permission-profile.ts";
 import { linuxReadableRoots, type FilesystemPlan } from "../filesystem-plan.ts";
 import { FIRST_SEARCH_MAX_DIRS, frontierTooLarge } from "../git/discover.ts";
-import { configCarveOuts, foundByDiscovery, pinFolders, rootInConfigDir, serializeSandboxPolicy } from "../policy.ts";
+import { configCarveOuts, rootInConfigDir } from "../protected-config.ts";
+import { foundByDiscovery } from "../git/nested.ts";
+import { pinFolders } from "../writable-model.ts";
+import { serializeSandboxPolicy } from "../policy.ts";
 import { planOf, resolveCommand, seccompModeForPlan, type SandboxRun } from "./in-process.ts";
 import { outermost } from "../secrets.ts";
 import { buildFilter } from "./seccomp.ts";

@@ -11,7 +11,7 @@ import { ShellmcpError } from "../../errors.ts";
 import { findExecutable } from "../../find-executable.ts";
 import { portableShellBases } from "../../carried/portable-shells.ts";
 import { writeStderr } from "../../stderr.ts";
-import { type PermissionProfile } from "../permission-profile.ts";
+import type { PermissionProfile } from "../permission-profile.ts";
 import {
   landlockCanEnforce,
   linuxReadableRoots,
@@ -19,7 +19,8 @@ import {
   planSandboxPolicy,
   type FilesystemPlan,
 } from "../filesystem-plan.ts";
-import { isUnder, type SandboxPolicy } from "../policy.ts";
+import { isUnder } from "../paths.ts";
+import type { SandboxPolicy } from "../policy.ts";
 import { applyLandlock, FS, type LandlockSpec } from "./landlock.ts";
 import { pathsBeside } from "../secrets.ts";
 import { installFilter, type SeccompMode } from "./seccomp.ts";

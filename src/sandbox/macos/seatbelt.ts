@@ -22,7 +22,9 @@
  */
 import { lstatSync, readlinkSync, realpathSync } from "node:fs";
 import { basename, dirname, join, normalize, resolve } from "node:path";
-import { isUnder, PROTECTED_NAMES, type WritableRoot } from "../policy.ts";
+import { isUnder } from "../paths.ts";
+import { PROTECTED_NAMES } from "../protected-config.ts";
+import type { WritableRoot } from "../writable-model.ts";
 import type { FilesystemPlan } from "../filesystem-plan.ts";
 import type { WritableView } from "../writable.ts";
 import { BASE_RULES, DYNAMIC_RULE_IDS, NETWORK_RULES, PLATFORM_DEFAULT_RULES, renderRules, type SeatbeltRule } from "./rules.ts";

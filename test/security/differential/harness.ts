@@ -49,7 +49,7 @@ import { CallSandbox, type SandboxBackend } from "../../../src/sandbox/backend.t
 import { landlockCanEnforce } from "../../../src/sandbox/filesystem-plan.ts";
 import { HelperBackend } from "../../../src/sandbox/linux/backend.ts";
 import { landlockAbi, SIMULATE_ABI_ENV } from "../../../src/sandbox/linux/landlock.ts";
-import { protectedConfigDirs, setProtectedConfigDirs } from "../../../src/sandbox/policy.ts";
+import { protectedConfigDirs, setProtectedConfigDirs } from "../../../src/sandbox/protected-config.ts";
 import { canWrite, type WritableView } from "../../../src/sandbox/writable.ts";
 import { makeLayout, type Layout, type Op, type Probe } from "./layout.ts";
 
