@@ -333,6 +333,11 @@ export interface PlanOptions {
    * no new AF_UNIX socket), and says so (`loopback: true`); any other plan is as without it.
    */
   loopback?: boolean;
+  /**
+   * The filesystem plan of `run` when the caller has it already, made from the same policy (or profile), policy cwd,
+   * workdir and environment (the call's sandbox, ../backend.ts `CallSandbox.plan`): not planned again.
+   */
+  plan?: FilesystemPlan;
 }
 
 /**
@@ -340,7 +345,7 @@ export interface PlanOptions {
  * through it would escape the read-only re-bind (Codex 0.169: "crosses writable symlink").
  */
 export function planBwrap(bwrap: string, run: SandboxRun, opts: PlanOptions = {}): BwrapPlan {
-  const plan = planOf(run);
+  const plan = opts.plan ?? planOf(run);
   // Direct: bwrap loads our seccomp program itself (`--seccomp FD`) and execs the command, with no stage of ours
   // inside. Only when nothing else must be applied inside (restricted reads need Landlock read rules) and the
   // program is named by an existing absolute path (bwrap 0.8 cannot set argv[0], and `command not found` keeps
