@@ -32,7 +32,7 @@ import { FIRST_SEARCH_MAX_DIRS, frontierTooLarge } from "../git/discover.ts";
 import { configCarveOuts, foundByDiscovery, pinFolders, rootInConfigDir, serializeSandboxPolicy } from "../policy.ts";
 import { planOf, resolveCommand, seccompModeForPlan, type SandboxRun } from "./in-process.ts";
 import { outermost } from "../secrets.ts";
-import { buildFilter } from "./seccomp.ts";
+import { buildFilter, type SeccompMode } from "./seccomp.ts";
 import { failIfInjected } from "../../fault-injection.ts";
 import {
   adoptedMountPoint,
@@ -369,6 +369,19 @@ export function planBwrap(bwrap: string, run: SandboxRun, opts: PlanOptions = {}
   }
 }
 
+/**
+ * Direct plans' seccomp programs by mode (./seccomp.ts `buildFilter` for this machine's architecture, which
+ * depends on nothing else): built once per mode and process.
+ */
+const filters = new Map<SeccompMode, Uint8Array>();
+
+/** The BPF program for `mode` on this machine (a copy of the one built once: the caller may hand it on as it likes). */
+function filterFor(mode: SeccompMode): Uint8Array {
+  let f = filters.get(mode);
+  if (f === undefined) filters.set(mode, (f = buildFilter(mode)));
+  return f.slice();
+}
+
 /** The rest of {@link planBwrap} once the mounts are planned (it throws the same refusals). */
 function finishPlan(
   run: SandboxRun,
@@ -395,7 +408,7 @@ function finishPlan(
   if (direct) {
     if (mode !== undefined) argv.push("--seccomp", String(opts.seccompFd));
     argv.push("--", ...run.command);
-    const seccomp = mode === undefined ? undefined : buildFilter(mode);
+    const seccomp = mode === undefined ? undefined : filterFor(mode);
     return { argv, created, tempDirs, direct: true, seccomp, ...(loopback ? { loopback: true } : {}) };
   }
   // The inner stage is this executable, found by its path inside the sandbox's view. With `selfFd` (an fd of the
