@@ -13,7 +13,7 @@ import { resolveCodexHome } from "./execpolicy/discovery.ts";
 import { log, setLogFile } from "./log.ts";
 import { INSTRUCTIONS } from "./mcp/early-initialize.ts";
 import { parseSandboxState } from "./mcp/sandbox-state.ts";
-import { serveStdio } from "./mcp/server.ts";
+import { serveStdio, type McpServerOptions } from "./mcp/server.ts";
 import { isCodexClient, shellTool, shellToolFor } from "./mcp/shell-tool.ts";
 import { sandboxSummary } from "./mcp/sandbox-summary.ts";
 import { EXEC_COMMAND_TOOL, LIST_SESSIONS_TOOL, WRITE_STDIN_TOOL } from "./mcp/unified-exec.ts";
@@ -44,7 +44,7 @@ export const TERMINAL_HINT =
 /** Run the server until the client disconnects. Returns the exit status. */
 export async function serveMain(o: ServeOptions): Promise<number> {
   // Typed in a terminal, serve would wait silently for a JSON-RPC client (issue 41): one line says so.
-  if (isatty(0)) writeStderr(`${TERMINAL_HINT}\n`);
+  if (isatty(0) && o.listen === undefined) writeStderr(`${TERMINAL_HINT}\n`);
   // 1. Everything that can be wrong is checked before the MCP session starts (only `initialize` may have been
   //    answered already, see mcp/early-initialize.ts): fail at start-up, not mid-session.
   // 0. Everything the server writes also goes to its log file, from the first line on.
@@ -58,6 +58,8 @@ export async function serveMain(o: ServeOptions): Promise<number> {
     const message = (e as Error).message;
     const remedy = startupRemedy(e);
     writeStderr(`shellmcp serve: ${message}${remedy === "" ? "" : `\n  To fix: ${remedy}`}\n`);
+    // Over HTTP (`--listen`) no client started this process to show it the error: exit, as a service should.
+    if (o.listen !== undefined) return 2;
     await serveBroken(message, remedy);
     return 1;
   }
@@ -77,9 +79,26 @@ export async function serveMain(o: ServeOptions): Promise<number> {
     void releaseCodePages(platform);
   });
   void rt.shellRefused().then(() => idle.settled());
-  // 4. Serve: the session's sandbox state changes with 0.97's notification; each call runs one command.
+  // 4. Serve: the session's sandbox state changes with 0.97's notification; each call runs one command. Over HTTP
+  //    (`--listen`), each client gets the same behaviour with its own state and exec sessions (./http/serve.ts).
+  if (setup.listen !== undefined) {
+    const { serveHttp } = await import("./http/serve.ts");
+    return serveHttp(o, setup, rt, () => clientRuntime(rt, setup, idle));
+  }
+  await serveStdio(clientOptions(rt, setup, idle));
+  // 5. The client is gone: nothing this server started outlives it.
+  await rt.shutdown();
+  return 0;
+}
+
+/**
+ * The MCP server behaviour of one client over runtime `rt`: its sandbox state (changed by 0.97's notification,
+ * applying to the next call), and each tool call run against `rt` (whose `unified` holds this client's exec
+ * sessions). On stdio `rt` is the server's; over HTTP each client has its own ({@link clientRuntime}).
+ */
+function clientOptions(rt: ServeRuntime & { unified: SessionManager }, setup: ServeSetup, idle: IdleRelease): McpServerOptions {
   let state = setup.initialState;
-  await serveStdio({
+  return {
     name: "shellmcp",
     version: VERSION,
     instructions: INSTRUCTIONS,
@@ -106,10 +125,29 @@ export async function serveMain(o: ServeOptions): Promise<number> {
               ? Promise.resolve(handleListSessions(rt, args))
               : handleShellCall(rt, state, args, ctx),
       ),
-  });
-  // 5. The client is gone: nothing this server started outlives it.
-  await rt.shutdown();
-  return 0;
+  };
+}
+
+/**
+ * One HTTP client's runtime and server behaviour: the server's runtime with the client's own exec sessions
+ * (`unified`), running-call shells, network approvals and git-guard notice, so that no client sees, types into or
+ * ends another's. `close()` ends its exec sessions and running calls' processes.
+ */
+function clientRuntime(rt: ServeRuntime & { unified: SessionManager }, setup: ServeSetup, idle: IdleRelease) {
+  const own = {
+    ...rt,
+    setup: { ...setup, networkApproved: new Set<string>() },
+    unified: new SessionManager(setup.sessionLimits),
+    sessions: new Set<number>(),
+  };
+  return {
+    options: clientOptions(own, own.setup, idle),
+    close: async () => {
+      const ended = own.unified.closeAll(3000);
+      killSessions(own.sessions);
+      await ended;
+    },
+  };
 }
 
 /**
@@ -233,7 +271,7 @@ function startRuntime(
   o: ServeOptions,
   setup: ServeSetup,
   platform: NodeJS.Platform,
-): ServeRuntime & { unified: SessionManager; shutdown: () => Promise<void> } {
+): ServeRuntime & { unified: SessionManager; shutdown: () => Promise<void>; onShutdown: (hook: () => Promise<void>) => void } {
   let server: EscalationServer | undefined;
   const wrapperPath = o.execve ?? selfAs("codex-execve-wrapper");
   // The sandbox helper runs outside every sandbox, started by this process: as the file this process runs
@@ -284,7 +322,9 @@ function startRuntime(
   const sessions = new Set<number>();
   // exec_command sessions (Codex's unified exec): bounded, and ended first at shutdown.
   const unified = new SessionManager(setup.sessionLimits);
+  const hooks: (() => Promise<void>)[] = [];
   const shutdown = async () => {
+    await Promise.all(hooks.splice(0).map((h) => h().catch(() => undefined))); // e.g. the HTTP listener's drain
     endLifeline(); // every call's guard kills what runs below it
     const sessionsEnded = unified.closeAll(3000);
     await cgroups?.shutdown();
@@ -309,6 +349,7 @@ function startRuntime(
     cgroups,
     unified,
     shutdown,
+    onShutdown: (hook) => void hooks.push(hook),
   };
 }
 

@@ -11,6 +11,13 @@
 "use strict";
 var childProcess = require("child_process");
 
+// A listener on the clean root's own loopback (scripts/clean-root/net.cjs tries to reach it from the sandbox).
+var listener = require("net").createServer(function (c) {
+  c.end();
+});
+listener.listen(47621, "127.0.0.1");
+listener.unref();
+
 var argv = process.argv.slice(2);
 var timeoutMs = Number(process.env.CLIENT_TIMEOUT_MS || 120000);
 var server = childProcess.spawn(argv[0], argv.slice(1), { stdio: ["pipe", "pipe", "pipe"] });

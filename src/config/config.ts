@@ -289,6 +289,21 @@ export function sessionLimitsConfig(cfg: Config): { maxSessions?: number; idleTi
 }
 
 /**
+ * `[shellmcp] listen`: the URL `serve` listens on for MCP over streamable HTTP (`http://HOST:PORT/PATH`, see
+ * ../http/server.ts), or undefined when absent (stdio). Throws `CONFIG` when it is not a string.
+ */
+export function listenConfig(cfg: Config): string | undefined {
+  const t = (cfg.shellmcp ?? {}) as Record<string, unknown>;
+  if (typeof t !== "object" || t === null || Array.isArray(t) || t.listen === undefined) return undefined;
+  if (typeof t.listen !== "string")
+    throw new ShellmcpError(
+      "CONFIG",
+      `shellmcp.listen must be a URL string such as "http://127.0.0.1:8765/mcp" (got ${JSON.stringify(t.listen)})`,
+    );
+  return t.listen;
+}
+
+/**
  * A whole number from 1 to `max`, from a flag (a string; `where` starts with `--`: `USAGE`) or a config key (`CONFIG`).
  * Throws with the flag or key named.
  */

@@ -4,7 +4,7 @@
  *
  * - `--listen ws://IP:PORT` (default `ws://127.0.0.1:0`, a free port): prints the URL (one line on stdout) once it
  *   listens. `--listen stdio` / `stdio://`: JSON-RPC lines on stdin/stdout, nothing else printed, ends at stdin EOF.
- * - `--ws-auth capability-token|signed-bearer-token` and its flags (./auth.ts); refused with stdio as Codex does.
+ * - `--ws-auth capability-token|signed-bearer-token` and its flags (../auth/bearer.ts); refused with stdio as Codex does.
  *   Unlike Codex, a websocket listener is authenticated by default: without `--ws-auth`, a capability token is
  *   generated at start and said once on stderr (never written to disk unless `--ws-token-out PATH` asks; the start-up
  *   message advises `$CODEX_HOME/exec-server.token`, which no shellmcp sandbox reads: src/sandbox/secrets.ts), and
@@ -30,7 +30,7 @@ import { userHome } from "../self.ts";
 import { join } from "node:path";
 import { ShellmcpError } from "../errors.ts";
 import { writeStderr } from "../stderr.ts";
-import type { AuthRefusal, TokenFile, WsAuthArgs, WsAuthSettings } from "./auth.ts";
+import type { AuthRefusal, TokenFile, WsAuthArgs, WsAuthSettings } from "../auth/bearer.ts";
 import { setPidNamespaceMode, setSandboxBackend } from "./sandbox.ts";
 import { addSecrets } from "../sandbox/secrets.ts";
 import { DEFAULT_SERVER_OPTIONS, startExecServer, type ServerOptions } from "./server.ts";
@@ -187,7 +187,7 @@ export async function execServerMain(o: ExecServerCliOptions): Promise<number> {
     // The stdio transport loads no auth code (node:crypto): it has nothing to check.
     const auth =
       !stdio || o.wsAuth !== undefined || o.wsTokenOut !== undefined || wsFlags.some((f) => f !== undefined)
-        ? await import("./auth.ts")
+        ? await import("../auth/bearer.ts")
         : undefined;
     authSettings = auth?.parseWsAuthArgs(o);
     // Its credential files are secrets no sandbox of this server reads (../sandbox/secrets.ts), wherever they are.

@@ -20,7 +20,7 @@ import { encodeBase64, rpcError, RPC } from "./rpc.ts";
 import { GitCheck } from "../sandbox/git/call-check.ts";
 import { markerDir, sweepMountMarkers } from "../sandbox/linux/mount-markers.ts";
 import { GUARD_ARGV0, lifelineProblem } from "../sandbox/linux/lifeline.ts";
-import { guardedStart } from "../shell/run-command.ts";
+import { guardedStart } from "../shell/spawn-plan.ts";
 import * as libc from "../../ffi/libc.ts";
 import {
   callSandboxFor,
@@ -131,7 +131,7 @@ export function resolveProgram(name: string, path: string | undefined): string |
 
 /**
  * `argv` started through `/bin/sh`, which joins the cgroup (`procs`) before the program's first instruction and then
- * execs it — serve's trampoline (src/shell/run-command.ts `joinCgroupFirst`), except that the `PWD` dash exports is
+ * execs it — serve's trampoline (src/shell/spawn-plan.ts `joinCgroupFirst`), except that the `PWD` dash exports is
  * removed again unless the child's env set it (the child env must be exactly what was asked for).
  */
 export function cgroupTrampoline(procs: string, argv: string[], keepPwd: boolean): string[] {

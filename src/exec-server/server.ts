@@ -5,7 +5,7 @@
  *   (one message per line on stdin/stdout; the server ends when stdin closes, as Codex's does). `"jsonrpc"` is never
  *   sent. Websocket upgrades: an `Origin` header is refused with HTTP 403 (a browser page must not drive it); the
  *   `Authorization: Bearer` credential (a token generated at start by default, or per `--ws-auth`; none only with
- *   `--ws-auth none`) is checked before the upgrade (./auth.ts, HTTP 401), so a refused client reaches no method; `GET /readyz` answers 200 (Codex's readiness probe, no auth); frames over
+ *   `--ws-auth none`) is checked before the upgrade (../auth/bearer.ts, HTTP 401), so a refused client reaches no method; `GET /readyz` answers 200 (Codex's readiness probe, no auth); frames over
  *   {@link ServerOptions.maxMessageBytes} close the connection; output pumps pause while a connection has more than
  *   {@link OUTBOUND_HIGH_WATER_BYTES} unsent.
  * - Requests are handled in arrival order, at most {@link ServerOptions.concurrentRequests} at once per connection
@@ -24,7 +24,7 @@ import { log } from "../log.ts";
 import { CgroupManager } from "../shell/cgroup.ts";
 import { sweepMountMarkers } from "../sandbox/linux/mount-markers.ts";
 import { sweepDeadApproverSockets } from "../approvals/server.ts";
-import type { AuthRefusal } from "./auth.ts";
+import type { AuthRefusal } from "../auth/bearer.ts";
 import { startGuardian, type Guardian } from "./guardian.ts";
 import { isKnownMethod, prepare, type MethodContext } from "./methods.ts";
 import { RPC, rpcError, toRpcError } from "./rpc.ts";

@@ -271,8 +271,11 @@ class RobustStdioTransport implements Transport {
   }
 }
 
-/** Serve MCP on stdio until the client closes stdin. */
-export async function serveStdio(o: McpServerOptions): Promise<void> {
+/**
+ * The legacy era's SDK `Server` with the tools, elicitation, roots and sandbox-state handlers of `o`, not yet
+ * connected: stdio connects one ({@link serveStdio}), the HTTP transport one per MCP session (./http.ts).
+ */
+export function createLegacyServer(o: McpServerOptions): Server {
   const server = new Server(
     { name: o.name, version: o.version },
     { capabilities: { tools: {}, experimental: { [SANDBOX_STATE_CAPABILITY]: { version: "1.0.0" } } }, instructions: o.instructions },
@@ -284,8 +287,9 @@ export async function serveStdio(o: McpServerOptions): Promise<void> {
   server.setNotificationHandler(RootsListChangedNotificationSchema, async () => {
     roots = undefined;
   });
-  const listRoots = (): Promise<string[]> =>
-    (roots ??= server.listRoots().then(
+  // Asked on behalf of the call that first needs them (over HTTP: on that call's SSE stream, see elicit below).
+  const listRoots = (relatedRequestId?: string | number): Promise<string[]> =>
+    (roots ??= server.listRoots(undefined, { relatedRequestId }).then(
       (r) => r.roots.filter((x) => x.uri.startsWith("file://")).map((x) => decodeURIComponent(new URL(x.uri).pathname)),
       () => {
         roots = undefined;
@@ -313,12 +317,14 @@ export async function serveStdio(o: McpServerOptions): Promise<void> {
         ? async (message, requestedSchema) => {
             const r = await server.elicitInput(
               { message, requestedSchema: requestedSchema as never },
-              { signal: extra.signal, timeout: 24 * 3600 * 1000 },
+              // Related to the call: over HTTP it goes on the call's own SSE stream, which is open while the call
+              // runs (the GET stream may not be: a client need not open one). On stdio it changes nothing.
+              { signal: extra.signal, timeout: 24 * 3600 * 1000, relatedRequestId: extra.requestId },
             );
             return { action: r.action, content: r.content as Record<string, unknown> | undefined };
           }
         : undefined,
-      roots: hasRoots ? listRoots : undefined,
+      roots: hasRoots ? () => listRoots(extra.requestId) : undefined,
     };
     try {
       return (await o.callTool(req.params.name, req.params.arguments, ctx)) as never;
@@ -345,6 +351,12 @@ export async function serveStdio(o: McpServerOptions): Promise<void> {
       log.warn("ignored a malformed codex/sandbox-state/update notification", { error: (e as Error).message });
     }
   };
+  return server;
+}
+
+/** Serve MCP on stdio until the client closes stdin. */
+export async function serveStdio(o: McpServerOptions): Promise<void> {
+  const server = createLegacyServer(o);
 
   // The modern era: requests with the 2026-07-28 envelope, and the cancellation of those in flight.
   let transport: RobustStdioTransport | undefined = undefined;

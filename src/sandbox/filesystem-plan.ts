@@ -13,6 +13,7 @@ import {
   pathFromUri,
   wireEntry,
   type FileSystemAccessMode,
+  type FileSystemSandboxEntry,
   type NetworkSandboxPolicy,
   type PermissionProfile,
 } from "./permission-profile.ts";
@@ -136,63 +137,49 @@ export function planPermissionProfile(
   if (p.type === "external") return open(true, p.network, true);
   if (p.fileSystem.type === "unrestricted") return open(true, p.network, true);
 
-  const cwdPath = canonical(pathFromUri(cwd, "sandboxCwd"));
+  const { byPath, minimal } = resolveEntries(p.fileSystem.entries, canonical(pathFromUri(cwd, "sandboxCwd")), env);
+  const { fullRead, fullWrite, writableRoots, readable, denied } = classifyEntries(byPath);
+  if (fullWrite && (denied.length > 0 || writableRoots.some((w) => w.readOnlySubpaths.length > 0))) {
+    throw new ShellmcpError(
+      "SANDBOX_UNAVAILABLE",
+      "cannot enforce a permission profile that makes `/` writable but keeps paths below it read-only or denied",
+    );
+  }
+  // CODEX_HOME and /etc/codex stay read-only inside every writable root (docs/sandbox.md, "Protected paths").
+  for (const w of writableRoots) for (const c of configCarveOuts(w.root)) if (!w.readOnlySubpaths.includes(c)) w.readOnlySubpaths.push(c);
+  for (const w of writableRoots) w.readOnlySubpaths.sort((a, b) => depth(a) - depth(b));
+  return withHiddenPaths({
+    sandboxed: true,
+    fullRead,
+    fullWrite,
+    readableRoots: fullRead ? [] : [...new Set(readable)],
+    includePlatformDefaults: minimal,
+    writableRoots,
+    deniedPaths: denied,
+    network: p.network,
+    strict: true,
+  });
+}
+
+/** One restricted profile's entries, resolved: the winning access per path (ties: deny > write > read). */
+type ResolvedEntries = Map<string, { access: FileSystemAccessMode; exists: boolean }>;
+
+/**
+ * The paths of a restricted profile's `entries` (`cwdPath`: the canonical sandbox cwd, for `project_roots`; `env`:
+ * `$TMPDIR`), each with the winning access and whether it exists now; `minimal` when an entry reads the platform's
+ * system folders. Throws `SANDBOX_UNAVAILABLE` as {@link planPermissionProfile} says.
+ */
+function resolveEntries(
+  entries: readonly FileSystemSandboxEntry[],
+  cwdPath: string,
+  env: Record<string, string | undefined>,
+): { byPath: ResolvedEntries; minimal: boolean } {
   let minimal = false;
-  /** Winning access per resolved path (ties: deny > write > read). */
-  const byPath = new Map<string, { access: FileSystemAccessMode; exists: boolean }>();
-  for (const e of p.fileSystem.entries) {
-    let raw: string | undefined;
-    const where = JSON.stringify(wireEntry(e));
-    if (e.path.type === "glob_pattern") {
-      throw new ShellmcpError(
-        "SANDBOX_UNAVAILABLE",
-        `cannot enforce permission profile entry ${where}: glob_pattern entries are not supported by shellmcp yet`,
-      );
-    }
-    if (e.path.type === "path") raw = e.path.path;
-    else {
-      const v = e.path.value;
-      switch (v.kind) {
-        case "root":
-          raw = "/";
-          break;
-        case "minimal":
-          if (e.access === "deny")
-            throw new ShellmcpError(
-              "SANDBOX_UNAVAILABLE",
-              `cannot enforce permission profile entry ${where}: denying the platform's system folders is not supported`,
-            );
-          if (e.access === "write")
-            throw new ShellmcpError(
-              "SANDBOX_UNAVAILABLE",
-              `cannot enforce permission profile entry ${where}: write access to the platform's system folders is not supported`,
-            );
-          minimal = true;
-          continue;
-        case "project_roots":
-          raw = v.subpath === undefined ? cwdPath : join(cwdPath, v.subpath);
-          break;
-        case "tmpdir": {
-          const t = env.TMPDIR;
-          if (t === undefined || t === "" || !isAbsolute(t)) continue;
-          raw = t;
-          break;
-        }
-        case "slash_tmp":
-          if (!isDir("/tmp")) continue;
-          raw = "/tmp";
-          break;
-        case "unknown":
-          if (e.access === "write") {
-            log.warn("permission profile: ignored a write entry with an unknown special path (it only narrows access)", { kind: v.name });
-            continue;
-          }
-          throw new ShellmcpError(
-            "SANDBOX_UNAVAILABLE",
-            `cannot enforce permission profile entry ${where}: unknown special path kind \`${v.name}\``,
-          );
-      }
-    }
+  const byPath: ResolvedEntries = new Map();
+  for (const e of entries) {
+    const raw = entryPath(e, cwdPath, env);
+    if (raw === "minimal") minimal = true;
+    if (raw === "minimal" || raw === undefined) continue;
     // Grants follow symlinks (a project reached through a link is the project). Restrictions do not follow
     // their last component: a `.git` that is a symlink must stay visible as one, so that a backend refuses it
     // (a sandboxed command could re-point it) instead of protecting whatever it points at today.
@@ -207,7 +194,81 @@ export function planPermissionProfile(
     const prev = byPath.get(path);
     if (prev === undefined || RANK[e.access] > RANK[prev.access]) byPath.set(path, { access: e.access, exists });
   }
+  return { byPath, minimal };
+}
 
+/**
+ * The path one profile entry names, as written (not yet canonical); `"minimal"` for the platform's system folders
+ * (read only); undefined for an entry that names nothing here (no usable `$TMPDIR`, no `/tmp`, a write entry of an
+ * unknown kind, which only narrows access). Throws `SANDBOX_UNAVAILABLE` as {@link planPermissionProfile} says.
+ */
+function entryPath(e: FileSystemSandboxEntry, cwdPath: string, env: Record<string, string | undefined>): string | "minimal" | undefined {
+  let raw: string | undefined;
+  const where = JSON.stringify(wireEntry(e));
+  if (e.path.type === "glob_pattern") {
+    throw new ShellmcpError(
+      "SANDBOX_UNAVAILABLE",
+      `cannot enforce permission profile entry ${where}: glob_pattern entries are not supported by shellmcp yet`,
+    );
+  }
+  if (e.path.type === "path") raw = e.path.path;
+  else {
+    const v = e.path.value;
+    switch (v.kind) {
+      case "root":
+        raw = "/";
+        break;
+      case "minimal":
+        if (e.access === "deny")
+          throw new ShellmcpError(
+            "SANDBOX_UNAVAILABLE",
+            `cannot enforce permission profile entry ${where}: denying the platform's system folders is not supported`,
+          );
+        if (e.access === "write")
+          throw new ShellmcpError(
+            "SANDBOX_UNAVAILABLE",
+            `cannot enforce permission profile entry ${where}: write access to the platform's system folders is not supported`,
+          );
+        return "minimal";
+      case "project_roots":
+        raw = v.subpath === undefined ? cwdPath : join(cwdPath, v.subpath);
+        break;
+      case "tmpdir": {
+        const t = env.TMPDIR;
+        if (t === undefined || t === "" || !isAbsolute(t)) return undefined;
+        raw = t;
+        break;
+      }
+      case "slash_tmp":
+        if (!isDir("/tmp")) return undefined;
+        raw = "/tmp";
+        break;
+      case "unknown":
+        if (e.access === "write") {
+          log.warn("permission profile: ignored a write entry with an unknown special path (it only narrows access)", { kind: v.name });
+          return undefined;
+        }
+        throw new ShellmcpError(
+          "SANDBOX_UNAVAILABLE",
+          `cannot enforce permission profile entry ${where}: unknown special path kind \`${v.name}\``,
+        );
+    }
+  }
+  return raw;
+}
+
+/**
+ * What the resolved entries give: full read or write (the root's entry), the writable roots (existing folders
+ * outside the protected config folders) with their read-only carve-outs, the readable roots and the denied paths
+ * where something above would grant access. Throws `SANDBOX_UNAVAILABLE` for a read-only path under a writable `/`.
+ */
+function classifyEntries(byPath: ResolvedEntries): {
+  fullRead: boolean;
+  fullWrite: boolean;
+  writableRoots: WritableRoot[];
+  readable: string[];
+  denied: string[];
+} {
   const rootAccess = byPath.get("/")?.access;
   const fullRead = rootAccess === "read" || rootAccess === "write";
   const fullWrite = rootAccess === "write";
@@ -250,26 +311,7 @@ export function planPermissionProfile(
       }
     }
   }
-  if (fullWrite && (denied.length > 0 || writableRoots.some((w) => w.readOnlySubpaths.length > 0))) {
-    throw new ShellmcpError(
-      "SANDBOX_UNAVAILABLE",
-      "cannot enforce a permission profile that makes `/` writable but keeps paths below it read-only or denied",
-    );
-  }
-  // CODEX_HOME and /etc/codex stay read-only inside every writable root (docs/sandbox.md, "Protected paths").
-  for (const w of writableRoots) for (const c of configCarveOuts(w.root)) if (!w.readOnlySubpaths.includes(c)) w.readOnlySubpaths.push(c);
-  for (const w of writableRoots) w.readOnlySubpaths.sort((a, b) => depth(a) - depth(b));
-  return withHiddenPaths({
-    sandboxed: true,
-    fullRead,
-    fullWrite,
-    readableRoots: fullRead ? [] : [...new Set(readable)],
-    includePlatformDefaults: minimal,
-    writableRoots,
-    deniedPaths: denied,
-    network: p.network,
-    strict: true,
-  });
+  return { fullRead, fullWrite, writableRoots, readable, denied };
 }
 
 /**

@@ -204,23 +204,64 @@ export interface LaunchedCommand {
 export async function launchCommand(
   rt: ServeRuntime,
   state: SandboxState,
-  a: { command: string; workdir: string; login: boolean; timeoutMs: number },
+  a: LaunchArgs,
   ctx: ToolContext,
   detached?: DetachedRun,
 ): Promise<ToolResult | LaunchedCommand> {
+  const call = await prepareCall(rt, state, a, ctx);
+  if ("content" in call) return call;
+  return startCall(rt, a, ctx, call, detached);
+}
+
+/** The arguments of one command: what to run, where (an absolute folder), `-lc` or `-c`, the timeout in ms. */
+type LaunchArgs = { command: string; workdir: string; login: boolean; timeoutMs: number };
+
+/** What one call settled before anything of it runs ({@link prepareCall}). */
+interface PreparedCall {
+  /** The call's sandbox, for its state (per-call `_meta`, else the session's; MCP roots joined). */
+  sandbox: CallSandbox;
+  /** Network proxy mode ({@link proxyModeFor}); `proxy` is then the call's proxy. */
+  proxied: boolean;
+  proxy: CallProxy | undefined;
+  server: EscalationServer;
+  /** What the call may write (the git guard's and the kernel-block report's view). */
+  view: WritableView;
+  /** The git guard's snapshot, taken before anything runs; the run owns and settles it. */
+  gitCheck: GitCheck;
+  /** The weaker-protection notice ({@link weakerProtectionNotice}) when this call is the first to need it, else "". */
+  notice: string;
+}
+
+/**
+ * The sandbox state one call runs under: Codex 0.169's per-call `_meta` (applies to this call alone), else the
+ * session's `state` (0.97); for a client without sandbox state that offers MCP roots, the roots join the server's
+ * workspace (never the workdir). A malformed `_meta` is a refusal as a tool result.
+ */
+async function callState(rt: ServeRuntime, state: SandboxState, ctx: ToolContext): Promise<SandboxState | ToolResult> {
   const { setup } = rt;
-  // Codex 0.169: the state travels with the call and applies to it alone; else the session's (0.97).
   let snap = state;
   try {
     snap = sandboxStateFromMeta(ctx.meta) ?? state;
   } catch (e) {
     return errorResult((e as Error).message);
   }
-  // A client without sandbox state that offers MCP roots: they join the server's workspace (never the workdir).
   if (snap === setup.initialState && ctx.roots !== undefined && snap.policy.type === "workspace-write") {
     const extra = (await ctx.roots()).filter((p) => isAbsolute(p) && existsSync(p));
     if (extra.length > 0) snap = { ...snap, policy: { ...snap.policy, writable_roots: [...snap.policy.writable_roots, ...extra] } };
   }
+  return snap;
+}
+
+/**
+ * The state of one call, before anything of it runs: its sandbox state ({@link callState}), its sandbox, proxy mode,
+ * the escalation server (waited for), the git guard's snapshot of what it may write, its proxy and the session's
+ * weaker-protection notice. A refusal (a sandbox that cannot be enforced, proxy mode under Codex's helper, a shell
+ * that is not patched, a git state that cannot be recorded) is a tool result.
+ */
+async function prepareCall(rt: ServeRuntime, state: SandboxState, a: LaunchArgs, ctx: ToolContext): Promise<PreparedCall | ToolResult> {
+  const { setup } = rt;
+  const snap = await callState(rt, state, ctx);
+  if ("content" in snap) return snap;
   const sandbox = sandboxFor(rt, snap, a.workdir);
   if (TRACE_STEPS) traceStep("plan");
   if ("content" in sandbox) return sandbox;
@@ -265,6 +306,16 @@ export async function launchCommand(
     // Every process of a call ends with it: with per-call cgroups, or under the lifeline guard (src/sandbox/linux/lifeline.ts).
     notice = weakerProtectionNotice(why, rt.cgroups !== undefined || lifelineProblem() === undefined);
   }
+  return { sandbox, proxied, proxy, server, view, gitCheck, notice };
+}
+
+/**
+ * Run a prepared call (runCommand with the server's settings, every exec decided by the rules, progress
+ * notifications with the output's tail for a `shell` call) and return at once; `done` resolves with its end
+ * ({@link finishCall}).
+ */
+function startCall(rt: ServeRuntime, a: LaunchArgs, ctx: ToolContext, call: PreparedCall, detached?: DetachedRun): LaunchedCommand {
+  const { setup } = rt;
   const notices: string[] = [];
   // What this call's layers refused, reported to the model (docs/blocked-actions.md).
   const blocked = new BlockedLog();
@@ -278,8 +329,8 @@ export async function launchCommand(
       if (detail !== undefined)
         blocked.add({ layer: "escalation", target: detail.argv.join(" "), remedy: escalationRemedy(detail.reason) });
     },
-    networkProxy: proxy,
-    gitCheck,
+    networkProxy: call.proxy,
+    gitCheck: call.gitCheck,
     command: a.command,
     workdir: a.workdir,
     login: a.login,
@@ -287,8 +338,8 @@ export async function launchCommand(
     shellPath: setup.shellPath,
     wrapperPath: rt.wrapperPath,
     env: detached === undefined ? setup.env : { ...setup.env, ...SESSION_ENV },
-    sandbox,
-    server,
+    sandbox: call.sandbox,
+    server: call.server,
     // A session keeps its output in its own bounded buffer (../shell/session-manager.ts); the run's copy is unused.
     maxOutputBytes: detached === undefined ? setup.maxOutputBytes : 1024,
     signal: detached?.signal ?? ctx.signal,
@@ -314,42 +365,56 @@ export async function launchCommand(
     interceptSet: rt.options.interceptAll ? undefined : interceptSetFor(setup.settings.policy),
     escalation: setup.escalation,
   });
-  const done = (async () => {
-    // Whatever way the run ends, its git check has run (../shell/run-command.ts `CallResources.holdGitCheck`).
-    const r = await run;
-    if (TRACE_STEPS) traceStep("run");
-    notice = (await gitCheck.settle()) + notice;
-    // Each change the guard undid (or could not) is a refused write to a protected path (../blocked/report.ts).
-    const changes = gitCheck.changes();
-    for (const line of [...changes.undone, ...changes.failed])
-      blocked.add({ layer: "protected-path", target: line.split(": ")[0]!, remedy: gitGuardRemedy(changes.failed.includes(line)) });
-    const refused = proxy !== undefined && proxy.refusals.length > 0 ? refusalReport(proxy.refusals) : "";
-    for (const x of proxy?.refusals ?? []) {
-      const host = x.host.includes(":") ? `[${x.host}]` : x.host;
-      blocked.add({ layer: "network", target: `${host}:${x.port}`, remedy: proxyRefusalRemedy(x.host, x.reason) });
-    }
-    // What the kernel sandbox refused, read from the output (../blocked/kernel.ts: only what the sandbox caused).
-    const kernel = kernelBackend(rt.platform, enforcement);
-    if (r.sandboxed && kernel !== undefined)
-      blocked.addAll(
-        detectKernelBlocks(r.output, {
-          backend: kernel,
-          view,
-          workdir: a.workdir,
-          networkOff: !proxied && !hasFullNetwork(sandbox.policy),
-        }),
-      );
-    r.output += refused;
-    // Allowed programs that ran inside the sandbox instead (../escalate/server.ts): after the output, like the guard's.
-    if (notices.length > 0) notice = notices.map((n) => `\nshellmcp: ${n}`).join("") + "\n" + notice;
-    const stale = setup.backend.bwrapFailed(r, sandbox);
-    if (stale !== undefined) log.warn(stale);
-    return { r, notice, stale, refused, blocked };
-  })();
-  return { done };
+  return { done: finishCall(rt, a, call, run, notices, blocked) };
 }
 
 /**
+ * A call's end, once `run` resolved: the git guard's report before the call's notices, what each layer refused
+ * added to `blocked` (the guard's undone changes, the proxy's refusals, the kernel's read from the output), the
+ * proxy's refusals appended to the output, and bubblewrap's stale-mount report when that failed it.
+ */
+async function finishCall(
+  rt: ServeRuntime,
+  a: LaunchArgs,
+  call: PreparedCall,
+  run: Promise<RunCommandResult>,
+  notices: readonly string[],
+  blocked: BlockedLog,
+): Promise<Awaited<LaunchedCommand["done"]>> {
+  const { setup } = rt;
+  const { proxy, gitCheck, sandbox, view } = call;
+  // Whatever way the run ends, its git check has run (../shell/call-resources.ts `CallResources.holdGitCheck`).
+  const r = await run;
+  if (TRACE_STEPS) traceStep("run");
+  let notice = (await gitCheck.settle()) + call.notice;
+  // Each change the guard undid (or could not) is a refused write to a protected path (../blocked/report.ts).
+  const changes = gitCheck.changes();
+  for (const line of [...changes.undone, ...changes.failed])
+    blocked.add({ layer: "protected-path", target: line.split(": ")[0]!, remedy: gitGuardRemedy(changes.failed.includes(line)) });
+  const refused = proxy !== undefined && proxy.refusals.length > 0 ? refusalReport(proxy.refusals) : "";
+  for (const x of proxy?.refusals ?? []) {
+    const host = x.host.includes(":") ? `[${x.host}]` : x.host;
+    blocked.add({ layer: "network", target: `${host}:${x.port}`, remedy: proxyRefusalRemedy(x.host, x.reason) });
+  }
+  // What the kernel sandbox refused, read from the output (../blocked/kernel.ts: only what the sandbox caused).
+  const kernel = kernelBackend(rt.platform, sandbox.enforcement);
+  if (r.sandboxed && kernel !== undefined)
+    blocked.addAll(
+      detectKernelBlocks(r.output, {
+        backend: kernel,
+        view,
+        workdir: a.workdir,
+        networkOff: !call.proxied && !hasFullNetwork(sandbox.policy),
+      }),
+    );
+  r.output += refused;
+  // Allowed programs that ran inside the sandbox instead (../escalate/server.ts): after the output, like the guard's.
+  if (notices.length > 0) notice = notices.map((n) => `\nshellmcp: ${n}`).join("") + "\n" + notice;
+  const stale = setup.backend.bwrapFailed(r, sandbox);
+  if (stale !== undefined) log.warn(stale);
+  return { r, notice, stale, refused, blocked };
+}
+
 /** The kernel mechanism whose refusals a sandboxed call's output may show (../blocked/kernel.ts), if known. */
 function kernelBackend(platform: NodeJS.Platform, enforcement: string): KernelContext["backend"] | undefined {
   if (platform === "darwin") return "seatbelt";

@@ -13,6 +13,7 @@ import {
   applyEnvironmentPolicy,
   approverConfig,
   modernEraConfig,
+  listenConfig,
   defaultTimeoutConfig,
   escalationConfig,
   loadConfig,
@@ -80,6 +81,8 @@ export interface ServeOptions {
   inputRequiredTimeoutMs?: string;
   /** `--task-after-ms N`: after how long a call becomes a task, for clients with the tasks extension (overrides `shellmcp.task_after_ms`). */
   taskAfterMs?: string;
+  /** `--listen URL`: serve MCP over streamable HTTP there instead of stdio (overrides `shellmcp.listen`; ../http/). */
+  listen?: string;
 }
 
 /** What `serve` runs with, as read at start. */
@@ -109,6 +112,8 @@ export interface ServeSetup {
   inputRequiredTimeoutMs?: number;
   /** Modern era: after how long a call becomes a task, ms; undefined: ../mcp/modern.ts's default. */
   taskAfterMs?: number;
+  /** Where MCP is served over HTTP (`--listen`, else `[shellmcp] listen`); undefined: stdio. */
+  listen?: string;
 }
 
 /** Read and check everything `serve` needs (see the top of this file). Throws `ShellmcpError`. */
@@ -130,14 +135,65 @@ export function loadServeSetup(o: ServeOptions): ServeSetup {
   // The shells' TMPDIR (shell_environment_policy may set one) is a writable root of their sandboxes too.
   const exposedByShellTmp = codexHomeExposure(codexHome, { tmpdirs: [env.TMPDIR], pinned: [] });
   if (exposedByShellTmp !== undefined) throw exposedByShellTmp;
+  const escalation = escalationFor(o, cfg);
+  const { policy, files } = loadPolicy({ codexHome, cwd: process.cwd(), extraRules: o.rules, config: cfg });
+  log.info("rules loaded", { files, rules: policy.ruleCount });
+  const { network, initialState } = networkFor(cfg, policy, pinned);
+  const onPrompt = (o.onPrompt ?? "deny") as OnPrompt;
+  if (onPrompt !== "deny" && onPrompt !== "run-in-sandbox")
+    throw new ShellmcpError("USAGE", `--on-prompt must be deny or run-in-sandbox (got ${o.onPrompt})`);
+  const settings: EscalationSettings = {
+    policy,
+    codexHome,
+    preserveProgramPaths: o.preserveProgramPaths ?? false,
+    onPrompt,
+    memory: new Map(),
+  };
+  const shell = o.bash ?? o.shell ?? process.env.CODEX_BASH_PATH ?? "bash";
+  const shellPath = shell === "bash" || shell === "zsh" ? defaultShell(shell) : resolve(shell);
+  if (!existsSync(shellPath)) throw new ShellmcpError("CONFIG", `shell not found: ${shellPath}`, { shell: shellPath });
+  const { maxOutputBytes, defaultTimeoutMs, sessionLimits } = limitsFor(o, cfg);
+  const approver = approverFor(o, cfg);
+  const modernCfg = modernEraConfig(cfg);
+  const inputRequiredTimeoutMs =
+    o.inputRequiredTimeoutMs !== undefined
+      ? parsePositive(o.inputRequiredTimeoutMs, "--input-required-timeout-ms", 24 * 3600 * 1000)
+      : modernCfg.inputRequiredTimeoutMs;
+  const taskAfterMs = o.taskAfterMs !== undefined ? parsePositive(o.taskAfterMs, "--task-after-ms", 3600 * 1000) : modernCfg.taskAfterMs;
+  return {
+    listen: o.listen ?? listenConfig(cfg),
+    approver,
+    inputRequiredTimeoutMs,
+    taskAfterMs,
+    sessionLimits,
+    codexHome,
+    settings,
+    env,
+    shellPath,
+    initialState,
+    maxOutputBytes,
+    defaultTimeoutMs,
+    escalation,
+    backend: new BackendChoice(backendKind, [codexHome]),
+    network,
+    networkApproved: new Set(),
+  };
+}
+
+/**
+ * The escalation settings of config.toml (`[shellmcp]`: mode, extra writable paths, room grants, secrets) with
+ * `--escalation` applied, after hiding what no sandbox of this server reads (../sandbox/secrets.ts): besides HOME's
+ * credential stores and CODEX_HOME's secrets, the approver's folders and the paths config.toml names;
+ * `sandbox_readable` opens stores knowingly. Throws `ShellmcpError` (`USAGE`) for a bad `--escalation`, and what
+ * the room grants' check throws.
+ */
+function escalationFor(o: ServeOptions, cfg: Record<string, unknown>): EscalationConfig {
   const escalation = escalationConfig(cfg, userHome());
-  // What no sandbox of this server reads (../sandbox/secrets.ts): besides HOME's credential stores and CODEX_HOME's
-  // secrets, the approver's folders and the paths config.toml names; `sandbox_readable` opens stores knowingly.
   let approverDirs: string[] = [];
   try {
     approverDirs = approvalsDirs();
   } catch {
-    // CODEX_HOME missing: it was refused above already
+    // CODEX_HOME missing: loadServeSetup refused it already
   }
   setHiding({ secrets: [...approverDirs, ...escalation.secretPaths], open: escalation.sandboxReadable });
   checkRoomNetworkGrants(escalation.roomNetwork);
@@ -147,11 +203,21 @@ export function loadServeSetup(o: ServeOptions): ServeSetup {
     escalation.mode = o.escalation;
   }
   if (escalation.mode === "host") log.warn("escalation = host: allowed programs run unconfined on the host (Codex's meaning)");
-  const { policy, files } = loadPolicy({ codexHome, cwd: process.cwd(), extraRules: o.rules, config: cfg });
-  log.info("rules loaded", { files, rules: policy.ruleCount });
+  return escalation;
+}
+
+/**
+ * Proxy mode's network policy (`[features] network_proxy`, `[permissions.<p>.network]`, the rules' `network_rule`s)
+ * and the sandbox state of a client that sends none: `pinned`, with the network when its configured permission
+ * profile says so (issue 31: with `[features] network_proxy` that is proxy mode with the allow-list, as a Codex
+ * client would get). Logs both.
+ */
+function networkFor(
+  cfg: Record<string, unknown>,
+  policy: EscalationSettings["policy"],
+  pinned: SandboxState,
+): { network: NetworkPolicy; initialState: SandboxState } {
   const network = readNetworkPolicy(cfg, policy, (m) => log.warn(m));
-  // A client that sends no sandbox state gets the network its configured permission profile says (issue 31): with
-  // `[features] network_proxy` that is proxy mode with the allow-list, as a Codex client would get.
   const profileNetwork = profileNetworkEnabled(cfg);
   const initialState = profileNetwork === true ? withNetwork(pinned) : pinned;
   if (initialState !== pinned)
@@ -166,19 +232,18 @@ export function loadServeSetup(o: ServeOptions): ServeSetup {
       mode: network.mode,
       allowLocalBinding: network.allowLocalBinding,
     });
-  const onPrompt = (o.onPrompt ?? "deny") as OnPrompt;
-  if (onPrompt !== "deny" && onPrompt !== "run-in-sandbox")
-    throw new ShellmcpError("USAGE", `--on-prompt must be deny or run-in-sandbox (got ${o.onPrompt})`);
-  const settings: EscalationSettings = {
-    policy,
-    codexHome,
-    preserveProgramPaths: o.preserveProgramPaths ?? false,
-    onPrompt,
-    memory: new Map(),
-  };
-  const shell = o.bash ?? o.shell ?? process.env.CODEX_BASH_PATH ?? "bash";
-  const shellPath = shell === "bash" || shell === "zsh" ? defaultShell(shell) : resolve(shell);
-  if (!existsSync(shellPath)) throw new ShellmcpError("CONFIG", `shell not found: ${shellPath}`, { shell: shellPath });
+  return { network, initialState };
+}
+
+/**
+ * The output cap (`--max-output-bytes`, bytes, at least 1024), a `shell` call's default timeout (ms:
+ * `--default-timeout-ms`, `[shellmcp] default_timeout_ms`, else Codex's) and the bounds of `exec_command` sessions
+ * (flags, `[shellmcp]` keys, else the defaults). Throws `ShellmcpError` (`USAGE`/`CONFIG`) for a value out of range.
+ */
+function limitsFor(
+  o: ServeOptions,
+  cfg: Record<string, unknown>,
+): { maxOutputBytes: number; defaultTimeoutMs: number; sessionLimits: SessionLimits } {
   let maxOutputBytes = DEFAULT_MAX_OUTPUT_BYTES;
   if (o.maxOutputBytes !== undefined) {
     maxOutputBytes = Number(o.maxOutputBytes);
@@ -199,43 +264,27 @@ export function loadServeSetup(o: ServeOptions): ServeSetup {
         : (fromConfig.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS),
     maxBufferedBytes: DEFAULT_MAX_BUFFERED_BYTES,
   };
+  return { maxOutputBytes, defaultTimeoutMs, sessionLimits };
+}
+
+/**
+ * The local approver (docs/approvals.md), started when `--approver` (or `[shellmcp] approver`) turns it on, with its
+ * timeout (ms); undefined when off. Throws `ShellmcpError` (`USAGE`) for a bad `--approver`, and what its start throws.
+ */
+function approverFor(o: ServeOptions, cfg: Record<string, unknown>): Approver | undefined {
   const approverCfg = approverConfig(cfg);
   if (o.approver !== undefined && o.approver !== true && o.approver !== "fallback" && o.approver !== "always")
     throw new ShellmcpError("USAGE", `--approver takes fallback (the default) or always (got ${String(o.approver)})`);
   const approverOn = o.approver ?? approverCfg.enabled;
-  const approver =
-    approverOn !== undefined && approverOn !== false
-      ? Approver.start(
-          approvalsDir(),
-          o.approverTimeoutMs !== undefined
-            ? parsePositive(o.approverTimeoutMs, "--approver-timeout-ms", 24 * 3600 * 1000)
-            : (approverCfg.timeoutMs ?? DEFAULT_APPROVER_TIMEOUT_MS),
-          approverOn === "always" ? "always" : "fallback",
-        )
-      : undefined;
-  const modernCfg = modernEraConfig(cfg);
-  const inputRequiredTimeoutMs =
-    o.inputRequiredTimeoutMs !== undefined
-      ? parsePositive(o.inputRequiredTimeoutMs, "--input-required-timeout-ms", 24 * 3600 * 1000)
-      : modernCfg.inputRequiredTimeoutMs;
-  const taskAfterMs = o.taskAfterMs !== undefined ? parsePositive(o.taskAfterMs, "--task-after-ms", 3600 * 1000) : modernCfg.taskAfterMs;
-  return {
-    approver,
-    inputRequiredTimeoutMs,
-    taskAfterMs,
-    sessionLimits,
-    codexHome,
-    settings,
-    env,
-    shellPath,
-    initialState,
-    maxOutputBytes,
-    defaultTimeoutMs,
-    escalation,
-    backend: new BackendChoice(backendKind, [codexHome]),
-    network,
-    networkApproved: new Set(),
-  };
+  return approverOn !== undefined && approverOn !== false
+    ? Approver.start(
+        approvalsDir(),
+        o.approverTimeoutMs !== undefined
+          ? parsePositive(o.approverTimeoutMs, "--approver-timeout-ms", 24 * 3600 * 1000)
+          : (approverCfg.timeoutMs ?? DEFAULT_APPROVER_TIMEOUT_MS),
+        approverOn === "always" ? "always" : "fallback",
+      )
+    : undefined;
 }
 
 /**

@@ -6,7 +6,7 @@
  *
  * Layout: `<this server's cgroup>/shellmcp-<pid>/call-<n>`. Every process of a call is in the call's cgroup from
  * its first instruction: the lifeline guard that starts the shell or an escalated program joins it first
- * (src/sandbox/linux/lifeline.ts), or `/bin/sh` (`joinCgroupFirst` in ./run-command.ts) where there is no guard binary, and
+ * (src/sandbox/linux/lifeline.ts), or `/bin/sh` (`joinCgroupFirst` in ./spawn-plan.ts) where there is no guard binary, and
  * the sandbox helper joins it itself with `--join-cgroup`. Ending a call writes `cgroup.kill` (Linux 5.14+; older
  * kernels: freeze, SIGKILL every member, thaw), then removes the folder once it is empty.
  *

@@ -153,6 +153,11 @@ describe.skipIf(skipWithout("deploy/kubernetes rendering", toolMissing("kubectl"
         expect(c.args.slice(0, 3)).toEqual(["exec-server", "--listen", "ws://0.0.0.0:8080"]);
         expect(c.args.join(" ")).toContain("--ws-auth signed-bearer-token --ws-shared-secret-file /run/secrets/shellmcp/ws-secret");
         expect(c.args.join(" ")).toContain("--ws-audience $(SANDBOX_NAME)");
-      } else expect(c.args).toEqual(["serve", "--listen", "http://0.0.0.0:8080"]);
+      } else {
+        expect(c.args.slice(0, 3)).toEqual(["serve", "--listen", "http://0.0.0.0:8080/mcp"]);
+        // The same late-bound identity as the exec-server's: a token for this pod only.
+        expect(c.args.join(" ")).toContain("--auth signed-bearer-token");
+        expect(c.args.join(" ")).toContain("--auth-audience $(SANDBOX_NAME)");
+      }
     });
 });

@@ -12,8 +12,8 @@
  * Linux 5.13+".
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { chmodSync, chownSync, existsSync, mkdirSync, symlinkSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { chmodSync, chownSync, copyFileSync, existsSync, mkdirSync, symlinkSync, writeFileSync } from "node:fs";
+import { dirname, join } from "node:path";
 import fixture from "../fixtures/codex-0.169-tools-call-meta.json";
 import { ensureBinary, run } from "../helpers/binary.ts";
 import { startServe, type Session } from "../helpers/mcp.ts";
@@ -21,7 +21,7 @@ import { skipWithout } from "../helpers/prereq.ts";
 import { PATCHED_SHELLS_DIR } from "../helpers/shells.ts";
 import { ExecClient, workspaceWrite } from "../exec-server/client.ts";
 import { CODEX, runCodex, startServer, type StartedServer } from "../exec-server/codex-harness.ts";
-import { signHs256Jwt } from "../../src/exec-server/auth.ts";
+import { signHs256Jwt } from "../../src/auth/bearer.ts";
 import { CONF_BASE } from "../helpers/cleanup.ts";
 import { makePod, podMissing, POD_UID, type Pod } from "./pod.ts";
 
@@ -103,7 +103,12 @@ describe.skipIf(skipWithout("pod simulation", podMissing()))(
       }, 120_000);
 
       test("with no HOME and no shells folder, the failure names the cause (never 'not a patched shell')", async () => {
-        const t = await startServe({ command: [...pod.argv(), ensureBinary()], cwd: pod.ws });
+        // A copy of the executable with no `shells/` beside it (a checkout's dist/ has one, from scripts/install.sh).
+        const lone = join(dirname(pod.ws), "lone");
+        mkdirSync(lone, { mode: 0o755 });
+        copyFileSync(ensureBinary(), join(lone, "shellmcp"));
+        chmodSync(join(lone, "shellmcp"), 0o755);
+        const t = await startServe({ command: [...pod.argv(), join(lone, "shellmcp")], cwd: pod.ws });
         try {
           const r = (await t.client.callTool({ name: "shell", arguments: { command: "true", workdir: pod.ws } }, undefined, {
             timeout: 60_000,

@@ -1,5 +1,5 @@
 /**
- * Secret files as Kubernetes mounts them (issue 44): src/exec-server/auth.ts `secretFileModeProblem` accepts a file
+ * Secret files as Kubernetes mounts them (issue 44): src/auth/bearer.ts `secretFileModeProblem` accepts a file
  * only root and this process's own group can read and nobody can write (a secret volume for a non-root pod with
  * `fsGroup` comes out 0440 whatever `defaultMode` says, kubernetes/kubernetes#57923), and still refuses one others
  * can read or anyone but its owner can write, with the reason. The table runs on `stat` shapes; the real layouts
@@ -9,7 +9,7 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import { chmodSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { readSecretFile, secretFileModeProblem } from "../../src/exec-server/auth.ts";
+import { readSecretFile, secretFileModeProblem } from "../../src/auth/bearer.ts";
 import { CONF_BASE } from "../helpers/cleanup.ts";
 
 const ME = { uid: 1000, gids: [1000, 2000] };

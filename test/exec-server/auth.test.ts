@@ -10,7 +10,7 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { chmodSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { createHash } from "node:crypto";
 import { join } from "node:path";
-import { signHs256Jwt } from "../../src/exec-server/auth.ts";
+import { signHs256Jwt } from "../../src/auth/bearer.ts";
 import { ensureBinary, run } from "../helpers/binary.ts";
 import { CONF_BASE } from "../helpers/cleanup.ts";
 import { skipWithout, toolMissing } from "../helpers/prereq.ts";

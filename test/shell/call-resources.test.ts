@@ -1,5 +1,5 @@
 /**
- * Issue 33, part A: runCommand releases every resource of a call through one stack (src/shell/run-command.ts
+ * Issue 33, part A: runCommand releases every resource of a call through one stack (src/shell/call-resources.ts
  * `CallResources`), whatever way its start-up ends. Each early exit is made to happen (`SHELLMCP_FAULT_INJECT`,
  * src/fault-injection.ts) in a call that acquires everything a call can: network proxy mode (under bubblewrap the
  * call's and the rooms' bridges, under Landlock the proxy's loopback listeners), a `[shellmcp.room_network]` domain

@@ -24,12 +24,15 @@ const LAYERS: readonly (readonly string[])[] = [
   ["scripts"], // release.ts builds on build.ts
   ["build.ts"],
   ["src/main.ts"], // arg0 dispatch: loads each role lazily
-  ["src/cli.ts"], // the shellmcp CLI
+  ["src/cli.ts"], // the shellmcp CLI: the program, assembled from its commands
+  ["src/cli"], // one module per command: its flags, help texts, the lazy import of its implementation
   ["src/fs-helper"], // the codex-fs role: the exec-server's fs operations
   ["src/serve.ts"], // `serve` as a list of steps
+  ["src/http"], // `serve --listen`: the HTTP front (listener, auth, limits) over one client runtime per session
   ["src/serve", "src/exec-server", "src/sandbox-cli", "src/init"], // the commands
   ["src/mcp"], // the only folder that knows MCP
   ["src/approvals"], // the local approver (`shellmcp approvals`, serve --approver): knows no MCP
+  ["src/auth"], // authentication of HTTP and websocket clients (serve --listen, exec-server): knows no MCP
   ["src/shell"], // one command run: spawn, output, sessions, lifeline, the carried shells
   ["src/blocked"], // what a call had refused: the report, the remedies, the kernel's refusals read from output
   ["src/escalate/server.ts"], // the escalation server: each intercepted exec → decision → placement → answer

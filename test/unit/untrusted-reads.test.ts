@@ -66,11 +66,16 @@ const ALLOWED: Record<string, [string, string][]> = {
     ["openSync(tmp, constants.O_WRONLY", "creates a new file (O_EXCL) in the verified folder"],
     ["readFileSync(EMBEDDED_SHELLS[kind])", "the executable's embedded /$bunfs/ copy"],
   ],
-  "src/shell/run-command.ts": [["Bun.file(readEnd)", "the call's own output pipe (an fd), read asynchronously"]],
+  "src/shell/output-pump.ts": [["Bun.file(readEnd)", "the call's own output pipe (an fd), read asynchronously"]],
   "src/log.ts": [["openSync(path, constants.O_WRONLY", "the user's log file: O_NONBLOCK|O_NOFOLLOW, write only"]],
   "src/trace-steps.ts": [["openSync(", "the debug trace file SHELLMCP_TRACE_STEPS names: O_NONBLOCK|O_NOFOLLOW, write only"]],
   "src/execpolicy/amend.ts": [["openSync(path, constants.O_RDWR", "O_NONBLOCK|O_NOFOLLOW, then fstat: regular files only"]],
-  "src/exec-server/auth.ts": [
+  "src/auth/http.ts": [
+    ["import { readFileSync, statSync }", "import"],
+    ["readFileSync(a.authJwks", "the JWKS file the user names with --auth-jwks (public keys), a regular file"],
+  ],
+  "src/http/server.ts": [["Bun.file(o.tls.cert)", "the TLS certificate and key files the user names with --tls-cert/--tls-key"]],
+  "src/auth/bearer.ts": [
     ["readFileSync(path", "a token file the user names on the command line"],
     ["openSync(target, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL", "creates a new token file (O_EXCL|O_NOFOLLOW)"],
   ],

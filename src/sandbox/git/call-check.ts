@@ -3,7 +3,7 @@
  * control state under the run's writable roots before anything runs; {@link GitCheck.settle} compares once every
  * process of the run has ended, undoes what changed and gives the report for the result. Exactly one check per
  * snapshot (the guard counts the runs in flight: ./guard.ts), whatever way the run ends: `serve`'s calls and
- * sessions hold it on their `CallResources` stack (../../shell/run-command.ts), the exec-server's processes and fs
+ * sessions hold it on their `CallResources` stack (../../shell/call-resources.ts), the exec-server's processes and fs
  * operations settle it when they end.
  */
 import { log } from "../../log.ts";

@@ -14,7 +14,7 @@ import { darwinPath } from "../../../src/sandbox/macos/seatbelt.ts";
 import type { RoomSpec } from "../../../src/escalate/rooms/plan.ts";
 import { CallSandbox } from "../../../src/sandbox/backend.ts";
 import { SeatbeltBackend } from "../../../src/sandbox/macos/backend.ts";
-import { roomFor } from "../../../src/shell/run-command.ts";
+import { roomFor } from "../../../src/shell/call-acquire.ts";
 import { hostGit } from "../../helpers/attack.ts";
 import { CONF_BASE } from "../../helpers/test-dirs.ts";
 

@@ -283,7 +283,7 @@ export async function runCall(call: CallSandbox, backend: Backend, layout: CallS
       while (stdio.length < launch.seccomp.fd) stdio.push("ignore");
       stdio[launch.seccomp.fd] = fd;
     }
-    // The server's loopback network's namespaces (src/sandbox/linux/loopback-net.ts), as run-command.ts places them.
+    // The server's loopback network's namespaces (src/sandbox/linux/loopback-net.ts), as src/shell/spawn-plan.ts places them.
     for (const [at, fd] of launch.fds ?? []) {
       while (stdio.length < at) stdio.push("ignore");
       stdio[at] = fd;
