@@ -333,10 +333,7 @@ export interface PlanOptions {
    * no new AF_UNIX socket), and says so (`loopback: true`); any other plan is as without it.
    */
   loopback?: boolean;
-  /**
-   * The filesystem plan of `run` when the caller has it already, made from the same policy (or profile), policy cwd,
-   * workdir and environment (the call's sandbox, ../backend.ts `CallSandbox.plan`): not planned again.
-   */
+  /** `run`'s filesystem plan when the caller has it, made from the same inputs (../backend.ts `CallSandbox.plan`). */
   plan?: FilesystemPlan;
 }
 
@@ -369,18 +366,8 @@ export function planBwrap(bwrap: string, run: SandboxRun, opts: PlanOptions = {}
   }
 }
 
-/**
- * Direct plans' seccomp programs by mode (./seccomp.ts `buildFilter` for this machine's architecture, which
- * depends on nothing else): built once per mode and process.
- */
+/** Direct plans' seccomp programs by mode (./seccomp.ts `buildFilter`: they depend on the mode only), built once. */
 const filters = new Map<SeccompMode, Uint8Array>();
-
-/** The BPF program for `mode` on this machine (a copy of the one built once: the caller may hand it on as it likes). */
-function filterFor(mode: SeccompMode): Uint8Array {
-  let f = filters.get(mode);
-  if (f === undefined) filters.set(mode, (f = buildFilter(mode)));
-  return f.slice();
-}
 
 /** The rest of {@link planBwrap} once the mounts are planned (it throws the same refusals). */
 function finishPlan(
@@ -408,7 +395,8 @@ function finishPlan(
   if (direct) {
     if (mode !== undefined) argv.push("--seccomp", String(opts.seccompFd));
     argv.push("--", ...run.command);
-    const seccomp = mode === undefined ? undefined : filterFor(mode);
+    if (mode !== undefined && !filters.has(mode)) filters.set(mode, buildFilter(mode));
+    const seccomp = mode === undefined ? undefined : filters.get(mode)!.slice(); // a copy: the caller may hand it on
     return { argv, created, tempDirs, direct: true, seccomp, ...(loopback ? { loopback: true } : {}) };
   }
   // The inner stage is this executable, found by its path inside the sandbox's view. With `selfFd` (an fd of the
