@@ -6,8 +6,8 @@
  * with Codex 0.97's own Linux sandbox helper under the same state (as bench/serve.ts runs it).
  *
  * Servers are called in interleaved rounds (order rotating) so that the other agents' load hits all alike.
- * `SHELLMCP_BENCH_OLD=<binary>` adds another build of shellmcp on both backends (client-side totals only; for
- * before/after figures paired in the same rounds).
+ * `SHELLMCP_BENCH_OLD=<binary>` adds another build of shellmcp on both backends, traced too (its steps in columns of
+ * their own: before/after figures per step, paired in the same rounds).
  *
  * `folders` > 0: each workspace is a git work tree holding that many folders (what a call's nested-repository search
  * walks: src/sandbox/git/discover.ts), else it is empty.
@@ -91,8 +91,8 @@ const servers: Server[] = [
   await start("landlock", [OURS, "serve", "--sandbox-backend", "landlock"], true),
 ];
 if (OLD !== undefined) {
-  servers.push(await start("old-bwrap", [OLD, "serve"], false));
-  servers.push(await start("old-landlock", [OLD, "serve", "--sandbox-backend", "landlock"], false));
+  servers.push(await start("old-bwrap", [OLD, "serve"], true));
+  servers.push(await start("old-landlock", [OLD, "serve", "--sandbox-backend", "landlock"], true));
 }
 const ref = referenceShellToolDir();
 let refServer: Server | undefined;
@@ -170,11 +170,11 @@ const traced = servers.filter((s) => s.trace !== undefined);
 const tables = traced.map((s) => steps(traceLines(s.trace!).slice(skip.get(s))));
 const allSteps: string[] = [];
 for (const t of tables) for (const k of t.order) if (!allSteps.includes(k)) allSteps.push(k);
-const f = (xs: number[] | undefined) => (xs === undefined || xs.length === 0 ? "-" : median(xs).toFixed(2)).padStart(10);
+const f = (xs: number[] | undefined) => (xs === undefined || xs.length === 0 ? "-" : median(xs).toFixed(2)).padStart(13);
 console.log(
   `one \`${COMMAND}\` call, login: false, workspace-write (/tmp left out), workspace ${FOLDERS > 0 ? `a work tree of ${FOLDERS} folders` : "empty"}; median ms of ${ROUNDS} interleaved rounds`,
 );
-console.log(`${"step (time since the previous mark)".padEnd(40)}${traced.map((s) => s.name.padStart(10)).join("")}`);
+console.log(`${"step (time since the previous mark)".padEnd(40)}${traced.map((s) => s.name.padStart(13)).join("")}`);
 for (const k of allSteps) console.log(`${k.padEnd(40)}${tables.map((t) => f(t.per.get(k))).join("")}`);
 const spanNames = [...new Set(tables.flatMap((t) => [...t.spans.keys()]))];
 for (const k of spanNames) console.log(`${`  within: ${k}`.padEnd(40)}${tables.map((t) => f(t.spans.get(k))).join("")}`);

@@ -8,6 +8,8 @@
  * - `write_stdin` poll: a write of one line to that terminal session with the minimum yield time, minus the yield.
  * Medians of N rounds, the variants interleaved in each round. Figures only; nothing is asserted.
  *
+ * `SHELLMCP_BENCH_BINARY=<binary>`: another build; `SHELLMCP_BENCH_BACKEND=bwrap|landlock`: that backend, not the default.
+ *
  *   bun bench/sessions.ts [runs]
  */
 import { mkdirSync } from "node:fs";
@@ -34,11 +36,25 @@ async function timed(rpc: LineRpc, name: string, args: Record<string, unknown>):
   return { ms, text: result.content[0]!.text };
 }
 
-const rpc = await startLineRpc([OURS, "serve", "--sandbox", "workspace-write", "--cd", work, "--max-sessions", "64"], {
-  PATH: "/usr/bin:/bin",
-  HOME: home,
-  CODEX_HOME: home,
-});
+const BACKEND = process.env.SHELLMCP_BENCH_BACKEND;
+const rpc = await startLineRpc(
+  [
+    OURS,
+    "serve",
+    "--sandbox",
+    "workspace-write",
+    "--cd",
+    work,
+    "--max-sessions",
+    "64",
+    ...(BACKEND !== undefined ? ["--sandbox-backend", BACKEND] : []),
+  ],
+  {
+    PATH: "/usr/bin:/bin",
+    HOME: home,
+    CODEX_HOME: home,
+  },
+);
 const shellTrue = () => timed(rpc, "shell", { command: "true", workdir: work, login: false });
 const execTrue = () => timed(rpc, "exec_command", { cmd: "true", workdir: work, login: false });
 const sessionIds: number[] = [];

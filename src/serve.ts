@@ -72,6 +72,10 @@ export async function serveMain(o: ServeOptions): Promise<number> {
   //     longer need and the code pages that work touched (issues 33 and 40: most of the idle RSS).
   const idle = new IdleRelease(() => {
     releaseHeap();
+    void rt.server().then(
+      (s) => s.releaseHeap(),
+      () => undefined,
+    );
     void releaseCodePages(platform);
   });
   void rt.shellRefused().then(() => idle.settled());

@@ -266,6 +266,14 @@ export class EscalationServer {
     });
   }
 
+  /**
+   * Have the worker give back the heap memory its calls left behind (a full collection and `Bun.shrink()` on its own
+   * thread, as ../serve.ts `releaseHeap` does on the main one). For an idle server; never throws.
+   */
+  releaseHeap(): void {
+    if (!this.stopped) this.command({ t: "release-heap" });
+  }
+
   /** Stop the worker: every listener closes and every escalated program still running is killed. */
   async stop(): Promise<void> {
     if (this.stopped) return this.stoppedPromise;

@@ -213,8 +213,23 @@ export class CallSandbox {
       this.backend.writable?.(this) ??
       (s.profile !== undefined
         ? planWritableView(this.plan(), this.enforcement, pinned)
-        : writableView(s.policy, s.policyCwd, this.enforcement, s.env, s.workdir, pinned));
+        : writableView(s.policy, s.policyCwd, this.enforcement, s.env, s.workdir, pinned, this.plannedRoots()));
     return this.view;
+  }
+
+  /**
+   * Under bubblewrap, the writable roots of the call's plan (which its launch plans anyway, from the same policy,
+   * policy cwd, environment and workdir as the view): the nested-repository search runs once per call, and the view
+   * describes the roots the sandbox binds. Undefined elsewhere, or when the plan cannot be made (the view is then
+   * computed on its own, and the launch reports the refusal as before).
+   */
+  private plannedRoots(): FilesystemPlan["writableRoots"] | undefined {
+    if (this.enforcement !== "bwrap") return undefined;
+    try {
+      return this.plan().writableRoots;
+    } catch {
+      return undefined;
+    }
   }
 
   /** How `shell` starts under this sandbox (see {@link SandboxBackend.launch}); the bare shell when not sandboxed. */

@@ -17,7 +17,7 @@ import { existsSync, lstatSync, readlinkSync, realpathSync } from "node:fs";
 import { basename, dirname, isAbsolute, join, normalize, resolve } from "node:path";
 import type { FilesystemPlan } from "./filesystem-plan.ts";
 import { hasFullDiskWrite, type SandboxPolicy } from "./policy.ts";
-import { pinFolders, writableInModel } from "./writable-model.ts";
+import { pinFolders, writableInModel, type WritableRoot } from "./writable-model.ts";
 import { writableRoots } from "./roots.ts";
 
 /** Which mechanism confines the shell's writes. `none`: the shell runs unsandboxed. */
@@ -47,7 +47,10 @@ export const LANDLOCK_EXTRA_WRITABLE = ["/dev/shm"];
  * The writable view of a shell started under `policy` with `cwd` as the policy cwd and `env` as its environment.
  * `enforcement` says which backend runs it (`none` when the shell is not sandboxed at all). `workdir`: the folder
  * the shell starts in, as given to the sandbox's plan (its repository's `.git` is read-only at any depth under
- * bubblewrap, git/nested.ts `nestedGitPaths`): the view must be planned from the same inputs as the sandbox.
+ * bubblewrap, git/nested.ts `nestedGitPaths`): the view must be planned from the same inputs as the sandbox. `planned`: the
+ * writable roots of the call's own filesystem plan when the caller has them, computed by roots.ts `writableRoots`
+ * from these same inputs (filesystem-plan.ts `planSandboxPolicy`; not searched again: one search per call, and the
+ * view describes exactly the roots the sandbox binds); else they are computed here.
  */
 export function writableView(
   policy: SandboxPolicy,
@@ -56,11 +59,12 @@ export function writableView(
   env: Record<string, string | undefined>,
   workdir?: string,
   pinned = false,
+  planned?: readonly WritableRoot[],
 ): WritableView {
   if (enforcement === "none" || policy.type === "danger-full-access" || hasFullDiskWrite(policy))
     return { full: true, roots: [], readOnly: [] };
   // Nested repositories only where the backend enforces them (the same search the bubblewrap plan makes).
-  const roots = writableRoots(policy, cwd, env, enforcement === "bwrap" ? { workdir } : undefined);
+  const roots = planned ?? writableRoots(policy, cwd, env, enforcement === "bwrap" ? { workdir } : undefined);
   const extra = enforcement === "landlock" ? LANDLOCK_EXTRA_WRITABLE.filter((p) => existsSync(p)).map((p) => canonicalPath(p)) : [];
   const again = enforcement === "bwrap" ? roots.flatMap((r) => r.writableAgain ?? []).map((p) => canonicalPath(p)) : [];
   return {

@@ -120,6 +120,19 @@ describe.skipIf(skip)("escalation end to end (patched bash, compiled wrapper, ou
     expect(n).toBe(5);
   });
 
+  test("the worker gives back its heap when asked (an idle server), and escalates as before afterwards", async () => {
+    server.releaseHeap();
+    server.releaseHeap();
+    let n = 0;
+    const r = await runInShell(server, {
+      script: "/bin/echo after; /bin/true; echo done",
+      decide: () => (n++, { kind: "Escalate" }),
+    });
+    expect(r.stdout).toBe("after\ndone\n");
+    expect(r.exitCode).toBe(0);
+    expect(n).toBe(2);
+  });
+
   test("100 execs in a loop", async () => {
     let n = 0;
     const r = await runInShell(server, {

@@ -17,6 +17,7 @@ export type Command =
   | { t: "unlisten"; lid: number; killChildren: boolean }
   | { t: "decision"; sid: number; action: EscalateAction; spawn?: EscalateSpawn }
   | { t: "kill"; lid: number; signal: number }
+  | { t: "release-heap" }
   | { t: "stop" };
 
 /** Events the worker posts to main. */

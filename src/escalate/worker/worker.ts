@@ -116,6 +116,11 @@ class EscalationWorker {
       case "decision":
         this.table.onDecision(c.sid, c.action, c.spawn);
         return;
+      case "release-heap":
+        // The server is idle (../../serve.ts `releaseHeap`): this thread's heap gives back what calls left behind.
+        Bun.gc(true);
+        Bun.shrink();
+        return;
       case "stop":
         this.running = false;
         return;

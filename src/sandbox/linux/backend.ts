@@ -125,7 +125,13 @@ export class HelperBackend implements SandboxBackend {
         noProc: d.noProc,
         ...(proxy !== undefined ? { networkProxy: proxy } : {}),
       },
-      { seccompFd: SECCOMP_FD, ...self, ...(loopback !== undefined ? { loopback: true } : {}) },
+      {
+        seccompFd: SECCOMP_FD,
+        ...self,
+        ...(loopback !== undefined ? { loopback: true } : {}),
+        // The call's own plan, made from the same inputs (a profile's is made by the caller: planned here).
+        ...(call.profile === undefined ? { plan: call.plan() } : {}),
+      },
     );
     if (plan.loopback === true && loopback !== undefined) {
       const joined = joinLoopbackArgv(loopback, plan.argv);

@@ -35,7 +35,7 @@ import { pinFolders } from "../writable-model.ts";
 import { serializeSandboxPolicy } from "../policy.ts";
 import { planOf, resolveCommand, seccompModeForPlan, type SandboxRun } from "./in-process.ts";
 import { outermost } from "../secrets.ts";
-import { buildFilter } from "./seccomp.ts";
+import { buildFilter, type SeccompMode } from "./seccomp.ts";
 import { failIfInjected } from "../../fault-injection.ts";
 import {
   adoptedMountPoint,
@@ -336,6 +336,8 @@ export interface PlanOptions {
    * no new AF_UNIX socket), and says so (`loopback: true`); any other plan is as without it.
    */
   loopback?: boolean;
+  /** `run`'s filesystem plan when the caller has it, made from the same inputs (../backend.ts `CallSandbox.plan`). */
+  plan?: FilesystemPlan;
 }
 
 /**
@@ -343,7 +345,7 @@ export interface PlanOptions {
  * through it would escape the read-only re-bind (Codex 0.169: "crosses writable symlink").
  */
 export function planBwrap(bwrap: string, run: SandboxRun, opts: PlanOptions = {}): BwrapPlan {
-  const plan = planOf(run);
+  const plan = opts.plan ?? planOf(run);
   // Direct: bwrap loads our seccomp program itself (`--seccomp FD`) and execs the command, with no stage of ours
   // inside. Only when nothing else must be applied inside (restricted reads need Landlock read rules) and the
   // program is named by an existing absolute path (bwrap 0.8 cannot set argv[0], and `command not found` keeps
@@ -366,6 +368,9 @@ export function planBwrap(bwrap: string, run: SandboxRun, opts: PlanOptions = {}
     throw e;
   }
 }
+
+/** Direct plans' seccomp programs by mode (./seccomp.ts `buildFilter`: they depend on the mode only), built once. */
+const filters = new Map<SeccompMode, Uint8Array>();
 
 /** The rest of {@link planBwrap} once the mounts are planned (it throws the same refusals). */
 function finishPlan(
@@ -393,7 +398,8 @@ function finishPlan(
   if (direct) {
     if (mode !== undefined) argv.push("--seccomp", String(opts.seccompFd));
     argv.push("--", ...run.command);
-    const seccomp = mode === undefined ? undefined : buildFilter(mode);
+    if (mode !== undefined && !filters.has(mode)) filters.set(mode, buildFilter(mode));
+    const seccomp = mode === undefined ? undefined : filters.get(mode)!.slice(); // a copy: the caller may hand it on
     return { argv, created, tempDirs, direct: true, seccomp, ...(loopback ? { loopback: true } : {}) };
   }
   // The inner stage is this executable, found by its path inside the sandbox's view. With `selfFd` (an fd of the
