@@ -7,7 +7,7 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { holdMountPoint, releaseBwrapPlan } from "../../src/sandbox/linux/bwrap.ts";
+import { holdMountPoint, releaseBwrapPlan } from "../../src/sandbox/linux/mount-points.ts";
 
 const base = mkdtempSync(join(tmpdir(), "mount-points-"));
 afterAll(() => rmSync(base, { recursive: true, force: true }));

@@ -28,7 +28,8 @@ import { prepareRoom, ROOM_BRIDGE_FD, type PreparedRoom, type RoomPlan, type Roo
 import { seatbeltLaunch } from "../../sandbox/macos/seatbelt.ts";
 import { hiddenPathsFlag, pathsBeside } from "../../sandbox/secrets.ts";
 import * as libc from "../../../ffi/libc.ts";
-import { bwrapMounts, releaseBwrapPlan, selfHelperCommand } from "../../sandbox/linux/bwrap.ts";
+import { bwrapMounts, selfHelperCommand } from "../../sandbox/linux/bwrap.ts";
+import { releaseBwrapPlan } from "../../sandbox/linux/mount-points.ts";
 import { bytesPipe } from "../../sandbox/linux/run.ts";
 import { buildFilter } from "../../sandbox/linux/seccomp.ts";
 

@@ -102,7 +102,7 @@ export const GIT_WRITABLE_AGAIN = ["objects", "refs", "logs", "worktrees", "reft
 /**
  * The {@link GIT_WRITABLE_AGAIN} folders listed even when missing (git makes them on first use: a reflog in a linked
  * worktree's commit, `git worktree add`): bubblewrap makes an empty folder on the host to bind writable
- * (./linux/bwrap.ts `holdMountPoint`, removed after the call when still empty).
+ * (../linux/mount-points.ts `holdMountPoint`, removed after the call when still empty).
  */
 export const GIT_HELD_WRITABLE = ["logs", "worktrees"] as const;
 

@@ -19,7 +19,8 @@ import {
   type ShellCommand,
 } from "../backend.ts";
 import { selfExePath } from "../../self.ts";
-import { findBwrap, openSelfExe, planBwrap, releaseBwrapPlan } from "./bwrap.ts";
+import { findBwrap, openSelfExe, planBwrap } from "./bwrap.ts";
+import { releaseBwrapPlan } from "./mount-points.ts";
 import { joinLoopbackArgv, serverLoopback } from "./loopback-net.ts";
 import { encodeExecPlan, planLandlockExec, sandboxExecArgv, sandboxExecBinary } from "./sandbox-exec.ts";
 

@@ -1,6 +1,6 @@
 /**
  * Crash safety of what bubblewrap plans leave on the host (docs/sandbox.md, "Mount points: crash safety"): the empty
- * mount points made for missing protected paths (a project's `.codex`, a `.git` placeholder: ./bwrap.ts
+ * mount points made for missing protected paths (a project's `.codex`, a `.git` placeholder: ./mount-points.ts
  * `holdMountPoint`) and the private folders holding the empty file bound over denied files (`$TMPDIR/shellmcp-deny-*`).
  * Each process that makes one records it on disk before making it, in a marker of its own named by its pid and start
  * time, and forgets it once given back; {@link sweepMountMarkers} (run at `serve` and `exec-server` start) removes what
@@ -398,7 +398,7 @@ export function sweepMountMarkers(env: Record<string, string | undefined> = proc
   const sweep = () => {
     for (const { file, marker } of dead) {
       for (const e of [...marker.entries].reverse()) {
-        // Another live process may have adopted it since the listing above (../bwrap.ts `holdMountPoint`).
+        // Another live process may have adopted it since the listing above (./mount-points.ts `holdMountPoint`).
         if (live.has(e.path) || (e.kind === "mount-point" && heldByAnother(e.path)) || !removeEntry(e)) out.left.push(e.path);
         else out.removed.push(e.path);
       }

@@ -22,7 +22,8 @@ import * as libc from "../../../ffi/libc.ts";
 import { ShellmcpError } from "../../errors.ts";
 import { writeStderr } from "../../stderr.ts";
 import type { SandboxPolicy } from "../policy.ts";
-import { openSelfExe, planBwrap, probeBwrap, releaseBwrapPlan, selfHelperArgv, type BwrapProbe } from "./bwrap.ts";
+import { openSelfExe, planBwrap, probeBwrap, selfHelperArgv, type BwrapProbe } from "./bwrap.ts";
+import { releaseBwrapPlan } from "./mount-points.ts";
 import { applyInProcess, execCommand, planOf, runInNewSession, waitForNamespaceInit, type SandboxRun } from "./in-process.ts";
 import { landlockAbi } from "./landlock.ts";
 
