@@ -1,8 +1,9 @@
 /**
  * Run a command under a {@link SandboxPolicy} on Linux: the one place that chooses a backend and applies it.
  *
- * - `landlock`: in this process, on the main thread, right before execve: PR_SET_NO_NEW_PRIVS, the seccomp
- *   filter, the Landlock ruleset, signal dispositions and mask reset, then execve in place.
+ * - `landlock`: in this process, on the main thread, right before execve (./in-process.ts `applyInProcess`): the
+ *   Landlock ruleset, every capability dropped, PR_SET_NO_NEW_PRIVS and the seccomp filter, signal dispositions and
+ *   mask reset, then execve in place (serve's calls do the same in sandbox-exec, ./sandbox-exec.ts).
  * - `bwrap`: bubblewrap builds the mount view (read-only `/`, writable roots bound read-write, `.git`/`.codex`/
  *   `.agents` re-bound read-only, private `/dev`, `--unshare-net` when the network is off, new user/pid/ipc
  *   namespaces, `/proc` with Codex's retry-without-/proc); inside it this binary runs again as the inner stage
