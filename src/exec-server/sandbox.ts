@@ -107,8 +107,10 @@ let guard: GitGuard | undefined;
  * process and fs operation of this server is launched under. Throws `USAGE` for another value.
  */
 export function setSandboxBackend(kind: string): void {
-  // CODEX_HOME is protected as `serve` protects it: re-bound read-only under bubblewrap, refused under Landlock.
-  choice = new BackendChoice(kind, [codexHome()]);
+  // No --protected-config-dir: a CODEX_HOME that does not exist yet (the exec-server makes none) would get an empty
+  // placeholder folder as its mount point, which a killed helper leaves behind. Protecting it needs CODEX_HOME made
+  // at start first (docs/exec-server.md says what is protected).
+  choice = new BackendChoice(kind);
 }
 
 /**
@@ -126,7 +128,7 @@ export function execGitGuard(): GitGuard {
  * when it cannot be enforced.
  */
 export function callSandboxFor(sb: ExecSandbox, env: Record<string, string | undefined>): CallSandbox {
-  choice ??= new BackendChoice("auto", [codexHome()]);
+  choice ??= new BackendChoice("auto");
   const call = choice.forCall(
     { policy: sb.policy, profile: sb.profile, sandboxCwd: sb.cwd, useBwrap: false, useLegacyLandlock: false },
     sb.cwd,

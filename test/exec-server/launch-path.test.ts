@@ -16,6 +16,21 @@ import { startServer, type StartedServer } from "./codex-harness.ts";
 
 const base = join(CONF_BASE, `exec-launch-${process.pid}`);
 
+/** The older `sandboxPolicy` shape of `process/start` and the fs methods: workspace-write in `proj`, no network. */
+function legacyWorkspaceWrite(proj: string): Record<string, unknown> {
+  return {
+    sandboxPolicy: {
+      type: "workspace-write",
+      writable_roots: [],
+      network_access: false,
+      exclude_tmpdir_env_var: false,
+      exclude_slash_tmp: false,
+    },
+    sandboxPolicyCwd: proj,
+    windowsSandboxLevel: "disabled",
+  };
+}
+
 beforeAll(() => mkdirSync(base, { recursive: true }));
 afterAll(() => rmSync(base, { recursive: true, force: true }));
 
@@ -70,17 +85,7 @@ async function plantIn(server: StartedServer, proj: string, ran: string, extraEn
     cwd: proj,
     env: { PATH: "/usr/bin:/bin", ...extraEnv },
     tty: false,
-    sandbox: {
-      sandboxPolicy: {
-        type: "workspace-write",
-        writable_roots: [],
-        network_access: false,
-        exclude_tmpdir_env_var: false,
-        exclude_slash_tmp: false,
-      },
-      sandboxPolicyCwd: proj,
-      windowsSandboxLevel: "disabled",
-    },
+    sandbox: legacyWorkspaceWrite(proj),
   });
   const { output } = await c.collect("plant");
   c.close();
@@ -116,17 +121,7 @@ test("an fs/writeFile under --sandbox-backend landlock cannot leave a .git/confi
     const r = await c.request("fs/writeFile", {
       path: config,
       dataBase64: Buffer.from(planted).toString("base64"),
-      sandbox: {
-        sandboxPolicy: {
-          type: "workspace-write",
-          writable_roots: [],
-          network_access: false,
-          exclude_tmpdir_env_var: false,
-          exclude_slash_tmp: false,
-        },
-        sandboxPolicyCwd: proj,
-        windowsSandboxLevel: "disabled",
-      },
+      sandbox: legacyWorkspaceWrite(proj),
     });
     c.close();
     expect(JSON.stringify(r.error ?? null)).toContain("config");

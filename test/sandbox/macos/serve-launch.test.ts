@@ -34,6 +34,7 @@ describe("serve's launch on macOS", () => {
     const call = new CallSandbox(new SeatbeltBackend(), { policy, policyCwd: "/", workdir: "/", env: {} }, plan);
     const l = call.launch({ shellPath: "/opt/shells/bash", login: false, command: "true", wrapperPath: "/x" });
     expect(l.sandboxed).toBe(false);
-    expect(l.argv).toEqual(["/opt/shells/bash", "-c", "true"]);
+    // `bash -c CMD bash`: error lines name `bash`, not the carried shell's path (docs/blocked-actions.md).
+    expect(l.argv).toEqual(["/opt/shells/bash", "-c", "true", "bash"]);
   });
 });
