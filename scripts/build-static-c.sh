@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Build one of the static C programs the executable carries, patches/NAME.c, statically against musl into
+# Build one of the static C programs the executable carries (the NAME.c in patches/), statically against musl into
 # dist/shells-static/<platform>/NAME, where build.ts embeds it: `bash scripts/build-static-c.sh NAME [ARCH]`.
 # Used by build-room-launcher.sh and build-sandbox-exec.sh (whose headers say what each program is). The compilers
 # are build-shells-static.sh's: musl-gcc from musl-tools on x86_64, the musl cross compiler that script builds for
@@ -15,7 +15,7 @@ case "$arch" in
   *) echo "build-$name: unsupported architecture $arch" >&2; exit 2 ;;
 esac
 out=dist/shells-static/$platform/$name
-if [ -x "$out" ] && [ "$out" -nt "patches/$name.c" ] && [ "$out" -nt "scripts/build-$name.sh" ] && [ "$out" -nt scripts/build-static-c.sh ]; then
+if [ -x "$out" ] && [ "$out" -nt "patches/$name.c" ] && [ "$out" -nt "$(dirname "$0")/build-$name.sh" ] && [ "$out" -nt scripts/build-static-c.sh ]; then
   exit 0
 fi
 mkdir -p "$(dirname "$out")"
