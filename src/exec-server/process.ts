@@ -21,8 +21,10 @@ import { GUARD_ARGV0, lifelineProblem } from "../sandbox/linux/lifeline.ts";
 import { cgroupTrampoline, checkCwd, directArgv, readWaitStatus, STATUS_FD } from "./launch.ts";
 import { guardedStart } from "../shell/spawn-plan.ts";
 import * as libc from "../../ffi/libc.ts";
+import { resolveCodexHome } from "../execpolicy/discovery.ts";
 import {
   callSandboxFor,
+  codexHome,
   execGitGuard,
   mountPointCandidates,
   removeLeftoverMountPoints,
@@ -206,8 +208,11 @@ export class ManagedProcess {
     const call = callSandboxFor(sandbox, spec.env);
     const argv = sandboxedArgv(call, spec.argv);
     // The helper records its mount points in the CODEX_HOME of the process's environment (it may not be ours).
-    this.markerEnv = spec.env;
-    this.leftovers = markerDir(spec.env) !== undefined ? [] : mountPointCandidates(sandbox);
+    // Only this server's own CODEX_HOME is swept by marker: the process's environment comes from the client, and a
+    // marker folder it names elsewhere could be one a sandbox wrote (its markers would pick folders to remove).
+    const own = sameCodexHome(spec.env);
+    this.markerEnv = own ? spec.env : undefined;
+    this.leftovers = own && markerDir(spec.env) !== undefined ? [] : mountPointCandidates(sandbox);
     try {
       this.git = GitCheck.take(execGitGuard(), call.writable(), call.enforcement === "landlock", `process ${this.id}`);
     } catch (e) {
@@ -559,5 +564,14 @@ export class ManagedProcess {
     this.cgroup = undefined;
     if (cg === undefined) this.checkGit();
     else void cg.dispose().finally(() => this.checkGit());
+  }
+}
+
+/** Whether `env` names this server's own CODEX_HOME (where its helpers record their mount points). */
+function sameCodexHome(env: Record<string, string | undefined>): boolean {
+  try {
+    return resolveCodexHome(env) === codexHome();
+  } catch {
+    return false;
   }
 }

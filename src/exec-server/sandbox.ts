@@ -90,7 +90,7 @@ export function setPidNamespaceMode(mode: "isolate" | "inherit"): void {
  * folder is known (a uid without a passwd entry): then `$HOME/.codex`, or `/.codex` without HOME (a folder to protect
  * and keep copies in that simply does not exist).
  */
-function codexHome(): string {
+export function codexHome(): string {
   try {
     return resolveCodexHome();
   } catch {
