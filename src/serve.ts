@@ -120,7 +120,7 @@ function clientOptions(rt: ServeRuntime & { unified: SessionManager }, setup: Se
         name === "exec_command"
           ? handleExecCommand(rt, state, args, ctx)
           : name === "write_stdin"
-            ? handleWriteStdin(rt, args)
+            ? handleWriteStdin(rt, args, ctx)
             : name === "list_sessions"
               ? Promise.resolve(handleListSessions(rt, args))
               : handleShellCall(rt, state, args, ctx),

@@ -70,6 +70,13 @@ export interface ModernToolContext {
    * later are asked on the next request that concerns that session (see the module comment).
    */
   session?: (id: number) => void;
+  /**
+   * Whether the call's result will reach the client: resolves at once while a request carries the call (or it runs
+   * as a task); while it is parked for a human's approval, when it is retried (`true`) or ended unanswered
+   * (`false`, after `--input-required-timeout-ms`). `write_stdin` asks before it drains its session, so an ended
+   * call takes neither output nor the session's end away from the next call.
+   */
+  carried?: () => Promise<boolean>;
 }
 
 /** The server behaviour the modern era serves (the same callbacks as the legacy era's, ./server.ts). */
@@ -243,6 +250,7 @@ export class ModernEra {
               this.o.send({ jsonrpc: "2.0", method: "notifications/progress", params: { progressToken: token, progress, message } });
             },
       elicit: canAsk ? (message, schema) => call.ask(message, schema) : undefined,
+      carried: () => call.carried(),
       session: canAsk
         ? (id) => {
             call.late = (message, schema) => this.parking.sessionAsk(id, message, schema);

@@ -111,10 +111,13 @@ export async function handleExecCommand(
 export async function handleWriteStdin(
   rt: ServeRuntime & { unified: SessionManager },
   args: Record<string, unknown> | undefined,
+  ctx?: ToolContext,
 ): Promise<ToolResult> {
   const t0 = performance.now();
   const a = parseWriteStdinArgs(args);
-  return collect(rt.unified, a.sessionId, a.yieldMs, a.chars, a.maxOutputTokens, t0, "write_stdin");
+  // Modern era: a call parked for a human's approval drains nothing unless it is retried (ModernToolContext.carried).
+  const carried = (ctx as (ToolContext & Partial<Pick<ModernToolContext, "carried">>) | undefined)?.carried;
+  return collect(rt.unified, a.sessionId, a.yieldMs, a.chars, a.maxOutputTokens, t0, "write_stdin", carried);
 }
 
 async function collect(
@@ -125,9 +128,10 @@ async function collect(
   maxOutputTokens: number,
   t0: number,
   tool: "exec_command" | "write_stdin",
+  carried?: () => Promise<boolean>,
 ): Promise<ToolResult> {
   try {
-    const c = await sessions.collect(id, yieldMs, chars);
+    const c = await sessions.collect(id, yieldMs, chars, carried);
     return formatUnifiedResult({
       wallMs: performance.now() - t0,
       output: c.output,

@@ -106,6 +106,8 @@ interface Session {
   lock: Promise<void>;
   /** `performance.now()` of the last call on it (or its start). */
   lastCall: number;
+  /** Set once a call has reported the end (so a call that waited outside the lock does not report it again). */
+  reported?: boolean;
 }
 
 /** The sessions of one server. */
@@ -224,14 +226,16 @@ export class SessionManager {
    * and drain the buffer. An ended process is reported once and then forgotten (Codex). Throws
    * {@link SessionError} with Codex's texts: "Unknown process id N" (with why, when shellmcp ended it), "stdin is
    * closed for this session; …".
+   *
+   * `carried` (the modern era's `ModernToolContext.carried`, src/mcp/modern.ts): asked after the wait,
+   * outside the session's lock; resolves `false` when the call ended unanswered (parked for a human's approval and
+   * never retried). Then nothing is drained and the end is not reported: the output and the end stay for the next
+   * call (a {@link SessionError} goes to the ended call, which nobody reads). Without it the drain follows the wait
+   * at once.
    */
-  async collect(id: number, yieldMs: number, chars = ""): Promise<Collected> {
+  async collect(id: number, yieldMs: number, chars = "", carried?: () => Promise<boolean>): Promise<Collected> {
     const s = this.live.get(id);
-    if (s === undefined) {
-      const why = this.ends.get(id);
-      const running = this.live.size === 0 ? "" : ` (open sessions: ${this.describe()})`;
-      throw new SessionError(`Unknown process id ${id}${why === undefined ? "" : `: ${why}`}${running}`);
-    }
+    if (s === undefined) throw this.unknown(id);
     const prev = s.lock;
     let unlock!: () => void;
     s.lock = new Promise((r) => (unlock = r));
@@ -263,16 +267,28 @@ export class SessionManager {
           };
         });
       }
-      const { text, bytes } = s.buffer.drain();
-      if (s.exit === undefined) {
-        if (this.live.get(s.id) === s) this.touch(s);
-        return { output: text, bytes };
-      }
-      this.forget(s, undefined);
-      return { output: text + s.exit.trailer, bytes, exitCode: s.exit.exitCode, blocked: s.exit.blocked };
     } finally {
       unlock();
     }
+    if (carried !== undefined && !(await carried()))
+      throw new SessionError("the call ended before its approval was answered; the session's output waits for the next call");
+    // Synchronous from here: no other call drains between this check and the drain.
+    if (s.reported === true) throw this.unknown(id);
+    const { text, bytes } = s.buffer.drain();
+    if (s.exit === undefined) {
+      if (this.live.get(s.id) === s) this.touch(s);
+      return { output: text, bytes };
+    }
+    s.reported = true;
+    this.forget(s, undefined);
+    return { output: text + s.exit.trailer, bytes, exitCode: s.exit.exitCode, blocked: s.exit.blocked };
+  }
+
+  /** Codex's "Unknown process id N", with why when shellmcp ended it and the open sessions when there are any. */
+  private unknown(id: number): SessionError {
+    const why = this.ends.get(id);
+    const running = this.live.size === 0 ? "" : ` (open sessions: ${this.describe()})`;
+    return new SessionError(`Unknown process id ${id}${why === undefined ? "" : `: ${why}`}${running}`);
   }
 
   /** Kill every session and wait (at most `waitMs`) for their ends; later opens are refused. */

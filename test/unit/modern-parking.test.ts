@@ -118,6 +118,32 @@ describe("parked execs", () => {
     expect(f.clock.live).toBe(0);
   });
 
+  test("carried: at once while a request carries the call; while parked, true on the retry and false when it expires", async () => {
+    const f = fakeEra();
+    const { run, answer, first } = await parked(f);
+    let verdict: boolean | undefined;
+    void run.ctx.carried!().then((v) => (verdict = v));
+    await turn();
+    expect(verdict).toBeUndefined(); // parked: a write_stdin drains nothing yet
+    f.send("tools/call", {
+      name: "shell",
+      arguments: { command: "touch x" },
+      requestState: first.requestState,
+      inputResponses: { "approval-1": { action: "accept" } },
+    });
+    await answer;
+    await turn();
+    expect(verdict).toBe(true);
+    const second = await parked(f, { command: "touch y" });
+    void second.run.ctx.carried!().then((v) => (verdict = v));
+    await turn();
+    f.clock.advance(PARKED_MS);
+    await second.answer;
+    await turn();
+    expect(verdict).toBe(false); // ended unanswered: the session's output and end stay for the next call
+    expect(await second.run.ctx.carried!()).toBe(false);
+  });
+
   test("a retry without the answer is asked again under a new state; approvals asked together go out together", async () => {
     const f = fakeEra();
     const id = f.send("tools/call", { name: "shell", arguments: { command: "a & b" } });

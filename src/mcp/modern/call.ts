@@ -52,6 +52,8 @@ export class ModernCall {
   finished = false;
   private nextKey = 1;
   private wake: (() => void) | undefined;
+  /** While parked: resolved when the call is retried (`true`) or ended (`false`). */
+  private gate: { promise: Promise<boolean>; open: (carried: boolean) => void } | undefined;
   /** The command's outcome (never rejects: an error is its value). */
   done!: Promise<Outcome>;
   /**
@@ -102,8 +104,34 @@ export class ModernCall {
     });
   }
 
+  /** The call is parked (its request answered `input_required`): {@link carried} waits until it is retried or ended. */
+  parked(): void {
+    this.current = undefined;
+    if (this.gate !== undefined) return;
+    let open!: (carried: boolean) => void;
+    const promise = new Promise<boolean>((r) => (open = r));
+    this.gate = { promise, open };
+  }
+
+  /** The parked call is retried: a request carries it again. */
+  unparked(): void {
+    this.gate?.open(true);
+    this.gate = undefined;
+  }
+
+  /**
+   * Whether the call's result will reach the client: `true` at once unless it is parked or ended; while parked,
+   * once it is retried (`true`, re-checked: it may be parked again) or ended (`false`).
+   */
+  async carried(): Promise<boolean> {
+    while (this.gate !== undefined && !this.controller.signal.aborted) await this.gate.promise;
+    return !this.controller.signal.aborted;
+  }
+
   /** End the call: finished, its command aborted, every approval (awaited, then pending) denied. */
   end(): void {
+    this.gate?.open(false);
+    this.gate = undefined;
     this.finished = true;
     this.controller.abort();
     for (const a of [...this.awaiting.values(), ...this.pending.values()]) a.answer({ action: "cancel" });

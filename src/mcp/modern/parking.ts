@@ -42,7 +42,7 @@ export class Parking {
     const expiresAt = this.clock.now() + this.parkedTimeoutMs;
     const timer = this.clock.setTimer(() => this.expire(handle), this.parkedTimeoutMs);
     this.parked.set(handle, { call, timer });
-    call.current = undefined;
+    call.parked();
     return this.codec.mint({ h: handle, d: call.digest, e: expiresAt });
   }
 
@@ -68,6 +68,7 @@ export class Parking {
     }
     entry.timer.cancel();
     this.parked.delete(handle);
+    entry.call.unparked();
     return entry.call;
   }
 
