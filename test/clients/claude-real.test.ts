@@ -26,6 +26,8 @@ import {
   domainNetworkScenario,
   expectDevServerSession,
   expectWriteProbe,
+  npmInstallScenario,
+  npmScenarioMissing,
   forbiddenRuleScenario,
   freePort,
   NETWORK_ON_CONFIG,
@@ -212,6 +214,12 @@ describe.skipIf(skip)("real Claude Code (claude -p) against shellmcp serve", () 
     expect(r.exitCode, r.stderr).toBe(0);
     expectCommitted(p, results[0]);
   }, 120_000);
+
+  test.skipIf(npmScenarioMissing() !== undefined)(
+    "npm install through its room with the starter policy (issue 41): the registry through the room's proxy, the cache in ~/.npm",
+    () => npmInstallScenario("claude", run, ensureBinary()),
+    150_000,
+  );
 
   test(
     "network by domain: the allowed name is answered through the proxy, another is refused",

@@ -10,8 +10,10 @@ import { CONF_BASE, RUN_TMP } from "../helpers/cleanup.ts";
 import { hostGit } from "../helpers/attack.ts";
 import { processesWith } from "../helpers/marked.ts";
 import { agentNetworkConfig } from "../helpers/network.ts";
+import { toolMissing } from "../helpers/prereq.ts";
 import { expect } from "bun:test";
-import { existsSync, mkdirSync, writeFileSync } from "node:fs";
+import { createHash } from "node:crypto";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 
 /** One MCP tool call of the stand-in model: the tool's name as shellmcp lists it, and its arguments. */
@@ -239,12 +241,12 @@ export async function domainNetworkScenario(client: string, run: RunClient): Pro
 }
 
 /**
- * Issue 41: `shellmcp init <client> --yes` run in the project with the place's HOME (CODEX_HOME its default,
+ * Issue 41: `shellmcp init <client> --yes` (`client` empty: the starter policy only) run in the project with the place's HOME (CODEX_HOME its default,
  * `~/.codex`): the starter policy and the client's configuration. Returns what it printed; fails unless it ends
  * with the undo commands.
  */
 export function initClient(binary: string, client: string, p: Place, env: Record<string, string> = {}): string {
-  const r = Bun.spawnSync([binary, "init", client, "--yes"], {
+  const r = Bun.spawnSync([binary, "init", ...(client === "" ? [] : [client]), "--yes"], {
     cwd: p.proj,
     env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: p.home, ...env },
     stdin: "ignore",
@@ -265,4 +267,116 @@ export function expectCommitted(p: Place, result: string | undefined): void {
   expect(result).toContain("COMMITTED");
   expect(hostGit(p.proj, "log", "--format=%s", "-1")).toBe("from the agent");
   expect(hostGit(p.proj, "show", "--format=", "--name-only", "HEAD")).toBe("hello.txt");
+}
+
+/**
+ * The package registry of the npm scenario: an HTTP server (python3) answering a packument at `/NAME` and the tarball
+ * at `/NAME/-/NAME-1.0.0.tgz`, logging every request (`METHOD PATH HOST`). It dies with its parent (`PR_SET_PDEATHSIG`).
+ * argv: address, port, packument file, tarball file, log file, ready file.
+ */
+const REGISTRY = `
+import ctypes, http.server, os, signal, sys
+ctypes.CDLL(None).prctl(1, signal.SIGKILL)
+addr, port, packument, tarball, log, ready = sys.argv[1:7]
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        with open(log, "a") as f: f.write(f"GET {self.path} {self.headers.get('host', '')}\\n")
+        path = tarball if self.path.endswith(".tgz") else packument
+        body = open(path, "rb").read()
+        self.send_response(200)
+        self.send_header("content-type", "application/octet-stream" if path == tarball else "application/json")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *a): pass
+s = http.server.ThreadingHTTPServer((addr, int(port)), H)
+open(ready, "w").close()
+s.serve_forever()
+`;
+
+/**
+ * The address the npm scenario gives `registry.npmjs.org`: a public one (the proxy refuses local ones), added to the
+ * loopback link of `serve`'s own network namespace (no dummy links in containers).
+ */
+const REGISTRY_ADDRESS = "93.184.216.34";
+
+/**
+ * Issue 41's "installs npm packages through its room", with the starter policy as `shellmcp init` writes it
+ * (`npm install` allowed into a room; `[shellmcp.room_network] npm = ["registry.npmjs.org"]`,
+ * `[shellmcp.room_writable] npm = ["~/.npm"]`). The real registry is not reachable from the test machines, so
+ * `serve` runs in a network namespace of its own (`unshare --net --mount`, root only) where `registry.npmjs.org`
+ * resolves (a bound /etc/hosts) to a public address on that namespace's loopback link, served by {@link REGISTRY}; the project's
+ * `.npmrc` names it over http. Returns the `serve` prefix, the package's name and the registry's log.
+ */
+export function npmRegistry(p: Place): { prefix: string[]; name: string; log: () => string } {
+  const name = `shellmcp-probe-${Math.random().toString(36).slice(2, 8)}`;
+  const dir = join(p.base, "registry");
+  mkdirSync(join(dir, "package"), { recursive: true });
+  writeFileSync(join(dir, "package", "package.json"), JSON.stringify({ name, version: "1.0.0", main: "index.js" }));
+  writeFileSync(join(dir, "package", "index.js"), `module.exports = "PACKAGE ${name} LOADED";\n`);
+  const tgz = join(dir, "pkg.tgz");
+  const tar = Bun.spawnSync(["tar", "czf", tgz, "-C", dir, "package"], { stdout: "pipe", stderr: "pipe" });
+  if (tar.exitCode !== 0) throw new Error(`tar: ${tar.stderr.toString()}`);
+  const bytes = readFileSync(tgz);
+  const dist = {
+    tarball: `http://registry.npmjs.org/${name}/-/${name}-1.0.0.tgz`,
+    integrity: `sha512-${createHash("sha512").update(bytes).digest("base64")}`,
+    shasum: createHash("sha1").update(bytes).digest("hex"),
+  };
+  const packument = { name, "dist-tags": { latest: "1.0.0" }, versions: { "1.0.0": { name, version: "1.0.0", main: "index.js", dist } } };
+  writeFileSync(join(dir, "packument.json"), JSON.stringify(packument));
+  writeFileSync(join(dir, "registry.py"), REGISTRY);
+  const hosts = join(dir, "hosts");
+  writeFileSync(hosts, `127.0.0.1 localhost\n${REGISTRY_ADDRESS} registry.npmjs.org\n`);
+  writeFileSync(join(p.proj, ".npmrc"), "registry=http://registry.npmjs.org/\n");
+  const log = join(dir, "requests.log");
+  const ready = join(dir, "ready");
+  const ip = Bun.which("ip", { PATH: `${process.env.PATH ?? ""}:/usr/sbin:/sbin` }) ?? "ip";
+  const setup = [
+    "set -e",
+    `mount --bind ${hosts} /etc/hosts`,
+    `${ip} link set lo up`,
+    `${ip} addr add ${REGISTRY_ADDRESS}/32 dev lo`,
+    `python3 ${join(dir, "registry.py")} ${REGISTRY_ADDRESS} 80 ${join(dir, "packument.json")} ${tgz} ${log} ${ready} &`,
+    `i=0; while [ ! -e ${ready} ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done`,
+    'exec "$@"',
+  ].join("\n");
+  return {
+    prefix: ["unshare", "--net", "--mount", "--", "sh", "-c", setup, "sh"],
+    name,
+    log: () => (existsSync(log) ? readFileSync(log, "utf8") : ""),
+  };
+}
+
+/** Why the npm scenario cannot run here (it makes a network namespace: root, `unshare`, `ip`), or undefined. */
+export function npmScenarioMissing(): string | undefined {
+  if (process.getuid?.() !== 0) return "needs root (a network namespace of its own for serve)";
+  if (Bun.which("ip", { PATH: `${process.env.PATH ?? ""}:/usr/sbin:/sbin` }) === null) return "ip (iproute2) not installed";
+  return toolMissing("npm", "node", "unshare", "tar", "python3");
+}
+
+/**
+ * The npm scenario with `client` (issue 41): `shellmcp init --yes` (the starter policy only; the client is set up by
+ * `run`), then one `shell` call that installs a package from {@link npmRegistry} and loads it; see
+ * {@link expectNpmInstalled}.
+ */
+export async function npmInstallScenario(client: string, run: RunClient, binary: string): Promise<void> {
+  const p = place(client);
+  initClient(binary, "", p);
+  const reg = npmRegistry(p);
+  const o = await run(p, shellCall(p, npmInstallCommand(reg.name), { timeout_ms: 90_000 }), { prefix: reg.prefix });
+  expectNpmInstalled(p, reg, o.results[0]);
+}
+
+/** The npm scenario's call: install the registry's package into the project, then load it with node in the sandbox. */
+export function npmInstallCommand(name: string): string {
+  return `npm install --no-audit --no-fund ${name} 2>&1 | tail -5; node -e 'console.log(require("${name}"))'; echo END`;
+}
+
+/** What the npm scenario must show: the package loaded, on the host's disk, fetched from the registry, cached in ~/.npm. */
+export function expectNpmInstalled(p: Place, reg: ReturnType<typeof npmRegistry>, result: string | undefined): void {
+  expect(result).toContain(`PACKAGE ${reg.name} LOADED`);
+  expect(existsSync(join(p.proj, "node_modules", reg.name, "index.js"))).toBe(true);
+  expect(reg.log()).toContain(`GET /${reg.name}/-/${reg.name}-1.0.0.tgz`);
+  expect(existsSync(join(p.home, ".npm", "_cacache"))).toBe(true);
 }

@@ -32,6 +32,8 @@ import {
   expectCommitted,
   initClient,
   domainNetworkScenario,
+  npmInstallScenario,
+  npmScenarioMissing,
   expectDevServerSession,
   expectWriteProbe,
   forbiddenRuleScenario,
@@ -232,6 +234,12 @@ describe.skipIf(skip)("real Gemini CLI (gemini -p) against shellmcp serve", () =
     expect(o.exitCode, o.stderr).toBe(0);
     expectCommitted(p, o.results[0]);
   }, 120_000);
+
+  test.skipIf(npmScenarioMissing() !== undefined)(
+    "npm install through its room with the starter policy (issue 41): the registry through the room's proxy, the cache in ~/.npm",
+    () => npmInstallScenario("gemini", run, ensureBinary()),
+    150_000,
+  );
 
   test(
     "network by domain: the allowed name is answered through the proxy, another is refused",
