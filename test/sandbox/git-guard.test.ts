@@ -7,7 +7,9 @@ import { execFileSync } from "node:child_process";
 import { existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { GitGuard, nestedRepoWritable, setKeptAsideBoundForTest } from "../../src/sandbox/git/guard.ts";
+import { nestedRepoWritable } from "../../src/sandbox/git/control-entries.ts";
+import { GitGuard } from "../../src/sandbox/git/guard.ts";
+import { setKeptAsideBoundForTest } from "../../src/sandbox/git/kept-aside.ts";
 import type { WritableView } from "../../src/sandbox/writable.ts";
 
 const dirs: string[] = [];

@@ -39,8 +39,6 @@ const WAITING: readonly string[] = [
   "src/http/server.ts:handle",
   "src/http/server.ts:startHttpServer",
   "src/init/init.ts:planInit",
-  "src/sandbox/git/guard.ts",
-  "src/sandbox/git/guard.ts:GitGuard.snapshot",
   "src/sandbox/linux/bwrap.ts:bwrapMounts",
 ];
 

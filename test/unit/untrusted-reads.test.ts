@@ -81,10 +81,11 @@ const ALLOWED: Record<string, [string, string][]> = {
     ["readFileSync(path", "a token file the user names on the command line"],
     ["openSync(target, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL", "creates a new token file (O_EXCL|O_NOFOLLOW)"],
   ],
-  "src/sandbox/git/guard.ts": [
-    ["openSync,", "import"],
+  "src/sandbox/git/restore.ts": [
     ["openSync(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL", "creates a new file to restore from (O_EXCL|O_NOFOLLOW)"],
     ["openSync(p, constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW)", "O_DIRECTORY: a FIFO or link fails at once"],
+  ],
+  "src/sandbox/git/kept-aside.ts": [
     [
       "openSync(target, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL",
       "creates a kept-aside copy under CODEX_HOME (O_EXCL|O_NOFOLLOW)",

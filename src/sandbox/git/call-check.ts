@@ -9,7 +9,8 @@
 import { log } from "../../log.ts";
 import { TRACE_STEPS, traceStep } from "../../trace-steps.ts";
 import type { WritableView } from "../writable.ts";
-import { formatGitGuardReport, type GitGuard, type GitSnapshot } from "./guard.ts";
+import type { GitGuard, GitSnapshot } from "./guard.ts";
+import { formatGitGuardReport } from "./report.ts";
 
 /** One run's snapshot and its single check. */
 export class GitCheck {

@@ -1,8 +1,8 @@
 /**
  * The one search for git directories below a writable root (issue 38, "One git-control module"; docs/git-guard.md,
  * "Discovery"). The bubblewrap plan's read-only binds (./nested.ts `nestedGitPaths`), the writable model that
- * mirrors them (../writable.ts) and the git guard's snapshot (../guard.ts `findGitDirs`) all take their git dirs
- * from here, so they cannot disagree about which repositories exist.
+ * mirrors them (../writable.ts) and the git guard's snapshot (./control-entries.ts `findGitDirs`) all take their
+ * git dirs from here, so they cannot disagree about which repositories exist.
  *
  * What is found, never following a symlink and with no depth limit (only `node_modules` is not entered):
  * - work trees' `.git` folders, `.git` files (with the git dir their `gitdir:` line names) and `.git` links;

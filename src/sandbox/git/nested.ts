@@ -147,7 +147,7 @@ export function nestedGit(root: string, roots: readonly string[], workdir?: stri
   }
   const frontier = found.frontier.filter((f) => isUnder(f, root) && entryKind(f) === "dir" && !covered(f));
   // Too many to bind one by one: none is listed, so the writable model lets the sandbox write them and the git
-  // guard refuses the call with the reason (git/guard.ts `findGitDirs`).
+  // guard refuses the call with the reason (./control-entries.ts `findGitDirs`).
   if (frontier.length <= frontierBindLimit()) out.push(...frontier);
   if (workdir !== undefined) {
     const w = canonicalMissing(workdir);
