@@ -59,7 +59,11 @@ export interface CallContext {
   helperExe: string;
   /** `--use-codex-linux-sandbox-exe`: run calls under the client's `codexLinuxSandboxExe` when it names one. */
   useCodexLinuxSandboxExe?: boolean;
-  /** The shells' environment after `shell_environment_policy` (`$TMPDIR` is a writable root). */
+  /**
+   * The shells' environment after `shell_environment_policy` (`serve`) or the client's `process/start` env (the
+   * exec-server): every plan of the call takes `$TMPDIR` from it (a policy's root, a profile's `tmpdir` entry), never
+   * from this process's. It only adds a writable root; what stays protected comes from this server's config folders.
+   */
   env: Record<string, string | undefined>;
   /**
    * Whether a launch may start bubblewrap directly (fds besides 0–2: the seccomp program, this executable). Default
@@ -147,7 +151,8 @@ export class BackendChoice {
       // macOS: Seatbelt, from the profile or the legacy policy.
       let plan: FilesystemPlan;
       try {
-        plan = snap.profile !== undefined ? planPermissionProfile(snap.profile, cwd) : planSandboxPolicy(snap.policy, cwd, ctx.env);
+        plan =
+          snap.profile !== undefined ? planPermissionProfile(snap.profile, cwd, ctx.env) : planSandboxPolicy(snap.policy, cwd, ctx.env);
       } catch (e) {
         return { refused: (e as Error).message };
       }
@@ -160,7 +165,7 @@ export class BackendChoice {
         : this.choose();
       let plan: FilesystemPlan;
       try {
-        plan = planPermissionProfile(snap.profile, cwd);
+        plan = planPermissionProfile(snap.profile, cwd, ctx.env);
       } catch (e) {
         return { refused: (e as Error).message };
       }

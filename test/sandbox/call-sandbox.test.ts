@@ -161,6 +161,29 @@ describe("CallSandbox", () => {
     expect(c.plan().writableRoots.map((w) => w.root)).toEqual([ws, join(root, "tmp")]);
     expect(c.plan().writableRoots[0]!.readOnlySubpaths).toContain(join(ws, ".git"));
   });
+
+  test("a permission profile's plan takes $TMPDIR from the call's environment, not the server's (bwrap, Landlock, Seatbelt)", () => {
+    // The shells' $TMPDIR (root/tmp) is not this process's: the plan must make the call's scratch folder writable.
+    expect(process.env.TMPDIR).not.toBe(env.TMPDIR);
+    const profile = parsePermissionProfile({
+      type: "managed",
+      network: "restricted",
+      file_system: {
+        type: "restricted",
+        entries: [
+          { path: { type: "special", value: { kind: "root" } }, access: "read" },
+          { path: { type: "special", value: { kind: "project_roots" } }, access: "write" },
+          { path: { type: "special", value: { kind: "tmpdir" } }, access: "write" },
+        ],
+      },
+    });
+    const chosen = [
+      call(choice("auto", { ok: true, path: "/usr/bin/bwrap" }).backend, state(WW, { profile })),
+      call(choice("landlock", { ok: false }).backend, state(WW, { profile })),
+      call(choice("auto", { ok: true, path: "/usr/bin/bwrap" }).backend, state(WW, { profile }), { platform: "darwin" }),
+    ];
+    for (const c of chosen) expect(c.plan().writableRoots.map((w) => w.root)).toEqual([ws, join(root, "tmp")]);
+  });
 });
 
 /**
