@@ -81,6 +81,17 @@ describe("BackendChoice.forCall", () => {
     });
   });
 
+  test("bubblewrap installed but user namespaces refused: the notice's advice says so instead of installing bubblewrap", () => {
+    const refused = (usernsRefused?: "container" | "host") =>
+      call(
+        choice("auto", { ok: false, path: "/usr/bin/bwrap", reason: "bubblewrap cannot create its sandbox", usernsRefused }).backend,
+        state(WW),
+      ).backend.landlockFix;
+    expect(refused("container")).toContain("this container or pod refuses new user namespaces");
+    expect(refused("host")).toContain("this host refuses unprivileged user namespaces");
+    expect(refused()).toBeUndefined(); // the notice's default: install bubblewrap
+  });
+
   test("Codex's helper: its enforcement follows useLinuxSandboxBwrap; proxy mode unsupported; its own Landlock rooms", () => {
     const { backend } = choice("auto", { ok: true, path: "/usr/bin/bwrap" });
     const exe = "/opt/codex/codex-linux-sandbox";
