@@ -10,7 +10,10 @@
  *   missing file are never reported.
  * - network: the call's sandbox has no network (and no proxy), and the line is a resolver failure naming a host
  *   (`Could not resolve host: H`, `getaddrinfo ENOTFOUND H`, …), a generic resolver failure, or a socket refused with
- *   `Operation not permitted` (the seccomp filter's EPERM for internet sockets).
+ *   `Operation not permitted` (the seccomp filter's EPERM: for internet sockets, AF_UNIX datagram sockets, new AF_UNIX
+ *   sockets in proxy mode, and connect/bind/listen on any socket with the network off). The target says the family
+ *   the output names for it — `unix socket`, `internet socket` — or `socket` when it names none (the errno does not
+ *   tell).
  *
  * Measured on Linux 6.18 (docs/blocked-actions.md): Landlock's audit records (6.15+) go to the audit subsystem,
  * readable only with CAP_AUDIT_READ, so an unprivileged server cannot use them; the output is what every backend has.
@@ -94,6 +97,26 @@ export const MAX_PATHS_CHECKED = 64;
 /** Words without which no line of an output can be a network refusal. */
 const NETWORK_WORDS = /resolve|ENOTFOUND|EAI_AGAIN|name resolution|name or service|unreachable|not permitted/i;
 
+/** The address family a line names: `unix` (AF_UNIX, a socket file), `internet` (AF_INET/AF_INET6, TCP, UDP). */
+type SocketFamily = "unix" | "internet";
+
+/** The target of a socket refusal, by the family the output names (`unknown`: it names none). */
+const SOCKET_TARGET: Record<SocketFamily | "unknown", string> = {
+  unix: "unix socket",
+  internet: "internet socket",
+  unknown: "socket",
+};
+
+/**
+ * The family `line` names, if it names exactly one: `AF_UNIX`/`AF_LOCAL`/`PF_UNIX`, the word `unix` or a `*.sock`
+ * path; `AF_INET`/`AF_INET6`/`PF_INET*`, `inet`, `TCP`, `UDP` or `IPv4`/`IPv6`; undefined otherwise.
+ */
+function socketFamily(line: string): SocketFamily | undefined {
+  const unix = /\b[AP]F_(?:UNIX|LOCAL)\b|\bunix\b|\.sock\b/i.test(line);
+  const internet = /\b[AP]F_INET6?\b|\binet6?\b|\b(?:TCP|UDP)\b|\bIPv[46]\b/i.test(line);
+  return unix === internet ? undefined : unix ? "unix" : "internet";
+}
+
 /** `s` as a case-insensitive pattern that matches it literally. */
 function literal(s: string): RegExp {
   return new RegExp(s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"), "i");
@@ -142,6 +165,8 @@ export function detectKernelBlocks(output: string, ctx: KernelContext): BlockedA
     return verdict;
   };
   let socketMentioned = false;
+  // The family the output last named on a line about a socket (the kernel's EPERM does not say which was refused).
+  let family: SocketFamily | undefined;
   for (const line of output.split("\n", MAX_LINES_SCANNED)) {
     if (writes && errnoWord.test(line)) {
       const named = pathOfErrorLine(line, errno);
@@ -149,7 +174,10 @@ export function detectKernelBlocks(output: string, ctx: KernelContext): BlockedA
       if (verdict !== undefined) add(verdict);
     }
     if (!network) continue;
-    if (!socketMentioned && /socket/i.test(line)) socketMentioned = true;
+    if (/socket/i.test(line)) {
+      socketMentioned = true;
+      family = socketFamily(line) ?? family;
+    }
     if (!NETWORK_WORDS.test(line)) continue;
     const host =
       /Could not resolve host(?:name)?:? '?([^\s':]+)/.exec(line)?.[1] ??
@@ -162,8 +190,10 @@ export function detectKernelBlocks(output: string, ctx: KernelContext): BlockedA
       /Operation not permitted/.test(line) &&
       socketMentioned &&
       !(ctx.backend === "seatbelt" && pathOfErrorLine(line, errno) !== undefined)
-    )
-      add({ layer: "network", target: "internet socket", remedy: networkOffRemedy() });
+    ) {
+      add({ layer: "network", target: SOCKET_TARGET[socketFamily(line) ?? family ?? "unknown"], remedy: networkOffRemedy() });
+      family = undefined; // a later refusal is labelled by what is said about it
+    }
   }
   return found;
 }

@@ -93,6 +93,11 @@ export interface SandboxBackend {
   readonly proxyWiring: "bridge" | "loopback" | "unsupported";
   /** Why a call runs under Landlock rather than bubblewrap (the weaker-protection notice); undefined otherwise. */
   readonly landlockWhy?: string;
+  /**
+   * What restores bubblewrap's protection, for the weaker-protection notice, when that is not installing bubblewrap
+   * (it is installed but user namespaces are refused); undefined otherwise.
+   */
+  readonly landlockFix?: string;
   /** Whether `call` runs sandboxed at all under this backend (danger-full-access never does). */
   sandboxes(call: CallSandbox): boolean;
   /**

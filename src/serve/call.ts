@@ -92,9 +92,10 @@ function guardOf(rt: ServeRuntime): { guard: GitGuard; noticeGiven: boolean } {
  * The notice of the first call of a session that runs under Landlock + seccomp (issue 34): the kernel cannot keep
  * git's control files read-only there, so the model is told, in words to pass on, what protects them instead.
  * `why`: why not bubblewrap; `cgroups`: whether every process of a call ends with it (else a detached process
- * can change them after the check).
+ * can change them after the check); `fix`: what to tell the user instead of installing bubblewrap (it is installed,
+ * but user namespaces are refused: in a container or pod, by design).
  */
-export function weakerProtectionNotice(why: string | undefined, cgroups: boolean): string {
+export function weakerProtectionNotice(why: string | undefined, cgroups: boolean, fix?: string): string {
   return (
     `\nshellmcp: this server runs commands under Landlock + seccomp${why === undefined ? "" : ` (${why})`}, which is weaker than bubblewrap: ` +
     "git hooks and config inside writable folders cannot be protected by the kernel; changes to them are undone after each call and reported." +
@@ -102,7 +103,7 @@ export function weakerProtectionNotice(why: string | undefined, cgroups: boolean
       ? ""
       : " This host gives shellmcp no per-call cgroups, so a background process that detaches from a command can outlive it and change them after that check.") +
     ` (Checked: repositories up to ${MAX_SEARCH_DEPTH} folder levels below each writable folder.)` +
-    " Tell the user; installing bubblewrap (and allowing unprivileged user namespaces) restores kernel protection.\n"
+    ` Tell the user; ${fix ?? "installing bubblewrap (and allowing unprivileged user namespaces) restores kernel protection"}.\n`
   );
 }
 
@@ -304,7 +305,7 @@ async function prepareCall(rt: ServeRuntime, state: SandboxState, a: LaunchArgs,
     guard.noticeGiven = true;
     const why = sandbox.backend.landlockWhy;
     // Every process of a call ends with it: with per-call cgroups, or under the lifeline guard (src/sandbox/linux/lifeline.ts).
-    notice = weakerProtectionNotice(why, rt.cgroups !== undefined || lifelineProblem() === undefined);
+    notice = weakerProtectionNotice(why, rt.cgroups !== undefined || lifelineProblem() === undefined, sandbox.backend.landlockFix);
   }
   return { sandbox, proxied, proxy, server, view, gitCheck, notice };
 }

@@ -25,12 +25,25 @@ import type { PermissionProfile } from "../sandbox/permission-profile.ts";
 import type { SandboxPolicy } from "../sandbox/policy.ts";
 import { writeStderr } from "../stderr.ts";
 
+/**
+ * The advice of the weaker-protection notice when bubblewrap is installed but new user namespaces are refused
+ * (../sandbox/linux/bwrap.ts `BwrapProbe.usernsRefused`): in a container or pod that is by design, so nothing is to
+ * be installed; on a host, the host's setting is what to change.
+ */
+const USERNS_FIX: Record<"container" | "host", string> = {
+  container:
+    "bubblewrap is installed, but this container or pod refuses new user namespaces (its runtime's default seccomp profile does), so Landlock is used: that is expected in a container or Kubernetes pod, and nothing needs installing",
+  host: "bubblewrap is installed, but this host refuses unprivileged user namespaces: allowing them (the server's log says how) restores kernel protection",
+};
+
 /** Our helper's choice for a call: the backend, whether /proc cannot be mounted, and the direct bubblewrap. */
 interface HelperChoice {
   kind: "bwrap" | "landlock";
   noProc: boolean;
   direct?: { bwrap: string; noProc: boolean };
   landlockWhy?: string;
+  /** What would restore bubblewrap's protection, when not installing it (see {@link HelperBackend.landlockFix}). */
+  landlockFix?: string;
 }
 
 /**
@@ -59,7 +72,11 @@ export interface CallContext {
   helperExe: string;
   /** `--use-codex-linux-sandbox-exe`: run calls under the client's `codexLinuxSandboxExe` when it names one. */
   useCodexLinuxSandboxExe?: boolean;
-  /** The shells' environment after `shell_environment_policy` (`$TMPDIR` is a writable root). */
+  /**
+   * The shells' environment after `shell_environment_policy` (`serve`) or the client's `process/start` env (the
+   * exec-server): every plan of the call takes `$TMPDIR` from it (a policy's root, a profile's `tmpdir` entry), never
+   * from this process's. It only adds a writable root; what stays protected comes from this server's config folders.
+   */
   env: Record<string, string | undefined>;
   /**
    * Whether a launch may start bubblewrap directly (fds besides 0–2: the seccomp program, this executable). Default
@@ -124,14 +141,20 @@ export class BackendChoice {
     if (probe.ok) this.bwrapDirect = { bwrap: probe.path!, noProc: probe.noProc === true };
     this.probed = probe.ok
       ? { kind: "bwrap", noProc: probe.noProc === true, direct: this.bwrapDirect }
-      : { kind: "landlock", noProc: probe.noProc === true, landlockWhy: `bubblewrap unavailable: ${probe.reason}` };
+      : {
+          kind: "landlock",
+          noProc: probe.noProc === true,
+          landlockWhy: `bubblewrap unavailable: ${probe.reason}`,
+          landlockFix: probe.usernsRefused === undefined ? undefined : USERNS_FIX[probe.usernsRefused],
+        };
     return this.probed;
   }
 
   /** Our helper as the backend of `choice`, for a call of a server whose helper is `helperExe`. */
   private helper(helperExe: string, c: HelperChoice, direct = true): HelperBackend {
     const flags = ["--backend", c.kind, ...(c.noProc ? ["--no-proc"] : []), ...this.protectFlags()];
-    return new HelperBackend(c.kind, helperExe, flags, c.kind === "bwrap" && direct ? c.direct : undefined, c.landlockWhy, direct);
+    const bwrap = c.kind === "bwrap" && direct ? c.direct : undefined;
+    return new HelperBackend(c.kind, helperExe, flags, bwrap, c.landlockWhy, direct, c.landlockFix);
   }
 
   /**
@@ -147,7 +170,8 @@ export class BackendChoice {
       // macOS: Seatbelt, from the profile or the legacy policy.
       let plan: FilesystemPlan;
       try {
-        plan = snap.profile !== undefined ? planPermissionProfile(snap.profile, cwd) : planSandboxPolicy(snap.policy, cwd, ctx.env);
+        plan =
+          snap.profile !== undefined ? planPermissionProfile(snap.profile, cwd, ctx.env) : planSandboxPolicy(snap.policy, cwd, ctx.env);
       } catch (e) {
         return { refused: (e as Error).message };
       }
@@ -160,7 +184,7 @@ export class BackendChoice {
         : this.choose();
       let plan: FilesystemPlan;
       try {
-        plan = planPermissionProfile(snap.profile, cwd);
+        plan = planPermissionProfile(snap.profile, cwd, ctx.env);
       } catch (e) {
         return { refused: (e as Error).message };
       }

@@ -4,7 +4,8 @@
  * profile does): `auto` chooses Landlock and says why once, `serve` runs Codex 0.169's workspace-write calls (the
  * git guard undoing a planted hook), the exec-server runs a `process/start` carrying Codex's profile with its token
  * in a Kubernetes secret volume's layout (0440, `..data` symlinks, group = fsGroup), and where Landlock is not
- * offered (gVisor: ENOSYS) the message says so.
+ * offered (gVisor: ENOSYS) the message says so; the first call's weaker-protection notice says that the pod refuses
+ * user namespaces (bubblewrap is installed) instead of advising to install bubblewrap.
  *
  * Before the fixes these failed: `serve` answered every call "ENOENT … uv_os_homedir" (or, with HOME set, the
  * helper's crash reported as "not a patched shell"); the exec-server's process/start was refused "which Landlock
@@ -92,6 +93,10 @@ describe.skipIf(skipWithout("pod simulation", podMissing()))(
         expect(existsSync(join(proj, "made-in-pod"))).toBe(true);
         expect(existsSync(join(proj, ".git", "hooks", "pre-commit"))).toBe(false); // undone by the git guard
         expect(first).toContain("pre-commit");
+        // The weaker-protection notice: bubblewrap is installed, the pod refuses user namespaces; nothing to install.
+        expect(first).toContain("which is weaker than bubblewrap");
+        expect(first).toContain("bubblewrap is installed, but this container or pod refuses new user namespaces");
+        expect(first).not.toContain("installing bubblewrap");
         const second = await call("touch second");
         expect(existsSync(join(proj, "second"))).toBe(true);
         expect(second).not.toContain("not a patched shell");

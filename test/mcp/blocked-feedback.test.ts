@@ -126,11 +126,28 @@ describe.skipIf(skip)("blocked-action feedback (compiled binary, SDK client)", (
           "curl -sS http://blocked-feedback.example/; python3 -c 'import socket; socket.socket(socket.AF_INET, socket.SOCK_DGRAM)'",
         );
         expect(r.isError).toBe(true);
+        // `python3 -c` shows no source line: nothing in the output says which family was refused.
         expect(r.blocked.map((b) => [b.layer, b.target])).toEqual([
           ["network", "blocked-feedback.example"],
-          ["network", "internet socket"],
+          ["network", "socket"],
         ]);
         expect(r.blocked[0]!.remedy).toContain("network_access = true");
+        expect(blockedLines(r.out.output)).toHaveLength(2);
+      });
+
+      test("network off: a refused AF_UNIX socket is a unix socket, a refused AF_INET one an internet socket", async () => {
+        // Datagram sockets: AF_UNIX ones are refused with the network off on both backends (Landlock's filter allows
+        // only AF_UNIX streams and seqpackets; bubblewrap's loopback network, proxy mode's, no new AF_UNIX socket).
+        // Scripts, so that Python's traceback shows the line that names the family.
+        writeFileSync(join(ws, "dgram1.py"), "import socket\ns = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)\n");
+        writeFileSync(join(ws, "dgram2.py"), "import socket\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n");
+        const r = await run(s, ws, "python3 dgram1.py; python3 dgram2.py");
+        expect(r.isError).toBe(true);
+        expect(r.out.output).toContain("PermissionError: [Errno 1] Operation not permitted");
+        expect(r.blocked.map((b) => [b.layer, b.target])).toEqual([
+          ["network", "unix socket"],
+          ["network", "internet socket"],
+        ]);
         expect(blockedLines(r.out.output)).toHaveLength(2);
       });
 

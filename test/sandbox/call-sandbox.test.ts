@@ -81,6 +81,17 @@ describe("BackendChoice.forCall", () => {
     });
   });
 
+  test("bubblewrap installed but user namespaces refused: the notice's advice says so instead of installing bubblewrap", () => {
+    const refused = (usernsRefused?: "container" | "host") =>
+      call(
+        choice("auto", { ok: false, path: "/usr/bin/bwrap", reason: "bubblewrap cannot create its sandbox", usernsRefused }).backend,
+        state(WW),
+      ).backend.landlockFix;
+    expect(refused("container")).toContain("this container or pod refuses new user namespaces");
+    expect(refused("host")).toContain("this host refuses unprivileged user namespaces");
+    expect(refused()).toBeUndefined(); // the notice's default: install bubblewrap
+  });
+
   test("Codex's helper: its enforcement follows useLinuxSandboxBwrap; proxy mode unsupported; its own Landlock rooms", () => {
     const { backend } = choice("auto", { ok: true, path: "/usr/bin/bwrap" });
     const exe = "/opt/codex/codex-linux-sandbox";
@@ -160,6 +171,29 @@ describe("CallSandbox", () => {
     expect(c.plan()).toBe(c.plan());
     expect(c.plan().writableRoots.map((w) => w.root)).toEqual([ws, join(root, "tmp")]);
     expect(c.plan().writableRoots[0]!.readOnlySubpaths).toContain(join(ws, ".git"));
+  });
+
+  test("a permission profile's plan takes $TMPDIR from the call's environment, not the server's (bwrap, Landlock, Seatbelt)", () => {
+    // The shells' $TMPDIR (root/tmp) is not this process's: the plan must make the call's scratch folder writable.
+    expect(process.env.TMPDIR).not.toBe(env.TMPDIR);
+    const profile = parsePermissionProfile({
+      type: "managed",
+      network: "restricted",
+      file_system: {
+        type: "restricted",
+        entries: [
+          { path: { type: "special", value: { kind: "root" } }, access: "read" },
+          { path: { type: "special", value: { kind: "project_roots" } }, access: "write" },
+          { path: { type: "special", value: { kind: "tmpdir" } }, access: "write" },
+        ],
+      },
+    });
+    const chosen = [
+      call(choice("auto", { ok: true, path: "/usr/bin/bwrap" }).backend, state(WW, { profile })),
+      call(choice("landlock", { ok: false }).backend, state(WW, { profile })),
+      call(choice("auto", { ok: true, path: "/usr/bin/bwrap" }).backend, state(WW, { profile }), { platform: "darwin" }),
+    ];
+    for (const c of chosen) expect(c.plan().writableRoots.map((w) => w.root)).toEqual([ws, join(root, "tmp")]);
   });
 });
 

@@ -69,10 +69,23 @@ describe("what is reported", () => {
     expect(kinds(out)).toEqual([
       ["network", "a.example"],
       ["network", "b.example"],
-      ["network", "internet socket"],
+      ["network", "socket"], // the output names no family: the errno does not tell which
     ]);
     expect(kinds(out, { networkOff: false })).toEqual([]);
     expect(kinds("rm: cannot remove 'x': Operation not permitted\n")).toEqual([]);
+  });
+  test("network: a refused socket is labelled by the family the output names (unix or internet), each refusal by its own", () => {
+    const traceback = (source: string) =>
+      `Traceback (most recent call last):\n  File "/w/t.py", line 2, in <module>\n    ${source}\n` +
+      '  File "/usr/lib/python3.11/socket.py", line 232, in __init__\n    _socket.socket.__init__(self, family, type, proto, fileno)\n' +
+      "PermissionError: [Errno 1] Operation not permitted\n";
+    expect(kinds(traceback("s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)"))).toEqual([["network", "unix socket"]]);
+    expect(kinds(traceback("s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)"))).toEqual([["network", "internet socket"]]);
+    // One refusal's family does not label the next, unnamed one.
+    expect(kinds(traceback("socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)") + traceback("socket.socket(family)"))).toEqual([
+      ["network", "unix socket"],
+      ["network", "socket"],
+    ]);
   });
   test("a flood of refusals: each distinct path looked up once, at most MAX_PATHS_CHECKED", () => {
     const asked: string[] = [];

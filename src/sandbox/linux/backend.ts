@@ -74,6 +74,8 @@ function helperArgv(helper: string[], call: CallSandbox, shell: ShellCommand, pr
  * needs our inner stage (restricted reads), where the helper is used after all. Under Landlock, when the launcher
  * passes fds (`passesFds`, not the exec-server's) and sandbox-exec is carried, calls start sandbox-exec with the
  * plan the helper would have applied (./sandbox-exec.ts; no Bun start), unless only the helper can run it.
+ * `landlockWhy`/`landlockFix`: why Landlock, and what restores bubblewrap's protection when that is not installing
+ * it (../backend.ts `SandboxBackend`).
  */
 export class HelperBackend implements SandboxBackend {
   readonly enforcement: "bwrap" | "landlock";
@@ -86,6 +88,7 @@ export class HelperBackend implements SandboxBackend {
     readonly directBwrap?: { bwrap: string; noProc: boolean },
     readonly landlockWhy?: string,
     readonly passesFds: boolean = true,
+    readonly landlockFix?: string,
   ) {
     this.enforcement = kind;
     this.proxyWiring = kind === "bwrap" ? "bridge" : "loopback";

@@ -32,6 +32,12 @@ export interface BwrapProbe {
   noProc?: boolean;
   /** Why bwrap cannot be used, with the fix. */
   reason?: string;
+  /**
+   * bwrap is there but new user namespaces are refused: `container` when this process runs under a seccomp filter
+   * (a container runtime's default profile, a Kubernetes pod's `RuntimeDefault`: expected, nothing to install),
+   * `host` otherwise (sysctl, AppArmor). Absent when bwrap is missing or failed for another reason.
+   */
+  usernsRefused?: "container" | "host";
 }
 
 /** Folders searched for `bwrap`, in order: the system's, never the caller's `PATH` (see {@link findBwrap}). */
@@ -110,15 +116,18 @@ function probeBwrapUncached(path: string, networkRestricted: boolean): BwrapProb
     if (r2.exitCode === 0) return { ok: true, path, noProc: true };
   }
   let why = err.trim().split("\n").pop() ?? `exit ${r.exitCode}`;
+  let usernsRefused: BwrapProbe["usernsRefused"];
   if (/namespace|uid map|setting up uid|Operation not permitted|Permission denied/i.test(err) && underSeccompFilter()) {
+    usernsRefused = "container";
     // A container (issue 44): the runtime's default seccomp profile refuses new user namespaces, by design.
     why +=
       " — this process runs under a seccomp filter (a container runtime's default profile refuses new user namespaces), so the Landlock backend is the one that works here";
   } else if (/namespace|uid map|setting up uid|Operation not permitted|Permission denied/i.test(err)) {
+    usernsRefused = "host";
     why +=
       " — user namespaces are disabled or restricted here: enable them (`sysctl -w kernel.unprivileged_userns_clone=1`; on Ubuntu 24.04+ also `sysctl -w kernel.apparmor_restrict_unprivileged_userns=0` or an AppArmor profile for bwrap), or use the Landlock backend";
   }
-  return { ok: false, path, reason: `bubblewrap cannot create its sandbox: ${why}` };
+  return { ok: false, path, reason: `bubblewrap cannot create its sandbox: ${why}`, ...(usernsRefused ? { usernsRefused } : {}) };
 }
 
 /**
