@@ -41,7 +41,6 @@ const WAITING: readonly string[] = [
   "src/init/init.ts:planInit",
   "src/sandbox/git/guard.ts",
   "src/sandbox/git/guard.ts:GitGuard.snapshot",
-  "src/sandbox/linux/bwrap.ts:bwrapMounts",
 ];
 
 /** Repository-relative paths of the `.ts` files under `dir`. */
