@@ -38,7 +38,6 @@ const WAITING: readonly string[] = [
   "src/approvals/cli.ts:interactive",
   "src/http/server.ts:handle",
   "src/http/server.ts:startHttpServer",
-  "src/init/init.ts:planInit",
   "src/sandbox/git/guard.ts",
   "src/sandbox/git/guard.ts:GitGuard.snapshot",
 ];
