@@ -11,7 +11,7 @@
  *
  * Questions are the elicitation's own text, rendered again by src/safe-text.ts before they reach the terminal.
  */
-import { watch as watchFs } from "node:fs";
+import { watch as watchFs, type FSWatcher } from "node:fs";
 import { bounded, visibleLines } from "../safe-text.ts";
 import { writeStderr } from "../stderr.ts";
 import { listSockets, ServerConnection, STALE } from "./client.ts";
@@ -221,104 +221,13 @@ const KEYS: Record<Decision, string> = { once: "o", session: "e", always: "a", d
  * a new one appears when it is asked. It shows the oldest waiting request and answers it on one key press (the
  * terminal in raw mode: no Enter), `s` skips it (it stays waiting, shown again when it is the only one left),
  * `q` or Ctrl-C ends. Each connection also tells its server that someone is watching (src/approvals/server.ts
- * `watched`: where a client answers questions without a person, they come here).
+ * `watched`: where a client answers questions without a person, they come here). Resolves with the exit status (0)
+ * when stdin ends or the person quits.
  */
 async function interactive(dirs: readonly string[]): Promise<number> {
-  const servers = new Map<string, Watched>();
-  const waiting = new Map<string, ListedRequest>();
-  const skipped = new Set<string>();
-  const said = new Set<string>();
-  /** The request on the screen; null: "no request is waiting" is; undefined: the screen must be redrawn. */
-  let shown: string | null | undefined;
-  let answering = false;
+  const screen = new ApproverScreen(dirs);
+  process.stdout.write(`shellmcp approvals: watching ${dirs.join(" and ")} (q or Ctrl-C to stop)\n`);
   let done = false;
-  const out = (t: string) => process.stdout.write(t);
-  out(`shellmcp approvals: watching ${dirs.join(" and ")} (q or Ctrl-C to stop)\n`);
-
-  const current = (): ListedRequest | undefined => {
-    const all = [...waiting.values()];
-    return all.find((r) => !skipped.has(r.id)) ?? all[0];
-  };
-  const show = () => {
-    if (answering) return;
-    const r = current();
-    if ((r?.id ?? null) === shown) return;
-    shown = r?.id ?? null;
-    if (r === undefined) {
-      out(`no request is waiting\n`);
-      return;
-    }
-    const keys = answersFor(r).map((d) => ({ once: "[o]nce", session: "s[e]ssion", always: "[a]lways", deny: "[d]eny" })[d]);
-    const more = waiting.size > 1 ? ` (${waiting.size - 1} more waiting)` : "";
-    out(`\n${describe(r)}\n${[...keys, "[s]kip", "[q]uit"].join(", ")}${more}? `);
-  };
-
-  const watch = async (socket: string, s: { conn: ServerConnection; pid: number; cwd: string; pending: PendingRequest[] }) => {
-    const w: Watched = { conn: s.conn, pid: s.pid, cwd: s.cwd, socket, results: new Map() };
-    servers.set(socket, w);
-    const add = (p: PendingRequest) => waiting.set(p.id, { ...p, server: { pid: w.pid, cwd: w.cwd, socket } });
-    for (const p of s.pending) add(p);
-    show();
-    for (;;) {
-      const l = await w.conn.next();
-      if (l === undefined) break;
-      if (l.type === "pending") {
-        const { type: _t, ...p } = l;
-        add(p);
-        show();
-      } else if (l.type === "gone") {
-        const had = waiting.delete(l.id);
-        skipped.delete(l.id);
-        if (had && !w.results.has(l.id)) {
-          out(`\n[${l.id}] ${l.why === "timed out" ? "timed out: denied" : `${l.why} elsewhere`}\n`);
-          if (shown === l.id) shown = undefined;
-          show();
-        }
-      } else if (l.type === "result") {
-        w.results.get(l.id)?.(l.ok ? undefined : (l.error ?? "refused"));
-        w.results.delete(l.id);
-      }
-    }
-    servers.delete(socket);
-    for (const [id, r] of waiting) if (r.server.socket === socket) waiting.delete(id);
-    for (const f of w.results.values()) f("the server closed the connection");
-    if (typeof shown === "string" && !waiting.has(shown)) ((shown = undefined), show());
-  };
-
-  const scan = async () => {
-    const problems: string[] = [];
-    for (const socket of socketsIn(dirs, problems)) {
-      if (servers.has(socket)) continue;
-      const s = await openServer(socket);
-      if ("error" in s) {
-        if (s.error !== STALE) problems.push(`${socket}: ${s.error}`);
-        continue;
-      }
-      void watch(socket, s);
-    }
-    for (const p of problems) if (!said.has(p)) (said.add(p), writeStderr(`shellmcp approvals: ${visibleLines(p)}\n`));
-  };
-
-  const answer = async (r: ListedRequest, decision: Decision) => {
-    const w = servers.get(r.server.socket);
-    if (w === undefined) return;
-    answering = true;
-    const why = await new Promise<string | undefined>((resolve) => {
-      w.results.set(r.id, resolve);
-      w.conn.send({ type: "answer", id: r.id, decision });
-    });
-    waiting.delete(r.id);
-    answering = false;
-    out(
-      `${decision}\n` +
-        (why === undefined
-          ? `${decision === "deny" ? "denied" : decision === "session" ? "approved for the session" : "approved"}: ${r.id}\n`
-          : `not taken: ${visibleLines(why)}\n`),
-    );
-    shown = undefined;
-    show();
-  };
-
   const stdin = process.stdin;
   const raw = stdin.isTTY === true;
   if (raw) stdin.setRawMode(true);
@@ -329,44 +238,187 @@ async function interactive(dirs: readonly string[]): Promise<number> {
       resolve();
     };
     stdin.on("end", finish);
-    stdin.on("data", (chunk: string) => {
-      for (const key of chunk.toLowerCase()) {
-        if (key === "\u0003" || key === "\u0004" || key === "q") return finish();
-        const r = current();
-        if (r === undefined || answering || r.id !== shown) continue;
-        if (key === "s") {
-          skipped.add(r.id);
-          out("skip\n");
-          shown = undefined;
-          show();
-          continue;
-        }
-        const decision = answersFor(r).find((d) => KEYS[d] === key);
-        if (decision !== undefined) void answer(r, decision);
-      }
-    });
+    stdin.on("data", (chunk: string) => screen.keys(chunk, finish));
   });
   // A new server's socket is seen at once (inotify), so the server knows someone watches before its first
   // question; and every second anyway.
   let wake: (() => void) | undefined;
-  const watchers = dirs.flatMap((d) => {
-    try {
-      ensureApprovalsDir(d); // the folder the servers will use, made as they make it (0700), to be watched
-      return [watchFs(d, () => wake?.())];
-    } catch {
-      return []; // cannot be made or watched: the one-second look finds its servers
-    }
-  });
-  await scan();
-  show();
+  const watchers = watchDirs(dirs, () => wake?.());
+  await screen.scan();
+  screen.show();
   while (!done) {
     await Promise.race([ended, Bun.sleep(1000), new Promise<void>((r) => (wake = r))]);
-    if (!done) await scan();
+    if (!done) await screen.scan();
   }
   for (const w of watchers) w.close();
   if (raw) stdin.setRawMode(false);
   stdin.pause();
-  for (const w of servers.values()) w.conn.close();
-  out("\n");
+  screen.close();
+  process.stdout.write("\n");
   return 0;
+}
+
+/**
+ * Watch each folder of `dirs` for new sockets, calling `wake` on any change: each is first made as the servers make
+ * it (0700, ./place.ts `ensureApprovalsDir`), so that it can be watched before its first server starts. A folder
+ * that cannot be made or watched is left out (the one-second look finds its servers). Returns the watchers, to close.
+ */
+function watchDirs(dirs: readonly string[], wake: () => void): FSWatcher[] {
+  return dirs.flatMap((d) => {
+    try {
+      ensureApprovalsDir(d);
+      return [watchFs(d, () => wake())];
+    } catch {
+      return [];
+    }
+  });
+}
+
+/**
+ * What the interactive approver ({@link interactive}) knows and shows: the servers it is connected to, their waiting
+ * requests, the one on the screen; it writes to stdout (problems to stderr, each once).
+ */
+class ApproverScreen {
+  /** The servers connected to, by socket path. */
+  private readonly servers = new Map<string, Watched>();
+  /** Every server's waiting requests, by id, in the order they came (the oldest first). */
+  private readonly waiting = new Map<string, ListedRequest>();
+  /** Ids of the requests skipped (`s`): shown again only when no other is waiting. */
+  private readonly skipped = new Set<string>();
+  /** Problems already written to stderr (a folder or server that fails every second is said once). */
+  private readonly said = new Set<string>();
+  /** The request on the screen; null: "no request is waiting" is; undefined: the screen must be redrawn. */
+  private shown: string | null | undefined;
+  /** An answer is on its way to its server: the screen and the keys wait for its result. */
+  private answering = false;
+
+  /** `dirs`: the approver's folders, where the servers' sockets are. */
+  constructor(private readonly dirs: readonly string[]) {}
+
+  /** The request to show: the oldest not skipped, else the oldest; undefined when none is waiting. */
+  private current(): ListedRequest | undefined {
+    const all = [...this.waiting.values()];
+    return all.find((r) => !this.skipped.has(r.id)) ?? all[0];
+  }
+
+  /** Show the current request with its keys (or that none is waiting), unless it is on the screen already or an answer is on its way. */
+  show(): void {
+    if (this.answering) return;
+    const r = this.current();
+    if ((r?.id ?? null) === this.shown) return;
+    this.shown = r?.id ?? null;
+    if (r === undefined) {
+      out(`no request is waiting\n`);
+      return;
+    }
+    const keys = answersFor(r).map((d) => ({ once: "[o]nce", session: "s[e]ssion", always: "[a]lways", deny: "[d]eny" })[d]);
+    const more = this.waiting.size > 1 ? ` (${this.waiting.size - 1} more waiting)` : "";
+    out(`\n${describe(r)}\n${[...keys, "[s]kip", "[q]uit"].join(", ")}${more}? `);
+  }
+
+  /** Connect to every server in the folders not connected yet ({@link watch}); problems go to stderr, each once. */
+  async scan(): Promise<void> {
+    const problems: string[] = [];
+    for (const socket of socketsIn(this.dirs, problems)) {
+      if (this.servers.has(socket)) continue;
+      const s = await openServer(socket);
+      if ("error" in s) {
+        if (s.error !== STALE) problems.push(`${socket}: ${s.error}`);
+        continue;
+      }
+      void this.watch(socket, s);
+    }
+    for (const p of problems) if (!this.said.has(p)) (this.said.add(p), writeStderr(`shellmcp approvals: ${visibleLines(p)}\n`));
+  }
+
+  /**
+   * Follow the server at `socket` (just opened, `s`: its hello and waiting requests) until its connection ends: add its
+   * requests as they come, drop those answered elsewhere or timed out (with a line saying so), hand each answer's
+   * result to whoever sent it. When it ends, its requests go and its unconfirmed answers get "the server closed the
+   * connection".
+   */
+  private async watch(socket: string, s: { conn: ServerConnection; pid: number; cwd: string; pending: PendingRequest[] }): Promise<void> {
+    const w: Watched = { conn: s.conn, pid: s.pid, cwd: s.cwd, socket, results: new Map() };
+    this.servers.set(socket, w);
+    const add = (p: PendingRequest) => this.waiting.set(p.id, { ...p, server: { pid: w.pid, cwd: w.cwd, socket } });
+    for (const p of s.pending) add(p);
+    this.show();
+    for (;;) {
+      const l = await w.conn.next();
+      if (l === undefined) break;
+      if (l.type === "pending") {
+        const { type: _t, ...p } = l;
+        add(p);
+        this.show();
+      } else if (l.type === "gone") {
+        const had = this.waiting.delete(l.id);
+        this.skipped.delete(l.id);
+        if (had && !w.results.has(l.id)) {
+          out(`\n[${l.id}] ${l.why === "timed out" ? "timed out: denied" : `${l.why} elsewhere`}\n`);
+          if (this.shown === l.id) this.shown = undefined;
+          this.show();
+        }
+      } else if (l.type === "result") {
+        w.results.get(l.id)?.(l.ok ? undefined : (l.error ?? "refused"));
+        w.results.delete(l.id);
+      }
+    }
+    this.servers.delete(socket);
+    for (const [id, r] of this.waiting) if (r.server.socket === socket) this.waiting.delete(id);
+    for (const f of w.results.values()) f("the server closed the connection");
+    if (typeof this.shown === "string" && !this.waiting.has(this.shown)) ((this.shown = undefined), this.show());
+  }
+
+  /** Send `decision` for `r` to its server, wait for its result, and say it (taken, or why not). */
+  private async answer(r: ListedRequest, decision: Decision): Promise<void> {
+    const w = this.servers.get(r.server.socket);
+    if (w === undefined) return;
+    this.answering = true;
+    const why = await new Promise<string | undefined>((resolve) => {
+      w.results.set(r.id, resolve);
+      w.conn.send({ type: "answer", id: r.id, decision });
+    });
+    this.waiting.delete(r.id);
+    this.answering = false;
+    out(
+      `${decision}\n` +
+        (why === undefined
+          ? `${decision === "deny" ? "denied" : decision === "session" ? "approved for the session" : "approved"}: ${r.id}\n`
+          : `not taken: ${visibleLines(why)}\n`),
+    );
+    this.shown = undefined;
+    this.show();
+  }
+
+  /**
+   * Take the key presses of `chunk` (terminal input): `q`, Ctrl-C or Ctrl-D call `quit` (the rest is ignored); `s`
+   * skips the request on the screen; an answer's key ({@link KEYS}) answers it. Keys pressed while no request is on
+   * the screen or an answer is on its way are ignored.
+   */
+  keys(chunk: string, quit: () => void): void {
+    for (const key of chunk.toLowerCase()) {
+      if (key === "\u0003" || key === "\u0004" || key === "q") return quit();
+      const r = this.current();
+      if (r === undefined || this.answering || r.id !== this.shown) continue;
+      if (key === "s") {
+        this.skipped.add(r.id);
+        out("skip\n");
+        this.shown = undefined;
+        this.show();
+        continue;
+      }
+      const decision = answersFor(r).find((d) => KEYS[d] === key);
+      if (decision !== undefined) void this.answer(r, decision);
+    }
+  }
+
+  /** Close every server connection. */
+  close(): void {
+    for (const w of this.servers.values()) w.conn.close();
+  }
+}
+
+/** Write `t` to stdout (the approver's screen). */
+function out(t: string): void {
+  process.stdout.write(t);
 }

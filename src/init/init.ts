@@ -137,91 +137,10 @@ function merged(plan: InitPlan, path: string, what: string, merge: (before: stri
 export function planInit(client: Client | undefined, o: InitOptions, env: InitEnv): InitPlan {
   const plan: InitPlan = { changes: [], folders: [], problems: [], next: [] };
   const name = o.name ?? "shell";
-  const cmd = env.command;
   const codexToml = join(env.codexHome, "config.toml");
   const tomlEntries: TomlEntry[] = [];
-  if (o.starter !== false) {
-    const rulesPath = join(env.codexHome, "rules", STARTER_RULES.name);
-    const have = readText(rulesPath);
-    if (have === undefined)
-      plan.changes.push({
-        path: rulesPath,
-        before: undefined,
-        after: STARTER_RULES.text,
-        entries: [{ entry: "the starter rules", outcome: "added" }],
-        what: "the starter rules",
-      });
-    else if (have !== STARTER_RULES.text)
-      plan.changes.push({
-        path: rulesPath,
-        before: have,
-        after: have,
-        entries: [{ entry: "the starter rules", outcome: "kept", found: "your own version of this file" }],
-        what: "the starter rules",
-      });
-    tomlEntries.push(...starterEntries());
-    for (const [program, folders] of Object.entries(starterCacheFolders())) {
-      if (!env.which(program)) continue;
-      for (const f of folders) {
-        const abs = f.startsWith("~/") ? join(env.home, f.slice(2)) : f;
-        if (!existsSync(abs)) plan.folders.push(abs);
-      }
-    }
-  }
-  const serveArgs = (sandbox: boolean) => [...cmd.slice(1), "serve", ...(sandbox ? ["--sandbox", "workspace-write"] : [])];
-  const line = (words: string[]) => words.map(shellWord).join(" ");
-  switch (client) {
-    case "claude":
-      merged(plan, join(env.project, ".mcp.json"), "Claude Code's project MCP servers", (t) =>
-        mergeJsonServer(t, "mcpServers", name, { command: cmd[0]!, args: serveArgs(true) }),
-      );
-      plan.next.push(
-        `claude -p "…" --allowedTools mcp__${name}      # print mode needs the tools allowed (or allow them in ~/.claude/settings.json)`,
-        `# for every project instead of this one: ${line(["claude", "mcp", "add", "--scope", "user", name, "--", cmd[0]!, ...serveArgs(true)])}`,
-      );
-      break;
-    case "gemini":
-      merged(plan, join(env.home, ".gemini", "settings.json"), "Gemini CLI's user settings", (t) =>
-        mergeJsonServer(t, "mcpServers", name, { command: cmd[0]!, args: serveArgs(true), trust: true }),
-      );
-      plan.next.push(`gemini -p "…" --skip-trust      # in a folder Gemini does not trust yet, headless mode needs --skip-trust`);
-      break;
-    case "codex": {
-      const server: TomlEntry[] = [
-        { table: ["mcp_servers", name], key: "command", value: JSON.stringify(cmd[0]!) },
-        { table: ["mcp_servers", name], key: "args", value: JSON.stringify(serveArgs(false)) },
-        { table: ["mcp_servers", name], key: "required", value: "true" },
-        { table: ["mcp_servers", name], key: "default_tools_approval_mode", value: '"approve"' },
-        // Codex starts MCP servers with a few variables only: a CODEX_HOME other than ~/.codex is passed on.
-        ...(env.codexHomeFromEnv
-          ? [{ table: ["mcp_servers", name], key: "env", value: `{ CODEX_HOME = ${JSON.stringify(env.codexHome)} }` }]
-          : []),
-      ];
-      // A server of that name already there is someone's: none of its keys is added to it.
-      const existing = existingTomlTable(codexToml, ["mcp_servers", name]);
-      tomlEntries.unshift({ table: ["features"], key: "shell_tool", value: "false" }, ...(existing === undefined ? server : []));
-      if (existing !== undefined) {
-        const same = server.every((e) => deepEqual(existing[e.key], parseToml(`v = ${e.value}`).v));
-        if (!same)
-          plan.problems.push(
-            `${codexToml}: a server named "${name}" is already there with another configuration (${JSON.stringify(existing)}): left as it is; remove it, or add this one beside it with --name NAME`,
-          );
-      }
-      break;
-    }
-    case "vscode":
-      merged(plan, join(env.project, ".vscode", "mcp.json"), "VS Code's workspace MCP servers", (t) =>
-        mergeJsonServer(t, "servers", name, { type: "stdio", command: cmd[0]!, args: serveArgs(true) }),
-      );
-      break;
-    case "cursor":
-      merged(plan, join(env.project, ".cursor", "mcp.json"), "Cursor's project MCP servers", (t) =>
-        mergeJsonServer(t, "mcpServers", name, { command: cmd[0]!, args: serveArgs(true) }),
-      );
-      break;
-    case undefined:
-      break;
-  }
+  if (o.starter !== false) tomlEntries.push(...planStarter(plan, env));
+  planClient(plan, client, name, env, codexToml, tomlEntries);
   if (tomlEntries.length > 0)
     merged(plan, codexToml, client === "codex" ? "Codex's config (and shellmcp's settings)" : "shellmcp's settings (CODEX_HOME)", (t) =>
       mergeToml(t, tomlEntries, (table) =>
@@ -230,7 +149,136 @@ export function planInit(client: Client | undefined, o: InitOptions, env: InitEn
           : "added by shellmcp init: the starter policy's companion settings (examples/config/starter.toml)",
       ),
     );
-  // A Codex server entry that was already there with another value: the whole server is someone else's.
+  reportServerConflicts(plan, name);
+  return plan;
+}
+
+/**
+ * The starter policy's part of `plan` (./starter.ts): the starter rules file in `env.codexHome`'s `rules/` (added when
+ * missing; kept, and said so, when the file there is another text), and the missing cache folders its settings name
+ * for the programs installed here (`env.which`; `~/` is `env.home`). Returns the companion settings, to merge into
+ * CODEX_HOME's `config.toml`. Reads files, writes nothing; throws `CONFIG` for a rules file it may not read.
+ */
+function planStarter(plan: InitPlan, env: InitEnv): TomlEntry[] {
+  const rulesPath = join(env.codexHome, "rules", STARTER_RULES.name);
+  const have = readText(rulesPath);
+  if (have === undefined)
+    plan.changes.push({
+      path: rulesPath,
+      before: undefined,
+      after: STARTER_RULES.text,
+      entries: [{ entry: "the starter rules", outcome: "added" }],
+      what: "the starter rules",
+    });
+  else if (have !== STARTER_RULES.text)
+    plan.changes.push({
+      path: rulesPath,
+      before: have,
+      after: have,
+      entries: [{ entry: "the starter rules", outcome: "kept", found: "your own version of this file" }],
+      what: "the starter rules",
+    });
+  const entries = starterEntries();
+  for (const [program, folders] of Object.entries(starterCacheFolders())) {
+    if (!env.which(program)) continue;
+    for (const f of folders) {
+      const abs = f.startsWith("~/") ? join(env.home, f.slice(2)) : f;
+      if (!existsSync(abs)) plan.folders.push(abs);
+    }
+  }
+  return entries;
+}
+
+/**
+ * The arguments of the server command `cmd` (program first) after its program: the rest of `cmd`, `serve`, and with
+ * `sandbox` `--sandbox workspace-write`.
+ */
+function serveArgs(cmd: readonly string[], sandbox: boolean): string[] {
+  return [...cmd.slice(1), "serve", ...(sandbox ? ["--sandbox", "workspace-write"] : [])];
+}
+
+/**
+ * The client's part of `plan`: its MCP configuration merged with the server `name` (a change, or a problem when the
+ * merge refuses) and the lines to print after; for Codex, the entries to merge into `codexToml` put first in
+ * `tomlEntries` instead ({@link codexServerEntries}). Nothing for `undefined`. Reads files, writes nothing.
+ */
+function planClient(
+  plan: InitPlan,
+  client: Client | undefined,
+  name: string,
+  env: InitEnv,
+  codexToml: string,
+  tomlEntries: TomlEntry[],
+): void {
+  const cmd = env.command;
+  const line = (words: string[]) => words.map(shellWord).join(" ");
+  switch (client) {
+    case "claude":
+      merged(plan, join(env.project, ".mcp.json"), "Claude Code's project MCP servers", (t) =>
+        mergeJsonServer(t, "mcpServers", name, { command: cmd[0]!, args: serveArgs(cmd, true) }),
+      );
+      plan.next.push(
+        `claude -p "…" --allowedTools mcp__${name}      # print mode needs the tools allowed (or allow them in ~/.claude/settings.json)`,
+        `# for every project instead of this one: ${line(["claude", "mcp", "add", "--scope", "user", name, "--", cmd[0]!, ...serveArgs(cmd, true)])}`,
+      );
+      break;
+    case "gemini":
+      merged(plan, join(env.home, ".gemini", "settings.json"), "Gemini CLI's user settings", (t) =>
+        mergeJsonServer(t, "mcpServers", name, { command: cmd[0]!, args: serveArgs(cmd, true), trust: true }),
+      );
+      plan.next.push(`gemini -p "…" --skip-trust      # in a folder Gemini does not trust yet, headless mode needs --skip-trust`);
+      break;
+    case "codex":
+      tomlEntries.unshift(...codexServerEntries(plan, name, env, codexToml));
+      break;
+    case "vscode":
+      merged(plan, join(env.project, ".vscode", "mcp.json"), "VS Code's workspace MCP servers", (t) =>
+        mergeJsonServer(t, "servers", name, { type: "stdio", command: cmd[0]!, args: serveArgs(cmd, true) }),
+      );
+      break;
+    case "cursor":
+      merged(plan, join(env.project, ".cursor", "mcp.json"), "Cursor's project MCP servers", (t) =>
+        mergeJsonServer(t, "mcpServers", name, { command: cmd[0]!, args: serveArgs(cmd, true) }),
+      );
+      break;
+    case undefined:
+      break;
+  }
+}
+
+/**
+ * Codex's entries for `codexToml` (its `config.toml`): `features.shell_tool = false`, then the server `name`'s table
+ * (`command`, `args`, `required`, `default_tools_approval_mode`, and `env` with CODEX_HOME when it came from the
+ * environment: Codex starts MCP servers with a few variables only). A server of that name already there is
+ * someone's: none of its keys is added, and a problem is added to `plan` when it differs from this one.
+ */
+function codexServerEntries(plan: InitPlan, name: string, env: InitEnv, codexToml: string): TomlEntry[] {
+  const cmd = env.command;
+  const server: TomlEntry[] = [
+    { table: ["mcp_servers", name], key: "command", value: JSON.stringify(cmd[0]!) },
+    { table: ["mcp_servers", name], key: "args", value: JSON.stringify(serveArgs(cmd, false)) },
+    { table: ["mcp_servers", name], key: "required", value: "true" },
+    { table: ["mcp_servers", name], key: "default_tools_approval_mode", value: '"approve"' },
+    ...(env.codexHomeFromEnv
+      ? [{ table: ["mcp_servers", name], key: "env", value: `{ CODEX_HOME = ${JSON.stringify(env.codexHome)} }` }]
+      : []),
+  ];
+  const existing = existingTomlTable(codexToml, ["mcp_servers", name]);
+  if (existing !== undefined) {
+    const same = server.every((e) => deepEqual(existing[e.key], parseToml(`v = ${e.value}`).v));
+    if (!same)
+      plan.problems.push(
+        `${codexToml}: a server named "${name}" is already there with another configuration (${JSON.stringify(existing)}): left as it is; remove it, or add this one beside it with --name NAME`,
+      );
+  }
+  return [{ table: ["features"], key: "shell_tool", value: "false" }, ...(existing === undefined ? server : [])];
+}
+
+/**
+ * A problem in `plan` for each planned change whose server entry `name` was kept (already there with another value:
+ * the whole server is someone else's).
+ */
+function reportServerConflicts(plan: InitPlan, name: string): void {
   for (const c of plan.changes) {
     const conflict = c.entries.find((e) => e.outcome === "kept" && /^(mcpServers|servers|mcp_servers)\./.test(e.entry));
     if (conflict !== undefined)
@@ -238,7 +286,6 @@ export function planInit(client: Client | undefined, o: InitOptions, env: InitEn
         `${c.path}: a server named "${name}" is already there with another configuration (${conflict.found}): left as it is; remove it, or add this one beside it with --name NAME`,
       );
   }
-  return plan;
 }
 
 /** The plan as the lines `init` prints before it asks. */

@@ -23,13 +23,22 @@ import { writableRoots } from "./roots.ts";
 /** Which mechanism confines the shell's writes. `none`: the shell runs unsandboxed. */
 export type WriteEnforcement = "bwrap" | "landlock" | "none";
 
-/** Writable places of one sandbox, as the host sees them. */
+/**
+ * Writable places of one sandbox, as the host sees them ({@link writableView}, {@link planWritableView}): what the
+ * escalation boundary judges a path by ({@link canWrite}, {@link canReplaceEntry}). Every path is canonical and
+ * absolute. Never narrower than what the sandbox really allows: a read-only entry is listed only where the backend
+ * enforces it and no folder above it can be renamed ({@link pinnedReadOnly}).
+ */
 export interface WritableView {
-  /** Everything is writable. */
+  /** Everything is writable (no sandbox, or one that writes everywhere); `roots` and `readOnly` are then empty. */
   full: boolean;
-  /** Canonical writable roots. */
+  /** Canonical writable roots: the sandbox's, and under Landlock `/dev/shm` ({@link LANDLOCK_EXTRA_WRITABLE}). */
   roots: string[];
-  /** Canonical paths inside `roots` that stay read-only. */
+  /**
+   * Canonical paths inside `roots` that stay read-only (files or folders, existing or not): under bubblewrap the
+   * protected subpaths (`.git`, `.codex`, `.agents`, CODEX_HOME …) and, from a plan, its denied paths; empty under
+   * Landlock, which cannot enforce them.
+   */
   readOnly: string[];
   /**
    * Canonical folders inside a `readOnly` entry that are bound writable again (bubblewrap: a bare repository's

@@ -39,12 +39,21 @@ import { canonicalPath } from "../../sandbox/writable.ts";
 /** `escalation` in the config: `room` (default) or `host` (Codex's meaning: the program runs unconfined). */
 export type EscalationMode = "room" | "host";
 
-/** Everything the escalation server needs to build rooms for one call. */
+/**
+ * Everything the escalation server needs to build rooms for one call: how rooms are built (`backend`), the call's own
+ * sandbox every room starts from (`call`), and the settings' grants by program name (`[shellmcp.room_writable]`,
+ * `[shellmcp.room_network]`, `[shellmcp.room_readable]`), with the proxies the call's network needs. Made once per
+ * call; {@link planRoom} turns it into one program's {@link RoomPlan}.
+ */
 export interface RoomSpec {
+  /** How rooms are built for this call (../../sandbox/room-backend.ts): on the host, bubblewrap, Landlock, Seatbelt, or none possible. */
   backend: RoomBackend;
-  /** The call's sandbox, as its backend enforces it. */
+  /** The call's sandbox, as its backend enforces it: every room starts from it (its reads, writable roots, denied paths). */
   call: FilesystemPlan;
-  /** Extra writable paths by program base name (`npm` → `["/home/u/.npm"]`), absolute. */
+  /**
+   * Extra writable paths by program base name (`[shellmcp.room_writable]`: `npm` → `["/home/u/.npm"]`), absolute; one
+   * that does not exist is left out.
+   */
   extraWritable: Readonly<Record<string, readonly string[]>>;
   /**
    * Network grants by program base name (`[shellmcp.room_network]`): a program named here gets that network in its
@@ -221,17 +230,37 @@ function isDir(p: string): boolean {
 }
 
 /**
- * The room for one escalated program: the plan a backend enforces (its `network` is `enabled` unless the room's
- * network is `off`), the room's network, the credential stores and secrets it must not read (`hiddenCredentials`:
- * canonical paths, also in `plan.deniedPaths`), and the paths to check once it has ended.
+ * The room for one escalated program ({@link planRoom}): the plan its backend enforces, its network, and what the
+ * server checks once the program has ended. Paths are canonical and absolute.
  */
 export interface RoomPlan {
+  /**
+   * The room's walls, a strict plan: the call's reads; writable the repository the program runs in (less what git
+   * executes or reads commands from), the call's writable roots (less the carve-outs of git dirs the room writes)
+   * and the program's `[shellmcp.room_writable]` grant; denied the call's own denied paths and `hiddenCredentials`;
+   * network `enabled` unless the room's network is `off`.
+   */
   plan: FilesystemPlan;
+  /** The room's network ({@link RoomNetwork}): the call's own by default, or what the program's grant says. */
   network: RoomNetwork;
   /** The proxy a `proxy` room goes through (the call's, or its program's grant's). */
   proxy?: RoomProxy;
+  /**
+   * The credential stores and secrets the room must not read (../../sandbox/secrets.ts; the stores the program's
+   * `[shellmcp.room_readable]` grant opens left out): also in `plan.deniedPaths`, which a backend hides without ever
+   * refusing the room for them (Landlock: read rules beside them).
+   */
   hiddenCredentials: string[];
+  /**
+   * Git control files that did not exist when the room was planned and that the room could create (a missing
+   * `commondir`, which git would follow to another config): the server removes any that appeared once the program
+   * has ended (./check.ts).
+   */
   mustNotAppear: string[];
+  /**
+   * The repository the program runs in (found from its cwd, ../../sandbox/git/layout.ts): its work tree and git dirs.
+   * Absent outside one.
+   */
   repository?: Repository;
 }
 

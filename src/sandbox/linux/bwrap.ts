@@ -1,28 +1,24 @@
 /**
  * Bubblewrap: finding and preflighting it ({@link probeBwrap}, with a verified per-boot cache of full-strength
- * successes in ./bwrap-probe-cache.ts), and the argv
- * that builds a run's mount view ({@link planBwrap}: writable roots, read-only re-binds, denied paths, namespaces,
- * the seccomp program or our inner stage), with the host-side mount points it needs
- * ({@link releaseBwrapPlan}). Launching it is in ./run.ts.
+ * successes in ./bwrap-probe-cache.ts), and the argv that builds a run's mount view ({@link planBwrap}: the mounts
+ * of ./bwrap-mounts.ts — writable roots, read-only re-binds, denied paths — then namespaces, the seccomp program or
+ * our inner stage), with the host-side mount points it needs ({@link releaseBwrapPlan}). Launching it is in ./run.ts.
  */
-import { chmodSync, existsSync, lstatSync, openSync, readFileSync, readlinkSync, statSync, writeFileSync } from "node:fs";
-import { join, sep } from "node:path";
+import { existsSync, openSync, readFileSync, readlinkSync } from "node:fs";
 import { ShellmcpError } from "../../errors.ts";
 import { IS_COMPILED, selfCommand, selfExecCommand } from "../../self.ts";
 import { forgetProbe, probedFullStrength, probeKey, rememberFullStrength } from "./bwrap-probe-cache.ts";
 import { serializePermissionProfile } from "../permission-profile.ts";
 import { linuxReadableRoots, type FilesystemPlan } from "../filesystem-plan.ts";
-import { FIRST_SEARCH_MAX_DIRS, frontierTooLarge } from "../git/discover.ts";
-import { configCarveOuts, rootInConfigDir } from "../protected-config.ts";
-import { foundByDiscovery } from "../git/nested.ts";
-import { pinFolders } from "../writable-model.ts";
 import { serializeSandboxPolicy } from "../policy.ts";
 import { planOf, resolveCommand, seccompModeForPlan, type SandboxRun } from "./in-process.ts";
-import { outermost } from "../secrets.ts";
 import { buildFilter, type SeccompMode } from "./seccomp.ts";
 import { failIfInjected } from "../../fault-injection.ts";
-import { DENY_FILE } from "./mount-markers.ts";
-import { denyDir, holdMountPoint, releaseBwrapPlan } from "./mount-points.ts";
+import { bwrapMounts } from "./bwrap-mounts.ts";
+import { releaseBwrapPlan } from "./mount-points.ts";
+
+// The mount part of the argv lives in ./bwrap-mounts.ts; named here too for its other users (the escalation room).
+export { bwrapMounts };
 
 /** Result of probing bubblewrap. */
 export interface BwrapProbe {
@@ -168,12 +164,6 @@ export function openSelfExe(): number | undefined {
  */
 export function selfHelperCommand(from: "inside" | "here" = "inside"): string[] {
   return [...(from === "here" ? selfExecCommand() : selfCommand()), "--codex-run-as-linux-sandbox"];
-}
-
-/** Sort key: fewer path components first, then by name (a stable, total order). */
-function byDepth<T>(path: (t: T) => string): (a: T, b: T) => number {
-  const depth = (p: string) => p.split("/").filter(Boolean).length;
-  return (a, b) => depth(path(a)) - depth(path(b)) || (path(a) < path(b) ? -1 : path(a) > path(b) ? 1 : 0);
 }
 
 /** Mount points that must be created on the host for missing protected paths (removed afterwards). */
@@ -322,151 +312,4 @@ export function selfHelperArgv(
     "--",
     ...run.command,
   ];
-}
-
-/**
- * The mount part of a bwrap argv for `plan` (docs/sandbox.md, "Bubblewrap backend"): `/` read-only (or writable),
- * a fresh `/dev`, every writable root (except one inside a protected config folder), then every read-only re-bind
- * (the plan's, and the protected config folders inside any writable root: policy.ts `configCarveOuts`), then the
- * denied paths, then Codex's daemon folder hidden. Host-side mount points it creates are appended to `created`, temporary folders to `tempDirs`
- * (give both back with {@link releaseBwrapPlan}). Throws `SANDBOX_UNAVAILABLE` when a protected or denied path is a
- * symlink. Shared by the call's sandbox ({@link planBwrap}) and the escalation room (./room.ts).
- */
-export function bwrapMounts(plan: FilesystemPlan, created: string[], tempDirs: string[]): string[] {
-  const argv: string[] = [];
-  argv.push(...(plan.fullWrite ? ["--bind", "/", "/"] : ["--ro-bind", "/", "/"]));
-  argv.push("--dev", "/dev");
-  // Mount order decides what wins: a later bind covers an earlier one. Every writable root is bound first,
-  // shallowest first (a nested writable root stays writable); then every read-only re-bind, shallowest first,
-  // so that no writable bind — `/tmp` and `$TMPDIR` included, whatever their order in the policy — can cover
-  // a protected path (a project under /tmp keeps its `.git` read-only).
-  // CODEX_HOME and /etc/codex are never writable, whatever plan this is (a call's, or a room's with the roots it
-  // adds): a root inside one is not bound writable, and one inside a root is re-bound read-only (or, missing, kept
-  // from being created).
-  const roots = plan.writableRoots.filter((w) => rootInConfigDir(w.root) === undefined);
-  // A root whose git-dir search stopped with more folders unsearched than can be bound (../git/discover.ts): in the
-  // server the git guard refuses such a call before it gets here; a helper process planning its own mounts refuses too.
-  for (const w of roots) {
-    const n = frontierTooLarge(w.root);
-    if (n !== undefined)
-      throw new ShellmcpError(
-        "SANDBOX_UNAVAILABLE",
-        `${w.root} holds more than ${FIRST_SEARCH_MAX_DIRS} folders, so its ${n} folders not searched for git repositories cannot be kept read-only: narrow the writable folders`,
-        { path: w.root },
-      );
-  }
-  const sortedRoots = [...roots].sort(byDepth((r) => r.root));
-  const subpaths = [...new Set(roots.flatMap((w) => [...w.readOnlySubpaths, ...configCarveOuts(w.root)]))].sort(byDepth((p) => p));
-  // Folders bound writable again inside a read-only subpath (a bare repository's `objects/`, `refs/`: policy.ts
-  // `nestedGit`), each after its read-only parent (depth order), with what lies read-only inside them after them.
-  const again = [...new Set(roots.flatMap((w) => w.writableAgain ?? []))].filter((a) => subpaths.some((s) => s !== a && isUnderPath(a, s)));
-  // A writable root that lies inside another root's read-only subpath (a room's submodule git dir inside the
-  // call's read-only `.git`) is bound again after that subpath, with its own read-only subpaths after it.
-  const nestedInReadOnly = sortedRoots.filter((w) => subpaths.some((sub) => sub !== w.root && isUnderPath(w.root, sub)));
-  // The folders above a read-only entry that the sandbox could rename (a nested repository's folder, with its
-  // read-only .git inside) are bound onto themselves, with the roots, shallowest first: a mount point cannot be renamed.
-  // One inside a read-only subpath (below a folder bound writable again) is bound after that folder.
-  const pins = pinFolders(
-    roots.map((w) => w.root),
-    [...subpaths, ...plan.deniedPaths],
-    again,
-  );
-  const insideReadOnly = (p: string) => subpaths.some((s) => s !== p && isUnderPath(p, s));
-  // A writable folder such as /tmp changes under the plan: another process may remove a repository the discovery
-  // found between the plan and bwrap's mounts, and a bind of a missing source fails the whole sandbox. The git
-  // control entries the discovery found (policy.ts `foundByDiscovery`) and the folders pinned only for them are
-  // therefore bound with `-try` (skipped when gone: what is gone protects nothing, and what a command creates there
-  // later is new, as for any folder it makes; the escalation boundary distrusts a control file made after its place
-  // was handed out, ../git/taint.ts). Everything else stays strict: a missing one fails the call.
-  const strict = new Set<string>(subpaths.filter((p) => !foundByDiscovery(p)));
-  for (const a of again) if (!foundByDiscovery(a)) strict.add(a);
-  for (const pin of pins) if ([...strict].some((p) => isUnderPath(p, pin))) strict.add(pin);
-  const pinSet = new Set(pins);
-  const binds = [...sortedRoots.map((w) => w.root), ...pins.filter((p) => !insideReadOnly(p))].sort(byDepth((p) => p));
-  for (const b of binds) argv.push(pinSet.has(b) && !strict.has(b) ? "--bind-try" : "--bind", b, b);
-  for (const sub of subpaths) {
-    let isLink = false;
-    try {
-      isLink = readlinkSync(sub) !== undefined;
-    } catch {
-      isLink = false;
-    }
-    if (isLink) {
-      throw new ShellmcpError(
-        "SANDBOX_UNAVAILABLE",
-        `cannot enforce sandbox read-only path ${sub} because it crosses writable symlink ${sub}`,
-        { path: sub },
-      );
-    }
-  }
-  // Read-only subpaths, and inside them the folders bound writable again and what is pinned or read-only below
-  // those, in one depth order: each covers what is above it.
-  const layered = (p: string): string[] => {
-    if (pinSet.has(p) || again.includes(p)) return [strict.has(p) ? "--bind" : "--bind-try", p, p];
-    return [strict.has(p) ? "--ro-bind" : "--ro-bind-try", p, p];
-  };
-  const layers = [...subpaths, ...again, ...pins.filter((p) => insideReadOnly(p))].sort(byDepth((p) => p));
-  for (const p of layers) {
-    // Block creation (e.g. a missing .codex in the cwd): an empty read-only directory in its place.
-    // A missing folder bound writable again (a bare repository's `logs/`, policy.ts `GIT_HELD_WRITABLE`): an empty
-    // folder made on the host, bound writable.
-    if (!pinSet.has(p) && !holdMountPoint(p, created)) continue;
-    argv.push(...layered(p));
-  }
-  for (const w of nestedInReadOnly) {
-    argv.push("--bind", w.root, w.root);
-    const under = (p: string) => isUnderPath(p, w.root) && p !== w.root;
-    for (const pin of pins.filter((p) => under(p) && !insideReadOnly(p)).sort(byDepth((p) => p)))
-      argv.push(strict.has(pin) ? "--bind" : "--bind-try", pin, pin);
-    for (const p of layers.filter(under)) argv.push(...layered(p));
-  }
-  // Denied paths (permission profiles' `deny`), after every bind so that none re-exposes them: a folder becomes
-  // an empty, unreadable, read-only tmpfs (as Codex 0.169); a file is covered by an empty file of mode 000 bound
-  // read-only (EACCES: no capability inside can override it). A missing one inside a writable root is blocked
-  // from being created the same way.
-  let unreadable: string | undefined;
-  // Hidden credential files and secrets (../secrets.ts): /dev/null bound read-only over each (it cannot be opened
-  // there: the mounts of bwrap's user namespace are nodev), no file of ours on the host to clean up.
-  const hiddenFiles = new Set([...(plan.hidden?.stores ?? []), ...(plan.hidden?.secrets ?? [])]);
-  // A denied path inside another one is hidden with it (a mount inside a hidden folder would fail the call).
-  for (const d of outermost(plan.deniedPaths).sort(byDepth((p) => p))) {
-    let st: ReturnType<typeof statSync> | undefined;
-    try {
-      st = lstatSync(d);
-    } catch {
-      st = undefined;
-    }
-    if (st?.isSymbolicLink()) {
-      throw new ShellmcpError("SANDBOX_UNAVAILABLE", `cannot enforce sandbox denied path ${d} because it is a symlink`, { path: d });
-    }
-    if (st !== undefined && !st.isDirectory()) {
-      if (hiddenFiles.has(d)) {
-        argv.push("--ro-bind", "/dev/null", d);
-        continue;
-      }
-      if (unreadable === undefined) {
-        const dir = denyDir();
-        tempDirs.push(dir);
-        unreadable = join(dir, DENY_FILE);
-        writeFileSync(unreadable, "", { mode: 0 });
-        chmodSync(unreadable, 0);
-      }
-      argv.push("--ro-bind", unreadable, d);
-      continue;
-    }
-    if (st === undefined) {
-      if (!roots.some((w) => isUnderPath(d, w.root))) continue;
-      if (!holdMountPoint(d, created)) continue;
-    }
-    argv.push("--perms", "000", "--tmpfs", d, "--remount-ro", d);
-  }
-  // Hide Codex's app-server socket folder, as Codex 0.169 does: a sandboxed command must not reach a daemon
-  // that runs outside the sandbox. (After the writable binds, which may re-expose /tmp.)
-  const daemonDir = `/tmp/codex-daemon-${process.getuid?.() ?? 0}`;
-  if (existsSync(daemonDir)) argv.push("--perms", "000", "--tmpfs", daemonDir, "--remount-ro", daemonDir);
-  return argv;
-}
-
-function isUnderPath(path: string, root: string): boolean {
-  return path === root || path.startsWith(root.endsWith(sep) ? root : root + sep);
 }
