@@ -198,8 +198,10 @@ export class GitGuard {
 
   /**
    * Record the git control state under the writable roots of `view` (see the module's docs). Undefined when the
-   * view is full-write (an unsandboxed call: nothing to guard). Never throws: a path that cannot be read is recorded
-   * as such and compared by its stat. A change found now is the user's, and kept, when no sandbox of this server
+   * view is full-write (an unsandboxed call: nothing to guard). A path that cannot be read is recorded as such and
+   * compared by its stat. Throws (an `Error` whose message says why and what to narrow) only when the search for
+   * repositories stopped at its bound in a folder this sandbox could write (./control-entries.ts `findGitDirs`): the
+   * call is then refused before anything runs. A change found now is the user's, and kept, when no sandbox of this server
    * that could make it has run since the entry was last compared; otherwise it is undone here (the changed version
    * kept aside) and reported with this call's result.
    */
