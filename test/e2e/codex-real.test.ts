@@ -25,6 +25,7 @@ import {
 } from "../helpers/responses-mock.ts";
 import { shellsMissing } from "../helpers/shells.ts";
 import { skipWithout } from "../helpers/prereq.ts";
+import { npmInstallCommand, npmRegistry, npmScenarioMissing } from "../clients/common.ts";
 
 const TRIPLE = process.arch === "arm64" ? "aarch64-unknown-linux-musl" : "x86_64-unknown-linux-musl";
 /** Codex 0.97's linux build: the npm package bundles every platform (`npm:@openai/codex@0.97.0` under this alias). */
@@ -49,7 +50,7 @@ interface Scenario {
   codex: string;
   sandbox: "read-only" | "workspace-write" | "danger-full-access";
   /** `shell` tool arguments, given the project and outside folders. */
-  args: (p: { proj: string; outside: string }) => Record<string, unknown>;
+  args: (p: { proj: string; outside: string; npmPackage?: string }) => Record<string, unknown>;
   rules?: string;
   /** Codex config lines added at the top level. */
   extraConfig?: string;
@@ -58,6 +59,11 @@ interface Scenario {
    * base, CODEX_HOME its default `~/.codex`), run over a config that holds only the model's settings and tables.
    */
   viaInit?: boolean;
+  /**
+   * Issue 41's npm scenario: the starter policy from `shellmcp init --yes` (no client: the `shell` server is this
+   * scenario's own block), and `serve` behind test/clients/common.ts `npmRegistry`'s prefix (a stand-in registry).
+   */
+  npm?: boolean;
 }
 
 interface Outcome {
@@ -69,13 +75,17 @@ interface Outcome {
   exitCode: number;
   stdout: string;
   stderr: string;
+  /** The npm scenario's package name and its registry's request log. */
+  npmPackage?: string;
+  registryLog?: string;
 }
 
 /**
  * The README's "From Codex" block, pointed at this build and a private CODEX_HOME. shellmcp reads the same file
  * (CODEX_HOME is passed on), so its dotted key `features.shell_tool` must load too.
  */
-export function codexConfig(o: { home: string; modelUrl: string; sandbox: string; extra?: string }): string {
+export function codexConfig(o: { home: string; modelUrl: string; sandbox: string; extra?: string; prefix?: string[] }): string {
+  const argv = [...(o.prefix ?? []), ensureBinary(), "serve"];
   return `model = "mock-model"
 model_provider = "mock"
 approval_policy = "never"
@@ -91,8 +101,8 @@ request_max_retries = 0
 stream_max_retries = 0
 
 [mcp_servers.shell]
-command = "${ensureBinary()}"
-args = ["serve"]
+command = ${JSON.stringify(argv[0])}
+args = ${JSON.stringify(argv.slice(1))}
 env = { CODEX_HOME = "${o.home}" }
 required = true
 startup_timeout_sec = 20
@@ -111,7 +121,8 @@ async function run(s: Scenario): Promise<Outcome> {
   hostGit(proj, "add", "-A");
   hostGit(proj, "commit", "-qm", "initial");
   if (s.rules !== undefined) writeFileSync(join(home, "rules", "test.rules"), s.rules);
-  const args = s.args({ proj, outside });
+  const reg = s.npm === true ? npmRegistry({ base, proj, home: base, codexHome: home, outside }) : undefined;
+  const args = s.args({ proj, outside, npmPackage: reg?.name });
   const mock = new ResponsesMock([
     (req) => (offersMcpServer(req, "shell") ? mcpToolCall(req, "shell", "shell", args) : finalMessage("the shell tool was not offered")),
     () => finalMessage("done"),
@@ -132,7 +143,20 @@ async function run(s: Scenario): Promise<Outcome> {
       stderr: "pipe",
     });
     expect(init.exitCode, init.stdout.toString() + init.stderr.toString()).toBe(0);
-  } else writeFileSync(join(home, "config.toml"), codexConfig({ home, modelUrl: mock.url, sandbox: s.sandbox, extra: s.extraConfig }));
+  } else
+    writeFileSync(
+      join(home, "config.toml"),
+      codexConfig({ home, modelUrl: mock.url, sandbox: s.sandbox, extra: s.extraConfig, prefix: reg?.prefix }),
+    );
+  if (reg !== undefined) {
+    const init = Bun.spawnSync([ensureBinary(), "init", "--yes"], {
+      cwd: proj,
+      env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: base, CODEX_HOME: home },
+      stdout: "pipe",
+      stderr: "pipe",
+    });
+    expect(init.exitCode, init.stdout.toString() + init.stderr.toString()).toBe(0);
+  }
   const proc = Bun.spawn([s.codex, "exec", "--skip-git-repo-check", "-C", proj, "run the command"], {
     cwd: proj,
     env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: base, ...(s.viaInit ? {} : { CODEX_HOME: home }), RUST_LOG: "error" },
@@ -147,7 +171,7 @@ async function run(s: Scenario): Promise<Outcome> {
   const next = mock.requests[1];
   const output = next === undefined ? "" : (functionCallOutput(next) ?? "");
   if (output === "") console.warn(`codex exec (${exitCode}) stderr:\n${stderr.slice(-3000)}`);
-  return { proj, outside, output, requests: mock.requests, exitCode, stdout, stderr };
+  return { proj, outside, output, requests: mock.requests, exitCode, stdout, stderr, npmPackage: reg?.name, registryLog: reg?.log() };
 }
 
 const RULES = `
@@ -276,6 +300,23 @@ function scenarios(line: "0.169" | "0.97", codexPath: () => string): void {
     expect(o.output).toContain("COMMITTED");
     expect(hostGit(o.proj, "log", "--format=%s", "-1")).toBe("from the agent");
   }, 120_000);
+
+  test.skipIf(npmScenarioMissing() !== undefined)(
+    "npm install through its room with the starter policy (issue 41): the registry through the room's proxy, the cache in ~/.npm",
+    async () => {
+      const o = await run({
+        codex: codex(),
+        sandbox: "workspace-write",
+        npm: true,
+        args: ({ proj, npmPackage }) => ({ command: npmInstallCommand(npmPackage!), workdir: proj, login: false, timeout_ms: 90_000 }),
+      });
+      expect(o.output).toContain(`PACKAGE ${o.npmPackage} LOADED`);
+      expect(existsSync(join(o.proj, "node_modules", o.npmPackage!, "index.js"))).toBe(true);
+      expect(o.registryLog).toContain(`GET /${o.npmPackage}/-/${o.npmPackage}-1.0.0.tgz`);
+      expect(existsSync(join(o.proj, "..", ".npm", "_cacache"))).toBe(true);
+    },
+    150_000,
+  );
 
   test("a timeout kills the whole command, background jobs included: nothing is left running", async () => {
     const marker = `${4000 + Math.floor(Math.random() * 999)}.25`;
