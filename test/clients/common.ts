@@ -153,6 +153,9 @@ export function expectWriteProbe(p: Place, result: string | undefined): void {
   expect(result).toContain("OUTSIDE_REFUSED");
   expect(result).toContain("GIT_RO");
   expect(result).toContain("END");
+  // Issue 41: the model is told why, with the layer and the path (docs/blocked-actions.md).
+  expect(result).toContain(`shellmcp: blocked (sandbox-write) ${join(p.outside, "x")}: `);
+  expect(result).toContain(`shellmcp: blocked (protected-path) ${join(p.proj, ".git", "x")}: `);
   expect(existsSync(join(p.proj, "inside"))).toBe(true);
   expect(existsSync(join(p.outside, "x"))).toBe(false);
   expect(existsSync(join(p.proj, ".git", "x"))).toBe(false);
