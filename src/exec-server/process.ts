@@ -238,33 +238,18 @@ export class ManagedProcess {
       // Under the guard a terminal is our own (the guard makes it its controlling terminal: Bun's pty spawn keeps
       // the terminal's other end open until the process it started ends, and the guard may outlive the program by
       // far, so Bun's terminal would reach EOF only once every leftover had ended).
-      if (spec.tty && guard) {
-        pty = libc.openPty(24, 80);
-        try {
-          this.terminal = new OwnTerminal(pty.master, {
-            terminalOutput: (d) => this.push("pty", d),
-            terminalEnded: () => this.streamEnded(),
-            backpressured: () => this.sink.backpressured(),
-            waitWritable: () => this.sink.waitWritable(),
-          });
-        } catch (e) {
-          libc.closeQuiet(pty.master);
-          libc.closeQuiet(pty.slave);
-          pty = undefined;
-          throw e;
-        }
-      }
+      if (spec.tty && guard) pty = this.openTerminal();
       const stdio: (number | "ignore" | "pipe")[] =
         pty !== undefined ? [pty.slave, pty.slave, pty.slave] : [spec.pipeStdin ? "pipe" : "ignore", "pipe", "pipe"];
-      if (guard) {
-        status = libc.pipe2(libc.SOCK.SOCK_CLOEXEC);
-        const g = guardedStart(argv, argv0, stdio, joinCgroup, { at: STATUS_FD, fd: status[1] }, pty !== undefined);
-        argv = g.argv;
-        argv0 = g.argv0;
-        joined = joinCgroup !== undefined;
-        this.guarded = g.argv0 === GUARD_ARGV0;
-      }
       try {
+        if (guard) {
+          status = libc.pipe2(libc.SOCK.SOCK_CLOEXEC);
+          const g = guardedStart(argv, argv0, stdio, joinCgroup, { at: STATUS_FD, fd: status[1] }, pty !== undefined);
+          argv = g.argv;
+          argv0 = g.argv0;
+          joined = joinCgroup !== undefined;
+          this.guarded = g.argv0 === GUARD_ARGV0;
+        }
         this.openStreams = spec.tty ? 1 : 2;
         this.proc =
           spec.tty && pty === undefined
@@ -300,6 +285,28 @@ export class ManagedProcess {
       throw rpcError(RPC.INTERNAL, n === undefined ? (e as Error).message : osErrorText(n));
     }
     return { status: status?.[0], joined, argv0 };
+  }
+
+  /**
+   * Our own terminal for a guarded terminal process (./terminal.ts): its reader and writer started on the master;
+   * the slave returned for the child's fds 0–2 (the caller closes it once the child holds it). Throws when it cannot
+   * be opened (nothing left open).
+   */
+  private openTerminal(): libc.PtyPair {
+    const pty = libc.openPty(24, 80);
+    try {
+      this.terminal = new OwnTerminal(pty.master, {
+        terminalOutput: (d) => this.push("pty", d),
+        terminalEnded: () => this.streamEnded(),
+        backpressured: () => this.sink.backpressured(),
+        waitWritable: () => this.sink.waitWritable(),
+      });
+    } catch (e) {
+      libc.closeQuiet(pty.master);
+      libc.closeQuiet(pty.slave);
+      throw e;
+    }
+    return pty;
   }
 
   /**
