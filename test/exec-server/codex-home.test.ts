@@ -8,7 +8,7 @@
  * nothing written there, and HOME holds CODEX_HOME and nothing else afterwards.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { existsSync, mkdirSync, readdirSync, rmSync, statSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { CONF_BASE } from "../helpers/cleanup.ts";
 import { ensureBinary } from "../helpers/binary.ts";
@@ -72,3 +72,68 @@ for (const backend of ["bwrap", "landlock"] as const)
     expect(readdirSync(home)).toEqual([".codex"]);
     expect(readdirSync(ws)).toEqual(["home"]);
   }, 60_000);
+
+/**
+ * CODEX_HOME removed while the server runs (a user's `rm -rf ~/.codex`): the next sandboxed launch makes it again
+ * (0700) before the sandbox starts, so bubblewrap still needs no placeholder for it and it stays protected.
+ */
+test("bwrap: a CODEX_HOME removed while the server runs is made again before the next sandbox, and stays protected", async () => {
+  const ws = join(base, "ws-removed");
+  const home = join(ws, "home");
+  const codexHome = join(home, ".codex");
+  mkdirSync(home, { recursive: true });
+  const env: Record<string, string | undefined> = { ...process.env, HOME: home };
+  delete env.CODEX_HOME;
+  const server: StartedServer = await startServer([ensureBinary(), "exec-server", "--sandbox-backend", "bwrap"], env);
+  try {
+    rmSync(codexHome, { recursive: true });
+    const c = await ExecClient.connect(server.url);
+    await c.init();
+    await c.call("process/start", {
+      processId: "again",
+      argv: ["/bin/sh", "-c", `echo x > ${join(codexHome, "config.toml")} 2>&1 && echo WROTE; echo tried`],
+      cwd: ws,
+      env: { PATH: "/usr/bin:/bin" },
+      tty: false,
+      sandbox: workspaceWrite(ws),
+    });
+    const { output } = await c.collect("again");
+    c.close();
+    expect(output).toContain("tried");
+    expect(output).not.toContain("WROTE");
+    expect(existsSync(join(codexHome, "config.toml"))).toBe(false);
+    expect(statSync(codexHome).mode & 0o777).toBe(0o700);
+  } finally {
+    await server.stop();
+  }
+  expect(readdirSync(home)).toEqual([".codex"]);
+}, 60_000);
+
+/** A CODEX_HOME that cannot be made (a file on its way): the server says so at start and still runs sandboxes. */
+test("a CODEX_HOME that cannot be made: a warning at start, sandboxed processes still run", async () => {
+  const ws = join(base, "ws-unmakeable");
+  mkdirSync(ws, { recursive: true });
+  const blocker = join(base, "a-file");
+  writeFileSync(blocker, "");
+  const server: StartedServer = await startServer([ensureBinary(), "exec-server"], {
+    ...process.env,
+    CODEX_HOME: join(blocker, "codex-home"),
+  });
+  try {
+    const c = await ExecClient.connect(server.url);
+    await c.init();
+    await c.call("process/start", {
+      processId: "runs",
+      argv: ["/bin/sh", "-c", "echo ran > out.txt && cat out.txt"],
+      cwd: ws,
+      env: { PATH: "/usr/bin:/bin" },
+      tty: false,
+      sandbox: workspaceWrite(ws),
+    });
+    expect((await c.collect("runs")).output).toBe("ran\n");
+    c.close();
+  } finally {
+    await server.stop();
+  }
+  expect(await new Response(server.proc.stderr).text()).toContain(`cannot make CODEX_HOME (${join(blocker, "codex-home")})`);
+}, 60_000);
