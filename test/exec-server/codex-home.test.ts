@@ -130,7 +130,8 @@ test("a CODEX_HOME that cannot be made: a warning at start, sandboxed processes 
       tty: false,
       sandbox: workspaceWrite(ws),
     });
-    expect((await c.collect("runs")).output).toBe("ran\n");
+    // (a git guard report may follow: a sandbox writes /tmp, where other programs' repositories may change meanwhile)
+    expect((await c.collect("runs")).output).toStartWith("ran\n");
     c.close();
   } finally {
     await server.stop();
