@@ -6,7 +6,7 @@
  * of a new bubblewrap (or a new sandbox helper) each time.
  *
  * Usage: room-launcher [--contained]   with fd 3 a SOCK_STREAM Unix socket to the escalation worker.
- *        room-launcher --guard FD [--exec-fd N] [--join-cgroup PROCS] [--status-fd N] -- PATH ARGV0 [ARG...]
+ *        room-launcher --guard FD [--exec-fd N] [--join-cgroup PROCS] [--status-fd N] [--ctty N] -- PATH ARGV0 [ARG...]
  *                                                                                   (the lifeline guard)
  *        room-launcher --join-ns USERFD NETFD -- PATH ARGV0 [ARG...]   (into the server's loopback network)
  *   --contained: the room is a pid namespace of its own (bubblewrap): once no program of the room runs, every
@@ -50,7 +50,11 @@
  * --status-fd N (the exec-server's processes, whose leftovers Codex lets run on until terminate or shutdown): when the
  *   child ends, the guard writes its wait status (4 bytes, native order) to fd N and closes it instead of killing
  *   what the child left behind; it stays the subreaper of those leftovers (the server's lifeline and SIGUSR1 still end
- *   them) and ends, the way the child did, once the last of them has ended.
+ *   them) and ends, the way the child did, once the last of them has ended. Its own fds 0-2 are /dev/null once the
+ *   child is started: the child's pipes or terminal end when the child and its leftovers have closed them.
+ * --ctty N (the exec-server's terminal processes): the terminal open at fd N (the guard leads a new session, as the
+ *   server starts it) becomes the guard's controlling terminal before the child starts, its foreground process group
+ *   the guard's and the child's; when it cannot, nothing runs (exit 127).
  * --join-cgroup PROCS: the guard writes its pid into that `cgroup.procs` file first (a call's cgroup), so that it and
  * everything below it is in the cgroup before anything runs; when the write fails nothing runs (exit 126).
  * It cannot start the child: one line on stderr, exit 127 (nothing ran).
@@ -72,6 +76,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
@@ -453,7 +458,8 @@ static void mirror_status(int status) {
 static const int GUARD_SIGNALS[] = {SIGCHLD, SIGCONT, SIGTERM, SIGINT,  SIGHUP,  SIGQUIT, SIGUSR1,
                                     SIGUSR2, SIGALRM, SIGTSTP, SIGTTIN, SIGTTOU, SIGPIPE, SIGWINCH};
 
-static int guard_main(int lifeline, int exec_fd, int status_fd, const char *procs, const char *path, char **child_argv) {
+static int guard_main(int lifeline, int exec_fd, int status_fd, int ctty, const char *procs, const char *path,
+                      char **child_argv) {
   if (procs != NULL) {
     int fd = open(procs, O_WRONLY | O_CLOEXEC);
     char pid[24];
@@ -479,6 +485,10 @@ static int guard_main(int lifeline, int exec_fd, int status_fd, const char *proc
   }
   if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) {
     fprintf(stderr, "room-launcher --guard: cannot become a subreaper: %s\n", strerror(errno));
+    return 127;
+  }
+  if (ctty >= 0 && ioctl(ctty, TIOCSCTTY, 0) != 0) {
+    fprintf(stderr, "room-launcher --guard: cannot make fd %d its controlling terminal: %s\n", ctty, strerror(errno));
     return 127;
   }
   prctl(PR_SET_DUMPABLE, 0);
@@ -509,6 +519,17 @@ static int guard_main(int lifeline, int exec_fd, int status_fd, const char *proc
     int err = errno;
     dprintf(2, "shellmcp: %s: %s\n", path, strerror(err));
     _exit(err == EACCES || err == ENOEXEC || err == EISDIR ? 126 : 127);
+  }
+  if (status_fd >= 0) {
+    /* With --status-fd the guard can outlive its child by far (the leftovers run on below it): it keeps no copy of
+       the child's stdin, stdout and stderr (pipes, or a terminal whose session it leads), so that they reach EOF
+       once the child and what it left holding them have closed them, as without a guard. */
+    int nul = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (nul >= 0) {
+      for (int d = 0; d < 3; d++)
+        if (d != lifeline && d != sfd && d != status_fd && d != exec_fd) dup2(nul, d);
+      if (nul > 2) close(nul);
+    }
   }
   int child_done = 0, child_status = 0;
   /* The programs table holds the child, so kill_leftovers spares it while it runs. */
@@ -595,7 +616,7 @@ static int join_main(int userfd, int netfd, const char *path, char **child_argv)
 
 int main(int argc, char **argv) {
   if (argc >= 2 && strcmp(argv[1], "--guard") == 0) {
-    long fd = argc >= 3 ? fd_arg(argv[2]) : -1, exec_fd = -1, status_fd = -1;
+    long fd = argc >= 3 ? fd_arg(argv[2]) : -1, exec_fd = -1, status_fd = -1, ctty = -1;
     const char *procs = NULL;
     int i = 3, bad = fd < 0;
     for (; !bad && i + 1 < argc && strcmp(argv[i], "--") != 0; i += 2) {
@@ -605,15 +626,18 @@ int main(int argc, char **argv) {
         procs = argv[i + 1];
       else if (strcmp(argv[i], "--status-fd") == 0)
         bad = (status_fd = fd_arg(argv[i + 1])) < 0;
+      else if (strcmp(argv[i], "--ctty") == 0)
+        bad = (ctty = fd_arg(argv[i + 1])) < 0;
       else
         bad = 1;
     }
     if (bad || argc < i + 3 || strcmp(argv[i], "--") != 0) {
       fprintf(stderr,
-              "usage: room-launcher --guard FD [--exec-fd N] [--join-cgroup PROCS] [--status-fd N] -- PATH ARGV0 [ARG...]\n");
+              "usage: room-launcher --guard FD [--exec-fd N] [--join-cgroup PROCS] [--status-fd N] [--ctty N] -- PATH ARGV0 "
+              "[ARG...]\n");
       return 2;
     }
-    return guard_main((int)fd, (int)exec_fd, (int)status_fd, procs, argv[i + 1], argv + i + 2);
+    return guard_main((int)fd, (int)exec_fd, (int)status_fd, (int)ctty, procs, argv[i + 1], argv + i + 2);
   }
   if (argc >= 2 && strcmp(argv[1], "--join-ns") == 0) {
     long userfd = argc >= 3 ? fd_arg(argv[2]) : -1, netfd = argc >= 4 ? fd_arg(argv[3]) : -1;

@@ -13,7 +13,8 @@
  *   `--ws-auth capability-token|signed-bearer-token` (or `--allow-non-loopback`): the generated default is meant
  *   for this machine's clients. `--listen stdio` needs no authentication (only its parent can speak to it).
  * - `--sandbox-backend auto|bwrap|landlock` (default auto, as `serve`'s): every sandboxed process and fs operation
- *   of this server is launched under this one choice (src/shell/backend-choice.ts).
+ *   of this server is launched under this one choice (src/shell/backend-choice.ts), with CODEX_HOME protected from
+ *   its writes (made, mode 0700, when missing: ./sandbox.ts `setSandboxBackend`).
  * - `--concurrent-requests COUNT` (≥ 1, default 1), `--linux-sandbox-pid-namespace isolate|inherit` (default
  *   isolate; sandboxed processes get a pid namespace of their own), `--exit-on-stdin-close` (also
  *   `CODEX_EXEC_SERVER_EXIT_ON_STDIN_CLOSE`), `-c key=value`, `--enable/--disable FEATURE` (checked against

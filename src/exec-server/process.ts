@@ -8,7 +8,6 @@
  * reading and a pty tree is stopped (SIGSTOP) until it catches up: a client that stops reading its socket stalls
  * only its own processes (backpressure, never drops). Output is split into chunks of at most 8 KiB, as Codex reads.
  */
-import { readdirSync, readFileSync } from "node:fs";
 import { constants as osConstants } from "node:os";
 import { log } from "../log.ts";
 import type { CallCgroup, CgroupManager } from "../shell/cgroup.ts";
@@ -20,6 +19,8 @@ import { markerDir, sweepMountMarkers } from "../sandbox/linux/mount-markers.ts"
 import { GUARD_ARGV0, lifelineProblem } from "../sandbox/linux/lifeline.ts";
 import { cgroupTrampoline, checkCwd, directArgv, readWaitStatus, STATUS_FD } from "./launch.ts";
 import { guardedStart } from "../shell/spawn-plan.ts";
+import { OwnTerminal } from "./terminal.ts";
+import { descendants, foregroundGroup, killQuiet } from "./tree.ts";
 import * as libc from "../../ffi/libc.ts";
 import { resolveCodexHome } from "../execpolicy/discovery.ts";
 import {
@@ -95,41 +96,6 @@ export interface ReadResult {
   sandboxDenied: boolean;
 }
 
-/** Every descendant pid of `root` (from /proc), deepest last. */
-export function descendants(root: number): number[] {
-  const children = new Map<number, number[]>();
-  for (const name of readdirSync("/proc")) {
-    const pid = Number(name);
-    if (!Number.isInteger(pid)) continue;
-    try {
-      const stat = readFileSync(`/proc/${pid}/stat`, "latin1");
-      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
-      const list = children.get(ppid) ?? [];
-      list.push(pid);
-      children.set(ppid, list);
-    } catch {
-      // exited meanwhile
-    }
-  }
-  const out: number[] = [];
-  const walk = (p: number) => {
-    for (const c of children.get(p) ?? []) {
-      out.push(c);
-      walk(c);
-    }
-  };
-  walk(root);
-  return out;
-}
-
-function killQuiet(pid: number, sig: NodeJS.Signals): void {
-  try {
-    process.kill(pid, sig);
-  } catch {
-    // already gone
-  }
-}
-
 /** A started process and its retained output. */
 export class ManagedProcess {
   readonly id: string;
@@ -156,6 +122,8 @@ export class ManagedProcess {
   private markerEnv: Record<string, string | undefined> | undefined;
   /** Started under the lifeline guard ({@link pid} is the guard's). */
   private guarded = false;
+  /** A terminal process's terminal under the guard (./terminal.ts); undefined with pipes or Bun's terminal. */
+  private terminal: OwnTerminal | undefined;
   private readonly sink: ProcessSink;
   private readonly outputPrefix: string;
   private stopped = false;
@@ -186,17 +154,17 @@ export class ManagedProcess {
 
   /**
    * Check the cwd, plan the argv (direct or sandboxed), place the process in its cgroup, spawn it (under the
-   * lifeline guard for a pipe process on Linux) and start watching it. Throws as {@link ManagedProcess.start}.
+   * lifeline guard on Linux, on a terminal or with pipes) and start watching it. Throws as {@link ManagedProcess.start}.
    */
   private spawn(spec: StartSpec): void {
     checkCwd(spec.cwd);
     const planned = spec.sandbox === undefined ? directArgv(spec) : this.sandboxedLaunch(spec, spec.sandbox);
-    // Nothing outlives the server (../sandbox/linux/lifeline.ts): a pipe process starts under the lifeline guard,
+    // Nothing outlives the server (../sandbox/linux/lifeline.ts): every process starts under the lifeline guard,
     // which ends everything below it when this server ends, however it ends — also where there are no cgroups. The
     // guard reports the program's end on a status pipe and lets its leftovers run on (Codex's meaning: they end at
-    // terminate, session expiry or shutdown). A terminal's process is started by Bun's pty spawn, which passes no
-    // extra descriptor: it has the cgroup only.
-    const guard = !spec.tty && process.platform === "linux" && lifelineProblem() === undefined;
+    // terminate, session expiry or shutdown). On a terminal the guard leads the terminal's session (the terminal is
+    // its controlling terminal: ./terminal.ts); the program runs in that session and its foreground process group.
+    const guard = process.platform === "linux" && lifelineProblem() === undefined;
     const { argv, argv0, joinCgroup } = this.placeInCgroup(spec, guard, planned.argv, planned.argv0);
     const { status, joined, argv0: spawnedArgv0 } = this.launch(spec, argv, argv0, guard, joinCgroup);
     this.watch(spec, status, spawnedArgv0 !== undefined && !joined);
@@ -264,52 +232,81 @@ export class ManagedProcess {
   ): { status?: number; joined: boolean; argv0: string | undefined } {
     let joined = false;
     let status: [number, number] | undefined;
+    let pty: libc.PtyPair | undefined;
     try {
-      if (spec.tty) {
-        this.openStreams = 1;
-        this.proc = Bun.spawn(argv, {
-          cwd: spec.cwd,
-          env: isSelfExe(argv[0]) ? envForSelf(spec.env) : spec.env,
-          argv0,
-          terminal: {
-            cols: 80,
-            rows: 24,
-            data: (_t, data) => this.push("pty", new Uint8Array(data)),
-            exit: () => this.streamEnded(),
-          },
-        });
-      } else {
-        this.openStreams = 2;
-        const stdio: (number | "ignore" | "pipe")[] = [spec.pipeStdin ? "pipe" : "ignore", "pipe", "pipe"];
-        const env = isSelfExe(argv[0]) ? envForSelf(spec.env) : spec.env;
+      const env = isSelfExe(argv[0]) ? envForSelf(spec.env) : spec.env;
+      // Under the guard a terminal is our own (the guard makes it its controlling terminal: Bun's pty spawn keeps
+      // the terminal's other end open until the process it started ends, and the guard may outlive the program by
+      // far, so Bun's terminal would reach EOF only once every leftover had ended).
+      if (spec.tty && guard) pty = this.openTerminal();
+      const stdio: (number | "ignore" | "pipe")[] =
+        pty !== undefined ? [pty.slave, pty.slave, pty.slave] : [spec.pipeStdin ? "pipe" : "ignore", "pipe", "pipe"];
+      try {
         if (guard) {
           status = libc.pipe2(libc.SOCK.SOCK_CLOEXEC);
-          const g = guardedStart(argv, argv0, stdio, joinCgroup, { at: STATUS_FD, fd: status[1] });
+          const g = guardedStart(argv, argv0, stdio, joinCgroup, { at: STATUS_FD, fd: status[1] }, pty !== undefined);
           argv = g.argv;
           argv0 = g.argv0;
           joined = joinCgroup !== undefined;
           this.guarded = g.argv0 === GUARD_ARGV0;
         }
-        try {
-          this.proc = Bun.spawn(argv, {
-            cwd: spec.cwd,
-            env,
-            argv0,
-            stdio: stdio as unknown as ["pipe", "pipe", "pipe"],
-            detached: true,
-          });
-        } finally {
-          if (status !== undefined) libc.closeQuiet(status[1]);
-        }
+        this.openStreams = spec.tty ? 1 : 2;
+        this.proc =
+          spec.tty && pty === undefined
+            ? Bun.spawn(argv, {
+                cwd: spec.cwd,
+                env,
+                argv0,
+                terminal: {
+                  cols: 80,
+                  rows: 24,
+                  data: (_t, data) => this.push("pty", new Uint8Array(data)),
+                  exit: () => this.streamEnded(),
+                },
+              })
+            : Bun.spawn(argv, {
+                cwd: spec.cwd,
+                env,
+                argv0,
+                stdio: stdio as unknown as ["pipe", "pipe", "pipe"],
+                detached: true, // a new session (with a terminal, the guard's: ../../patches/room-launcher.c --ctty)
+              });
+      } finally {
+        if (status !== undefined) libc.closeQuiet(status[1]);
+        if (pty !== undefined) libc.closeQuiet(pty.slave);
       }
     } catch (e) {
       if (status !== undefined) libc.closeQuiet(status[0]);
+      this.terminal?.destroy();
+      this.terminal = undefined;
       void this.cgroup?.dispose();
       this.checkGit();
       const n = errnoOf(e);
       throw rpcError(RPC.INTERNAL, n === undefined ? (e as Error).message : osErrorText(n));
     }
     return { status: status?.[0], joined, argv0 };
+  }
+
+  /**
+   * Our own terminal for a guarded terminal process (./terminal.ts): its reader and writer started on the master;
+   * the slave returned for the child's fds 0–2 (the caller closes it once the child holds it). Throws when it cannot
+   * be opened (nothing left open).
+   */
+  private openTerminal(): libc.PtyPair {
+    const pty = libc.openPty(24, 80);
+    try {
+      this.terminal = new OwnTerminal(pty.master, {
+        terminalOutput: (d) => this.push("pty", d),
+        terminalEnded: () => this.streamEnded(),
+        backpressured: () => this.sink.backpressured(),
+        waitWritable: () => this.sink.waitWritable(),
+      });
+    } catch (e) {
+      libc.closeQuiet(pty.master);
+      libc.closeQuiet(pty.slave);
+      throw e;
+    }
+    return pty;
   }
 
   /**
@@ -329,9 +326,14 @@ export class ManagedProcess {
     }
     // Under the guard the program's end comes on the status pipe (the guard itself ends after its leftovers); the
     // guard's own end stands in when it reported nothing (it could not start the program).
+    // On a terminal the guard, not the program, leads the session: the hangup the kernel sends the terminal's
+    // foreground group when the session leader ends (what ends a program's background jobs on a terminal) is sent
+    // here when the program ends.
     if (status !== undefined)
       void readWaitStatus(status).then((w) => {
-        if (w !== undefined) onExit(w.code, w.signal);
+        if (w === undefined) return;
+        if (spec.tty) this.hangUp();
+        onExit(w.code, w.signal);
       });
     void proc.exited.then(() => onExit(proc.exitCode, (proc.signalCode as string | null | undefined) ?? null));
     if (!spec.tty) {
@@ -382,8 +384,9 @@ export class ManagedProcess {
       `${this.outputPrefix}${seq},"stream":"${stream}","chunk":"${chunk}"}}`,
     );
     this.wake();
-    // A pty cannot be paused from here (Bun's terminal reads eagerly): stop the tree until the client catches up.
-    if (stream === "pty" && !this.stopped && !this.exited && this.sink.backpressured()) {
+    // Bun's terminal cannot be paused from here (it reads eagerly): stop the tree until the client catches up (our
+    // own terminal pauses its reading instead: ./terminal.ts).
+    if (stream === "pty" && this.terminal === undefined && !this.stopped && !this.exited && this.sink.backpressured()) {
       this.stopped = true;
       this.signal("SIGSTOP");
       void this.sink.waitWritable().then(() => {
@@ -495,7 +498,8 @@ export class ManagedProcess {
     }
     if (this.exited) return "accepted"; // bytes are lost, as upstream
     try {
-      if (this.tty) this.proc!.terminal!.write(data);
+      if (this.terminal !== undefined) this.terminal.write(data);
+      else if (this.tty) this.proc!.terminal!.write(data);
       else {
         const sink = this.proc!.stdin as import("bun").FileSink;
         void Promise.resolve(sink.write(data)).catch(() => undefined);
@@ -534,6 +538,18 @@ export class ManagedProcess {
     if (g === undefined) return "";
     this.git = undefined;
     return g.checkNow();
+  }
+
+  /**
+   * The guarded terminal program ended: SIGHUP to the terminal's foreground process group (`tpgid` of the guard,
+   * the session leader, in /proc), as the kernel sends it when a session leader with a pseudo-terminal exits (the
+   * program leads the session in Codex). The guard ignores SIGHUP; processes that left the group or the session run
+   * on, as they would there.
+   */
+  private hangUp(): void {
+    if (!this.guarded || this.terminated) return;
+    const fg = foregroundGroup(this.pid);
+    if (fg !== undefined) killQuiet(-fg, "SIGHUP");
   }
 
   /** Send `sig` to the whole tree (process group, and descendants that left it). */

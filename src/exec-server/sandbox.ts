@@ -9,7 +9,7 @@
  * `windowsSandboxLevel` is required when `sandbox` is an object (−32602 otherwise), as upstream.
  * No sandbox: `sandbox` null/absent, profile `disabled`/`external` (fs: run directly), policy `danger-full-access`.
  */
-import { existsSync, lstatSync, readdirSync, rmdirSync } from "node:fs";
+import { existsSync, lstatSync, mkdirSync, readdirSync, rmdirSync, statSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { IS_COMPILED, selfExecCommand, selfExePath } from "../self.ts";
 import type { CallSandbox } from "../sandbox/backend.ts";
@@ -21,7 +21,8 @@ import { ShellmcpError } from "../errors.ts";
 import { parsePermissionProfile, type PermissionProfile } from "../sandbox/permission-profile.ts";
 import { planPermissionProfile, summarySandboxPolicy } from "../sandbox/filesystem-plan.ts";
 import { hasFullDiskWrite, hasFullNetwork, parseSandboxPolicy, type SandboxPolicy } from "../sandbox/policy.ts";
-import { PROTECTED_NAMES } from "../sandbox/protected-config.ts";
+import { PROTECTED_NAMES, setProtectedConfigDirs } from "../sandbox/protected-config.ts";
+import { writeStderr } from "../stderr.ts";
 import { decodePath, invalidParams, paramsObject, rpcError, RPC } from "./rpc.ts";
 
 /** A decided sandbox: the legacy policy our helper enforces, and its cwd (absolute). */
@@ -101,16 +102,55 @@ export function codexHome(): string {
 
 let choice: BackendChoice | undefined;
 let guard: GitGuard | undefined;
+/** This server's CODEX_HOME when it protects it (made at start: {@link setSandboxBackend}). */
+let protectedHome: string | undefined;
+
+/**
+ * Make `home` (with missing parents, mode 0700) when it does not exist. Returns the error text when it cannot be
+ * made (or is no folder), undefined when it is there.
+ */
+function makeCodexHome(home: string): string | undefined {
+  try {
+    mkdirSync(home, { recursive: true, mode: 0o700 });
+    return statSync(home).isDirectory() ? undefined : "not a folder";
+  } catch (e) {
+    return (e as Error).message;
+  }
+}
 
 /**
  * `--sandbox-backend auto|bwrap|landlock` of this server (as `serve`'s): the one backend choice every sandboxed
  * process and fs operation of this server is launched under. Throws `USAGE` for another value.
+ *
+ * CODEX_HOME (rules, config.toml, auth.json: what decides later sessions) is protected as `serve` protects it: kept
+ * read-only inside every writable root under bubblewrap (`--protected-config-dir`), a sandbox whose writable roots
+ * contain it refused under Landlock. It is made here (mode 0700) when it does not exist: a missing protected
+ * folder would get an empty placeholder as bubblewrap's mount point, which a killed helper could leave behind in
+ * HOME. When it cannot be made (a read-only HOME), no sandbox can make it either: it is not protected, and the
+ * server says so on stderr.
  */
 export function setSandboxBackend(kind: string): void {
-  // No --protected-config-dir: a CODEX_HOME that does not exist yet (the exec-server makes none) would get an empty
-  // placeholder folder as its mount point, which a killed helper leaves behind. Protecting it needs CODEX_HOME made
-  // at start first (docs/exec-server.md says what is protected).
-  choice = new BackendChoice(kind);
+  const home = codexHome();
+  const why = makeCodexHome(home);
+  if (why !== undefined)
+    writeStderr(`shellmcp exec-server: cannot make CODEX_HOME (${home}): ${why}; sandboxed processes run without it protected\n`);
+  protectedHome = why === undefined ? home : undefined;
+  setProtectedConfigDirs(protectedHome === undefined ? [] : [protectedHome]);
+  choice = new BackendChoice(kind, protectedHome === undefined ? [] : [protectedHome]);
+}
+
+/**
+ * Throws −32600 "failed to prepare sandbox: …" when the protected CODEX_HOME was removed while the server runs and
+ * cannot be made again (a sandbox would then get a placeholder mount point for it); makes it again otherwise.
+ */
+function ensureProtectedHome(): void {
+  if (protectedHome === undefined || existsSync(protectedHome)) return;
+  const why = makeCodexHome(protectedHome);
+  if (why !== undefined)
+    throw rpcError(
+      RPC.INVALID_REQUEST,
+      `failed to prepare sandbox: CODEX_HOME (${protectedHome}) is gone and cannot be made again: ${why}`,
+    );
 }
 
 /**
@@ -129,6 +169,7 @@ export function execGitGuard(): GitGuard {
  */
 export function callSandboxFor(sb: ExecSandbox, env: Record<string, string | undefined>): CallSandbox {
   choice ??= new BackendChoice("auto");
+  ensureProtectedHome();
   const call = choice.forCall(
     { policy: sb.policy, profile: sb.profile, sandboxCwd: sb.cwd, useBwrap: false, useLegacyLandlock: false },
     sb.cwd,

@@ -58,7 +58,8 @@ export function shellEnvironment(
  * argv[0] must be an absolute path or a name found on this process's PATH; throws `Error` when it is neither.
  * Without a guard binary, `argv` as it is (the caller's spawn does the lookup; `joinCgroup` is then the caller's
  * to arrange). `statusFd`: the guard reports the program's wait status on `fd`, placed at `at` (> {@link EXEC_FD}) of
- * the guard, and lets the program's leftovers run on (../sandbox/linux/lifeline.ts `guardedArgv`).
+ * the guard, and lets the program's leftovers run on (../sandbox/linux/lifeline.ts `guardedArgv`). `ctty`: the
+ * terminal at fd 0 becomes the guard's controlling terminal (the caller starts it in a new session).
  */
 export function guardedStart(
   argv: readonly string[],
@@ -66,6 +67,7 @@ export function guardedStart(
   stdio: (number | "ignore" | "pipe")[],
   joinCgroup?: string,
   statusFd?: { at: number; fd: number },
+  ctty = false,
 ): { argv: string[]; argv0: string | undefined } {
   if (lifelineProblem() !== undefined) return { argv: [...argv], argv0 };
   const name = argv[0]!;
@@ -80,6 +82,7 @@ export function guardedStart(
     ...(self !== undefined ? { execFd: EXEC_FD } : {}),
     ...(joinCgroup !== undefined ? { joinCgroup } : {}),
     ...(statusFd !== undefined ? { statusFd: statusFd.at } : {}),
+    ...(ctty ? { ctty: 0 } : {}),
   })!;
   return { argv: [g.path, ...g.argv.slice(1)], argv0: g.argv[0] };
 }

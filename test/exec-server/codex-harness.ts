@@ -5,6 +5,7 @@
  */
 import type { Server, ServerWebSocket, Subprocess } from "bun";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { homedir } from "node:os";
 import { dirname, join } from "node:path";
 import { CONF_BASE, RUN_TMP } from "../helpers/cleanup.ts";
 import { ensureBinary } from "../helpers/binary.ts";
@@ -25,7 +26,18 @@ export interface StartedServer {
 }
 
 /**
- * Start `argv` (default `dist/shellmcp exec-server`) and read its `ws://` line. A shellmcp websocket server started
+ * `env` with a CODEX_HOME of its own (a new folder under CONF_BASE) when it names none and its HOME is the test
+ * run's: the exec-server makes its CODEX_HOME at start (docs/exec-server.md), and a `~/.codex` made in the run's
+ * HOME would be a leftover. Any other `env` as it is.
+ */
+export function withCodexHome(env: Record<string, string | undefined> = process.env): Record<string, string | undefined> {
+  if (env.CODEX_HOME !== undefined || (env.HOME !== undefined && env.HOME !== homedir())) return env;
+  return { ...env, CODEX_HOME: mkdtempSync(join(CONF_BASE, "exec-codex-home-")) };
+}
+
+/**
+ * Start `argv` (default `dist/shellmcp exec-server`) and read its `ws://` line ({@link withCodexHome} applied to
+ * `env`). A shellmcp websocket server started
  * without `--ws-auth` authenticates with a token it generates (issue 30): `--ws-token-out` is added, the token read
  * once the URL is printed and registered for the URL (./client.ts `registerToken`), so ExecClient and
  * {@link runCodex} (through `auth_bearer_token`) present it.
@@ -44,6 +56,7 @@ export async function startServer(
     !(li >= 0 && (argv[li + 1] === "stdio" || argv[li + 1] === "stdio://"));
   const tokenOut = generated ? join(mkdtempSync(join(RUN_TMP, "exec-token-")), "token") : undefined;
   if (tokenOut !== undefined) argv = [...argv, "--ws-token-out", tokenOut];
+  if (i > 0 && argv[0] !== CODEX) env = withCodexHome(env);
   const proc = Bun.spawn(argv, { cwd, stdin: "ignore", stdout: "pipe", stderr: "pipe", env: env as Record<string, string> });
   const reader = proc.stdout.getReader();
   let buf = "";

@@ -11,6 +11,7 @@ import { join } from "node:path";
 import { CONF_BASE } from "../helpers/cleanup.ts";
 import { ensureBinary, ROOT } from "../helpers/binary.ts";
 import { skipWithout } from "../helpers/prereq.ts";
+import { withCodexHome } from "./codex-harness.ts";
 
 const FIXTURES = join(ROOT, "test", "fixtures", "exec-server");
 const node = Bun.which("node");
@@ -46,7 +47,8 @@ async function runVectors(pathStyle: "plain" | "uri"): Promise<{ code: number; o
       "--ws-auth",
       "none",
     ],
-    { cwd: FIXTURES, stdout: "pipe", stderr: "pipe" },
+    // The runner sets no CODEX_HOME (--no-codex-home): the servers get this one, not the run HOME's `~/.codex`.
+    { cwd: FIXTURES, stdout: "pipe", stderr: "pipe", env: withCodexHome() },
   );
   const [out, err, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
   return { code, out: out + err };

@@ -14,7 +14,7 @@ import type { Subprocess } from "bun";
 import { ensureBinary, run } from "../helpers/binary.ts";
 import { skipWithout, toolMissing } from "../helpers/prereq.ts";
 import { ExecClient } from "../exec-server/client.ts";
-import { CODEX, runCodex } from "../exec-server/codex-harness.ts";
+import { CODEX, runCodex, withCodexHome } from "../exec-server/codex-harness.ts";
 
 const procs: Subprocess[] = [];
 afterAll(async () => {
@@ -26,7 +26,12 @@ afterAll(async () => {
 
 /** Start `shellmcp exec-server ARGS` as this process's user; its URL and all stderr read so far. */
 async function start(args: string[]): Promise<{ proc: Subprocess<"ignore", "pipe", "pipe">; url: string; stderr: () => Promise<string> }> {
-  const proc = Bun.spawn([ensureBinary(), "exec-server", ...args], { stdin: "ignore", stdout: "pipe", stderr: "pipe" });
+  const proc = Bun.spawn([ensureBinary(), "exec-server", ...args], {
+    stdin: "ignore",
+    stdout: "pipe",
+    stderr: "pipe",
+    env: withCodexHome(),
+  });
   procs.push(proc);
   const dec = new TextDecoder();
   const out = proc.stdout.getReader();
@@ -171,7 +176,12 @@ describe("exec-server auth flags", () => {
   });
 
   test("--listen stdio needs no token (only its parent speaks to it)", async () => {
-    const p = Bun.spawn([ensureBinary(), "exec-server", "--listen", "stdio"], { stdin: "pipe", stdout: "pipe", stderr: "pipe" });
+    const p = Bun.spawn([ensureBinary(), "exec-server", "--listen", "stdio"], {
+      stdin: "pipe",
+      stdout: "pipe",
+      stderr: "pipe",
+      env: withCodexHome(),
+    });
     await p.stdin.write(`${JSON.stringify({ id: 1, method: "initialize", params: { clientName: "t", resumeSessionId: null } })}\n`);
     await p.stdin.flush();
     const reader = p.stdout.getReader();

@@ -168,6 +168,8 @@ test("nothing a process/start began outlives an exec-server killed with SIGKILL 
       // The process itself ends at once (exit 0); what it left runs on (Codex's meaning).
       const exited = await c.waitFor((m) => m.method === "process/exited" && (m.params as { processId: string }).processId === id);
       expect(exited.params).toMatchObject({ exitCode: 0 });
+      // Its leftovers hold none of its pipes, and neither does the guard: the process closes.
+      expect((await c.collect(id)).output).toContain("up");
     }
     // The unsandboxed process's two (a sandboxed one's end with its pid namespace anyway).
     expect(await waitFor(() => tagged().length >= 2, 10_000)).toBe(true);
@@ -176,6 +178,63 @@ test("nothing a process/start began outlives an exec-server killed with SIGKILL 
     expect(await waitFor(() => tagged().length === 0, 10_000)).toBe(true);
   } finally {
     for (const pid of pidsWith(tag)) process.kill(pid, "SIGKILL");
+    await server.stop();
+  }
+}, 60_000);
+
+/**
+ * The same on a terminal (`tty: true`), which Bun's pty spawn used to start without the guard: an exec-server
+ * SIGKILLed leaves nothing running — not a grandchild that left the terminal's session (`setsid`), unsandboxed or
+ * under Landlock (no pid namespace holds it) — on a host without per-process cgroups. Judged by the host's process
+ * table. Codex's meaning stays: when the terminal's program ends, its background job in the terminal's foreground
+ * group is hung up (the kernel does it when the session leader ends; the guard leads the session now), the terminal
+ * closes, and what left the session runs on until the process is terminated.
+ */
+test("nothing a tty process/start began outlives an exec-server killed with SIGKILL (no per-process cgroups)", async () => {
+  const server: StartedServer = await startServer([ensureBinary(), "exec-server", "--sandbox-backend", "landlock"], {
+    ...process.env,
+    CODEX_HOME: join(base, "codex-home"),
+    SHELLMCP_NO_CGROUP: "1",
+  });
+  const proj = join(base, "proj-lifeline-tty");
+  mkdirSync(proj, { recursive: true });
+  const r = Math.floor(300 + Math.random() * 1000);
+  const tag = `${r}.${process.pid}`;
+  const hup = `${r}7.${process.pid}`; // never contains `tag`, nor `tag` it
+  // The guards (their argv holds the script) hold the leftovers; they are not among them.
+  const notGuard = (p: number) => !readFileSync(`/proc/${p}/cmdline`, "utf8").startsWith("shellmcp-guard");
+  const tagged = () => pidsWith(tag).filter(notGuard);
+  try {
+    const c = await ExecClient.connect(server.url);
+    await c.init();
+    // The script ends only once its sleeper leads a session of its own (else the hangup could reach it first).
+    const detach = `setsid sleep ${tag} </dev/null >/dev/null 2>&1 & until [ "$(cut -d' ' -f6 /proc/$!/stat)" = "$!" ]; do sleep 0.01; done;`;
+    for (const [id, sandbox, script] of [
+      ["plain", null, `sleep ${hup} & ${detach} echo up`],
+      ["boxed", workspaceWrite(proj), `${detach} echo up`],
+    ] as const) {
+      await c.call("process/start", {
+        processId: id,
+        argv: ["/bin/sh", "-c", script],
+        cwd: proj,
+        env: { PATH: "/usr/bin:/bin" },
+        tty: true,
+        sandbox,
+      });
+      const exited = await c.waitFor((m) => m.method === "process/exited" && (m.params as { processId: string }).processId === id);
+      expect(exited.params).toMatchObject({ exitCode: 0 });
+    }
+    // The plain process's background job held the terminal: hung up, it ends, and the terminal closes.
+    const { output } = await c.collect("plain");
+    expect(output).toContain("up");
+    expect(await waitFor(() => pidsWith(hup).filter(notGuard).length === 0, 10_000)).toBe(true);
+    // The two that left the session run on (Codex's meaning), under nothing but the guard.
+    expect(await waitFor(() => tagged().length >= 2, 10_000)).toBe(true);
+    server.proc.kill("SIGKILL");
+    await server.proc.exited;
+    expect(await waitFor(() => tagged().length === 0, 10_000)).toBe(true);
+  } finally {
+    for (const pid of [...pidsWith(tag), ...pidsWith(hup)]) process.kill(pid, "SIGKILL");
     await server.stop();
   }
 }, 60_000);

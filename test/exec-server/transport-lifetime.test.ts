@@ -11,7 +11,7 @@ import { ensureBinary, run } from "../helpers/binary.ts";
 import { CONF_BASE } from "../helpers/cleanup.ts";
 import { skipWithout } from "../helpers/prereq.ts";
 import { ExecClient, workspaceWrite } from "./client.ts";
-import { CODEX, runCodex, startServer, type StartedServer } from "./codex-harness.ts";
+import { CODEX, runCodex, startServer, withCodexHome, type StartedServer } from "./codex-harness.ts";
 
 const servers: StartedServer[] = [];
 afterAll(async () => {
@@ -91,7 +91,12 @@ describe("exec-server dies with its processes", () => {
 
   test("stdio: stdin EOF ends the server and everything it started", async () => {
     const marker = `smcp-stdio-${process.pid}`;
-    const proc = Bun.spawn([ensureBinary(), "exec-server", "--listen", "stdio"], { stdin: "pipe", stdout: "pipe", stderr: "pipe" });
+    const proc = Bun.spawn([ensureBinary(), "exec-server", "--listen", "stdio"], {
+      stdin: "pipe",
+      stdout: "pipe",
+      stderr: "pipe",
+      env: withCodexHome(),
+    });
     const lines: Record<string, unknown>[] = [];
     const reader = (async () => {
       let buf = "";
@@ -161,7 +166,12 @@ describe("exec-server options", () => {
   });
 
   test("--exit-on-stdin-close: the websocket server exits when its stdin closes", async () => {
-    const proc = Bun.spawn([ensureBinary(), "exec-server", "--exit-on-stdin-close"], { stdin: "pipe", stdout: "pipe", stderr: "pipe" });
+    const proc = Bun.spawn([ensureBinary(), "exec-server", "--exit-on-stdin-close"], {
+      stdin: "pipe",
+      stdout: "pipe",
+      stderr: "pipe",
+      env: withCodexHome(),
+    });
     const reader = proc.stdout.getReader();
     const { value } = await reader.read();
     expect(new TextDecoder().decode(value)).toMatch(/^ws:\/\/127\.0\.0\.1:\d+\n$/);

@@ -30,7 +30,7 @@ describe.skipIf(skipWithout("exec-server from a sandbox", shellsMissing()))("an 
         stdin: "ignore",
         stdout: "pipe",
         stderr: "pipe",
-        env: { ...process.env, TMPDIR: tmp },
+        env: { ...process.env, TMPDIR: tmp, CODEX_HOME: confDir("r34-es-codex-home") },
       });
       try {
         const reader = es.stdout.getReader();

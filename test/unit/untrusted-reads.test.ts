@@ -28,7 +28,7 @@ const ALLOWED: Record<string, [string, string][]> = {
     ["readFileSync(`/proc/${line}/net/dev`", "/proc: kernel-made"],
   ],
   "src/escalate/worker/escalated-child.ts": [["readFileSync(`/proc/${p}/task/${t}/children`", "/proc: kernel-made, never blocks"]],
-  "src/exec-server/process.ts": [["readFileSync(`/proc/${pid}/stat`", "/proc: kernel-made"]],
+  "src/exec-server/tree.ts": [["readFileSync(`/proc/${pid}/stat`", "/proc: kernel-made"]],
   "src/exec-server/launch.ts": [
     ["Bun.file(fd).stream()", "the lifeline guard's status pipe (an fd this process made), read asynchronously"],
   ],

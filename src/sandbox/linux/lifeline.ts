@@ -77,14 +77,16 @@ export function lifelineProblem(): string | undefined {
  * it. With `opts.joinCgroup` (a call's `cgroup.procs`) the guard moves itself into that cgroup before it starts
  * anything (exit 126, nothing run, when it cannot). With `opts.statusFd` (the exec-server: Codex lets a process's
  * leftovers run on after it ends) the guard writes the program's wait status (4 bytes, native order) to that fd of
- * its own when the program ends, lets what it left behind run on below it, and ends once they have. Returns
- * undefined when there is no guard binary ({@link lifelineProblem}).
+ * its own when the program ends, lets what it left behind run on below it, and ends once they have. With
+ * `opts.ctty` (the exec-server's terminal processes; the guard leads a new session) the terminal open at that fd of
+ * its own becomes the guard's controlling terminal before the program starts (exit 127, nothing run, when it
+ * cannot). Returns undefined when there is no guard binary ({@link lifelineProblem}).
  */
 export function guardedArgv(
   path: string,
   argv: readonly string[],
   fd: number,
-  opts: { execFd?: number; joinCgroup?: string; statusFd?: number } = {},
+  opts: { execFd?: number; joinCgroup?: string; statusFd?: number; ctty?: number } = {},
 ): { path: string; argv: string[] } | undefined {
   const b = launcherBinary();
   if ("error" in b) return undefined;
@@ -97,6 +99,7 @@ export function guardedArgv(
       ...(opts.execFd !== undefined ? ["--exec-fd", String(opts.execFd)] : []),
       ...(opts.joinCgroup !== undefined ? ["--join-cgroup", opts.joinCgroup] : []),
       ...(opts.statusFd !== undefined ? ["--status-fd", String(opts.statusFd)] : []),
+      ...(opts.ctty !== undefined ? ["--ctty", String(opts.ctty)] : []),
       "--",
       path,
       ...argv,
