@@ -69,6 +69,10 @@ export const MAX_NOTICES = 8;
 /** What the server answers one request: the wire's action, and for `Escalate` what the worker starts. */
 type Answer = { action: EscalateAction; spawn?: EscalateSpawn };
 
+/**
+ * One shell run's listener ({@link EscalationServer.listen}): the client end of its socketpair for the shell, the
+ * variables that point the shell's exec wrapper at it, the call's notices, and its closing.
+ */
 export class EscalationListener {
   private closed = false;
   private clientFdOpen = true;
