@@ -18,8 +18,9 @@
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { EscalationServer } from "../src/escalate/server.ts";
+import { BoundaryPlacement } from "../src/escalate/placement.ts";
 import { policyFromSources } from "../src/execpolicy/load.ts";
-import { decideExec, type EscalationSettings } from "../src/mcp/escalation-policy.ts";
+import { decideExec, type EscalationSettings } from "../src/escalate/decision/decide.ts";
 import { interceptSetFor } from "../src/escalate/decision/intercept-set.ts";
 import { INTERCEPT_ENV_VAR } from "../src/escalate/protocol/wire.ts";
 import { resolveCommand } from "../src/sandbox/linux/in-process.ts";
@@ -101,7 +102,7 @@ async function startReference(): Promise<{ once: (script: string) => Promise<num
   return { once, close: () => rpc.close() };
 }
 
-const server = await EscalationServer.start();
+const server = await EscalationServer.start(new BoundaryPlacement());
 const reference = await startReference();
 const variants: Variant[] = ["room", "landlock", "host"];
 const results: Record<Variant | "reference", number[]> = { room: [], landlock: [], host: [], reference: [] };

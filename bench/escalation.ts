@@ -24,9 +24,10 @@ import { join } from "node:path";
 import * as libc from "../ffi/libc.ts";
 import { encodeResponse } from "../src/escalate/protocol/wire.ts";
 import { EscalationServer } from "../src/escalate/server.ts";
+import { BoundaryPlacement } from "../src/escalate/placement.ts";
 import { recvFrame, sendFrame } from "../src/escalate/protocol/socket.ts";
 import { policyFromSources } from "../src/execpolicy/load.ts";
-import { decideExec, type EscalationSettings } from "../src/mcp/escalation-policy.ts";
+import { decideExec, type EscalationSettings } from "../src/escalate/decision/decide.ts";
 import { interceptSetFor } from "../src/escalate/decision/intercept-set.ts";
 import { INTERCEPT_ENV_VAR } from "../src/escalate/protocol/wire.ts";
 import { startLineRpc } from "../test/helpers/reference.ts";
@@ -138,7 +139,7 @@ async function startReference(): Promise<{ once: (script: string) => Promise<num
   return { once, close: () => rpc.close() };
 }
 
-const server = await EscalationServer.start();
+const server = await EscalationServer.start(new BoundaryPlacement());
 const reference = await startReference();
 const variants: Variant[] = ["bare", "skip", "client", "minimal", "wrapper"];
 const results: Record<Variant | "reference", number[]> = { bare: [], skip: [], client: [], minimal: [], wrapper: [], reference: [] };

@@ -9,6 +9,7 @@ import { isatty } from "node:tty";
 import { readFile, realpath } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { EscalationServer } from "./escalate/server.ts";
+import { BoundaryPlacement } from "./escalate/placement.ts";
 import { resolveCodexHome } from "./execpolicy/discovery.ts";
 import { log, setLogFile } from "./log.ts";
 import { INSTRUCTIONS } from "./mcp/early-initialize.ts";
@@ -277,7 +278,7 @@ function startRuntime(
   // The sandbox helper runs outside every sandbox, started by this process: as the file this process runs
   // (/proc/<pid>/exe on Linux, role by argv[0]), never by a path a sandboxed command might have replaced.
   const helperExe = platform === "linux" && IS_COMPILED ? selfExePath() : selfAs("codex-linux-sandbox");
-  const serverReady = EscalationServer.start().then(
+  const serverReady = EscalationServer.start(new BoundaryPlacement()).then(
     (s) => (server = s),
     (e: unknown) => {
       writeStderr(`shellmcp serve: ${(e as Error).message}\n`);

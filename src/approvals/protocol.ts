@@ -30,7 +30,7 @@ export interface NetworkAbout {
 export interface PendingRequest {
   /** `<server pid>-<n>`: unique among the servers sharing the folder. */
   id: string;
-  /** The question, as the elicitation would show it (src/mcp/escalation-policy.ts `elicitationMessage`). */
+  /** The question, as the elicitation would show it (src/escalate/decision/decide.ts `elicitationMessage`). */
   message: string;
   /** Whether "always" is offered (not for a prompt that a `prompt` rule produced). */
   always: boolean;

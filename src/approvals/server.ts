@@ -195,7 +195,7 @@ export class Approver {
   /**
    * Ask a person through the approver, as an MCP elicitation would: resolves with their answer, or rejects after
    * the timeout with a `ShellmcpError` `UNANSWERED` whose message is {@link unansweredText} (the decision,
-   * src/mcp/escalation-policy.ts, turns it into a Deny with that reason). `network`: the question is the network
+   * src/escalate/decision/decide.ts, turns it into a Deny with that reason). `network`: the question is the network
    * proxy's about that host (its form's `scope` choices are offered; the host is rendered here).
    */
   readonly elicit = (message: string, form: ApproverForm, network?: NetworkAbout): Promise<ApproverAnswer> => {

@@ -58,7 +58,7 @@ export function ruleRemedy(prefix: readonly string[] | undefined, rulesDir: stri
 
 /**
  * A program that needed approval and did not get it (`why`: the deny reason as the shell printed it). When the client
- * cannot ask, `why` already says what to change (../mcp/escalation-policy.ts: the prompt rule, or an allow rule to add).
+ * cannot ask, `why` already says what to change (../escalate/decision/decide.ts: the prompt rule, or an allow rule to add).
  */
 export function approvalRemedy(cmd: readonly string[], rulesDir: string, why: string): string {
   if (why.startsWith("this command needs a human's approval")) return bounded(why, 1000);

@@ -6,27 +6,25 @@
  * owns a seqpacket socketpair (Codex: datagram): the client end goes to the shell (put it at some fd in the child and export
  * `CODEX_ESCALATE_SOCKET=<that fd>`), the server end is watched by the worker. Each request is passed to the
  * listener's `decide` function. `Escalate` runs the program outside the call's sandbox on the wrapper's fds 0,1,2
- * with the request's argv (argv[0] included) and workdir, and the environment the boundary passes on
- * (./decision/escalated-env.ts `escalatedEnv`): first the boundary checks what would run and plans its escalation room
- * (off this thread, ./decision/inspector-client.ts); then the program goes to a room built by the call's backend
- * (./rooms/keep.ts: a room of its own or a kept one; docs/escalation.md, "Rooms: what a room reaches and reads"),
- * or to the bare host only when the listener has no rooms (`--escalation host`, Codex's meaning). A failed check or a
- * room that cannot be built turns it into `Run` (inside the call's sandbox) and the call's result says why.
+ * with the request's argv (argv[0] included) and workdir, where the server's {@link Placement} puts it
+ * (./placement.ts, asked once per `Escalate`: in production the boundary's checks, then a room built by the call's
+ * backend, or the bare host for a listener without rooms — `--escalation host`, Codex's meaning). A placement that
+ * keeps the program inside turns it into `Run` (inside the call's sandbox) and the call's result says why; a placement
+ * that fails denies it.
  *
- * Nothing here knows about MCP or exec policy: `decide` is injected.
+ * Nothing here knows about MCP, exec policy, environment filtering, git taint or rooms: `decide` and the placement are
+ * injected (as Codex's `shell-escalation` server is given its policy and `prepare_escalated_exec`).
  */
-import { isAbsolute, normalize, resolve } from "node:path";
 import * as libc from "../../ffi/libc.ts";
 import { ShellmcpError } from "../errors.ts";
 import { ESCALATE_SOCKET_ENV_VAR } from "../escalation-socket.ts";
 import { log } from "../log.ts";
 import { bounded } from "../safe-text.ts";
 import { workerUrl as workerUrlOf } from "../self.ts";
-import { escalatedEnv } from "./decision/escalated-env.ts";
 import type { EscalationBoundary, Grant } from "./decision/boundary.ts";
-import { Inspector } from "./decision/inspector-client.ts";
-import { noteOriginal, noteWritable, taintContext } from "../sandbox/git/taint.ts";
-import { RoomsInUse, type EscalateSpawn } from "./rooms/keep.ts";
+import { resolveRequest, type Decided, type ResolvedRequest } from "./decision/request.ts";
+import type { Placement } from "./placement.ts";
+import type { EscalateSpawn } from "./rooms/keep.ts";
 import {
   encodeFrame,
   BASH_EXEC_WRAPPER_ENV_VAR,
@@ -36,29 +34,12 @@ import {
 } from "./protocol/wire.ts";
 import type { Command, WorkerEvent } from "./worker/messages.ts";
 
-/** Request as seen by `decide`: `file` and `workdir` resolved and normalised (relative `file` against `workdir`). */
-export interface ResolvedRequest extends EscalateRequest {
-  /** Absolute, lexically normalised program path. */
-  file: string;
-  /** Absolute, lexically normalised working directory. */
-  workdir: string;
-  /** `file` exactly as the wrapper sent it. */
-  rawFile: string;
-}
-
 /**
  * Decides what to do with one intercepted exec: the wire's {@link EscalateAction}. `Escalate` runs the program
  * outside the sandbox, subject to the listener's {@link EscalationBoundary} (which may turn it into `Run`). A
  * throw or rejection denies it (fail closed).
  */
 export type Decide = (request: ResolvedRequest) => Promise<Decided> | Decided;
-
-/**
- * A decision as `decide` returns it: the wire's {@link EscalateAction}, and for `Escalate` the {@link Grant} of the
- * rule behind it (never sent on the wire). An `Escalate` without a grant is checked without identity rules (tests,
- * embedders that decide by other means).
- */
-export type Decided = EscalateAction & { grant?: Grant };
 
 /** Options of {@link EscalationServer.listen}. */
 export interface ListenOptions {
@@ -88,13 +69,10 @@ export const MAX_NOTICES = 8;
 /** What the server answers one request: the wire's action, and for `Escalate` what the worker starts. */
 type Answer = { action: EscalateAction; spawn?: EscalateSpawn };
 
-/** Resolve a request's `file`/`workdir` like later Codex: relative `file` against the request's `workdir`. */
-export function resolveRequest(r: EscalateRequest): ResolvedRequest {
-  const workdir = normalize(isAbsolute(r.workdir) ? r.workdir : resolve(r.workdir));
-  const file = normalize(isAbsolute(r.file) ? r.file : resolve(workdir, r.file));
-  return { ...r, file, workdir, rawFile: r.file };
-}
-
+/**
+ * One shell run's listener ({@link EscalationServer.listen}): the client end of its socketpair for the shell, the
+ * variables that point the shell's exec wrapper at it, the call's notices, and its closing.
+ */
 export class EscalationListener {
   private closed = false;
   private clientFdOpen = true;
@@ -164,10 +142,50 @@ export class EscalationListener {
   }
 }
 
+/**
+ * How the server talks to its worker (./worker/worker.ts): commands down, events up. {@link EscalationServer.start}
+ * builds the real one (a Worker and a control socket); the fast tier's tests give the server a fake.
+ */
+export interface WorkerPort {
+  /** Send one command; may block on a small write, never throws for a live worker. */
+  send(c: Command): void;
+  /** Where the worker's events and its failure (the error's message) go; called once, by the server. */
+  connect(onEvent: (e: WorkerEvent) => void, onError: (message: string) => void): void;
+  /** End the worker at once (it did not stop in time, or never started). */
+  terminate(): void;
+  /** Release this side of the control channel (after the worker stopped or was terminated). */
+  close(): void;
+}
+
+/** The real {@link WorkerPort}: a Worker, and this side of its control socket (length-prefixed JSON frames). */
+class ControlledWorker implements WorkerPort {
+  constructor(
+    private readonly worker: Worker,
+    private readonly controlFd: number,
+  ) {}
+
+  send(c: Command): void {
+    const frame = encodeFrame(new TextEncoder().encode(JSON.stringify(c)));
+    let sent = 0;
+    while (sent < frame.byteLength) sent += libc.sendmsg(this.controlFd, frame.subarray(sent));
+  }
+
+  connect(onEvent: (e: WorkerEvent) => void, onError: (message: string) => void): void {
+    this.worker.onmessage = (ev: MessageEvent<WorkerEvent>) => onEvent(ev.data);
+    this.worker.onerror = (ev) => onError(ev.message);
+  }
+
+  terminate(): void {
+    this.worker.terminate();
+  }
+
+  close(): void {
+    libc.closeQuiet(this.controlFd);
+  }
+}
+
 /** The escalation server. Create with {@link EscalationServer.start}; one is enough per process. */
 export class EscalationServer {
-  private readonly controlFd: number;
-  private readonly worker: Worker;
   private readonly listeners = new Map<number, EscalationListener>();
   private readonly unlistenWaiters = new Map<number, () => void>();
   private nextLid = 1;
@@ -175,19 +193,27 @@ export class EscalationServer {
   private stoppedPromise: Promise<void>;
   private resolveStopped!: () => void;
 
-  private constructor(worker: Worker, controlFd: number) {
-    this.worker = worker;
-    this.controlFd = controlFd;
+  /**
+   * A server over `port`, placing its escalated execs with `placement`. {@link EscalationServer.start} is the way to
+   * get a working one; this constructor is for tests that drive the server through a fake port (the server counts
+   * as started: the port's `ready` event is not awaited).
+   */
+  constructor(
+    private readonly port: WorkerPort,
+    private readonly placement: Placement,
+  ) {
     this.stoppedPromise = new Promise((r) => (this.resolveStopped = r));
-    worker.onmessage = (ev: MessageEvent<WorkerEvent>) => this.onEvent(ev.data);
-    worker.onerror = (ev) => {
-      if (this.onStartFailure !== undefined) return this.onStartFailure(new Error(ev.message));
-      // Fail closed: no new listener can be opened, so no shell can run unsupervised; calls in flight hang in
-      // their wrappers until their timeout kills them.
-      this.dead = true;
-      log.error("escalation worker failed; no further commands can run", { message: ev.message });
-      this.resolveStopped();
-    };
+    port.connect(
+      (e) => this.onEvent(e),
+      (message) => {
+        if (this.onStartFailure !== undefined) return this.onStartFailure(new Error(message));
+        // Fail closed: no new listener can be opened, so no shell can run unsupervised; calls in flight hang in
+        // their wrappers until their timeout kills them.
+        this.dead = true;
+        log.error("escalation worker failed; no further commands can run", { message });
+        this.resolveStopped();
+      },
+    );
   }
 
   /** How long the worker may take to start polling, ms. */
@@ -196,15 +222,16 @@ export class EscalationServer {
   static readonly STOP_TIMEOUT_MS = 2_000;
 
   /**
-   * Start the worker; resolves once it is polling. Fails closed with `ESCALATION_UNAVAILABLE` when the worker
-   * errors or is not ready within {@link START_TIMEOUT_MS}. `workerUrl` is for tests; by default the worker is the
-   * copy embedded in the executable (never a file on disk, see self.ts) or, from source, ./worker/worker.ts.
+   * Start the worker; resolves once it is polling. Every `Escalate` decision is placed by `placement` (production:
+   * ./placement.ts `BoundaryPlacement`). Fails closed with `ESCALATION_UNAVAILABLE` when the worker errors or is not
+   * ready within {@link START_TIMEOUT_MS}. `workerUrl` is for tests; by default the worker is the copy embedded in the
+   * executable (never a file on disk, see ../self.ts) or, from source, ./worker/worker.ts.
    */
-  static async start(workerUrl: string = workerUrlOf("escalate/worker/worker")): Promise<EscalationServer> {
+  static async start(placement: Placement, workerUrl: string = workerUrlOf("escalate/worker/worker")): Promise<EscalationServer> {
     const [mine, theirs] = libc.socketpair(libc.SOCK.AF_UNIX, libc.SOCK.SOCK_STREAM | libc.SOCK.SOCK_CLOEXEC);
     // Not `smol`: it saves ~9 MiB of RSS but costs ~1 ms per intercepted exec in GC (bench/escalation.ts).
     const worker = new Worker(workerUrl);
-    const server = new EscalationServer(worker, mine);
+    const server = new EscalationServer(new ControlledWorker(worker, mine), placement);
     let timer: ReturnType<typeof setTimeout> | undefined;
     const ready = new Promise<void>((res, rej) => {
       server.onReady = res;
@@ -230,12 +257,6 @@ export class EscalationServer {
     return server;
   }
 
-  /** The rooms in use: where each escalated program goes, and what to check when it ends (./rooms/keep.ts). */
-  private readonly rooms = new RoomsInUse();
-
-  /** Inspects each `Escalate` decision off the main thread (./decision/inspector-client.ts). */
-  private readonly inspector = new Inspector();
-
   private onStartFailure?: (e: Error) => void;
   /** Set when the worker died: nothing can be decided any more, and `listen` refuses. */
   private dead = false;
@@ -250,8 +271,8 @@ export class EscalationServer {
     // seqpacket message anywhere but to the peer (an address given to sendmsg is ignored), and the sandbox's
     // seccomp filter allows no datagram socket at all (issue 22: no addressed send to a host socket).
     const [serverEnd, clientEnd] = libc.socketpair(libc.SOCK.AF_UNIX, libc.SOCK.SOCK_SEQPACKET | libc.SOCK.SOCK_CLOEXEC);
-    // Where this call's sandbox can write: a git control file changed there from now on is not trusted (../sandbox/git/taint.ts).
-    noteWritable(options.boundary.writable);
+    // The placement learns where this call's sandbox can write (in production: git taint, ../sandbox/git/taint.ts).
+    this.placement.observe?.({ t: "listening", boundary: options.boundary });
     const l = new EscalationListener(this, this.nextLid++, clientEnd, options);
     this.listeners.set(l.id, l);
     this.command({ t: "listen", lid: l.id, fd: serverEnd, cgroupProcs: options.cgroupProcs, outputFd: options.outputFd });
@@ -278,23 +299,21 @@ export class EscalationServer {
   async stop(): Promise<void> {
     if (this.stopped) return this.stoppedPromise;
     this.stopped = true;
-    this.inspector.stop();
+    this.placement.observe?.({ t: "stopping" });
     for (const l of this.listeners.values()) l.releaseClientFd();
     this.command({ t: "stop" });
     const timeout = new Promise<"timeout">((res) => setTimeout(() => res("timeout"), EscalationServer.STOP_TIMEOUT_MS).unref());
     if ((await Promise.race([this.stoppedPromise, timeout])) === "timeout") {
       log.warn("escalation worker did not stop in time; terminating it");
-      this.worker.terminate();
+      this.port.terminate();
     }
-    libc.closeQuiet(this.controlFd);
+    this.port.close();
   }
 
   /** @internal Send a command to the worker (blocking write of a small frame). */
   command(c: Command): void {
     if (this.dead) return; // nobody reads the control socket any more: a blocking write could hang forever
-    const frame = encodeFrame(new TextEncoder().encode(JSON.stringify(c)));
-    let sent = 0;
-    while (sent < frame.byteLength) sent += libc.sendmsg(this.controlFd, frame.subarray(sent));
+    this.port.send(c);
   }
 
   private onEvent(e: WorkerEvent): void {
@@ -310,22 +329,22 @@ export class EscalationServer {
         return;
       case "exited":
         log.debug("escalated program exited", { listener: e.lid, session: e.sid, pid: e.pid });
-        this.rooms.programEnded(e.sid);
+        this.placement.observe?.({ t: "program-ended", session: e.sid });
         return;
       case "session-error":
         log.warn("escalate session failed", { listener: e.lid, session: e.sid, error: e.message });
         return;
       case "room-ended":
-        this.rooms.keptRoomEnded(e.lid, e.rid);
+        this.placement.observe?.({ t: "room-ended", listener: e.lid, room: e.rid });
         return;
       case "unlistened":
-        this.rooms.listenerClosed(e.lid);
+        this.placement.observe?.({ t: "listener-closed", listener: e.lid });
         this.listeners.delete(e.lid);
         this.unlistenWaiters.get(e.lid)?.();
         this.unlistenWaiters.delete(e.lid);
         return;
       case "stopped":
-        this.rooms.closeAll();
+        this.placement.observe?.({ t: "stopped" });
         this.listeners.clear();
         for (const w of this.unlistenWaiters.values()) w();
         this.unlistenWaiters.clear();
@@ -358,10 +377,10 @@ export class EscalationServer {
   }
 
   /**
-   * An `Escalate` decision (`action`) for session `sid`: the escalated environment, the boundary's checks and the
-   * room's plan (off this thread, ./decision/inspector-client.ts), then where the program runs (on the host without
-   * a room, else ./rooms/keep.ts). A check or a room that fails turns it into `Run`: the program runs inside the
-   * call's sandbox, and the call's result says why.
+   * An `Escalate` decision (`action`, with the `grant` behind it) for session `sid`: asks the placement, once, where
+   * the program runs. Placed `inside` the call's sandbox: answered `Run`, and the call's result says why
+   * ({@link EscalationListener.notice}); else the `Escalate` with the spawn the worker starts. A placement that rejects
+   * rejects here (the caller denies the exec).
    */
   private async escalate(
     l: EscalationListener,
@@ -370,43 +389,17 @@ export class EscalationServer {
     action: EscalateAction,
     grant?: Grant,
   ): Promise<Answer> {
-    const boundary = l.options.boundary;
-    const { env, dropped } = escalatedEnv(boundary, request.env);
-    if (dropped.length > 0) log.info("escalated program: environment changes not passed on", { file: request.file, dropped });
-    this.rooms.sweep();
-    // Every file the decision reads is read by the inspector, off this thread and under a deadline.
-    const inspected = await this.inspector.inspect({
-      boundary,
+    const placed = await this.placement.prepareEscalatedExec({
+      listener: l.id,
+      session: sid,
       request,
-      env,
-      taint: taintContext(),
+      boundary: l.options.boundary,
       ...(grant !== undefined ? { grant } : {}),
     });
-    const check = inspected.ok ? inspected.check : { ok: false as const, reason: inspected.error };
-    if (!check.ok) {
-      log.notice("not escalated: runs inside the sandbox instead", { file: request.file, argv: request.argv, reason: check.reason });
-      l.notice(request.argv, check.reason);
+    if ("inside" in placed) {
+      l.notice(request.argv, placed.inside);
       return { action: { kind: "Run" } };
     }
-    const entries = Object.entries(env).map(([k, v]) => `${k}=${v}`);
-    // The repository's git dirs the boundary trusted stay trusted when the escalated git changes their folders.
-    if (inspected.ok && inspected.original !== undefined) noteOriginal(inspected.original);
-    if (boundary.room === undefined) {
-      log.notice("escalated", { file: request.file, argv: request.argv, room: "none" });
-      return { action, spawn: { path: check.path, argv: request.argv, env: entries, cwd: check.cwd } };
-    }
-    const prepared = inspected.ok ? inspected.prepared : undefined; // planned whenever rooms apply and the check passed
-    // What the room may write counts as written by a sandbox of this server from now on (../sandbox/git/taint.ts).
-    if (prepared?.kind === "room") noteWritable({ full: false, roots: prepared.room.plan.writableRoots.map((r) => r.root) });
-    const program = { program: check.path, argv: request.argv, cwd: check.cwd, env: entries, named: request.file };
-    const placed = this.rooms.place(l.id, sid, boundary.room, prepared!, program);
-    if ("unavailable" in placed) {
-      log.warn("no escalation room: runs inside the sandbox instead", { file: request.file, reason: placed.unavailable });
-      l.notice(request.argv, `no escalation room: ${placed.unavailable}`);
-      return { action: { kind: "Run" } };
-    }
-    const kept = placed.kept !== undefined ? { kept: placed.kept } : {};
-    log.notice("escalated", { file: request.file, argv: request.argv, room: boundary.room.backend.kind, ...kept });
     return { action, spawn: placed.spawn };
   }
 }

@@ -29,7 +29,7 @@
 import type { InputRequiredResult } from "@modelcontextprotocol/server";
 import { log } from "../log.ts";
 import { discoverResult, SERVER_INFO_META_KEY } from "./early-initialize.ts";
-import type { ElicitAnswer } from "./escalation-policy.ts";
+import type { ElicitAnswer } from "./elicitation.ts";
 import { ModernCall, type Outcome, type Result, sessionOfCall } from "./modern/call.ts";
 import { type Clock, nextTurn, systemClock } from "./modern/clock.ts";
 import {

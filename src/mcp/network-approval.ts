@@ -11,7 +11,7 @@
 import { appendNetworkAllowRule, type NetworkRuleProtocol } from "../execpolicy/amend.ts";
 import { log } from "../log.ts";
 import type { ApprovalScope, ProxyProtocol } from "../network/proxy.ts";
-import type { ElicitAnswer } from "./escalation-policy.ts";
+import type { ElicitAnswer } from "./elicitation.ts";
 import { bounded } from "../safe-text.ts";
 
 /** How long a network question waits for its answer, ms (then the request is refused). */
@@ -19,7 +19,7 @@ export const NETWORK_ASK_TIMEOUT_MS = 5 * 60_000;
 
 /**
  * The form: one choice of scope (MCP elicitation: a string with `enum`). No top-level `title`, which Codex 0.169's
- * TUI refuses (see ELICITATION_SCHEMA in escalation-policy.ts).
+ * TUI refuses (see ELICITATION_SCHEMA in elicitation.ts).
  */
 export const NETWORK_ELICITATION_SCHEMA = {
   type: "object",

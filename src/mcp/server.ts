@@ -25,7 +25,7 @@ import {
 import { ShellmcpError } from "../errors.ts";
 import { log } from "../log.ts";
 import { takeEarlyInput, type EarlyInput } from "./early-initialize.ts";
-import type { ElicitAnswer } from "./escalation-policy.ts";
+import type { ElicitAnswer } from "./elicitation.ts";
 import { isModernRequest, ModernEra } from "./modern.ts";
 
 /** A tool as listed. */

@@ -8,7 +8,7 @@ import { lifelineProblem } from "../sandbox/linux/lifeline.ts";
 import { existsSync } from "node:fs";
 import { isAbsolute } from "node:path";
 import type { EscalationServer } from "../escalate/server.ts";
-import { decideExec } from "../mcp/escalation-policy.ts";
+import { decideExec, type ExecDenial } from "../escalate/decision/decide.ts";
 import { interceptSetFor } from "../escalate/decision/intercept-set.ts";
 import { sandboxStateFromMeta, type SandboxState } from "../mcp/sandbox-state.ts";
 import type { ToolContext, ToolResult } from "../mcp/server.ts";
@@ -26,11 +26,13 @@ import type { ServeOptions, ServeSetup } from "./setup.ts";
 import { hasFullDiskWrite, hasFullNetwork } from "../sandbox/policy.ts";
 import { CallProxy, refusalReport } from "../network/proxy.ts";
 import { networkAsker } from "../mcp/network-approval.ts";
+import { execAsker } from "../mcp/elicitation.ts";
+import { shlexJoin } from "../execpolicy/shlex.ts";
 import { visibleLines } from "../safe-text.ts";
 import { TRACE_STEPS, traceStep } from "../trace-steps.ts";
-import { BlockedLog } from "../blocked/report.ts";
+import { BlockedLog, type BlockedAction } from "../blocked/report.ts";
 import { detectKernelBlocks, type KernelContext } from "../blocked/kernel.ts";
-import { escalationRemedy, gitGuardRemedy, proxyRefusalRemedy } from "../blocked/remedies.ts";
+import { approvalRemedy, escalationRemedy, gitGuardRemedy, proxyRefusalRemedy, ruleRemedy } from "../blocked/remedies.ts";
 
 /** Bytes of the latest output a progress notification of a `shell` call carries. */
 export const PROGRESS_TAIL_BYTES = 400;
@@ -350,7 +352,11 @@ function startCall(rt: ServeRuntime, a: LaunchArgs, ctx: ToolContext, call: Prep
     decide: (req, stopwatch) =>
       decideExec(
         setup.settings,
-        { elicit: setup.approver?.askerFor(ctx.elicit) ?? ctx.elicit, paused: (f) => stopwatch.paused(f), blocked: (b) => blocked.add(b) },
+        {
+          ask: execAsker(setup.approver?.askerFor(ctx.elicit) ?? ctx.elicit),
+          paused: (f) => stopwatch.paused(f),
+          denied: (d) => blocked.add(blockedOfDenial(d, `${setup.settings.codexHome}/rules`)),
+        },
         req,
       ),
     onProgress:
@@ -414,6 +420,17 @@ async function finishCall(
   const stale = setup.backend.bwrapFailed(r, sandbox);
   if (stale !== undefined) log.warn(stale);
   return { r, notice, stale, refused, blocked };
+}
+
+/**
+ * A Deny of the decision (../escalate/decision/decide.ts) as a blocked action (../blocked/report.ts): layer `rule`
+ * for a `forbidden` rule (its prefix named in the remedy when one matched), `approval` for a missing approval; the
+ * target is the command as the rules name it, shell-quoted; the remedies name `rulesDir` (`$CODEX_HOME/rules`).
+ */
+function blockedOfDenial(d: ExecDenial, rulesDir: string): BlockedAction {
+  const target = shlexJoin(d.command);
+  if (d.kind === "forbidden") return { layer: "rule", target, remedy: ruleRemedy(d.prefix, rulesDir) };
+  return { layer: "approval", target, remedy: approvalRemedy(d.command, rulesDir, d.reason) };
 }
 
 /** The kernel mechanism whose refusals a sandboxed call's output may show (../blocked/kernel.ts), if known. */

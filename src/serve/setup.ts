@@ -29,7 +29,7 @@ import { ShellmcpError } from "../errors.ts";
 import { checkRoomNetworkGrants } from "../escalate/rooms/grants.ts";
 import { loadPolicy, resolveCodexHome } from "../execpolicy/discovery.ts";
 import { log } from "../log.ts";
-import type { EscalationSettings, OnPrompt } from "../mcp/escalation-policy.ts";
+import type { EscalationSettings, OnPrompt } from "../escalate/decision/decide.ts";
 import type { SandboxState } from "../mcp/sandbox-state.ts";
 import { setHiding } from "../sandbox/secrets.ts";
 import { isUnder, symlinksOnTheWay } from "../sandbox/paths.ts";

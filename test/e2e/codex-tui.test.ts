@@ -23,7 +23,7 @@ import { skipWithout } from "../helpers/prereq.ts";
 import { referenceCodex } from "../helpers/reference.ts";
 import { finalMessage, functionCallOutput, mcpToolCall, offersMcpServer, ResponsesMock } from "../helpers/responses-mock.ts";
 import { shellsMissing } from "../helpers/shells.ts";
-import { ELICITATION_SCHEMA, ELICITATION_SCHEMA_RULE } from "../../src/mcp/escalation-policy.ts";
+import { ELICITATION_SCHEMA, ELICITATION_SCHEMA_RULE } from "../../src/mcp/elicitation.ts";
 import { NETWORK_ELICITATION_SCHEMA } from "../../src/mcp/network-approval.ts";
 
 const codex = referenceCodex();

@@ -7,7 +7,9 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { EscalationServer, type ResolvedRequest } from "../../src/escalate/server.ts";
+import { EscalationServer } from "../../src/escalate/server.ts";
+import { BoundaryPlacement } from "../../src/escalate/placement.ts";
+import type { ResolvedRequest } from "../../src/escalate/decision/request.ts";
 import { tempDir } from "../helpers/binary.ts";
 import { ourWrapper, runInShell } from "../helpers/escalation.ts";
 import { referenceShellToolDir, startLineRpc, type LineRpc } from "../helpers/reference.ts";
@@ -24,7 +26,7 @@ const basename = (p: string) => p.slice(p.lastIndexOf("/") + 1);
 
 describe.skipIf(skip)("reference wrapper → our server", () => {
   let server: EscalationServer;
-  beforeAll(async () => (server = await EscalationServer.start()));
+  beforeAll(async () => (server = await EscalationServer.start(new BoundaryPlacement())));
   afterAll(async () => server?.stop());
 
   const decide = (r: ResolvedRequest) => {

@@ -5,9 +5,11 @@
  * never started (EXEC_WRAPPER names a program that does not exist).
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { EscalationServer, type ResolvedRequest } from "../../src/escalate/server.ts";
+import { EscalationServer } from "../../src/escalate/server.ts";
+import { BoundaryPlacement } from "../../src/escalate/placement.ts";
+import type { ResolvedRequest } from "../../src/escalate/decision/request.ts";
 import { policyFromSources } from "../../src/execpolicy/load.ts";
-import { decideExec, type EscalationSettings } from "../../src/mcp/escalation-policy.ts";
+import { decideExec, type EscalationSettings } from "../../src/escalate/decision/decide.ts";
 import { interceptSetFor } from "../../src/escalate/decision/intercept-set.ts";
 import { INTERCEPT_ENV_VAR } from "../../src/escalate/protocol/wire.ts";
 import { runInShell } from "../helpers/escalation.ts";
@@ -18,7 +20,7 @@ if (missing !== undefined) console.warn(`SKIP in-shell client + server suite: ${
 
 let server: EscalationServer;
 beforeAll(async () => {
-  server = await EscalationServer.start();
+  server = await EscalationServer.start(new BoundaryPlacement());
 });
 afterAll(async () => {
   await server?.stop();

@@ -7,7 +7,9 @@ import { existsSync, readFileSync, writeFileSync, chmodSync } from "node:fs";
 import { join } from "node:path";
 import * as libc from "../../ffi/libc.ts";
 import type { EscalateAction as Decision } from "../../src/escalate/protocol/wire.ts";
-import { EscalationServer, type ResolvedRequest } from "../../src/escalate/server.ts";
+import { EscalationServer } from "../../src/escalate/server.ts";
+import { BoundaryPlacement } from "../../src/escalate/placement.ts";
+import type { ResolvedRequest } from "../../src/escalate/decision/request.ts";
 import { encodeFrame } from "../../src/escalate/protocol/wire.ts";
 import { ensureBinary, tempDir } from "../helpers/binary.ts";
 import { openBoundary, ourWrapper, runInShell } from "../helpers/escalation.ts";
@@ -20,7 +22,7 @@ let server: EscalationServer;
 
 beforeAll(async () => {
   ensureBinary();
-  server = await EscalationServer.start();
+  server = await EscalationServer.start(new BoundaryPlacement());
 });
 afterAll(async () => {
   await server?.stop();
@@ -301,11 +303,13 @@ describe.skipIf(skip)("escalation end to end (patched bash, compiled wrapper, ou
 describe("escalation server fails closed when its worker cannot start", () => {
   test("a worker that throws while loading", async () => {
     const url = new URL("./fixtures/broken-worker.ts", import.meta.url).href;
-    await expect(EscalationServer.start(url)).rejects.toThrow("the escalation worker could not start");
+    await expect(EscalationServer.start(new BoundaryPlacement(), url)).rejects.toThrow("the escalation worker could not start");
   });
 
   test("a worker file that does not exist", async () => {
-    await expect(EscalationServer.start("file:///nonexistent/shellmcp-worker.ts")).rejects.toThrow("the escalation worker could not start");
+    await expect(EscalationServer.start(new BoundaryPlacement(), "file:///nonexistent/shellmcp-worker.ts")).rejects.toThrow(
+      "the escalation worker could not start",
+    );
   });
 });
 

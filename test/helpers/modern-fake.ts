@@ -3,7 +3,7 @@
  * order, no real waiting), a fake runner (each tool call is a {@link Run} the test ends or makes ask for approval),
  * and a client that sends requests with the 2026-07-28 envelope and awaits their answers (event-driven).
  */
-import type { ElicitAnswer } from "../../src/mcp/escalation-policy.ts";
+import type { ElicitAnswer } from "../../src/mcp/elicitation.ts";
 import { type ModernToolContext, ModernEra, type ModernEraOptions } from "../../src/mcp/modern.ts";
 import type { Clock, TimerHandle } from "../../src/mcp/modern/clock.ts";
 
@@ -54,7 +54,7 @@ export interface Run {
   ask(message?: string): Promise<ElicitAnswer>;
 }
 
-/** The form an approval asks with (src/mcp/escalation-policy.ts's shape: a reason the human may give). */
+/** The form an approval asks with (src/mcp/elicitation.ts's shape: a reason the human may give). */
 export const FORM = { type: "object", properties: { reason: { type: "string", title: "Reason" } } };
 
 /** A JSON-RPC message the era sent. */

@@ -1,6 +1,6 @@
 /**
  * The intercept set is conservative: every exec a patched shell skips (runs directly, no question asked) would
- * have been decided `Run` by the real decision code (src/mcp/escalation-policy.ts over src/execpolicy/), with
+ * have been decided `Run` by the real decision code (src/escalate/decision/decide.ts over src/execpolicy/), with
  * rules, host executables, amendments, basename fallback, `--preserve-program-paths` and the danger heuristic.
  *
  * 1. Generated policies and execs, checked against `decideExec` (and the check can fail: a set missing the
@@ -11,11 +11,11 @@
 import { describe, expect, test } from "bun:test";
 import { mkdirSync, symlinkSync } from "node:fs";
 import { join } from "node:path";
-import { resolveRequest } from "../../src/escalate/server.ts";
+import { resolveRequest } from "../../src/escalate/decision/request.ts";
 import { amendPolicyInMemory } from "../../src/execpolicy/amend.ts";
 import { policyFromSources } from "../../src/execpolicy/load.ts";
 import type { Policy } from "../../src/execpolicy/policy.ts";
-import { decideExec, type EscalationSettings } from "../../src/mcp/escalation-policy.ts";
+import { decideExec, type EscalationSettings } from "../../src/escalate/decision/decide.ts";
 import { HEURISTIC_PROGRAMS, interceptEntries, interceptSetFor, shellIntercepts } from "../../src/escalate/decision/intercept-set.ts";
 import { runCaptured } from "../escalate/capture-server.ts";
 import { tempDir } from "../helpers/binary.ts";

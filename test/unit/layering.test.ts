@@ -36,6 +36,7 @@ const LAYERS: readonly (readonly string[])[] = [
   ["src/shell"], // one command run: spawn, output, sessions, lifeline, the carried shells
   ["src/blocked"], // what a call had refused: the report, the remedies, the kernel's refusals read from output
   ["src/escalate/server.ts"], // the escalation server: each intercepted exec → decision → placement → answer
+  ["src/escalate/placement.ts"], // where an escalated exec runs: the boundary's checks, git taint, a room or the host
   ["src/escalate/decision", "src/escalate/worker"], // what an exec may do; the poll(2) worker that places it
   ["src/escalate/rooms"], // the escalation room: plan, build, keep, check
   ["src/escalate/protocol"], // the wire, its sockets, the wrapper role

@@ -16,7 +16,7 @@
 import { Client } from "@modelcontextprotocol/client";
 import { isInputRequiredResult, specTypeSchemas } from "@modelcontextprotocol/server";
 import { describe, expect, test } from "bun:test";
-import { ELICITATION_SCHEMA, ELICITATION_SCHEMA_RULE } from "../../src/mcp/escalation-policy.ts";
+import { ELICITATION_SCHEMA, ELICITATION_SCHEMA_RULE } from "../../src/mcp/elicitation.ts";
 import { NETWORK_ELICITATION_SCHEMA } from "../../src/mcp/network-approval.ts";
 import { SHELL_TOOL } from "../../src/mcp/shell-tool.ts";
 import { EXEC_COMMAND_TOOL, LIST_SESSIONS_TOOL, WRITE_STDIN_TOOL } from "../../src/mcp/unified-exec.ts";

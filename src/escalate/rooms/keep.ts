@@ -69,7 +69,7 @@ export interface PlacedProgram {
 }
 
 /** Where {@link RoomsInUse.place} put a program: the spawn for the worker, and the kept room's id when it has one. */
-export type Placement = { spawn: EscalateSpawn; kept?: number } | { unavailable: string };
+export type RoomPlaced = { spawn: EscalateSpawn; kept?: number } | { unavailable: string };
 
 /** A program in a kept room: the spawn names the room (and starts it, the first time). */
 type KeptSpawn = EscalateSpawn & { room: NonNullable<EscalateSpawn["room"]> };
@@ -92,7 +92,7 @@ export class RoomsInUse {
    * room when one applies, else a room of its own. `{ unavailable }` with the reason when no room can be built (the
    * caller runs the program inside the call's sandbox). Throws nothing.
    */
-  place(lid: number, sid: number, spec: RoomSpec, prepared: PreparedRoom, p: PlacedProgram): Placement {
+  place(lid: number, sid: number, spec: RoomSpec, prepared: PreparedRoom, p: PlacedProgram): RoomPlaced {
     const kept = this.inKeptRoom(lid, spec, prepared, p);
     if (kept !== undefined) {
       if ("unavailable" in kept) return kept;

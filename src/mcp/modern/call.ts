@@ -5,7 +5,7 @@
  */
 import type { ElicitRequestFormParams, InputRequests } from "@modelcontextprotocol/server";
 import { log } from "../../log.ts";
-import type { ElicitAnswer } from "../escalation-policy.ts";
+import type { ElicitAnswer } from "../elicitation.ts";
 import { isObject } from "./envelope.ts";
 
 /** A tool call's result (../server.ts `ToolResult`). */
@@ -141,7 +141,7 @@ export class ModernCall {
 
   /**
    * Move the pending approvals to the awaited ones; returns their `inputRequests` (key → `elicitation/create` form
-   * request; the forms' schemas are ../escalation-policy.ts's, checked against the SDK's by the fast tier).
+   * request; the forms' schemas are ../elicitation.ts's, checked against the SDK's by the fast tier).
    */
   publish(): InputRequests {
     const inputRequests: InputRequests = {};

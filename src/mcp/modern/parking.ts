@@ -11,7 +11,7 @@
  *   ({@link Parking.takeBacklog}) and denied after `parkedTimeoutMs`.
  */
 import { log } from "../../log.ts";
-import type { ElicitAnswer } from "../escalation-policy.ts";
+import type { ElicitAnswer } from "../elicitation.ts";
 import type { Asked, ModernCall } from "./call.ts";
 import type { Clock, TimerHandle } from "./clock.ts";
 import { ModernRpcError, RPC } from "./envelope.ts";

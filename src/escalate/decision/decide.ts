@@ -15,80 +15,86 @@
  * workdir; a decline means "not now", so the next attempt asks again);
  * an "always allow" answer appends a rule to `$CODEX_HOME/rules/default.rules`; a client without elicitation
  * gets a clear Deny (or Run in the sandbox, by choice) instead of a hung request.
+ *
+ * Nothing here knows MCP: a question goes to `hooks.ask` with an {@link ApprovalForm} (src/mcp/elicitation.ts turns
+ * it into an elicitation form), and a Deny is reported as an {@link ExecDenial} (src/serve/call.ts turns it into a
+ * blocked action). Codex's counterpart is the `EscalationPolicy` its `shell-escalation` server is given
+ * (`determine_action`: Run, Escalate or Deny for one exec).
  */
-import { amendPolicyInMemory, appendAllowRule } from "../execpolicy/amend.ts";
-import { isPolicyDriven, type Evaluation, type Policy } from "../execpolicy/policy.ts";
-import { shlexJoin } from "../execpolicy/shlex.ts";
-import type { Grant } from "../escalate/decision/boundary.ts";
-import type { Decided, ResolvedRequest } from "../escalate/server.ts";
-import { isErrorCode } from "../errors.ts";
-import { log } from "../log.ts";
-import { commandMightBeDangerous } from "../escalate/decision/heuristics.ts";
-import { bounded } from "../safe-text.ts";
-import type { BlockedAction } from "../blocked/report.ts";
-import { approvalRemedy, ruleRemedy } from "../blocked/remedies.ts";
+import { amendPolicyInMemory, appendAllowRule } from "../../execpolicy/amend.ts";
+import { isPolicyDriven, type Evaluation, type Policy } from "../../execpolicy/policy.ts";
+import { shlexJoin } from "../../execpolicy/shlex.ts";
+import type { Grant } from "./boundary.ts";
+import type { Decided, ResolvedRequest } from "./request.ts";
+import { isErrorCode } from "../../errors.ts";
+import { log } from "../../log.ts";
+import { commandMightBeDangerous } from "./heuristics.ts";
+import { bounded } from "../../safe-text.ts";
 
-/** Elicitation answer, as MCP defines it. */
-export interface ElicitAnswer {
+/**
+ * A human's answer to an exec question, in the shape of an MCP elicitation result (which the local approver's
+ * answers share): `accept`, `decline` or `cancel`; `content.always_allow === true` with `accept` asks for the rule
+ * to be remembered (the other fields are not read here).
+ */
+export interface ApprovalAnswer {
   action: "accept" | "decline" | "cancel";
   content?: Record<string, unknown>;
 }
 
 /**
- * The form shown to the human: the original's `reason` field, plus our optional "always allow". No top-level
- * `title`: the MCP schema's `requestedSchema` has `$schema`, `type`, `properties` and `required` only, and Codex
- * 0.169's TUI (its app server parses the form with `deny_unknown_fields`) answers any other member with `cancel`
- * and shows nothing (docs/clients.md, "Codex TUI approvals").
+ * Which form a question is asked with: `general` (the danger heuristic asks) offers "always allow", which appends an
+ * allow rule; `rule` (a `prompt` rule asks) does not, since an allow rule would change nothing there (the strictest
+ * matching rule wins). The forms themselves are the asker's (src/mcp/elicitation.ts for MCP).
  */
-export const ELICITATION_SCHEMA = {
-  type: "object",
-  properties: {
-    reason: { type: "string", description: "Optional reason for allowing or denying execution" },
-    always_allow: {
-      type: "boolean",
-      title: "Always allow",
-      default: false,
-      description: "Also allow this command in future sessions (adds a prefix_rule to ~/.codex/rules/default.rules)",
-    },
-  },
-} as const;
+export type ApprovalForm = "general" | "rule";
 
 /**
- * The form for a prompt that a `prompt` *rule* produced: no "always allow", which would append an `allow` rule
- * that changes nothing (the strictest matching rule wins, and the prompt rule stays).
+ * A Deny as data, for whoever reports it (src/blocked/ through src/serve/call.ts): `forbidden` names the matching
+ * `forbidden` rule's prefix when one matched; `approval` gives the Deny's reason (declined, cancelled, unanswered, no
+ * way to ask). `command`: the program as the rules name it (base name unless `--preserve-program-paths`) and argv[1..].
  */
-export const ELICITATION_SCHEMA_RULE = {
-  type: "object",
-  properties: { reason: ELICITATION_SCHEMA.properties.reason },
-} as const;
+export type ExecDenial =
+  { kind: "forbidden"; command: string[]; prefix?: readonly string[] } | { kind: "approval"; command: string[]; reason: string };
 
 /** What to do with a `prompt` when the client cannot ask a human. */
 export type OnPrompt = "deny" | "run-in-sandbox";
 
 /** Settings shared by every call of a server. */
 export interface EscalationSettings {
+  /** The loaded `.rules` (amended in memory by an "always allow"). */
   policy: Policy;
+  /** `$CODEX_HOME`: its `rules/default.rules` receives "always allow" rules, and remedies name its `rules/`. */
   codexHome: string;
+  /** `--preserve-program-paths`: match the absolute program path only (Codex's flag), not its base name too. */
   preserveProgramPaths: boolean;
+  /** What a `prompt` becomes when nobody can be asked. */
   onPrompt: OnPrompt;
   /** Approvals remembered for this session (key → true). Declines are not remembered. */
   memory: Map<string, boolean>;
 }
 
-/** Per call: how to ask (undefined when the client has no elicitation capability), and the stopwatch. */
+/**
+ * Per call: how to ask a human (undefined when nobody can be asked: the client has no elicitation and no approver
+ * stands in), the stopwatch, and where Denies are reported.
+ */
 export interface CallHooks {
-  elicit?: (message: string, schema: typeof ELICITATION_SCHEMA | typeof ELICITATION_SCHEMA_RULE) => Promise<ElicitAnswer>;
+  /**
+   * Ask a human `message` with the {@link ApprovalForm} `form`. Rejects with a `ShellmcpError` `UNANSWERED` when nobody
+   * answered in time (the local approver): that becomes a Deny with its message; any other rejection propagates (the
+   * server denies the exec with "escalation policy error").
+   */
+  ask?: (message: string, form: ApprovalForm) => Promise<ApprovalAnswer>;
   /** Run `f` with the call's timeout paused. */
   paused: <T>(f: () => Promise<T>) => Promise<T>;
-  /** Told of every Deny (layer `rule` or `approval`, the program and how a human can allow it: ../blocked/report.ts). */
-  blocked?: (a: BlockedAction) => void;
+  /** Told of every Deny (the rule or the missing approval behind it: {@link ExecDenial}). */
+  denied?: (d: ExecDenial) => void;
 }
 
 function basename(p: string): string {
   return p.slice(p.lastIndexOf("/") + 1);
 }
 
-/** Byte budgets of the untrusted parts of the exec question (UTF-8, after rendering; see ../safe-text.ts). */
+/** Byte budgets of the untrusted parts of the exec question (UTF-8, after rendering; see ../../safe-text.ts). */
 export const QUESTION_BUDGET_BYTES = { command: 1024, workdir: 512, argv0: 256, justification: 512 } as const;
 
 /**
@@ -98,7 +104,7 @@ export const QUESTION_BUDGET_BYTES = { command: 1024, workdir: 512, argv0: 256, 
  * when the `prompt` rule that asks has a `justification`.
  *
  * Every part the model or a repository chose (program path, arguments, argv[0], folder, justification) is rendered
- * by ../safe-text.ts `bounded`: control and bidi/format characters as visible escapes (`\r`, `\x1b`, `\u202e`), each
+ * by ../../safe-text.ts `bounded`: control and bidi/format characters as visible escapes (`\r`, `\x1b`, `\u202e`), each
  * part cut at its {@link QUESTION_BUDGET_BYTES} budget with `… N more bytes`; so the question is at most ~2.5 KB and
  * a person reads, on one line, the command that will run.
  */
@@ -127,21 +133,23 @@ function grantOf(s: EscalationSettings, e: Evaluation): Grant | undefined {
 }
 
 /**
- * Decide one intercepted exec. An `Escalate` carries the {@link Grant} of the rule behind it, which the escalation
- * boundary checks against what will really run.
+ * Decide one intercepted exec `r` (Codex's `determine_action`, with the table above): resolves to `Run`, `Deny` with
+ * its reason (also told to `hooks.denied`), or `Escalate` carrying the {@link Grant} of the rule behind it, which the
+ * escalation boundary checks against what will really run. May ask a human through `hooks.ask` (with the call's
+ * timeout paused), remember an approval in `s.memory`, and append an "always allow" rule to
+ * `$CODEX_HOME/rules/default.rules` (a failure to append is logged, not thrown). Rejects only when `hooks.ask`
+ * rejects with anything but `UNANSWERED`.
  */
 export async function decideExec(s: EscalationSettings, hooks: CallHooks, r: ResolvedRequest): Promise<Decided> {
   const d = await decide(s, hooks, r);
-  if (d.kind === "Deny" && hooks.blocked !== undefined) hooks.blocked(blockedOf(s, r, d.reason ?? "denied"));
+  if (d.kind === "Deny" && hooks.denied !== undefined) hooks.denied(denialOf(s, r, d.reason ?? "denied"));
   return d;
 }
 
-/** What a Deny of `r` blocked: a `forbidden` rule (its prefix named when one matched), else a missing approval. */
-function blockedOf(s: EscalationSettings, r: ResolvedRequest, reason: string): BlockedAction {
+/** What a Deny of `r` was: a `forbidden` rule (its prefix named when one matched), else a missing approval. */
+function denialOf(s: EscalationSettings, r: ResolvedRequest, reason: string): ExecDenial {
   const name = s.preserveProgramPaths ? r.file : basename(r.file);
-  const cmd = [name, ...r.argv.slice(1)];
-  const target = shlexJoin(cmd);
-  const rulesDir = `${s.codexHome}/rules`;
+  const command = [name, ...r.argv.slice(1)];
   if (reason === FORBIDDEN_REASON) {
     const e = s.policy.check(
       [r.file, ...r.argv.slice(1)],
@@ -150,9 +158,9 @@ function blockedOf(s: EscalationSettings, r: ResolvedRequest, reason: string): B
     );
     const m = e.matchedRules.find((x) => "prefixRuleMatch" in x && x.prefixRuleMatch.decision === "forbidden");
     const prefix = m !== undefined && "prefixRuleMatch" in m ? m.prefixRuleMatch.matchedPrefix : undefined;
-    return { layer: "rule", target, remedy: ruleRemedy(prefix, rulesDir) };
+    return prefix !== undefined ? { kind: "forbidden", command, prefix } : { kind: "forbidden", command };
   }
-  return { layer: "approval", target, remedy: approvalRemedy(cmd, rulesDir, reason) };
+  return { kind: "approval", command, reason };
 }
 
 /** The Deny reason of a `forbidden` rule (Codex's words). */
@@ -186,7 +194,7 @@ async function decide(s: EscalationSettings, hooks: CallHooks, r: ResolvedReques
   // A prompt *rule* wins over any allow rule (the strictest matching rule wins): the way out is to change it.
   const promptRule = driven ? e.matchedRules.find((m) => "prefixRuleMatch" in m && m.prefixRuleMatch.decision === "prompt") : undefined;
   const rulePrefix = promptRule !== undefined && "prefixRuleMatch" in promptRule ? promptRule.prefixRuleMatch.matchedPrefix : undefined;
-  if (hooks.elicit === undefined) {
+  if (hooks.ask === undefined) {
     log.notice("prompt not asked (the client cannot)", { file: r.file, argv: r.argv, onPrompt: s.onPrompt });
     if (s.onPrompt === "run-in-sandbox") return { kind: "Run" };
     if (rulePrefix !== undefined)
@@ -199,11 +207,11 @@ async function decide(s: EscalationSettings, hooks: CallHooks, r: ResolvedReques
       reason: `this command needs a human's approval, and this MCP client cannot ask for it (no elicitation support). A human can allow it by adding a rule to ${s.codexHome}/rules/default.rules, e.g. prefix_rule(pattern=${bounded(JSON.stringify(heuristicCmd.slice(0, 2)))}, decision="allow")`,
     };
   }
-  const schema = rulePrefix !== undefined ? ELICITATION_SCHEMA_RULE : ELICITATION_SCHEMA;
+  const form: ApprovalForm = rulePrefix !== undefined ? "rule" : "general";
   const justification = promptRule !== undefined && "prefixRuleMatch" in promptRule ? promptRule.prefixRuleMatch.justification : undefined;
-  let answer: ElicitAnswer;
+  let answer: ApprovalAnswer;
   try {
-    answer = await hooks.paused(() => hooks.elicit!(elicitationMessage(r, justification), schema));
+    answer = await hooks.paused(() => hooks.ask!(elicitationMessage(r, justification), form));
   } catch (err) {
     // Nobody answered in time (the local approver): a Deny with its reason, not an "escalation policy error".
     if (!isErrorCode(err, "UNANSWERED")) throw err;
