@@ -6,12 +6,14 @@
  * Before: 3,000 writable roots made bwrap stop with "bwrap: Exceeded maximum number of arguments 9000", which the
  * server took for bubblewrap failing after its preflight (it forgot the preflight and said the next call might run
  * under Landlock); 1,200 roots under `ulimit -s 256` (the kernel's 128 KiB) made the call fail with no tool result at
- * all, a JSON-RPC internal error "cannot start …/room-launcher: E2BIG: argument list too long".
+ * all, a JSON-RPC internal error "cannot start …/room-launcher: E2BIG: argument list too long"; `sandbox linux` with
+ * 2,000 roots said only "cannot start the sandbox helper: E2BIG: argument list too long, posix_spawn
+ * '/proc/self/exe'" (its policy JSON, one argument, is over 128 KiB).
  */
 import { afterAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { join } from "node:path";
-import { ensureBinary } from "../helpers/binary.ts";
+import { BINARY, ensureBinary } from "../helpers/binary.ts";
 import { startServe, type Session } from "../helpers/mcp.ts";
 import { bwrapMissing } from "../helpers/sandbox-run.ts";
 import { skipWithout } from "../helpers/prereq.ts";
@@ -26,10 +28,10 @@ afterAll(async () => {
   rmSync(base, { recursive: true, force: true });
 });
 
-/** `n` fresh folders to be writable roots (names of ~40 bytes: three arguments and ~90 bytes of bwrap argv each). */
+/** `n` fresh folders to be writable roots (paths of over 80 bytes: three arguments and ~170 bytes of bwrap argv each). */
 function roots(n: number): string[] {
   const dir = join(base, `roots-${n}`);
-  const out = Array.from({ length: n }, (_, i) => join(dir, `writable-root-${String(i).padStart(5, "0")}`));
+  const out = Array.from({ length: n }, (_, i) => join(dir, `writable-root-with-a-long-name-${String(i).padStart(5, "0")}`));
   for (const r of out) mkdirSync(r, { recursive: true });
   return out;
 }
@@ -74,6 +76,28 @@ describe.skipIf(skip)("a bubblewrap argv over a limit", () => {
       /more than the kernel takes in one execve \(131072 bytes: a quarter of the stack limit of 262144 bytes, at least 128 KiB, at most 6 MiB; execve would fail with E2BIG\)/,
     );
     expect(r.out.output).toContain("or raise the stack limit (ulimit -s)");
+    expect(existsSync(join(ws, "ran"))).toBe(false);
+  }, 60_000);
+
+  test("`sandbox linux` whose policy JSON is one argument over 128 KiB: refused with the counts, nothing run", () => {
+    const ws = mkdtempSync(join(base, "ws-"));
+    ensureBinary();
+    const addDirs = roots(2000).flatMap((r) => ["--add-dir", r]);
+    const home = mkdtempSync(join(base, "home-"));
+    const r = Bun.spawnSync(
+      [BINARY, "sandbox", "linux", "--backend", "bwrap", "--sandbox", "workspace-write", ...addDirs, "--", "touch", "ran"],
+      {
+        cwd: ws,
+        env: { PATH: "/usr/bin:/bin", HOME: home, CODEX_HOME: home },
+        stdout: "pipe",
+        stderr: "pipe",
+      },
+    );
+    const err = r.stderr.toString();
+    expect(r.exitCode).toBe(101);
+    expect(err).toMatch(
+      /^shellmcp: the sandbox helper's command line for this sandbox is too large to start: its policy's 200\d writable roots and 0 denied paths make \d+ arguments of \d+ bytes, and one of its strings \(\{"type":"workspace-write",.*\) is \d+ bytes, more than the kernel takes in one argument \(MAX_ARG_STRLEN: 131072 bytes with its NUL; execve would fail with E2BIG\)\. Nothing was run: use fewer writable roots/,
+    );
     expect(existsSync(join(ws, "ran"))).toBe(false);
   }, 60_000);
 });

@@ -17,6 +17,7 @@ import {
   LAUNCH_RESERVE,
   MAX_ARG_STRLEN,
   refuseOversizeBwrap,
+  refuseOversizeHelper,
 } from "../../src/sandbox/linux/exec-limits.ts";
 import { ShellmcpError } from "../../src/errors.ts";
 
@@ -110,4 +111,23 @@ test("the kernel's total: strings, the path once more, a pointer per string and 
   )!;
   expect(at6.data.limit).toBe("ARG_MAX");
   expect(at6.message).toEndWith("or denied paths");
+});
+
+test("the helper's command line: the kernel's limits only, its counts asked for only when refusing", () => {
+  const limits = execLimits("unlimited");
+  let asked = 0;
+  const countsOf = () => (asked++, { writableRoots: 2000, deniedPaths: 4 });
+  // 9,500 arguments: over bwrap's count, which is not the helper's.
+  const many = ["/usr/bin/shellmcp", ...Array.from({ length: 9500 }, () => "w")];
+  expect(refuseOversizeHelper(many, {}, countsOf, limits).strings).toBe(9501);
+  expect(asked).toBe(0);
+  const json = `{"type":"workspace-write","writable_roots":[${'"/r",'.repeat(40000)}"/r"]}`;
+  const e = refusal(() => refuseOversizeHelper(["/usr/bin/shellmcp", "--sandbox-policy", json, "--", "true"], {}, countsOf, limits))!;
+  expect(asked).toBe(1);
+  expect(e.data).toMatchObject({ limit: "MAX_ARG_STRLEN", arguments: 5, writableRoots: 2000, deniedPaths: 4 });
+  expect(e.message).toStartWith(
+    "the sandbox helper's command line for this sandbox is too large to start: its policy's 2000 writable roots and 4 " +
+      `denied paths make 5 arguments of ${argvSize(["/usr/bin/shellmcp", "--sandbox-policy", json, "--", "true"]).bytes} bytes, ` +
+      'and one of its strings ({"type":"workspace-write","writable_roots":["/r"…) is 200051 bytes',
+  );
 });

@@ -139,16 +139,54 @@ export function refuseOversizeBwrap(
   limits: ExecLimits = execLimits(),
 ): ArgvSize {
   const a = argvSize(argv);
-  const e = envSize(env);
-  const what =
+  const head =
     `the bubblewrap command for this sandbox is too large to start: its ${counts.mounts} mounts (${counts.writableRoots} ` +
     `writable roots, ${counts.deniedPaths} denied paths) make ${a.strings} arguments of ${a.bytes} bytes`;
-  const data = { arguments: a.strings, bytes: a.bytes, envBytes: e.bytes, ...counts };
+  return refuseOversize(argv, a, env, () => ({ head, counts: { ...counts } }), true, limits);
+}
+
+/**
+ * As {@link refuseOversizeBwrap}, for the command line that starts the sandbox helper (this binary as
+ * `codex-linux-sandbox`, ./backend.ts), whose `--sandbox-policy` or `--permission-profile` JSON lists every writable
+ * root and denied path in one string: the kernel's limits only (it is not bwrap). `countsOf`: the plan's writable roots
+ * and denied paths, asked for only when refusing.
+ */
+export function refuseOversizeHelper(
+  argv: readonly string[],
+  env: Record<string, string | undefined>,
+  countsOf: () => Omit<MountCounts, "mounts">,
+  limits: ExecLimits = execLimits(),
+): ArgvSize {
+  const a = argvSize(argv);
+  const describe = () => {
+    const counts = countsOf();
+    const head =
+      `the sandbox helper's command line for this sandbox is too large to start: its policy's ${counts.writableRoots} ` +
+      `writable roots and ${counts.deniedPaths} denied paths make ${a.strings} arguments of ${a.bytes} bytes`;
+    return { head, counts: { ...counts } };
+  };
+  return refuseOversize(argv, a, env, describe, false, limits);
+}
+
+/**
+ * The checks of {@link refuseOversizeBwrap} (bubblewrap's count only when `bwrap`); a refusal's message starts with
+ * `describe().head` and its data holds `describe().counts`.
+ */
+function refuseOversize(
+  argv: readonly string[],
+  a: ArgvSize,
+  env: Record<string, string | undefined>,
+  describe: () => { head: string; counts: Record<string, number> },
+  bwrap: boolean,
+  limits: ExecLimits,
+): ArgvSize {
+  const e = envSize(env);
   const refuse = (limit: string, why: string, fix = ""): never => {
+    const { head, counts } = describe();
     throw new ShellmcpError(
       "SANDBOX_UNAVAILABLE",
-      `${what}, ${why}. Nothing was run: use fewer writable roots (--add-dir, writable_roots) or denied paths${fix}`,
-      { limit, ...data },
+      `${head}, ${why}. Nothing was run: use fewer writable roots (--add-dir, writable_roots) or denied paths${fix}`,
+      { limit, arguments: a.strings, bytes: a.bytes, envBytes: e.bytes, ...counts },
     );
   };
   const largest = Math.max(a.largest, e.largest);
@@ -162,7 +200,7 @@ export function refuseOversizeBwrap(
       ", or a shorter command",
     );
   }
-  // The executable's path is copied first (bprm->filename): bwrap's path, argv[0], once more.
+  // The executable's path is copied first (bprm->filename): argv[0], once more.
   const strings = a.strings + e.strings + LAUNCH_RESERVE.strings;
   const path = a.strings > 0 ? Buffer.byteLength(argv[0]!, "utf8") + 1 : 0;
   const total = a.bytes + e.bytes + path + LAUNCH_RESERVE.bytes + POINTER * strings;
@@ -177,7 +215,7 @@ export function refuseOversizeBwrap(
     );
   }
   // bwrap's own argv is `argv` whatever starts it (a launcher before it passes it on as is).
-  if (a.strings - 1 > limits.bwrapArgs)
+  if (bwrap && a.strings - 1 > limits.bwrapArgs)
     refuse(
       "bwrap MAX_ARGS",
       `more than the ${limits.bwrapArgs} arguments bubblewrap accepts after its name (it would stop with ` +
