@@ -206,8 +206,8 @@ export interface PlanOptions {
  * through it would escape the read-only re-bind (Codex 0.169: "crosses writable symlink"); and (`SANDBOX_UNAVAILABLE`
  * with the mounts, arguments and bytes, and which limit) when the argv with `run.env` (else this process's
  * environment) could not start: a string over 131,072 bytes, more bytes than the kernel takes in one execve (a quarter
- * of the stack limit, at most 6 MiB), or more than bubblewrap's 9,000 arguments (./exec-limits.ts). Codex builds the
- * same argv and lets bwrap fail ("Exceeded maximum number of arguments 9000").
+ * of the stack limit, at most 6 MiB), or more than bubblewrap's 9,000 arguments (./exec-limits.ts). Codex does not
+ * count: its helper passes on bwrap's own "Exceeded maximum number of arguments 9000" (seen in a user's report).
  */
 export function planBwrap(bwrap: string, run: SandboxRun, opts: PlanOptions = {}): BwrapPlan {
   const plan = opts.plan ?? planOf(run);
