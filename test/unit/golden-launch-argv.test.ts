@@ -20,7 +20,11 @@
  * shells' folders, readable under restricted reads when they exist).
  *
  * The expected outputs are in golden/launch-argv.json; regenerate them only on purpose, with
- * `SHELLMCP_GOLDEN_UPDATE=1 bun test test/unit/golden-launch-argv.test.ts`, and review the diff.
+ * `SHELLMCP_GOLDEN_UPDATE=1 bun test test/unit/golden-launch-argv.test.ts`, and review the diff. Beside them,
+ * golden/launch-argv-size.json pins the size of every bubblewrap argv among them as src/sandbox/linux/exec-limits.ts
+ * counts it against the kernel's and bubblewrap's limits: arguments (count, bwrap's own name included), bytes (each
+ * string's UTF-8 bytes and its NUL, the placeholders counted as written, so machine paths do not change it), the
+ * largest string (bytes), and the mount operations.
  */
 import { afterAll, expect, test } from "bun:test";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from "node:fs";
@@ -40,8 +44,10 @@ import { setServerLoopbackForTest } from "../../src/sandbox/linux/loopback-net.t
 import { launcherBinary } from "../../src/sandbox/linux/room-launcher.ts";
 import { portableShellBases } from "../../src/carried/portable-shells.ts";
 import { decodeExecPlan, sandboxExecBinary } from "../../src/sandbox/linux/sandbox-exec.ts";
+import { argvSize, countMounts } from "../../src/sandbox/linux/exec-limits.ts";
 
 const GOLDEN = join(import.meta.dir, "golden", "launch-argv.json");
+const GOLDEN_SIZE = join(import.meta.dir, "golden", "launch-argv-size.json");
 const UPDATE = process.env.SHELLMCP_GOLDEN_UPDATE === "1";
 /** The loopback ports a proxy listens on in the cases that use them (Landlock, Seatbelt): fixed numbers here. */
 const LOOPBACK_PORTS = [41001, 41002];
@@ -278,18 +284,47 @@ function computeAll(): Record<string, unknown> {
   return all;
 }
 
-test("every call's launch argv is as pinned (golden/launch-argv.json)", async () => {
-  const actual = computeAll();
-  if (UPDATE || !existsSync(GOLDEN)) {
-    if (!UPDATE) throw new Error(`${GOLDEN} is missing: run with SHELLMCP_GOLDEN_UPDATE=1 to write it`);
-    mkdirSync(join(import.meta.dir, "golden"), { recursive: true });
+/** `actual` against the golden file `path` (written first under SHELLMCP_GOLDEN_UPDATE=1), case by case. */
+async function expectGolden(path: string, actual: Record<string, unknown>): Promise<void> {
+  if (UPDATE || !existsSync(path)) {
+    if (!UPDATE) throw new Error(`${path} is missing: run with SHELLMCP_GOLDEN_UPDATE=1 to write it`);
+    mkdirSync(dirname(path), { recursive: true });
     // Written as prettier formats it (the repository's check covers this file too).
     const prettier = await import("prettier");
-    writeFileSync(GOLDEN, await prettier.format(JSON.stringify(actual), { ...(await prettier.resolveConfig(GOLDEN)), parser: "json" }));
+    writeFileSync(path, await prettier.format(JSON.stringify(actual), { ...(await prettier.resolveConfig(path)), parser: "json" }));
   }
-  const expected = JSON.parse(readFileSync(GOLDEN, "utf8")) as Record<string, unknown>;
+  const expected = JSON.parse(readFileSync(path, "utf8")) as Record<string, unknown>;
   expect(Object.keys(actual).sort()).toEqual(Object.keys(expected).sort());
   for (const k of Object.keys(expected)) expect({ case: k, spawn: actual[k] }).toEqual({ case: k, spawn: expected[k] });
+}
+
+test("every call's launch argv is as pinned (golden/launch-argv.json)", async () => {
+  await expectGolden(GOLDEN, computeAll());
+});
+
+/**
+ * The bubblewrap argv of a pinned launch (what bwrap itself receives: after the loopback launcher's words, which
+ * pass bwrap's path and then its argv), or undefined for a launch that does not start bubblewrap.
+ */
+function bwrapArgvOf(spawn: unknown): string[] | undefined {
+  const argv = (spawn as { argv?: string[] }).argv;
+  const at = argv?.indexOf(BWRAP) ?? -1;
+  if (argv === undefined || at < 0) return undefined;
+  return argv.slice(argv[at + 1] === BWRAP ? at + 1 : at);
+}
+
+test("every bubblewrap launch's size is as pinned (golden/launch-argv-size.json)", async () => {
+  const sizes: Record<string, unknown> = {};
+  for (const [k, spawn] of Object.entries(computeAll())) {
+    const argv = bwrapArgvOf(spawn);
+    if (argv === undefined) continue;
+    const { strings, bytes, largest } = argvSize(argv);
+    // The mounts: from bwrapMounts' first option to the namespaces (src/sandbox/linux/bwrap.ts planBwrap).
+    const mounts = countMounts(argv.slice(3, argv.indexOf("--unshare-user")));
+    sizes[k] = { arguments: strings, bytes, largest, mounts };
+  }
+  expect(Object.keys(sizes).length).toBeGreaterThan(0);
+  await expectGolden(GOLDEN_SIZE, sizes);
 });
 
 test("the fixture's missing protected folders were given back (no .codex or .agents mount point left)", () => {

@@ -55,6 +55,10 @@ const ALLOWED: Record<string, [string, string][]> = {
     ['openSync("/proc/self/exe"', "the running executable"],
     ['readFileSync("/proc/self/status"', "the process's own /proc entry"],
   ],
+  "src/sandbox/linux/exec-limits.ts": [
+    ['import { readFileSync } from "node:fs"', "import"],
+    ['readFileSync("/proc/self/limits"', "the process's own /proc entry"],
+  ],
   "src/sandbox/linux/landlock.ts": [["openSync(r.path, O_PATH | O_CLOEXEC)", "O_PATH opens never block and read nothing"]],
   "src/sandbox/linux/bwrap-probe-cache.ts": [
     ['readFileSync("/proc/sys/kernel/random/boot_id"', "a kernel file"],

@@ -22,6 +22,7 @@ import { selfExePath } from "../../self.ts";
 import { findBwrap, openSelfExe, planBwrap } from "./bwrap.ts";
 import { releaseBwrapPlan } from "./mount-points.ts";
 import { joinLoopbackArgv, serverLoopback } from "./loopback-net.ts";
+import { refuseOversizeHelper } from "./exec-limits.ts";
 import { encodeExecPlan, planLandlockExec, sandboxExecArgv, sandboxExecBinary } from "./sandbox-exec.ts";
 
 /** fd number of the seccomp program bwrap reads in a direct launch. */
@@ -47,9 +48,13 @@ function protectFlags(): string[] {
   return protectedConfigDirs().flatMap((d) => ["--protected-config-dir", d]);
 }
 
-/** A helper's argv: `helper flags… [proxy flags] --sandbox-policy-cwd CWD --sandbox-policy JSON -- shell…`. */
+/**
+ * A helper's argv: `helper flags… [proxy flags] --sandbox-policy-cwd CWD --sandbox-policy JSON -- shell…`. Throws
+ * `SANDBOX_UNAVAILABLE` when it could not start with the call's environment (./exec-limits.ts
+ * `refuseOversizeHelper`: the policy's JSON, one string, lists every writable root).
+ */
 function helperArgv(helper: string[], call: CallSandbox, shell: ShellCommand, proxy?: ProxySpec): Launch {
-  return {
+  const launch: Launch = {
     argv: [
       ...helper,
       ...(proxy === undefined
@@ -65,6 +70,19 @@ function helperArgv(helper: string[], call: CallSandbox, shell: ShellCommand, pr
     argv0: HELPER_ARGV0,
     sandboxed: true,
   };
+  refuseOversizeHelper(launch.argv, call.state.env, () => helperCounts(call));
+  return launch;
+}
+
+/** The writable roots and denied paths of `call`'s plan, for a refusal (the policy's own roots when it cannot be planned). */
+function helperCounts(call: CallSandbox): { writableRoots: number; deniedPaths: number } {
+  try {
+    const plan = call.plan();
+    return { writableRoots: plan.writableRoots.length, deniedPaths: plan.deniedPaths.length };
+  } catch {
+    const p = call.policy;
+    return { writableRoots: p.type === "workspace-write" ? p.writable_roots.length : 0, deniedPaths: 0 };
+  }
 }
 
 /**

@@ -15,6 +15,7 @@ import { planOf, resolveCommand, seccompModeForPlan, type SandboxRun } from "./i
 import { buildFilter, type SeccompMode } from "./seccomp.ts";
 import { failIfInjected } from "../../fault-injection.ts";
 import { bwrapMounts } from "./bwrap-mounts.ts";
+import { countMounts, refuseOversizeBwrap } from "./exec-limits.ts";
 import { releaseBwrapPlan } from "./mount-points.ts";
 
 // The mount part of the argv lives in ./bwrap-mounts.ts; named here too for its other users (the escalation room).
@@ -202,7 +203,11 @@ export interface PlanOptions {
 
 /**
  * Build the bwrap argv (docs/sandbox.md, "Bubblewrap backend"). Refuses (throws) when a protected path is a symlink: writing
- * through it would escape the read-only re-bind (Codex 0.169: "crosses writable symlink").
+ * through it would escape the read-only re-bind (Codex 0.169: "crosses writable symlink"); and (`SANDBOX_UNAVAILABLE`
+ * with the mounts, arguments and bytes, and which limit) when the argv with `run.env` (else this process's
+ * environment) could not start: a string over 131,072 bytes, more bytes than the kernel takes in one execve (a quarter
+ * of the stack limit, at most 6 MiB), or more than bubblewrap's 9,000 arguments (./exec-limits.ts). Codex does not
+ * count: its helper passes on bwrap's own "Exceeded maximum number of arguments 9000" (seen in a user's report).
  */
 export function planBwrap(bwrap: string, run: SandboxRun, opts: PlanOptions = {}): BwrapPlan {
   const plan = opts.plan ?? planOf(run);
@@ -220,9 +225,17 @@ export function planBwrap(bwrap: string, run: SandboxRun, opts: PlanOptions = {}
   // Every way out of here but a returned plan gives back the mount points and folders made so far (a refusal
   // after some were made: a symlinked protected path, a replaced executable).
   try {
-    argv.push(...bwrapMounts(plan, created, tempDirs));
+    const mounts = bwrapMounts(plan, created, tempDirs);
+    argv.push(...mounts);
     failIfInjected("bwrap_mounts");
-    return finishPlan(run, opts, plan, argv, created, tempDirs);
+    const out = finishPlan(run, opts, plan, argv, created, tempDirs);
+    // Too large to start (E2BIG, or bwrap's own limit): refused here, before anything runs (./exec-limits.ts).
+    refuseOversizeBwrap(out.argv, run.env ?? process.env, {
+      mounts: countMounts(mounts),
+      writableRoots: plan.writableRoots.length,
+      deniedPaths: plan.deniedPaths.length,
+    });
+    return out;
   } catch (e) {
     releaseBwrapPlan({ argv, created, tempDirs, direct: false });
     throw e;
