@@ -12,15 +12,21 @@
  */
 import { expect, test } from "bun:test";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { assertOutside, CONF_BASE } from "../helpers/test-dirs.ts";
 
 const FIXTURES = join(import.meta.dir, "fixtures", "golden-rooms");
 const EXPECTED = join(FIXTURES, "expected.txt");
 
-/** The printer's output for a fresh fixture (made and removed here). */
+/**
+ * The printer's output for a fresh fixture (made and removed here), outside every default writable root (CONF_BASE,
+ * ../helpers/test-dirs.ts): under `/tmp` or `$TMPDIR` the git guard of any shellmcp server on the machine whose call
+ * may write `/tmp` (Codex's default) searches the fixture, and a snapshot taken while `git init` was making a git
+ * dir (no `config` yet) makes its check remove the `config` that then appeared as "created by the command": the
+ * plan listed `<FIX>/repo/.git/config` under `mustNotAppear` (a flake of the fast tier).
+ */
 function printRooms(): string {
-  const root = mkdtempSync(join(tmpdir(), "golden-rooms-"));
+  const root = assertOutside(mkdtempSync(join(CONF_BASE, "golden-rooms-")));
   try {
     mkdirSync(join(root, "home"));
     const env: Record<string, string | undefined> = { ...process.env, HOME: join(root, "home") };
