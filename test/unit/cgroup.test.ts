@@ -34,8 +34,11 @@ afterEach(() => {
   }
 });
 
-/** A pid above the kernel's largest pid_max (2^22), so `/proc/<pid>` can never exist. */
-const DEAD = [4194305, 4194306, 4194307];
+/**
+ * Pids above the kernel's largest pid_max (2^22), so `/proc/<pid>` can never exist; this process's own three (from
+ * its pid), so two test runs on one machine never make the same folders in the shared cgroup parent.
+ */
+const DEAD = [0, 1, 2].map((i) => 4194305 + 3 * process.pid + i);
 
 describe.skipIf(skipWithout("cgroup suite", missing))("per-call cgroups", () => {
   test("shutdown kills setsid'd members of every call and removes the call folders and the base", async () => {
