@@ -12,7 +12,7 @@
  * `folders` > 0: each workspace is a git work tree holding that many folders (what a call's nested-repository search
  * walks: src/sandbox/git/discover.ts), else it is empty.
  *
- *   bun bench/call.ts [rounds=40] [command=true] [folders=0]
+ *   [SHELLMCP_BENCH_GAP_MS=ms] bun bench/call.ts [rounds=40] [command=true] [folders=0]
  */
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -22,6 +22,12 @@ import { benchDir, benchHome, codex097Exe, median, pairedRatio, referenceShellTo
 const ROUNDS = Number(process.argv[2] ?? 40);
 const COMMAND = process.argv[3] ?? "true";
 const FOLDERS = Number(process.argv[4] ?? 0);
+/**
+ * `SHELLMCP_BENCH_GAP_MS`: a pause before each timed call, ms (default 0: back to back). A user's calls come seconds
+ * apart, and some kernel work costs more then (moving a process into a cgroup waits for an RCU grace period that
+ * back-to-back moves share).
+ */
+const GAP_MS = Number(process.env.SHELLMCP_BENCH_GAP_MS ?? 0);
 const OURS = process.env.SHELLMCP_BENCH_BINARY ?? join(ROOT, "dist", "shellmcp");
 const OLD = process.env.SHELLMCP_BENCH_OLD;
 const dir = benchDir("shellmcp-bench-call-");
@@ -110,6 +116,7 @@ const skip = new Map(servers.map((s) => [s, s.trace === undefined ? 0 : traceLin
 for (let i = 0; i < ROUNDS; i++)
   for (let k = 0; k < servers.length; k++) {
     const s = servers[(i + k) % servers.length]!;
+    if (GAP_MS > 0) await Bun.sleep(GAP_MS);
     s.ms.push(await call(s));
   }
 for (const s of servers) await s.rpc.close();

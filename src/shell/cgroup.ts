@@ -5,7 +5,9 @@
  * to the cgroup filesystem, which no sandbox grants.)
  *
  * Layout: `<this server's cgroup>/shellmcp-<pid>/call-<n>`. Every process of a call is in the call's cgroup from
- * its first instruction: the lifeline guard that starts the shell or an escalated program joins it first
+ * its first instruction: the lifeline guard that starts the shell or an escalated program makes its child inside it
+ * (`clone3(CLONE_INTO_CGROUP)`: no move, which costs an RCU grace period, ~9 ms a call here; joining first where the
+ * kernel cannot)
  * (src/sandbox/linux/lifeline.ts), or `/bin/sh` (`joinCgroupFirst` in ./spawn-plan.ts) where there is no guard binary, and
  * the sandbox helper joins it itself with `--join-cgroup`. Ending a call writes `cgroup.kill` (Linux 5.14+; older
  * kernels: freeze, SIGKILL every member, thaw), then removes the folder once it is empty.
