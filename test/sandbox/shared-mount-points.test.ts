@@ -15,7 +15,19 @@
  * a SIGKILLed A's CODEX_HOME, removes it).
  */
 import { afterAll, describe, expect, test } from "bun:test";
-import { closeSync, constants, existsSync, mkdirSync, mkdtempSync, openSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import {
+  closeSync,
+  constants,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
 import { join } from "node:path";
 import type { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { flock, LOCK } from "../../ffi/libc.ts";
@@ -102,6 +114,16 @@ function unheld(p: string): boolean {
   }
 }
 
+/** The pids holding a `flock` on folder `p` now (/proc/locks, by inode). */
+function lockHolders(p: string): number[] {
+  const ino = String(statSync(p).ino);
+  return readFileSync("/proc/locks", "utf8")
+    .split("\n")
+    .map((l) => l.trim().split(/\s+/))
+    .filter((f) => f[1] === "FLOCK" && f[5]?.split(":")[2] === ino)
+    .map((f) => Number(f[4]));
+}
+
 /** The marker files of `home`'s `sandbox-mounts` (none once nothing is held). */
 const markerFiles = (home: string) => readdirSync(join(home, "sandbox-mounts")).filter((n) => n.endsWith(".json"));
 
@@ -176,6 +198,28 @@ describe.skipIf(skip)("a mount point two servers share", () => {
     expect(markerFiles(codexHome)).toEqual([]);
     expect(markerFiles(otherHome)).toEqual([]);
     rmSync(join(proj, ".codex"), { recursive: true, force: true });
+  }, 180_000);
+
+  test("servers with different CODEX_HOMEs: when the maker ends last, its call's end removes the placeholder", async () => {
+    for (const n of ["go-a", "go-b"]) rmSync(join(base, n), { force: true });
+    for (const n of ["ready-b", "done-b"]) rmSync(join(proj, n), { force: true });
+    const a = await startServe({ codexHome, env: { TMPDIR: tmp } });
+    const b = await startServe({ codexHome: otherHome, env: { TMPDIR: tmp } });
+    sessions.push(a, b);
+    const first = call(a, `until [ -e ${join(base, "go-a")} ]; do sleep 0.02; done; echo A-done`);
+    expect(await waitFor(() => existsSync(join(proj, ".codex")), 20_000)).toBe(true);
+    await standingSession(b, join(base, "go-b"));
+    writeFileSync(join(base, "go-b"), "");
+    expect(await waitFor(() => existsSync(join(proj, "done-b")), 20_000)).toBe(true);
+    expect(existsSync(join(proj, ".codex", "pwned"))).toBe(false);
+    // B's sandbox is given back: only A's server still holds the folder.
+    const aPid = (a.client.transport as StdioClientTransport).pid!;
+    expect(await waitFor(() => lockHolders(join(proj, ".codex")).every((pid) => pid === aPid), 20_000)).toBe(true);
+    writeFileSync(join(base, "go-a"), "");
+    expect(await first).toContain("A-done");
+    expect(existsSync(join(proj, ".codex"))).toBe(false);
+    expect(markerFiles(codexHome)).toEqual([]);
+    expect(markerFiles(otherHome)).toEqual([]);
   }, 180_000);
 
   test("a SIGKILLed maker's placeholder: the next start leaves it while another CODEX_HOME's session stands on it, then it goes", async () => {
