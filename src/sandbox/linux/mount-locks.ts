@@ -18,6 +18,7 @@ import { closeSync, constants, fstatSync, lstatSync, openSync, realpathSync, rmd
 import { dirname } from "node:path";
 import { flock, LOCK } from "../../../ffi/libc.ts";
 import { ShellmcpError } from "../../errors.ts";
+import { log } from "../../log.ts";
 
 /** A shared (or, while removing, exclusive) `flock` held on an open folder: its fd (close-on-exec) and identity. */
 export interface FolderLock {
@@ -137,7 +138,8 @@ export type RemoveResult =
  * on it: takes `LOCK_EX | LOCK_NB` on `lock`'s fd (converting this process's shared lock) or on a fresh fd of `p`, and
  * removes it only when that succeeds, `p` is still that folder (same dev/ino, not a link), its parent still resolves
  * to `parent`, and it is empty (`rmdir`). The fd is closed whatever the outcome (the caller's lock is given back).
- * Never blocks, never throws.
+ * Never blocks, never throws; a folder on a filesystem that refuses `flock` outright is kept (and logged): no lock
+ * could say that no sandbox stands on it.
  */
 export function removeUnheld(p: string, parent: string, lock?: FolderLock): RemoveResult {
   let fd: number;
@@ -151,8 +153,10 @@ export function removeUnheld(p: string, parent: string, lock?: FolderLock): Remo
   try {
     try {
       if (!tryLock(fd, LOCK.EX)) return "busy";
-    } catch {
-      return "kept"; // a filesystem without flock: nobody can tell whether a sandbox stands on it
+    } catch (e) {
+      // A filesystem without flock on folders: nobody can tell whether a sandbox stands on it, so it stays.
+      log.warn("a bubblewrap mount point cannot be locked, so it is left in place", { path: p, error: (e as Error).message });
+      return "kept";
     }
     if (!samePath(p, fd)) return "gone";
     if (realpathSync(dirname(p)) !== parent) return "kept";
