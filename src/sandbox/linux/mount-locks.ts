@@ -30,6 +30,9 @@ export interface FolderLock {
 /** How long taking a shared folder lock waits out an exclusive one (a removal in progress takes microseconds), ms. */
 export const FOLDER_LOCK_WAIT_MS = 1000;
 
+/** What a wait between two tries sleeps on (Atomics.wait: a synchronous nap of a few ms). */
+const NAP = new Int32Array(new SharedArrayBuffer(4));
+
 /** Open flags: read-only, a folder, no link followed (Node and Bun add O_CLOEXEC: no sandbox inherits the fd). */
 const OPEN_FLAGS = constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW | constants.O_NONBLOCK;
 
@@ -50,14 +53,14 @@ function openFolder(p: string): number | "missing" | "unopenable" {
   }
 }
 
-/** Whether `p` (lstat, no link followed) is the folder `fd` is open on. */
-function samePath(p: string, fd: number): boolean {
+/** The identity of the folder `fd` is open on when `p` (lstat, no link followed) is that folder; else undefined. */
+function samePath(p: string, fd: number): { dev: number; ino: number } | undefined {
   try {
     const now = lstatSync(p);
     const st = fstatSync(fd);
-    return now.isDirectory() && now.dev === st.dev && now.ino === st.ino;
+    return now.isDirectory() && now.dev === st.dev && now.ino === st.ino ? { dev: st.dev, ino: st.ino } : undefined;
   } catch {
-    return false;
+    return undefined;
   }
 }
 
@@ -87,29 +90,29 @@ export function lockShared(p: string): FolderLock | "changed" | "unlockable" {
   const fd = openFolder(p);
   if (fd === "missing") return "changed";
   if (fd === "unopenable") return "unlockable";
-  const end = performance.now() + FOLDER_LOCK_WAIT_MS;
-  const nap = new Int32Array(new SharedArrayBuffer(4));
+  let end: number | undefined;
   try {
     while (!tryLock(fd, LOCK.SH)) {
+      end ??= performance.now() + FOLDER_LOCK_WAIT_MS;
       if (performance.now() > end)
         throw new ShellmcpError(
           "SANDBOX_UNAVAILABLE",
           `another process has held an exclusive lock on ${p} for over ${FOLDER_LOCK_WAIT_MS} ms; try again`,
           { path: p },
         );
-      Atomics.wait(nap, 0, 0, 2);
+      Atomics.wait(NAP, 0, 0, 2);
     }
   } catch (e) {
     closeSync(fd);
     if (e instanceof ShellmcpError && e.code === "SANDBOX_UNAVAILABLE") throw e;
     return "unlockable"; // flock refused outright (not EWOULDBLOCK): nor can a remover take it
   }
-  if (!samePath(p, fd)) {
+  const id = samePath(p, fd);
+  if (id === undefined) {
     closeSync(fd);
     return "changed";
   }
-  const st = fstatSync(fd);
-  return { fd, dev: st.dev, ino: st.ino };
+  return { fd, ...id };
 }
 
 /** Give back a lock from {@link lockShared} (closing its fd). Never throws; `undefined` is a no-op. */
@@ -158,7 +161,7 @@ export function removeUnheld(p: string, parent: string, lock?: FolderLock): Remo
       log.warn("a bubblewrap mount point cannot be locked, so it is left in place", { path: p, error: (e as Error).message });
       return "kept";
     }
-    if (!samePath(p, fd)) return "gone";
+    if (samePath(p, fd) === undefined) return "gone";
     if (realpathSync(dirname(p)) !== parent) return "kept";
     rmdirSync(p); // refuses a folder that is not empty: what was put there from outside a sandbox stays
     return "removed";

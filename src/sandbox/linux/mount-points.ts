@@ -134,10 +134,9 @@ function holdMade(p: string): Hold | boolean | "changed" {
   return lock === "unlockable" ? { refs: 1, ours: true } : { refs: 1, ours: true, lock };
 }
 
-/** Whether `p` is a real folder with nothing in it (what a mount point looks like). */
+/** Whether the folder `p` (a real folder a moment ago) has nothing in it (what a mount point looks like). */
 function emptyFolder(p: string): boolean {
   try {
-    if (!lstatSync(p).isDirectory()) return false;
     const d = opendirSync(p);
     try {
       return d.readSync() === null;
