@@ -300,15 +300,22 @@ export function mayRemoveMountPoint(path: string): boolean {
 /**
  * Mount points this thread made or adopted and no longer uses, whose removal was refused because another process's
  * sandbox still stood on them (./mount-locks.ts `removeUnheld` said "busy"): still named by this process's marker,
- * tried again at every later give-back ({@link retryPendingRemovals}), at this process's orderly exit, and by the
- * next start's sweep once this process is gone.
+ * tried again at every later give-back ({@link retryPendingRemovals}), every {@link PENDING_RETRY_MS} while any is
+ * left, at this process's orderly exit, and by the next start's sweep once this process is gone.
  */
 const pending = new Set<string>();
 let exitHook = false;
+/** The timer retrying {@link pending} removals (unref'd: it keeps no process alive), while there are any. */
+let retryTimer: ReturnType<typeof setInterval> | undefined;
+
+/** How often pending removals are tried again while any is left, ms (nothing tells this process when another's sandbox ends). */
+export const PENDING_RETRY_MS = 5000;
 
 /** Put `path` (recorded in this thread's marker) among the {@link pending} removals. */
 function markPending(path: string): void {
   pending.add(path);
+  retryTimer ??= setInterval(retryPendingRemovals, PENDING_RETRY_MS);
+  retryTimer.unref?.();
   if (exitHook) return;
   exitHook = true;
   process.once("exit", () => retryPendingRemovals());
@@ -319,7 +326,16 @@ function markPending(path: string): void {
  * thread's mount point again, still recorded), false otherwise.
  */
 export function takePending(path: string): boolean {
-  return pending.delete(path);
+  const had = pending.delete(path);
+  if (had) stopRetryTimerWhenIdle();
+  return had;
+}
+
+/** Stop the retry timer once nothing is {@link pending}. */
+function stopRetryTimerWhenIdle(): void {
+  if (pending.size > 0 || retryTimer === undefined) return;
+  clearInterval(retryTimer);
+  retryTimer = undefined;
 }
 
 /** The canonical parent `path` was recorded with, else its parent's canonical path now (no marker), else undefined. */
@@ -373,6 +389,7 @@ export function retryPendingRemovals(): void {
     pending.delete(path);
     if (giveBackMountPoint(path, undefined) !== undefined) pending.add(path);
   }
+  stopRetryTimerWhenIdle();
 }
 
 /** Whether the holder of a marker still runs (unknown, e.g. another pid namespace: counted as running). */
