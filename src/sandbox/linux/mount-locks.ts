@@ -44,12 +44,19 @@ function errname(e: unknown): unknown {
 /** Whether `e` says the lock is held by another open file (flock's EWOULDBLOCK, which is EAGAIN on Linux). */
 const held = (e: unknown) => errname(e) === "EAGAIN" || errname(e) === "EWOULDBLOCK";
 
-/** Open `p` as a folder without following a link: the fd; "missing" (ENOENT); "unopenable" (a link, a file, EACCES…). */
-function openFolder(p: string): number | "missing" | "unopenable" {
+/** The errors of opening a folder that mean no process of this user can open (so lock) it: a link, a file, no right. */
+const NEVER_OPENS = new Set(["ELOOP", "ENOTDIR", "EACCES", "EPERM"]);
+
+/**
+ * Open `p` as a folder without following a link: the fd; "missing" (ENOENT); "unopenable" (a link, a file, no read
+ * right: {@link NEVER_OPENS}); "failed" for anything else (out of fds or memory: this process cannot tell now).
+ */
+function openFolder(p: string): number | "missing" | "unopenable" | "failed" {
   try {
     return openSync(p, OPEN_FLAGS);
   } catch (e) {
-    return (e as NodeJS.ErrnoException).code === "ENOENT" ? "missing" : "unopenable";
+    const code = (e as NodeJS.ErrnoException).code ?? "";
+    return code === "ENOENT" ? "missing" : NEVER_OPENS.has(code) ? "unopenable" : "failed";
   }
 }
 
@@ -84,12 +91,14 @@ function tryLock(fd: number, op: number): boolean {
  *   the caller decides again); "unlockable" when `p` is not a folder this process can open and lock (a link, a file,
  *   no read permission, a filesystem without `flock`): no process of this user can lock it, so none removes it, and
  *   it is bound as it is.
- * @throws ShellmcpError `SANDBOX_UNAVAILABLE` (with `path`) when another process held it exclusively all that time.
+ * @throws ShellmcpError `SANDBOX_UNAVAILABLE` (with `path`) when another process held it exclusively all that time,
+ *   or it could not be opened for another reason (out of fds or memory: bound unlocked, it could be removed).
  */
 export function lockShared(p: string): FolderLock | "changed" | "unlockable" {
   const fd = openFolder(p);
   if (fd === "missing") return "changed";
   if (fd === "unopenable") return "unlockable";
+  if (fd === "failed") throw new ShellmcpError("SANDBOX_UNAVAILABLE", `cannot open ${p} to lock it while the sandbox runs`, { path: p });
   let end: number | undefined;
   try {
     while (!tryLock(fd, LOCK.SH)) {
@@ -151,6 +160,7 @@ export function removeUnheld(p: string, parent: string, lock?: FolderLock): Remo
     const opened = openFolder(p);
     if (opened === "missing") return "gone";
     if (opened === "unopenable") return "kept";
+    if (opened === "failed") return "busy"; // cannot tell now: tried again later
     fd = opened;
   }
   try {
