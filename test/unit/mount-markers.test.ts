@@ -2,12 +2,28 @@
  * The sweep of src/sandbox/linux/mount-markers.ts against crafted markers on the real filesystem: it removes only
  * what a dead holder's marker names and only while that is still an empty real folder where it was made (or a deny
  * folder holding nothing but its one empty file); never through a link, never a filled folder, never a path a live
- * holder names; a marker of an earlier boot is dead; the dead markers go, the live one stays.
+ * holder names; a marker of an earlier boot is dead; the dead markers go, the live one stays. A mount point another
+ * process's sandbox stands on (a `flock` on the folder, src/sandbox/linux/mount-locks.ts) is left while it is locked,
+ * still recorded, and removed by a later try once the lock is gone.
  */
 import { afterAll, describe, expect, test } from "bun:test";
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import {
+  closeSync,
+  constants,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
 import { join } from "node:path";
-import { sweepMountMarkers } from "../../src/sandbox/linux/mount-markers.ts";
+import { flock, LOCK } from "../../ffi/libc.ts";
+import { retryPendingRemovals, sweepMountMarkers } from "../../src/sandbox/linux/mount-markers.ts";
 import { CONF_BASE } from "../helpers/test-dirs.ts";
 
 const base = mkdtempSync(join(CONF_BASE, "mount-markers-"));
@@ -97,5 +113,33 @@ describe("mount markers: the sweep", () => {
     );
     expect(sweepMountMarkers({ CODEX_HOME: h2 })).toEqual({ removed: [], left: [] });
     expect(existsSync(w("loose/.codex"))).toBe(true);
+  });
+
+  test("a mount point another process's sandbox stands on (locked) is left, still recorded, and removed once free", () => {
+    mkdirSync(markers, { recursive: true, mode: 0o700 });
+    mkdirSync(w("locked/.codex"), { recursive: true });
+    // What a server of another CODEX_HOME holds while its sandbox runs: a shared lock on its own fd of the folder.
+    const fd = openSync(w("locked/.codex"), constants.O_RDONLY | constants.O_DIRECTORY);
+    flock(fd, LOCK.SH);
+    marker(4194305, "9", [entry("mount-point", w("locked/.codex"))]);
+    let r: ReturnType<typeof sweepMountMarkers>;
+    try {
+      r = sweepMountMarkers({ CODEX_HOME: home });
+      expect(r).toEqual({ removed: [], left: [w("locked/.codex")] });
+      expect(existsSync(w("locked/.codex"))).toBe(true);
+      // Still named by a marker (the dead one rewritten, or this process's own): a later try removes it.
+      const named = readdirSync(markers)
+        .filter((n) => n.endsWith(".json"))
+        .some((n) => readFileSync(join(markers, n), "utf8").includes(w("locked/.codex")));
+      expect(named).toBe(true);
+      retryPendingRemovals();
+      expect(existsSync(w("locked/.codex"))).toBe(true); // still locked
+    } finally {
+      closeSync(fd);
+    }
+    retryPendingRemovals();
+    r = sweepMountMarkers({ CODEX_HOME: home });
+    expect(existsSync(w("locked/.codex"))).toBe(false);
+    expect(readdirSync(markers).filter((n) => n.includes("4194305"))).toEqual([]);
   });
 });

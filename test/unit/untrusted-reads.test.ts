@@ -46,6 +46,12 @@ const ALLOWED: Record<string, [string, string][]> = {
     ['readFileSync("/proc/sys/kernel/random/boot_id"', "a kernel file"],
     ['openSync(join(m.dir, "lock"), flags, 0o200)', "write-only, O_NONBLOCK|O_NOFOLLOW, in the private marker folder"],
   ],
+  "src/sandbox/linux/mount-locks.ts": [
+    [
+      "openSync(p, OPEN_FLAGS)",
+      "O_RDONLY|O_DIRECTORY|O_NOFOLLOW|O_NONBLOCK: a folder only (never a link or FIFO), for flock; nothing read",
+    ],
+  ],
   "src/sandbox/linux/run.ts": [['openSync("/proc/thread-self/ns/pid"', "the thread's own namespace"]],
   "src/sandbox/linux/mount-points.ts": [
     ["d.readSync() === null", "one entry of a folder just lstat-ed as a real folder (a folder listing never blocks)"],

@@ -170,7 +170,10 @@ export function selfHelperCommand(from: "inside" | "here" = "inside"): string[] 
 /** Mount points that must be created on the host for missing protected paths (removed afterwards). */
 export interface BwrapPlan {
   argv: string[];
-  /** Empty mount points made on the host for missing protected paths (give them back with {@link releaseBwrapPlan}). */
+  /**
+   * Folders held on the host for protected paths: empty mount points made for missing ones, and existing folders bound
+   * over, each locked while the sandbox runs (./mount-points.ts; give them back with {@link releaseBwrapPlan}).
+   */
   created: string[];
   /** Private folders made for the plan (removed afterwards with their content). */
   tempDirs?: string[];

@@ -24,12 +24,16 @@
  * `sandbox-mounts/lock` ({@link withMountLock}). No sandboxed command can hold that lock: the file is write-only
  * (mode 0200: not opened for reading by its owner without a capability, and every sandbox runs without any), and no
  * sandbox may open CODEX_HOME for writing (bubblewrap's read-only bind, Landlock's missing write right); a wait for
- * it is still bounded ({@link LOCK_WAIT_MS}) and fails closed.
+ * it is still bounded ({@link LOCK_WAIT_MS}) and fails closed. Processes with different CODEX_HOMEs do not see each
+ * other's markers; they see each other's sandboxes through a lock on the folder itself (./mount-locks.ts): a mount
+ * point is removed only under an exclusive `flock` on it, and one another process still stands on is left recorded
+ * as a {@link pending} removal, tried again at this process's later give-backs and exit and by the next start's sweep.
  *
  * The sweep acts only on what the markers name and never follows a link: a mount point is removed only when it is
  * still a real, empty folder whose parent resolves to the same canonical path as when it was made (`rmdir`: a folder
- * a sandbox or the user filled stays); a deny folder only when it is a real folder of this user holding nothing but
- * the one empty file (or nothing). A path that a live holder's marker names is left alone.
+ * a sandbox or the user filled stays) and no process holds a lock on it; a deny folder only when it is a real folder
+ * of this user holding nothing but the one empty file (or nothing). A path that a live holder's marker names is left
+ * alone.
  */
 import {
   lstatSync,
@@ -51,6 +55,7 @@ import { ShellmcpError } from "../../errors.ts";
 import { resolveCodexHome } from "../../execpolicy/discovery.ts";
 import { readUntrustedText } from "../../untrusted-fs.ts";
 import { ownedAndPrivate } from "./bwrap-probe-cache.ts";
+import { removeUnheld, unlock, type FolderLock } from "./mount-locks.ts";
 
 /** What a marker names: an empty mount point made in place of a missing path, or a deny file's private folder. */
 export type MarkedKind = "mount-point" | "deny-dir";
@@ -292,6 +297,101 @@ export function mayRemoveMountPoint(path: string): boolean {
   return !heldByAnother(path);
 }
 
+/**
+ * Mount points this thread made or adopted and no longer uses, whose removal was refused because another process's
+ * sandbox still stood on them (./mount-locks.ts `removeUnheld` said "busy"): still named by this process's marker,
+ * tried again at every later give-back ({@link retryPendingRemovals}), every {@link PENDING_RETRY_MS} while any is
+ * left, at this process's orderly exit, and by the next start's sweep once this process is gone.
+ */
+const pending = new Set<string>();
+let exitHook = false;
+/** The timer retrying {@link pending} removals (unref'd: it keeps no process alive), while there are any. */
+let retryTimer: ReturnType<typeof setInterval> | undefined;
+
+/** How often pending removals are tried again while any is left, ms (nothing tells this process when another's sandbox ends). */
+export const PENDING_RETRY_MS = 5000;
+
+/** Put `path` (recorded in this thread's marker) among the {@link pending} removals. */
+function markPending(path: string): void {
+  pending.add(path);
+  retryTimer ??= setInterval(retryPendingRemovals, PENDING_RETRY_MS);
+  retryTimer.unref?.();
+  if (exitHook) return;
+  exitHook = true;
+  process.once("exit", () => retryPendingRemovals());
+}
+
+/**
+ * Take `path` back from this thread's pending removals (a new plan needs it again): true when it was one (it is this
+ * thread's mount point again, still recorded), false otherwise.
+ */
+export function takePending(path: string): boolean {
+  const had = pending.delete(path);
+  if (had) stopRetryTimerWhenIdle();
+  return had;
+}
+
+/** Stop the retry timer once nothing is {@link pending}. */
+function stopRetryTimerWhenIdle(): void {
+  if (pending.size > 0 || retryTimer === undefined) return;
+  clearInterval(retryTimer);
+  retryTimer = undefined;
+}
+
+/** The canonical parent `path` was recorded with, else its parent's canonical path now (no marker), else undefined. */
+function recordedParent(path: string): string | undefined {
+  const e = held.get(`mount-point\0${path}`);
+  if (e !== undefined) return e.parent;
+  try {
+    return realpathSync(dirname(path));
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Give back mount point `path`, which this thread made or adopted and whose last plan has ended, with this thread's
+ * shared lock on it (`lock`, closed here whatever happens). Under {@link withMountLock}: when another live process
+ * of this CODEX_HOME still holds it, it is forgotten (that one removes it); otherwise it is removed if no process
+ * (of any CODEX_HOME) holds a lock on it, and forgotten unless another process's sandbox still stands on it (then it
+ * stays recorded and {@link pending}). Never throws: a lock not had leaves it to the next start's sweep (logged by the
+ * caller through the returned error).
+ *
+ * @returns undefined, or the error that kept the mount-point lock from being taken.
+ */
+export function giveBackMountPoint(path: string, lock: FolderLock | undefined): Error | undefined {
+  let ran = false;
+  try {
+    withMountLock(() => {
+      ran = true; // the lock's fd is closed from here on (never twice: its number may be reused)
+      const parent = recordedParent(path);
+      if (heldByAnother(path) || parent === undefined) {
+        unlock(lock);
+        recordGone("mount-point", path);
+        return;
+      }
+      if (removeUnheld(path, parent, lock) === "busy") markPending(path);
+      else recordGone("mount-point", path);
+    });
+    return undefined;
+  } catch (e) {
+    if (!ran) unlock(lock);
+    return e as Error;
+  }
+}
+
+/**
+ * Try again to remove this thread's {@link pending} mount points (see {@link giveBackMountPoint}); those still
+ * stood on stay pending. Never throws.
+ */
+export function retryPendingRemovals(): void {
+  for (const path of [...pending]) {
+    pending.delete(path);
+    if (giveBackMountPoint(path, undefined) !== undefined) pending.add(path);
+  }
+  stopRetryTimerWhenIdle();
+}
+
 /** Whether the holder of a marker still runs (unknown, e.g. another pid namespace: counted as running). */
 function alive(h: Holder, boot: string, ns: string): boolean {
   if (h.boot !== boot) return false; // a marker of an earlier boot
@@ -326,8 +426,11 @@ function sameParent(e: MarkerEntry): boolean {
   }
 }
 
-/** Remove what `e` names if it is still ours and empty (see the module comment); true when it is gone. */
-function removeEntry(e: MarkerEntry): boolean {
+/**
+ * Remove the deny folder `e` names if it is still a real folder of this user where it was made, holding nothing but
+ * its one empty file (see the module comment); true when it is gone.
+ */
+function removeDenyDir(e: MarkerEntry): boolean {
   let st;
   try {
     st = lstatSync(e.path);
@@ -335,16 +438,14 @@ function removeEntry(e: MarkerEntry): boolean {
     return (err as NodeJS.ErrnoException).code === "ENOENT";
   }
   if (!st.isDirectory() || st.isSymbolicLink() || !sameParent(e)) return false;
+  if (!basename(e.path).startsWith(DENY_DIR_PREFIX) || st.uid !== (process.getuid?.() ?? 0)) return false;
   try {
-    if (e.kind === "deny-dir") {
-      if (!basename(e.path).startsWith(DENY_DIR_PREFIX) || st.uid !== (process.getuid?.() ?? 0)) return false;
-      const names = readdirSync(e.path);
-      if (names.some((n) => n !== DENY_FILE)) return false;
-      if (names.length === 1) {
-        const f = lstatSync(join(e.path, DENY_FILE));
-        if (!f.isFile() || f.size !== 0) return false;
-        unlinkSync(join(e.path, DENY_FILE));
-      }
+    const names = readdirSync(e.path);
+    if (names.some((n) => n !== DENY_FILE)) return false;
+    if (names.length === 1) {
+      const f = lstatSync(join(e.path, DENY_FILE));
+      if (!f.isFile() || f.size !== 0) return false;
+      unlinkSync(join(e.path, DENY_FILE));
     }
     rmdirSync(e.path); // refuses a folder that is not empty: what a sandbox or the user put there stays
     return true;
@@ -396,14 +497,7 @@ export function sweepMountMarkers(env: Record<string, string | undefined> = proc
     else dead.push({ file, marker });
   }
   const sweep = () => {
-    for (const { file, marker } of dead) {
-      for (const e of [...marker.entries].reverse()) {
-        // Another live process may have adopted it since the listing above (./mount-points.ts `holdMountPoint`).
-        if (live.has(e.path) || (e.kind === "mount-point" && heldByAnother(e.path)) || !removeEntry(e)) out.left.push(e.path);
-        else out.removed.push(e.path);
-      }
-      unlinkQuiet(file);
-    }
+    for (const d of dead) sweepMarker(dir, d, live, out);
   };
   try {
     if (dead.length > 0) withMountLock(sweep);
@@ -411,6 +505,43 @@ export function sweepMountMarkers(env: Record<string, string | undefined> = proc
     // the lock was not had: the next start sweeps
   }
   return out;
+}
+
+/**
+ * Under {@link withMountLock}: remove what the dead holder's marker `file` names (see the module comment), into `out`,
+ * then the marker. A mount point another process's sandbox still stands on (a lock on the folder, ./mount-locks.ts) is
+ * left: when `dir` is this process's own marker folder it becomes this thread's {@link pending} removal (recorded in
+ * this process's marker); otherwise the dead marker is rewritten to name only those, for a later sweep.
+ */
+function sweepMarker(dir: string, d: { file: string; marker: Marker }, live: Set<string>, out: SweepResult): void {
+  const busy: MarkerEntry[] = [];
+  for (const e of [...d.marker.entries].reverse()) {
+    // Another live process may have adopted it since the listing (./mount-points.ts `holdMountPoint`).
+    if (live.has(e.path) || (e.kind === "mount-point" && heldByAnother(e.path))) out.left.push(e.path);
+    else if (e.kind === "deny-dir") (removeDenyDir(e) ? out.removed : out.left).push(e.path);
+    else {
+      const r = removeUnheld(e.path, e.parent);
+      (r === "removed" || r === "gone" ? out.removed : out.left).push(e.path);
+      if (r === "busy") busy.push(e);
+    }
+  }
+  const own = me()?.dir === dir;
+  if (busy.length > 0 && !own) {
+    try {
+      const tmp = join(dir, `.${basename(d.file)}.tmp`);
+      writeFileSync(tmp, JSON.stringify({ ...d.marker, entries: busy.reverse() }), { mode: 0o600 });
+      renameSync(tmp, d.file);
+      return;
+    } catch {
+      // left to be found again by its lock; the marker goes
+    }
+  }
+  for (const e of busy) {
+    held.set(`mount-point\0${e.path}`, e);
+    markPending(e.path);
+  }
+  if (busy.length > 0) save();
+  unlinkQuiet(d.file);
 }
 
 function unlinkQuiet(p: string): void {
