@@ -18,7 +18,7 @@
  *
  * Sharing: processes with one CODEX_HOME (two servers in one workspace, a server and its own sandbox helper) may
  * need the same missing path. A folder one of them made is not "a real folder" to the other: the other records it
- * too ({@link adoptedMountPoint}) and whoever gives it back last removes it ({@link mayRemoveMountPoint}), so no
+ * too ({@link adoptedMountPoint}) and whoever gives it back last removes it (none other {@link heldByAnother}), so no
  * process pulls a mount point from under another's running sandbox (the kernel would detach the bind there, and
  * the sandbox could then create the path). Making, adopting and removing are serialised by `flock` on
  * `sandbox-mounts/lock` ({@link withMountLock}). No sandboxed command can hold that lock: the file is write-only
@@ -287,14 +287,6 @@ export function adoptedMountPoint(path: string): boolean {
   if (!heldByAnother(path)) return false;
   recordMade("mount-point", path);
   return true;
-}
-
-/**
- * Under {@link withMountLock}, once this process no longer uses `path`: forget it, and say whether it is this
- * process's to remove (no other live process holds it).
- */
-export function mayRemoveMountPoint(path: string): boolean {
-  return !heldByAnother(path);
 }
 
 /**
