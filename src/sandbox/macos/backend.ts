@@ -6,7 +6,7 @@
 import type { RoomBackend } from "../room-backend.ts";
 import type { CallSandbox, Launch, ProxySpec, SandboxBackend, ShellCommand } from "../backend.ts";
 import type { WritableView } from "../writable.ts";
-import { seatbeltShellLaunch, seatbeltWritableView } from "./seatbelt.ts";
+import { seatbeltLaunch, seatbeltShellLaunch, seatbeltWritableView } from "./seatbelt.ts";
 
 /** Seatbelt, for every call of a server on macOS. */
 export class SeatbeltBackend implements SandboxBackend {
@@ -27,13 +27,22 @@ export class SeatbeltBackend implements SandboxBackend {
     return !(!plan.sandboxed || (plan.fullWrite && plan.fullRead && plan.network === "enabled" && plan.deniedPaths.length === 0));
   }
 
-  /** `sandbox-exec -p POLICY -D… -- shell…` with Codex's markers in `env`; the proxy's loopback ports in proxy mode. */
+  /**
+   * `sandbox-exec -p POLICY -D… -- shell…` with Codex's markers in `env`; the proxy's loopback ports in proxy mode.
+   * With `shell.program`: that argv instead of the shell, as `sandbox macos` runs it (./seatbelt.ts `seatbeltLaunch`).
+   */
   launch(call: CallSandbox, shell: ShellCommand, proxy?: ProxySpec): Launch {
+    const seatbeltProxy = proxy === undefined ? undefined : { ports: proxy.ports, allowLocalBinding: proxy.allowLocalBinding === true };
+    if (shell.program !== undefined) {
+      // A program rather than a shell (`sandbox macos -- CMD`): run as given, nothing else made readable.
+      const l = seatbeltLaunch(call.plan(), shell.program, seatbeltProxy === undefined ? {} : { proxy: seatbeltProxy });
+      return { argv: l.argv, sandboxed: l.sandboxed, env: l.env };
+    }
     const l = seatbeltShellLaunch(
       call.plan(),
       { shellPath: shell.shellPath, login: shell.login, command: shell.command, exePath: shell.wrapperPath },
       undefined,
-      proxy === undefined ? undefined : { ports: proxy.ports, allowLocalBinding: proxy.allowLocalBinding === true },
+      seatbeltProxy,
     );
     return { argv: l.argv, sandboxed: l.sandboxed, env: l.env };
   }

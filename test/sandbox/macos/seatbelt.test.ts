@@ -4,7 +4,18 @@
  * `serve` uses for shells, and the compiled binary's `sandbox macos` / `debug seatbelt` commands.
  */
 import { afterAll, describe, expect, test } from "bun:test";
-import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import {
+  appendFileSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  realpathSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
+import { hostGit } from "../../helpers/attack.ts";
 import { join } from "node:path";
 import { sandboxMacosCli, type MacosCliHost } from "../../../src/sandbox-cli/macos.ts";
 import {
@@ -16,7 +27,7 @@ import {
   seatbeltWritableView,
 } from "../../../src/sandbox/macos/seatbelt.ts";
 import { planSandboxPolicy, type FilesystemPlan } from "../../../src/sandbox/filesystem-plan.ts";
-import { ensureBinary } from "../../helpers/binary.ts";
+import { ensureBinary, ROOT } from "../../helpers/binary.ts";
 
 const WS = mkdtempSync("/tmp/sbunit-");
 const proj = join(WS, "proj");
@@ -110,6 +121,42 @@ describe("sandbox macos CLI (platform injected)", () => {
     expect(p.out()).toContain("(deny default)");
     expect(p.calls.length).toBe(0);
   });
+
+  // The writable view is in macOS's paths (/var → /private/var, …): on Linux the workspace must lie where those are
+  // the same, i.e. outside /tmp, /var and /etc (the checkout's .cache when the checkout does).
+  const macSame = /^\/(tmp|var|etc)(\/|$)/.test(realpathSync(ROOT)) ? undefined : join(realpathSync(ROOT), ".cache");
+  test.skipIf(macSame === undefined)(
+    "the one launch path (issue 39): a hook and a config planted in a nested repository (Seatbelt keeps only the roots' own .git) are undone and reported",
+    async () => {
+      mkdirSync(macSame!, { recursive: true });
+      const base = mkdtempSync(join(macSame!, "sb-macos-"));
+      afterAll(() => rmSync(base, { recursive: true, force: true }));
+      const ws = join(base, "ws");
+      const codexHome = join(base, "codex-home");
+      mkdirSync(codexHome, { recursive: true });
+      const sub = join(ws, "vendor", "lib");
+      mkdirSync(sub, { recursive: true });
+      hostGit(sub, "init", "-q", "-b", "main");
+      const config = readFileSync(join(sub, ".git", "config"), "utf8");
+      const policy = JSON.stringify({ type: "workspace-write", exclude_slash_tmp: true, exclude_tmpdir_env_var: true });
+      const plant = async () => {
+        writeFileSync(join(sub, ".git", "hooks", "pre-commit"), "#!/bin/sh\ntouch /tmp/pwned\n", { mode: 0o755 });
+        appendFileSync(join(sub, ".git", "config"), "[core]\n\tfsmonitor = touch /tmp/pwned\n");
+        return 0;
+      };
+      // What Seatbelt lets the command write (the policy text): the nested repository's .git is not excluded.
+      const t0 = host("darwin", { cwd: ws, codexHome });
+      await sandboxMacosCli(["true"], { addDir: [], policy }, t0.h);
+      expect(t0.calls[0]!.argv.join(" ")).not.toContain("vendor/lib/.git");
+      // Stands in for a command under Seatbelt writing what the policy lets it.
+      const t = host("darwin", { cwd: ws, codexHome, run: plant });
+      expect(await sandboxMacosCli(["true"], { addDir: [], policy }, t.h)).toBe(0);
+      expect(existsSync(join(sub, ".git", "hooks", "pre-commit"))).toBe(false);
+      expect(readFileSync(join(sub, ".git", "config"), "utf8")).toBe(config);
+      expect(t.err()).toContain("pre-commit");
+      expect(t.err()).toContain(".git/config");
+    },
+  );
 
   test("bad input is a usage error, nothing runs", async () => {
     for (const [cmd, o] of [
