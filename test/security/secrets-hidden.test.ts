@@ -308,6 +308,28 @@ describe.skipIf(skipWithout("secrets suite", shellsMissing()))("issue 39: no san
       expect(await output(s, readAll([join(w.home, ".ssh", "id_ed25519")]), w.ws)).toContain("unreadable");
     }, 60_000);
 
+    test(`${backend}: a HOME of 3,000 entries beside its stores: the granted room still starts and still hides every other store`, async () => {
+      // CI: a full run's shared folders held enough entries beside the stores that a Landlock room's rules, carried
+      // in its helper's argv, passed the kernel's 128 KiB per string: the room's start failed with E2BIG.
+      const w = world(true);
+      for (let i = 0; i < 3000; i++) writeFileSync(join(w.home, `note-with-a-long-name-${i.toString().padStart(5, "0")}.txt`), "x\n");
+      const s = await serve(w, backend, `[shellmcp.room_readable]\npython3 = ["~/.ssh"]\n`, {
+        rules: 'prefix_rule(pattern=["python3"], decision="allow")\n',
+      });
+      expect(await s.sandboxState({ type: "workspace-write", network_access: false }, w.ws)).toEqual({});
+      const files = [join(w.home, ".ssh", "id_ed25519"), join(w.home, ".npmrc"), join(w.home, "notes.txt")];
+      writeFileSync(
+        join(w.ws, "read.py"),
+        `import sys\nfor p in sys.argv[1:]:\n    try:\n        t = open(p).read().strip()\n    except OSError:\n        t = ""\n    print(p, t if t else "unreadable")\n`,
+      );
+      const out = await output(s, `python3 read.py ${files.join(" ")}`, w.ws);
+      if (!out.includes(`${w.secret} .ssh/id_ed25519`)) console.error(`server stderr:\n${s.stderr()}`);
+      expect(out).toContain(`${w.secret} .ssh/id_ed25519`);
+      expect(out).toContain("PLAIN notes");
+      const leaked = out.split("\n").filter((l) => l.includes(w.secret) && !l.includes(".ssh/id_ed25519"));
+      expect({ leaked, out }).toEqual({ leaked: [], out });
+    }, 60_000);
+
     test(`${backend}: the approver's folder ($XDG_RUNTIME_DIR/shellmcp) is hidden from the call`, async () => {
       const w = world();
       const xdg = join(dirname(w.home), "run");

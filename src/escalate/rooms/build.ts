@@ -26,7 +26,7 @@ import type { FilesystemPlan } from "../../sandbox/filesystem-plan.ts";
 import type { RoomBackend } from "../../sandbox/room-backend.ts";
 import { prepareRoom, ROOM_BRIDGE_FD, type PreparedRoom, type RoomPlan, type RoomProxy, type RoomSpec } from "./plan.ts";
 import { seatbeltLaunch } from "../../sandbox/macos/seatbelt.ts";
-import { hiddenPathsFlag, pathsBeside } from "../../sandbox/secrets.ts";
+import { hiddenPathsFlag } from "../../sandbox/secrets.ts";
 import * as libc from "../../../ffi/libc.ts";
 import { bwrapMounts, selfHelperCommand } from "../../sandbox/linux/bwrap.ts";
 import { releaseBwrapPlan } from "../../sandbox/linux/mount-points.ts";
@@ -230,8 +230,8 @@ function seatbeltRoom(
  * Landlock: this binary's sandbox helper with a permission profile of the room's writable roots without carve-outs
  * (Landlock cannot enforce them), minus git dirs the call itself could not write (their config would become
  * writable); reads: everything, or, when credential stores must stay hidden, everything else (Landlock cannot deny
- * a path inside a readable folder: the rules name every folder and file beside the way to each store instead,
- * ../../sandbox/secrets.ts `pathsBeside`; the helper is told to hide exactly those, `--hidden-paths`).
+ * a path inside a readable folder: the helper, told to hide exactly those with `--hidden-paths`, makes rules for
+ * every folder and file beside the way to each store, ../../sandbox/secrets.ts `pathsBeside`).
  */
 function landlockRoom(
   b: Extract<RoomBackend, { kind: "landlock" }>,
@@ -245,10 +245,11 @@ function landlockRoom(
   const callRoots = new Set(call.writableRoots.map((w) => w.root));
   const gitDirs = new Set(room.repository?.gitDirs ?? []);
   const hidden = new Set(room.hiddenCredentials);
-  const entries: FileSystemSandboxEntry[] =
-    hidden.size === 0
-      ? [{ path: { type: "special", value: { kind: "root" } }, access: "read" }]
-      : pathsBeside("/", [...hidden]).map((p) => ({ path: { type: "path", path: p }, access: "read" }) as FileSystemSandboxEntry);
+  // Reads: everything; the helper itself splits it around the hidden stores (`--hidden-paths` below: the rules name
+  // every folder and file beside the way to each, ../../sandbox/linux/in-process.ts). Carried in this argv instead,
+  // that list grows with the folders on the way (a HOME of a few thousand entries) past the kernel's 128 KiB per
+  // argument, and the room could not start (E2BIG).
+  const entries: FileSystemSandboxEntry[] = [{ path: { type: "special", value: { kind: "root" } }, access: "read" }];
   for (const w of room.plan.writableRoots) {
     if (gitDirs.has(w.root) && !callRoots.has(w.root)) continue;
     entries.push({ path: { type: "path", path: w.root }, access: "write" });
