@@ -188,7 +188,8 @@ export function callSandboxFor(
       platform: process.platform,
       helperExe: IS_COMPILED && process.platform === "linux" ? selfExePath() : selfExecCommand()[0]!,
       env,
-      // Codex's `--inherit-pid-namespace` is our helper's flag: bubblewrap started directly would unshare it.
+      // `inherit` keeps our helper (its `--inherit-pid-namespace`): bubblewrap started directly unshares the pid
+      // namespace, and without one, processes could outlive bwrap on mount points given back at the process's close.
       direct: opts.direct === true && !inheritPidNamespace,
     },
   );
