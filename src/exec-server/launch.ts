@@ -12,8 +12,11 @@ import { errnoOf, osErrorText } from "./fs-ops.ts";
 import type { StartSpec } from "./process.ts";
 import { rpcError, RPC } from "./rpc.ts";
 
-/** The fd number of the lifeline guard's status pipe in the guard (after the lifeline's 7 and the executable's 8). */
-export const STATUS_FD = 9;
+/**
+ * The fd number of the lifeline guard's status pipe in the guard: after the lifeline's 7, the executable's 8 and the
+ * loopback network's namespaces at 9 and 10 that a direct bubblewrap launch passes through (../sandbox/linux/loopback-net.ts).
+ */
+export const STATUS_FD = 11;
 
 /**
  * Read the 4-byte wait status the lifeline guard writes on `fd` (the read end of its status pipe; closed here) when

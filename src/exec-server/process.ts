@@ -15,21 +15,20 @@ import { envForSelf, isSelfExe } from "../self.ts";
 import { errnoOf, osErrorText } from "./fs-ops.ts";
 import { encodeBase64, rpcError, RPC } from "./rpc.ts";
 import { GitCheck } from "../sandbox/git/call-check.ts";
-import { markerDir, sweepMountMarkers } from "../sandbox/linux/mount-markers.ts";
+import { sweepMountMarkers } from "../sandbox/linux/mount-markers.ts";
 import { GUARD_ARGV0, lifelineProblem } from "../sandbox/linux/lifeline.ts";
 import { cgroupTrampoline, checkCwd, directArgv, readWaitStatus, STATUS_FD } from "./launch.ts";
 import { guardedStart } from "../shell/spawn-plan.ts";
 import { OwnTerminal } from "./terminal.ts";
 import { descendants, foregroundGroup, killQuiet } from "./tree.ts";
 import * as libc from "../../ffi/libc.ts";
-import { resolveCodexHome } from "../execpolicy/discovery.ts";
 import {
-  callSandboxFor,
-  codexHome,
   execGitGuard,
-  mountPointCandidates,
+  helperLeftovers,
+  placeFds,
+  execLaunchFor,
   removeLeftoverMountPoints,
-  sandboxedArgv,
+  type ExecLaunch,
   type ExecSandbox,
 } from "./sandbox.ts";
 
@@ -116,6 +115,8 @@ export class ManagedProcess {
   private cgroup: CallCgroup | undefined;
   /** The git guard's snapshot of a sandboxed process (../sandbox/git/call-check.ts), checked once (see {@link checkGit}). */
   private git: GitCheck | undefined;
+  /** A sandboxed process's launch (./sandbox.ts `execLaunch`): its fds to place, what to give back once closed. */
+  private sandboxLaunch: ExecLaunch | undefined;
   /** Without mount markers: paths a killed helper may leave as empty mount points (see {@link maybeClose}). */
   private leftovers: string[] = [];
   /** A sandboxed process's environment: where its helper records its mount points (../sandbox/linux/mount-markers.ts). */
@@ -158,35 +159,44 @@ export class ManagedProcess {
    */
   private spawn(spec: StartSpec): void {
     checkCwd(spec.cwd);
-    const planned = spec.sandbox === undefined ? directArgv(spec) : this.sandboxedLaunch(spec, spec.sandbox);
     // Nothing outlives the server (../sandbox/linux/lifeline.ts): every process starts under the lifeline guard,
     // which ends everything below it when this server ends, however it ends — also where there are no cgroups. The
     // guard reports the program's end on a status pipe and lets its leftovers run on (Codex's meaning: they end at
     // terminate, session expiry or shutdown). On a terminal the guard leads the terminal's session (the terminal is
     // its controlling terminal: ./terminal.ts); the program runs in that session and its foreground process group.
     const guard = process.platform === "linux" && lifelineProblem() === undefined;
-    const { argv, argv0, joinCgroup } = this.placeInCgroup(spec, guard, planned.argv, planned.argv0);
-    const { status, joined, argv0: spawnedArgv0 } = this.launch(spec, argv, argv0, guard, joinCgroup);
-    this.watch(spec, status, spawnedArgv0 !== undefined && !joined);
+    const planned = spec.sandbox === undefined ? directArgv(spec) : this.sandboxedLaunch(spec, spec.sandbox, guard);
+    let started: ReturnType<ManagedProcess["launch"]>;
+    try {
+      const { argv, argv0, joinCgroup } = this.placeInCgroup(spec, guard, planned.argv, planned.argv0);
+      started = this.launch(spec, argv, argv0, guard, joinCgroup);
+    } catch (e) {
+      this.sandboxLaunch?.release();
+      throw e;
+    } finally {
+      this.sandboxLaunch?.closeFds(); // the child holds its copies (or never started)
+    }
+    this.watch(spec, started.status, started.argv0 !== undefined && !started.joined);
   }
 
-  /** The sandboxed launch's argv (the server's one backend choice), with what the call leaves to check after it. */
-  private sandboxedLaunch(spec: StartSpec, sandbox: ExecSandbox): { argv: string[]; argv0: string | undefined } {
-    // The server's one backend choice (issue 39): the launch `serve` would make, and its git guard's snapshot.
-    const call = callSandboxFor(sandbox, spec.env);
-    const argv = sandboxedArgv(call, spec.argv);
-    // The helper records its mount points in the CODEX_HOME of the process's environment (it may not be ours).
-    // Only this server's own CODEX_HOME is swept by marker: the process's environment comes from the client, and a
-    // marker folder it names elsewhere could be one a sandbox wrote (its markers would pick folders to remove).
-    const own = sameCodexHome(spec.env);
-    this.markerEnv = own ? spec.env : undefined;
-    this.leftovers = own && markerDir(spec.env) !== undefined ? [] : mountPointCandidates(sandbox);
+  /**
+   * The sandboxed launch (the server's one backend choice, issue 39): `serve`'s launch path (./sandbox.ts
+   * `execLaunch`: bubblewrap or sandbox-exec started directly, its fds placed at spawn) when the process starts with
+   * fds besides its stdio (under the guard, or with pipes), else our helper; with what the call leaves to check or
+   * give back after it.
+   */
+  private sandboxedLaunch(spec: StartSpec, sandbox: ExecSandbox, guard: boolean): { argv: string[]; argv0: string | undefined } {
+    const { call, launch } = execLaunchFor(sandbox, spec.env, spec.cwd, guard || !spec.tty, spec.argv);
+    this.sandboxLaunch = launch;
+    ({ markerEnv: this.markerEnv, leftovers: this.leftovers } = helperLeftovers(launch, spec.env, sandbox));
     try {
       this.git = GitCheck.take(execGitGuard(), call.writable(), call.enforcement === "landlock", `process ${this.id}`);
     } catch (e) {
+      launch.closeFds();
+      launch.release();
       throw rpcError(RPC.INTERNAL, `cannot record the git control state to protect it: ${(e as Error).message}`);
     }
-    return { argv, argv0: undefined };
+    return { argv: launch.argv, argv0: undefined };
   }
 
   /**
@@ -234,13 +244,15 @@ export class ManagedProcess {
     let status: [number, number] | undefined;
     let pty: libc.PtyPair | undefined;
     try {
-      const env = isSelfExe(argv[0]) ? envForSelf(spec.env) : spec.env;
+      // A sandboxed program never gets the variables that would make this executable the bun CLI (as under our helper).
+      const env = isSelfExe(argv[0]) || spec.sandbox !== undefined ? envForSelf(spec.env) : spec.env;
       // Under the guard a terminal is our own (the guard makes it its controlling terminal: Bun's pty spawn keeps
       // the terminal's other end open until the process it started ends, and the guard may outlive the program by
       // far, so Bun's terminal would reach EOF only once every leftover had ended).
       if (spec.tty && guard) pty = this.openTerminal();
       const stdio: (number | "ignore" | "pipe")[] =
         pty !== undefined ? [pty.slave, pty.slave, pty.slave] : [spec.pipeStdin ? "pipe" : "ignore", "pipe", "pipe"];
+      if (this.sandboxLaunch !== undefined) placeFds(stdio, this.sandboxLaunch.fds);
       try {
         if (guard) {
           status = libc.pipe2(libc.SOCK.SOCK_CLOEXEC);
@@ -425,6 +437,7 @@ export class ManagedProcess {
     // Without markers (no CODEX_HOME folder), the paths that were missing at the start and are empty now go.
     if (this.markerEnv !== undefined && this.leftovers.length === 0) sweepMountMarkers(this.markerEnv);
     else if (this.leftovers.length > 0) removeLeftoverMountPoints(this.leftovers);
+    this.sandboxLaunch?.release(); // a direct launch's: the sandbox (bwrap's pid namespace) has ended with its program
     // Everything it started has ended (its cgroup is empty, or without cgroups the process exited): check now and
     // say what was undone on its output, before `process/closed`. Else when the cgroup empties (terminate, expiry).
     const report = this.cgroup === undefined || this.othersInCgroup() === 0 ? this.checkGit() : "";
@@ -580,14 +593,5 @@ export class ManagedProcess {
     this.cgroup = undefined;
     if (cg === undefined) this.checkGit();
     else void cg.dispose().finally(() => this.checkGit());
-  }
-}
-
-/** Whether `env` names this server's own CODEX_HOME (where its helpers record their mount points). */
-function sameCodexHome(env: Record<string, string | undefined>): boolean {
-  try {
-    return resolveCodexHome(env) === codexHome();
-  } catch {
-    return false;
   }
 }

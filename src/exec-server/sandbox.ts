@@ -11,8 +11,11 @@
  */
 import { existsSync, lstatSync, mkdirSync, readdirSync, rmdirSync, statSync } from "node:fs";
 import { join, resolve } from "node:path";
-import { IS_COMPILED, selfExecCommand, selfExePath } from "../self.ts";
+import { IS_COMPILED, isSelfExe, selfExecCommand, selfExePath } from "../self.ts";
 import type { CallSandbox } from "../sandbox/backend.ts";
+import { openSelfExe } from "../sandbox/linux/bwrap.ts";
+import { bytesPipe } from "../sandbox/linux/run.ts";
+import * as libc from "../../ffi/libc.ts";
 import type { GitGuard } from "../sandbox/git/guard.ts";
 import { hostGitGuard } from "../shell/git-guard.ts";
 import { resolveCodexHome } from "../execpolicy/discovery.ts";
@@ -21,6 +24,7 @@ import { ShellmcpError } from "../errors.ts";
 import { parsePermissionProfile, type PermissionProfile } from "../sandbox/permission-profile.ts";
 import { planPermissionProfile, summarySandboxPolicy } from "../sandbox/filesystem-plan.ts";
 import { hasFullDiskWrite, hasFullNetwork, parseSandboxPolicy, type SandboxPolicy } from "../sandbox/policy.ts";
+import { markerDir } from "../sandbox/linux/mount-markers.ts";
 import { PROTECTED_NAMES, setProtectedConfigDirs } from "../sandbox/protected-config.ts";
 import { writeStderr } from "../stderr.ts";
 import { decodePath, invalidParams, paramsObject, rpcError, RPC } from "./rpc.ts";
@@ -164,20 +168,29 @@ export function execGitGuard(): GitGuard {
 
 /**
  * The sandbox of one process or fs operation under `sb`: the server's {@link BackendChoice} asked as `serve` asks it
- * (issue 39, "one launch path"), with `env` the child's environment. Throws −32600 "failed to prepare sandbox: …"
- * when it cannot be enforced.
+ * (issue 39, "one launch path"), with `env` the child's environment. `workdir`: the folder the process starts in
+ * (default the sandbox's cwd; bubblewrap keeps the `.git` of its repository read-only). `direct`: whether the launch
+ * may start bubblewrap or sandbox-exec directly with fds besides 0–2 (a `process/start` under the lifeline guard,
+ * {@link execLaunchFor}); else our helper is started (the fs helper, which passes only stdio). Throws −32600 "failed
+ * to prepare sandbox: …" when it cannot be enforced.
  */
-export function callSandboxFor(sb: ExecSandbox, env: Record<string, string | undefined>): CallSandbox {
+export function callSandboxFor(
+  sb: ExecSandbox,
+  env: Record<string, string | undefined>,
+  opts: { workdir?: string; direct?: boolean } = {},
+): CallSandbox {
   choice ??= new BackendChoice("auto");
   ensureProtectedHome();
   const call = choice.forCall(
     { policy: sb.policy, profile: sb.profile, sandboxCwd: sb.cwd, useBwrap: false, useLegacyLandlock: false },
-    sb.cwd,
+    opts.workdir ?? sb.cwd,
     {
       platform: process.platform,
       helperExe: IS_COMPILED && process.platform === "linux" ? selfExePath() : selfExecCommand()[0]!,
       env,
-      direct: false,
+      // `inherit` keeps our helper (its `--inherit-pid-namespace`): bubblewrap started directly unshares the pid
+      // namespace, and without one, processes could outlive bwrap on mount points given back at the process's close.
+      direct: opts.direct === true && !inheritPidNamespace,
     },
   );
   if ("refused" in call) throw rpcError(RPC.INVALID_REQUEST, `failed to prepare sandbox: ${call.refused}`);
@@ -186,15 +199,92 @@ export function callSandboxFor(sb: ExecSandbox, env: Record<string, string | und
 
 /** argv that runs `command` under `call` through our `codex-linux-sandbox` role (the backend the server chose). */
 export function sandboxedArgv(call: CallSandbox, command: string[]): string[] {
-  const launch = call.launch({ shellPath: "", login: false, command: "", wrapperPath: "", program: command });
-  const argv = [...launch.argv];
-  // Our helper's role flag comes first (../sandbox/linux/backend.ts `helperCommand`); Codex's pid-namespace flag after it.
-  if (inheritPidNamespace) argv.splice(argv.indexOf("--codex-run-as-linux-sandbox") + 1, 0, "--inherit-pid-namespace");
+  return withPidNamespaceFlag(call.launch({ ...PROGRAM_SHELL, program: command }).argv);
+}
+
+/** A {@link ShellCommand} that starts `program` (set by the caller) instead of a shell. */
+const PROGRAM_SHELL = { shellPath: "", login: false, command: "", wrapperPath: "" };
+
+/** `argv` with Codex's pid-namespace flag after our helper's role flag (../sandbox/linux/backend.ts `helperCommand`). */
+function withPidNamespaceFlag(launchArgv: readonly string[]): string[] {
+  const argv = [...launchArgv];
+  const role = argv.indexOf("--codex-run-as-linux-sandbox");
+  if (inheritPidNamespace && role >= 0) argv.splice(role + 1, 0, "--inherit-pid-namespace");
   return argv;
 }
 
+/**
+ * How one sandboxed process starts (see {@link execLaunch}): its argv, whether that is our helper, the fds to place
+ * in the spawned process (`[fd number in it, fd here]`, as ../shell/spawn-plan.ts `spawnPlan` places them), and what
+ * to give back.
+ */
+export interface ExecLaunch {
+  argv: string[];
+  /** Our Bun helper (`codex-linux-sandbox`) starts the sandbox: it makes and gives back its mount points itself. */
+  helper: boolean;
+  fds: [number, number][];
+  /** Close this process's copies of the fds only it holds (the seccomp program or plan pipe), once spawned. Idempotent. */
+  closeFds: () => void;
+  /** Give back what the launch made on the host (bubblewrap's mount points), once the sandbox has ended. Idempotent. */
+  release: () => void;
+}
+
+/**
+ * The sandbox and launch of `command` under `sb` (issue 40: serve's launch path, no Bun start): with `direct`,
+ * bubblewrap started directly with its seccomp program at an fd (`--seccomp FD`), or sandbox-exec reading the plan
+ * from an fd under Landlock; our helper where only it can run the plan, where `direct` is false, and where the
+ * direct launch cannot be made here (a replaced executable, a plan larger than a pipe holds): the helper then
+ * fails the process with its reason on stderr, as before. `env`, `workdir`: as {@link callSandboxFor}, whose
+ * errors it throws; nothing is left held when it throws.
+ */
+export function execLaunchFor(
+  sb: ExecSandbox,
+  env: Record<string, string | undefined>,
+  workdir: string,
+  direct: boolean,
+  command: string[],
+): { call: CallSandbox; launch: ExecLaunch } {
+  const call = callSandboxFor(sb, env, { workdir, direct });
+  try {
+    return { call, launch: execLaunch(call, command) };
+  } catch (e) {
+    if (!direct || !(e instanceof ShellmcpError && e.code === "SANDBOX_UNAVAILABLE")) throw e;
+  }
+  const viaHelper = callSandboxFor(sb, env, { workdir, direct: false });
+  return { call: viaHelper, launch: execLaunch(viaHelper, command) };
+}
+
+/** {@link execLaunchFor}'s launch under `call`. Throws `SANDBOX_UNAVAILABLE` (with nothing held) when it cannot be made. */
+function execLaunch(call: CallSandbox, command: string[]): ExecLaunch {
+  const launch = call.launch({ ...PROGRAM_SHELL, program: command });
+  let released = false;
+  const release = () => {
+    if (released) return;
+    released = true;
+    launch.release?.();
+  };
+  const fds: [number, number][] = (launch.fds ?? []).map(([at, fd]) => [at, fd]);
+  let owned: number | undefined;
+  try {
+    if (launch.seccomp !== undefined) {
+      owned = bytesPipe(launch.seccomp.program);
+      fds.push([launch.seccomp.fd, owned]);
+    }
+    const self = launch.selfExeFd !== undefined ? openSelfExe() : undefined;
+    if (self !== undefined) fds.push([launch.selfExeFd!, self]);
+  } catch (e) {
+    release();
+    throw e;
+  }
+  const closeFds = () => {
+    if (owned !== undefined) libc.closeQuiet(owned);
+    owned = undefined;
+  };
+  return { argv: withPidNamespaceFlag(launch.argv), helper: isSelfExe(launch.argv[0]), fds, closeFds, release };
+}
+
 /** Paths where the sandbox may create an empty mount point, that do not exist now (to remove afterwards). */
-export function mountPointCandidates(sb: ExecSandbox): string[] {
+function mountPointCandidates(sb: ExecSandbox): string[] {
   const roots = sb.policy.type === "workspace-write" ? [...sb.policy.writable_roots, sb.cwd] : [sb.cwd];
   const out: string[] = [];
   for (const r of new Set(roots)) for (const n of MOUNT_POINT_NAMES) if (!existsSync(join(r, n))) out.push(join(r, n));
@@ -213,5 +303,40 @@ export function removeLeftoverMountPoints(candidates: string[]): void {
     } catch {
       // gone, or not ours
     }
+  }
+}
+
+/**
+ * What a process's end must clean up after our helper (./process.ts `maybeClose`), which records its mount points in
+ * the CODEX_HOME of the process's environment (it may not be ours) and cannot give them back when killed with the
+ * process: `markerEnv`, that environment when it names this server's own CODEX_HOME (only that one is swept by marker:
+ * the environment comes from the client, and a marker folder it names elsewhere could be one a sandbox wrote), and
+ * without markers the missing paths a killed helper may leave as empty mount points (`leftovers`). Nothing for a
+ * direct launch: its mount points are this server's own (in its markers), given back by {@link ExecLaunch.release}.
+ */
+export function helperLeftovers(
+  launch: ExecLaunch,
+  env: Record<string, string | undefined>,
+  sb: ExecSandbox,
+): { markerEnv: Record<string, string | undefined> | undefined; leftovers: string[] } {
+  if (!launch.helper) return { markerEnv: undefined, leftovers: [] };
+  const own = sameCodexHome(env);
+  return { markerEnv: own ? env : undefined, leftovers: own && markerDir(env) !== undefined ? [] : mountPointCandidates(sb) };
+}
+
+/** Place `fds` (`[fd number in the child, fd here]`) in a spawn's `stdio`, "ignore" before them (as ../shell/spawn-plan.ts). */
+export function placeFds(stdio: (number | "ignore" | "pipe")[], fds: readonly (readonly [number, number])[]): void {
+  for (const [at, fd] of fds) {
+    for (let i = 0; i < at; i++) stdio[i] ??= "ignore";
+    stdio[at] = fd;
+  }
+}
+
+/** Whether `env` names this server's own CODEX_HOME (where its helpers record their mount points). */
+function sameCodexHome(env: Record<string, string | undefined>): boolean {
+  try {
+    return resolveCodexHome(env) === codexHome();
+  } catch {
+    return false;
   }
 }

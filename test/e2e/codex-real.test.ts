@@ -25,7 +25,8 @@ import {
 } from "../helpers/responses-mock.ts";
 import { shellsMissing } from "../helpers/shells.ts";
 import { skipWithout } from "../helpers/prereq.ts";
-import { npmInstallCommand, npmRegistry, npmScenarioMissing } from "../clients/common.ts";
+import { freePort, npmInstallCommand, npmRegistry, npmScenarioMissing, sessionId } from "../clients/common.ts";
+import { probeBwrap } from "../../src/sandbox/linux/bwrap.ts";
 
 const TRIPLE = process.arch === "arm64" ? "aarch64-unknown-linux-musl" : "x86_64-unknown-linux-musl";
 /** Codex 0.97's linux build: the npm package bundles every platform (`npm:@openai/codex@0.97.0` under this alias). */
@@ -64,6 +65,8 @@ interface Scenario {
    * scenario's own block), and `serve` behind test/clients/common.ts `npmRegistry`'s prefix (a stand-in registry).
    */
   npm?: boolean;
+  /** More MCP tool calls of the stand-in model after the first (`shell` with {@link args}), one per turn. */
+  more?: (p: { proj: string }) => { tool: string; args: Record<string, unknown> }[];
 }
 
 interface Outcome {
@@ -75,6 +78,8 @@ interface Outcome {
   exitCode: number;
   stdout: string;
   stderr: string;
+  /** What the model received for each of {@link Scenario.more}'s calls. */
+  outputs: string[];
   /** The npm scenario's package name and its registry's request log. */
   npmPackage?: string;
   registryLog?: string;
@@ -123,8 +128,10 @@ async function run(s: Scenario): Promise<Outcome> {
   if (s.rules !== undefined) writeFileSync(join(home, "rules", "test.rules"), s.rules);
   const reg = s.npm === true ? npmRegistry({ base, proj, home: base, codexHome: home, outside }) : undefined;
   const args = s.args({ proj, outside, npmPackage: reg?.name });
+  const more = s.more?.({ proj }) ?? [];
   const mock = new ResponsesMock([
     (req) => (offersMcpServer(req, "shell") ? mcpToolCall(req, "shell", "shell", args) : finalMessage("the shell tool was not offered")),
+    ...more.map((c, i) => (req: ResponsesRequest) => mcpToolCall(req, "shell", c.tool, c.args, `call_${i + 1}`)),
     () => finalMessage("done"),
   ]);
   mocks.push(mock);
@@ -170,8 +177,23 @@ async function run(s: Scenario): Promise<Outcome> {
   mock.stop();
   const next = mock.requests[1];
   const output = next === undefined ? "" : (functionCallOutput(next) ?? "");
+  const outputs = more.map((_, i) => {
+    const req = mock.requests[i + 2];
+    return req === undefined ? "" : (functionCallOutput(req, `call_${i + 1}`) ?? "");
+  });
   if (output === "") console.warn(`codex exec (${exitCode}) stderr:\n${stderr.slice(-3000)}`);
-  return { proj, outside, output, requests: mock.requests, exitCode, stdout, stderr, npmPackage: reg?.name, registryLog: reg?.log() };
+  return {
+    proj,
+    outside,
+    output,
+    outputs,
+    requests: mock.requests,
+    exitCode,
+    stdout,
+    stderr,
+    npmPackage: reg?.name,
+    registryLog: reg?.log(),
+  };
 }
 
 const RULES = `
@@ -316,6 +338,38 @@ function scenarios(line: "0.169" | "0.97", codexPath: () => string): void {
       expect(existsSync(join(o.proj, "..", ".npm", "_cacache"))).toBe(true);
     },
     150_000,
+  );
+
+  test.skipIf(!probeBwrap(true).ok)(
+    "a dev server started by exec_command answers the next shell call with the network off (one loopback network per server, issue 41), and ends with the client",
+    async () => {
+      const port = freePort();
+      const o = await run({
+        codex: codex(),
+        sandbox: "workspace-write",
+        args: ({ proj }) => ({ command: "echo first", workdir: proj, login: false }),
+        more: ({ proj }) => [
+          {
+            tool: "exec_command",
+            args: { cmd: `python3 -m http.server ${port} --bind 127.0.0.1`, workdir: proj, login: false, yield_time_ms: 1500 },
+          },
+          {
+            tool: "shell",
+            args: {
+              command: `for i in 1 2 3 4 5; do curl -sS http://127.0.0.1:${port}/README && break; sleep 0.5; done`,
+              workdir: proj,
+              login: false,
+            },
+          },
+        ],
+      });
+      expect(o.output).toContain("first");
+      expect(sessionId(o.outputs[0])).toBeNumber();
+      expect(o.outputs[1]).toContain("hello");
+      await Bun.sleep(500);
+      expect(processesWith(`http.server ${port}`)).toEqual([]);
+    },
+    120_000,
   );
 
   test("a timeout kills the whole command, background jobs included: nothing is left running", async () => {

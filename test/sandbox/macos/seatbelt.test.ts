@@ -130,31 +130,34 @@ describe("sandbox macos CLI (platform injected)", () => {
     async () => {
       mkdirSync(macSame!, { recursive: true });
       const base = mkdtempSync(join(macSame!, "sb-macos-"));
-      afterAll(() => rmSync(base, { recursive: true, force: true }));
-      const ws = join(base, "ws");
-      const codexHome = join(base, "codex-home");
-      mkdirSync(codexHome, { recursive: true });
-      const sub = join(ws, "vendor", "lib");
-      mkdirSync(sub, { recursive: true });
-      hostGit(sub, "init", "-q", "-b", "main");
-      const config = readFileSync(join(sub, ".git", "config"), "utf8");
-      const policy = JSON.stringify({ type: "workspace-write", exclude_slash_tmp: true, exclude_tmpdir_env_var: true });
-      const plant = async () => {
-        writeFileSync(join(sub, ".git", "hooks", "pre-commit"), "#!/bin/sh\ntouch /tmp/pwned\n", { mode: 0o755 });
-        appendFileSync(join(sub, ".git", "config"), "[core]\n\tfsmonitor = touch /tmp/pwned\n");
-        return 0;
-      };
-      // What Seatbelt lets the command write (the policy text): the nested repository's .git is not excluded.
-      const t0 = host("darwin", { cwd: ws, codexHome });
-      await sandboxMacosCli(["true"], { addDir: [], policy }, t0.h);
-      expect(t0.calls[0]!.argv.join(" ")).not.toContain("vendor/lib/.git");
-      // Stands in for a command under Seatbelt writing what the policy lets it.
-      const t = host("darwin", { cwd: ws, codexHome, run: plant });
-      expect(await sandboxMacosCli(["true"], { addDir: [], policy }, t.h)).toBe(0);
-      expect(existsSync(join(sub, ".git", "hooks", "pre-commit"))).toBe(false);
-      expect(readFileSync(join(sub, ".git", "config"), "utf8")).toBe(config);
-      expect(t.err()).toContain("pre-commit");
-      expect(t.err()).toContain(".git/config");
+      try {
+        const ws = join(base, "ws");
+        const codexHome = join(base, "codex-home");
+        mkdirSync(codexHome, { recursive: true });
+        const sub = join(ws, "vendor", "lib");
+        mkdirSync(sub, { recursive: true });
+        hostGit(sub, "init", "-q", "-b", "main");
+        const config = readFileSync(join(sub, ".git", "config"), "utf8");
+        const policy = JSON.stringify({ type: "workspace-write", exclude_slash_tmp: true, exclude_tmpdir_env_var: true });
+        const plant = async () => {
+          writeFileSync(join(sub, ".git", "hooks", "pre-commit"), "#!/bin/sh\ntouch /tmp/pwned\n", { mode: 0o755 });
+          appendFileSync(join(sub, ".git", "config"), "[core]\n\tfsmonitor = touch /tmp/pwned\n");
+          return 0;
+        };
+        // What Seatbelt lets the command write (the policy text): the nested repository's .git is not excluded.
+        const t0 = host("darwin", { cwd: ws, codexHome });
+        await sandboxMacosCli(["true"], { addDir: [], policy }, t0.h);
+        expect(t0.calls[0]!.argv.join(" ")).not.toContain("vendor/lib/.git");
+        // Stands in for a command under Seatbelt writing what the policy lets it.
+        const t = host("darwin", { cwd: ws, codexHome, run: plant });
+        expect(await sandboxMacosCli(["true"], { addDir: [], policy }, t.h)).toBe(0);
+        expect(existsSync(join(sub, ".git", "hooks", "pre-commit"))).toBe(false);
+        expect(readFileSync(join(sub, ".git", "config"), "utf8")).toBe(config);
+        expect(t.err()).toContain("pre-commit");
+        expect(t.err()).toContain(".git/config");
+      } finally {
+        rmSync(base, { recursive: true, force: true });
+      }
     },
   );
 
