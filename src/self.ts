@@ -11,7 +11,7 @@
  * before any file on disk (checked: a planted `/$bunfs/root/…` or `./escalate/worker.ts` is never loaded).
  */
 
-import { existsSync } from "node:fs";
+import { existsSync, openSync } from "node:fs";
 import { homedir } from "node:os";
 import { isAbsolute } from "node:path";
 
@@ -111,4 +111,23 @@ export function userHome(): string {
   } catch {
     return "/"; // no HOME and no passwd entry (ENOENT … uv_os_homedir)
   }
+}
+
+let selfExeFd: number | undefined;
+
+/**
+ * A read-only fd of the file this process runs (`/proc/self/exe`: the genuine executable even when its path has
+ * since been replaced), opened once and kept (close-on-exec): given to bubblewrap as `--ro-bind-fd` so the inner
+ * stage inside the sandbox is that file (src/sandbox/linux/bwrap.ts `planBwrap`), and to a lifeline guard as
+ * `--exec-fd`. Undefined where it cannot be opened (no /proc: not Linux).
+ */
+export function openSelfExe(): number | undefined {
+  if (selfExeFd === undefined) {
+    try {
+      selfExeFd = openSync("/proc/self/exe", "r");
+    } catch {
+      return undefined;
+    }
+  }
+  return selfExeFd;
 }

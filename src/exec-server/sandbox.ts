@@ -11,10 +11,9 @@
  */
 import { existsSync, lstatSync, mkdirSync, readdirSync, rmdirSync, statSync } from "node:fs";
 import { join, resolve } from "node:path";
-import { IS_COMPILED, isSelfExe, selfExecCommand, selfExePath } from "../self.ts";
+import { IS_COMPILED, isSelfExe, openSelfExe, selfExecCommand, selfExePath } from "../self.ts";
 import type { CallSandbox } from "../sandbox/backend.ts";
-import { openSelfExe } from "../sandbox/linux/bwrap.ts";
-import { bytesPipe } from "../sandbox/linux/run.ts";
+import { bytesPipe } from "../sandbox/bytes-pipe.ts";
 import * as libc from "../../ffi/libc.ts";
 import type { GitGuard } from "../sandbox/git/guard.ts";
 import { hostGitGuard } from "../shell/git-guard.ts";

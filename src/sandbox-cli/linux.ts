@@ -80,7 +80,7 @@ export async function sandboxLinuxCli(
     return 2;
   }
   const { runSandboxed } = await import("../sandbox/linux/run.ts");
-  const { SANDBOX_FAILURE_EXIT } = await import("../sandbox/linux/in-process.ts");
+  const { SANDBOX_FAILURE_EXIT } = await import("../sandbox/backend.ts");
   let policy: SandboxPolicy;
   try {
     if (command.length === 0) throw new ShellmcpError("USAGE", "no command given (usage: shellmcp sandbox linux [options] -- CMD...)");
@@ -138,7 +138,7 @@ async function runOnLaunchPath(
   const { BackendChoice } = await import("../shell/backend-choice.ts");
   const { hostGitGuard } = await import("../shell/git-guard.ts");
   const { GitCheck } = await import("../sandbox/git/call-check.ts");
-  const { SANDBOX_FAILURE_EXIT } = await import("../sandbox/linux/in-process.ts");
+  const { SANDBOX_FAILURE_EXIT } = await import("../sandbox/backend.ts");
   const { IS_COMPILED, selfExecCommand, selfExePath, envForSelf } = await import("../self.ts");
   const codexHome = resolveCodexHome();
   const cwd = process.cwd();
@@ -213,7 +213,7 @@ async function runProxied(command: string[], policy: SandboxPolicy, network: Net
   const { bridgePair, NAMESPACE_PORTS, PROXY_BRIDGE_FD, receiveNamespaceListeners } = await import("../network/bridge.ts");
   const { proxyEnvironment } = await import("../network/env.ts");
   const { probeBwrap, selfHelperCommand } = await import("../sandbox/linux/bwrap.ts");
-  const { SANDBOX_FAILURE_EXIT } = await import("../sandbox/linux/in-process.ts");
+  const { SANDBOX_FAILURE_EXIT } = await import("../sandbox/backend.ts");
 
   const { closeQuiet } = await import("../../ffi/libc.ts");
   const requested = o.backend ?? "auto";

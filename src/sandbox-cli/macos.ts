@@ -22,7 +22,7 @@ import { BackendChoice } from "../shell/backend-choice.ts";
 import { hostGitGuard } from "../shell/git-guard.ts";
 import { GitCheck } from "../sandbox/git/call-check.ts";
 import { resolveCodexHome } from "../execpolicy/discovery.ts";
-import { SANDBOX_FAILURE_EXIT } from "../sandbox/linux/in-process.ts";
+import { SANDBOX_FAILURE_EXIT } from "../sandbox/backend.ts";
 
 /** Options as commander parses them. */
 export interface MacosCliOptions extends SandboxCliOptions {

@@ -70,6 +70,12 @@ export interface Launch {
   release?: () => void;
 }
 
+/**
+ * Exit status of a command whose sandbox cannot be applied, on every platform (Codex's Linux helper panics with 101;
+ * shellmcp's helper, a call refused before its shell starts and `sandbox macos` report the same).
+ */
+export const SANDBOX_FAILURE_EXIT = 101;
+
 /** Which backend confines a call. */
 export type BackendKind = "bwrap" | "landlock" | "codex-helper" | "seatbelt" | "none";
 

@@ -63,3 +63,18 @@ export function symlinksOnTheWay(p: string): string[] {
 export function isUnder(path: string, root: string): boolean {
   return path === root || path.startsWith(root.endsWith(sep) ? root : root + sep);
 }
+
+/**
+ * Whether `path` is a real folder (`dir`) or regular file owned by `uid` that neither group nor others can write:
+ * not a symlink (lstat), false when it cannot be stat'ed. A folder of this process's own state (a cache, a cgroup,
+ * mount markers) is trusted only then.
+ */
+export function ownedAndPrivate(path: string, uid: number, dir: boolean): boolean {
+  try {
+    const st = lstatSync(path);
+    if (st.isSymbolicLink() || (dir ? !st.isDirectory() : !st.isFile())) return false;
+    return st.uid === uid && (st.mode & 0o022) === 0;
+  } catch {
+    return false;
+  }
+}

@@ -9,7 +9,7 @@ import type { EscalationServer } from "../escalate/server.ts";
 import type { Launch } from "../sandbox/backend.ts";
 import type { RoomSpec } from "../escalate/rooms/plan.ts";
 import type { FilesystemPlan } from "../sandbox/filesystem-plan.ts";
-import { SANDBOX_FAILURE_EXIT } from "../sandbox/linux/in-process.ts";
+import { SANDBOX_FAILURE_EXIT } from "../sandbox/backend.ts";
 import { refusalReport } from "../network/proxy.ts";
 import { roomGrantProxies } from "../escalate/rooms/grants.ts";
 import { failIfInjected } from "../fault-injection.ts";

@@ -21,7 +21,7 @@ import { appendFileSync, existsSync, mkdirSync, readdirSync, readFileSync, renam
 import { join } from "node:path";
 import * as libc from "../../ffi/libc.ts";
 import { log } from "../log.ts";
-import { ownedAndPrivate } from "../sandbox/linux/bwrap-probe-cache.ts";
+import { ownedAndPrivate } from "../sandbox/paths.ts";
 import { readUntrustedText } from "../untrusted-fs.ts";
 
 /** Where this process's cgroup v2 lives, or why it cannot have children. */

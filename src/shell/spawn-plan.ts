@@ -6,12 +6,11 @@
  */
 import { INTERCEPT_ENV_VAR, PROTOCOL_ENV_VARS } from "../escalate/protocol/wire.ts";
 import { hasFullNetwork, type SandboxPolicy } from "../sandbox/policy.ts";
-import { openSelfExe } from "../sandbox/linux/bwrap.ts";
-import { bytesPipe } from "../sandbox/linux/run.ts";
+import { bytesPipe } from "../sandbox/bytes-pipe.ts";
 import { PROXY_BRIDGE_FD } from "../network/bridge.ts";
 import { EXEC_FD, GUARD_ARGV0, guardedArgv, LIFELINE_FD, lifelineProblem, lifelineReadFd, selfExecFd } from "../sandbox/linux/lifeline.ts";
 import { failIfInjected } from "../fault-injection.ts";
-import { envForSelf, isSelfExe } from "../self.ts";
+import { envForSelf, isSelfExe, openSelfExe } from "../self.ts";
 import { TRACE_STEPS, traceStep } from "../trace-steps.ts";
 import type { Acquired } from "./call-acquire.ts";
 import type { CallResources, OwnedFd } from "./call-resources.ts";

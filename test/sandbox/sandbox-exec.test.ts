@@ -10,7 +10,7 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, readlinkSync, realpathSync, rmSync } from "node:fs";
 import { readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { bytesPipe } from "../../src/sandbox/linux/run.ts";
+import { bytesPipe } from "../../src/sandbox/bytes-pipe.ts";
 import * as libc from "../../ffi/libc.ts";
 import { parseSandboxPolicy } from "../../src/sandbox/policy.ts";
 import { encodeExecPlan, planLandlockExec, PLAN_HEADER_BYTES, type ExecPlan } from "../../src/sandbox/linux/sandbox-exec.ts";

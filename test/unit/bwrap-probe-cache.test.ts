@@ -6,7 +6,8 @@
 import { describe, expect, test } from "bun:test";
 import { chmodSync, mkdirSync, mkdtempSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { ownedAndPrivate, probeCacheDir, probeKey } from "../../src/sandbox/linux/bwrap-probe-cache.ts";
+import { probeCacheDir, probeKey } from "../../src/sandbox/linux/bwrap-probe-cache.ts";
+import { ownedAndPrivate } from "../../src/sandbox/paths.ts";
 import { RUN_TMP } from "../helpers/test-dirs.ts";
 
 const me = process.getuid!();

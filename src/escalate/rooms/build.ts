@@ -30,7 +30,7 @@ import { hiddenPathsFlag } from "../../sandbox/secrets.ts";
 import * as libc from "../../../ffi/libc.ts";
 import { bwrapMounts, selfHelperCommand } from "../../sandbox/linux/bwrap.ts";
 import { releaseBwrapPlan } from "../../sandbox/linux/mount-points.ts";
-import { bytesPipe } from "../../sandbox/linux/run.ts";
+import { bytesPipe } from "../../sandbox/bytes-pipe.ts";
 import { buildFilter } from "../../sandbox/linux/seccomp.ts";
 
 /** fd number of the seccomp program (a pipe bwrap reads with `--seccomp`) in a bubblewrap room without network. */

@@ -18,8 +18,8 @@ import {
   type SandboxBackend,
   type ShellCommand,
 } from "../backend.ts";
-import { selfExePath } from "../../self.ts";
-import { findBwrap, openSelfExe, planBwrap } from "./bwrap.ts";
+import { openSelfExe, selfExePath } from "../../self.ts";
+import { findBwrap, planBwrap } from "./bwrap.ts";
 import { releaseBwrapPlan } from "./mount-points.ts";
 import { joinLoopbackArgv, serverLoopback } from "./loopback-net.ts";
 import { refuseOversizeHelper } from "./exec-limits.ts";

@@ -17,6 +17,7 @@
  */
 import { lstatSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { isAbsolute, join } from "node:path";
+import { ownedAndPrivate } from "../paths.ts";
 
 /** File name inside the runtime folder. */
 const CACHE_FILE = "bwrap-probe.json";
@@ -60,17 +61,6 @@ export function xdgRuntimeDir(uid: number, env: Record<string, string | undefine
 export function probeCacheDir(uid: number, env: Record<string, string | undefined> = process.env): string | undefined {
   if (disabled(env)) return undefined;
   return runtimeDir(uid, env);
-}
-
-/** Whether `path` is a real folder (or file) owned by `uid` that neither group nor others can write. */
-export function ownedAndPrivate(path: string, uid: number, dir: boolean): boolean {
-  try {
-    const st = lstatSync(path);
-    if (st.isSymbolicLink() || (dir ? !st.isDirectory() : !st.isFile())) return false;
-    return st.uid === uid && (st.mode & 0o022) === 0;
-  } catch {
-    return false;
-  }
 }
 
 /** Cache key for bwrap at `path` (stat'ed) and the network setting; undefined when it cannot be computed. */

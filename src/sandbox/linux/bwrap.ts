@@ -4,7 +4,7 @@
  * of ./bwrap-mounts.ts — writable roots, read-only re-binds, denied paths — then namespaces, the seccomp program or
  * our inner stage), with the host-side mount points it needs ({@link releaseBwrapPlan}). Launching it is in ./run.ts.
  */
-import { existsSync, openSync, readFileSync, readlinkSync } from "node:fs";
+import { existsSync, readFileSync, readlinkSync } from "node:fs";
 import { ShellmcpError } from "../../errors.ts";
 import { IS_COMPILED, selfCommand, selfExecCommand } from "../../self.ts";
 import { forgetProbe, probedFullStrength, probeKey, rememberFullStrength } from "./bwrap-probe-cache.ts";
@@ -140,24 +140,6 @@ function underSeccompFilter(): boolean {
   }
 }
 
-let selfExeFd: number | undefined;
-
-/**
- * A read-only fd of the file this process runs (`/proc/self/exe`: the genuine executable even when its path has
- * since been replaced), opened once and kept (close-on-exec): given to bubblewrap as `--ro-bind-fd` so the inner
- * stage inside the sandbox is that file ({@link planBwrap}). Undefined where it cannot be opened (no /proc).
- */
-export function openSelfExe(): number | undefined {
-  if (selfExeFd === undefined) {
-    try {
-      selfExeFd = openSync("/proc/self/exe", "r");
-    } catch {
-      return undefined;
-    }
-  }
-  return selfExeFd;
-}
-
 /**
  * The command that starts this binary as the Linux sandbox helper, whatever it is called: by its path for a command
  * run inside a sandbox (`from: "inside"`, the default: bwrap's inner stage), or as the file this process runs for a
@@ -192,7 +174,7 @@ export interface BwrapPlan {
 export interface PlanOptions {
   /** fd number from which bwrap reads a direct plan's seccomp program (`--seccomp FD`). */
   seccompFd?: number;
-  /** fd number of a read-only fd of this executable (`--ro-bind-fd`, {@link openSelfExe}). */
+  /** fd number of a read-only fd of this executable (`--ro-bind-fd`, src/self.ts `openSelfExe`). */
   selfFd?: number;
   /**
    * The caller can start bwrap inside the server's loopback network (./loopback-net.ts): a network-off, proxy-less,
@@ -279,7 +261,7 @@ function finishPlan(
     return { argv, created, tempDirs, direct: true, seccomp, ...(loopback ? { loopback: true } : {}) };
   }
   // The inner stage is this executable, found by its path inside the sandbox's view. With `selfFd` (an fd of the
-  // file this process runs, {@link openSelfExe}) that path shows the genuine file, bound over whatever lies there
+  // file this process runs, src/self.ts `openSelfExe`) that path shows the genuine file, bound over whatever lies there
   // now: a file an earlier call put at the executable's path never runs as the stage that installs the filter.
   // bwrap binds by the fd's path, so a genuine file whose path was replaced or removed cannot be bound: refused
   // with what to do (closed), never run from the path.

@@ -34,7 +34,8 @@ import { planPermissionProfile, summarySandboxPolicy } from "../filesystem-plan.
 import { parseSandboxPolicy, type SandboxPolicy } from "../policy.ts";
 import { setProtectedConfigDirs } from "../protected-config.ts";
 import { parseHiddenPaths, setHiding, type HiddenPaths } from "../secrets.ts";
-import { innerStage, SANDBOX_FAILURE_EXIT, type Backend } from "./in-process.ts";
+import { SANDBOX_FAILURE_EXIT } from "../backend.ts";
+import { innerStage, type Backend } from "./in-process.ts";
 import { runSandboxed } from "./run.ts";
 
 /** Usage-error exit status. */

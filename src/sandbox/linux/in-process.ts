@@ -29,9 +29,6 @@ import { sendNamespaceListeners } from "../../network/bridge.ts";
 /** Backend names. */
 export type Backend = "auto" | "bwrap" | "landlock";
 
-/** Exit status when the sandbox cannot be applied (Codex's helper panics with 101). */
-export const SANDBOX_FAILURE_EXIT = 101;
-
 /** What to run. */
 export interface SandboxRun {
   policy: SandboxPolicy;

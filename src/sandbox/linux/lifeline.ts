@@ -18,9 +18,8 @@
  */
 import * as libc from "../../../ffi/libc.ts";
 import { ShellmcpError } from "../../errors.ts";
-import { openSelfExe } from "./bwrap.ts";
 import { launcherBinary } from "./room-launcher.ts";
-import { isSelfExe } from "../../self.ts";
+import { isSelfExe, openSelfExe } from "../../self.ts";
 
 /** The fd number the lifeline's read end has in a guard started by `Bun.spawn` (after the call's fds 0–6). */
 export const LIFELINE_FD = 7;

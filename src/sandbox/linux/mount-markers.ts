@@ -54,7 +54,7 @@ import { flock, LOCK } from "../../../ffi/libc.ts";
 import { ShellmcpError } from "../../errors.ts";
 import { resolveCodexHome } from "../../execpolicy/discovery.ts";
 import { readUntrustedText } from "../../untrusted-fs.ts";
-import { ownedAndPrivate } from "./bwrap-probe-cache.ts";
+import { ownedAndPrivate } from "../paths.ts";
 import { removeUnheld, unlock, type FolderLock } from "./mount-locks.ts";
 
 /** What a marker names: an empty mount point made in place of a missing path, or a deny file's private folder. */

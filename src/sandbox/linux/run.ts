@@ -17,13 +17,15 @@
  * applied in this process (Landlock, seccomp, exec in place, the inner stage) is in ./in-process.ts; probing
  * bubblewrap and building its argv in ./bwrap.ts. Both are re-exported here.
  */
-import { closeSync, openSync, readdirSync, writeSync } from "node:fs";
+import { closeSync, openSync, readdirSync } from "node:fs";
 import { constants as osConstants } from "node:os";
 import * as libc from "../../../ffi/libc.ts";
 import { ShellmcpError } from "../../errors.ts";
 import { writeStderr } from "../../stderr.ts";
 import type { SandboxPolicy } from "../policy.ts";
-import { openSelfExe, planBwrap, probeBwrap, selfHelperArgv, type BwrapProbe } from "./bwrap.ts";
+import { planBwrap, probeBwrap, selfHelperArgv, type BwrapProbe } from "./bwrap.ts";
+import { openSelfExe } from "../../self.ts";
+import { bytesPipe } from "../bytes-pipe.ts";
 import { releaseBwrapPlan } from "./mount-points.ts";
 import { applyInProcess, execCommand, planOf, runInNewSession, waitForNamespaceInit, type SandboxRun } from "./in-process.ts";
 import { landlockAbi } from "./landlock.ts";
@@ -41,47 +43,6 @@ function inheritedFds(): number[] {
     }
   }
   return out.sort((a, b) => a - b);
-}
-
-/** `fcntl(F_SETPIPE_SZ)`: a pipe's capacity, bytes. */
-const F_SETPIPE_SZ = 1031;
-
-/**
- * A pipe whose read end holds `bytes` and then EOF (a seccomp program for bwrap, sandbox-exec's plan). CLOEXEC; close
- * it after use. Written before anyone reads it, so the pipe is first made large enough (a Landlock plan listing the
- * entries beside hidden credential stores can pass the default 64 KiB: the write then blocked forever) and written
- * non-blocking: bytes that do not fit throw `SANDBOX_UNAVAILABLE` (the call is refused, never hung).
- */
-export function bytesPipe(bytes: Uint8Array): number {
-  const [r, w] = libc.pipe2(libc.SOCK.SOCK_CLOEXEC);
-  try {
-    if (bytes.byteLength > 65536) {
-      try {
-        libc.fcntl(w, F_SETPIPE_SZ, bytes.byteLength);
-      } catch {
-        // above this user's limit (/proc/sys/fs/pipe-max-size): the write below says so
-      }
-    }
-    libc.setNonblock(w, true);
-    let off = 0;
-    try {
-      while (off < bytes.byteLength) off += writeSync(w, bytes, off);
-    } catch (e) {
-      throw new ShellmcpError(
-        "SANDBOX_UNAVAILABLE",
-        `the sandbox's plan is ${bytes.byteLength} bytes, more than a pipe of this user holds (/proc/sys/fs/pipe-max-size): ` +
-          `hide fewer paths or raise that limit`,
-        { bytes: bytes.byteLength },
-        { cause: e },
-      );
-    }
-  } catch (e) {
-    libc.closeQuiet(r);
-    throw e;
-  } finally {
-    libc.closeQuiet(w);
-  }
-  return r;
 }
 
 async function runBwrap(bwrap: string, run: SandboxRun): Promise<number> {
