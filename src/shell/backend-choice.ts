@@ -9,7 +9,7 @@
  * bubblewrap is known to work, calls start it directly (no helper stage of ours). The call's sandbox is one
  * {@link CallSandbox} (../sandbox/backend.ts) that every consumer of the call asks.
  */
-import { CallSandbox, NO_SANDBOX, policyIsOpen } from "../sandbox/backend.ts";
+import { CallSandbox, NO_SANDBOX, policyIsOpen, type SandboxBackend } from "../sandbox/backend.ts";
 import {
   configDirExposure,
   landlockCanEnforce,
@@ -17,9 +17,8 @@ import {
   planSandboxPolicy,
   type FilesystemPlan,
 } from "../sandbox/filesystem-plan.ts";
-import { CodexHelperBackend, HelperBackend } from "../sandbox/linux/backend.ts";
-import { forgetBwrapProbe, probeBwrap, type BwrapProbe } from "../sandbox/linux/bwrap.ts";
-import { SeatbeltBackend } from "../sandbox/macos/backend.ts";
+import { HOST_PLATFORM } from "../sandbox/host-platform.ts";
+import type { BwrapProbe, SandboxBackends } from "../sandbox/platform.ts";
 import { ShellmcpError } from "../errors.ts";
 import type { PermissionProfile } from "../sandbox/permission-profile.ts";
 import type { SandboxPolicy } from "../sandbox/policy.ts";
@@ -27,7 +26,7 @@ import { writeStderr } from "../stderr.ts";
 
 /**
  * The advice of the weaker-protection notice when bubblewrap is installed but new user namespaces are refused
- * (../sandbox/linux/bwrap.ts `BwrapProbe.usernsRefused`): in a container or pod that is by design, so nothing is to
+ * (../sandbox/platform.ts `BwrapProbe.usernsRefused`): in a container or pod that is by design, so nothing is to
  * be installed; on a host, the host's setting is what to change.
  */
 const USERNS_FIX: Record<"container" | "host", string> = {
@@ -42,7 +41,7 @@ interface HelperChoice {
   noProc: boolean;
   direct?: { bwrap: string; noProc: boolean };
   landlockWhy?: string;
-  /** What would restore bubblewrap's protection, when not installing it (see {@link HelperBackend.landlockFix}). */
+  /** What would restore bubblewrap's protection, when not installing it (`SandboxBackend.landlockFix`). */
   landlockFix?: string;
 }
 
@@ -95,12 +94,14 @@ export class BackendChoice {
   /**
    * `kind`: `auto`, `bwrap` or `landlock`; throws `USAGE` for anything else. `configDirs`: folders no sandbox may
    * write (the server's CODEX_HOME), passed to the helper with every backend choice (see {@link protectFlags}).
-   * `probe`: bubblewrap's preflight (the real {@link probeBwrap}; tests give a fixed answer).
+   * `probe`: bubblewrap's preflight (the platform's, ../sandbox/platform.ts `SandboxBackends.probeBwrap`; tests
+   * give a fixed answer). `backends`: the platform's backends (../sandbox/host-platform.ts).
    */
   constructor(
     private readonly kind: string = "auto",
     private readonly configDirs: readonly string[] = [],
-    private readonly probe: () => BwrapProbe = () => probeBwrap(true),
+    private readonly probe: () => BwrapProbe = () => HOST_PLATFORM.backends.probeBwrap(),
+    private readonly backends: SandboxBackends = HOST_PLATFORM.backends,
   ) {
     if (kind !== "auto" && kind !== "bwrap" && kind !== "landlock")
       throw new ShellmcpError("USAGE", `--sandbox-backend must be auto, bwrap or landlock (got ${kind})`);
@@ -120,7 +121,7 @@ export class BackendChoice {
    * {@link protectFlags}), for a helper started outside a call (the start-up check of the shell); probes on first use.
    */
   flags(): string[] {
-    return [...this.helper("", this.choose()).flags];
+    return this.helperFlags(this.choose());
   }
 
   /** The server's own choice for our helper (probes bubblewrap on first use under `auto` and `bwrap`). */
@@ -150,11 +151,23 @@ export class BackendChoice {
     return this.probed;
   }
 
+  /** Our helper's flags for `c`: `--backend KIND`, `--no-proc` when /proc cannot be mounted, then {@link protectFlags}. */
+  private helperFlags(c: HelperChoice): string[] {
+    return ["--backend", c.kind, ...(c.noProc ? ["--no-proc"] : []), ...this.protectFlags()];
+  }
+
   /** Our helper as the backend of `choice`, for a call of a server whose helper is `helperExe`. */
-  private helper(helperExe: string, c: HelperChoice, direct = true): HelperBackend {
-    const flags = ["--backend", c.kind, ...(c.noProc ? ["--no-proc"] : []), ...this.protectFlags()];
-    const bwrap = c.kind === "bwrap" && direct ? c.direct : undefined;
-    return new HelperBackend(c.kind, helperExe, flags, bwrap, c.landlockWhy, direct, c.landlockFix);
+  private helper(helperExe: string, c: HelperChoice, direct = true): SandboxBackend {
+    const directBwrap = c.kind === "bwrap" && direct ? c.direct : undefined;
+    return this.backends.helper({
+      kind: c.kind,
+      exe: helperExe,
+      flags: this.helperFlags(c),
+      directBwrap,
+      landlockWhy: c.landlockWhy,
+      passesFds: direct,
+      landlockFix: c.landlockFix,
+    });
   }
 
   /**
@@ -175,7 +188,7 @@ export class BackendChoice {
       } catch (e) {
         return { refused: (e as Error).message };
       }
-      return new CallSandbox(new SeatbeltBackend(), state, plan);
+      return new CallSandbox(this.backends.seatbelt(), state, plan);
     }
     if (snap.profile !== undefined) {
       // Codex's own helper takes profiles with a different argv (no --sandbox-policy): ours always runs them.
@@ -208,13 +221,13 @@ export class BackendChoice {
           : exposed.why,
       };
     const backend = codexHelper
-      ? new CodexHelperBackend(snap.codexLinuxSandboxExe!, snap.useBwrap)
+      ? this.backends.codexHelper(snap.codexLinuxSandboxExe!, snap.useBwrap)
       : this.helper(ctx.helperExe, choice!, ctx.direct);
     return this.sandbox(backend, state);
   }
 
   /** The call's sandbox; with no sandbox at all when its policy needs none. */
-  private sandbox(backend: HelperBackend | CodexHelperBackend, state: CallSandbox["state"], plan?: FilesystemPlan): CallSandbox {
+  private sandbox(backend: SandboxBackend, state: CallSandbox["state"], plan?: FilesystemPlan): CallSandbox {
     return new CallSandbox(policyIsOpen(state.policy) ? NO_SANDBOX : backend, state, plan);
   }
 
@@ -224,9 +237,9 @@ export class BackendChoice {
    * probes again, and return the explanation to append.
    */
   bwrapFailed(r: { exitCode: number; output: string }, call: CallSandbox): string | undefined {
-    const direct = call.backend instanceof HelperBackend ? call.backend.directBwrap : undefined;
+    const direct = this.backends.directBwrap(call.backend);
     if (direct === undefined || r.exitCode !== 1 || !r.output.startsWith("bwrap: ")) return undefined;
-    forgetBwrapProbe(direct.bwrap);
+    this.backends.forgetBwrapProbe(direct.bwrap);
     this.bwrapDirect = undefined;
     this.probed = undefined;
     return `shellmcp: bubblewrap failed although its preflight had passed (${r.output.split("\n")[0]}); the next call probes it again and runs under Landlock if it still fails`;

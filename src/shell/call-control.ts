@@ -4,7 +4,7 @@
  */
 import * as libc from "../../ffi/libc.ts";
 import type { EscalationServer } from "../escalate/server.ts";
-import { GUARD_END_SIGNAL } from "../sandbox/linux/lifeline.ts";
+import { HOST_PLATFORM } from "../sandbox/host-platform.ts";
 import type { CallCgroup } from "./cgroup.ts";
 import type { CallResources } from "./call-resources.ts";
 import type { RunCommandOptions } from "./run-options.ts";
@@ -46,7 +46,7 @@ export class CallControl {
   killShell(): void {
     const pid = this.proc?.pid ?? 0;
     if (pid <= 0 || this.exited) return;
-    if (this.guarded) libc.kill(pid, GUARD_END_SIGNAL);
+    if (this.guarded) libc.kill(pid, HOST_PLATFORM.lifeline.endSignal);
     else libc.kill(-pid, 9);
   }
 

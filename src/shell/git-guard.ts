@@ -5,18 +5,18 @@
  */
 import { join } from "node:path";
 import { GitGuard } from "../sandbox/git/guard.ts";
-import { repairBatch } from "../sandbox/linux/git-repair-child.ts";
-import { selfExecCommand } from "../self.ts";
+import { HOST_PLATFORM } from "../sandbox/host-platform.ts";
 
 /**
  * A new git guard (../sandbox/git/guard.ts) for a process whose CODEX_HOME is `codexHome` (absolute): changed
  * versions it undoes are kept aside in `$CODEX_HOME/shellmcp/git-kept` (outside every writable root: no sandbox
  * writes CODEX_HOME, docs/git-guard.md), and on Linux its repairs run in a child confined by Landlock to the folders
- * it repairs (../sandbox/linux/git-repair-child.ts). Keep one per process: it remembers what it accepted.
+ * it repairs (the platform's `gitRepair`, ../sandbox/platform.ts, from ../sandbox/host-platform.ts). Keep one per
+ * process: it remembers what it accepted.
  */
 export function hostGitGuard(codexHome: string, platform: NodeJS.Platform = process.platform): GitGuard {
   return new GitGuard({
     keptDir: join(codexHome, "shellmcp", "git-kept"),
-    repair: platform === "linux" ? (ops) => repairBatch(ops, selfExecCommand()) : undefined,
+    repair: HOST_PLATFORM.gitRepair(platform),
   });
 }

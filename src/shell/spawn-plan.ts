@@ -8,7 +8,7 @@ import { INTERCEPT_ENV_VAR, PROTOCOL_ENV_VARS } from "../escalate/protocol/wire.
 import { hasFullNetwork, type SandboxPolicy } from "../sandbox/policy.ts";
 import { bytesPipe } from "../sandbox/bytes-pipe.ts";
 import { PROXY_BRIDGE_FD } from "../network/bridge.ts";
-import { EXEC_FD, GUARD_ARGV0, guardedArgv, LIFELINE_FD, lifelineProblem, lifelineReadFd, selfExecFd } from "../sandbox/linux/lifeline.ts";
+import { HOST_PLATFORM } from "../sandbox/host-platform.ts";
 import { failIfInjected } from "../fault-injection.ts";
 import { envForSelf, isSelfExe, openSelfExe } from "../self.ts";
 import { TRACE_STEPS, traceStep } from "../trace-steps.ts";
@@ -18,6 +18,9 @@ import type { RunCommandOptions } from "./run-options.ts";
 
 /** fd number of the escalation socket in the shell. */
 const ESCALATE_FD = 3;
+
+/** The platform's lifeline guard (../sandbox/platform.ts `Lifeline`; on Linux ../sandbox/linux/lifeline.ts). */
+const LIFELINE = HOST_PLATFORM.lifeline;
 
 /** The POSIX shell that moves itself into the call's cgroup before anything of the call runs. */
 const TRAMPOLINE_SH = "/bin/sh";
@@ -52,12 +55,12 @@ export function shellEnvironment(
 
 /**
  * How to start `argv` (run as `argv0` when given) so that it dies with the server: through the lifeline guard
- * (../sandbox/linux/lifeline.ts), which gets the lifeline's read end at {@link LIFELINE_FD} of `stdio` (filled with "ignore" up to
- * it; changed in place), and joins the call's cgroup (`joinCgroup`, its `cgroup.procs`) before it starts anything.
+ * (../sandbox/platform.ts `Lifeline`), which gets the lifeline's read end at its `fd` of `stdio` (filled with "ignore"
+ * up to it; changed in place), and joins the call's cgroup (`joinCgroup`, its `cgroup.procs`) before it starts anything.
  * argv[0] must be an absolute path or a name found on this process's PATH; throws `Error` when it is neither.
  * Without a guard binary, `argv` as it is (the caller's spawn does the lookup; `joinCgroup` is then the caller's
- * to arrange). `statusFd`: the guard reports the program's wait status on `fd`, placed at `at` (> {@link EXEC_FD}) of
- * the guard, and lets the program's leftovers run on (../sandbox/linux/lifeline.ts `guardedArgv`). `ctty`: the
+ * to arrange). `statusFd`: the guard reports the program's wait status on `fd`, placed at `at` (> the guard's `execFd`) of
+ * the guard, and lets the program's leftovers run on (../sandbox/platform.ts `Lifeline.guardedArgv`). `ctty`: the
  * terminal at fd 0 becomes the guard's controlling terminal (the caller starts it in a new session).
  */
 export function guardedStart(
@@ -68,17 +71,17 @@ export function guardedStart(
   statusFd?: { at: number; fd: number },
   ctty = false,
 ): { argv: string[]; argv0: string | undefined } {
-  if (lifelineProblem() !== undefined) return { argv: [...argv], argv0 };
+  if (LIFELINE.problem() !== undefined) return { argv: [...argv], argv0 };
   const name = argv[0]!;
   const path = name.includes("/") ? name : Bun.which(name);
   if (path === null) throw new Error(`${name}: command not found`);
-  for (let fd = 0; fd < LIFELINE_FD; fd++) stdio[fd] ??= "ignore";
-  stdio[LIFELINE_FD] = lifelineReadFd();
-  const self = selfExecFd(path);
-  if (self !== undefined) stdio[EXEC_FD] = self;
+  for (let fd = 0; fd < LIFELINE.fd; fd++) stdio[fd] ??= "ignore";
+  stdio[LIFELINE.fd] = LIFELINE.readFd();
+  const self = LIFELINE.selfExecFd(path);
+  if (self !== undefined) stdio[LIFELINE.execFd] = self;
   if (statusFd !== undefined) stdio[statusFd.at] = statusFd.fd;
-  const g = guardedArgv(path, [argv0 ?? name, ...argv.slice(1)], LIFELINE_FD, {
-    ...(self !== undefined ? { execFd: EXEC_FD } : {}),
+  const g = LIFELINE.guardedArgv(path, [argv0 ?? name, ...argv.slice(1)], LIFELINE.fd, {
+    ...(self !== undefined ? { execFd: LIFELINE.execFd } : {}),
     ...(joinCgroup !== undefined ? { joinCgroup } : {}),
     ...(statusFd !== undefined ? { statusFd: statusFd.at } : {}),
     ...(ctty ? { ctty: 0 } : {}),
@@ -104,7 +107,7 @@ export function spawnPlan(
   const argv = [...launch.argv];
   const selfHelper = isSelfExe(argv[0]);
   const joins = cgroup !== undefined && launch.ownPidNamespace !== true;
-  const guardJoins = joins && lifelineProblem() === undefined;
+  const guardJoins = joins && LIFELINE.problem() === undefined;
   const trampoline = joins && !guardJoins && !selfHelper;
   if (joins && !guardJoins && selfHelper) argv.splice(2, 0, "--join-cgroup", cgroup!.procs);
   const seccomp = launch.seccomp === undefined ? undefined : res.fd(bytesPipe(launch.seccomp.program));
@@ -126,7 +129,7 @@ export function spawnPlan(
   }
   const target = trampoline ? joinCgroupFirst(cgroup!.procs, argv) : argv;
   const started = guardedStart(target, trampoline ? undefined : launch.argv0, stdio, guardJoins ? cgroup!.procs : undefined);
-  a.control.guarded = started.argv0 === GUARD_ARGV0;
+  a.control.guarded = started.argv0 === LIFELINE.argv0;
   return { ...started, stdio, selfHelper, seccomp };
 }
 

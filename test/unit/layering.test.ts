@@ -5,7 +5,8 @@
  * the reason and the refactor that removes it, so that a new one fails here. A listed exception that no longer
  * occurs fails too (strike it from the list). The folder graph, exceptions left out, must have no cycle. The
  * layers themselves are the documented ones: {@link LAYERS} must equal the table in docs/architecture.md,
- * "Layering" (a layer added, moved or renamed in one place only fails).
+ * "Layering" (a layer added, moved or renamed in one place only fails). Some imports the layers allow are forbidden
+ * still ({@link FORBIDDEN}, issue 42): the one command run is platform-neutral and names no platform's folder.
  *
  * Pure: reads the source files as text, runs nothing.
  */
@@ -40,6 +41,7 @@ const LAYERS: readonly (readonly string[])[] = [
   ["src/escalate/decision", "src/escalate/worker"], // what an exec may do; the poll(2) worker that places it
   ["src/escalate/rooms"], // the escalation room: plan, build, keep, check
   ["src/escalate/protocol"], // the wire, its sockets, the wrapper role
+  ["src/sandbox/host-platform.ts"], // this process's LaunchPlatform: the one module naming linux/ and macos/ for src/shell
   ["src/sandbox/linux", "src/sandbox/macos"], // the backends
   ["src/sandbox"], // policy, filesystem plan, rooms' plan, git layout, git guard
   ["src/network"], // proxy policy, proxy, bridge
@@ -68,6 +70,28 @@ const LAYERS: readonly (readonly string[])[] = [
  * `from → to` (files), with why it is there and what removes it.
  */
 const EXCEPTIONS: readonly { from: string; to: string; reason: string }[] = [];
+
+/**
+ * Imports the layers allow but the design does not (issue 42, "seams in the wrong place"): `from` (a unit) imports
+ * no module of the units `to`, whatever their layer, with why. No exceptions: a module that needs one of them
+ * reaches it through the interface the reason names.
+ */
+const FORBIDDEN: readonly { from: string; to: readonly string[]; reason: string }[] = [
+  {
+    from: "src/shell",
+    to: ["src/sandbox/linux", "src/sandbox/macos"],
+    reason:
+      "the one command run is platform-neutral: the lifeline guard, the backends and the git guard's repairs come " +
+      "from src/sandbox/platform.ts's LaunchPlatform (src/sandbox/host-platform.ts)",
+  },
+];
+
+/** The edges among `edges` that {@link FORBIDDEN} forbids, as `from imports to (reason)` lines. */
+function forbiddenEdges(edges: readonly Edge[]): string[] {
+  return edges.flatMap((e) =>
+    FORBIDDEN.filter((f) => f.from === e.fromUnit && f.to.includes(e.toUnit)).map((f) => `${e.from} imports ${e.to}: ${f.reason}`),
+  );
+}
 
 /** Repository-relative paths of the `.ts` files under `dir` (recursively). */
 function tsFiles(dir: string): string[] {
@@ -217,6 +241,21 @@ describe('layering (docs/architecture.md, "Layering")', () => {
   test("the contract is the one docs/architecture.md documents: its Layering table lists these layers, in this order", () => {
     const doc = documentedLayers(readFileSync(join(ROOT, "docs", "architecture.md"), "utf8"));
     expect(doc).toEqual(LAYERS.map((l) => [...l]));
+  });
+
+  test("no forbidden import: src/shell names no platform folder (src/sandbox/linux, src/sandbox/macos)", () => {
+    expect(forbiddenEdges(edges)).toEqual([]);
+  });
+
+  test("the forbidden imports are caught: a planted src/shell module importing a platform folder fails", () => {
+    expect(FORBIDDEN.flatMap((f) => [f.from, ...f.to]).filter((u) => !LAYERS.flat().includes(u))).toEqual([]);
+    const planted = new Map(files);
+    planted.set("src/shell/planted.ts", 'import { GUARD_END_SIGNAL } from "../sandbox/linux/lifeline.ts";\n');
+    planted.set("src/shell/planted-mac.ts", 'import type { SeatbeltBackend } from "../sandbox/macos/backend.ts";\n');
+    expect(forbiddenEdges(crossUnitEdges(planted, LAYERS)).map((l) => l.split(":")[0])).toEqual([
+      "src/shell/planted.ts imports src/sandbox/linux/lifeline.ts",
+      "src/shell/planted-mac.ts imports src/sandbox/macos/backend.ts",
+    ]);
   });
 
   test("every listed exception still occurs (strike the ones a refactor removed)", () => {

@@ -17,25 +17,13 @@ import { failIfInjected } from "../../fault-injection.ts";
 import { bwrapMounts } from "./bwrap-mounts.ts";
 import { countMounts, refuseOversizeBwrap } from "./exec-limits.ts";
 import { releaseBwrapPlan } from "./mount-points.ts";
+import type { BwrapProbe } from "../platform.ts";
 
 // The mount part of the argv lives in ./bwrap-mounts.ts; named here too for its other users (the escalation room).
 export { bwrapMounts };
 
-/** Result of probing bubblewrap. */
-export interface BwrapProbe {
-  ok: boolean;
-  path?: string;
-  /** `/proc` cannot be mounted (e.g. nested in a container): run with --no-proc. */
-  noProc?: boolean;
-  /** Why bwrap cannot be used, with the fix. */
-  reason?: string;
-  /**
-   * bwrap is there but new user namespaces are refused: `container` when this process runs under a seccomp filter
-   * (a container runtime's default profile, a Kubernetes pod's `RuntimeDefault`: expected, nothing to install),
-   * `host` otherwise (sysctl, AppArmor). Absent when bwrap is missing or failed for another reason.
-   */
-  usernsRefused?: "container" | "host";
-}
+/** Result of probing bubblewrap (defined with the platform types, ../platform.ts). */
+export type { BwrapProbe };
 
 /** Folders searched for `bwrap`, in order: the system's, never the caller's `PATH` (see {@link findBwrap}). */
 export const BWRAP_DIRS = ["/usr/bin", "/bin", "/usr/local/bin", "/usr/sbin", "/sbin"];
