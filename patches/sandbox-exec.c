@@ -8,7 +8,7 @@
  *
  * Usage: sandbox-exec --plan-fd N -- PATH-OR-NAME [ARG...]
  *
- * The plan, read from fd N to its end (a pipe; at most 1 MiB; the fd is closed after), little endian:
+ * The plan, read from fd N to its end (a pipe; at most 16 MiB; the fd is closed after), little endian:
  *   u32 magic 0x31505853 ("SXP1"), u32 version (1), u32 flags, u32 landlock ABI the plan was made for (0: none),
  *   u64 handled_access_fs, u64 handled_access_net, u64 scoped,
  *   u32 path rule count, u32 port rule count, u32 seccomp program length (bytes),
@@ -108,8 +108,8 @@ struct sock_fprog_ {
 #define F_RESET_SIGNALS 16u
 #define F_SETSID 32u
 #define F_KNOWN 63u
-#define MAX_PLAN (1u << 20)
-#define MAX_PATH_RULES 4096u
+#define MAX_PLAN (1u << 24) /* 16 MiB: 65,536 rules of paths up to ~240 bytes */
+#define MAX_PATH_RULES 65536u /* a HOME of thousands of entries beside a hidden store: one rule each */
 #define MAX_PORT_RULES 64u
 #define MAX_PATH_LEN 4095u
 #define MAX_ABI 64u

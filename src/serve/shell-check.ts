@@ -60,5 +60,11 @@ export async function checkShellIntercepts(
   }
   if (reached) return undefined;
   if (r.spawnError !== undefined) return `cannot run the shell ${shellPath}: ${r.spawnError}`;
+  // The sandbox could not be built, or the probe did not end: that says nothing about the shell (a CI run showed
+  // "not a patched shell" for a Landlock plan over sandbox-exec's rule bound): the reason, as the probe printed it.
+  if (r.sandboxFailed === true || r.timedOut) {
+    const why = r.timedOut ? `it did not end within ${SHELL_CHECK_TIMEOUT_MS} ms` : r.output.trim().split("\n").slice(0, 3).join("; ");
+    return `cannot check the shell ${shellPath} under this server's sandbox: ${why}`;
+  }
   return `the shell ${shellPath} does not hand its execs to shellmcp (it is not a patched shell), so no rule would apply: use the patched bash or zsh (scripts/build-shells-static.sh builds them into dist/shells-static/ and the executable carries them; --shell bash|zsh), or --shell PATH to another patched shell`;
 }

@@ -231,6 +231,9 @@ function scenarios(line: "0.169" | "0.97", codexPath: () => string): void {
       expect(existsSync(join(o.proj, ".aws"))).toBe(false);
     }
     expect(o.output).toMatch(/Read-only file system/);
+    // Issue 41: the model is told why, with the layer and the path (docs/blocked-actions.md).
+    expect(o.output).toContain(`shellmcp: blocked (sandbox-write) ${join(o.outside, "x")}: `);
+    expect(o.output).toContain(`shellmcp: blocked (protected-path) ${join(o.proj, ".git", "x")}: `);
     expect(existsSync(join(o.proj, "inside"))).toBe(true);
     expect(existsSync(join(o.outside, "x"))).toBe(false);
     expect(existsSync(join(o.proj, ".git", "x"))).toBe(false);

@@ -97,13 +97,13 @@ function raw(parts: (number | bigint | Uint8Array)[][]): Uint8Array {
 
 /**
  * Reference reader (from the comment at the top of patches/sandbox-exec.c): whether `b` is exactly one well-formed
- * version-1 plan. Bounds: 1 MiB, ABI 1–64, fs rights within 0xffff, net within 3, scopes within 3, at most 4096 path
+ * version-1 plan. Bounds: 16 MiB, ABI 1–64, fs rights within 0xffff, net within 3, scopes within 3, at most 65536 path
  * rules (paths 1–4095 bytes, absolute, no NUL) and 64 port rules (ports ≤ 65535), each rule's rights non-empty and
  * within the handled set, port rules only with TCP connect handled, a seccomp program of 1–4096 instructions exactly
  * when flag 8 is set, flag 1 always, no unknown flag, no Landlock field without flag 2, nothing after the end.
  */
 function wellFormed(b: Uint8Array): boolean {
-  if (b.byteLength > 1 << 20) return false;
+  if (b.byteLength > 1 << 24) return false;
   const dv = new DataView(b.buffer, b.byteOffset, b.byteLength);
   let o = 0;
   const u32 = () => (o + 4 > b.byteLength ? undefined : ((o += 4), dv.getUint32(o - 4, true)));
@@ -116,7 +116,7 @@ function wellFormed(b: Uint8Array): boolean {
   if ((flags! & ~63) !== 0 || (flags! & 1) === 0) return false;
   if (flags! & 2) {
     if (abi! < 1 || abi! > 64 || fs === 0n || (fs! & ~0xffffn) !== 0n || (net! & ~3n) !== 0n || (scoped! & ~3n) !== 0n) return false;
-    if (np! > 4096 || nn! > 64 || (nn! > 0 && (net! & 2n) === 0n)) return false;
+    if (np! > 65536 || nn! > 64 || (nn! > 0 && (net! & 2n) === 0n)) return false;
   } else if (abi !== 0 || fs !== 0n || net !== 0n || scoped !== 0n || np !== 0 || nn !== 0) return false;
   if (flags! & 8) {
     if (nb === 0 || nb % 8 !== 0 || nb / 8 > 4096) return false;

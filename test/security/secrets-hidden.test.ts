@@ -308,11 +308,12 @@ describe.skipIf(skipWithout("secrets suite", shellsMissing()))("issue 39: no san
       expect(await output(s, readAll([join(w.home, ".ssh", "id_ed25519")]), w.ws)).toContain("unreadable");
     }, 60_000);
 
-    test(`${backend}: a HOME of 3,000 entries beside its stores: the granted room still starts and still hides every other store`, async () => {
+    test(`${backend}: a HOME of 5,000 entries beside its stores: calls and the granted room still start and still hide every other store`, async () => {
       // CI: a full run's shared folders held enough entries beside the stores that a Landlock room's rules, carried
-      // in its helper's argv, passed the kernel's 128 KiB per string: the room's start failed with E2BIG.
+      // in its helper's argv, passed the kernel's 128 KiB per string: the room's start failed with E2BIG; and a
+      // call's plan passed sandbox-exec's bound of 4,096 path rules: every call, the shell check first, failed.
       const w = world(true);
-      for (let i = 0; i < 3000; i++) writeFileSync(join(w.home, `note-with-a-long-name-${i.toString().padStart(5, "0")}.txt`), "x\n");
+      for (let i = 0; i < 5000; i++) writeFileSync(join(w.home, `note-with-a-long-name-${i.toString().padStart(5, "0")}.txt`), "x\n");
       const s = await serve(w, backend, `[shellmcp.room_readable]\npython3 = ["~/.ssh"]\n`, {
         rules: 'prefix_rule(pattern=["python3"], decision="allow")\n',
       });
