@@ -37,8 +37,12 @@ describe.skipIf(skipWithout("kept room suite", shellsMissing()))("kept rooms: on
         const ws = confDir("kept-ws");
         const cmd =
           "cat /proc/self/stat; cat /proc/self/stat; readlink /proc/self/ns/pid; readlink /proc/self/ns/pid; /bin/readlink /proc/self/ns/user";
-        const one = (await s.shell({ command: cmd, workdir: ws, login: false })).out.output;
-        const two = (await s.shell({ command: cmd, workdir: ws, login: false })).out.output;
+        // The two calls overlap (each waits at its end while its room stands): a namespace's inode number and a
+        // launcher's pid are reused once freed (a CI run saw the second call's room get the first's number), so
+        // "another room" is judged while both exist.
+        const calls = await Promise.all([1, 2].map(() => s.shell({ command: `${cmd}; sleep 1.5`, workdir: ws, login: false })));
+        const one = calls[0]!.out.output;
+        const two = calls[1]!.out.output;
         const p1 = parents(one);
         const p2 = parents(two);
         expect({ p1, one }).toEqual({ p1: [p1[0]!, p1[0]!], one });
