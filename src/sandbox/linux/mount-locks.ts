@@ -27,8 +27,12 @@ export interface FolderLock {
   ino: number;
 }
 
-/** How long taking a shared folder lock waits out an exclusive one (a removal in progress takes microseconds), ms. */
-export const FOLDER_LOCK_WAIT_MS = 1000;
+/**
+ * How long taking a shared folder lock waits out an exclusive one, ms: a removal in progress holds it for
+ * microseconds; the wait is synchronous on the server's thread, so anything longer (another server's Landlock sandbox
+ * holding it) refuses the call rather than stalling every call of this server.
+ */
+export const FOLDER_LOCK_WAIT_MS = 100;
 
 /** What a wait between two tries sleeps on (Atomics.wait: a synchronous nap of a few ms). */
 const NAP = new Int32Array(new SharedArrayBuffer(4));
