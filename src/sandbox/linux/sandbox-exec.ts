@@ -16,7 +16,7 @@
  * from-source run in `dist/shells-static/<platform>/`, or the copy the compiled executable carries, installed to a
  * checked folder like the portable shells. `SHELLMCP_SANDBOX_EXEC=off` asks for the helper (the benches compare both).
  */
-import { existsSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { L } from "../../../ffi/libc.ts";
 import { embeddedShell, installPortableShell } from "../../carried/portable-shells.ts";
@@ -159,6 +159,28 @@ export interface LandlockCall {
   proxyPorts?: number[];
 }
 
+/** Most path rules sandbox-exec takes in one plan (`MAX_PATH_RULES` in patches/sandbox-exec.c; keep them equal). */
+const SANDBOX_EXEC_MAX_PATH_RULES = 65536;
+/**
+ * Most bytes the path rules may take in a plan: what one pipe can hold for it (the plan is written before sandbox-exec
+ * reads it: `/proc/sys/fs/pipe-max-size`, 1 MiB by default), at most sandbox-exec's `MAX_PLAN` (16 MiB), less 64 KiB
+ * for the rest of the plan. Read once per process.
+ */
+function maxRuleBytes(): number {
+  if (pipeMax === undefined) {
+    let n = 1 << 20;
+    try {
+      const v = Number(readFileSync("/proc/sys/fs/pipe-max-size", "utf8").trim());
+      if (Number.isSafeInteger(v) && v > 0) n = v;
+    } catch {
+      // no procfs: the kernel's default
+    }
+    pipeMax = Math.min(n, 1 << 24) - (1 << 16);
+  }
+  return pipeMax;
+}
+let pipeMax: number | undefined;
+
 /**
  * The plan the helper (`--backend landlock`) would apply for `call` in its own process (./run.ts `runSandboxed`,
  * Landlock path, then ./in-process.ts `applyInProcess` and `execCommand`), or `{ helper }` with why only the helper
@@ -192,6 +214,13 @@ export function planLandlockExec(call: LandlockCall): ExecPlan | { helper: strin
     let refuseTruncate = false;
     if (steps.landlock !== undefined) {
       ruleset = planLandlock(steps.landlock, abi);
+      // Over sandbox-exec's bound or a pipe's (a folder of thousands of entries beside a hidden store): the helper,
+      // which has neither, applies the same rules (slower: a Bun start), rather than a call refused.
+      const ruleBytes = ruleset.pathRules.reduce((n, r) => n + 12 + Buffer.byteLength(r.path), 0);
+      if (ruleset.pathRules.length > SANDBOX_EXEC_MAX_PATH_RULES || ruleBytes > maxRuleBytes())
+        return {
+          helper: `${ruleset.pathRules.length} Landlock path rules (${ruleBytes} bytes), more than sandbox-exec takes (${SANDBOX_EXEC_MAX_PATH_RULES} rules, ${maxRuleBytes()} bytes in a pipe)`,
+        };
       flags |= PLAN_FLAGS.LANDLOCK;
       refuseTruncate = steps.confinesWrites && (ruleset.handledFs & FS.TRUNCATE) === 0;
     }
