@@ -14,10 +14,10 @@
  *
  *   [SHELLMCP_BENCH_GAP_MS=ms] bun bench/call.ts [rounds=40] [command=true] [folders=0]
  */
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { startLineRpc, type LineRpc } from "../test/helpers/reference.ts";
-import { benchDir, benchHome, codex097Exe, median, pairedRatio, referenceShellToolDir, ROOT } from "./lib.ts";
+import { benchDir, benchHome, codex0169Exe, codex097Exe, median, pairedRatio, referenceShellToolDir, ROOT, timeSpawns } from "./lib.ts";
 
 const ROUNDS = Number(process.argv[2] ?? 40);
 const COMMAND = process.argv[3] ?? "true";
@@ -66,8 +66,47 @@ function populate(ws: string): void {
   for (let i = 0; i < FOLDERS; i++) mkdirSync(join(ws, `d${Math.floor(i / 20)}`, `e${i % 20}`), { recursive: true });
 }
 
+/**
+ * Codex 0.169's bubblewrap helper behind the 0.97 server's helper interface: a `/bin/sh` script named
+ * `codex-linux-sandbox` that drops 0.97's `--sandbox-policy-cwd C --sandbox-policy JSON` and runs 0.169's helper
+ * with the permission profile Codex 0.169 sends for the same workspace-write state (the root readable, `ws`
+ * writable, its `.git`, `.agents` and `.codex` read-only where they exist; /tmp and `$TMPDIR` left out, network
+ * restricted: docs of ../../shared/spec/sandbox.md §1.5). Returns the script's path; `direct` is the helper's own
+ * argv for the same run (to time the script's own cost apart).
+ */
+function bwrapReferenceHelper(exe: string, ws: string): { shim: string; direct: string[] } {
+  const link = join(dir, "codex-0.169", "codex-linux-sandbox");
+  mkdirSync(join(dir, "codex-0.169"), { recursive: true });
+  if (!existsSync(link)) symlinkSync(exe, link);
+  const entry = (path: string, access: string, skip = false) =>
+    ({ path: { type: "path", path }, access, ...(skip ? { missing_path_behavior: "skip" } : {}) }) as const;
+  const profile = JSON.stringify({
+    type: "managed",
+    file_system: {
+      type: "restricted",
+      entries: [
+        { path: { type: "special", value: { kind: "root" } }, access: "read" },
+        entry(ws, "write"),
+        entry(join(ws, ".git"), "read", true),
+        entry(join(ws, ".agents"), "read", true),
+        entry(join(ws, ".codex"), "read", true),
+      ],
+    },
+    network: "restricted",
+  });
+  const q = (x: string) => `'${x.replaceAll("'", `'\\''`)}'`;
+  const shim = join(dir, "codex-0.169-shim");
+  writeFileSync(
+    shim,
+    `#!/bin/sh\nwhile [ $# -gt 0 ]; do a=$1; shift; [ "$a" = -- ] && break; done\n` +
+      `exec ${q(link)} --sandbox-policy-cwd ${q(ws)} --command-cwd "$PWD" --permission-profile ${q(profile)} -- "$@"\n`,
+  );
+  chmodSync(shim, 0o755);
+  return { shim, direct: [link, "--sandbox-policy-cwd", ws, "--command-cwd", ws, "--permission-profile", profile, "--"] };
+}
+
 /** Start `argv` under Codex 0.97's workspace-write state; a write outside the workspace must fail. */
-async function start(name: string, argv: string[], trace: boolean): Promise<Server> {
+async function start(name: string, argv: string[], trace: boolean, helperFor?: (ws: string) => string): Promise<Server> {
   const ws = join(ww, `${name}-ws`);
   const outside = join(ww, `${name}-out`);
   mkdirSync(ws);
@@ -79,7 +118,7 @@ async function start(name: string, argv: string[], trace: boolean): Promise<Serv
   const s: Server = { name, rpc: await startLineRpc(argv, env), ws, trace: tracePath, ms: [] };
   const upd = await s.rpc.request("codex/sandbox-state/update", {
     sandboxPolicy: WW_POLICY,
-    codexLinuxSandboxExe: helper,
+    codexLinuxSandboxExe: helperFor?.(ws) ?? helper,
     sandboxCwd: ws,
     useLinuxSandboxBwrap: false,
   });
@@ -109,6 +148,25 @@ if (ref !== undefined && codex097Exe() !== undefined) {
     false,
   );
   servers.push(refServer);
+}
+// Codex's other backend: its bubblewrap helper (0.169; 0.97's was built without it), driven by the same Rust server.
+const exe169 = codex0169Exe();
+let refBwrap: Server | undefined;
+let shimCost: { shim: number; direct: number } | undefined;
+if (ref !== undefined && exe169 !== undefined) {
+  let made: ReturnType<typeof bwrapReferenceHelper> | undefined;
+  refBwrap = await start(
+    "reference-bwrap",
+    [join(ref, "codex-exec-mcp-server"), "--bash", join(ref, "bash", "debian-12", "bash"), "--execve", join(ref, "codex-execve-wrapper")],
+    false,
+    (ws) => (made = bwrapReferenceHelper(exe169, ws)).shim,
+  );
+  servers.push(refBwrap);
+  // What the script itself adds to each reference-bwrap call (a /bin/sh start and one exec): timed apart.
+  shimCost = {
+    shim: timeSpawns([made!.shim, "--sandbox-policy-cwd", refBwrap.ws, "--", "/bin/true"], 20, 3),
+    direct: timeSpawns([...made!.direct, "/bin/true"], 20, 3),
+  };
 }
 for (let i = 0; i < 3; i++) for (const s of servers) await call(s);
 // Only the timed rounds' marks count.
@@ -196,6 +254,21 @@ if (refServer !== undefined)
         .join(", "),
   );
 else console.log("reference (npm ci: @openai/codex-shell-tool-mcp, @openai/codex-0.97) not installed: no ratios");
+if (refBwrap !== undefined) {
+  console.log(
+    `paired ratios to the reference on Codex's bubblewrap helper (Codex 0.97.0's server + Codex 0.169's helper): ` +
+      servers
+        .filter((s) => s !== refServer && s !== refBwrap)
+        .map((s) => `${s.name} ${pairedRatio(s.ms, refBwrap!.ms).toFixed(2)}×`)
+        .join(", "),
+  );
+  const adj = shimCost!.shim - shimCost!.direct;
+  const bw = servers.find((s) => s.name === "bwrap")!;
+  console.log(
+    `  its shim (0.97's helper arguments to 0.169's): ${shimCost!.shim.toFixed(2)} ms a run vs the helper alone ${shimCost!.direct.toFixed(2)} ms;` +
+      ` bwrap against the reference less the shim's ${adj.toFixed(2)} ms: ${(median(bw.ms) / (median(refBwrap.ms) - adj)).toFixed(2)}× (medians)`,
+  );
+}
 if (OLD !== undefined)
   console.log(
     `paired new/old: bwrap ${pairedRatio(servers[0]!.ms, servers[2]!.ms).toFixed(2)}×, landlock ${pairedRatio(servers[1]!.ms, servers[3]!.ms).toFixed(2)}×`,

@@ -44,6 +44,19 @@ export function codex097Exe(): string | undefined {
   return existsSync(exe) ? exe : undefined;
 }
 
+/**
+ * Codex 0.169's `codex` binary (`@openai/codex` 0.169, its platform package) for this host, or undefined. Run with
+ * arg0 `codex-linux-sandbox` it is Codex's current Linux sandbox helper: bubblewrap for the filesystem, then itself
+ * again inside (`--apply-seccomp-then-exec`) for `no_new_privs` and the seccomp filter. Its input is a permission
+ * profile (`--sandbox-policy-cwd C --command-cwd C --permission-profile JSON -- CMD`), not 0.97's `--sandbox-policy`.
+ */
+export function codex0169Exe(): string | undefined {
+  const pkg = process.arch === "arm64" ? "codex-linux-arm64" : "codex-linux-x64";
+  const triple = process.arch === "arm64" ? "aarch64-unknown-linux-musl" : "x86_64-unknown-linux-musl";
+  const exe = join(ROOT, "node_modules", "@openai", pkg, "vendor", triple, "bin", "codex");
+  return existsSync(exe) ? exe : undefined;
+}
+
 /** Median of `xs`. */
 export function median(xs: number[]): number {
   const s = [...xs].sort((a, b) => a - b);
