@@ -32,6 +32,7 @@ import { bwrapMounts, selfHelperCommand } from "../../sandbox/linux/bwrap.ts";
 import { releaseBwrapPlan } from "../../sandbox/linux/mount-points.ts";
 import { bytesPipe } from "../../sandbox/bytes-pipe.ts";
 import { buildFilter } from "../../sandbox/linux/seccomp.ts";
+import { countMounts, execLimits, refuseOversizeBwrap, refuseOversizeHelper, type ExecLimits } from "../../sandbox/linux/exec-limits.ts";
 
 /** fd number of the seccomp program (a pipe bwrap reads with `--seccomp`) in a bubblewrap room without network. */
 export const ROOM_SECCOMP_FD = 6;
@@ -95,7 +96,10 @@ export type BuiltRoom = Omit<RoomLaunch, "mustNotAppear" | "room">;
  * The second half: the argv that starts `inner` (an argv, run with `env`) inside the room `room` planned by
  * ./plan.ts `prepareRoom`, starting in `cwd`, on the backend `spec.backend` says (one builder each, below).
  * bubblewrap rooms make mount points on the host (given back by `release`). Returns `{ unavailable }` when the
- * mounts cannot be planned, or the backend builds no room.
+ * mounts cannot be planned, the backend builds no room, or the room's command could not start under the kernel's or
+ * bubblewrap's `limits` (default: this process's, ../../sandbox/linux/exec-limits.ts; a room holds the call's
+ * writable roots and denied paths and its own grants, so it can be over them where the call was not): the program
+ * then runs inside the call's sandbox, as for any room that cannot be built.
  */
 export function buildRoom(
   spec: RoomSpec,
@@ -103,16 +107,17 @@ export function buildRoom(
   cwd: string,
   env: string[],
   inner: string[],
+  limits: ExecLimits = execLimits(),
 ): BuiltRoom | { unavailable: string } {
   const b = spec.backend;
   const proxy = room.network === "proxy" ? room.proxy : undefined;
   switch (b.kind) {
     case "bwrap":
-      return bwrapRoom(b, room, cwd, env, proxy === undefined ? inner : proxyStage(cwd, proxy, inner), proxy);
+      return bwrapRoom(b, room, cwd, env, proxy === undefined ? inner : proxyStage(cwd, proxy, inner), proxy, limits);
     case "seatbelt":
       return seatbeltRoom(b, room, env, inner, proxy);
     case "landlock":
-      return landlockRoom(b, spec.call, room, cwd, env, inner, proxy);
+      return landlockRoom(b, spec.call, room, cwd, env, inner, proxy, limits);
     default:
       return { unavailable: `no room backend (${b.kind})` };
   }
@@ -153,6 +158,7 @@ function bwrapRoom(
   env: string[],
   staged: string[],
   proxy: RoomProxy | undefined,
+  limits: ExecLimits,
 ): BuiltRoom | { unavailable: string } {
   const created: string[] = [];
   const tempDirs: string[] = [];
@@ -196,6 +202,13 @@ function bwrapRoom(
     if (bpf !== undefined) libc.closeQuiet(bpf);
     giveBack();
   };
+  const counts = { mounts: countMounts(mounts), writableRoots: room.plan.writableRoots.length, deniedPaths: room.plan.deniedPaths.length };
+  try {
+    refuseOversizeBwrap(argv, envRecord(env), counts, limits, "room");
+  } catch (e) {
+    release();
+    return { unavailable: (e as Error).message };
+  }
   return { path: b.bwrap, argv, env, contained: true, release, ...(fds.length > 0 ? { extraFds: fds } : {}) };
 }
 
@@ -241,7 +254,8 @@ function landlockRoom(
   env: string[],
   inner: string[],
   proxy: RoomProxy | undefined,
-): BuiltRoom {
+  limits: ExecLimits,
+): BuiltRoom | { unavailable: string } {
   const callRoots = new Set(call.writableRoots.map((w) => w.root));
   const gitDirs = new Set(room.repository?.gitDirs ?? []);
   const hidden = new Set(room.hiddenCredentials);
@@ -269,7 +283,23 @@ function landlockRoom(
     "--",
     ...inner,
   ];
+  try {
+    refuseOversizeHelper(
+      argv,
+      envRecord(env),
+      () => ({ writableRoots: entries.filter((e) => e.access === "write").length, deniedPaths: room.plan.deniedPaths.length }),
+      limits,
+      "room",
+    );
+  } catch (e) {
+    return { unavailable: (e as Error).message };
+  }
   return { path: argv[0]!, argv, env, contained: false, release: () => {} };
+}
+
+/** `KEY=VALUE` strings as the record ../../sandbox/linux/exec-limits.ts sizes (the first `=` splits). */
+function envRecord(env: readonly string[]): Record<string, string> {
+  return Object.fromEntries(env.map((e) => [e.slice(0, Math.max(e.indexOf("="), 0)), e.slice(e.indexOf("=") + 1)]));
 }
 
 /**

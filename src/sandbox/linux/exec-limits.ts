@@ -119,6 +119,19 @@ export interface MountCounts {
   deniedPaths: number;
 }
 
+/**
+ * What a refusal is about: `call` (the call's own sandbox: nothing runs) or `room` (an escalation room,
+ * src/escalate/rooms/build.ts: no room is built, and the program runs inside the call's sandbox instead).
+ */
+export type OversizeSubject = "call" | "room";
+
+/** The words of a refusal about `subject`: what could not start, and what happens instead. */
+function subjectWords(subject: OversizeSubject): { what: string; instead: string } {
+  return subject === "call"
+    ? { what: "this sandbox", instead: "Nothing was run" }
+    : { what: "this escalation room", instead: "No room was built (the program runs inside the call's sandbox instead)" };
+}
+
 /** The bubblewrap mount operations among `argv`'s options (every `--` option but `--perms`, which modifies the next). */
 export function countMounts(argv: readonly string[]): number {
   return argv.filter((a) => a.startsWith("--") && a !== "--perms").length;
@@ -130,19 +143,21 @@ export function countMounts(argv: readonly string[]): number {
  * strings and their pointers over the kernel's total (with {@link LAUNCH_RESERVE} kept free), or more arguments than
  * bubblewrap takes, checked in that order (the order they would fail in). The message says how many mounts,
  * arguments and bytes, which limit, that nothing was run, and what to do (fewer writable roots or denied paths; a
- * shorter command, a larger stack limit where those help). Returns the argv's size when it fits.
+ * shorter command, a larger stack limit where those help). `subject`: a call's sandbox (default) or an escalation
+ * room, which the message names with what happens instead. Returns the argv's size when it fits.
  */
 export function refuseOversizeBwrap(
   argv: readonly string[],
   env: Record<string, string | undefined>,
   counts: MountCounts,
   limits: ExecLimits = execLimits(),
+  subject: OversizeSubject = "call",
 ): ArgvSize {
   const a = argvSize(argv);
   const head =
-    `the bubblewrap command for this sandbox is too large to start: its ${counts.mounts} mounts (${counts.writableRoots} ` +
+    `the bubblewrap command for ${subjectWords(subject).what} is too large to start: its ${counts.mounts} mounts (${counts.writableRoots} ` +
     `writable roots, ${counts.deniedPaths} denied paths) make ${a.strings} arguments of ${a.bytes} bytes`;
-  return refuseOversize(argv, a, env, () => ({ head, counts: { ...counts } }), true, limits);
+  return refuseOversize(argv, a, env, () => ({ head, counts: { ...counts } }), true, limits, subject);
 }
 
 /**
@@ -156,16 +171,17 @@ export function refuseOversizeHelper(
   env: Record<string, string | undefined>,
   countsOf: () => Omit<MountCounts, "mounts">,
   limits: ExecLimits = execLimits(),
+  subject: OversizeSubject = "call",
 ): ArgvSize {
   const a = argvSize(argv);
   const describe = () => {
     const counts = countsOf();
     const head =
-      `the sandbox helper's command line for this sandbox is too large to start: its policy's ${counts.writableRoots} ` +
+      `the sandbox helper's command line for ${subjectWords(subject).what} is too large to start: its policy's ${counts.writableRoots} ` +
       `writable roots and ${counts.deniedPaths} denied paths make ${a.strings} arguments of ${a.bytes} bytes`;
     return { head, counts: { ...counts } };
   };
-  return refuseOversize(argv, a, env, describe, false, limits);
+  return refuseOversize(argv, a, env, describe, false, limits, subject);
 }
 
 /**
@@ -179,13 +195,14 @@ function refuseOversize(
   describe: () => { head: string; counts: Record<string, number> },
   bwrap: boolean,
   limits: ExecLimits,
+  subject: OversizeSubject,
 ): ArgvSize {
   const e = envSize(env);
   const refuse = (limit: string, why: string, fix = ""): never => {
     const { head, counts } = describe();
     throw new ShellmcpError(
       "SANDBOX_UNAVAILABLE",
-      `${head}, ${why}. Nothing was run: use fewer writable roots (--add-dir, writable_roots) or denied paths${fix}`,
+      `${head}, ${why}. ${subjectWords(subject).instead}: use fewer writable roots (--add-dir, writable_roots) or denied paths${fix}`,
       { limit, arguments: a.strings, bytes: a.bytes, envBytes: e.bytes, ...counts },
     );
   };
