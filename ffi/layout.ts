@@ -133,6 +133,7 @@ export const LINUX_SYSCALLS = {
     mkdirat: 258,
     symlinkat: 266,
     renameat2: 316,
+    lgetxattr: 192,
   },
   "linux-arm64": {
     landlock_create_ruleset: 444,
@@ -184,6 +185,7 @@ export const LINUX_SYSCALLS = {
     mkdirat: 34,
     symlinkat: 36,
     renameat2: 276,
+    lgetxattr: 9,
   },
 } as const satisfies Record<"linux-x64" | "linux-arm64", Record<string, number>>;
 

@@ -16,6 +16,7 @@ import { outermost } from "../secrets.ts";
 import { pinFolders, type WritableRoot } from "../writable-model.ts";
 import { DENY_FILE } from "./mount-markers.ts";
 import { denyDir, holdMountPoint } from "./mount-points.ts";
+import { outOfSandboxReach } from "./sandbox-reach.ts";
 
 /**
  * The mount part of a bwrap argv for `plan` (docs/sandbox.md, "Bubblewrap backend"): `/` read-only (or writable),
@@ -110,8 +111,19 @@ interface MountLayout {
  */
 function mountLayout(plan: FilesystemPlan, roots: WritableRoot[]): MountLayout {
   const sortedRoots = [...roots].sort(byDepth((r) => r.root));
-  const subpaths = [...new Set(roots.flatMap((w) => [...w.readOnlySubpaths, ...configCarveOuts(w.root)]))].sort(byDepth((p) => p));
-  const again = [...new Set(roots.flatMap((w) => w.writableAgain ?? []))].filter((a) => subpaths.some((s) => s !== a && isUnderPath(a, s)));
+  // A git control entry the discovery found behind another user's private folder is out of a root server's sandbox's
+  // reach, and bubblewrap could not bind it (./sandbox-reach.ts): left out, as nothing inside can get to it.
+  const inReach = (p: string) => {
+    if (!foundByDiscovery(p)) return true;
+    const root = sortedRoots.findLast((w) => w.root !== p && isUnderPath(p, w.root));
+    return root === undefined || !outOfSandboxReach(p, root.root);
+  };
+  const subpaths = [...new Set(roots.flatMap((w) => [...w.readOnlySubpaths, ...configCarveOuts(w.root)]))]
+    .filter(inReach)
+    .sort(byDepth((p) => p));
+  const again = [...new Set(roots.flatMap((w) => w.writableAgain ?? []))].filter(
+    (a) => subpaths.some((s) => s !== a && isUnderPath(a, s)) && inReach(a),
+  );
   const nestedInReadOnly = sortedRoots.filter((w) => subpaths.some((sub) => sub !== w.root && isUnderPath(w.root, sub)));
   // The pins are bound with the roots, shallowest first; one inside a read-only subpath (below a folder bound
   // writable again) is bound after that folder.
