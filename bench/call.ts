@@ -12,9 +12,12 @@
  * `folders` > 0: each workspace is a git work tree holding that many folders (what a call's nested-repository search
  * walks: src/sandbox/git/discover.ts), else it is empty.
  *
- *   [SHELLMCP_BENCH_GAP_MS=ms] bun bench/call.ts [rounds=40] [command=true] [folders=0]
+ * `SHELLMCP_BENCH_POLICY=danger-full-access`: the same calls unsandboxed (the workspace-write check turned around: the
+ * write outside must succeed), without the bubblewrap reference (no helper runs).
+ *
+ *   [SHELLMCP_BENCH_GAP_MS=ms] [SHELLMCP_BENCH_POLICY=danger-full-access] bun bench/call.ts [rounds=40] [command=true] [folders=0]
  */
-import { chmodSync, existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { startLineRpc, type LineRpc } from "../test/helpers/reference.ts";
 import { benchDir, benchHome, codex0169Exe, codex097Exe, median, pairedRatio, referenceShellToolDir, ROOT, timeSpawns } from "./lib.ts";
@@ -34,7 +37,11 @@ const dir = benchDir("shellmcp-bench-call-");
 const home = benchHome("shellmcp-bench-call-home-");
 // Outside /tmp and $TMPDIR (writable under workspace-write): the write outside the workspace must be refused.
 const ww = benchHome("shellmcp-bench-call-ws-");
-const WW_POLICY = { type: "workspace-write", network_access: false, exclude_tmpdir_env_var: true, exclude_slash_tmp: true };
+/** `SHELLMCP_BENCH_POLICY=danger-full-access`: every server runs its calls unsandboxed instead (issue 40's full-access figure). */
+const FULL = process.env.SHELLMCP_BENCH_POLICY === "danger-full-access";
+const WW_POLICY = FULL
+  ? { type: "danger-full-access" }
+  : { type: "workspace-write", network_access: false, exclude_tmpdir_env_var: true, exclude_slash_tmp: true };
 const helper = codex097Exe() ?? join(ROOT, "dist", "codex-linux-sandbox");
 
 interface Server {
@@ -75,6 +82,9 @@ function populate(ws: string): void {
  * argv for the same run (to time the script's own cost apart).
  */
 function bwrapReferenceHelper(exe: string, ws: string): { shim: string; direct: string[] } {
+  // Codex's helper leaves a folder of its own in /tmp (its synthetic mount targets): removed at exit if it made it.
+  const synthetic = `/tmp/codex-bwrap-synthetic-mount-targets-${process.getuid?.() ?? 0}`;
+  if (!existsSync(synthetic)) process.on("exit", () => rmSync(synthetic, { recursive: true, force: true }));
   const link = join(dir, "codex-0.169", "codex-linux-sandbox");
   mkdirSync(join(dir, "codex-0.169"), { recursive: true });
   if (!existsSync(link)) symlinkSync(exe, link);
@@ -127,7 +137,7 @@ async function start(name: string, argv: string[], trace: boolean, helperFor?: (
     name: "shell",
     arguments: { command: `touch '${outside}/x' 2>/dev/null; true`, workdir: ws, login: false, timeout_ms: 30000 },
   });
-  if (existsSync(join(outside, "x"))) throw new Error(`${name} does not enforce workspace-write`);
+  if (existsSync(join(outside, "x")) !== FULL) throw new Error(`${name} does not run under ${WW_POLICY.type}`);
   return s;
 }
 
@@ -153,7 +163,7 @@ if (ref !== undefined && codex097Exe() !== undefined) {
 const exe169 = codex0169Exe();
 let refBwrap: Server | undefined;
 let shimCost: { shim: number; direct: number } | undefined;
-if (ref !== undefined && exe169 !== undefined) {
+if (ref !== undefined && exe169 !== undefined && !FULL) {
   let made: ReturnType<typeof bwrapReferenceHelper> | undefined;
   refBwrap = await start(
     "reference-bwrap",

@@ -2,17 +2,29 @@
  * Shared helpers for bench/ scripts: timing repeated process start-ups, and locating the reference
  * programs from the npm dev dependencies. Benchmarks print figures; they never assert.
  */
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, rmdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { basename, dirname, join, resolve } from "node:path";
 
 /** Repository root. */
 export const ROOT = resolve(import.meta.dir, "..");
 
-/** A fresh folder `<tmpdir>/<prefix>XXXXXX`, removed with everything in it when the process exits. */
+/**
+ * A fresh folder `<tmpdir>/<prefix>XXXXXX`, removed with everything in it when the process exits; and then its
+ * parent too when that is the run folder test/helpers/test-dirs.ts made this process's TMPDIR (`shellmcp-run-<pid>`,
+ * when the bench imports a test helper): that module's own exit handler ran first and found it not yet empty.
+ */
 export function benchDir(prefix: string): string {
   const dir = mkdtempSync(join(tmpdir(), prefix));
-  process.on("exit", () => rmSync(dir, { recursive: true, force: true }));
+  process.on("exit", () => {
+    rmSync(dir, { recursive: true, force: true });
+    if (basename(dirname(dir)) === `shellmcp-run-${process.pid}`)
+      try {
+        rmdirSync(dirname(dir));
+      } catch {
+        // not empty: left for whoever checks
+      }
+  });
   return dir;
 }
 
