@@ -11,7 +11,8 @@
 #   library). The install does not run that build.
 # RUN_PKGS: what the binary and the tests use at run time: bubblewrap (the bwrap backend), zsh and git (the
 #   agent-session test), python3, strace, procps, curl, ca-certificates (npm and curl over https), iproute2 (`ip`:
-#   the real-client npm scenario gives serve a network namespace with an address of its own).
+#   the real-client npm scenario gives serve a network namespace with an address of its own), python3-fusepy (a
+#   FUSE filesystem whose daemon, not the mode bits, decides access: test/sandbox/foreign-private-repo.test.ts).
 # Node and npm (for `npm ci`, which brings Bun) come from Debian's nodejs/npm when `node`/`npm` are missing.
 # scripts/check-build-deps.sh checks SHELL_BUILD_PKGS against the programs the static shell build really runs.
 SHELL_BUILD_PKGS=(build-essential musl-tools autoconf patch xz-utils)
@@ -21,7 +22,7 @@ DEBIAN_SHELL_BUILD_PKGS=("${SHELL_BUILD_PKGS[@]}" dpkg-dev libncurses-dev)
 # bsdextrautils (`man`, `col`: zsh's documentation), file (a configure script runs `file conftest` when it is
 # there). scripts/check-build-deps.sh accepts them.
 SHELL_BUILD_OPTIONAL_PKGS=(gettext man-db bsdextrautils file)
-RUN_PKGS=(bubblewrap git zsh curl ca-certificates python3 strace procps iproute2)
+RUN_PKGS=(bubblewrap git zsh curl ca-certificates python3 strace procps iproute2 python3-fusepy)
 # IMAGE_PKGS: what scripts/build-image.sh and test/deploy/ use (not installed by install.sh; `apt-get install
 #   --no-install-recommends "${IMAGE_PKGS[@]}"`, ~25 s here): mmdebstrap (the image's Debian base), podman (loads the
 #   built archive in test/deploy/image.test.ts), runsc (gVisor, for the runtime table of docs/deploy.md). kubectl

@@ -16,7 +16,7 @@ import { outermost } from "../secrets.ts";
 import { pinFolders, type WritableRoot } from "../writable-model.ts";
 import { DENY_FILE } from "./mount-markers.ts";
 import { denyDir, holdMountPoint } from "./mount-points.ts";
-import { outOfSandboxReach } from "./sandbox-reach.ts";
+import { closedFolderOnTheWay } from "./sandbox-reach.ts";
 
 /**
  * The mount part of a bwrap argv for `plan` (docs/sandbox.md, "Bubblewrap backend"): `/` read-only (or writable),
@@ -111,18 +111,23 @@ interface MountLayout {
  */
 function mountLayout(plan: FilesystemPlan, roots: WritableRoot[]): MountLayout {
   const sortedRoots = [...roots].sort(byDepth((r) => r.root));
-  // A git control entry the discovery found behind another user's private folder is out of a root server's sandbox's
-  // reach, and bubblewrap could not bind it (./sandbox-reach.ts): left out, as nothing inside can get to it.
-  const inReach = (p: string) => {
-    if (!foundByDiscovery(p)) return true;
+  // A git control entry the discovery found behind another user's private folder cannot be bound by a root server's
+  // bubblewrap (./sandbox-reach.ts): that folder is bound read-only instead, which holds whatever lies inside it.
+  const closed = new Set<string>();
+  const reachable = (p: string): string => {
+    if (!foundByDiscovery(p)) return p;
     const root = sortedRoots.findLast((w) => w.root !== p && isUnderPath(p, w.root));
-    return root === undefined || !outOfSandboxReach(p, root.root);
+    const c = root === undefined ? undefined : closedFolderOnTheWay(p, root.root);
+    if (c === undefined) return p;
+    closed.add(c);
+    return c;
   };
-  const subpaths = [...new Set(roots.flatMap((w) => [...w.readOnlySubpaths, ...configCarveOuts(w.root)]))]
-    .filter(inReach)
-    .sort(byDepth((p) => p));
+  const subpaths = [...new Set(roots.flatMap((w) => [...w.readOnlySubpaths, ...configCarveOuts(w.root)]).map(reachable))].sort(
+    byDepth((p) => p),
+  );
+  const inClosed = (p: string) => [...closed].some((c) => p !== c && isUnderPath(p, c));
   const again = [...new Set(roots.flatMap((w) => w.writableAgain ?? []))].filter(
-    (a) => subpaths.some((s) => s !== a && isUnderPath(a, s)) && inReach(a),
+    (a) => subpaths.some((s) => s !== a && isUnderPath(a, s)) && !inClosed(a),
   );
   const nestedInReadOnly = sortedRoots.filter((w) => subpaths.some((sub) => sub !== w.root && isUnderPath(w.root, sub)));
   // The pins are bound with the roots, shallowest first; one inside a read-only subpath (below a folder bound
@@ -138,7 +143,7 @@ function mountLayout(plan: FilesystemPlan, roots: WritableRoot[]): MountLayout {
   // therefore bound with `-try` (skipped when gone: what is gone protects nothing, and what a command creates there
   // later is new, as for any folder it makes; the escalation boundary distrusts a control file made after its place
   // was handed out, ../git/taint.ts). Everything else stays strict: a missing one fails the call.
-  const strict = new Set<string>(subpaths.filter((p) => !foundByDiscovery(p)));
+  const strict = new Set<string>(subpaths.filter((p) => !foundByDiscovery(p) && !closed.has(p)));
   for (const a of again) if (!foundByDiscovery(a)) strict.add(a);
   for (const pin of pins) if ([...strict].some((p) => isUnderPath(p, pin))) strict.add(pin);
   return { sortedRoots, subpaths, again, nestedInReadOnly, pins, pinSet: new Set(pins), strict };
