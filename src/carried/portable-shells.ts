@@ -60,6 +60,26 @@ export function portableShellBases(uid: number = process.getuid?.() ?? -1, home:
   return [join("/run/user", String(uid), "shellmcp"), join(home, ".cache", "shellmcp")];
 }
 
+/**
+ * The base folder that holds what this executable carries and runs outside every sandbox — the lifeline guard (which
+ * starts every call, bubblewrap included), sandbox-exec, the role links — besides its shells: the first of
+ * {@link portableShellBases} that qualifies, made when missing (as {@link installPortableShell} would), in a list;
+ * empty for a from-source run (it carries nothing) or when none qualifies. Whoever can write there runs code outside
+ * the sandbox at the next call, and `~/.cache/shellmcp` lies inside a call's writable root whenever the workspace
+ * holds HOME: `serve` and the exec-server protect it as they protect CODEX_HOME (src/sandbox/protected-config.ts:
+ * read-only inside every writable root under bubblewrap, a refusal under Landlock). Never throws.
+ */
+export function carriedBases(uid: number = process.getuid?.() ?? -1, home: string = userHome()): string[] {
+  if (!IS_COMPILED) return [];
+  const first = portableShellBases(uid, home).find((b) => ensureBase(b, uid) === undefined);
+  return first === undefined ? [] : [first];
+}
+
+/** Whether `dir` is one of {@link portableShellBases} (of this user and HOME): where carried programs live. */
+export function isCarriedBase(dir: string): boolean {
+  return portableShellBases().includes(dir);
+}
+
 /** Why `path` cannot hold our shells (not ours, a symlink, writable by others), or undefined when it can. */
 function folderProblem(path: string, uid: number): string | undefined {
   let st;
