@@ -8,8 +8,9 @@
  *
  * - root: `/run/shellmcp/`; another user: `/run/user/<uid>/shellmcp/` (systemd's per-user runtime folder, mode 0700,
  *   a tmpfs) when it exists and is that user's, else `$HOME/.cache/shellmcp/`. None of them lies in a default writable
- *   root of Codex's sandbox policies (the workspace, `/tmp`, `$TMPDIR`); a workspace that holds `~/.cache` would,
- *   which is why the runtime folder comes first.
+ *   root of Codex's sandbox policies (the workspace, `/tmp`, `$TMPDIR`); a workspace that holds `~/.cache` would
+ *   (or a HOME under `/tmp`), which is why the runtime folder comes first, and why the folder in use is protected
+ *   like CODEX_HOME ({@link carriedBases}: read-only under bubblewrap, a refusal under Landlock).
  * - inside it, `shells-<first 16 hex digits of the shell's SHA-256>/<bash|zsh>`: one folder per content, so two
  *   versions of shellmcp running at once never rewrite each other's shell.
  * - on each start (each `serve`): the folders are checked (not a symlink, a directory owned by this user, writable by
