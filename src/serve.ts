@@ -26,7 +26,7 @@ import { loadServeSetup, type ServeOptions, type ServeSetup } from "./serve/setu
 import { CgroupManager, cgroupWarnedDir, shouldSayNoCgroups } from "./shell/cgroup.ts";
 import { runtimeDir, xdgRuntimeDir } from "./sandbox/linux/bwrap-probe-cache.ts";
 import { portableShellBases, roleLink } from "./carried/portable-shells.ts";
-import { killSessions } from "./shell/sessions.ts";
+import { endSessions } from "./shell/sessions.ts";
 import { endLifeline, lifelineProblem } from "./sandbox/linux/lifeline.ts";
 import { sweepMountMarkers } from "./sandbox/linux/mount-markers.ts";
 import { sweepDeadApproverSockets } from "./approvals/server.ts";
@@ -145,7 +145,7 @@ function clientRuntime(rt: ServeRuntime & { unified: SessionManager }, setup: Se
     options: clientOptions(own, own.setup, idle),
     close: async () => {
       const ended = own.unified.closeAll(3000);
-      killSessions(own.sessions);
+      await endSessions(own.sessions, lifelineProblem() === undefined);
       await ended;
     },
   };
@@ -329,7 +329,7 @@ function startRuntime(
     endLifeline(); // every call's guard kills what runs below it
     const sessionsEnded = unified.closeAll(3000);
     await cgroups?.shutdown();
-    killSessions(sessions);
+    await endSessions(sessions, lifelineProblem() === undefined); // the guards finish first (the lifeline is closed)
     await sessionsEnded;
     await server?.stop();
   };

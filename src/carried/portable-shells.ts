@@ -8,8 +8,9 @@
  *
  * - root: `/run/shellmcp/`; another user: `/run/user/<uid>/shellmcp/` (systemd's per-user runtime folder, mode 0700,
  *   a tmpfs) when it exists and is that user's, else `$HOME/.cache/shellmcp/`. None of them lies in a default writable
- *   root of Codex's sandbox policies (the workspace, `/tmp`, `$TMPDIR`); a workspace that holds `~/.cache` would,
- *   which is why the runtime folder comes first.
+ *   root of Codex's sandbox policies (the workspace, `/tmp`, `$TMPDIR`); a workspace that holds `~/.cache` would
+ *   (or a HOME under `/tmp`), which is why the runtime folder comes first, and why the folder in use is protected
+ *   like CODEX_HOME ({@link carriedBases}: read-only under bubblewrap, a refusal under Landlock).
  * - inside it, `shells-<first 16 hex digits of the shell's SHA-256>/<bash|zsh>`: one folder per content, so two
  *   versions of shellmcp running at once never rewrite each other's shell.
  * - on each start (each `serve`): the folders are checked (not a symlink, a directory owned by this user, writable by
@@ -58,6 +59,26 @@ const SHELL_MODE = 0o755;
 export function portableShellBases(uid: number = process.getuid?.() ?? -1, home: string = userHome()): string[] {
   if (uid === 0) return ["/run/shellmcp", join(home, ".cache", "shellmcp")];
   return [join("/run/user", String(uid), "shellmcp"), join(home, ".cache", "shellmcp")];
+}
+
+/**
+ * The base folder that holds what this executable carries and runs outside every sandbox — the lifeline guard (which
+ * starts every call, bubblewrap included), sandbox-exec, the role links — besides its shells: the first of
+ * {@link portableShellBases} that qualifies, made when missing (as {@link installPortableShell} would), in a list;
+ * empty for a from-source run (it carries nothing) or when none qualifies. Whoever can write there runs code outside
+ * the sandbox at the next call, and `~/.cache/shellmcp` lies inside a call's writable root whenever the workspace
+ * holds HOME: `serve` and the exec-server protect it as they protect CODEX_HOME (src/sandbox/protected-config.ts:
+ * read-only inside every writable root under bubblewrap, a refusal under Landlock). Never throws.
+ */
+export function carriedBases(uid: number = process.getuid?.() ?? -1, home: string = userHome()): string[] {
+  if (!IS_COMPILED) return [];
+  const first = portableShellBases(uid, home).find((b) => ensureBase(b, uid) === undefined);
+  return first === undefined ? [] : [first];
+}
+
+/** Whether `dir` is one of {@link portableShellBases} (of this user and HOME): where carried programs live. */
+export function isCarriedBase(dir: string): boolean {
+  return portableShellBases().includes(dir);
 }
 
 /** Why `path` cannot hold our shells (not ours, a symlink, writable by others), or undefined when it can. */

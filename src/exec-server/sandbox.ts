@@ -25,6 +25,7 @@ import { planPermissionProfile, summarySandboxPolicy } from "../sandbox/filesyst
 import { hasFullDiskWrite, hasFullNetwork, parseSandboxPolicy, type SandboxPolicy } from "../sandbox/policy.ts";
 import { markerDir } from "../sandbox/linux/mount-markers.ts";
 import { PROTECTED_NAMES, setProtectedConfigDirs } from "../sandbox/protected-config.ts";
+import { carriedBases } from "../carried/portable-shells.ts";
 import { writeStderr } from "../stderr.ts";
 import { decodePath, invalidParams, paramsObject, rpcError, RPC } from "./rpc.ts";
 
@@ -138,7 +139,8 @@ export function setSandboxBackend(kind: string): void {
   if (why !== undefined)
     writeStderr(`shellmcp exec-server: cannot make CODEX_HOME (${home}): ${why}; sandboxed processes run without it protected\n`);
   protectedHome = why === undefined ? home : undefined;
-  setProtectedConfigDirs(protectedHome === undefined ? [] : [protectedHome]);
+  // With it, the folder of the programs this executable carries and runs outside every sandbox (the lifeline guard).
+  setProtectedConfigDirs([...(protectedHome === undefined ? [] : [protectedHome]), ...carriedBases()]);
   choice = new BackendChoice(kind, protectedHome === undefined ? [] : [protectedHome]);
 }
 

@@ -18,6 +18,7 @@ import {
   type PermissionProfile,
 } from "./permission-profile.ts";
 import { configCarveOuts, configDirsUnder, PROTECTED_NAMES, rootInConfigDir } from "./protected-config.ts";
+import { isCarriedBase } from "../carried/portable-shells.ts";
 import { isDir, isUnder } from "./paths.ts";
 import { LINUX_PLATFORM_READ_DEFAULTS, readableRoots, writableRootPaths, writableRoots, type NestedGitOption } from "./roots.ts";
 import type { SandboxPolicy } from "./policy.ts";
@@ -416,6 +417,14 @@ export function configDirInWritableRoot(plan: FilesystemPlan): { root: string; d
 
 /** The sentence that refuses a Landlock run whose writable `root` contains the protected config folder `dir`. */
 function configDirWhy(root: string, dir: string): string {
+  if (isCarriedBase(dir))
+    return (
+      `the writable folder ${root} contains ${dir}, where shellmcp keeps the programs it runs outside the sandbox ` +
+      `(its lifeline guard, sandbox-exec), and Landlock cannot keep a folder inside a writable one read-only (a command ` +
+      `could replace one and run unsandboxed at the next call): use the bubblewrap backend (install bubblewrap, or ` +
+      `--sandbox-backend bwrap), work in a folder that does not contain ${dir}, or give this user a runtime folder ` +
+      `/run/user/${process.getuid?.() ?? "<uid>"} (a login session, or \`loginctl enable-linger\`), which shellmcp uses first`
+    );
   return (
     `the writable folder ${root} contains ${dir}, where shellmcp and Codex read their rules and config from, and ` +
     `Landlock cannot keep a folder inside a writable one read-only (a command could give the next session any ` +

@@ -37,7 +37,7 @@ import { parseSandboxPolicy, type SandboxPolicy } from "../sandbox/policy.ts";
 import { setProtectedConfigDirs } from "../sandbox/protected-config.ts";
 import { LANDLOCK_EXTRA_WRITABLE } from "../sandbox/writable.ts";
 import { DEFAULT_MAX_OUTPUT_BYTES } from "../shell/output.ts";
-import { embeddedShell, installPortableShell } from "../carried/portable-shells.ts";
+import { carriedBases, embeddedShell, installPortableShell } from "../carried/portable-shells.ts";
 import { BackendChoice } from "./backend.ts";
 import { readNetworkPolicy, type NetworkPolicy } from "../network/policy.ts";
 
@@ -124,7 +124,9 @@ export function loadServeSetup(o: ServeOptions): ServeSetup {
   // CODEX_HOME decides what this and every later session may do: from here on no sandbox of this process (calls,
   // rooms, the helper through --protected-config-dir) can write it, and it is not read at all when some sandbox
   // could have written it already (issue 34, item 4).
-  setProtectedConfigDirs([codexHome]);
+  // So is the folder of the programs this executable carries and runs outside every sandbox (the lifeline guard,
+  // sandbox-exec): for a user without /run/user/<uid> it is ~/.cache/shellmcp, inside a workspace that holds HOME.
+  setProtectedConfigDirs([codexHome, ...carriedBases()]);
   const backendKind = o.sandboxBackend ?? "auto";
   const pinned = pinnedWorkspace(o);
   const exposed = codexHomeExposure(codexHome, {

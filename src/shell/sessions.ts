@@ -10,6 +10,7 @@
  */
 import { readdirSync, readFileSync } from "node:fs";
 import * as libc from "../../ffi/libc.ts";
+import { HOST_PLATFORM } from "../sandbox/host-platform.ts";
 
 /** Session id of process `pid` from /proc (field 6 of stat), or undefined if it is gone. */
 function sessionOf(pid: number): number | undefined {
@@ -46,4 +47,37 @@ export function killSessions(sids: ReadonlySet<number>): number {
     }
   }
   return n;
+}
+
+/** How long {@link endSessions} waits for the calls' lifeline guards to end what runs below them, ms. */
+export const GUARD_END_WAIT_MS = 2000;
+
+/**
+ * End every process of the sessions `sids` ({@link trackSession}): when the client disconnects (the server shuts
+ * down, or one HTTP client goes). Where calls run under lifeline guards (`guarded`: the guard binary is there, see
+ * src/sandbox/linux/lifeline.ts), each session's leader is its call's guard, the subreaper of everything the call
+ * started: each guard is asked to end (the platform's `endSignal`, as a timeout does, src/shell/call-control.ts) and
+ * kills everything below it — processes that called `setsid` and left the session too — then dies; they get up to
+ * `waitMs` to be gone from `sids` (a call stops tracking its guard once reaped). Only then is every process still in
+ * one of those sessions SIGKILLed: the calls without a guard, or a guard that did not finish. A guard SIGKILLed first
+ * (as this server did) leaves what its shell detached from the session running, re-parented to init, where nothing
+ * catches it unless a per-call cgroup does (root, or a delegated cgroup: not a user without one). Resolves with how
+ * many processes the last step signalled. Never throws.
+ */
+export async function endSessions(sids: ReadonlySet<number>, guarded: boolean, waitMs: number = GUARD_END_WAIT_MS): Promise<number> {
+  if (guarded && sids.size > 0) {
+    for (const sid of sids)
+      try {
+        libc.kill(sid, HOST_PLATFORM.lifeline.endSignal);
+      } catch {
+        // not ours to signal (EPERM): the last step tries with SIGKILL
+      }
+    const deadline = Date.now() + waitMs;
+    while (sids.size > 0 && Date.now() < deadline) await Bun.sleep(5);
+  }
+  try {
+    return killSessions(sids);
+  } catch {
+    return 0;
+  }
 }

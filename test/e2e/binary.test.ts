@@ -83,9 +83,12 @@ describe("no autoload from an untrusted cwd", () => {
       require("node:fs").mkdirSync(join(dir, rel, ".."), { recursive: true });
       writeFileSync(join(dir, rel), evil);
     }
+    // CODEX_HOME is not the hostile cwd: it lies under $TMPDIR, which serve refuses. HOME is set too: without it
+    // serve takes the passwd entry's, the real HOME of the user running the tests (its carried programs go there).
+    const home = homeDir();
     const p = Bun.spawn([ensureBinary(), "serve", "--sandbox", "danger-full-access"], {
       cwd: dir,
-      env: { PATH: "/usr/bin:/bin", CODEX_HOME: homeDir() }, // not the hostile cwd: it lies under $TMPDIR, which serve refuses
+      env: { PATH: "/usr/bin:/bin", HOME: home, CODEX_HOME: home },
       stdin: "pipe",
       stdout: "pipe",
       stderr: "pipe",

@@ -49,10 +49,17 @@ describe.skipIf(skipWithout("portable shells (one file to run)", portableMissing
     return exe;
   }
 
-  async function call(exe: string, shell: "bash" | "zsh", command: string) {
+  /** One `shell` call of a new `serve` of `exe`, whose HOME and CODEX_HOME is `home` (default: a new folder). */
+  async function call(exe: string, shell: "bash" | "zsh", command: string, home?: string) {
     const work = mkdtempSync(join(CONF_BASE, "work-"));
     mkdirSync(join(work, "sub"));
-    const s = await startServe({ command: [exe], args: ["--sandbox", "workspace-write", "--shell", shell], rules: RULES, cwd: work });
+    const s = await startServe({
+      command: [exe],
+      args: ["--sandbox", "workspace-write", "--shell", shell],
+      rules: RULES,
+      cwd: work,
+      codexHome: home,
+    });
     sessions.push(s);
     const r = await s.shell({ command, workdir: work, login: false });
     await s.close();
@@ -81,9 +88,11 @@ describe.skipIf(skipWithout("portable shells (one file to run)", portableMissing
 
   test("a changed copy is replaced before the next start uses it", async () => {
     const exe = alone();
-    const first = /exe=(\S+)/.exec((await call(exe, "bash", 'echo "exe=$(readlink /proc/$$/exe)"')).output)![1]!;
+    // Both starts share HOME: a user other than root without /run/user/<uid> keeps the copies in ~/.cache/shellmcp.
+    const home = mkdtempSync(join(CONF_BASE, "home-"));
+    const first = /exe=(\S+)/.exec((await call(exe, "bash", 'echo "exe=$(readlink /proc/$$/exe)"', home)).output)![1]!;
     writeFileSync(first, "#!/bin/sh\necho tampered\n");
-    const out = await call(exe, "bash", 'echo "exe=$(readlink /proc/$$/exe) $BASH_VERSION"');
+    const out = await call(exe, "bash", 'echo "exe=$(readlink /proc/$$/exe) $BASH_VERSION"', home);
     expect(out.output).not.toContain("tampered");
     expect(out.output).toContain("5.2.15");
     expect(readFileSync(first).equals(readFileSync(join(STATIC, "bash")))).toBe(true);

@@ -16,6 +16,17 @@ import { startServer, type StartedServer } from "./codex-harness.ts";
 
 const base = join(CONF_BASE, `exec-direct-${process.pid}`);
 
+/**
+ * The server's HOME, outside /tmp: the run's HOME lies under /tmp, a writable root of every workspace-write sandbox,
+ * and a user other than root without /run/user/<uid> keeps the programs the executable runs outside the sandbox in
+ * ~/.cache/shellmcp, which Landlock then refuses to leave writable (src/carried/portable-shells.ts).
+ */
+function serverHome(): string {
+  const h = join(base, "home");
+  mkdirSync(h, { recursive: true });
+  return h;
+}
+
 beforeAll(() => mkdirSync(base, { recursive: true }));
 afterAll(() => rmSync(base, { recursive: true, force: true }));
 
@@ -51,6 +62,7 @@ for (const backend of ["bwrap", "landlock"] as const)
     test(`${backend}, tty ${tty}: a sandboxed process/start runs under no sandbox helper of ours (no Bun start)`, async () => {
       const server: StartedServer = await startServer([ensureBinary(), "exec-server", "--sandbox-backend", backend], {
         ...process.env,
+        HOME: serverHome(),
         CODEX_HOME: join(base, `codex-home-${backend}`),
       });
       const proj = join(base, `proj-${backend}-${tty}`);

@@ -16,6 +16,17 @@ import { startServer, type StartedServer } from "./codex-harness.ts";
 
 const base = join(CONF_BASE, `exec-launch-${process.pid}`);
 
+/**
+ * The server's HOME, outside /tmp: the run's HOME lies under /tmp, a writable root of every workspace-write sandbox,
+ * and a user other than root without /run/user/<uid> keeps the programs the executable runs outside the sandbox in
+ * ~/.cache/shellmcp, which Landlock then refuses to leave writable (src/carried/portable-shells.ts).
+ */
+function serverHome(): string {
+  const h = join(base, "home");
+  mkdirSync(h, { recursive: true });
+  return h;
+}
+
 /** The older `sandboxPolicy` shape of `process/start` and the fs methods: workspace-write in `proj`, no network. */
 function legacyWorkspaceWrite(proj: string): Record<string, unknown> {
   return {
@@ -46,7 +57,12 @@ function git(cwd: string, ...args: string[]): { code: number; out: string } {
 async function plantHook(how: "fallback" | "flag"): Promise<void> {
   const server: StartedServer = await startServer(
     [ensureBinary(), "exec-server", ...(how === "flag" ? ["--sandbox-backend", "landlock"] : [])],
-    { ...process.env, CODEX_HOME: join(base, "codex-home"), ...(how === "fallback" ? { SHELLMCP_BWRAP: join(base, "no-bwrap") } : {}) },
+    {
+      ...process.env,
+      HOME: serverHome(),
+      CODEX_HOME: join(base, "codex-home"),
+      ...(how === "fallback" ? { SHELLMCP_BWRAP: join(base, "no-bwrap") } : {}),
+    },
   );
   try {
     // The helper reads its environment (the process's) too: the fallback holds for it as for the server.
@@ -106,6 +122,7 @@ async function plantIn(server: StartedServer, proj: string, ran: string, extraEn
 test("an fs/writeFile under --sandbox-backend landlock cannot leave a .git/config the user's next git status runs", async () => {
   const server: StartedServer = await startServer([ensureBinary(), "exec-server", "--sandbox-backend", "landlock"], {
     ...process.env,
+    HOME: serverHome(),
     CODEX_HOME: join(base, "codex-home"),
   });
   const proj = join(base, "proj-fs");
@@ -143,6 +160,7 @@ test("an fs/writeFile under --sandbox-backend landlock cannot leave a .git/confi
 test("nothing a process/start began outlives an exec-server killed with SIGKILL (no per-process cgroups)", async () => {
   const server: StartedServer = await startServer([ensureBinary(), "exec-server"], {
     ...process.env,
+    HOME: serverHome(),
     CODEX_HOME: join(base, "codex-home"),
     SHELLMCP_NO_CGROUP: "1",
   });
@@ -193,6 +211,7 @@ test("nothing a process/start began outlives an exec-server killed with SIGKILL 
 test("nothing a tty process/start began outlives an exec-server killed with SIGKILL (no per-process cgroups)", async () => {
   const server: StartedServer = await startServer([ensureBinary(), "exec-server", "--sandbox-backend", "landlock"], {
     ...process.env,
+    HOME: serverHome(),
     CODEX_HOME: join(base, "codex-home"),
     SHELLMCP_NO_CGROUP: "1",
   });

@@ -76,7 +76,16 @@ export function peakRssMiB(pid: number): number {
   return statusKiB(pid, "VmHWM") / 1024;
 }
 
-/** Open fds of `pid`. */
+/**
+ * Why this process cannot read a `serve` process's fds (`/proc/<pid>/fd`), executable link or memory maps, or
+ * undefined when it can: `serve` makes itself non-dumpable (src/serve.ts `hardenServerProcess`), and the kernel then
+ * opens those files only to a process with CAP_SYS_PTRACE, i.e. root, never to another process of the same user.
+ * For `skipWithout` (prereq.ts): a suite run as another user skips those checks, and says so.
+ */
+export const SERVER_PROC_HIDDEN: string | undefined =
+  process.getuid?.() === 0 ? undefined : "serve is non-dumpable: only root can read its /proc/<pid>/fd, exe and smaps";
+
+/** Open fds of `pid` (a `serve` process: root only, see {@link SERVER_PROC_HIDDEN}). */
 export function fdCount(pid: number): number {
   return readdirSync(`/proc/${pid}/fd`).length;
 }

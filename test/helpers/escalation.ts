@@ -39,9 +39,14 @@ export interface RunInShellOptions extends Omit<ListenOptions, "boundary"> {
   onSpawn?: (pid: number, listener: EscalationListener) => void;
 }
 
-/** Run `script` in a patched shell whose execs go to `server`. */
+/**
+ * Run `script` in a patched shell whose execs go to `server`. HOME is a folder that does not exist (unless `env`
+ * names one): Bun's stdin pipe is a socket, and bash sources `~/.bashrc` for `-c` when its stdin is a socket (it
+ * takes itself for a shell started by sshd), so a real HOME would put that file's effects, or a "Permission denied"
+ * for one it cannot read (`/root/.bashrc` as another user), into the output under test.
+ */
 export async function runInShell(server: EscalationServer, o: RunInShellOptions): Promise<ShellResult> {
-  const base = { PATH: "/usr/local/bin:/usr/bin:/bin", HOME: "/root", LC_ALL: "C", ...o.env };
+  const base = { PATH: "/usr/local/bin:/usr/bin:/bin", HOME: "/nonexistent-home", LC_ALL: "C", ...o.env };
   const listener = server.listen({ ...o, boundary: o.boundary ?? openBoundary(base) });
   const env = { ...base, ...listener.shellEnv(o.wrapper ?? ourWrapper(), 3) };
   const p = Bun.spawn([patchedShell(o.shell ?? "bash"), "-c", o.script], {

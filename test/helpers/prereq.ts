@@ -8,6 +8,7 @@
  *   test.skipIf(skipWithout("sandbox vector x", hasPython ? undefined : "python3 not installed"))("x", …);
  */
 import { test } from "bun:test";
+import { existsSync } from "node:fs";
 
 /** True when skips are failures: the environment variable CI is `true` or `1` (as CI services set it). */
 export const STRICT_PREREQS = process.env.CI === "true" || process.env.CI === "1";
@@ -37,3 +38,14 @@ export function toolMissing(...tools: string[]): string | undefined {
   for (const t of tools) if (Bun.which(t) === null) return `${t} not installed`;
   return undefined;
 }
+
+/**
+ * Why a Landlock call whose writable folder holds HOME is refused for the user running the tests, or undefined when
+ * it is not: a user other than root without /run/user/<uid> keeps the programs the executable runs outside the
+ * sandbox in ~/.cache/shellmcp (src/carried/portable-shells.ts), which Landlock cannot keep read-only inside a
+ * writable folder (test/security/carried-programs.test.ts checks that refusal). For {@link skipWithout}.
+ */
+export const LANDLOCK_HOME_REFUSED: string | undefined =
+  process.getuid === undefined || process.getuid() === 0 || existsSync(`/run/user/${process.getuid()}`)
+    ? undefined
+    : `Landlock refuses a writable HOME for a user without /run/user/${process.getuid()} (the carried programs are in ~/.cache/shellmcp)`;

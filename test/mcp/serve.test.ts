@@ -395,7 +395,9 @@ describe.skipIf(skip)("robustness (raw stdio)", () => {
     const home = homeDir();
     const ws = workspace();
     const p = Bun.spawn([ensureBinary(), "serve", "--sandbox", "danger-full-access"], {
-      env: { PATH: "/usr/bin:/bin", CODEX_HOME: home },
+      // HOME too: without it serve takes the passwd entry's (the real HOME of the user running the tests), where a
+      // user other than root without /run/user/<uid> gets its carried programs.
+      env: { PATH: "/usr/bin:/bin", HOME: home, CODEX_HOME: home },
       stdin: "pipe",
       stdout: "pipe",
       stderr: "pipe",

@@ -16,7 +16,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { closeAll, confDir, hostGit, requirePrograms, serveWithPid, token, waitFor } from "../helpers/attack.ts";
 import { homeDir, ROOT } from "../helpers/binary.ts";
-import { skipWithout } from "../helpers/prereq.ts";
+import { LANDLOCK_HOME_REFUSED, skipWithout } from "../helpers/prereq.ts";
 import { shellsMissing } from "../helpers/shells.ts";
 
 afterAll(closeAll);
@@ -277,25 +277,29 @@ describe.skipIf(skipWithout("room reach suite", shellsMissing()))("issue 30: a r
       }, 60_000);
     }
 
-    test("landlock: a store inside a folder the room writes cannot be hidden: the room is refused, the program runs in the sandbox, and the result says why", async () => {
-      const ws = workspace();
-      const codexHome = homeDir();
-      const home = join(ws, "home"); // HOME inside the workspace the call writes
-      mkdirSync(join(home, ".ssh"), { recursive: true });
-      writeFileSync(join(home, ".ssh", "id_rsa"), "FAKE\n");
-      const s = await serveWithPid({
-        rules: 'prefix_rule(pattern=["python3"], decision="allow")\n',
-        args: ["--sandbox-backend", "landlock"],
-        codexHome,
-        env: { SHELLMCP_LOG: "info", HOME: home },
-      });
-      expect(await s.sandboxState({ type: "workspace-write", network_access: false }, ws)).toEqual({});
-      const out = (await s.shell({ command: "python3 -c 'print(\"ran\")'", workdir: ws, login: false })).out.output;
-      expect(out).toContain("ran");
-      expect(out).toContain("ran inside the sandbox, not escalated");
-      expect(out).toContain("credential store");
-      expect(s.stderr()).not.toMatch(/escalated \{"file":"[^"]*python3/);
-    }, 60_000);
+    test.skipIf(skipWithout("landlock: a store in a room's writable HOME", LANDLOCK_HOME_REFUSED))(
+      "landlock: a store inside a folder the room writes cannot be hidden: the room is refused, the program runs in the sandbox, and the result says why",
+      async () => {
+        const ws = workspace();
+        const codexHome = homeDir();
+        const home = join(ws, "home"); // HOME inside the workspace the call writes
+        mkdirSync(join(home, ".ssh"), { recursive: true });
+        writeFileSync(join(home, ".ssh", "id_rsa"), "FAKE\n");
+        const s = await serveWithPid({
+          rules: 'prefix_rule(pattern=["python3"], decision="allow")\n',
+          args: ["--sandbox-backend", "landlock"],
+          codexHome,
+          env: { SHELLMCP_LOG: "info", HOME: home },
+        });
+        expect(await s.sandboxState({ type: "workspace-write", network_access: false }, ws)).toEqual({});
+        const out = (await s.shell({ command: "python3 -c 'print(\"ran\")'", workdir: ws, login: false })).out.output;
+        expect(out).toContain("ran");
+        expect(out).toContain("ran inside the sandbox, not escalated");
+        expect(out).toContain("credential store");
+        expect(s.stderr()).not.toMatch(/escalated \{"file":"[^"]*python3/);
+      },
+      60_000,
+    );
 
     test('bwrap: [shellmcp.room_readable] python3 = ["~/.ssh"] gives that program ~/.ssh back, and only that store', async () => {
       const ws = workspace();

@@ -20,7 +20,7 @@ describe("where the probe cache lives", () => {
   test("another user: a private XDG_RUNTIME_DIR, or nowhere", () => {
     const xdg = mkdtempSync(join(RUN_TMP, "xdg-"));
     chmodSync(xdg, 0o700);
-    expect(probeCacheDir(me === 0 ? 1 : me, { XDG_RUNTIME_DIR: xdg })).toBeUndefined(); // not that user's folder
+    expect(probeCacheDir(me + 1, { XDG_RUNTIME_DIR: xdg })).toBeUndefined(); // not that user's folder (it is ours)
     if (me !== 0) expect(probeCacheDir(me, { XDG_RUNTIME_DIR: xdg })).toBe(join(xdg, "shellmcp"));
     expect(probeCacheDir(4242, {})).toBeUndefined();
     expect(probeCacheDir(4242, { XDG_RUNTIME_DIR: "relative/dir" })).toBeUndefined();
