@@ -177,7 +177,7 @@ describe("exec-server --ws-auth capability-token", () => {
 
   const maybeUser = skipWithout(
     "second local user test",
-    toolMissing("useradd", "userdel", "setpriv", "curl") ?? (process.getuid?.() === 0 ? undefined : "needs root to add a user"),
+    process.getuid?.() === 0 ? toolMissing("useradd", "userdel", "setpriv", "curl") : "needs root to add a user",
   )
     ? test.skip
     : test;

@@ -37,6 +37,34 @@ afterAll(async () => {
   rmSync(base, { recursive: true, force: true });
 });
 
+/** A root `serve` on bubblewrap whose workspace-write calls run in `ws`, with `extra` writable roots. */
+async function serveIn(ws: string, extra: string[] = []): Promise<Session> {
+  const s = await startServe({
+    command: [ensureBinary()],
+    codexHome: mkdtempSync(join(base, "home-")),
+    args: ["--sandbox-backend", "bwrap"],
+  });
+  sessions.push(s);
+  await s.sandboxState({ type: "workspace-write", writable_roots: extra, network_access: false, exclude_slash_tmp: true }, ws);
+  return s;
+}
+
+/**
+ * In `ws`: list folder `dir`, then try to create the `pre-commit` hook of `repo`; the output says whether the listing
+ * worked and the write met a read-only mount. Expects both (the sandbox gets in, and cannot write), and no hook on
+ * the host at `hostRepo` (the same repository seen from outside).
+ */
+async function expectListedNotWritten(s: Session, ws: string, dir: string, repo: string, hostRepo: string): Promise<void> {
+  const hook = join(repo, ".git", "hooks", "pre-commit");
+  const r = await s.shell({
+    command: `ls '${dir}' >/dev/null && echo listed; touch '${hook}' 2>&1 | grep -o 'Read-only file system'; echo done`,
+    workdir: ws,
+    login: false,
+  });
+  expect(r.out.output).toBe("listed\nRead-only file system\ndone\n");
+  expect(existsSync(join(hostRepo, ".git", "hooks", "pre-commit"))).toBe(false);
+}
+
 /** `git init` of `dir`, then the whole tree handed to `nobody`, its top folder mode 0700. */
 function foreignRepo(top: string): string {
   const repo = join(top, "t", "repo");
@@ -123,23 +151,9 @@ describe.skipIf(skip)("another user's repository in a private folder under a wri
         for (let i = 0; i < 200 && !existsSync(join(mnt, "ws")); i++) await Bun.sleep(25);
         expect(existsSync(join(mnt, "ws"))).toBe(true);
         const ws = join(mnt, "ws");
-        const s = await startServe({
-          command: [ensureBinary()],
-          codexHome: mkdtempSync(join(base, "home-")),
-          args: ["--sandbox-backend", "bwrap"],
-        });
-        sessions.push(s);
-        await s.sandboxState({ type: "workspace-write", writable_roots: [], network_access: false, exclude_slash_tmp: true }, ws);
-        const hook = join(ws, "nr.private", "t", "repo", ".git", "hooks", "pre-commit");
-        const r = await s.shell({
-          command: `ls '${ws}/nr.private' >/dev/null && echo listed; touch '${hook}' 2>&1 | grep -o 'Read-only file system'; echo done`,
-          workdir: ws,
-          login: false,
-        });
         // The daemon lets the sandbox in (without the read-only bind of the folder, the hook was written: the attack
         // review's reproduction), and the bind keeps it from writing.
-        expect(r.out.output).toBe("listed\nRead-only file system\ndone\n");
-        expect(existsSync(join(repo, ".git", "hooks", "pre-commit"))).toBe(false);
+        await expectListedNotWritten(await serveIn(ws), ws, join(ws, "nr.private"), join(ws, "nr.private", "t", "repo"), repo);
       } finally {
         Bun.spawnSync(["umount", "-l", mnt]);
         fuse.kill();
@@ -155,21 +169,8 @@ describe.skipIf(skip)("another user's repository in a private folder under a wri
     mkdirSync(top);
     const repo = foreignRepo(top);
     grantRootByAcl(top);
-    const s = await startServe({
-      command: [ensureBinary()],
-      codexHome: mkdtempSync(join(base, "home-")),
-      args: ["--sandbox-backend", "bwrap"],
-    });
-    sessions.push(s);
-    await s.sandboxState({ type: "workspace-write", writable_roots: [], network_access: false, exclude_slash_tmp: true }, ws);
     // The ACL lets the sandbox in: without the read-only bind it could plant the hook.
-    const r = await s.shell({
-      command: `ls '${top}' >/dev/null && echo listed; touch '${repo}/.git/hooks/pre-commit' 2>&1 | grep -o 'Read-only file system'; echo done`,
-      workdir: ws,
-      login: false,
-    });
-    expect(r.out.output).toBe("listed\nRead-only file system\ndone\n");
-    expect(existsSync(join(repo, ".git", "hooks", "pre-commit"))).toBe(false);
+    await expectListedNotWritten(await serveIn(ws), ws, top, repo, repo);
   }, 60_000);
 
   for (const depth of ["in the workspace", "in an extra writable root"] as const)
@@ -179,13 +180,7 @@ describe.skipIf(skip)("another user's repository in a private folder under a wri
       const top = join(depth === "in the workspace" ? ws : extra, "nr.private");
       mkdirSync(top);
       const repo = foreignRepo(top);
-      const s = await startServe({
-        command: [ensureBinary()],
-        codexHome: mkdtempSync(join(base, "home-")),
-        args: ["--sandbox-backend", "bwrap"],
-      });
-      sessions.push(s);
-      await s.sandboxState({ type: "workspace-write", writable_roots: [extra], network_access: false, exclude_slash_tmp: true }, ws);
+      const s = await serveIn(ws, [extra]);
       const r = await s.shell({
         command:
           `touch ran; touch '${repo}/.git/hooks/pre-commit' 2>/dev/null && echo reached; ls '${top}' >/dev/null 2>&1 && echo listed; ` +

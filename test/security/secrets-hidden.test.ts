@@ -335,23 +335,23 @@ describe.skipIf(skipWithout("secrets suite", shellsMissing()))("issue 39: no san
       expect({ leaked, out }).toEqual({ leaked: [], out });
     }, 60_000);
 
-    for (const [n, over] of [
-      [20_000, "a pipe's 1 MiB"],
-      [70_000, "sandbox-exec's 65,536 rules"],
-    ] as const)
-      test.skipIf(backend !== "landlock")(
-        `${backend}: a HOME of ${n} entries (its plan over ${over}): the call runs through the helper and still hides the stores`,
-        async () => {
-          const w = world(true);
-          for (let i = 0; i < n; i++) writeFileSync(join(w.home, `n${i}`), "");
-          const s = await serve(w, backend, "");
-          expect(await s.sandboxState({ type: "workspace-write", network_access: false }, w.ws)).toEqual({});
-          const out = await output(s, readAll([join(w.home, ".ssh", "id_ed25519"), join(w.home, "notes.txt")]), w.ws);
-          expect(out).toContain("PLAIN notes");
-          expect(out).not.toContain(w.secret);
-        },
-        120_000,
-      );
+    // Landlock only: its plan (sandbox-exec's rules over a pipe) is what grows with HOME; bubblewrap hides the stores
+    // by mounts and has no such plan.
+    for (const [n, over] of backend === "landlock"
+      ? ([
+          [20_000, "a pipe's 1 MiB"],
+          [70_000, "sandbox-exec's 65,536 rules"],
+        ] as const)
+      : [])
+      test(`${backend}: a HOME of ${n} entries (its plan over ${over}): the call runs through the helper and still hides the stores`, async () => {
+        const w = world(true);
+        for (let i = 0; i < n; i++) writeFileSync(join(w.home, `n${i}`), "");
+        const s = await serve(w, backend, "");
+        expect(await s.sandboxState({ type: "workspace-write", network_access: false }, w.ws)).toEqual({});
+        const out = await output(s, readAll([join(w.home, ".ssh", "id_ed25519"), join(w.home, "notes.txt")]), w.ws);
+        expect(out).toContain("PLAIN notes");
+        expect(out).not.toContain(w.secret);
+      }, 120_000);
 
     test(`${backend}: the approver's folder ($XDG_RUNTIME_DIR/shellmcp) is hidden from the call`, async () => {
       const w = world();
