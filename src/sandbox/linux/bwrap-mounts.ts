@@ -114,8 +114,9 @@ function mountLayout(plan: FilesystemPlan, roots: WritableRoot[]): MountLayout {
   // A git control entry the discovery found behind another user's private folder cannot be bound by a root server's
   // bubblewrap (./sandbox-reach.ts): that folder is bound read-only instead, which holds whatever lies inside it.
   const closed = new Set<string>();
+  const asRoot = process.getuid?.() === 0;
   const reachable = (p: string): string => {
-    if (!foundByDiscovery(p)) return p;
+    if (!asRoot || !foundByDiscovery(p)) return p;
     const root = sortedRoots.findLast((w) => w.root !== p && isUnderPath(p, w.root));
     const c = root === undefined ? undefined : closedFolderOnTheWay(p, root.root);
     if (c === undefined) return p;

@@ -82,17 +82,22 @@ export function envSize(env: Record<string, string | undefined>): ArgvSize {
 
 /**
  * This process's soft stack limit (`ulimit -s`, inherited by what it starts), bytes, from /proc/self/limits;
- * undefined when unlimited or unreadable.
+ * undefined when unlimited or unreadable. Read once per process (every bubblewrap call and escalation room checks
+ * against it; only this process could change it, and shellmcp never does).
  */
 export function stackLimit(): number | undefined {
-  try {
-    const m = /^Max stack size\s+(\S+)/m.exec(readFileSync("/proc/self/limits", "utf8"));
-    const n = m === null ? NaN : Number(m[1]);
-    return Number.isFinite(n) ? n : undefined;
-  } catch {
-    return undefined;
+  if (stackRead === undefined) {
+    try {
+      const m = /^Max stack size\s+(\S+)/m.exec(readFileSync("/proc/self/limits", "utf8"));
+      const n = m === null ? NaN : Number(m[1]);
+      stackRead = { bytes: Number.isFinite(n) ? n : undefined };
+    } catch {
+      stackRead = { bytes: undefined };
+    }
   }
+  return stackRead.bytes;
 }
+let stackRead: { bytes: number | undefined } | undefined;
 
 /**
  * The limits one bwrap start meets with a stack limit of `stack` bytes (`"unlimited"`; default: this process's,
