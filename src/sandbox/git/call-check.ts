@@ -43,10 +43,14 @@ export class GitCheck {
 
   /**
    * Once `ended` resolves (every process of the run has ended; undefined: now), check: undo what the run changed in
-   * git's control files and resolve with the report for the result (empty when nothing changed). The first call
-   * checks; later calls return the same report. Never rejects: a failed check is reported in the text.
+   * git's control files and resolve with the report for the result (empty when nothing changed). Without a snapshot
+   * (a view that may write anywhere) it resolves with "" at once, not waiting for `ended`. The first call checks;
+   * later calls return the same report. Never rejects: a failed check is reported in the text.
    */
   settle(ended?: Promise<unknown>): Promise<string> {
+    // Nothing recorded (a run that may write anywhere): nothing to compare, so nothing to wait for; the run's late
+    // releases still settle on their own (the result's `settled`), they just no longer hold up the answer.
+    if (this.snap === undefined) this.settled ??= Promise.resolve((this.report = ""));
     this.settled ??= (async () => {
       const t0 = performance.now();
       await ended;
