@@ -23,6 +23,7 @@ import { bounded } from "../safe-text.ts";
 import { workerUrl as workerUrlOf } from "../self.ts";
 import type { EscalationBoundary, Grant } from "./decision/boundary.ts";
 import { resolveRequest, type Decided, type ResolvedRequest } from "./decision/request.ts";
+import { OutputGates } from "./worker/output-gate.ts";
 import type { Placement } from "./placement.ts";
 import type { EscalateSpawn } from "./rooms/keep.ts";
 import {
@@ -49,9 +50,10 @@ export interface ListenOptions {
   /** `cgroup.procs` of the call's cgroup: escalated programs are moved there as they start. */
   cgroupProcs?: string;
   /**
-   * A copy of the write end of the call's output pipe, handed to the worker (which closes it): where a room sends
-   * an escalated program's output when the command gave it a terminal. Release it when the shell exits
-   * ({@link EscalationListener.releaseOutput}), or the pipe never reaches EOF.
+   * A copy of the write end of the call's output pipe, handed to the worker: where a room sends an escalated
+   * program's output when the command gave it a terminal. Release it when the shell exits
+   * ({@link EscalationListener.releaseOutput}), or the pipe never reaches EOF; closing the listener closes it too.
+   * Who closes it is decided through ./worker/output-gate.ts, never by the caller.
    */
   outputFd?: number;
   /**
@@ -76,6 +78,7 @@ type Answer = { action: EscalateAction; spawn?: EscalateSpawn };
 export class EscalationListener {
   private closed = false;
   private clientFdOpen = true;
+  private outputReleased = false;
 
   /** @internal */
   constructor(
@@ -84,6 +87,8 @@ export class EscalationListener {
     /** Client end of the seqpacket socketpair (CLOEXEC here; dup it into the shell). */
     readonly clientFd: number,
     /** @internal */ readonly options: ListenOptions,
+    /** @internal The output fd's slot in the server's {@link OutputGates}, when it got one. */
+    readonly gate?: number,
   ) {}
 
   /**
@@ -119,9 +124,17 @@ export class EscalationListener {
     }
   }
 
-  /** Let go of the call's output pipe (see {@link ListenOptions.outputFd}): call when the shell has exited. */
+  /**
+   * Let go of the call's output pipe (see {@link ListenOptions.outputFd}): call when the shell has exited. The
+   * worker's copy is closed here and now unless the worker is using it this instant (./worker/output-gate.ts); without a
+   * gate slot, by a message to the worker. Idempotent; a no-op once {@link close} was called (the worker closes it).
+   */
   releaseOutput(): void {
-    if (this.options.outputFd !== undefined) this.server.command({ t: "release-output", lid: this.id });
+    const fd = this.options.outputFd;
+    if (fd === undefined || this.outputReleased || this.closed) return;
+    this.outputReleased = true;
+    if (this.gate !== undefined) this.server.gates.release(this.gate, fd);
+    else this.server.command({ t: "release-output", lid: this.id });
   }
 
   /** Send `signal` to the process group of every live escalated program of this listener. */
@@ -187,6 +200,8 @@ class ControlledWorker implements WorkerPort {
 /** The escalation server. Create with {@link EscalationServer.start}; one is enough per process. */
 export class EscalationServer {
   private readonly listeners = new Map<number, EscalationListener>();
+  /** @internal Who closes each listener's output fd, shared with the worker (./worker/output-gate.ts). */
+  readonly gates = new OutputGates();
   private readonly unlistenWaiters = new Map<number, () => void>();
   private nextLid = 1;
   private stopped = false;
@@ -241,7 +256,7 @@ export class EscalationServer {
         EscalationServer.START_TIMEOUT_MS,
       );
     });
-    worker.postMessage({ controlFd: theirs });
+    worker.postMessage({ controlFd: theirs, gates: server.gates.buffer });
     try {
       await ready;
     } catch (e) {
@@ -273,9 +288,10 @@ export class EscalationServer {
     const [serverEnd, clientEnd] = libc.socketpair(libc.SOCK.AF_UNIX, libc.SOCK.SOCK_SEQPACKET | libc.SOCK.SOCK_CLOEXEC);
     // The placement learns where this call's sandbox can write (in production: git taint, ../sandbox/git/taint.ts).
     this.placement.observe?.({ t: "listening", boundary: options.boundary });
-    const l = new EscalationListener(this, this.nextLid++, clientEnd, options);
+    const gate = options.outputFd !== undefined ? this.gates.take() : undefined;
+    const l = new EscalationListener(this, this.nextLid++, clientEnd, options, gate);
     this.listeners.set(l.id, l);
-    this.command({ t: "listen", lid: l.id, fd: serverEnd, cgroupProcs: options.cgroupProcs, outputFd: options.outputFd });
+    this.command({ t: "listen", lid: l.id, fd: serverEnd, cgroupProcs: options.cgroupProcs, outputFd: options.outputFd, gate });
     return l;
   }
 
@@ -337,12 +353,16 @@ export class EscalationServer {
       case "room-ended":
         this.placement.observe?.({ t: "room-ended", listener: e.lid, room: e.rid });
         return;
-      case "unlistened":
+      case "unlistened": {
         this.placement.observe?.({ t: "listener-closed", listener: e.lid });
+        const gate = this.listeners.get(e.lid)?.gate;
+        // The worker has let go of the listener's output fd for good: its slot may serve another listener.
+        if (gate !== undefined) this.gates.putBack(gate);
         this.listeners.delete(e.lid);
         this.unlistenWaiters.get(e.lid)?.();
         this.unlistenWaiters.delete(e.lid);
         return;
+      }
       case "stopped":
         this.placement.observe?.({ t: "stopped" });
         this.listeners.clear();

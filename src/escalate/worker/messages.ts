@@ -9,10 +9,11 @@ import type { EscalateSpawn } from "../rooms/keep.ts";
 /**
  * Commands main sends to the worker. `cgroupProcs`: the call's `cgroup.procs` file, for escalated children;
  * `outputFd`: a copy of the write end of the call's output pipe, owned by the worker from then on (closed by
- * `release-output`, or with the listener).
+ * `release-output`, or with the listener); with `gate` (its slot in ./output-gate.ts `OutputGates`), shared with
+ * main instead, which may close it itself.
  */
 export type Command =
-  | { t: "listen"; lid: number; fd: number; cgroupProcs?: string; outputFd?: number }
+  | { t: "listen"; lid: number; fd: number; cgroupProcs?: string; outputFd?: number; gate?: number }
   | { t: "release-output"; lid: number }
   | { t: "unlisten"; lid: number; killChildren: boolean }
   | { t: "decision"; sid: number; action: EscalateAction; spawn?: EscalateSpawn }

@@ -28,6 +28,7 @@ import {
   SESSION_IO_TIMEOUT_MS,
   type WorkerEvent,
 } from "./messages.ts";
+import type { OutputGates } from "./output-gate.ts";
 import type { EscalateSpawn } from "../rooms/keep.ts";
 
 const { MSG_DONTWAIT } = libc.SOCK;
@@ -84,6 +85,8 @@ interface Listener {
   cgroupProcs?: string;
   /** Write end of the call's output pipe (terminal stdout/stderr of escalated programs go there instead). */
   outputFd?: number;
+  /** Its slot in the {@link OutputGates} shared with main (main may close it): borrowed for each use. */
+  gate?: number;
   /** Every client end is closed (seqpacket EOF): the listener is no longer polled (it would stay readable). */
   hungUp?: boolean;
 }
@@ -99,7 +102,10 @@ export class SessionTable {
   private nextSid = 1;
   private readonly rooms: KeptRooms;
 
-  constructor(private readonly post: (e: WorkerEvent) => void) {
+  constructor(
+    private readonly post: (e: WorkerEvent) => void,
+    private readonly gates?: OutputGates,
+  ) {
     this.rooms = new KeptRooms(post, (sid, exitCode) => {
       const s = this.sessions.get(sid);
       if (s?.inRoom !== undefined) this.childEnded(s, exitCode, -1);
@@ -161,17 +167,40 @@ export class SessionTable {
   }
 
   /** Take `fd` (a shell run's seqpacket socket) as listener `lid`; it is made non-blocking. */
-  listen(lid: number, fd: number, cgroupProcs: string | undefined, outputFd?: number): void {
+  listen(lid: number, fd: number, cgroupProcs: string | undefined, outputFd?: number, gate?: number): void {
     libc.setNonblock(fd, true);
-    this.listeners.set(lid, { fd, sessions: 0, buffered: 0, refused: 0, cgroupProcs, outputFd });
+    const shared = outputFd !== undefined && gate !== undefined && this.gates !== undefined;
+    this.listeners.set(lid, { fd, sessions: 0, buffered: 0, refused: 0, cgroupProcs, outputFd, ...(shared ? { gate } : {}) });
   }
 
-  /** Close listener `lid`'s copy of the call's output pipe (the shell has exited: its reader waits for EOF). */
+  /**
+   * Close listener `lid`'s copy of the call's output pipe (the shell has exited: its reader waits for EOF); a
+   * shared one through its gate (main may have closed it already).
+   */
   releaseOutput(lid: number): void {
     const l = this.listeners.get(lid);
     if (l?.outputFd === undefined) return;
-    libc.closeQuiet(l.outputFd);
+    if (l.gate !== undefined) this.gates!.release(l.gate, l.outputFd);
+    else libc.closeQuiet(l.outputFd);
     l.outputFd = undefined;
+  }
+
+  /**
+   * Run `use` with listener `l`'s output fd (undefined when it has none or main has released it), held open for
+   * the length of the synchronous `use` (./output-gate.ts).
+   */
+  private withOutput<T>(l: Listener | undefined, use: (outputFd: number | undefined) => T): T {
+    const fd = l?.outputFd;
+    if (fd === undefined || l!.gate === undefined) return use(fd);
+    if (!this.gates!.borrow(l!.gate)) {
+      l!.outputFd = undefined; // released by main: closed
+      return use(undefined);
+    }
+    try {
+      return use(fd);
+    } finally {
+      this.gates!.giveBack(l!.gate, fd);
+    }
   }
 
   /**
@@ -397,14 +426,14 @@ export class SessionTable {
     const listener = this.listeners.get(s.lid);
     const room = s.spawn!.room;
     if (room !== undefined) {
-      const pid = this.rooms.start(s.lid, room.rid, s.sid, received, dests, s.spawn!, listener?.outputFd);
+      const pid = this.withOutput(listener, (out) => this.rooms.start(s.lid, room.rid, s.sid, received, dests, s.spawn!, out));
       s.inRoom = room.rid;
       s.state = "running";
       this.post({ t: "spawned", lid: s.lid, sid: s.sid, pid });
       return;
     }
     const procs = listener?.cgroupProcs;
-    const { pid, viaTrampoline, guarded } = spawnEscalated(received, dests, s.spawn!, procs, listener?.outputFd);
+    const { pid, viaTrampoline, guarded } = this.withOutput(listener, (out) => spawnEscalated(received, dests, s.spawn!, procs, out));
     s.pidfd = superviseChild(pid); // throws (the child killed and reaped) when it cannot be supervised
     s.pid = pid;
     s.guarded = guarded;

@@ -30,6 +30,7 @@
  * escalated children in ./escalated-child.ts, the messages and bounds in ./messages.ts.
  */
 import * as libc from "../../../ffi/libc.ts";
+import { OutputGates } from "./output-gate.ts";
 import { FrameDecoder } from "../protocol/wire.ts";
 import {
   MAX_LISTENER_BUFFERED_BYTES,
@@ -50,12 +51,16 @@ const post = (e: WorkerEvent) => scope.postMessage(e);
 const { MSG_DONTWAIT } = libc.SOCK;
 
 class EscalationWorker {
-  private readonly table = new SessionTable(post);
+  private readonly table: SessionTable;
   private readonly control = new FrameDecoder();
   private running = true;
 
-  constructor(private readonly controlFd: number) {
+  constructor(
+    private readonly controlFd: number,
+    gates: OutputGates | undefined,
+  ) {
     libc.setNonblock(controlFd, true);
+    this.table = new SessionTable(post, gates);
   }
 
   run(): void {
@@ -101,7 +106,7 @@ class EscalationWorker {
   private onCommand(c: Command): void {
     switch (c.t) {
       case "listen":
-        this.table.listen(c.lid, c.fd, c.cgroupProcs, c.outputFd);
+        this.table.listen(c.lid, c.fd, c.cgroupProcs, c.outputFd, c.gate);
         return;
       case "release-output":
         this.table.releaseOutput(c.lid);
@@ -128,7 +133,8 @@ class EscalationWorker {
   }
 }
 
-scope.onmessage = (ev: MessageEvent<{ controlFd: number }>) => {
-  new EscalationWorker(ev.data.controlFd).run();
+scope.onmessage = (ev: MessageEvent<{ controlFd: number; gates?: SharedArrayBuffer }>) => {
+  const { controlFd, gates } = ev.data;
+  new EscalationWorker(controlFd, gates === undefined ? undefined : new OutputGates(gates)).run();
   process.exit(0);
 };
