@@ -396,7 +396,12 @@ export function isolatedRepo(dir: string): string {
   return readFileSync(join(dir, ".git", "config"), "utf8");
 }
 
-/** The `call-<n>` folders of server `pid`'s per-call cgroups (`<its cgroup>/shellmcp-<pid>`); [] without. */
+/**
+ * The `call-<n>` folders of server `pid`'s per-call cgroups (`<its cgroup>/shellmcp-<pid>`) that belong to a call;
+ * [] without. The server makes the next call's cgroup ahead as each call takes one (src/shell/cgroup.ts
+ * `CgroupManager.create`): the highest-numbered folder, when it has no process, is that one and is left out. A call's
+ * own folder left behind is always below it, and so still counted.
+ */
 export function callCgroups(pid: number): string[] {
   const mount = readFileSync("/proc/self/mountinfo", "utf8")
     .split("\n")
@@ -409,7 +414,19 @@ export function callCgroups(pid: number): string[] {
   if (mount === undefined || line === undefined) return [];
   const rel = mount[3] === "/" ? line.slice(3) : line.slice(3).slice(mount[3]!.length);
   const base = join(mount[4]!, rel, `shellmcp-${pid}`);
-  return existsSync(base) ? readdirSync(base).filter((n) => n.startsWith("call-")) : [];
+  if (!existsSync(base)) return [];
+  const calls = readdirSync(base)
+    .filter((n) => /^call-[0-9]+$/.test(n))
+    .sort((a, b) => Number(a.slice(5)) - Number(b.slice(5)));
+  const ahead = calls.at(-1);
+  const empty = (n: string) => {
+    try {
+      return readFileSync(join(base, n, "cgroup.procs"), "utf8").trim() === "";
+    } catch {
+      return true; // removed meanwhile
+    }
+  };
+  return ahead !== undefined && empty(ahead) ? calls.slice(0, -1) : calls;
 }
 
 /** Call `echo hi` in `ws`: the outcome as text (a tool result's exit code and output, or the protocol error's message). */

@@ -57,6 +57,28 @@ describe.skipIf(skipWithout("cgroup suite", missing))("per-call cgroups", () => 
     expect(existsSync(m.base)).toBe(false);
   });
 
+  test("the next call's cgroup is made ahead, off the call's path; one removed meanwhile is replaced; shutdown leaves none (nor makes one later)", async () => {
+    const m = CgroupManager.detect() as CgroupManager;
+    const first = m.create();
+    expect(first.dir).toBe(join(m.base, "call-1"));
+    await new Promise((r) => setImmediate(r));
+    // Made ahead while the first call runs.
+    expect(existsSync(join(m.base, "call-2"))).toBe(true);
+    const second = m.create();
+    expect(second.dir).toBe(join(m.base, "call-2"));
+    await new Promise((r) => setImmediate(r));
+    // The one made ahead disappears (as if swept): the next call gets a new one all the same.
+    rmdirSync(join(m.base, "call-3"));
+    const third = m.create();
+    expect(existsSync(third.procs)).toBe(true);
+    expect(third.dir).toBe(join(m.base, "call-4"));
+    // Shutdown right after a create (whose cgroup-ahead is still to be made): nothing is left, now or a turn later.
+    await m.shutdown();
+    await new Promise((r) => setImmediate(r));
+    expect(existsSync(m.base)).toBe(false);
+    for (const c of [first, second, third]) expect(existsSync(c.dir)).toBe(false);
+  });
+
   test("dispose of a populated call cgroup kills its members, then removes it; of an empty one, removes it", async () => {
     const m = CgroupManager.detect() as CgroupManager;
     cleanups.push(() => void m.shutdown());
