@@ -297,6 +297,8 @@ export class EscalationServer {
 
   /** @internal */
   unlisten(lid: number, killChildren: boolean): Promise<void> {
+    // No worker to answer (dead, or stopped: its shutdown closed every listener): nothing to wait for.
+    if (this.dead || this.portClosed) return Promise.resolve();
     return new Promise((res) => {
       this.unlistenWaiters.set(lid, res);
       this.command({ t: "unlisten", lid, killChildren });
@@ -323,12 +325,20 @@ export class EscalationServer {
       log.warn("escalation worker did not stop in time; terminating it");
       this.port.terminate();
     }
+    this.portClosed = true;
     this.port.close();
   }
 
-  /** @internal Send a command to the worker (blocking write of a small frame). */
+  /** Set once {@link stop} has closed the control socket: its fd number may belong to anything opened since. */
+  private portClosed = false;
+
+  /**
+   * @internal Send a command to the worker (blocking write of a small frame). Nothing is sent once the worker is dead
+   * (nobody reads the control socket any more: a blocking write could hang forever) or the control socket is closed
+   * (a call still ending after {@link stop}: its close, kill or release would go to whatever now has that fd number).
+   */
   command(c: Command): void {
-    if (this.dead) return; // nobody reads the control socket any more: a blocking write could hang forever
+    if (this.dead || this.portClosed) return;
     this.port.send(c);
   }
 

@@ -33,6 +33,7 @@ class FakeWorker implements WorkerPort {
     if (c.t === "decision") this.waiting.get(c.sid)?.(c);
     if (c.t === "unlisten") this.emit({ t: "unlistened", lid: c.lid });
     if (c.t === "stop") this.emit({ t: "stopped" });
+    if (this.closed) throw new Error(`${c.t} sent after the control socket was closed`);
   }
 
   connect(onEvent: (e: WorkerEvent) => void): void {
@@ -40,7 +41,10 @@ class FakeWorker implements WorkerPort {
   }
 
   terminate(): void {}
-  close(): void {}
+  closed = false;
+  close(): void {
+    this.closed = true;
+  }
 
   /** Post request `raw` of session `sid` of listener `lid`; resolves with the decision the server sends for it. */
   request(lid: number, sid: number, raw: EscalateRequest): Promise<DecisionCommand> {
@@ -196,6 +200,18 @@ describe("escalation server with a fake placement", () => {
 
     expect(answer.action).toEqual({ kind: "Deny", reason: "escalation policy error: rules unreadable" });
     expect(placement.asked).toEqual([]);
+  });
+
+  test("a call still ending after stop sends nothing on the closed control socket (its fd number may be reused)", async () => {
+    const placement = new FakePlacement(async (exec) => ({ spawn: spawnOf(exec) }));
+    const { worker } = setUp(placement, () => ({ kind: "Run" }));
+    const late = server!.listen({ boundary, decide: () => ({ kind: "Run" }), outputFd: libc.pipe2(libc.SOCK.SOCK_CLOEXEC)[1] });
+    await server!.stop();
+    expect(worker.closed).toBe(true);
+    const sent = worker.sent.length;
+    late.signalChildren(9);
+    await late.close();
+    expect(worker.sent.length).toBe(sent);
   });
 
   test("the placement hears what became of what it placed: listening, program and room ended, listener closed, stop", async () => {
