@@ -403,7 +403,10 @@ export class IdleRelease {
  * functions not running, compiled again when next called). Without it the server's anonymous RSS rose from 18 to
  * 38–53 MiB over 100–1,000 trivial calls while its live objects stayed ~60,000 (`bun:jsc` `heapStats`): freed
  * blocks and JIT code kept resident, not objects kept. Takes a few ms on the main thread, only when no call runs
- * ({@link IdleRelease}). Returns its ms; never throws.
+ * ({@link IdleRelease}). Returns its ms; never throws. `Bun.shrink()` only queues its work until this thread's
+ * JavaScript returns to the event loop (the escalation worker's loop returns for it: ./escalate/worker/worker.ts).
+ * What 100–1,000 calls leave after it (2–5 MiB of RssAnon five seconds after the last call, live objects flat) is
+ * held by JavaScriptCore's JIT compiler threads, given back when they end ~10 s after the last call (bench/memory.ts).
  */
 export function releaseHeap(): number {
   const t0 = performance.now();
