@@ -79,7 +79,12 @@ export async function serveMain(o: ServeOptions): Promise<number> {
     );
     void releaseCodePages(platform);
   });
-  void rt.shellRefused().then(() => idle.settled());
+  //     The executable starts with the JIT's tier-up thresholds raised for start-up (build.ts `JIT_POLICY_AT_START`):
+  //     the normal policy for the calls.
+  void rt.shellRefused().then(() => {
+    Bun.unsafe.setJITPolicy(1);
+    idle.settled();
+  });
   // 4. Serve: the session's sandbox state changes with 0.97's notification; each call runs one command. Over HTTP
   //    (`--listen`), each client gets the same behaviour with its own state and exec sessions (./http/serve.ts).
   if (setup.listen !== undefined) {
