@@ -39,6 +39,13 @@ const ROLE_ENTRYPOINTS = [
   "src/sandbox/linux/git-repair-child.ts",
 ];
 
+/**
+ * The JIT tier-up threshold scale the executable starts with (`bun build --compile-jit-policy`; 1 = normal): 8 measured
+ * 14.4 against 15.4 MiB of RssAnon for `serve` 5 s idle after `initialize` (median of 6 paired starts; 100: the
+ * same), with the same time to the first answered call and the same per-call time (bench/memory.ts, 2026-11-29).
+ */
+const JIT_POLICY_AT_START = 8;
+
 /** Cross-compilation targets: our name → [Bun's --target, npm package with that runtime]. */
 export const TARGETS: Record<string, [string, string]> = {
   "linux-x64": ["bun-linux-x64", "@oven/bun-linux-x64"],
@@ -109,6 +116,10 @@ export function compile(outfile: string, target?: string): void {
     "--minify-syntax",
     // Whitespace only: identifiers stay readable in stack traces (issue 25 measured the gain of each).
     "--minify-whitespace",
+    // Every role starts with JavaScriptCore's tier-up thresholds ×8: most of a start-up runs once and never pays back
+    // its compiling, and the compiler threads keep what they allocated until they end, ~10 s later. The servers
+    // (`serve`, `exec-server`) set the normal policy back once started (issue 40: −1.1 MiB of idle RssAnon).
+    `--compile-jit-policy=${JIT_POLICY_AT_START}`,
     "--no-compile-autoload-dotenv",
     "--no-compile-autoload-bunfig",
     "--no-compile-autoload-tsconfig",

@@ -5,7 +5,10 @@
  * workspace outside /tmp), on each backend, beside Codex 0.97.0's `codex-exec-mcp-server` with Codex 0.97's helper
  * under the same state. RSS is read {@link SOON_MS} after the last call (as bench/serve.ts reads it), then RSS and
  * RssAnon once the server has been idle for {@link IDLE_MS} (after its idle release of memory, src/serve.ts). Calls go to all servers in rotating order, so the load of the machine hits all alike.
- * `SHELLMCP_BENCH_OLD=<binary>`: also another build of shellmcp (before/after in one run).
+ * `SHELLMCP_BENCH_OLD=<binary>`: also another build of shellmcp (before/after in one run). `SHELLMCP_BENCH_IDLE_MS=<ms>`:
+ * another idle time than issue 40's 5 s. JavaScriptCore's JIT compiler threads hold what they allocated until they
+ * end, ~10 s after their last compile (its helper threads ~20 s): a reading at 25 s shows the server without them,
+ * 1–5 MiB of RssAnon lower after calls (2026-11-29, Bun 1.4.5).
  *
  *   bun bench/memory.ts [calls=1000]
  */
@@ -17,7 +20,7 @@ import { benchHome, codex097Exe, referenceShellToolDir, ROOT } from "./lib.ts";
 const CALLS = Number(process.argv[2] ?? 1000);
 const CHECKPOINTS = [0, 100, CALLS].filter((n, i, a) => n <= CALLS && a.indexOf(n) === i);
 /** Idle time before each reading, ms. */
-const IDLE_MS = 5000;
+const IDLE_MS = Number(process.env.SHELLMCP_BENCH_IDLE_MS ?? 5000);
 /** When the first reading is taken (as bench/serve.ts does: before the idle release), ms after the last call. */
 const SOON_MS = 300;
 const OURS = process.env.SHELLMCP_BENCH_BINARY ?? join(ROOT, "dist", "shellmcp");

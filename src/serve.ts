@@ -79,7 +79,12 @@ export async function serveMain(o: ServeOptions): Promise<number> {
     );
     void releaseCodePages(platform);
   });
-  void rt.shellRefused().then(() => idle.settled());
+  //     The executable starts with the JIT's tier-up thresholds raised for start-up (build.ts `JIT_POLICY_AT_START`):
+  //     the normal policy for the calls.
+  void rt.shellRefused().then(() => {
+    Bun.unsafe.setJITPolicy(1);
+    idle.settled();
+  });
   // 4. Serve: the session's sandbox state changes with 0.97's notification; each call runs one command. Over HTTP
   //    (`--listen`), each client gets the same behaviour with its own state and exec sessions (./http/serve.ts).
   if (setup.listen !== undefined) {
@@ -403,7 +408,10 @@ export class IdleRelease {
  * functions not running, compiled again when next called). Without it the server's anonymous RSS rose from 18 to
  * 38–53 MiB over 100–1,000 trivial calls while its live objects stayed ~60,000 (`bun:jsc` `heapStats`): freed
  * blocks and JIT code kept resident, not objects kept. Takes a few ms on the main thread, only when no call runs
- * ({@link IdleRelease}). Returns its ms; never throws.
+ * ({@link IdleRelease}). Returns its ms; never throws. `Bun.shrink()` only queues its work until this thread's
+ * JavaScript returns to the event loop (the escalation worker's loop returns for it: ./escalate/worker/worker.ts).
+ * What 100–1,000 calls leave after it (2–5 MiB of RssAnon five seconds after the last call, live objects flat) is
+ * held by JavaScriptCore's JIT compiler threads, given back when they end ~10 s after the last call (bench/memory.ts).
  */
 export function releaseHeap(): number {
   const t0 = performance.now();

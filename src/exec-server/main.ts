@@ -155,6 +155,8 @@ export async function execServerMain(o: ExecServerCliOptions): Promise<number> {
     return 1;
   }
   announceCredentials(cred);
+  // Started: the normal JIT policy for the requests (the executable starts with a raised one, ../../build.ts).
+  Bun.unsafe.setJITPolicy(1);
   if (opts.transport !== "stdio") await Bun.write(Bun.stdout, `${srv.url}\n`);
   return await runUntilStopped(srv, cred.tokenFile, exitOnStdinClose && opts.transport !== "stdio");
 }

@@ -54,6 +54,8 @@ class EscalationWorker {
   private readonly table: SessionTable;
   private readonly control = new FrameDecoder();
   private running = true;
+  /** A `release-heap` command arrived: {@link loop} returns to the event loop once to release. */
+  private releasing = false;
 
   constructor(
     private readonly controlFd: number,
@@ -63,8 +65,20 @@ class EscalationWorker {
     this.table = new SessionTable(post, gates);
   }
 
+  /** Say ready, then poll until stopped ({@link loop}). */
   run(): void {
     post({ t: "ready" });
+    this.loop();
+  }
+
+  /**
+   * The poll loop. Left for a moment after a `release-heap` command ({@link releasing}): JavaScriptCore runs the
+   * work of `Bun.shrink()` (dropping compiled code, a full collection, giving free memory back) only once this
+   * thread's JavaScript has returned to its event loop, which the loop otherwise never does; it is resumed by a
+   * timer of 0 ms, the sockets holding whatever arrives meanwhile. Once stopped: ends every session and exits the
+   * worker.
+   */
+  private loop(): void {
     while (this.running) {
       const { entries: own, next } = this.table.pollEntries();
       const entries: PollEntry[] = [{ fd: this.controlFd, events: libc.POLL.IN, on: () => this.onControl() }, ...own];
@@ -74,11 +88,19 @@ class EscalationWorker {
         if (revents[i]! !== 0) e.on(revents[i]!);
       });
       this.table.expireDeadlines();
+      if (this.releasing && this.running) {
+        this.releasing = false;
+        Bun.gc(true);
+        Bun.shrink(); // runs once this function has returned to the event loop
+        setTimeout(() => this.loop(), 0);
+        return;
+      }
     }
     // Shutting down: nothing may outlive the server.
     this.table.shutdown();
     libc.closeQuiet(this.controlFd);
     post({ t: "stopped" });
+    process.exit(0);
   }
 
   // --- control -------------------------------------------------------------------------------------------
@@ -122,9 +144,9 @@ class EscalationWorker {
         this.table.onDecision(c.sid, c.action, c.spawn);
         return;
       case "release-heap":
-        // The server is idle (../../serve.ts `releaseHeap`): this thread's heap gives back what calls left behind.
-        Bun.gc(true);
-        Bun.shrink();
+        // The server is idle (../../serve.ts `releaseHeap`): this thread's heap gives back what calls left behind,
+        // once the commands read now are handled ({@link loop}).
+        this.releasing = true;
         return;
       case "stop":
         this.running = false;
@@ -136,5 +158,4 @@ class EscalationWorker {
 scope.onmessage = (ev: MessageEvent<{ controlFd: number; gates?: SharedArrayBuffer }>) => {
   const { controlFd, gates } = ev.data;
   new EscalationWorker(controlFd, gates === undefined ? undefined : new OutputGates(gates)).run();
-  process.exit(0);
 };
