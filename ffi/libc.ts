@@ -309,10 +309,12 @@ export interface Received {
  * `recvmsg(fd)` reading up to `maxBytes` and up to `maxFds` `SCM_RIGHTS` fds. Received fds get
  * `FD_CLOEXEC` atomically (`MSG_CMSG_CLOEXEC`) so they never leak into children by accident. If the control
  * data was truncated (`MSG_CTRUNC`) the fds that did arrive are closed and this throws `PROTOCOL`.
- * EINTR is retried; EAGAIN throws.
+ * EINTR is retried; EAGAIN throws. `scratch` (at least `maxBytes` long): read into it and return a copy of what
+ * arrived, instead of a view of a new `maxBytes` buffer (a loop reading large chunks then allocates, zeroes and
+ * keeps alive only what it received; the escalation worker's reads: issue 40).
  */
-export function recvmsg(fd: number, maxBytes: number, maxFds = 0, flags = 0): Received {
-  const buf = new Uint8Array(Math.max(1, maxBytes));
+export function recvmsg(fd: number, maxBytes: number, maxFds = 0, flags = 0, scratch?: Uint8Array): Received {
+  const buf = scratch !== undefined && scratch.byteLength >= maxBytes ? scratch : new Uint8Array(Math.max(1, maxBytes));
   const iov = new Uint8Array(L.iovec.size);
   const iovView = new DataView(iov.buffer);
   iovView.setBigUint64(L.iovec.offsets.iov_base!, BigInt(ptr(buf)), true);
@@ -345,7 +347,7 @@ export function recvmsg(fd: number, maxBytes: number, maxFds = 0, flags = 0): Re
     fds.forEach(closeQuiet);
     throw new ShellmcpError("PROTOCOL", `unexpected fds in receive: ${fds.length}`, { fds: fds.length });
   }
-  return { bytes: buf.subarray(0, rc), fds, flags: msgFlags };
+  return { bytes: buf === scratch ? buf.slice(0, rc) : buf.subarray(0, rc), fds, flags: msgFlags };
 }
 
 function parseRights(control: Uint8Array, controlLen: number): number[] {

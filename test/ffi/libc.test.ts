@@ -18,6 +18,28 @@ function catchErr(f: () => unknown): ShellmcpError {
 }
 
 describe.skipIf(process.platform !== "linux")("libc bindings (Linux)", () => {
+  test("recvmsg into a scratch buffer returns a copy of what arrived (fds too); the next read does not change it", () => {
+    const [a, b] = c.socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC);
+    const [p, q] = c.socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC);
+    const scratch = new Uint8Array(256 * 1024);
+    try {
+      c.sendmsg(a, new TextEncoder().encode("first"), [p]);
+      const one = c.recvmsg(b, scratch.byteLength, 1, 0, scratch);
+      c.sendmsg(a, new TextEncoder().encode("SECOND"));
+      const two = c.recvmsg(b, scratch.byteLength, 0, 0, scratch);
+      expect([new TextDecoder().decode(one.bytes), new TextDecoder().decode(two.bytes)]).toEqual(["first", "SECOND"]);
+      // A copy of its own, not a view of the scratch (which the second read overwrote) or of a new 256 KiB chunk.
+      expect([one.bytes.buffer === scratch.buffer, one.bytes.buffer.byteLength]).toEqual([false, 5]);
+      expect(one.fds.length).toBe(1);
+      one.fds.forEach(c.closeQuiet);
+      // Too small a scratch for the read asked: a new buffer, as without one.
+      c.sendmsg(a, new TextEncoder().encode("third"));
+      expect(new TextDecoder().decode(c.recvmsg(b, 64, 0, 0, new Uint8Array(8)).bytes)).toBe("third");
+    } finally {
+      [a, b, p, q].forEach(c.closeQuiet);
+    }
+  });
+
   test("an fd passed over a datagram socketpair arrives CLOEXEC and is usable", () => {
     const [a, b] = c.socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC);
     const [p, q] = c.socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC);

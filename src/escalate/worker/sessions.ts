@@ -92,6 +92,14 @@ interface Listener {
 }
 
 /**
+ * The worker's one read buffer ({@link RECV_CHUNK} bytes; what arrives is copied out of it): a read no longer
+ * allocates and zeroes a chunk of its own (two per control message, one more at EAGAIN; issue 40). The worker is one
+ * thread and copies each read out before the next, so one buffer serves every socket it reads. Made in the worker
+ * only (this module is the worker's).
+ */
+export const RECV_SCRATCH = new Uint8Array(RECV_CHUNK);
+
+/**
  * Every listener and session of the worker. `post` sends a {@link WorkerEvent} to main. The methods are called
  * from the worker's poll loop only (one thread); none blocks, and none throws for a session's fault (the session
  * is failed instead, with a `session-error` event).
@@ -311,7 +319,7 @@ export class SessionTable {
       for (let i = 0; i < 16; i++) {
         let r: libc.Received;
         try {
-          r = libc.recvmsg(s.fd, RECV_CHUNK, s.state === "superexec" ? libc.MAX_FDS_PER_MESSAGE : 0, MSG_DONTWAIT);
+          r = libc.recvmsg(s.fd, RECV_CHUNK, s.state === "superexec" ? libc.MAX_FDS_PER_MESSAGE : 0, MSG_DONTWAIT, RECV_SCRATCH);
         } catch (e) {
           if (isEagain(e)) return;
           throw e;

@@ -42,7 +42,7 @@ import {
   type Command,
   type WorkerEvent,
 } from "./messages.ts";
-import { isEagain, SessionTable, type PollEntry } from "./sessions.ts";
+import { isEagain, RECV_SCRATCH, SessionTable, type PollEntry } from "./sessions.ts";
 
 /** The worker's global scope (bun-types does not declare `self` without the DOM lib). */
 const scope = globalThis as unknown as { postMessage(m: unknown): void; onmessage: ((ev: MessageEvent) => void) | null };
@@ -109,7 +109,7 @@ class EscalationWorker {
     for (;;) {
       let r: libc.Received;
       try {
-        r = libc.recvmsg(this.controlFd, RECV_CHUNK, 0, MSG_DONTWAIT);
+        r = libc.recvmsg(this.controlFd, RECV_CHUNK, 0, MSG_DONTWAIT, RECV_SCRATCH);
       } catch (e) {
         if (isEagain(e)) break;
         throw e;
