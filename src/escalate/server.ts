@@ -233,6 +233,10 @@ export class EscalationServer {
 
   /** How long the worker may take to start polling, ms. */
   static readonly START_TIMEOUT_MS = 10_000;
+  /** How long {@link releaseHeap} waits for the worker's word that its release has run, ms. */
+  static readonly HEAP_RELEASE_WAIT_MS = 1_000;
+  /** Waiting for the worker's `heap-released`. */
+  private readonly heapReleased: (() => void)[] = [];
   /** How long `stop()` waits for the worker before terminating it, ms. */
   static readonly STOP_TIMEOUT_MS = 2_000;
 
@@ -307,10 +311,18 @@ export class EscalationServer {
 
   /**
    * Have the worker give back the heap memory its calls left behind (a full collection and `Bun.shrink()` on its own
-   * thread, as ../serve.ts `releaseHeap` does on the main one). For an idle server; never throws.
+   * thread, as ../serve.ts `releaseHeap` does on the main one). For an idle server. Resolves once the worker says its
+   * release has run (what it compiled again afterwards has then touched the executable's code pages, so they can be
+   * given back after it), or after {@link HEAP_RELEASE_WAIT_MS} (a busy or dead worker); never rejects.
    */
-  releaseHeap(): void {
-    if (!this.stopped) this.command({ t: "release-heap" });
+  releaseHeap(): Promise<void> {
+    if (this.stopped || this.dead || this.portClosed) return Promise.resolve();
+    const done = new Promise<void>((res) => {
+      this.heapReleased.push(res);
+      setTimeout(res, EscalationServer.HEAP_RELEASE_WAIT_MS).unref();
+    });
+    this.command({ t: "release-heap" });
+    return done;
   }
 
   /** Stop the worker: every listener closes and every escalated program still running is killed. */
@@ -373,7 +385,11 @@ export class EscalationServer {
         this.unlistenWaiters.delete(e.lid);
         return;
       }
+      case "heap-released":
+        for (const w of this.heapReleased.splice(0)) w();
+        return;
       case "stopped":
+        for (const w of this.heapReleased.splice(0)) w();
         this.placement.observe?.({ t: "stopped" });
         this.listeners.clear();
         for (const w of this.unlistenWaiters.values()) w();

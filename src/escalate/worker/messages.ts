@@ -31,6 +31,8 @@ export type WorkerEvent =
   | { t: "unlistened"; lid: number }
   /** Kept room `rid` of listener `lid` has ended (main gives back its mount points and checks its control files). */
   | { t: "room-ended"; lid: number; rid: number }
+  /** The worker's heap release (`release-heap`) has run: its collection and `Bun.shrink()` are done. */
+  | { t: "heap-released" }
   | { t: "stopped" };
 
 /** Largest `EscalateRequest` frame, bytes. Codex's requests carry the whole environment (≤ ARG_MAX, 2 MiB by default). */

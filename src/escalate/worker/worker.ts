@@ -92,7 +92,10 @@ class EscalationWorker {
         this.releasing = false;
         Bun.gc(true);
         Bun.shrink(); // runs once this function has returned to the event loop
-        setTimeout(() => this.loop(), 0);
+        setTimeout(() => {
+          post({ t: "heap-released" }); // the shrink has run: main may now release the code pages
+          this.loop();
+        }, 0);
         return;
       }
     }
