@@ -1,6 +1,6 @@
 /**
  * Issue 39, item 3: what a bubblewrap call makes on the host — the empty mount point that keeps a missing `.codex`
- * from being created in the project, and the `$TMPDIR/shellmcp-deny-*` folder holding the empty file bound over a
+ * from being created in the project, and the `shellmcp-deny-*` folder (in the carried programs' folder) holding the empty file bound over a
  * denied file — must not outlive a `serve` killed with SIGKILL past the next start (src/sandbox/linux/mount-markers.ts).
  * Through the compiled binary and a real MCP client, judged by the host's folders: two calls run in two projects,
  * the server is SIGKILLed while they run, the user then puts a file in one project's `.codex`, and a new `serve` starts
@@ -16,6 +16,7 @@ import { startServe, type Session } from "../helpers/mcp.ts";
 import { CONF_BASE } from "../helpers/test-dirs.ts";
 import { shellsMissing } from "../helpers/shells.ts";
 import { skipWithout } from "../helpers/prereq.ts";
+import { portableShellBases } from "../../src/carried/portable-shells.ts";
 
 const skip = skipWithout(
   "crash leftovers suite",
@@ -57,7 +58,15 @@ function meta(proj: string): Record<string, unknown> {
   return { "codex/sandbox-state": state, "codex/sandbox-state-meta": state };
 }
 
-const denyDirs = () => readdirSync(tmp).filter((n) => n.startsWith("shellmcp-deny-"));
+/**
+ * Where the servers put their deny folders: the carried programs' folder (src/sandbox/linux/mount-points.ts
+ * `denyDir`), the first of the user's bases that exists (shared by every server of the user: `/run/shellmcp` for root).
+ */
+const denyBase = () => portableShellBases(process.getuid!(), codexHome).find((b) => existsSync(b)) ?? tmp;
+/** Deny folders there now (others' too: see {@link madeByCrashed}). */
+const denyDirs = () => readdirSync(denyBase()).filter((n) => n.startsWith("shellmcp-deny-"));
+/** The deny folders the crashed server made (new since its start): those the next start must remove. */
+let madeByCrashed: string[] = [];
 
 async function until(what: () => boolean, ms = 20_000): Promise<boolean> {
   const end = Date.now() + ms;
@@ -71,6 +80,8 @@ async function until(what: () => boolean, ms = 20_000): Promise<boolean> {
 /** Run a call in each project under a `serve`, SIGKILL it while they run; returns its pid. */
 async function crashServe(): Promise<number> {
   for (const p of [projA, projB, tmp]) mkdirSync(p, { recursive: true });
+  const before = new Set(existsSync(denyBase()) ? denyDirs() : []);
+  const made = () => denyDirs().filter((n) => !before.has(n));
   for (const p of [projA, projB]) writeFileSync(join(p, "key.pem"), "secret\n");
   const s = await startServe({ codexHome, env: { TMPDIR: tmp }, args: ["--approver"] });
   sessions.push(s);
@@ -83,14 +94,15 @@ async function crashServe(): Promise<number> {
       })
       .catch(() => {});
   // Both sandboxes run: their mount points and deny folders exist on the host.
-  expect(await until(() => existsSync(join(projA, ".codex")) && existsSync(join(projB, ".codex")) && denyDirs().length >= 2)).toBe(true);
+  expect(await until(() => existsSync(join(projA, ".codex")) && existsSync(join(projB, ".codex")) && made().length >= 2)).toBe(true);
   expect(existsSync(join(codexHome, "approvals", `${pid}.sock`))).toBe(true);
   process.kill(pid, "SIGKILL");
   await until(() => !existsSync(`/proc/${pid}`));
   // The sandboxes die with it (the lifeline guard); what they stood on stays behind.
   await Bun.sleep(300);
   expect(existsSync(join(projA, ".codex"))).toBe(true);
-  expect(denyDirs().length).toBeGreaterThanOrEqual(2);
+  madeByCrashed = made();
+  expect(madeByCrashed.length).toBeGreaterThanOrEqual(2);
   return pid;
 }
 
@@ -98,7 +110,7 @@ async function crashServe(): Promise<number> {
 async function expectSwept(pid: number): Promise<void> {
   expect(existsSync(join(projA, ".codex"))).toBe(false);
   expect(existsSync(join(projB, ".codex", "mine.toml"))).toBe(true);
-  expect(denyDirs()).toEqual([]);
+  expect(madeByCrashed.filter((n) => existsSync(join(denyBase(), n)))).toEqual([]);
   expect(await until(() => !existsSync(join(codexHome, "approvals", `${pid}.sock`)), 5000)).toBe(true);
   // No marker of the dead server (or of its sandbox helpers) is left.
   expect(readdirSync(join(codexHome, "sandbox-mounts")).filter((n) => n !== "lock")).toEqual([]);

@@ -5,6 +5,7 @@
  * (./mount-locks.ts), and the private folders holding the empty file bound over denied files. Made before a sandbox
  * starts, given back once it has ended ({@link releaseBwrapPlan}).
  */
+import { carriedBases } from "../../carried/portable-shells.ts";
 import { lstatSync, mkdirSync, opendirSync, rmSync } from "node:fs";
 import { randomBytes } from "node:crypto";
 import { tmpdir } from "node:os";
@@ -149,11 +150,18 @@ function emptyFolder(p: string): boolean {
 }
 
 /**
- * A new private folder `$TMPDIR/shellmcp-deny-<random>` (mode 0700) for the empty file bound over denied files,
+ * A new private folder `<base>/shellmcp-deny-<random>` (mode 0700) for the empty file bound over denied files,
  * recorded on disk before it is made (./mount-markers.ts). Throws the `mkdir` error.
+ *
+ * `<base>` is the carried programs' folder (../../carried/portable-shells.ts `carriedBases`), which no sandbox can
+ * write (read-only in every bubblewrap sandbox, a refusal under Landlock). Not `$TMPDIR`: the folder would be the
+ * user's in a writable root of every workspace-write sandbox, and a sandboxed command running beside the call
+ * replaced the empty file with a symbolic link to the denied file, which bubblewrap then bound over the denied file
+ * (test/security/deny-file-swap.test.ts: 1 and 7 of 40 calls read it). A run from source carries nothing: `$TMPDIR`.
  */
 export function denyDir(): string {
-  const dir = join(tmpdir(), `${DENY_DIR_PREFIX}${randomBytes(6).toString("hex")}`);
+  const base = carriedBases()[0] ?? tmpdir();
+  const dir = join(base, `${DENY_DIR_PREFIX}${randomBytes(6).toString("hex")}`);
   recordMade("deny-dir", dir);
   try {
     mkdirSync(dir, { mode: 0o700 });
