@@ -119,3 +119,24 @@ export async function startServe(o: StartOptions = {}): Promise<Session> {
     },
   };
 }
+
+/**
+ * The `_meta` of a `tools/call` carrying a Codex 0.169 permission profile, as Codex sends it: a restricted file
+ * system that reads everything, plus `entries` (`access`: "read", "write" or "deny" for each absolute `path`), the
+ * network restricted, the sandbox's cwd `cwd`.
+ */
+export function codexProfileMeta(cwd: string, entries: { path: string; access: "read" | "write" | "deny" }[]): Record<string, unknown> {
+  const profile = {
+    type: "managed",
+    file_system: {
+      type: "restricted",
+      entries: [
+        { path: { type: "special", value: { kind: "root" } }, access: "read" },
+        ...entries.map((e) => ({ path: { type: "path", path: e.path }, access: e.access })),
+      ],
+    },
+    network: "restricted",
+  };
+  const state = { permissionProfile: profile, sandboxCwd: `file://${cwd}`, useLegacyLandlock: false, useMxc: false };
+  return { "codex/sandbox-state": state, "codex/sandbox-state-meta": state };
+}

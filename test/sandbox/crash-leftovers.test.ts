@@ -12,7 +12,7 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync 
 import { join } from "node:path";
 import type { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { BINARY, homeDir } from "../helpers/binary.ts";
-import { startServe, type Session } from "../helpers/mcp.ts";
+import { codexProfileMeta, startServe, type Session } from "../helpers/mcp.ts";
 import { CONF_BASE } from "../helpers/test-dirs.ts";
 import { shellsMissing } from "../helpers/shells.ts";
 import { skipWithout } from "../helpers/prereq.ts";
@@ -36,27 +36,14 @@ afterAll(async () => {
   rmSync(codexHome, { recursive: true, force: true });
 });
 
-const ROOT_READ = { path: { type: "special", value: { kind: "root" } }, access: "read" };
-
 /** The `_meta` of a call in `proj` whose profile writes `proj`, keeps its `.codex` read-only and denies its `key.pem` (Codex 0.169's shape). */
-function meta(proj: string): Record<string, unknown> {
-  const profile = {
-    type: "managed",
-    file_system: {
-      type: "restricted",
-      entries: [
-        ROOT_READ,
-        { path: { type: "path", path: proj }, access: "write" },
-        { path: { type: "path", path: join(proj, "key.pem") }, access: "deny" },
-        // missing: an empty read-only mount point keeps it from being created (as Codex's `.codex` carve-out)
-        { path: { type: "path", path: join(proj, ".codex") }, access: "read" },
-      ],
-    },
-    network: "restricted",
-  };
-  const state = { permissionProfile: profile, sandboxCwd: `file://${proj}`, useLegacyLandlock: false, useMxc: false };
-  return { "codex/sandbox-state": state, "codex/sandbox-state-meta": state };
-}
+const meta = (proj: string) =>
+  codexProfileMeta(proj, [
+    { path: proj, access: "write" },
+    { path: join(proj, "key.pem"), access: "deny" },
+    // missing: an empty read-only mount point keeps it from being created (as Codex's `.codex` carve-out)
+    { path: join(proj, ".codex"), access: "read" },
+  ]);
 
 /**
  * Where the servers put their deny folders: the carried programs' folder (src/sandbox/linux/mount-points.ts

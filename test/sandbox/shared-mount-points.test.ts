@@ -32,7 +32,7 @@ import { join } from "node:path";
 import type { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { flock, LOCK } from "../../ffi/libc.ts";
 import { homeDir } from "../helpers/binary.ts";
-import { startServe, type Session } from "../helpers/mcp.ts";
+import { codexProfileMeta, startServe, type Session } from "../helpers/mcp.ts";
 import { CONF_BASE } from "../helpers/test-dirs.ts";
 import { shellsMissing } from "../helpers/shells.ts";
 import { skipWithout } from "../helpers/prereq.ts";
@@ -58,22 +58,11 @@ afterAll(async () => {
 });
 
 /** The `_meta` of a call whose profile writes `proj` and keeps its missing `.codex` read-only (Codex 0.169's shape). */
-function meta(): Record<string, unknown> {
-  const profile = {
-    type: "managed",
-    file_system: {
-      type: "restricted",
-      entries: [
-        { path: { type: "special", value: { kind: "root" } }, access: "read" },
-        { path: { type: "path", path: proj }, access: "write" },
-        { path: { type: "path", path: join(proj, ".codex") }, access: "read" },
-      ],
-    },
-    network: "restricted",
-  };
-  const state = { permissionProfile: profile, sandboxCwd: `file://${proj}`, useLegacyLandlock: false, useMxc: false };
-  return { "codex/sandbox-state": state, "codex/sandbox-state-meta": state };
-}
+const meta = () =>
+  codexProfileMeta(proj, [
+    { path: proj, access: "write" },
+    { path: join(proj, ".codex"), access: "read" },
+  ]);
 
 /** Start a call in `proj` on `s` running `command`; its text once it ends. */
 function call(s: Session, command: string): Promise<string> {

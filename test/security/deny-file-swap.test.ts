@@ -11,7 +11,7 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { homeDir } from "../helpers/binary.ts";
-import { startServe, type Session } from "../helpers/mcp.ts";
+import { codexProfileMeta, startServe, type Session } from "../helpers/mcp.ts";
 import { CONF_BASE } from "../helpers/test-dirs.ts";
 import { shellsMissing } from "../helpers/shells.ts";
 import { skipWithout } from "../helpers/prereq.ts";
@@ -30,24 +30,13 @@ afterAll(async () => {
   rmSync(codexHome, { recursive: true, force: true });
 });
 
-/** The `_meta` of a call in `proj` whose profile reads everything, writes `proj` and `tmp`, and denies `proj/key.pem` (Codex 0.169's shape). */
-function meta(): Record<string, unknown> {
-  const profile = {
-    type: "managed",
-    file_system: {
-      type: "restricted",
-      entries: [
-        { path: { type: "special", value: { kind: "root" } }, access: "read" },
-        { path: { type: "path", path: proj }, access: "write" },
-        { path: { type: "path", path: tmp }, access: "write" },
-        { path: { type: "path", path: join(proj, "key.pem") }, access: "deny" },
-      ],
-    },
-    network: "restricted",
-  };
-  const state = { permissionProfile: profile, sandboxCwd: `file://${proj}`, useLegacyLandlock: false, useMxc: false };
-  return { "codex/sandbox-state": state, "codex/sandbox-state-meta": state };
-}
+/** The `_meta` of a call in `proj` whose profile writes `proj` and `tmp` and denies `proj/key.pem` (Codex 0.169's shape). */
+const meta = () =>
+  codexProfileMeta(proj, [
+    { path: proj, access: "write" },
+    { path: tmp, access: "write" },
+    { path: join(proj, "key.pem"), access: "deny" },
+  ]);
 
 describe.skipIf(skip)("the empty file bound over a denied file", () => {
   test("a sandbox beside the call cannot swap it for the denied file (150 calls while it tries)", async () => {
