@@ -41,7 +41,8 @@ export type Placed = { spawn: EscalateSpawn } | { inside: string };
 
 /**
  * What happened to what a placement placed, as the server learns it: a listener opened with its `boundary`, a
- * session's program ended, a kept room ended, a listener closed, the server began stopping, the worker stopped.
+ * session's program ended, a kept room ended, a listener closed, the server began stopping, the worker parked (the
+ * server is idle), the worker stopped.
  */
 export type PlacementEvent =
   | { t: "listening"; boundary: EscalationBoundary }
@@ -49,6 +50,8 @@ export type PlacementEvent =
   | { t: "room-ended"; listener: number; room: number }
   | { t: "listener-closed"; listener: number }
   | { t: "stopping" }
+  /** The escalation worker parked (the server is idle: ./worker/port.ts); nothing is open. */
+  | { t: "parked" }
   | { t: "stopped" };
 
 /** Where escalated execs run: given to the escalation server (./server.ts `EscalationServer.start`). */
@@ -120,7 +123,7 @@ export class BoundaryPlacement implements Placement {
   /**
    * A listener's boundary: where its sandbox can write, a git control file changed there from now on is not trusted
    * (../sandbox/git/taint.ts). The rooms settle as their programs, kept rooms and listeners end; stopping stops the
-   * inspector.
+   * inspector, and the worker's park parks it (its thread ends until the next escalation).
    */
   observe(e: PlacementEvent): void {
     switch (e.t) {
@@ -138,6 +141,9 @@ export class BoundaryPlacement implements Placement {
         return;
       case "stopping":
         this.inspector.stop();
+        return;
+      case "parked":
+        this.inspector.park();
         return;
       case "stopped":
         this.rooms.closeAll();

@@ -24,16 +24,13 @@ import { workerUrl as workerUrlOf } from "../self.ts";
 import type { EscalationBoundary, Grant } from "./decision/boundary.ts";
 import { resolveRequest, type Decided, type ResolvedRequest } from "./decision/request.ts";
 import { OutputGates } from "./worker/output-gate.ts";
+import { ParkingWorker } from "./worker/port.ts";
 import type { Placement } from "./placement.ts";
 import type { EscalateSpawn } from "./rooms/keep.ts";
-import {
-  encodeFrame,
-  BASH_EXEC_WRAPPER_ENV_VAR,
-  EXEC_WRAPPER_ENV_VAR,
-  type EscalateAction,
-  type EscalateRequest,
-} from "./protocol/wire.ts";
-import type { Command, WorkerEvent } from "./worker/messages.ts";
+import { BASH_EXEC_WRAPPER_ENV_VAR, EXEC_WRAPPER_ENV_VAR, type EscalateAction, type EscalateRequest } from "./protocol/wire.ts";
+import type { Command, WorkerEvent, WorkerPort } from "./worker/messages.ts";
+
+export type { WorkerPort } from "./worker/messages.ts";
 
 /**
  * Decides what to do with one intercepted exec: the wire's {@link EscalateAction}. `Escalate` runs the program
@@ -155,53 +152,9 @@ export class EscalationListener {
   }
 }
 
-/**
- * How the server talks to its worker (./worker/worker.ts): commands down, events up. {@link EscalationServer.start}
- * builds the real one (a Worker and a control socket); the fast tier's tests give the server a fake.
- */
-export interface WorkerPort {
-  /** Send one command; may block on a small write, never throws for a live worker. */
-  send(c: Command): void;
-  /** Where the worker's events and its failure (the error's message) go; called once, by the server. */
-  connect(onEvent: (e: WorkerEvent) => void, onError: (message: string) => void): void;
-  /** End the worker at once (it did not stop in time, or never started). */
-  terminate(): void;
-  /** Release this side of the control channel (after the worker stopped or was terminated). */
-  close(): void;
-}
-
-/** The real {@link WorkerPort}: a Worker, and this side of its control socket (length-prefixed JSON frames). */
-class ControlledWorker implements WorkerPort {
-  constructor(
-    private readonly worker: Worker,
-    private readonly controlFd: number,
-  ) {}
-
-  send(c: Command): void {
-    const frame = encodeFrame(new TextEncoder().encode(JSON.stringify(c)));
-    let sent = 0;
-    while (sent < frame.byteLength) sent += libc.sendmsg(this.controlFd, frame.subarray(sent));
-  }
-
-  connect(onEvent: (e: WorkerEvent) => void, onError: (message: string) => void): void {
-    this.worker.onmessage = (ev: MessageEvent<WorkerEvent>) => onEvent(ev.data);
-    this.worker.onerror = (ev) => onError(ev.message);
-  }
-
-  terminate(): void {
-    this.worker.terminate();
-  }
-
-  close(): void {
-    libc.closeQuiet(this.controlFd);
-  }
-}
-
 /** The escalation server. Create with {@link EscalationServer.start}; one is enough per process. */
 export class EscalationServer {
   private readonly listeners = new Map<number, EscalationListener>();
-  /** @internal Who closes each listener's output fd, shared with the worker (./worker/output-gate.ts). */
-  readonly gates = new OutputGates();
   private readonly unlistenWaiters = new Map<number, () => void>();
   private nextLid = 1;
   private stopped = false;
@@ -216,6 +169,8 @@ export class EscalationServer {
   constructor(
     private readonly port: WorkerPort,
     private readonly placement: Placement,
+    /** @internal Who closes each listener's output fd, shared with the worker (./worker/output-gate.ts). */
+    readonly gates: OutputGates = new OutputGates(),
   ) {
     this.stoppedPromise = new Promise((r) => (this.resolveStopped = r));
     port.connect(
@@ -247,10 +202,9 @@ export class EscalationServer {
    * executable (never a file on disk, see ../self.ts) or, from source, ./worker/worker.ts.
    */
   static async start(placement: Placement, workerUrl: string = workerUrlOf("escalate/worker/worker")): Promise<EscalationServer> {
-    const [mine, theirs] = libc.socketpair(libc.SOCK.AF_UNIX, libc.SOCK.SOCK_STREAM | libc.SOCK.SOCK_CLOEXEC);
-    // Not `smol`: it saves ~9 MiB of RSS but costs ~1 ms per intercepted exec in GC (bench/escalation.ts).
-    const worker = new Worker(workerUrl);
-    const server = new EscalationServer(new ControlledWorker(worker, mine), placement);
+    const gates = new OutputGates();
+    const port = new ParkingWorker(workerUrl, gates.buffer);
+    const server = new EscalationServer(port, placement, gates);
     let timer: ReturnType<typeof setTimeout> | undefined;
     const ready = new Promise<void>((res, rej) => {
       server.onReady = res;
@@ -260,19 +214,17 @@ export class EscalationServer {
         EscalationServer.START_TIMEOUT_MS,
       );
     });
-    worker.postMessage({ controlFd: theirs, gates: server.gates.buffer });
     try {
       await ready;
     } catch (e) {
-      worker.terminate();
-      libc.closeQuiet(mine);
-      libc.closeQuiet(theirs);
+      port.terminate();
+      port.close();
       throw new ShellmcpError("ESCALATION_UNAVAILABLE", `the escalation worker could not start: ${(e as Error).message}`, {}, { cause: e });
     } finally {
       clearTimeout(timer);
       server.onStartFailure = undefined;
     }
-    worker.unref();
+    port.unref();
     return server;
   }
 
@@ -323,6 +275,21 @@ export class EscalationServer {
     });
     this.command({ t: "release-heap" });
     return done;
+  }
+
+  /**
+   * Park the worker while the server is idle (issue 40: it is ~2.5 MiB of the server's anonymous memory): it ends if
+   * nothing is open — no listener here, and in the worker no session or kept room — and the next {@link listen}
+   * starts a new one (~3.5 ms, once). Resolves true once parked, false when something was open, the server is
+   * stopped or its worker dead, or its port cannot park. Never rejects.
+   */
+  park(): Promise<boolean> {
+    if (this.stopped || this.dead || this.portClosed || this.listeners.size > 0 || this.port.park === undefined)
+      return Promise.resolve(false);
+    return this.port.park().then((parked) => {
+      if (parked) this.placement.observe?.({ t: "parked" });
+      return parked;
+    });
   }
 
   /** Stop the worker: every listener closes and every escalated program still running is killed. */

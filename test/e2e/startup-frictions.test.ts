@@ -302,6 +302,27 @@ describe("issue 33: idle, serve gives back the code pages it touched", () => {
     expect(n).toBe(2);
   });
 
+  test("IdleRelease parks right after start-up's release, then parkMs after the last call, never while a call runs", async () => {
+    const events: string[] = [];
+    const idle = new IdleRelease(
+      () => events.push("release"),
+      60,
+      () => events.push("park"),
+      300,
+    );
+    idle.settled();
+    await Bun.sleep(60 + IdleRelease.PARK_AFTER_START_MS + 100);
+    expect(events).toEqual(["release", "park"]);
+    const call = idle.during(() => Bun.sleep(400));
+    await Bun.sleep(350);
+    expect(events).toEqual(["release", "park"]); // a call runs
+    await call;
+    await Bun.sleep(150);
+    expect(events).toEqual(["release", "park", "release"]); // released, not parked yet
+    await Bun.sleep(250);
+    expect(events).toEqual(["release", "park", "release", "park"]);
+  });
+
   test.skipIf(skip || process.platform !== "linux" || skipWithout("the server's resident code pages (its smaps)", SERVER_PROC_HIDDEN))(
     "the executable's resident code drops once idle, calls still run, SHELLMCP_KEEP_CODE_PAGES=1 keeps it",
     async () => {

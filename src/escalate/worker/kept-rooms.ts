@@ -180,6 +180,11 @@ export class KeptRooms {
     }
   }
 
+  /** Whether no room is open or still ending (the worker may then park: ./worker.ts). */
+  get empty(): boolean {
+    return this.rooms.size === 0;
+  }
+
   /** The worker stops: every room ends now. */
   shutdown(): void {
     for (const room of this.rooms.values()) this.kill(room);

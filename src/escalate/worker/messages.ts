@@ -19,6 +19,8 @@ export type Command =
   | { t: "decision"; sid: number; action: EscalateAction; spawn?: EscalateSpawn }
   | { t: "kill"; lid: number; signal: number }
   | { t: "release-heap" }
+  /** The server is idle: stop, as `stop` does, only if nothing is open (./port.ts parks the worker). */
+  | { t: "park" }
   | { t: "stop" };
 
 /** Events the worker posts to main. */
@@ -33,6 +35,10 @@ export type WorkerEvent =
   | { t: "room-ended"; lid: number; rid: number }
   /** The worker's heap release (`release-heap`) has run: its collection and `Bun.shrink()` are done. */
   | { t: "heap-released" }
+  /** `park`: nothing was open, the worker has closed everything of its own and ends. */
+  | { t: "parked" }
+  /** `park`: a listener, session or room is still open; the worker runs on. */
+  | { t: "park-refused" }
   | { t: "stopped" };
 
 /** Largest `EscalateRequest` frame, bytes. Codex's requests carry the whole environment (≤ ARG_MAX, 2 MiB by default). */
@@ -47,3 +53,23 @@ export const MAX_SESSIONS = 4096;
 export const SESSION_IO_TIMEOUT_MS = 10_000;
 /** Most bytes read by one `recvmsg` on the control socket or a session socket. */
 export const RECV_CHUNK = 256 * 1024;
+
+/**
+ * How the server talks to its worker (./worker.ts): commands down, events up. ../server.ts `EscalationServer.start`
+ * builds the real one (a Worker and a control socket); the fast tier's tests give the server a fake.
+ */
+export interface WorkerPort {
+  /** Send one command; may block on a small write, never throws for a live worker. */
+  send(c: Command): void;
+  /** Where the worker's events and its failure (the error's message) go; called once, by the server. */
+  connect(onEvent: (e: WorkerEvent) => void, onError: (message: string) => void): void;
+  /** End the worker at once (it did not stop in time, or never started). */
+  terminate(): void;
+  /** Release this side of the control channel (after the worker stopped or was terminated). */
+  close(): void;
+  /**
+   * Ask an idle worker to end until the next command that needs one (./port.ts): resolves true once it has,
+   * false when something was open. Absent: the worker is never parked (the fast tier's fakes).
+   */
+  park?(): Promise<boolean>;
+}

@@ -241,6 +241,14 @@ export class SessionTable {
     for (const s of this.sessions.values()) if (s.lid === lid) this.signalChild(s, signal);
   }
 
+  /**
+   * Whether nothing is open: no listener, no session (an escalated child still running counts, its call ended or
+   * not), no kept room (one still ending counts). Only then may the worker park (./worker.ts).
+   */
+  idle(): boolean {
+    return this.listeners.size === 0 && this.sessions.size === 0 && this.rooms.empty;
+  }
+
   /** Shutting down: every child gets SIGKILL, every session and listener is closed. Nothing may outlive the server. */
   shutdown(): void {
     for (const s of [...this.sessions.values()]) {

@@ -31,6 +31,7 @@
  */
 import * as libc from "../../../ffi/libc.ts";
 import { OutputGates } from "./output-gate.ts";
+import { closeLifeline } from "../../sandbox/linux/lifeline.ts";
 import { FrameDecoder } from "../protocol/wire.ts";
 import {
   MAX_LISTENER_BUFFERED_BYTES,
@@ -54,6 +55,8 @@ class EscalationWorker {
   private readonly table: SessionTable;
   private readonly control = new FrameDecoder();
   private running = true;
+  /** A `park` command found nothing open: {@link loop} ends the worker as `parked`, not `stopped`. */
+  private parking = false;
   /** A `release-heap` command arrived: {@link loop} returns to the event loop once to release. */
   private releasing = false;
 
@@ -102,7 +105,10 @@ class EscalationWorker {
     // Shutting down: nothing may outlive the server.
     this.table.shutdown();
     libc.closeQuiet(this.controlFd);
-    post({ t: "stopped" });
+    // Parked: nothing of this thread runs (no session, no room), so no guard holds its lifeline: both ends close
+    // here, or each park would leave two fds behind (a thread's fds are the process's).
+    if (this.parking) closeLifeline();
+    post({ t: this.parking ? "parked" : "stopped" });
     process.exit(0);
   }
 
@@ -150,6 +156,13 @@ class EscalationWorker {
         // The server is idle (../../serve.ts `releaseHeap`): this thread's heap gives back what calls left behind,
         // once the commands read now are handled ({@link loop}).
         this.releasing = true;
+        return;
+      case "park":
+        // The server is idle (./port.ts): end only if nothing is open; commands after this one are held by
+        // main until it has the answer, so none is lost in a socket closed here.
+        if (!this.table.idle()) return post({ t: "park-refused" });
+        this.parking = true;
+        this.running = false;
         return;
       case "stop":
         this.running = false;

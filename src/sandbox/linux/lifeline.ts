@@ -60,6 +60,18 @@ export function endLifeline(): void {
 }
 
 /**
+ * Close both ends of this thread's lifeline pipe (the next {@link lifelineReadFd} makes a new one): for a thread that
+ * ends while the process lives on (the escalation worker when it parks), and only when no guard it started runs —
+ * each would see EOF and kill what runs below it. Idempotent.
+ */
+export function closeLifeline(): void {
+  if (pipe === undefined) return;
+  libc.closeQuiet(pipe.read);
+  if (pipe.write >= 0) libc.closeQuiet(pipe.write);
+  pipe = undefined;
+}
+
+/**
  * Why processes cannot be guarded here (undefined when they can): the guard binary is missing. Then a process the
  * server started can outlive a server killed by a signal.
  */

@@ -1,0 +1,171 @@
+/**
+ * The real {@link WorkerPort} of the escalation server (../server.ts): the worker thread (./worker.ts) and this
+ * side of its control socket, and the worker's parking (issue 40, idle memory).
+ *
+ * Parking: a Worker is a JavaScript runtime of its own, ~2.5 MiB of the server's anonymous memory even when it has
+ * nothing to do. When the server has been idle long enough (../../serve.ts `IdleRelease`), {@link ParkingWorker.park}
+ * asks the worker to end if nothing is open (no listener, no session, no kept room: the worker decides, from its own
+ * table); the next command that needs a worker starts a new one (~3.5 ms, once, on the next call). What the worker
+ * shares with main carries over: the output gates' buffer, the listener ids (main's). Its own lifeline pipe is closed
+ * when it parks (no guard of its thread runs then) and made again by the next worker.
+ *
+ * No command is lost and none reaches a worker that is ending: from the `park` command until the worker's answer
+ * (`parked` or `park-refused`), commands are held here; then they go to the same worker (refused) or to a new one
+ * (parked). While parked, a `release-heap` or `stop` needs no worker and is answered here (`heap-released`,
+ * `stopped`); any other command starts one.
+ */
+import * as libc from "../../../ffi/libc.ts";
+import { log } from "../../log.ts";
+import { encodeFrame } from "../protocol/wire.ts";
+import type { Command, WorkerEvent, WorkerPort } from "./messages.ts";
+
+/**
+ * The escalation worker at `url`, started again after each park. `gates`: the output gates' shared buffer
+ * (./output-gate.ts), given to every worker. The constructor starts the first worker (throws when it cannot:
+ * no thread, no socket).
+ */
+export class ParkingWorker implements WorkerPort {
+  private worker: Worker | undefined;
+  /** This side of the current worker's control socket (-1 when parked or closed). */
+  private fd = -1;
+  /** The worker's side, until the worker owns it (it closes it when it ends); closed here if it never started. */
+  private theirs = -1;
+  private state: "running" | "parking" | "parked" = "running";
+  /** Commands sent while a `park` waits for its answer. */
+  private readonly held: Command[] = [];
+  private parkAnswer: ((parked: boolean) => void) | undefined;
+  private onEvent: (e: WorkerEvent) => void = () => undefined;
+  private onError: (message: string) => void = () => undefined;
+  /** Workers started after a park (for the log and the tests). */
+  restarts = 0;
+
+  constructor(
+    private readonly url: string,
+    private readonly gates: SharedArrayBuffer,
+  ) {
+    this.startWorker();
+  }
+
+  /** Start a worker with a new control socket. Throws when the socket or the Worker cannot be made. */
+  private startWorker(): void {
+    const [mine, theirs] = libc.socketpair(libc.SOCK.AF_UNIX, libc.SOCK.SOCK_STREAM | libc.SOCK.SOCK_CLOEXEC);
+    let worker: Worker;
+    try {
+      // Not `smol`: it saves ~9 MiB of RSS but costs ~1 ms per intercepted exec in GC (bench/escalation.ts).
+      worker = new Worker(this.url);
+    } catch (e) {
+      libc.closeQuiet(mine);
+      libc.closeQuiet(theirs);
+      throw e;
+    }
+    this.worker = worker;
+    this.fd = mine;
+    this.theirs = theirs;
+    worker.onmessage = (ev: MessageEvent<WorkerEvent>) => this.onMessage(worker, ev.data);
+    worker.onerror = (ev) => {
+      if (this.worker !== worker) return;
+      this.parkAnswer?.(false);
+      this.parkAnswer = undefined;
+      this.onError(ev.message);
+    };
+    worker.postMessage({ controlFd: theirs, gates: this.gates });
+  }
+
+  private onMessage(worker: Worker, e: WorkerEvent): void {
+    if (this.worker !== worker) return;
+    if (e.t === "ready") this.theirs = -1; // the worker polls it now, and closes it when it ends
+    if (e.t === "park-refused") return this.answerPark(false);
+    if (e.t === "parked") {
+      // Parked once the thread has ended: its runtime's teardown runs after this message, and the server gives back
+      // the executable's code pages after the park (what the teardown touched would come back otherwise).
+      let done = false;
+      const ended = () => {
+        if (done) return;
+        done = true;
+        clearTimeout(timer);
+        libc.closeQuiet(this.fd);
+        this.fd = -1;
+        this.worker = undefined;
+        this.answerPark(true);
+      };
+      const timer = setTimeout(ended, ParkingWorker.END_WAIT_MS);
+      worker.addEventListener("close", ended);
+      return;
+    }
+    this.onEvent(e);
+  }
+
+  /** How long a parked worker's thread may take to end before it is taken as ended, ms. */
+  static readonly END_WAIT_MS = 1000;
+
+  /** The park's answer: the state it leaves, the promise resolved, the commands held meanwhile sent on. */
+  private answerPark(parked: boolean): void {
+    this.state = parked ? "parked" : "running";
+    this.parkAnswer?.(parked);
+    this.parkAnswer = undefined;
+    for (const c of this.held.splice(0)) this.send(c);
+  }
+
+  /**
+   * Send one command: held while a park waits for its answer; while parked, answered here (`release-heap`, `stop`)
+   * or sent to a new worker. Throws when a new worker cannot be started (the caller fails closed).
+   */
+  send(c: Command): void {
+    if (this.state === "parking") {
+      this.held.push(c);
+      return;
+    }
+    if (this.state === "parked") {
+      if (c.t === "release-heap" || c.t === "stop") {
+        const answer: WorkerEvent = c.t === "stop" ? { t: "stopped" } : { t: "heap-released" };
+        queueMicrotask(() => this.onEvent(answer));
+        return;
+      }
+      this.startWorker();
+      this.restarts++;
+      log.debug("escalation worker started again (it was parked)", { restarts: this.restarts });
+      this.state = "running";
+      this.worker!.unref();
+    }
+    this.write(c);
+  }
+
+  private write(c: Command): void {
+    const frame = encodeFrame(new TextEncoder().encode(JSON.stringify(c)));
+    let sent = 0;
+    while (sent < frame.byteLength) sent += libc.sendmsg(this.fd, frame.subarray(sent));
+  }
+
+  /**
+   * Ask the worker to end if nothing is open: resolves true once it has (parked), false when something was open,
+   * it is already parking (the first ask's answer comes first) or the worker failed. Never rejects.
+   */
+  park(): Promise<boolean> {
+    if (this.state === "parked") return Promise.resolve(true);
+    if (this.state === "parking") return Promise.resolve(false);
+    this.write({ t: "park" });
+    this.state = "parking";
+    return new Promise((res) => (this.parkAnswer = res));
+  }
+
+  connect(onEvent: (e: WorkerEvent) => void, onError: (message: string) => void): void {
+    this.onEvent = onEvent;
+    this.onError = onError;
+  }
+
+  /** Let the process exit while only the current worker runs (as every later one does). */
+  unref(): void {
+    this.worker?.unref();
+  }
+
+  terminate(): void {
+    this.worker?.terminate();
+  }
+
+  close(): void {
+    libc.closeQuiet(this.fd);
+    this.fd = -1;
+    if (this.theirs >= 0) libc.closeQuiet(this.theirs); // the worker never took it
+    this.theirs = -1;
+  }
+}

@@ -1,0 +1,116 @@
+/**
+ * Parking the real escalation worker (src/escalate/worker/port.ts) between shell runs: patched bash → compiled
+ * wrapper → our server, whose worker is parked and started again. Each shell run after a park is decided by a new
+ * worker exactly as before (Run, Escalate, Deny); a park is refused while anything of the worker is open (an
+ * escalated program of an ended run still running); parks and restarts leave no fd or thread behind.
+ */
+import { afterEach, describe, expect, test } from "bun:test";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import type { EscalateAction as Decision } from "../../src/escalate/protocol/wire.ts";
+import { EscalationServer } from "../../src/escalate/server.ts";
+import { BoundaryPlacement } from "../../src/escalate/placement.ts";
+import type { ResolvedRequest } from "../../src/escalate/decision/request.ts";
+import { ensureBinary, tempDir } from "../helpers/binary.ts";
+import { runInShell } from "../helpers/escalation.ts";
+import { shellsMissing } from "../helpers/shells.ts";
+import { skipWithout } from "../helpers/prereq.ts";
+
+const skip = skipWithout("escalation worker parking", shellsMissing());
+const servers: EscalationServer[] = [];
+afterEach(async () => {
+  for (const s of servers.splice(0)) await s.stop();
+});
+
+const basename = (p: string) => p.slice(p.lastIndexOf("/") + 1);
+/** `sh` escalates, `touch` is denied, everything else runs in place. */
+const decide = (r: ResolvedRequest): Decision =>
+  basename(r.file) === "sh"
+    ? { kind: "Escalate" }
+    : basename(r.file) === "touch"
+      ? { kind: "Deny", reason: "forbidden here" }
+      : { kind: "Run" };
+
+/** This process's threads named `Worker` (Bun's worker threads, ours and any another test left ending): their tids. */
+const workerTids = () =>
+  readdirSync("/proc/self/task").filter((t) => readFileSync(`/proc/self/task/${t}/comm`, "utf8").trim() === "Worker");
+/** Worker threads started since `before` that still run (this test's workers and inspectors). */
+const workersSince = (before: string[]) => workerTids().filter((t) => !before.includes(t)).length;
+const fds = () => readdirSync("/proc/self/fd").length;
+
+async function until(ok: () => boolean, ms = 10_000): Promise<void> {
+  for (const end = performance.now() + ms; !ok(); await Bun.sleep(10)) if (performance.now() > end) throw new Error("timed out waiting");
+}
+
+async function start(): Promise<EscalationServer> {
+  ensureBinary();
+  const s = await EscalationServer.start(new BoundaryPlacement());
+  servers.push(s);
+  return s;
+}
+
+describe.skipIf(skip)("escalation worker parking (patched bash, compiled wrapper, real worker)", () => {
+  test("after each of 8 parks a new worker decides the next run as before (Run, Escalate, Deny); no fd or thread is left", async () => {
+    const before = workerTids();
+    const s = await start();
+    const dir = tempDir();
+    let baseline = 0;
+    for (let i = 0; i < 8; i++) {
+      const r = await runInShell(s, { script: `/bin/echo run-${i}; sh -c 'echo esc-$$'; /usr/bin/touch ${dir}/t${i}; echo rc=$?`, decide });
+      expect(r.stdout).toMatch(new RegExp(`^run-${i}\\nesc-\\d+\\nrc=1\\n$`));
+      expect(r.stderr).toBe("Execution denied: forbidden here\n");
+      expect(existsSync(join(dir, `t${i}`))).toBe(false);
+      expect(await s.park()).toBe(true);
+      await until(() => workersSince(before) === 0);
+      if (i === 1) baseline = fds();
+      if (i > 1) expect(fds()).toBe(baseline);
+    }
+  }, 120_000);
+
+  test("a run that starts while the park waits is served by the next worker", async () => {
+    const s = await start();
+    await runInShell(s, { script: "/bin/true", decide });
+    const parked = s.park();
+    const r = await runInShell(s, { script: "sh -c 'echo escalated'", decide });
+    expect(await parked).toBe(true);
+    expect(r.stdout).toBe("escalated\n");
+    expect(r.exitCode).toBe(0);
+  }, 60_000);
+
+  test("refused while an escalated program of an ended run still runs; parked once it has ended", async () => {
+    const s = await start();
+    const up = join(tempDir(), "up");
+    // The shell ends once its escalated program runs (it wrote `up`); that program runs on.
+    const script = `sh -c 'echo up > ${up}; exec sleep 30' >/dev/null 2>&1 & while [ ! -s ${up} ]; do sleep 0.05; done; echo started`;
+    const r = await runInShell(s, { script, decide, keepOpen: true });
+    expect(r.stdout).toBe("started\n");
+    // The run's listener closes without killing its escalated program (the worker keeps its session).
+    await s.unlisten(r.listener.id, false);
+    expect(await s.park()).toBe(false);
+    r.listener.signalChildren(9);
+    let parked = false;
+    for (let i = 0; i < 100 && !parked; i++) {
+      parked = await s.park();
+      if (!parked) await Bun.sleep(50);
+    }
+    expect(parked).toBe(true);
+  }, 60_000);
+
+  test("refused while a listener is open", async () => {
+    const s = await start();
+    const r = await runInShell(s, { script: "/bin/true", decide, keepOpen: true });
+    expect(await s.park()).toBe(false);
+    await r.listener.close();
+    expect(await s.park()).toBe(true);
+  }, 60_000);
+
+  test("parked: the heap release and the stop answer at once, without starting a worker", async () => {
+    const before = workerTids();
+    const s = await start();
+    expect(await s.park()).toBe(true);
+    await until(() => workersSince(before) === 0);
+    await s.releaseHeap();
+    await s.stop();
+    expect(workersSince(before)).toBe(0);
+  }, 60_000);
+});
