@@ -8,7 +8,7 @@ import { afterEach, describe, expect, test } from "bun:test";
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import type { EscalateAction as Decision } from "../../src/escalate/protocol/wire.ts";
-import { EscalationServer } from "../../src/escalate/server.ts";
+import { EscalationServer, type EscalationListener } from "../../src/escalate/server.ts";
 import { BoundaryPlacement } from "../../src/escalate/placement.ts";
 import type { ResolvedRequest } from "../../src/escalate/decision/request.ts";
 import { ensureBinary, tempDir } from "../helpers/binary.ts";
@@ -94,6 +94,41 @@ describe.skipIf(skip)("escalation worker parking (patched bash, compiled wrapper
       if (!parked) await Bun.sleep(50);
     }
     expect(parked).toBe(true);
+  }, 60_000);
+
+  test("a decision that comes after the park (its run ended meanwhile) never answers an exec of the next worker", async () => {
+    // Run A's `touch` waits for a human (a prompt) while A ends; the worker parks; run B's first exec, in a new
+    // worker, waits for its own answer (a Deny) when A's late answer (Run) comes in. Session ids of the new worker
+    // start again from 1, so A's answer named B's exec: B's forbidden `touch` ran.
+    const s = await start();
+    const dir = tempDir();
+    let answerA!: (d: Decision) => void;
+    let askedA!: () => void;
+    const aAsked = new Promise<void>((r) => (askedA = r));
+    const decideA = (r: ResolvedRequest): Decision | Promise<Decision> =>
+      basename(r.file) === "touch"
+        ? new Promise<Decision>((res) => {
+            answerA = res;
+            askedA();
+          })
+        : { kind: "Run" };
+    let listenerA!: EscalationListener;
+    const a = runInShell(s, { script: `/usr/bin/touch ${dir}/a; echo rc=$?`, decide: decideA, onSpawn: (_, l) => (listenerA = l) });
+    await aAsked;
+    // A's call ends (its timeout, a cancel) while the question is open: its listener closes, its exec fails closed.
+    await listenerA.close();
+    expect((await a).stdout).toBe("rc=1\n");
+    expect(await s.park()).toBe(true);
+    const decideB = async (r: ResolvedRequest): Promise<Decision> => {
+      if (basename(r.file) !== "touch") return { kind: "Run" };
+      answerA({ kind: "Run" }); // the human answers A's question now
+      await new Promise((res) => setTimeout(res, 0)); // A's answer is on its way to the worker before B's
+      return { kind: "Deny", reason: "forbidden here" };
+    };
+    const b = await runInShell(s, { script: `/usr/bin/touch ${dir}/b; echo rc=$?`, decide: decideB });
+    expect(b.stderr).toBe("Execution denied: forbidden here\n");
+    expect(b.stdout).toBe("rc=1\n");
+    expect(existsSync(join(dir, "b"))).toBe(false);
   }, 60_000);
 
   test("refused while a listener is open", async () => {

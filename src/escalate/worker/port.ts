@@ -6,8 +6,9 @@
  * nothing to do. When the server has been idle long enough (../../serve.ts `IdleRelease`), {@link ParkingWorker.park}
  * asks the worker to end if nothing is open (no listener, no session, no kept room: the worker decides, from its own
  * table); the next command that needs a worker starts a new one (~3.5 ms, once, on the next call). What the worker
- * shares with main carries over: the output gates' buffer, the listener ids (main's). Its own lifeline pipe is closed
- * when it parks (no guard of its thread runs then) and made again by the next worker.
+ * shares with main carries over: the output gates' buffer, the listener ids (main's), the session ids (each worker
+ * goes on from where the parked one stopped: a late decision names no session of the next). Its own lifeline pipe
+ * is closed when it parks (no guard of its thread runs then) and made again by the next worker.
  *
  * No command is lost and none reaches a worker that is ending: from the `park` command until the worker's answer
  * (`parked` or `park-refused`), commands are held here; then they go to the same worker (refused) or to a new one
@@ -36,6 +37,12 @@ export class ParkingWorker implements WorkerPort {
   private parkAnswer: ((parked: boolean) => void) | undefined;
   private onEvent: (e: WorkerEvent) => void = () => undefined;
   private onError: (message: string) => void = () => undefined;
+  /**
+   * The first session id the next worker gives out: where the parked one stopped (its `parked` event), so that a
+   * decision main sends late for a session of a parked worker (its run ended while a human was asked) names no
+   * session of the next one.
+   */
+  private nextSid = 1;
   /** Workers started after a park (for the log and the tests). */
   restarts = 0;
 
@@ -68,7 +75,7 @@ export class ParkingWorker implements WorkerPort {
       this.parkAnswer = undefined;
       this.onError(ev.message);
     };
-    worker.postMessage({ controlFd: theirs, gates: this.gates });
+    worker.postMessage({ controlFd: theirs, gates: this.gates, firstSid: this.nextSid });
   }
 
   private onMessage(worker: Worker, e: WorkerEvent): void {
@@ -76,6 +83,7 @@ export class ParkingWorker implements WorkerPort {
     if (e.t === "ready") this.theirs = -1; // the worker polls it now, and closes it when it ends
     if (e.t === "park-refused") return this.answerPark(false);
     if (e.t === "parked") {
+      if (e.nextSid > this.nextSid) this.nextSid = e.nextSid;
       // Parked once the thread has ended: its runtime's teardown runs after this message, and the server gives back
       // the executable's code pages after the park (what the teardown touched would come back otherwise).
       let done = false;

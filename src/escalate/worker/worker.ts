@@ -63,9 +63,10 @@ class EscalationWorker {
   constructor(
     private readonly controlFd: number,
     gates: OutputGates | undefined,
+    firstSid: number,
   ) {
     libc.setNonblock(controlFd, true);
-    this.table = new SessionTable(post, gates);
+    this.table = new SessionTable(post, gates, firstSid);
   }
 
   /** Say ready, then poll until stopped ({@link loop}). */
@@ -108,7 +109,7 @@ class EscalationWorker {
     // Parked: nothing of this thread runs (no session, no room), so no guard holds its lifeline: both ends close
     // here, or each park would leave two fds behind (a thread's fds are the process's).
     if (this.parking) closeLifeline();
-    post({ t: this.parking ? "parked" : "stopped" });
+    post(this.parking ? { t: "parked", nextSid: this.table.nextSessionId } : { t: "stopped" });
     process.exit(0);
   }
 
@@ -171,7 +172,7 @@ class EscalationWorker {
   }
 }
 
-scope.onmessage = (ev: MessageEvent<{ controlFd: number; gates?: SharedArrayBuffer }>) => {
-  const { controlFd, gates } = ev.data;
-  new EscalationWorker(controlFd, gates === undefined ? undefined : new OutputGates(gates)).run();
+scope.onmessage = (ev: MessageEvent<{ controlFd: number; gates?: SharedArrayBuffer; firstSid?: number }>) => {
+  const { controlFd, gates, firstSid } = ev.data;
+  new EscalationWorker(controlFd, gates === undefined ? undefined : new OutputGates(gates), firstSid ?? 1).run();
 };
