@@ -5,11 +5,11 @@
  * escalated program of an ended run still running); parks and restarts leave no fd or thread behind.
  */
 import { afterEach, describe, expect, test } from "bun:test";
-import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, readlinkSync } from "node:fs";
 import { join } from "node:path";
 import type { EscalateAction as Decision } from "../../src/escalate/protocol/wire.ts";
 import { EscalationServer, type EscalationListener } from "../../src/escalate/server.ts";
-import { BoundaryPlacement } from "../../src/escalate/placement.ts";
+import { BoundaryPlacement, type Placement } from "../../src/escalate/placement.ts";
 import type { ResolvedRequest } from "../../src/escalate/decision/request.ts";
 import { ensureBinary, tempDir } from "../helpers/binary.ts";
 import { runInShell } from "../helpers/escalation.ts";
@@ -64,6 +64,35 @@ describe.skipIf(skip)("escalation worker parking (patched bash, compiled wrapper
       await until(() => workersSince(before) === 0);
       if (i === 1) baseline = fds();
       if (i > 1) expect(fds()).toBe(baseline);
+    }
+  }, 120_000);
+
+  test("a program of this executable (a Landlock room's helper) escalated after each of 8 parks leaves no fd behind", async () => {
+    // The Landlock backend's rooms run this executable (/proc/self/exe: from source, bun) as the sandbox helper; the
+    // worker opens it once to hand it to the guard. Each worker opened its own copy and none closed it.
+    ensureBinary();
+    const selfExe: Placement = {
+      prepareEscalatedExec: async () => ({
+        spawn: { path: "/proc/self/exe", argv: ["bun", "--version"], env: ["PATH=/usr/bin:/bin"], cwd: "/", setsid: true },
+      }),
+    };
+    const s = await EscalationServer.start(selfExe);
+    servers.push(s);
+    const selfFds = () =>
+      readdirSync("/proc/self/fd").filter((f) => {
+        try {
+          return readlinkSync(`/proc/self/fd/${f}`) === readlinkSync("/proc/self/exe");
+        } catch {
+          return false;
+        }
+      }).length;
+    let baseline = 0;
+    for (let i = 0; i < 8; i++) {
+      const r = await runInShell(s, { script: "sh -c 'exit 3'; echo rc=$?", decide });
+      expect(r.stdout).toMatch(/^\d+\.\d+\.\d+\nrc=0\n$/); // bun's version: the program of this executable ran
+      expect(await s.park()).toBe(true);
+      if (i === 0) baseline = selfFds();
+      else expect(selfFds()).toBe(baseline);
     }
   }, 120_000);
 

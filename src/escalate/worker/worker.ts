@@ -32,6 +32,7 @@
 import * as libc from "../../../ffi/libc.ts";
 import { OutputGates } from "./output-gate.ts";
 import { closeLifeline } from "../../sandbox/linux/lifeline.ts";
+import { closeSelfExe } from "../../self.ts";
 import { FrameDecoder } from "../protocol/wire.ts";
 import {
   MAX_LISTENER_BUFFERED_BYTES,
@@ -108,7 +109,11 @@ class EscalationWorker {
     libc.closeQuiet(this.controlFd);
     // Parked: nothing of this thread runs (no session, no room), so no guard holds its lifeline: both ends close
     // here, or each park would leave two fds behind (a thread's fds are the process's).
-    if (this.parking) closeLifeline();
+    // The same for its fd of this executable (a Landlock room's helper is exec'd from it: ./escalated-child.ts).
+    if (this.parking) {
+      closeLifeline();
+      closeSelfExe();
+    }
     post(this.parking ? { t: "parked", nextSid: this.table.nextSessionId } : { t: "stopped" });
     process.exit(0);
   }
