@@ -12,7 +12,8 @@ import { EscalationServer, type EscalationListener } from "../../src/escalate/se
 import { BoundaryPlacement, type Placement } from "../../src/escalate/placement.ts";
 import type { ResolvedRequest } from "../../src/escalate/decision/request.ts";
 import { ensureBinary, tempDir } from "../helpers/binary.ts";
-import { runInShell } from "../helpers/escalation.ts";
+import { openBoundary, runInShell } from "../helpers/escalation.ts";
+import * as libc from "../../ffi/libc.ts";
 import { shellsMissing } from "../helpers/shells.ts";
 import { skipWithout } from "../helpers/prereq.ts";
 
@@ -158,6 +159,35 @@ describe.skipIf(skip)("escalation worker parking (patched bash, compiled wrapper
     expect(b.stderr).toBe("Execution denied: forbidden here\n");
     expect(b.stdout).toBe("rc=1\n");
     expect(existsSync(join(dir, "b"))).toBe(false);
+  }, 60_000);
+
+  test("a listener whose worker cannot start again (out of fds) is not left open: the worker parks again later", async () => {
+    // Two fds left: the listener's own socket pair is made, the new worker's control socket is not.
+    const s = await EscalationServer.start({ prepareEscalatedExec: async () => ({ inside: "no rooms here" }) });
+    servers.push(s);
+    expect(await s.park()).toBe(true);
+    const before = fds();
+    const filler: number[] = [];
+    let refused: unknown;
+    try {
+      for (;;) filler.push(libc.fcntl(0, libc.SOCK.F_DUPFD_CLOEXEC, 0));
+    } catch {
+      // EMFILE: every fd is taken
+    }
+    try {
+      libc.closeQuiet(filler.pop()!);
+      libc.closeQuiet(filler.pop()!);
+      s.listen({ decide, boundary: openBoundary() });
+    } catch (e) {
+      refused = e;
+    } finally {
+      filler.forEach(libc.closeQuiet);
+    }
+    expect(String(refused)).toContain("Too many open files"); // the call fails closed, saying why
+    expect(fds()).toBe(before);
+    expect(await s.park()).toBe(true);
+    const r = await runInShell(s, { script: "sh -c 'echo escalated'", decide });
+    expect(r.stdout).toBe("escalated\n");
   }, 60_000);
 
   test("refused while a listener is open", async () => {
