@@ -14,6 +14,7 @@ import type { ResolvedRequest } from "../../src/escalate/decision/request.ts";
 import { ensureBinary, tempDir } from "../helpers/binary.ts";
 import { openBoundary, runInShell } from "../helpers/escalation.ts";
 import * as libc from "../../ffi/libc.ts";
+import { FAIL_FLAG } from "../fixtures/worker-fails-after-park.ts";
 import { shellsMissing } from "../helpers/shells.ts";
 import { skipWithout } from "../helpers/prereq.ts";
 
@@ -189,6 +190,25 @@ describe.skipIf(skip)("escalation worker parking (patched bash, compiled wrapper
     const r = await runInShell(s, { script: "sh -c 'echo escalated'", decide });
     expect(r.stdout).toBe("escalated\n");
   }, 60_000);
+
+  test("a worker that fails as it starts again: the run waiting for it fails closed at once, later runs are refused", async () => {
+    // A parked worker that cannot start again (its thread fails as it starts) never reads the listener of the run
+    // that started it: the shell's wrapper waited on its handshake forever (in serve: until the call's timeout).
+    ensureBinary();
+    const s = await EscalationServer.start(
+      new BoundaryPlacement(),
+      new URL("../fixtures/worker-fails-after-park.ts", import.meta.url).href,
+    );
+    servers.push(s);
+    expect((await runInShell(s, { script: "/bin/echo one", decide })).stdout).toBe("one\n");
+    expect(await s.park()).toBe(true);
+    const slots = new Int32Array(s.gates.buffer);
+    Atomics.store(slots, slots.length - 1, FAIL_FLAG); // the next worker fails
+    const r = await runInShell(s, { script: "/bin/echo two; echo rc=$?", decide });
+    expect(r.stdout).toBe("rc=1\n");
+    expect(r.stderr).toContain("EscalateResponse");
+    expect(() => s.listen({ decide, boundary: openBoundary() })).toThrow("the escalation worker died");
+  }, 30_000);
 
   test("refused while a listener is open", async () => {
     const s = await start();

@@ -43,6 +43,13 @@ export class ParkingWorker implements WorkerPort {
    * session of the next one.
    */
   private nextSid = 1;
+  /**
+   * The listener sockets (each `listen`'s fd) sent to the current worker before it said `ready`: when it fails
+   * before (a worker started again after a park that cannot start), nobody will ever read them, and a shell's
+   * wrapper would wait on its handshake until the call's timeout; they are closed here instead, so that every exec
+   * of that shell fails closed at once.
+   */
+  private unclaimed: number[] = [];
   /** Workers started after a park (for the log and the tests). */
   restarts = 0;
 
@@ -68,9 +75,12 @@ export class ParkingWorker implements WorkerPort {
     this.worker = worker;
     this.fd = mine;
     this.theirs = theirs;
+    this.unclaimed = [];
     worker.onmessage = (ev: MessageEvent<WorkerEvent>) => this.onMessage(worker, ev.data);
     worker.onerror = (ev) => {
       if (this.worker !== worker) return;
+      // Failed before it polled anything (no `ready`): the listeners it was sent are no one's.
+      if (this.theirs >= 0) this.unclaimed.splice(0).forEach(libc.closeQuiet);
       this.parkAnswer?.(false);
       this.parkAnswer = undefined;
       this.onError(ev.message);
@@ -80,7 +90,10 @@ export class ParkingWorker implements WorkerPort {
 
   private onMessage(worker: Worker, e: WorkerEvent): void {
     if (this.worker !== worker) return;
-    if (e.t === "ready") this.theirs = -1; // the worker polls it now, and closes it when it ends
+    if (e.t === "ready") {
+      this.theirs = -1; // the worker polls it now, and closes it when it ends
+      this.unclaimed = []; // and owns the listeners it was sent
+    }
     if (e.t === "park-refused") return this.answerPark(false);
     if (e.t === "parked") {
       if (e.nextSid > this.nextSid) this.nextSid = e.nextSid;
@@ -139,6 +152,7 @@ export class ParkingWorker implements WorkerPort {
   }
 
   private write(c: Command): void {
+    if (c.t === "listen" && this.theirs >= 0) this.unclaimed.push(c.fd);
     const frame = encodeFrame(new TextEncoder().encode(JSON.stringify(c)));
     let sent = 0;
     while (sent < frame.byteLength) sent += libc.sendmsg(this.fd, frame.subarray(sent));
