@@ -398,6 +398,9 @@ export class EscalationServer {
       if (l === undefined) throw new ShellmcpError("PROTOCOL", "request for a closed listener");
       const request = resolveRequest(raw);
       const { grant, ...wire } = await l.options.decide(request);
+      // Decided after its run ended (a human answered late): the worker has ended the session with the listener.
+      // Nothing is placed (a room for an ended call) nor sent (it would start a parked worker for nothing).
+      if (!this.listeners.has(lid)) return;
       const action = wire as EscalateAction;
       answer = action.kind === "Escalate" ? await this.escalate(l, sid, request, action, grant) : { action };
     } catch (err) {

@@ -162,6 +162,41 @@ describe.skipIf(skip)("escalation worker parking (patched bash, compiled wrapper
     expect(existsSync(join(dir, "b"))).toBe(false);
   }, 60_000);
 
+  test("a decision that comes after its run ended places nothing and starts no worker", async () => {
+    // The human answers (Escalate) after the run ended and the worker parked: nothing is left to answer. The answer
+    // was placed (a room built for an ended call, whose mount points nothing gives back) and sent, starting a worker
+    // that then stays up with nothing to do (no call ends to park it again).
+    const before = workerTids();
+    let placed = 0;
+    const counting: Placement = {
+      prepareEscalatedExec: async () => (placed++, { inside: "counted" }),
+    };
+    const s = await EscalationServer.start(counting);
+    servers.push(s);
+    let answer!: (d: Decision) => void;
+    let asked!: () => void;
+    const isAsked = new Promise<void>((r) => (asked = r));
+    let listener!: EscalationListener;
+    const run = runInShell(s, {
+      script: "sh -c 'echo never'; echo rc=$?",
+      decide: () =>
+        new Promise<Decision>((res) => {
+          answer = res;
+          asked();
+        }),
+      onSpawn: (_, l) => (listener = l),
+    });
+    await isAsked;
+    await listener.close();
+    expect((await run).stdout).toBe("rc=1\n");
+    expect(await s.park()).toBe(true);
+    await until(() => workersSince(before) === 0);
+    answer({ kind: "Escalate" });
+    await new Promise((r) => setTimeout(r, 0)); // the late decision's own steps (microtasks) have all run
+    expect(placed).toBe(0);
+    expect(workersSince(before)).toBe(0);
+  }, 60_000);
+
   test("a listener whose worker cannot start again (out of fds) is not left open: the worker parks again later", async () => {
     // Two fds left: the listener's own socket pair is made, the new worker's control socket is not.
     const s = await EscalationServer.start({ prepareEscalatedExec: async () => ({ inside: "no rooms here" }) });
