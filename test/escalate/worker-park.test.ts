@@ -162,6 +162,24 @@ describe.skipIf(skip)("escalation worker parking (patched bash, compiled wrapper
     expect(existsSync(join(dir, "b"))).toBe(false);
   }, 60_000);
 
+  test("session ids go on across parks: no two execs of the server's life share one", async () => {
+    // A decision names its session by id only, and one may still be on its way when its run ends and the worker
+    // parks (decided, then placed: the placement takes its time). Each new worker started again from 1.
+    const sessions: number[] = [];
+    const recording: Placement = {
+      prepareEscalatedExec: async (e) => (sessions.push(e.session), { inside: "recorded" }),
+    };
+    const s = await EscalationServer.start(recording);
+    servers.push(s);
+    for (let i = 0; i < 3; i++) {
+      const r = await runInShell(s, { script: "sh -c 'echo ran'", decide });
+      expect(r.stdout).toBe("ran\n");
+      expect(await s.park()).toBe(true);
+    }
+    expect(sessions.length).toBe(3);
+    expect(new Set(sessions).size).toBe(3);
+  }, 60_000);
+
   test("a decision that comes after its run ended places nothing and starts no worker", async () => {
     // The human answers (Escalate) after the run ended and the worker parked: nothing is left to answer. The answer
     // was placed (a room built for an ended call, whose mount points nothing gives back) and sent, starting a worker
