@@ -400,7 +400,7 @@ export class EscalationServer {
       const { grant, ...wire } = await l.options.decide(request);
       // Decided after its run ended (a human answered late): the worker has ended the session with the listener.
       // Nothing is placed (a room for an ended call) nor sent (it would start a parked worker for nothing).
-      if (!this.listeners.has(lid)) return;
+      if (!this.listeners.has(lid)) return log.debug("decided after its run ended: dropped", { listener: lid, session: sid });
       const action = wire as EscalateAction;
       answer = action.kind === "Escalate" ? await this.escalate(l, sid, request, action, grant) : { action };
     } catch (err) {
