@@ -11,7 +11,7 @@
  * before any file on disk (checked: a planted `/$bunfs/root/…` or `./escalate/worker.ts` is never loaded).
  */
 
-import { existsSync, openSync } from "node:fs";
+import { closeSync, existsSync, openSync } from "node:fs";
 import { homedir } from "node:os";
 import { isAbsolute } from "node:path";
 
@@ -130,4 +130,20 @@ export function openSelfExe(): number | undefined {
     }
   }
   return selfExeFd;
+}
+
+/**
+ * Close this thread's {@link openSelfExe} fd, if it opened one (the next call opens it again): for a thread that
+ * ends while the process lives on (the escalation worker when it parks, src/escalate/worker/port.ts: each worker
+ * thread has its own copy of this module, and each fd it opened is the process's). Only when nothing spawned by the
+ * thread still needs it (its copies in children are their own). Idempotent.
+ */
+export function closeSelfExe(): void {
+  if (selfExeFd === undefined) return;
+  try {
+    closeSync(selfExeFd);
+  } catch {
+    // already closed
+  }
+  selfExeFd = undefined;
 }

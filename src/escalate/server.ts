@@ -234,7 +234,10 @@ export class EscalationServer {
 
   private onReady?: () => void;
 
-  /** Open a listener for one shell run. */
+  /**
+   * Open a listener for one shell run. Throws `ESCALATION_UNAVAILABLE` when the server is stopped, its worker died, or
+   * its parked worker cannot start again (then nothing of the listener stays open).
+   */
   listen(options: ListenOptions): EscalationListener {
     if (this.stopped) throw new ShellmcpError("ESCALATION_UNAVAILABLE", "escalation server is stopped");
     if (this.dead) throw new ShellmcpError("ESCALATION_UNAVAILABLE", "the escalation worker died; restart the server");
@@ -247,7 +250,24 @@ export class EscalationServer {
     const gate = options.outputFd !== undefined ? this.gates.take() : undefined;
     const l = new EscalationListener(this, this.nextLid++, clientEnd, options, gate);
     this.listeners.set(l.id, l);
-    this.command({ t: "listen", lid: l.id, fd: serverEnd, cgroupProcs: options.cgroupProcs, outputFd: options.outputFd, gate });
+    try {
+      this.command({ t: "listen", lid: l.id, fd: serverEnd, cgroupProcs: options.cgroupProcs, outputFd: options.outputFd, gate });
+    } catch (e) {
+      // A parked worker could not start again (./worker/port.ts: out of fds or threads): no worker has this
+      // listener, so nothing of it stays open here (it would keep the worker from ever parking again). The caller
+      // still owns its output fd, and fails its call closed.
+      this.listeners.delete(l.id);
+      if (gate !== undefined) this.gates.putBack(gate);
+      libc.closeQuiet(serverEnd);
+      libc.closeQuiet(clientEnd);
+      this.placement.observe?.({ t: "listener-closed", listener: l.id });
+      throw new ShellmcpError(
+        "ESCALATION_UNAVAILABLE",
+        `the escalation worker could not start again: ${(e as Error).message}`,
+        {},
+        { cause: e },
+      );
+    }
     return l;
   }
 
@@ -378,6 +398,9 @@ export class EscalationServer {
       if (l === undefined) throw new ShellmcpError("PROTOCOL", "request for a closed listener");
       const request = resolveRequest(raw);
       const { grant, ...wire } = await l.options.decide(request);
+      // Decided after its run ended (a human answered late): the worker has ended the session with the listener.
+      // Nothing is placed (a room for an ended call) nor sent (it would start a parked worker for nothing).
+      if (!this.listeners.has(lid)) return log.debug("decided after its run ended: dropped", { listener: lid, session: sid });
       const action = wire as EscalateAction;
       answer = action.kind === "Escalate" ? await this.escalate(l, sid, request, action, grant) : { action };
     } catch (err) {

@@ -3,10 +3,10 @@
  * src/escalate/worker/port.ts), through the compiled binary and the SDK client: the rules still decide every exec
  * after each restart (a forbidden `touch` is denied and never runs, the other programs run), on workspace-write.
  * `SHELLMCP_WORKER_PARK_MS` shortens the park's delay after a call; the server's debug log says when it parks and
- * starts again.
+ * starts again. A human's answer that comes after its call ended and the worker parked answers nothing of the next.
  */
 import { afterAll, describe, expect, test } from "bun:test";
-import { existsSync } from "node:fs";
+import { existsSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { startServe, type Session } from "../helpers/mcp.ts";
 import { homeDir } from "../helpers/binary.ts";
@@ -49,5 +49,44 @@ describe.skipIf(skip)("serve parks its escalation worker when idle", () => {
       expect(count(s.stderr(), STARTED)).toBe(i);
       await until(() => count(s.stderr(), PARKED) === i + 1, `park ${i + 1}`);
     }
+  }, 120_000);
+
+  // Call A's background `touch` asks a human (a `prompt` rule); A ends while the question is open; the worker parks;
+  // call B's `touch` asks too. The human accepts A's question, then declines B's. Session ids started again at 1 in
+  // each worker: A's answer (the escalation of `touch late-a`) answered B's exec, which exited 0 though declined.
+  test("the human's accept of an ended call's question never runs the next call's declined exec", async () => {
+    const home = homeDir();
+    const ws = homeDir("shellmcp-ws-");
+    const answers = new Map<string, (a: { action: "accept" | "decline" }) => void>();
+    const s = await startServe({
+      codexHome: home,
+      rules: 'prefix_rule(pattern=["touch"], decision="prompt")\n',
+      env: { SHELLMCP_WORKER_PARK_MS: "300", SHELLMCP_LOG: "debug" },
+      onElicit: (message) => new Promise((res) => answers.set(message.includes("late-a") ? "a" : "b", res)),
+    });
+    sessions.push(s);
+    await s.sandboxState({ type: "workspace-write", network_access: false }, ws);
+    await until(() => s.stderr().includes(PARKED), "the park after start-up");
+    // A: the question is asked by a background job; the shell ends once it is asked, without waiting for the answer.
+    const a = s.shell({
+      command: `(touch late-a >/dev/null 2>&1 &); while [ ! -e asked ]; do sleep 0.02; done; echo a-done`,
+      workdir: ws,
+      login: false,
+    });
+    await until(() => answers.has("a"), "A's question");
+    writeFileSync(join(ws, "asked"), "");
+    expect((await a).out.output).toContain("a-done");
+    await until(() => count(s.stderr(), PARKED) === 2, "the park after A");
+    const b = s.shell({ command: `touch late-b; echo rc=$?`, workdir: ws, login: false });
+    await until(() => answers.has("b"), "B's question");
+    answers.get("a")!({ action: "accept" });
+    // A's answer is placed (a room, or inside the sandbox) and sent to the worker, or dropped, before the human
+    // answers B.
+    await until(() => /escalated[^\n]*late-a|decided after its run ended/.test(s.stderr()), "A's answer placed or dropped");
+    answers.get("b")!({ action: "decline" });
+    const rb = await b;
+    expect(rb.out.output).not.toContain("rc=0");
+    expect(existsSync(join(ws, "late-b"))).toBe(false);
+    expect(existsSync(join(ws, "late-a"))).toBe(false); // A's call ended before its answer came
   }, 120_000);
 });

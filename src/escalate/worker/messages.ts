@@ -35,8 +35,12 @@ export type WorkerEvent =
   | { t: "room-ended"; lid: number; rid: number }
   /** The worker's heap release (`release-heap`) has run: its collection and `Bun.shrink()` are done. */
   | { t: "heap-released" }
-  /** `park`: nothing was open, the worker has closed everything of its own and ends. */
-  | { t: "parked" }
+  /**
+   * `park`: nothing was open, the worker has closed everything of its own and ends. `nextSid`: the first session id
+   * it never gave out, where the next worker starts (./port.ts): main may still answer a session of this worker
+   * (a decision that outlived its run), and must never name one of the next.
+   */
+  | { t: "parked"; nextSid: number }
   /** `park`: a listener, session or room is still open; the worker runs on. */
   | { t: "park-refused" }
   | { t: "stopped" };

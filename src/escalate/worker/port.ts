@@ -6,8 +6,9 @@
  * nothing to do. When the server has been idle long enough (../../serve.ts `IdleRelease`), {@link ParkingWorker.park}
  * asks the worker to end if nothing is open (no listener, no session, no kept room: the worker decides, from its own
  * table); the next command that needs a worker starts a new one (~3.5 ms, once, on the next call). What the worker
- * shares with main carries over: the output gates' buffer, the listener ids (main's). Its own lifeline pipe is closed
- * when it parks (no guard of its thread runs then) and made again by the next worker.
+ * shares with main carries over: the output gates' buffer, the listener ids (main's), the session ids (each worker
+ * goes on from where the parked one stopped: a late decision names no session of the next). Its own lifeline pipe
+ * is closed when it parks (no guard of its thread runs then) and made again by the next worker.
  *
  * No command is lost and none reaches a worker that is ending: from the `park` command until the worker's answer
  * (`parked` or `park-refused`), commands are held here; then they go to the same worker (refused) or to a new one
@@ -36,6 +37,19 @@ export class ParkingWorker implements WorkerPort {
   private parkAnswer: ((parked: boolean) => void) | undefined;
   private onEvent: (e: WorkerEvent) => void = () => undefined;
   private onError: (message: string) => void = () => undefined;
+  /**
+   * The first session id the next worker gives out: where the parked one stopped (its `parked` event), so that a
+   * decision main sends late for a session of a parked worker (its run ended while a human was asked) names no
+   * session of the next one.
+   */
+  private nextSid = 1;
+  /**
+   * The listener sockets (each `listen`'s fd) sent to the current worker before it said `ready`: when it fails
+   * before (a worker started again after a park that cannot start), nobody will ever read them, and a shell's
+   * wrapper would wait on its handshake until the call's timeout; they are closed here instead, so that every exec
+   * of that shell fails closed at once.
+   */
+  private unclaimed: number[] = [];
   /** Workers started after a park (for the log and the tests). */
   restarts = 0;
 
@@ -61,21 +75,28 @@ export class ParkingWorker implements WorkerPort {
     this.worker = worker;
     this.fd = mine;
     this.theirs = theirs;
+    this.unclaimed = [];
     worker.onmessage = (ev: MessageEvent<WorkerEvent>) => this.onMessage(worker, ev.data);
     worker.onerror = (ev) => {
       if (this.worker !== worker) return;
+      // Failed before it polled anything (no `ready`): the listeners it was sent are no one's.
+      if (this.theirs >= 0) this.unclaimed.splice(0).forEach(libc.closeQuiet);
       this.parkAnswer?.(false);
       this.parkAnswer = undefined;
       this.onError(ev.message);
     };
-    worker.postMessage({ controlFd: theirs, gates: this.gates });
+    worker.postMessage({ controlFd: theirs, gates: this.gates, firstSid: this.nextSid });
   }
 
   private onMessage(worker: Worker, e: WorkerEvent): void {
     if (this.worker !== worker) return;
-    if (e.t === "ready") this.theirs = -1; // the worker polls it now, and closes it when it ends
+    if (e.t === "ready") {
+      this.theirs = -1; // the worker polls it now, and closes it when it ends
+      this.unclaimed = []; // and owns the listeners it was sent
+    }
     if (e.t === "park-refused") return this.answerPark(false);
     if (e.t === "parked") {
+      if (e.nextSid > this.nextSid) this.nextSid = e.nextSid;
       // Parked once the thread has ended: its runtime's teardown runs after this message, and the server gives back
       // the executable's code pages after the park (what the teardown touched would come back otherwise).
       let done = false;
@@ -131,6 +152,7 @@ export class ParkingWorker implements WorkerPort {
   }
 
   private write(c: Command): void {
+    if (c.t === "listen" && this.theirs >= 0) this.unclaimed.push(c.fd);
     const frame = encodeFrame(new TextEncoder().encode(JSON.stringify(c)));
     let sent = 0;
     while (sent < frame.byteLength) sent += libc.sendmsg(this.fd, frame.subarray(sent));

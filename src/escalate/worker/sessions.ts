@@ -107,13 +107,19 @@ export const RECV_SCRATCH = new Uint8Array(RECV_CHUNK);
 export class SessionTable {
   private readonly listeners = new Map<number, Listener>();
   private readonly sessions = new Map<number, Session>();
-  private nextSid = 1;
+  private nextSid: number;
   private readonly rooms: KeptRooms;
 
+  /**
+   * `firstSid`: the first session id to give out (a worker started after a park goes on from where the parked one
+   * stopped, ./port.ts: a session id names one session for the life of the server, whatever worker holds it).
+   */
   constructor(
     private readonly post: (e: WorkerEvent) => void,
     private readonly gates?: OutputGates,
+    firstSid = 1,
   ) {
+    this.nextSid = firstSid;
     this.rooms = new KeptRooms(post, (sid, exitCode) => {
       const s = this.sessions.get(sid);
       if (s?.inRoom !== undefined) this.childEnded(s, exitCode, -1);
@@ -247,6 +253,11 @@ export class SessionTable {
    */
   idle(): boolean {
     return this.listeners.size === 0 && this.sessions.size === 0 && this.rooms.empty;
+  }
+
+  /** The first session id not given out yet. */
+  get nextSessionId(): number {
+    return this.nextSid;
   }
 
   /** Shutting down: every child gets SIGKILL, every session and listener is closed. Nothing may outlive the server. */

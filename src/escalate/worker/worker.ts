@@ -32,6 +32,7 @@
 import * as libc from "../../../ffi/libc.ts";
 import { OutputGates } from "./output-gate.ts";
 import { closeLifeline } from "../../sandbox/linux/lifeline.ts";
+import { closeSelfExe } from "../../self.ts";
 import { FrameDecoder } from "../protocol/wire.ts";
 import {
   MAX_LISTENER_BUFFERED_BYTES,
@@ -63,9 +64,10 @@ class EscalationWorker {
   constructor(
     private readonly controlFd: number,
     gates: OutputGates | undefined,
+    firstSid: number,
   ) {
     libc.setNonblock(controlFd, true);
-    this.table = new SessionTable(post, gates);
+    this.table = new SessionTable(post, gates, firstSid);
   }
 
   /** Say ready, then poll until stopped ({@link loop}). */
@@ -107,8 +109,12 @@ class EscalationWorker {
     libc.closeQuiet(this.controlFd);
     // Parked: nothing of this thread runs (no session, no room), so no guard holds its lifeline: both ends close
     // here, or each park would leave two fds behind (a thread's fds are the process's).
-    if (this.parking) closeLifeline();
-    post({ t: this.parking ? "parked" : "stopped" });
+    // The same for its fd of this executable (a Landlock room's helper is exec'd from it: ./escalated-child.ts).
+    if (this.parking) {
+      closeLifeline();
+      closeSelfExe();
+    }
+    post(this.parking ? { t: "parked", nextSid: this.table.nextSessionId } : { t: "stopped" });
     process.exit(0);
   }
 
@@ -171,7 +177,7 @@ class EscalationWorker {
   }
 }
 
-scope.onmessage = (ev: MessageEvent<{ controlFd: number; gates?: SharedArrayBuffer }>) => {
-  const { controlFd, gates } = ev.data;
-  new EscalationWorker(controlFd, gates === undefined ? undefined : new OutputGates(gates)).run();
+scope.onmessage = (ev: MessageEvent<{ controlFd: number; gates?: SharedArrayBuffer; firstSid?: number }>) => {
+  const { controlFd, gates, firstSid } = ev.data;
+  new EscalationWorker(controlFd, gates === undefined ? undefined : new OutputGates(gates), firstSid ?? 1).run();
 };
