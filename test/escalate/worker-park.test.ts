@@ -259,7 +259,8 @@ describe.skipIf(skip)("escalation worker parking (patched bash, compiled wrapper
     Atomics.store(slots, slots.length - 1, FAIL_FLAG); // the next worker fails
     const r = await runInShell(s, { script: "/bin/echo two; echo rc=$?", decide });
     expect(r.stdout).toBe("rc=1\n");
-    expect(r.stderr).toContain("EscalateResponse");
+    // Fails closed either way: the socket closed before the wrapper's handshake, or while it waited for the answer.
+    expect(r.stderr).toMatch(/failed to (send handshake datagram|receive EscalateResponse)/);
     expect(() => s.listen({ decide, boundary: openBoundary() })).toThrow("the escalation worker died");
   }, 30_000);
 
