@@ -181,6 +181,10 @@ export class EscalationServer {
         // their wrappers until their timeout kills them.
         this.dead = true;
         log.error("escalation worker failed; no further commands can run", { message });
+        // Nobody will answer what was waiting for the worker: a listener's close, a heap release.
+        for (const w of this.unlistenWaiters.values()) w();
+        this.unlistenWaiters.clear();
+        for (const w of this.heapReleased.splice(0)) w();
         this.resolveStopped();
       },
     );

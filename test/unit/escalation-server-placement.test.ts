@@ -119,6 +119,30 @@ function setUp(placement: FakePlacement, decide: (r: ResolvedRequest) => Decided
   return { worker, listener, decided, notices };
 }
 
+describe("escalation server whose worker dies", () => {
+  test("a listener's close waiting for the worker resolves when the worker dies (nobody will answer it)", async () => {
+    let fail: (message: string) => void = () => undefined;
+    const port: WorkerPort = {
+      send: (c) => c.t === "listen" && libc.closeQuiet(c.fd), // the worker owns the server end; it answers nothing
+      connect: (_onEvent, onError) => (fail = onError),
+      terminate: () => undefined,
+      close: () => undefined,
+    };
+    const s = new EscalationServer(port, new FakePlacement(async (exec) => ({ spawn: spawnOf(exec) })));
+    const l = s.listen({ boundary, decide: () => ({ kind: "Run" }) });
+    l.releaseClientFd();
+    let closed = false;
+    const closing = l.close().then(() => (closed = true));
+    for (let i = 0; i < 10; i++) await Promise.resolve();
+    expect(closed).toBe(false); // waits for the worker's `unlistened`
+    fail("the worker crashed");
+    await closing;
+    expect(closed).toBe(true);
+    await s.releaseHeap(); // answers at once: the worker is dead
+    expect(() => s.listen({ boundary, decide: () => ({ kind: "Run" }) })).toThrow("the escalation worker died");
+  });
+});
+
 describe("escalation server with a fake placement", () => {
   test("an Escalate asks the placement exactly once, with the decided request and grant; the worker starts its spawn", async () => {
     const placement = new FakePlacement(async (exec) => ({ spawn: spawnOf(exec) }));

@@ -46,14 +46,14 @@ describe("ParkingWorker", () => {
     await until(() => h.events.includes("ready"));
     h.port.send({ t: "kill", lid: 7, signal: 15 });
     const parked = h.port.park();
-    h.port.send({ t: "release-output", lid: 8 });
+    h.port.send({ t: "listen", lid: 8, fd: -1 });
     h.port.send({ t: "unlisten", lid: 8, killChildren: true });
     expect(await parked).toBe(true);
     await until(() => h.seen.length === 4);
     expect(h.seen).toEqual([
       { worker: 1, command: { t: "kill", lid: 7, signal: 15 } },
       { worker: 1, command: { t: "park" } },
-      { worker: 2, command: { t: "release-output", lid: 8 } },
+      { worker: 2, command: { t: "listen", lid: 8, fd: -1 } },
       { worker: 2, command: { t: "unlisten", lid: 8, killChildren: true } },
     ]);
     expect(h.port.restarts).toBe(1);
@@ -78,7 +78,7 @@ describe("ParkingWorker", () => {
     expect(h.started()).toBe(1);
   });
 
-  test("parked: a heap release and a stop are answered without starting a worker; a second park asks nothing", async () => {
+  test("parked: only a listen starts a worker; a heap release, an unlisten and a stop are answered here, a kill dropped", async () => {
     const h = harness();
     open.push(h.port);
     const first = h.port.park();
@@ -86,9 +86,13 @@ describe("ParkingWorker", () => {
     expect(await first).toBe(true);
     expect(await h.port.park()).toBe(true);
     h.port.send({ t: "release-heap" });
+    h.port.send({ t: "kill", lid: 3, signal: 9 });
+    h.port.send({ t: "release-output", lid: 3 });
+    h.port.send({ t: "decision", sid: 4, action: { kind: "Run" } });
+    h.port.send({ t: "unlisten", lid: 3, killChildren: true });
     h.port.send({ t: "stop" });
     await until(() => h.events.includes("stopped"));
-    expect(h.events).toContain("heap-released");
+    expect(h.events).toEqual(["ready", "heap-released", "unlistened", "stopped"]);
     expect(h.started()).toBe(1);
     expect(h.seen.map((s) => s.command.t)).toEqual(["park"]);
   });
@@ -101,7 +105,7 @@ describe("ParkingWorker", () => {
     expect(await h.port.park()).toBe(true);
     const before = fds();
     for (let i = 0; i < 50; i++) {
-      h.port.send({ t: "kill", lid: i, signal: 15 });
+      h.port.send({ t: "listen", lid: i, fd: -1 });
       await until(() => h.seen.length === 2 * i + 2);
       expect(await h.port.park()).toBe(true);
     }

@@ -81,6 +81,7 @@ export class ParkingWorker implements WorkerPort {
       if (this.worker !== worker) return;
       // Failed before it polled anything (no `ready`): the listeners it was sent are no one's.
       if (this.theirs >= 0) this.unclaimed.splice(0).forEach(libc.closeQuiet);
+      if (this.restarts > 0 && this.theirs >= 0) return this.failedToStartAgain(worker, ev.message);
       this.parkAnswer?.(false);
       this.parkAnswer = undefined;
       this.onError(ev.message);
@@ -116,6 +117,21 @@ export class ParkingWorker implements WorkerPort {
     this.onEvent(e);
   }
 
+  /**
+   * A worker started again after a park failed before it said `ready` (a thread or fd limit, for a moment): parked
+   * again, so that the next call tries anew rather than every later call being refused for the server's life. The
+   * runs it was sent fail closed (their listeners are closed: each exec's wrapper fails).
+   */
+  private failedToStartAgain(worker: Worker, message: string): void {
+    worker.terminate();
+    libc.closeQuiet(this.fd);
+    libc.closeQuiet(this.theirs);
+    this.fd = this.theirs = -1;
+    this.worker = undefined;
+    this.state = "parked";
+    log.warn("the escalation worker could not start again; its call's execs fail closed, the next call tries again", { message });
+  }
+
   /** How long a parked worker's thread may take to end before it is taken as ended, ms. */
   static readonly END_WAIT_MS = 1000;
 
@@ -128,8 +144,10 @@ export class ParkingWorker implements WorkerPort {
   }
 
   /**
-   * Send one command: held while a park waits for its answer; while parked, answered here (`release-heap`, `stop`)
-   * or sent to a new worker. Throws when a new worker cannot be started (the caller fails closed).
+   * Send one command: held while a park waits for its answer. While parked, only a `listen` starts a new worker: a
+   * parked worker had nothing open, so what any other command names is gone — `release-heap`, `stop` and `unlisten`
+   * are answered here (`heap-released`, `stopped`, `unlistened`), `kill`, `release-output` and `decision` have
+   * nothing to act on. Throws when a new worker cannot be started (the caller fails closed).
    */
   send(c: Command): void {
     if (this.state === "parking") {
@@ -137,11 +155,7 @@ export class ParkingWorker implements WorkerPort {
       return;
     }
     if (this.state === "parked") {
-      if (c.t === "release-heap" || c.t === "stop") {
-        const answer: WorkerEvent = c.t === "stop" ? { t: "stopped" } : { t: "heap-released" };
-        queueMicrotask(() => this.onEvent(answer));
-        return;
-      }
+      if (c.t !== "listen") return this.answerParked(c);
       this.startWorker();
       this.restarts++;
       log.debug("escalation worker started again (it was parked)", { restarts: this.restarts });
@@ -149,6 +163,19 @@ export class ParkingWorker implements WorkerPort {
       this.worker!.unref();
     }
     this.write(c);
+  }
+
+  /** What a parked worker would have said to `c` (any command but `listen`), said here. */
+  private answerParked(c: Exclude<Command, { t: "listen" }>): void {
+    const answer: WorkerEvent | undefined =
+      c.t === "stop"
+        ? { t: "stopped" }
+        : c.t === "release-heap"
+          ? { t: "heap-released" }
+          : c.t === "unlisten"
+            ? { t: "unlistened", lid: c.lid }
+            : undefined; // kill, release-output, decision, park: nothing of theirs is left
+    if (answer !== undefined) queueMicrotask(() => this.onEvent(answer));
   }
 
   private write(c: Command): void {
