@@ -407,6 +407,9 @@ export class EscalationServer {
       if (!this.listeners.has(lid)) return log.debug("decided after its run ended: dropped", { listener: lid, session: sid });
       const action = wire as EscalateAction;
       answer = action.kind === "Escalate" ? await this.escalate(l, sid, request, action, grant) : { action };
+      // The run ended while the placement ran: nothing is sent (the worker has ended the session), and what was placed
+      // for it is given back now (its room would otherwise wait for a program that never starts).
+      if (!this.listeners.has(lid)) return this.abandon(lid, sid, answer.spawn);
     } catch (err) {
       // Fail closed: a policy or client error denies the exec, and says why.
       const msg = err instanceof Error ? err.message : String(err);
@@ -414,6 +417,18 @@ export class EscalationServer {
       answer = { action: { kind: "Deny", reason: `escalation policy error: ${msg}` } };
     }
     if (!this.stopped) this.command({ t: "decision", sid, action: answer.action, spawn: answer.spawn });
+  }
+
+  /**
+   * What the placement set up for session `sid` of listener `lid`, which closed while it was placed, is given back: a
+   * kept room this decision would have opened (its `start` comes with it) has ended — the worker, which would have
+   * said so, never gets it (a room opened earlier is the worker's to end and report) — and the listener is closed
+   * again for the placement, which settles what it placed for the listener since (this program's room).
+   */
+  private abandon(lid: number, sid: number, spawn: EscalateSpawn | undefined): void {
+    log.debug("placed after its run ended: given back", { listener: lid, session: sid });
+    if (spawn?.room?.start !== undefined) this.placement.observe?.({ t: "room-ended", listener: lid, room: spawn.room.rid });
+    this.placement.observe?.({ t: "listener-closed", listener: lid });
   }
 
   /**

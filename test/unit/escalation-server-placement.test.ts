@@ -119,6 +119,30 @@ function setUp(placement: FakePlacement, decide: (r: ResolvedRequest) => Decided
   return { worker, listener, decided, notices };
 }
 
+describe("escalation server: a run that ends while its exec is placed", () => {
+  for (const opens of [true, false])
+    test(`what was placed is given back, nothing is sent${opens ? "; the kept room the decision opened ends" : "; a room opened earlier is left to the worker"}`, async () => {
+      let place!: (p: Placed) => void;
+      const placement = new FakePlacement(() => new Promise<Placed>((res) => (place = res)));
+      const { worker, listener } = setUp(placement, () => ({ kind: "Escalate" }));
+      const sent = worker.request(listener.id, 9, raw);
+      let decisionSent = false;
+      void sent.then(() => (decisionSent = true));
+      while (place === undefined) await Promise.resolve();
+      await listener.close(); // the run ends while the placement runs
+      const start = { path: "/usr/bin/bwrap", argv: ["bwrap"], env: [], cwd: "/", contained: true };
+      place({ spawn: { ...spawnOf(placement.asked[0]!), room: { rid: 4, ...(opens ? { start } : {}) } } });
+      for (let i = 0; i < 20; i++) await Promise.resolve();
+      const after = placement.events.slice(placement.events.findIndex((e) => e.t === "listener-closed") + 1);
+      expect(after).toEqual([
+        ...(opens ? [{ t: "room-ended" as const, listener: listener.id, room: 4 }] : []),
+        { t: "listener-closed", listener: listener.id },
+      ]);
+      expect(worker.sent.some((c) => c.t === "decision")).toBe(false);
+      expect(decisionSent).toBe(false);
+    });
+});
+
 describe("escalation server whose worker dies", () => {
   test("a listener's close waiting for the worker resolves when the worker dies (nobody will answer it)", async () => {
     let fail: (message: string) => void = () => undefined;
