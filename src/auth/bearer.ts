@@ -19,9 +19,9 @@
  *
  * Unlike Codex, authentication is on by default (issue 30: without it every local user could run commands as the
  * server's user): a websocket listener started without `--ws-auth` gets a capability token generated at start
- * ({@link generateToken}: 32 random bytes, base64url), written to a file only this user can read
- * ({@link writeTokenFile}: `--ws-token-out PATH`, else a fresh `0700` folder under the temporary folder), and
- * removed when the server stops. `--ws-auth none` turns authentication off knowingly. `--listen stdio` needs none
+ * ({@link generateToken}: 32 random bytes, base64url), said once on stderr and written to no file unless
+ * `--ws-token-out PATH` asks ({@link writeTokenFile}: a file only this user can read, removed when the server
+ * stops). Never a file under the temporary folder: every workspace-write sandbox can read (and most can write) it. `--ws-auth none` turns authentication off knowingly. `--listen stdio` needs none
  * (only the process that started the server can talk to it).
  *
  * Refusals are HTTP 401 with Codex's plain-text messages ("missing websocket bearer token", "invalid authorization
@@ -32,21 +32,8 @@
  * ever logged or put in an error.
  */
 import { createHash, createHmac, randomBytes, timingSafeEqual } from "node:crypto";
-import {
-  closeSync,
-  constants,
-  fstatSync,
-  lstatSync,
-  mkdtempSync,
-  openSync,
-  readFileSync,
-  rmSync,
-  statSync,
-  unlinkSync,
-  writeSync,
-} from "node:fs";
-import { tmpdir } from "node:os";
-import { dirname, isAbsolute, join, resolve } from "node:path";
+import { closeSync, constants, fstatSync, lstatSync, openSync, readFileSync, statSync, unlinkSync, writeSync } from "node:fs";
+import { isAbsolute, resolve } from "node:path";
 import { ShellmcpError } from "../errors.ts";
 
 /** Codex's default `--ws-max-clock-skew-seconds`. */
@@ -279,27 +266,20 @@ export interface TokenFile {
 }
 
 /**
- * Write `token` (plus a newline) to a file only this user can read: `path` when given (an existing file or link
- * there is replaced; the new file is created exclusively, never through a link), else `token` in a fresh `0700`
- * folder made by mkdtemp under the temporary folder (`$TMPDIR`, else /tmp). The file is created with mode `0600`
- * and checked after opening (a regular file of this user, one link, no group/other bits). `remove()` deletes the
- * file (and the folder it made). Throws `ShellmcpError("USAGE")` with the path and the OS reason.
+ * Write `token` (plus a newline) to `path`, a file only this user can read (`--ws-token-out`: an existing file or
+ * link there is replaced; the new file is created exclusively, never through a link). The file is created with mode
+ * `0600` and checked after opening (a regular file of this user, one link, no group/other bits). `remove()` deletes
+ * it. Throws `ShellmcpError("USAGE")` with the path and the OS reason. There is no default place: the temporary
+ * folder, the only one every user has, is readable by every workspace-write sandbox.
  */
-export function writeTokenFile(token: string, path?: string): TokenFile {
-  let dir: string | undefined;
-  let target: string | undefined;
+export function writeTokenFile(token: string, path: string): TokenFile {
   let created = false;
+  const target = path;
   try {
-    if (path === undefined) {
-      dir = mkdtempSync(join(tmpdir(), "shellmcp-exec-server-"));
-      target = join(dir, "token");
-    } else {
-      target = path;
-      try {
-        if (!lstatSync(target).isDirectory()) unlinkSync(target);
-      } catch (e) {
-        if ((e as NodeJS.ErrnoException).code !== "ENOENT") throw e;
-      }
+    try {
+      if (!lstatSync(target).isDirectory()) unlinkSync(target);
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== "ENOENT") throw e;
     }
     const fd = openSync(target, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
     created = true;
@@ -312,9 +292,8 @@ export function writeTokenFile(token: string, path?: string): TokenFile {
       closeSync(fd);
     }
   } catch (e) {
-    if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
-    else if (created && target !== undefined) unlinkSync(target);
-    throw usage(`cannot write the websocket auth token to ${path ?? dirname(join(tmpdir(), "x"))}: ${osText(e)}`);
+    if (created) unlinkSync(target);
+    throw usage(`cannot write the websocket auth token to ${path}: ${osText(e)}`);
   }
   let removed = false;
   const written = target;
@@ -324,8 +303,7 @@ export function writeTokenFile(token: string, path?: string): TokenFile {
       if (removed) return;
       removed = true;
       try {
-        if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
-        else unlinkSync(written);
+        unlinkSync(written);
       } catch {
         // already gone
       }

@@ -22,7 +22,7 @@ export function addExecServerCommand(program: Command, setExit: SetExit): Comman
     )
     .option(
       "--ws-token-out <PATH>",
-      "without --ws-auth: write the generated token here (mode 600, replaced if present, removed at exit); default: a fresh private folder under $TMPDIR, printed on stderr",
+      "without --ws-auth: also write the generated token here (mode 600, replaced if present, removed at exit); by default it is only said once on stderr, never written to a file",
     )
     .option("--ws-token-file <PATH>", "file holding the capability token (mode 600: refused when group or others can read it)")
     .option("--ws-token-sha256 <HEX>", "hex SHA-256 digest of the capability token")

@@ -37,3 +37,11 @@ test("serve's help names the four tools and the files it reads", () => {
   expect(h).toContain("~/.codex/rules/*.rules");
   expect(h).toContain("~/.codex/config.toml");
 });
+
+test("exec-server's help says where the generated token goes: stderr only, a file only with --ws-token-out, never $TMPDIR", () => {
+  // It used to say the token went to "a fresh private folder under $TMPDIR": no file is written by default, and the
+  // temporary folder is readable by every workspace-write sandbox (no secret where a sandbox reads).
+  const h = help(["exec-server"]);
+  expect(h).toContain("by default it is only said once on stderr, never written to a file");
+  expect(h).not.toContain("$TMPDIR");
+});
