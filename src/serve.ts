@@ -393,12 +393,18 @@ const IDLE_RELEASE_MS = 3000;
 export const WORKER_PARK_MS = 30_000;
 
 /**
- * When to park the escalation worker, ms of idleness: `SHELLMCP_WORKER_PARK_MS` (a whole number; 0: never), else
- * {@link WORKER_PARK_MS}. A value that is not a whole number is ignored (the default holds).
+ * When to park the escalation worker, ms of idleness: `SHELLMCP_WORKER_PARK_MS` of `env` (a whole number of ms, at
+ * most 9 digits; 0: never), else {@link WORKER_PARK_MS}. Any other value is refused with one line through `warn`
+ * (which names the variable, the value and the default that holds instead); never throws.
  */
-function workerParkMs(): number {
-  const v = process.env.SHELLMCP_WORKER_PARK_MS;
-  return v !== undefined && /^\d{1,9}$/.test(v) ? Number(v) : WORKER_PARK_MS;
+export function workerParkMs(env: Record<string, string | undefined> = process.env, warn: (line: string) => void = writeStderr): number {
+  const v = env.SHELLMCP_WORKER_PARK_MS;
+  if (v === undefined) return WORKER_PARK_MS;
+  if (/^\d{1,9}$/.test(v)) return Number(v);
+  warn(
+    `shellmcp serve: SHELLMCP_WORKER_PARK_MS=${JSON.stringify(v.slice(0, 40))} is not a whole number of milliseconds (0: never); the worker parks after ${WORKER_PARK_MS} ms\n`,
+  );
+  return WORKER_PARK_MS;
 }
 
 /**

@@ -21,8 +21,9 @@
  * server's user): a websocket listener started without `--ws-auth` gets a capability token generated at start
  * ({@link generateToken}: 32 random bytes, base64url), said once on stderr and written to no file unless
  * `--ws-token-out PATH` asks ({@link writeTokenFile}: a file only this user can read, removed when the server
- * stops). Never a file under the temporary folder: every workspace-write sandbox can read (and most can write) it. `--ws-auth none` turns authentication off knowingly. `--listen stdio` needs none
- * (only the process that started the server can talk to it).
+ * stops). Never a file under the temporary folder: every workspace-write sandbox can read (and most can write) it.
+ * `--ws-auth none` turns authentication off knowingly. `--listen stdio` needs none (only the process that started the
+ * server can talk to it).
  *
  * Refusals are HTTP 401 with Codex's plain-text messages ("missing websocket bearer token", "invalid authorization
  * header", "invalid websocket bearer token", "invalid websocket jwt", "expired websocket jwt", "websocket jwt is not

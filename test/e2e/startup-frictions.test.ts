@@ -26,7 +26,7 @@ import { BINARY } from "../helpers/binary.ts";
 import { skipWithout } from "../helpers/prereq.ts";
 import { shellsMissing } from "../helpers/shells.ts";
 import { shouldSayNoCgroups } from "../../src/shell/cgroup.ts";
-import { IdleRelease, startupRemedy, TERMINAL_HINT } from "../../src/serve.ts";
+import { IdleRelease, startupRemedy, TERMINAL_HINT, WORKER_PARK_MS, workerParkMs } from "../../src/serve.ts";
 import { openPty } from "../../ffi/libc.ts";
 import { ShellmcpError } from "../../src/errors.ts";
 import { portableShellBases } from "../../src/carried/portable-shells.ts";
@@ -300,6 +300,18 @@ describe("issue 33: idle, serve gives back the code pages it touched", () => {
     expect(n).toBe(1); // not yet idle long enough
     await Bun.sleep(100);
     expect(n).toBe(2);
+  });
+
+  test("SHELLMCP_WORKER_PARK_MS: a whole number of ms (0: never); anything else is said on stderr and the default holds", () => {
+    const said: string[] = [];
+    const ms = (v: string | undefined) => workerParkMs(v === undefined ? {} : { SHELLMCP_WORKER_PARK_MS: v }, (l) => said.push(l));
+    expect([ms(undefined), ms("0"), ms("1500")]).toEqual([WORKER_PARK_MS, 0, 1500]);
+    expect(said).toEqual([]);
+    for (const bad of ["", "-1", "1.5", "30s", "9999999999", " 30"]) expect(ms(bad)).toBe(WORKER_PARK_MS);
+    expect(said).toHaveLength(6);
+    expect(said[3]).toBe(
+      `shellmcp serve: SHELLMCP_WORKER_PARK_MS="30s" is not a whole number of milliseconds (0: never); the worker parks after ${WORKER_PARK_MS} ms\n`,
+    );
   });
 
   test("IdleRelease parks right after start-up's release, then parkMs after the last call, never while a call runs", async () => {
