@@ -95,7 +95,10 @@ export async function serveMain(o: ServeOptions): Promise<number> {
           () => false,
         )
         .then((parked) => {
-          if (!parked) return;
+          if (!parked) {
+            log.debug("escalation worker not parked: a session, listener or room is still open");
+            return;
+          }
           log.debug("escalation worker parked (idle); the next call starts it again");
           releaseHeap();
           return releaseCodePages(platform);

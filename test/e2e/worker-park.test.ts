@@ -27,6 +27,7 @@ async function until(ok: () => boolean, what: string, ms = 20_000): Promise<void
 const count = (text: string, needle: string) => text.split(needle).length - 1;
 const PARKED = "escalation worker parked";
 const STARTED = "escalation worker started again";
+const NOT_PARKED = "escalation worker not parked";
 
 describe.skipIf(skip)("serve parks its escalation worker when idle", () => {
   test("after start-up and after each call it parks; the next call's execs are decided by the rules as before", async () => {
@@ -54,6 +55,48 @@ describe.skipIf(skip)("serve parks its escalation worker when idle", () => {
   // Call A's background `touch` asks a human (a `prompt` rule); A ends while the question is open; the worker parks;
   // call B's `touch` asks too. The human accepts A's question, then declines B's. Session ids started again at 1 in
   // each worker: A's answer (the escalation of `touch late-a`) answered B's exec, which exited 0 though declined.
+  for (const backend of ["bwrap", "landlock"] as const)
+    test(`${backend}: an exec_command session running beside keeps the worker from parking, and its forbidden exec is still denied`, async () => {
+      const home = homeDir();
+      const ws = homeDir("shellmcp-ws-");
+      const s = await startServe({
+        codexHome: home,
+        args: ["--sandbox-backend", backend],
+        rules: 'prefix_rule(pattern=["touch"], decision="forbidden")\n',
+        env: { SHELLMCP_WORKER_PARK_MS: "300", SHELLMCP_LOG: "debug" },
+      });
+      sessions.push(s);
+      await s.sandboxState({ type: "workspace-write", network_access: false }, ws);
+      await until(() => s.stderr().includes(PARKED), "the park after start-up");
+      // The session's shell outlives its exec_command call: the park 300 ms after that call finds its listener open.
+      const go = join(ws, "go");
+      const started = (await s.client.callTool(
+        {
+          name: "exec_command",
+          arguments: { cmd: `while [ ! -e ${go} ]; do sleep 0.05; done; touch forbidden; echo rc=$?`, workdir: ws, yield_time_ms: 200 },
+        },
+        undefined,
+        { timeout: 60_000 },
+      )) as { content: { text: string }[] };
+      const id = /session ID (\d+)/.exec(started.content.map((c) => c.text).join("\n"))?.[1];
+      expect(id).toBeDefined();
+      await until(() => s.stderr().includes(NOT_PARKED), "the refused park");
+      expect(count(s.stderr(), PARKED)).toBe(1); // only start-up's
+      writeFileSync(go, "");
+      const out = (await s.client.callTool(
+        { name: "write_stdin", arguments: { session_id: Number(id), chars: "", yield_time_ms: 10_000 } },
+        undefined,
+        {
+          timeout: 60_000,
+        },
+      )) as { content: { text: string }[] };
+      const text = out.content.map((c) => c.text).join("\n");
+      expect(text).toContain("Execution denied: Execution forbidden by policy");
+      expect(text).toContain("rc=1");
+      expect(existsSync(join(ws, "forbidden"))).toBe(false);
+      await until(() => count(s.stderr(), PARKED) === 2, "the park once the session has ended");
+    }, 120_000);
+
   test("the human's accept of an ended call's question never runs the next call's declined exec", async () => {
     const home = homeDir();
     const ws = homeDir("shellmcp-ws-");
