@@ -21,7 +21,7 @@ afterEach(() => {
 
 /** Start `sleep <mark>` in a new session whose id (its pid) is `sid`: retries the pid allocation a few hundred times. */
 const REUSE = `
-import os, sys
+import os, sys, time
 target, mark = int(sys.argv[1]), sys.argv[2]
 for _ in range(500):
     with open("/proc/sys/kernel/ns_last_pid", "w") as f:
@@ -35,8 +35,16 @@ for _ in range(500):
             os.execvp("sleep", ["sleep", mark])
         os._exit(0)
     if pid == target:
-        print("REUSED", flush=True)
-        sys.exit(0)
+        # Said only once the child runs sleep: between its dup2 and its exec it still reads as python.
+        want = ("sleep\\0" + mark + "\\0").encode()
+        for _ in range(1000):
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if f.read() == want:
+                    print("REUSED", flush=True)
+                    sys.exit(0)
+            time.sleep(0.005)
+        print("NO EXEC", flush=True)
+        sys.exit(1)
     os.waitpid(pid, 0)
 print("MISSED", flush=True)
 `;
