@@ -314,18 +314,19 @@ describe.skipIf(skipWithout("local approver suite", shellsMissing()))("issue 32:
 
   test("nobody answers in time: a clear Deny, nothing ran, nothing left behind", async () => {
     const ws = confDir("appr-ws");
-    const s = await serve(ws, ["--approver-timeout-ms", "2000"]);
+    const s = await serve(ws, ["--approver-timeout-ms", "4000"]);
     const dir = join(s.codexHome, "approvals");
     await socketOf(s);
     expect(readdirSync(dir)).toEqual([`${s.pid}.sock`]);
     const t0 = Date.now();
-    const { out } = await s.shell({ command: `touch ${ws}/late; echo rc=$?`, workdir: ws, timeout_ms: 1000 });
+    // The call's timeout still covers the login shell's start and the escalation (3 s: ample on a loaded machine).
+    const { out } = await s.shell({ command: `touch ${ws}/late; echo rc=$?`, workdir: ws, timeout_ms: 3000 });
     const took = Date.now() - t0;
     // What the model read first (a failure below then shows it), then the timing.
-    expect(out.output).toContain("nobody answered within 2 s");
-    // The call's own timeout (1 s) was paused while the approver waited (2 s): the command was not killed.
+    expect(out.output).toContain("nobody answered within 4 s");
+    // The call's own timeout (3 s) was paused while the approver waited (4 s): the command was not killed.
     expect(out.timed_out).toBe(false);
-    expect(took).toBeGreaterThanOrEqual(2000);
+    expect(took).toBeGreaterThanOrEqual(4000);
     expect(out.output).not.toContain("escalation policy error"); // a Deny with the approver's reason, not a failure
     expect(out.output).toContain("run `shellmcp approvals`");
     expect(out.output).toContain("rc=1");

@@ -35,7 +35,13 @@ const decide = (r: ResolvedRequest): Decision =>
 
 /** This process's threads named `Worker` (Bun's worker threads, ours and any another test left ending): their tids. */
 const workerTids = () =>
-  readdirSync("/proc/self/task").filter((t) => readFileSync(`/proc/self/task/${t}/comm`, "utf8").trim() === "Worker");
+  readdirSync("/proc/self/task").filter((t) => {
+    try {
+      return readFileSync(`/proc/self/task/${t}/comm`, "utf8").trim() === "Worker";
+    } catch {
+      return false; // a thread that ended since the listing (a parked worker)
+    }
+  });
 /** Worker threads started since `before` that still run (this test's workers and inspectors). */
 const workersSince = (before: string[]) => workerTids().filter((t) => !before.includes(t)).length;
 const fds = () => readdirSync("/proc/self/fd").length;

@@ -21,6 +21,18 @@ const base = join(CONF_BASE, `exec-launch-${process.pid}`);
  * and a user other than root without /run/user/<uid> keeps the programs the executable runs outside the sandbox in
  * ~/.cache/shellmcp, which Landlock then refuses to leave writable (src/carried/portable-shells.ts).
  */
+/**
+ * Whether process `p` is not a lifeline guard (the guards' argv holds the script, so `pidsWith` finds them beside
+ * the leftovers they hold); false for a process gone since it was listed (the guards reap what they kill).
+ */
+function notGuard(p: number): boolean {
+  try {
+    return !readFileSync(`/proc/${p}/cmdline`, "utf8").startsWith("shellmcp-guard");
+  } catch {
+    return false;
+  }
+}
+
 function serverHome(): string {
   const h = join(base, "home");
   mkdirSync(h, { recursive: true });
@@ -167,7 +179,7 @@ test("nothing a process/start began outlives an exec-server killed with SIGKILL 
   const proj = join(base, "proj-lifeline");
   mkdirSync(proj, { recursive: true });
   const tag = `${Math.floor(300 + Math.random() * 1000)}.${process.pid}`;
-  const tagged = () => pidsWith(tag).filter((p) => !readFileSync(`/proc/${p}/cmdline`, "utf8").startsWith("shellmcp-guard"));
+  const tagged = () => pidsWith(tag).filter(notGuard);
   try {
     const c = await ExecClient.connect(server.url);
     await c.init();
@@ -220,8 +232,6 @@ test("nothing a tty process/start began outlives an exec-server killed with SIGK
   const r = Math.floor(300 + Math.random() * 1000);
   const tag = `${r}.${process.pid}`;
   const hup = `${r}7.${process.pid}`; // never contains `tag`, nor `tag` it
-  // The guards (their argv holds the script) hold the leftovers; they are not among them.
-  const notGuard = (p: number) => !readFileSync(`/proc/${p}/cmdline`, "utf8").startsWith("shellmcp-guard");
   const tagged = () => pidsWith(tag).filter(notGuard);
   try {
     const c = await ExecClient.connect(server.url);

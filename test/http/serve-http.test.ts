@@ -295,7 +295,8 @@ describe.skipIf(skip)("serve --listen: lifecycle", () => {
   });
 
   test("a client that vanishes: its processes end after the idle timeout", async () => {
-    const s = await serve({ args: ["--client-idle-timeout-ms", "300"] });
+    // Long enough that a loaded machine does not end the session between connect and the call (the test waits anyway).
+    const s = await serve({ args: ["--client-idle-timeout-ms", "1500"] });
     const c = await connect(s);
     await c.call("exec_command", { cmd: nap(102), workdir: "/", yield_time_ms: 200 });
     // No DELETE, no further request: the client is gone as far as the server can tell.

@@ -14,6 +14,7 @@ import { startServe, withoutBlocked, type Session } from "../helpers/mcp.ts";
 import { ensureBinary } from "../helpers/binary.ts";
 import { MODERN, modernHome, startModern, startRawModern, type ModernSession, type RawModern } from "../helpers/mcp-modern.ts";
 import { noProcessLeft } from "../helpers/events.ts";
+import { waitFor } from "../helpers/attack.ts";
 import { earlyDiscoverResponse } from "../../src/mcp/early-initialize.ts";
 import { shellsMissing } from "../helpers/shells.ts";
 import { skipWithout, toolMissing } from "../helpers/prereq.ts";
@@ -337,12 +338,8 @@ describe.skipIf(skip)("modern era on the wire (raw JSON lines)", () => {
         _meta: { "io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {} },
       },
     });
-    let running = false;
-    for (let i = 0; i < 80 && !running; i++) {
-      running = Bun.spawnSync(["pgrep", "-f", nap]).exitCode === 0;
-      if (!running) await Bun.sleep(25);
-    }
-    expect(running).toBe(true);
+    // The server was just started (raw() does not wait): its start-up shell check comes before the command.
+    expect(await waitFor(() => Bun.spawnSync(["pgrep", "-f", nap]).exitCode === 0, 20_000, 25)).toBe(true);
     s.rpc.notify("notifications/cancelled", { requestId: "to-cancel", reason: "test" });
     expect(await noProcessLeft(nap)).toEqual([]);
     expect(text(await s.call({ command: "echo still", workdir: ws, login: false })).output).toBe("still\n");
@@ -351,9 +348,10 @@ describe.skipIf(skip)("modern era on the wire (raw JSON lines)", () => {
   test("the call's timeout does not run while its exec waits for the human", async () => {
     const ws = workspace();
     const s = raw({ rules: PROMPT_TOUCH, args: open(ws) });
-    const args = { command: "touch slow.txt; echo after", workdir: ws, login: false, timeout_ms: 1000 };
+    // The timeout still covers the start and the escalation (3 s: ample on a loaded machine).
+    const args = { command: "touch slow.txt; echo after", workdir: ws, login: false, timeout_ms: 3000 };
     const first = (await s.call(args)).result as { inputRequests: Record<string, unknown>; requestState: string };
-    await Bun.sleep(2000); // the human takes twice the call's timeout
+    await Bun.sleep(4500); // the human takes longer than the call's timeout
     const key = Object.keys(first.inputRequests)[0]!;
     const done = await s.call(args, { inputResponses: { [key]: { action: "accept" } }, requestState: first.requestState });
     expect(text(done)).toMatchObject({ output: "after\n", timed_out: false, exit_code: 0 });
@@ -571,7 +569,9 @@ describe.skipIf(skip)("tasks extension (raw JSON lines): long calls of a client 
     const args = { command: `${nap}; touch never.txt`, workdir: ws, login: false, timeout_ms: 60000 };
     const created = (await s.request("tools/call", { name: "shell", arguments: args }, TASKS)).result as TaskView;
     expect(created.resultType).toBe("task");
-    expect(Bun.spawnSync(["pgrep", "-f", nap]).exitCode).toBe(0);
+    // The task is made --task-after-ms after the request came, which may be before the command starts: the server
+    // was just started (raw() does not wait), and a call waits for its start-up shell check.
+    expect(await waitFor(() => Bun.spawnSync(["pgrep", "-f", nap]).exitCode === 0, 20_000, 25)).toBe(true);
     expect((await s.request("tasks/cancel", { taskId: created.taskId }, TASKS)).result).toMatchObject({ resultType: "complete" });
     expect(await noProcessLeft(nap)).toEqual([]);
     expect(((await s.request("tasks/get", { taskId: created.taskId }, TASKS)).result as TaskView).status).toBe("cancelled");

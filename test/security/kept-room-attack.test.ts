@@ -32,7 +32,8 @@ time.sleep(0.5)
 socket.socket(fileno=fd).sendall(b"".join(struct.pack("<IIi", 2, i, 42 << 8) for i in range(1, 2000)))
 print("forged")
 `;
-const SLOW = `import time, sys; time.sleep(3); sys.exit(7)`;
+/** Says it has started (a line on its stdout), then ends with 7 after 3 s. */
+const SLOW = `import time, sys; print("started", flush=True); time.sleep(3); sys.exit(7)`;
 
 /** Starts a setsid'd sleep, then SIGKILLs its parent (the launcher). */
 const KILL_PARENT = (marker: string) => `
@@ -87,7 +88,8 @@ describe.skipIf(skipWithout("kept room attack suite", shellsMissing()))("kept ro
         writeFileSync(join(ws, "forge.py"), FORGE);
         writeFileSync(join(ws, "slow.py"), SLOW);
         const r = await s.shell({
-          command: `python3 slow.py & p=$!; sleep 0.3; python3 forge.py; wait $p; echo slow=$?`,
+          // The forger starts once its victim runs (a fixed sleep here let a loaded machine start them the other way).
+          command: `python3 slow.py | { read -r started; python3 forge.py; }; echo slow=\${PIPESTATUS[0]}`,
           workdir: ws,
           login: false,
           timeout_ms: 20_000,
@@ -95,7 +97,8 @@ describe.skipIf(skipWithout("kept room attack suite", shellsMissing()))("kept ro
         // Found: "slow=42" after ~1 s (slow.py never finished: the call ended and its room was shut).
         expect(r.out.output).toContain("slow=7");
         // The attack ran: both programs were escalated into the same kept room (the forger beside its victim).
-        const [slow, forge] = escalations(s.stderr()).filter((e) => e.argv[0] === "python3");
+        const programs = escalations(s.stderr()).filter((e) => e.argv[0] === "python3");
+        const [slow, forge] = ["slow.py", "forge.py"].map((f) => programs.find((e) => e.argv[1] === f));
         expect({ slow: slow?.argv[1], forge: forge?.argv[1], room: forge?.room }).toEqual({
           slow: "slow.py",
           forge: "forge.py",

@@ -10,6 +10,7 @@
  * of its own, with this process's lifeline; `sh` detaches a tagged `sleep`; the host's /proc is searched for it.
  */
 import { afterEach, describe, expect, test } from "bun:test";
+import { readFileSync } from "node:fs";
 import { lifelineProblem } from "../../src/sandbox/linux/lifeline.ts";
 import { endSessions, killSessions, trackSession } from "../../src/shell/sessions.ts";
 import { guardedStart } from "../../src/shell/spawn-plan.ts";
@@ -24,6 +25,20 @@ const tags: string[] = [];
 afterEach(() => {
   for (const t of tags.splice(0)) killWith(`sleep\0${t}`);
 });
+
+/**
+ * The processes that run `sleep TAG` itself: `pidsWith` would also find setsid(1) still holding `setsid sleep TAG`
+ * before its own setsid() (it is then still in the call's session, so the session's SIGKILL takes it).
+ */
+function sleepers(tag: string): number[] {
+  return pidsWith(`sleep\0${tag}`).filter((p) => {
+    try {
+      return readFileSync(`/proc/${p}/cmdline`, "utf8") === `sleep\0${tag}\0`;
+    } catch {
+      return false; // gone
+    }
+  });
+}
 
 /**
  * A guarded call as `serve` starts one: the guard leads a new session and runs `sh`, which detaches `sleep TAG` with
@@ -41,7 +56,7 @@ async function guardedCall(sids: Set<number>): Promise<{ tag: string; exited: Pr
     trackSession(sids, proc.pid, false);
     return code;
   });
-  expect(await waitFor(() => pidsWith(`sleep\0${tag}`).length === 1, 10_000, 10)).toBe(true);
+  expect(await waitFor(() => sleepers(tag).length === 1, 10_000, 10)).toBe(true);
   return { tag, exited };
 }
 
@@ -63,6 +78,6 @@ describe.skipIf(skip)("ending the sessions of running calls", () => {
     const a = await guardedCall(sids);
     expect(killSessions(sids)).toBeGreaterThan(0);
     await a.exited;
-    expect(pidsWith(`sleep\0${a.tag}`).length).toBe(1); // its guard is gone and reaped: nothing will end it now
+    expect(sleepers(a.tag).length).toBe(1); // its guard is gone and reaped: nothing will end it now
   });
 });
