@@ -34,6 +34,7 @@ import {
   readlinkSync,
   readSync,
   renameSync,
+  statSync,
   symlinkSync,
   unlinkSync,
   writeSync,
@@ -239,6 +240,33 @@ export function roleLink(name: string, target: string = process.execPath, bases:
     }
   }
   throw new ShellmcpError("CONFIG", `no folder for the ${name} link: ${refused.join("; ")}`, { refused });
+}
+
+/**
+ * Path of the copy of the carried `kind` program that `serve` installed for this user ({@link installPortableShell}:
+ * `<base>/shells-<digest>/<kind>` in the first of `bases` that holds it as an executable regular file), or undefined
+ * when this executable carries none (run from source, macOS) or none is installed. Only looks: creates, checks and
+ * replaces nothing, so it is for a process that runs what it finds inside its own sandbox (the exec wrapper's
+ * interpreter for a script without `#!`), never for choosing what runs outside one. Reads and hashes the embedded
+ * program (~1.2 MiB for bash, a few ms): for rare paths only.
+ *
+ * @public loaded with `require` by src/escalate/protocol/wrapper.ts (only there: never on the wrapper's hot path),
+ *   which knip does not follow.
+ */
+export function installedPortableShell(kind: PortableShellKind, bases: readonly string[] = portableShellBases()): string | undefined {
+  const bytes = embeddedShell(kind);
+  if (bytes === undefined) return undefined;
+  const folder = `${CONTENT_DIR_PREFIX}${sha256(bytes).slice(0, 16)}`;
+  for (const base of bases) {
+    const path = join(base, folder, kind);
+    try {
+      const st = statSync(path);
+      if (st.isFile() && (st.mode & 0o111) !== 0) return path;
+    } catch {
+      // not installed in this base
+    }
+  }
+  return undefined;
 }
 
 /**

@@ -49,13 +49,16 @@ describe.skipIf(skipWithout("portable shells (one file to run)", portableMissing
     return exe;
   }
 
-  /** One `shell` call of a new `serve` of `exe`, whose HOME and CODEX_HOME is `home` (default: a new folder). */
-  async function call(exe: string, shell: "bash" | "zsh", command: string, home?: string) {
+  /**
+   * One `shell` call of a new `serve` of `exe`, whose HOME and CODEX_HOME is `home` (default: a new folder), with
+   * `extra` arguments.
+   */
+  async function call(exe: string, shell: "bash" | "zsh", command: string, home?: string, extra: string[] = []) {
     const work = mkdtempSync(join(CONF_BASE, "work-"));
     mkdirSync(join(work, "sub"));
     const s = await startServe({
       command: [exe],
-      args: ["--sandbox", "workspace-write", "--shell", shell],
+      args: ["--sandbox", "workspace-write", "--shell", shell, ...extra],
       rules: RULES,
       cwd: work,
       codexHome: home,
@@ -85,6 +88,23 @@ describe.skipIf(skipWithout("portable shells (one file to run)", portableMissing
       expect(existsSync(join(CONF_BASE, "outside"))).toBe(false);
     });
   }
+
+  test("--intercept-all: a script without #! run as the last command goes to the carried bash: its own commands meet the rules", async () => {
+    // With --intercept-all every exec goes through the exec wrapper (codex-execve-wrapper), as with Codex's own
+    // patched bash. `./script` is the last command of -c, so bash execs the wrapper in place: its parent is then not
+    // a shell. The wrapper runs the script in the sandbox (Run); execve fails with ENOEXEC and the wrapper picks the
+    // interpreter. /bin/sh (what it picked when no shells/ lay beside the executable) ran the script's rm unasked.
+    const out = await call(
+      alone(),
+      "bash",
+      `touch sub/y && printf 'rm sub/y; echo "inner rm $?"\\n' > script && chmod +x script && ./script`,
+      undefined,
+      ["--intercept-all"],
+    );
+    expect(out.output).toContain("Execution denied: Execution forbidden by policy");
+    expect(out.output).toContain("inner rm 1");
+    expect(out.exit_code).toBe(0);
+  });
 
   test("a changed copy is replaced before the next start uses it", async () => {
     const exe = alone();

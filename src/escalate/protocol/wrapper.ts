@@ -90,8 +90,10 @@ function splitNul(b: Buffer): Uint8Array[] {
  * Interpreter for a target that failed with ENOEXEC (an executable text file without `#!`): bash runs such
  * files itself, zsh hands them to /bin/sh. We look at the shell that exec'd us (our parent) and do the same.
  * When the parent is not a shell (bash execs the last command of `-c` in place, so our parent is then the
- * shell's parent), we use the patched bash installed beside this binary (`<dir>/shells/bash`) so the script's
- * own commands are still intercepted, else /bin/sh.
+ * shell's parent), we use a patched bash, so that the script's own commands are still intercepted: the one installed
+ * beside this binary (`<dir>/shells/bash`, a checkout or scripts/install.sh), else the carried one `serve` installed
+ * (src/carried/portable-shells.ts: an executable alone, as npm installs it), else /bin/sh. Only on this rare path:
+ * the carried one's lookup hashes the embedded shell (a few ms), and its module is loaded only here.
  */
 function scriptInterpreter(): string {
   try {
@@ -103,7 +105,9 @@ function scriptInterpreter(): string {
   }
   const exe = process.execPath;
   const besides = `${exe.slice(0, exe.lastIndexOf("/"))}/shells/bash`;
-  return existsSync(besides) ? besides : "/bin/sh";
+  if (existsSync(besides)) return besides;
+  const { installedPortableShell } = require("../../carried/portable-shells.ts") as typeof import("../../carried/portable-shells.ts");
+  return installedPortableShell("bash") ?? "/bin/sh";
 }
 
 function runInPlace(file: string, argv: string[]): never {
