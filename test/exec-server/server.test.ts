@@ -243,14 +243,17 @@ describe("processes", () => {
       );
       sock.pause(); // never read again
       // The flood is throttled (pipes: the pumps stop reading, so `yes` blocks in write; pty: the tree is stopped),
-      // not buffered without bound: waited for until `yes` writes nothing more between two looks.
+      // not buffered without bound: waited for until `yes` writes nothing more across four looks 250 ms apart. Two
+      // looks were not enough on a loaded machine: `yes` blocked on a full pty for 250 ms while the server, not
+      // scheduled, had not yet read up to its bound (seen beside two busy loops: 553,792 then 667,808 bytes).
       const written = () => writtenBy(floodLine);
       let last = -1;
-      for (const until = Date.now() + 20_000; Date.now() < until;) {
+      let same = 0;
+      for (const until = Date.now() + 20_000; Date.now() < until && same < 3;) {
         const now = written();
-        if (now !== undefined && now === last) break;
+        same = now !== undefined && now === last ? same + 1 : 0;
         last = now ?? -1;
-        await Bun.sleep(250);
+        if (same < 3) await Bun.sleep(250);
       }
       expect(last, "the flood never started, or was never throttled").toBeGreaterThan(0);
       expect(written()).toBe(last);
