@@ -50,6 +50,11 @@ export type PortableShellKind = "bash" | "zsh" | "room-launcher" | "sandbox-exec
 /** Prefix of the per-content folders under a base folder. */
 const CONTENT_DIR_PREFIX = "shells-";
 
+/** The per-content folder for programs whose SHA-256 (hex) is `digest`: `shells-<first 16 hex digits>`. */
+function contentFolder(digest: string): string {
+  return `${CONTENT_DIR_PREFIX}${digest.slice(0, 16)}`;
+}
+
 /** Mode of an extracted shell: readable and executable by all, writable by its owner only. */
 const SHELL_MODE = 0o755;
 
@@ -184,12 +189,12 @@ export function installPortableShell(kind: PortableShellKind, bytes: Uint8Array,
   const digest = sha256(bytes);
   const refused: string[] = [];
   for (const base of bases) {
-    const problem = ensureBase(base, uid) ?? ensureFolder(join(base, `${CONTENT_DIR_PREFIX}${digest.slice(0, 16)}`), uid);
+    const problem = ensureBase(base, uid) ?? ensureFolder(join(base, contentFolder(digest)), uid);
     if (problem !== undefined) {
       refused.push(problem);
       continue;
     }
-    const path = join(base, `${CONTENT_DIR_PREFIX}${digest.slice(0, 16)}`, kind);
+    const path = join(base, contentFolder(digest), kind);
     if (fileMatches(path, bytes, digest, uid)) return path;
     try {
       writeShell(path, bytes);
@@ -256,7 +261,7 @@ export function roleLink(name: string, target: string = process.execPath, bases:
 export function installedPortableShell(kind: PortableShellKind, bases: readonly string[] = portableShellBases()): string | undefined {
   const bytes = embeddedShell(kind);
   if (bytes === undefined) return undefined;
-  const folder = `${CONTENT_DIR_PREFIX}${sha256(bytes).slice(0, 16)}`;
+  const folder = contentFolder(sha256(bytes));
   for (const base of bases) {
     const path = join(base, folder, kind);
     try {

@@ -106,8 +106,12 @@ function scriptInterpreter(): string {
   const exe = process.execPath;
   const besides = `${exe.slice(0, exe.lastIndexOf("/"))}/shells/bash`;
   if (existsSync(besides)) return besides;
-  const { installedPortableShell } = require("../../carried/portable-shells.ts") as typeof import("../../carried/portable-shells.ts");
-  return installedPortableShell("bash") ?? "/bin/sh";
+  try {
+    const { installedPortableShell } = require("../../carried/portable-shells.ts") as typeof import("../../carried/portable-shells.ts");
+    return installedPortableShell("bash") ?? "/bin/sh";
+  } catch {
+    return "/bin/sh"; // the embedded shell unreadable (out of memory or fds): as before the carried bash was looked for
+  }
 }
 
 function runInPlace(file: string, argv: string[]): never {
